@@ -1,0 +1,558 @@
+"""Segments -> ``[3, T]`` position ids (numpy), batches, and decode continuation.
+
+The builder has two stages. Planning turns segments (or, in :mod:`mrope.tokens`, placeholder runs)
+into a flat list of pieces: text runs and vision blocks, each with its size. Filling writes every
+piece into one preallocated ``[3, T]`` int64 array with broadcast assignments, so the cost is a few
+numpy calls per piece and nothing per token.
+
+Counter rule (SPEC section 1): each piece starts at ``s = 1 + max(all positions so far)`` (0 at the
+start); a text run of n tokens gets ``s .. s+n-1`` on every axis; a vision block of LLM grid
+``(T', H', W')`` gets ``(s + tau(i), s + h0 + j, s + w0 + k)`` for its token ``(i, j, k)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mrope.errors import LayoutError
+from mrope.rules import LayoutRules, resolve_rules
+from mrope.segments import Image, Segment, Text, Video
+
+if TYPE_CHECKING:
+    import torch
+
+TEXT_FILL_ID = 0
+"""Token id written into :attr:`Positions.input_ids` for text given as a count only."""
+
+DEFAULT_PAD_POSITION = 1
+"""Position value of pad slots in batches (the official Qwen code and transformers 4.x use 1;
+transformers 5.x uses 0: pass ``pad_position=0`` to match it)."""
+
+
+class MRopeWarning(UserWarning):
+    """Something legal but worth knowing, e.g. two video patches that share a time coordinate."""
+
+
+# --------------------------------------------------------------------------------------------- output
+
+
+@dataclass(frozen=True)
+class Span:
+    """A contiguous run of tokens ``[start, stop)`` that one segment produced.
+
+    Attributes:
+        kind: ``"text"``, ``"wrapper"`` (vision start/end), ``"timestamp"`` (Qwen3-VL time text),
+            ``"image"``, ``"video"`` or ``"thumbnail"``.
+        start, stop: token indices.
+        index: index of the segment in the input list.
+        grid: the LLM grid ``(T', H', W')`` of a vision span (per tile for tiles), else ``None``.
+        tile: ``(row, col)`` of the tile a span holds, else ``None``.
+    """
+
+    kind: str
+    start: int
+    stop: int
+    index: int
+    grid: tuple[int, int, int] | None = None
+    tile: tuple[int, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "start": self.start, "stop": self.stop, "index": self.index}
+        if self.grid is not None:
+            out["grid"] = list(self.grid)
+        if self.tile is not None:
+            out["tile"] = list(self.tile)
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class Positions:
+    """Positions of one sequence.
+
+    Attributes:
+        ids: int64 ``[3, T]``, rows t, h, w.
+        delta: ``max(ids) + 1 - T``; decode token at logical index ``i >= T`` gets ``i + delta``.
+        spans: what produced each token; they cover ``[0, T)`` exactly once, in order.
+        input_ids: int64 ``[T]``: the token ids the model would see (text given as a count holds
+            :data:`TEXT_FILL_ID`).
+        image_grid_thw, video_grid_thw: int64 ``[n, 3]`` encoder grids in order, as the processors
+            give them (tiled images report their whole grid).
+        second_per_grid_ts: float64 ``[n_videos]``.
+        notes: things worth knowing that are not errors (e.g. video patches sharing a time).
+        rules: the layout rules used.
+    """
+
+    ids: np.ndarray
+    delta: int
+    spans: tuple[Span, ...]
+    input_ids: np.ndarray
+    image_grid_thw: np.ndarray
+    video_grid_thw: np.ndarray
+    second_per_grid_ts: np.ndarray
+    rules: LayoutRules
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.ids.shape[1])
+
+    def torch(self) -> torch.Tensor:
+        """``ids`` as an int64 torch tensor ``[3, T]`` (shares memory)."""
+        import torch
+
+        return torch.from_numpy(self.ids)
+
+    def window(self, start: int, stop: int) -> np.ndarray:
+        """Positions ``[3, stop - start]`` of tokens ``start .. stop-1`` of a sequence that begins with
+        this prompt: the prompt's own positions where they exist, decode continuation past its end.
+
+        This is how chunked prefill and decode stay in one coordinate system: slice, never rebuild.
+        """
+        if not (0 <= start <= stop):
+            raise LayoutError(f"window needs 0 <= start <= stop; got start={start}, stop={stop}")
+        t = self.num_tokens
+        inside = self.ids[:, start : min(stop, t)]
+        if stop <= t:
+            return inside.copy()
+        first = max(start, t)
+        return np.concatenate([inside, next_positions(self.delta, first, stop - first)], axis=1)
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    """Positions of a padded batch.
+
+    Attributes:
+        ids: int64 ``[3, B, L]``; pad slots hold ``pad_position``.
+        attention_mask: int64 ``[B, L]``, 1 at valid tokens.
+        deltas: int64 ``[B]``.
+        input_ids: int64 ``[B, L]`` (pad slots hold ``pad_token_id``).
+        sequences: the per-sample :class:`Positions`.
+    """
+
+    ids: np.ndarray
+    attention_mask: np.ndarray
+    deltas: np.ndarray
+    input_ids: np.ndarray
+    sequences: tuple[Positions, ...]
+
+    def torch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(position_ids [3, B, L], attention_mask [B, L], deltas [B, 1])`` as torch tensors."""
+        import torch
+
+        return (
+            torch.from_numpy(self.ids),
+            torch.from_numpy(self.attention_mask),
+            torch.from_numpy(self.deltas).unsqueeze(1),
+        )
+
+
+# ----------------------------------------------------------------------------------------- pieces
+
+
+@dataclass
+class _Text:
+    n: int
+    token_ids: Sequence[int] | int
+    kind: str
+    index: int
+
+
+@dataclass
+class _Block:
+    """A vision block: ``n_tiles`` tiles of ``T' x tile_h x tile_w`` tokens, emitted tile, t, h, w.
+
+    ``tile_h0`` / ``tile_w0`` hold each tile's offset in the block (0 for an untiled block).
+    """
+
+    tau: np.ndarray  # int64 [T']
+    tile_h: int
+    tile_w: int
+    tile_h0: np.ndarray  # int64 [n_tiles]
+    tile_w0: np.ndarray  # int64 [n_tiles]
+    h0: int  # spatial offset of the whole block (centering, crop origin)
+    w0: int
+    span_h: int  # merged extent of the whole block, for the "spatial" advance rule
+    span_w: int
+    kind: str
+    index: int
+    token_id: int
+    tiles: Sequence[tuple[int, int]] | None = None  # (row, col) of each tile, for spans
+
+    @property
+    def n(self) -> int:
+        return len(self.tau) * self.tile_h * self.tile_w * len(self.tile_h0)
+
+
+def _untiled_block(
+    merged: tuple[int, int, int], tau: np.ndarray, rules: LayoutRules, kind: str, index: int, token_id: int,
+    origin: tuple[int, int] = (0, 0),
+) -> _Block:
+    _, hh, ww = merged
+    h0, w0 = _spatial_offset(hh, ww, rules, origin)
+    zero = np.zeros(1, dtype=np.int64)
+    return _Block(tau, hh, ww, zero, zero, h0, w0, hh, ww, kind, index, token_id)
+
+
+def _spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int]) -> tuple[int, int]:
+    h0 = w0 = 0
+    if rules.spatial == "centered":
+        side = max(hh, ww)
+        h0, w0 = (side - hh) // 2, (side - ww) // 2
+    if rules.crop == "keep":
+        h0, w0 = h0 + origin[0], w0 + origin[1]
+    return h0, w0
+
+
+def merged_grid(grid: Sequence[int], merge_size: int, what: str = "vision") -> tuple[int, int, int]:
+    """Encoder grid ``(t, h, w)`` -> LLM grid ``(t, h / m, w / m)``; h and w must divide by ``m``."""
+    t, h, w = (int(v) for v in grid)
+    if min(t, h, w) < 1:
+        raise LayoutError(f"{what} grid must be positive (t, h, w); got {tuple(grid)}")
+    if h % merge_size or w % merge_size:
+        raise LayoutError(
+            f"{what} grid {(t, h, w)}: h and w must be multiples of the merge size {merge_size}"
+        )
+    return t, h // merge_size, w // merge_size
+
+
+def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -> np.ndarray:
+    """``tau(i)`` for ``i in [0, n_patches)``, int64: ``i`` (index rule), or
+    ``floor(i * second_per_grid * tokens_per_second)`` (seconds rule; multiply first, then floor).
+    The timestamps rule splits a video into one-patch blocks, each with ``tau = 0``."""
+    i = np.arange(n_patches, dtype=np.int64)
+    if rules.temporal == "seconds":
+        return np.floor(i * float(second_per_grid) * float(rules.tokens_per_second)).astype(np.int64)
+    return i
+
+
+def _tokenize(tokenizer: Any, text: str) -> list[int]:
+    if hasattr(tokenizer, "encode") and type(tokenizer).__module__.startswith("tokenizers"):
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+    elif callable(tokenizer):
+        ids = tokenizer(text)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+    else:
+        raise LayoutError(
+            f"tokenizer must be a callable str -> list[int] or a tokenizers.Tokenizer; got {type(tokenizer)}"
+        )
+    try:
+        out = [int(t) for t in ids]
+    except (TypeError, ValueError):
+        raise LayoutError(f"tokenizer returned {ids!r} for {text!r}; expected a list of int ids") from None
+    if not out:
+        raise LayoutError(f"tokenizer returned no tokens for the timestamp {text!r}")
+    return out
+
+
+class _Plan:
+    """Pieces of one sequence plus the grids the processors would report."""
+
+    def __init__(self, rules: LayoutRules) -> None:
+        self.rules = rules
+        self.pieces: list[_Text | _Block] = []
+        self.image_grids: list[tuple[int, int, int]] = []
+        self.video_grids: list[tuple[int, int, int]] = []
+        self.second_per_grid: list[float] = []
+        self.notes: list[str] = []
+
+    def text(self, n: int, token_ids: Sequence[int] | int, kind: str, index: int) -> None:
+        if n:
+            self.pieces.append(_Text(n, token_ids, kind, index))
+
+    def wrapped(self, index: int, wrap: bool, body: Callable[[], None]) -> None:
+        if wrap:
+            self.text(1, self.rules.vision_start_id, "wrapper", index)
+        body()
+        if wrap:
+            self.text(1, self.rules.vision_end_id, "wrapper", index)
+
+    def add(self, seg: Segment, index: int, tokenizer: Any) -> None:
+        if isinstance(seg, Text):
+            ids = seg.token_ids if seg.token_ids is not None else TEXT_FILL_ID
+            self.text(seg.num_tokens, ids, "text", index)
+        elif isinstance(seg, Image):
+            self.image_grids.append(seg.grid)
+            self.wrapped(index, seg.wrap, lambda: self._image(seg, index))
+        elif isinstance(seg, Video):
+            self._video(seg, index, tokenizer)
+        else:
+            raise LayoutError(
+                f"segment {index} is a {type(seg).__name__}; expected mrope.Text, mrope.Image or mrope.Video"
+            )
+
+    def _image(self, img: Image, index: int) -> None:
+        rules = self.rules
+        merged = merged_grid(img.grid, rules.merge_size, f"image (segment {index})")
+        tau = np.arange(merged[0], dtype=np.int64)
+        if img.tiles is None:
+            self.pieces.append(_untiled_block(merged, tau, rules, "image", index, rules.image_pad_id, img.origin))
+            return
+        cols, rows = img.tiles
+        _, hh, ww = merged
+        if hh % rows or ww % cols:
+            raise LayoutError(
+                f"image (segment {index}): merged grid {hh}x{ww} (h x w) does not split into {rows} rows "
+                f"and {cols} columns of equal tiles"
+            )
+        th, tw = hh // rows, ww // cols
+        order = np.asarray(img.tile_order if img.tile_order is not None else range(rows * cols), dtype=np.int64)
+        tile_rc = [(int(i) // cols, int(i) % cols) for i in order]
+        if rules.tiles == "global":
+            h0, w0 = _spatial_offset(hh, ww, rules, img.origin)
+            self.pieces.append(
+                _Block(tau, th, tw, (order // cols) * th, (order % cols) * tw, h0, w0, hh, ww,
+                       "image", index, rules.image_pad_id, tile_rc)
+            )
+        else:
+            for rc in tile_rc:
+                block = _untiled_block((1, th, tw), tau, rules, "image", index, rules.image_pad_id, img.origin)
+                block.tiles = [rc]
+                self.pieces.append(block)
+        if img.thumbnail:
+            self.pieces.append(_untiled_block((1, th, tw), tau, rules, "thumbnail", index, rules.image_pad_id))
+
+    def _video(self, vid: Video, index: int, tokenizer: Any) -> None:
+        rules = self.rules
+        merged = merged_grid(vid.grid, rules.merge_size, f"video (segment {index})")
+        spg = vid.resolved_second_per_grid(rules.temporal_patch_size, rules.fps)
+        self.video_grids.append(vid.grid)
+        self.second_per_grid.append(spg)
+        if rules.temporal != "timestamps":
+            tau = temporal_index(merged[0], rules, spg)
+            if merged[0] > 1 and np.any(np.diff(tau) == 0):
+                dup = int(np.flatnonzero(np.diff(tau) == 0)[0])
+                self.notes.append(
+                    f"video (segment {index}): temporal patches {dup} and {dup + 1} share t offset "
+                    f"{int(tau[dup])} (second_per_grid {spg:g} s x tokens_per_second "
+                    f"{rules.tokens_per_second:g} < 1): time resolution is lost above "
+                    f"{rules.tokens_per_second * rules.temporal_patch_size:g} fps"
+                )
+            self.wrapped(
+                index, vid.wrap,
+                lambda: self.pieces.append(_untiled_block(merged, tau, rules, "video", index, rules.video_pad_id)),
+            )
+            return
+        # timestamps rule: one (1, H', W') block per temporal patch, each after its time text
+        frame = (1, merged[1], merged[2])
+        zero_tau = np.zeros(1, dtype=np.int64)
+        times = vid.patch_times(rules.temporal_patch_size, rules.fps) if vid.wrap else [0.0] * merged[0]
+        if vid.wrap and tokenizer is None:
+            raise LayoutError(
+                f"video (segment {index}) under the {rules.name!r} rules needs timestamp text tokens: pass "
+                "tokenizer= (a callable str -> list[int] or a tokenizers.Tokenizer) to the builder, "
+                "or Video(..., wrap=False) for bare vision tokens"
+            )
+        cache: dict[str, list[int]] = {}
+        for x in times:
+            if vid.wrap:
+                stamp = rules.timestamp_format.format(x)
+                if stamp not in cache:
+                    cache[stamp] = _tokenize(tokenizer, stamp)
+                self.text(len(cache[stamp]), cache[stamp], "timestamp", index)
+            self.wrapped(
+                index, vid.wrap,
+                lambda: self.pieces.append(_untiled_block(frame, zero_tau, rules, "video", index, rules.video_pad_id)),
+            )
+
+    # ------------------------------------------------------------------------------------ filling
+
+    def fill(self) -> tuple[np.ndarray, np.ndarray, list[Span], int]:
+        """Write every piece; returns ``(ids [3, T], input_ids [T], spans, max position)``."""
+        total = sum(p.n for p in self.pieces)
+        ids = np.empty((3, total), dtype=np.int64)
+        tokens = np.empty(total, dtype=np.int64)
+        spans: list[Span] = []
+        top = fill_pieces(self.pieces, ids, tokens, spans, self.rules.advance)
+        return ids, tokens, spans, top
+
+
+def fill_pieces(
+    pieces: Sequence[_Text | _Block],
+    ids: np.ndarray,
+    tokens: np.ndarray | None,
+    spans: list[Span] | None,
+    advance: str,
+) -> int:
+    """Fill ``ids[:, :sum(n)]`` (and ``tokens`` / ``spans`` when given) from ``pieces``.
+
+    Returns the largest position written (-1 for an empty sequence).
+    """
+    a = 0  # token cursor
+    top = -1  # max position so far
+    s = 0  # start of the next piece
+    for p in pieces:
+        n = p.n
+        b = a + n
+        if isinstance(p, _Text):
+            ids[:, a:b] = np.arange(s, s + n, dtype=np.int64)
+            if tokens is not None:
+                tokens[a:b] = p.token_ids
+            if spans is not None:
+                spans.append(Span(p.kind, a, b, p.index))
+            top = s + n - 1
+            s = top + 1
+            a = b
+            continue
+        nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
+        shape = (nt, frames, th, tw)
+        ids[0, a:b].reshape(shape)[:] = (s + p.tau)[None, :, None, None]
+        ids[1, a:b].reshape(shape)[:] = (
+            s + p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
+        )
+        ids[2, a:b].reshape(shape)[:] = (
+            s + p.w0 + p.tile_w0[:, None, None, None] + np.arange(tw, dtype=np.int64)[None, None, None, :]
+        )
+        if tokens is not None:
+            tokens[a:b] = p.token_id
+        if spans is not None:
+            per_tile = frames * th * tw
+            if p.tiles is None:
+                spans.append(Span(p.kind, a, b, p.index, (frames, th, tw)))
+            else:
+                for k, rc in enumerate(p.tiles):
+                    spans.append(Span(p.kind, a + k * per_tile, a + (k + 1) * per_tile, p.index, (frames, th, tw), rc))
+        block_top = s + max(
+            int(p.tau.max()),
+            p.h0 + int(p.tile_h0.max()) + th - 1,
+            p.w0 + int(p.tile_w0.max()) + tw - 1,
+        )
+        top = max(top, block_top)
+        s = s + max(p.span_h, p.span_w) if advance == "spatial" else top + 1
+        a = b
+    return top
+
+
+# --------------------------------------------------------------------------------------- public API
+
+
+def build_positions(
+    segments: Sequence[Segment],
+    model: str = "qwen2-vl",
+    rules: LayoutRules | dict[str, Any] | None = None,
+    *,
+    tokenizer: Any = None,
+) -> Positions:
+    """Positions of one sequence of segments.
+
+    Args:
+        segments: :class:`Text`, :class:`Image` and :class:`Video` values in sequence order.
+        model: a preset name (``qwen2-vl``, ``qwen2.5-vl``, ``qwen3-vl``, ``glm-4.1v``).
+        rules: a :class:`LayoutRules` (replaces the preset) or a dict of overrides of the preset.
+        tokenizer: a callable ``str -> list[int]`` or a ``tokenizers.Tokenizer``; needed for Qwen3-VL
+            video timestamps.
+
+    Returns:
+        :class:`Positions` with ``ids`` int64 ``[3, T]``.
+    """
+    lay = resolve_rules(model, rules)
+    if isinstance(segments, (Text, Image, Video)) or not isinstance(segments, Sequence):
+        raise LayoutError(f"segments must be a list of Text / Image / Video; got {type(segments).__name__}")
+    plan = _Plan(lay)
+    for i, seg in enumerate(segments):
+        plan.add(seg, i, tokenizer)
+    ids, tokens, spans, top = plan.fill()
+    for note in plan.notes:
+        warnings.warn(note, MRopeWarning, stacklevel=2)
+    return Positions(
+        ids=ids,
+        delta=int(top + 1 - ids.shape[1]),
+        spans=tuple(spans),
+        input_ids=tokens,
+        image_grid_thw=np.asarray(plan.image_grids, dtype=np.int64).reshape(-1, 3),
+        video_grid_thw=np.asarray(plan.video_grids, dtype=np.int64).reshape(-1, 3),
+        second_per_grid_ts=np.asarray(plan.second_per_grid, dtype=np.float64),
+        rules=lay,
+        notes=tuple(plan.notes),
+    )
+
+
+def build_batch(
+    samples: Sequence[Sequence[Segment]],
+    model: str = "qwen2-vl",
+    rules: LayoutRules | dict[str, Any] | None = None,
+    *,
+    padding_side: str = "left",
+    pad_position: int = DEFAULT_PAD_POSITION,
+    pad_token_id: int = 0,
+    tokenizer: Any = None,
+) -> Batch:
+    """Positions of a batch of sequences, padded to the longest.
+
+    Positions are computed on valid tokens only, so left and right padding give the same values at
+    valid tokens. Pad slots hold ``pad_position`` and ``attention_mask`` is 0 there.
+
+    Returns:
+        :class:`Batch` with ``ids`` int64 ``[3, B, L]``, ``attention_mask`` ``[B, L]``, ``deltas`` ``[B]``.
+    """
+    if padding_side not in ("left", "right"):
+        raise LayoutError(f"padding_side must be 'left' or 'right'; got {padding_side!r}")
+    lay = resolve_rules(model, rules)
+    if isinstance(samples, (str, bytes)) or not isinstance(samples, Sequence) or not samples:
+        raise LayoutError("build_batch takes a non-empty list of segment lists")
+    seqs = tuple(build_positions(s, rules=lay, tokenizer=tokenizer) for s in samples)
+    width = max(p.num_tokens for p in seqs)
+    b = len(seqs)
+    ids = np.full((3, b, width), pad_position, dtype=np.int64)
+    mask = np.zeros((b, width), dtype=np.int64)
+    input_ids = np.full((b, width), pad_token_id, dtype=np.int64)
+    for row, p in enumerate(seqs):
+        n = p.num_tokens
+        sl = slice(width - n, width) if padding_side == "left" else slice(0, n)
+        ids[:, row, sl] = p.ids
+        mask[row, sl] = 1
+        input_ids[row, sl] = p.input_ids
+    deltas = np.asarray([p.delta for p in seqs], dtype=np.int64)
+    return Batch(ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=seqs)
+
+
+def next_positions(delta: int | np.ndarray | Sequence[int], n_done: int, n_new: int) -> np.ndarray:
+    """Positions of ``n_new`` tokens that follow ``n_done`` valid tokens (decode, or prefill chunks past
+    the prompt): token ``i`` gets ``i + delta`` on every axis.
+
+    Args:
+        delta: the sequence's delta (an int), or one per sequence (``[B]``).
+        n_done: valid tokens already in the cache (prompt included), counted without padding.
+        n_new: tokens to place.
+
+    Returns:
+        int64 ``[3, n_new]`` for an int delta, ``[3, B, n_new]`` for ``[B]`` deltas.
+    """
+    for name, v in (("n_done", n_done), ("n_new", n_new)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise LayoutError(f"{name} must be an int >= 0; got {v!r}")
+    steps = np.arange(n_done, n_done + n_new, dtype=np.int64)
+    d = np.asarray(delta)
+    if d.dtype.kind not in "iu" or d.ndim > 1 or (d.ndim == 1 and d.size == 0):
+        raise LayoutError(f"delta must be an int or a 1-D int array [B]; got {delta!r}")
+    if d.ndim == 0:
+        return np.broadcast_to(steps + int(d), (3, n_new)).copy()
+    return np.broadcast_to(steps[None, :] + d.astype(np.int64)[:, None], (3, d.size, n_new)).copy()
+
+
+def text_positions(n: int) -> np.ndarray:
+    """``0 .. n-1`` on every axis, int64 ``[3, n]`` (what M-RoPE sees for text only)."""
+    if n < 0:
+        raise LayoutError(f"n must be >= 0; got {n}")
+    return np.broadcast_to(np.arange(n, dtype=np.int64), (3, n)).copy()
+
+
+__all__ = [
+    "Batch",
+    "MRopeWarning",
+    "Positions",
+    "Span",
+    "build_batch",
+    "build_positions",
+    "merged_grid",
+    "next_positions",
+    "temporal_index",
+    "text_positions",
+]
+

@@ -1,0 +1,32 @@
+"""The project's error types.
+
+Every error mrope raises on bad input is a :class:`MRopeError`, which is also a ``ValueError`` so that
+callers who already catch ``ValueError`` keep working. The message always says what was expected and
+what came.
+"""
+
+from __future__ import annotations
+
+
+class MRopeError(ValueError):
+    """Base class of every error raised by mrope on bad input."""
+
+
+class SpecError(MRopeError):
+    """A :class:`~mrope.RopeSpec` (or a model config it was read from) is inconsistent."""
+
+
+class LayoutError(MRopeError):
+    """Segments, grids or layout rules that cannot be turned into positions."""
+
+
+class TokenError(MRopeError):
+    """Token ids, placeholder runs and grids that do not agree (the token-id interface)."""
+
+
+class MediaError(MRopeError):
+    """An image or video that cannot be read, or whose size or metadata is out of bounds."""
+
+
+class ApplyError(MRopeError):
+    """Tensors given to the apply op with shapes, dtypes or devices it cannot take."""

@@ -1,0 +1,174 @@
+"""LayoutRules: the explicit rules that turn segments into coordinates, and the model presets.
+
+Every choice a model makes is a field here, never an if-branch on a model name in the builder:
+
+- ``merge_size``: an encoder grid ``(t, h, w)`` of patches becomes an LLM grid ``(t, h/m, w/m)``.
+- ``temporal``: how a video's temporal patch ``i`` maps to ``tau(i)``:
+  ``"index"`` (``tau(i) = i``, Qwen2-VL), ``"seconds"`` (``floor(i * second_per_grid * tokens_per_second)``,
+  Qwen2.5-VL) or ``"timestamps"`` (one block per temporal patch, each after a text timestamp, Qwen3-VL).
+- ``spatial``: where a block's (h, w) start: ``"offset"`` (at the block's start counter ``s``, Qwen),
+  ``"reset"`` (at 0 for every block) or ``"centered"`` (the grid centred in the square span
+  ``[s, s + max(H', W'))``, so an image and its transpose share a centre).
+- ``crop``: an image that carries a crop origin keeps it (``"keep"``: h and w shifted by the origin, so a
+  crop's tokens get the coordinates they have in the whole image) or drops it (``"reset"``, as every
+  released model does since none knows about crops).
+- ``tiles``: ``"global"`` (every tile token gets the (h, w) it has in the untiled grid, one block) or
+  ``"independent"`` (each tile its own block, as tiling models do today).
+- ``advance``: where the counter resumes after a block: ``"max+1"`` (one past the largest coordinate so
+  far, the official rule) or ``"spatial"`` (``s + max(H', W')``, ignoring time: what transformers 5.3+
+  does after a video; offered only to reproduce it).
+- wrapper and placeholder token ids, and the Qwen3-VL timestamp text.
+- sizing of images and videos (patch size, pixel bounds, frame sampling) for the vision layer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Literal
+
+from mrope.errors import LayoutError
+
+TemporalRule = Literal["index", "seconds", "timestamps"]
+SpatialRule = Literal["offset", "reset", "centered"]
+CropRule = Literal["keep", "reset"]
+TileRule = Literal["global", "independent"]
+AdvanceRule = Literal["max+1", "spatial"]
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "temporal": ("index", "seconds", "timestamps"),
+    "spatial": ("offset", "reset", "centered"),
+    "crop": ("keep", "reset"),
+    "tiles": ("global", "independent"),
+    "advance": ("max+1", "spatial"),
+}
+
+
+@dataclass(frozen=True)
+class LayoutRules:
+    """How segments become ``[3, T]`` positions (see the module docstring for each rule).
+
+    Sizes are in pixels unless named otherwise; token ids are vocabulary ids.
+    """
+
+    name: str = "custom"
+    merge_size: int = 2
+    temporal_patch_size: int = 2
+    temporal: TemporalRule = "index"
+    tokens_per_second: float = 2.0
+    spatial: SpatialRule = "offset"
+    crop: CropRule = "reset"
+    tiles: TileRule = "global"
+    advance: AdvanceRule = "max+1"
+    # token ids (Qwen2/2.5/3-VL vocabulary by default)
+    vision_start_id: int = 151652
+    vision_end_id: int = 151653
+    image_pad_id: int = 151655
+    video_pad_id: int = 151656
+    timestamp_format: str = "<{:.1f} seconds>"
+    # sizing (vision layer)
+    patch_size: int = 14
+    image_min_pixels: int = 56 * 56
+    image_max_pixels: int = 28 * 28 * 1280
+    video_min_pixels: int = 128 * 28 * 28
+    video_max_pixels: int = 768 * 28 * 28
+    video_total_pixels: int = 24576 * 28 * 28
+    fps: float = 2.0
+    min_frames: int = 4
+    max_frames: int = 768
+
+    def __post_init__(self) -> None:
+        for name, allowed in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise LayoutError(f"LayoutRules.{name} must be one of {list(allowed)}; got {value!r}")
+        for name in ("merge_size", "temporal_patch_size", "patch_size", "min_frames", "max_frames"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
+        for name in ("tokens_per_second", "fps"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise LayoutError(f"LayoutRules.{name} must be a finite number > 0; got {value!r}")
+        if self.min_frames > self.max_frames:
+            raise LayoutError(
+                f"LayoutRules.min_frames ({self.min_frames}) exceeds max_frames ({self.max_frames})"
+            )
+        try:
+            self.timestamp_format.format(0.0)
+        except (IndexError, KeyError, ValueError) as exc:
+            raise LayoutError(
+                f"LayoutRules.timestamp_format must format one float, like '<{{:.1f}} seconds>'; "
+                f"got {self.timestamp_format!r} ({exc})"
+            ) from None
+
+    @property
+    def resize_factor(self) -> int:
+        """Side lengths of a resized image are multiples of this: ``patch_size * merge_size``."""
+        return self.patch_size * self.merge_size
+
+    @classmethod
+    def preset(cls, name: str) -> LayoutRules:
+        """The rules of a released model: ``qwen2-vl``, ``qwen2.5-vl``, ``qwen3-vl``, ``glm-4.1v``."""
+        try:
+            return _PRESETS[name]
+        except KeyError:
+            raise LayoutError(f"unknown model preset {name!r}; expected one of {sorted(_PRESETS)}") from None
+
+    def replace(self, **changes: Any) -> LayoutRules:
+        """A copy with some rules changed (unknown names are an error)."""
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise LayoutError(f"unknown LayoutRules fields {sorted(unknown)}")
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LayoutRules:
+        if not isinstance(data, dict):
+            raise LayoutError(f"LayoutRules.from_dict expects a dict; got {type(data).__name__}")
+        return cls().replace(**data)
+
+
+_QWEN2 = LayoutRules(name="qwen2-vl")
+_PRESETS: dict[str, LayoutRules] = {
+    "qwen2-vl": _QWEN2,
+    "qwen2.5-vl": replace(_QWEN2, name="qwen2.5-vl", temporal="seconds", tokens_per_second=2.0),
+    "qwen3-vl": replace(
+        _QWEN2,
+        name="qwen3-vl",
+        temporal="timestamps",
+        patch_size=16,
+        image_min_pixels=65536,
+        image_max_pixels=16777216,
+        video_min_pixels=4096,
+        video_max_pixels=25165824,
+        video_total_pixels=25165824,
+    ),
+    "glm-4.1v": replace(
+        _QWEN2,
+        name="glm-4.1v",
+        vision_start_id=151339,
+        vision_end_id=151340,
+        image_pad_id=151343,
+        video_pad_id=151344,
+        image_min_pixels=112 * 112,
+        image_max_pixels=14 * 14 * 4 * 15000,
+    ),
+}
+PRESET_NAMES: tuple[str, ...] = tuple(_PRESETS)
+
+
+def resolve_rules(model: str | None = None, rules: LayoutRules | dict[str, Any] | None = None) -> LayoutRules:
+    """The rules to use: ``rules`` if it is a :class:`LayoutRules`, else the ``model`` preset with the
+    overrides in a ``rules`` dict applied."""
+    if isinstance(rules, LayoutRules):
+        return rules
+    base = LayoutRules.preset(model or "qwen2-vl")
+    if rules is None:
+        return base
+    if not isinstance(rules, dict):
+        raise LayoutError(f"rules must be a LayoutRules or a dict of overrides; got {type(rules).__name__}")
+    return base.replace(**rules)

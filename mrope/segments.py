@@ -1,0 +1,213 @@
+"""Segment inputs: a sequence is an ordered list of :class:`Text`, :class:`Image` and :class:`Video`.
+
+Grids are encoder patch grids ``(t, h, w)``, exactly as Hugging Face processors report them in
+``image_grid_thw`` / ``video_grid_thw``; the builder divides h and w by the merge size. Segments are
+plain frozen values: they know nothing of files (see :mod:`mrope.vision` for reading media) and nothing
+of a model (the :class:`~mrope.LayoutRules` given to the builder decide the coordinates).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+from mrope.errors import LayoutError
+
+
+def _grid(value: Any, what: str) -> tuple[int, int, int]:
+    try:
+        grid = tuple(int(v) for v in value)
+        exact = all(float(v) == g for v, g in zip(value, grid))
+    except (TypeError, ValueError):
+        raise LayoutError(f"{what} grid must be three positive ints (t, h, w); got {value!r}") from None
+    if len(grid) != 3 or not exact or min(grid) < 1:
+        raise LayoutError(f"{what} grid must be three positive ints (t, h, w); got {value!r}")
+    return grid  # type: ignore[return-value]
+
+
+def _positive(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise LayoutError(f"{name} must be a finite number > 0; got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, init=False)
+class Text:
+    """A run of text tokens: ``Text(12)`` (a count) or ``Text([101, 102, ...])`` (token ids).
+
+    Attributes:
+        num_tokens: how many tokens.
+        token_ids: the ids when given, else ``None``.
+    """
+
+    num_tokens: int
+    token_ids: tuple[int, ...] | None
+
+    def __init__(self, tokens: int | Sequence[int]) -> None:
+        if isinstance(tokens, bool):
+            raise LayoutError(f"Text takes a token count or a list of token ids; got {tokens!r}")
+        if isinstance(tokens, int) or (hasattr(tokens, "__index__") and not hasattr(tokens, "__len__")):
+            n = int(tokens)
+            if n < 0:
+                raise LayoutError(f"Text token count must be >= 0; got {n}")
+            ids = None
+        else:
+            try:
+                ids = tuple(int(t) for t in tokens)
+            except (TypeError, ValueError):
+                raise LayoutError(
+                    f"Text takes a token count or a list of int token ids; got {tokens!r}"
+                ) from None
+            n = len(ids)
+        object.__setattr__(self, "num_tokens", n)
+        object.__setattr__(self, "token_ids", ids)
+
+
+@dataclass(frozen=True)
+class Image:
+    """One image (or one tiled image) as a patch grid.
+
+    Attributes:
+        grid: encoder patch grid ``(t, h, w)`` of the whole (resized) image; ``t`` is 1 for images.
+        tiles: ``(cols, rows)`` when the image is cut into tiles: its tokens are emitted tile by tile
+            (tiles row-major unless ``tile_order`` says otherwise, each tile in raster order); the merged
+            grid must divide evenly into tiles. ``None`` for an untiled image.
+        thumbnail: with tiles, a thumbnail block of one tile's size follows the tiles.
+        tile_order: the order in which the tiles' tokens are emitted, as row-major tile indices
+            (``r * cols + c``); ``None`` means row-major. Under the ``global`` tile rule the coordinates
+            of a tile do not depend on this order.
+        origin: the crop origin ``(row, col)`` in merged-grid tokens of the source image; used by the
+            ``crop="keep"`` rule, ignored by ``crop="reset"``.
+        wrap: emit the preset's vision_start / vision_end tokens around the image.
+    """
+
+    grid: tuple[int, int, int]
+    tiles: tuple[int, int] | None = None
+    thumbnail: bool = False
+    tile_order: tuple[int, ...] | None = None
+    origin: tuple[int, int] = (0, 0)
+    wrap: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grid", _grid(self.grid, "Image"))
+        if self.tiles is not None:
+            try:
+                tiles = tuple(int(v) for v in self.tiles)
+            except (TypeError, ValueError):
+                tiles = ()
+            if len(tiles) != 2 or min(tiles) < 1:
+                raise LayoutError(f"Image tiles must be (cols, rows), two positive ints; got {self.tiles!r}")
+            object.__setattr__(self, "tiles", tiles)
+            if self.grid[0] != 1:
+                raise LayoutError(f"a tiled Image must have t == 1 in its grid; got grid {self.grid}")
+            n = tiles[0] * tiles[1]
+            if self.tile_order is not None:
+                order = tuple(int(i) for i in self.tile_order)
+                if sorted(order) != list(range(n)):
+                    raise LayoutError(
+                        f"Image tile_order must be a permutation of 0..{n - 1} for {tiles[0]}x{tiles[1]} "
+                        f"tiles; got {self.tile_order!r}"
+                    )
+                object.__setattr__(self, "tile_order", order)
+        elif self.thumbnail or self.tile_order is not None:
+            raise LayoutError("Image thumbnail and tile_order need tiles=(cols, rows)")
+        try:
+            origin = tuple(int(v) for v in self.origin)
+        except (TypeError, ValueError):
+            origin = ()
+        if len(origin) != 2 or min(origin) < 0:
+            raise LayoutError(f"Image origin must be (row, col), two ints >= 0; got {self.origin!r}")
+        object.__setattr__(self, "origin", origin)
+
+    @classmethod
+    def from_file(cls, source: Any, model: str = "qwen2-vl", **kwargs: Any) -> Image:
+        """Read an image file (path, bytes or PIL image) and size it by the model's rules.
+
+        A thin door into :func:`mrope.vision.load_image`, which holds the file handling.
+        """
+        from mrope.vision import load_image
+
+        return load_image(source, model=model, **kwargs)
+
+
+@dataclass(frozen=True)
+class Video:
+    """One video as a patch grid of sampled frames.
+
+    Attributes:
+        grid: encoder patch grid ``(t, h, w)``; ``t`` counts temporal patches (sampled frames divided by
+            the temporal patch size).
+        fps: the sampling rate of the frames that made the grid, frames per second. ``None`` takes the
+            rules' default (2.0).
+        second_per_grid: seconds covered by one temporal patch; ``None`` means
+            ``temporal_patch_size / fps``, as the processors compute it.
+        frame_times: the sampled frames' times in seconds (for Qwen3-VL timestamps, and exact for
+            variable-rate files); ``None`` means ``k / fps`` for frame k.
+        wrap: emit the preset's wrapper tokens (and, for Qwen3-VL, the timestamp text).
+    """
+
+    grid: tuple[int, int, int]
+    fps: float | None = None
+    second_per_grid: float | None = None
+    frame_times: tuple[float, ...] | None = None
+    wrap: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grid", _grid(self.grid, "Video"))
+        if self.fps is not None:
+            object.__setattr__(self, "fps", _positive(self.fps, "Video fps"))
+        if self.second_per_grid is not None:
+            object.__setattr__(
+                self, "second_per_grid", _positive(self.second_per_grid, "Video second_per_grid")
+            )
+        if self.frame_times is not None:
+            try:
+                times = tuple(float(t) for t in self.frame_times)
+            except (TypeError, ValueError):
+                raise LayoutError(f"Video frame_times must be numbers; got {self.frame_times!r}") from None
+            if not times or not all(math.isfinite(t) and t >= 0 for t in times):
+                raise LayoutError("Video frame_times must be a non-empty list of finite times >= 0 seconds")
+            if any(b < a for a, b in zip(times, times[1:])):
+                raise LayoutError("Video frame_times must be non-decreasing")
+            object.__setattr__(self, "frame_times", times)
+
+    def resolved_second_per_grid(self, temporal_patch_size: int, default_fps: float) -> float:
+        """Seconds per temporal patch: ``second_per_grid`` or ``temporal_patch_size / fps``."""
+        if self.second_per_grid is not None:
+            return self.second_per_grid
+        return temporal_patch_size / (self.fps if self.fps is not None else default_fps)
+
+    def patch_times(self, temporal_patch_size: int, default_fps: float) -> list[float]:
+        """The time of each temporal patch in seconds, as Qwen3-VL prints it: the mean of the patch's
+        first and last frame time, after padding the frames to a multiple of the patch size by
+        repeating the last one."""
+        p = temporal_patch_size
+        n_patches = self.grid[0]
+        if self.frame_times is None:
+            fps = self.fps if self.fps is not None else default_fps
+            times = [k / fps for k in range(n_patches * p)]
+        else:
+            times = list(self.frame_times)
+            if len(times) % p:
+                times.extend([times[-1]] * (p - len(times) % p))
+            if len(times) != n_patches * p:
+                raise LayoutError(
+                    f"Video has {len(self.frame_times)} frame_times, which make {len(times) // p} temporal "
+                    f"patches of {p} frames, but its grid has t = {n_patches}"
+                )
+        return [(times[i * p] + times[i * p + p - 1]) / 2 for i in range(n_patches)]
+
+    @classmethod
+    def from_file(cls, source: Any, model: str = "qwen2-vl", **kwargs: Any) -> Video:
+        """Probe a video file (metadata only, no decode) and size it by the model's rules.
+
+        A thin door into :func:`mrope.vision.load_video`, which holds the file handling.
+        """
+        from mrope.vision import load_video
+
+        return load_video(source, model=model, **kwargs)
+
+
+Segment = Union[Text, Image, Video]
