@@ -19,6 +19,7 @@ from mrope.errors import ApplyError, LayoutError, MediaError, MRopeError, SpecEr
 from mrope.rules import LayoutRules
 from mrope.segments import Image, Text, Video
 from mrope.spec import RopeScaling, RopeSpec
+from mrope.tokens import get_rope_index, rope_index
 
 __version__ = "0.1.0"
 
@@ -40,6 +41,8 @@ __all__ = [
     "TokenError",
     "Video",
     "build_batch",
+    "get_rope_index",
+    "rope_index",
     "build_positions",
     "next_positions",
     "text_positions",

@@ -85,9 +85,7 @@ def spec_kwargs_from_hf_config(config: dict[str, Any] | str | os.PathLike[str]) 
 
     kind = str(rope.get("rope_type", rope.get("type", "default")))
     if kind not in _SCALING_TYPES:
-        raise SpecError(
-            f"unsupported rope type {kind!r}; mrope reads {sorted(_SCALING_TYPES)}"
-        )
+        raise SpecError(f"unsupported rope type {kind!r}; mrope reads {sorted(_SCALING_TYPES)}")
     scaling_type = _SCALING_TYPES[kind]
     if scaling_type == "none":
         scaling = RopeScaling()

@@ -183,6 +183,7 @@ class _Block:
     index: int
     token_id: int
     tiles: Sequence[tuple[int, int]] | None = None  # (row, col) of each tile, for spans
+    anchored: bool = True  # h and w count from the block start s (False: from 0, the "reset" rule)
 
     @property
     def n(self) -> int:
@@ -190,13 +191,20 @@ class _Block:
 
 
 def _untiled_block(
-    merged: tuple[int, int, int], tau: np.ndarray, rules: LayoutRules, kind: str, index: int, token_id: int,
+    merged: tuple[int, int, int],
+    tau: np.ndarray,
+    rules: LayoutRules,
+    kind: str,
+    index: int,
+    token_id: int,
     origin: tuple[int, int] = (0, 0),
 ) -> _Block:
     _, hh, ww = merged
     h0, w0 = _spatial_offset(hh, ww, rules, origin)
     zero = np.zeros(1, dtype=np.int64)
-    return _Block(tau, hh, ww, zero, zero, h0, w0, hh, ww, kind, index, token_id)
+    return _Block(
+        tau, hh, ww, zero, zero, h0, w0, hh, ww, kind, index, token_id, anchored=rules.spatial != "reset"
+    )
 
 
 def _spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int]) -> tuple[int, int]:
@@ -292,7 +300,9 @@ class _Plan:
         merged = merged_grid(img.grid, rules.merge_size, f"image (segment {index})")
         tau = np.arange(merged[0], dtype=np.int64)
         if img.tiles is None:
-            self.pieces.append(_untiled_block(merged, tau, rules, "image", index, rules.image_pad_id, img.origin))
+            self.pieces.append(
+                _untiled_block(merged, tau, rules, "image", index, rules.image_pad_id, img.origin)
+            )
             return
         cols, rows = img.tiles
         _, hh, ww = merged
@@ -302,21 +312,41 @@ class _Plan:
                 f"and {cols} columns of equal tiles"
             )
         th, tw = hh // rows, ww // cols
-        order = np.asarray(img.tile_order if img.tile_order is not None else range(rows * cols), dtype=np.int64)
+        order = np.asarray(
+            img.tile_order if img.tile_order is not None else range(rows * cols), dtype=np.int64
+        )
         tile_rc = [(int(i) // cols, int(i) % cols) for i in order]
         if rules.tiles == "global":
             h0, w0 = _spatial_offset(hh, ww, rules, img.origin)
             self.pieces.append(
-                _Block(tau, th, tw, (order // cols) * th, (order % cols) * tw, h0, w0, hh, ww,
-                       "image", index, rules.image_pad_id, tile_rc)
+                _Block(
+                    tau,
+                    th,
+                    tw,
+                    (order // cols) * th,
+                    (order % cols) * tw,
+                    h0,
+                    w0,
+                    hh,
+                    ww,
+                    "image",
+                    index,
+                    rules.image_pad_id,
+                    tile_rc,
+                    anchored=rules.spatial != "reset",
+                )
             )
         else:
             for rc in tile_rc:
-                block = _untiled_block((1, th, tw), tau, rules, "image", index, rules.image_pad_id, img.origin)
+                block = _untiled_block(
+                    (1, th, tw), tau, rules, "image", index, rules.image_pad_id, img.origin
+                )
                 block.tiles = [rc]
                 self.pieces.append(block)
         if img.thumbnail:
-            self.pieces.append(_untiled_block((1, th, tw), tau, rules, "thumbnail", index, rules.image_pad_id))
+            self.pieces.append(
+                _untiled_block((1, th, tw), tau, rules, "thumbnail", index, rules.image_pad_id)
+            )
 
     def _video(self, vid: Video, index: int, tokenizer: Any) -> None:
         rules = self.rules
@@ -335,31 +365,52 @@ class _Plan:
                     f"{rules.tokens_per_second * rules.temporal_patch_size:g} fps"
                 )
             self.wrapped(
-                index, vid.wrap,
-                lambda: self.pieces.append(_untiled_block(merged, tau, rules, "video", index, rules.video_pad_id)),
+                index,
+                vid.wrap,
+                lambda: self.pieces.append(
+                    _untiled_block(merged, tau, rules, "video", index, rules.video_pad_id)
+                ),
             )
             return
-        # timestamps rule: one (1, H', W') block per temporal patch, each after its time text
+        # timestamps rule: one (1, H', W') block per temporal patch, each with its time text
         frame = (1, merged[1], merged[2])
         zero_tau = np.zeros(1, dtype=np.int64)
-        times = vid.patch_times(rules.temporal_patch_size, rules.fps) if vid.wrap else [0.0] * merged[0]
         if vid.wrap and tokenizer is None:
             raise LayoutError(
                 f"video (segment {index}) under the {rules.name!r} rules needs timestamp text tokens: pass "
                 "tokenizer= (a callable str -> list[int] or a tokenizers.Tokenizer) to the builder, "
                 "or Video(..., wrap=False) for bare vision tokens"
             )
+        times = (
+            vid.patch_times(rules.temporal_patch_size, rules.fps, rules.timestamp_time)
+            if vid.wrap
+            else [0.0] * merged[0]
+        )
         cache: dict[str, list[int]] = {}
+
+        def stamp(x: float) -> None:
+            text = rules.format_timestamp(x)
+            if text not in cache:
+                cache[text] = _tokenize(tokenizer, text)
+            self.text(len(cache[text]), cache[text], "timestamp", index)
+
+        outer = vid.wrap and rules.video_start_id is not None
+        if outer:
+            self.text(1, rules.video_start_id, "wrapper", index)
         for x in times:
-            if vid.wrap:
-                stamp = rules.timestamp_format.format(x)
-                if stamp not in cache:
-                    cache[stamp] = _tokenize(tokenizer, stamp)
-                self.text(len(cache[stamp]), cache[stamp], "timestamp", index)
+            if vid.wrap and rules.timestamp_position == "before":
+                stamp(x)
             self.wrapped(
-                index, vid.wrap,
-                lambda: self.pieces.append(_untiled_block(frame, zero_tau, rules, "video", index, rules.video_pad_id)),
+                index,
+                vid.wrap,
+                lambda: self.pieces.append(
+                    _untiled_block(frame, zero_tau, rules, "video", index, rules.video_pad_id)
+                ),
             )
+            if vid.wrap and rules.timestamp_position == "after":
+                stamp(x)
+        if outer and rules.video_end_id is not None:
+            self.text(1, rules.video_end_id, "wrapper", index)
 
     # ------------------------------------------------------------------------------------ filling
 
@@ -396,18 +447,19 @@ def fill_pieces(
                 tokens[a:b] = p.token_ids
             if spans is not None:
                 spans.append(Span(p.kind, a, b, p.index))
-            top = s + n - 1
-            s = top + 1
+            top = max(top, s + n - 1)
+            s = s + n
             a = b
             continue
         nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
         shape = (nt, frames, th, tw)
+        hw = s if p.anchored else 0
         ids[0, a:b].reshape(shape)[:] = (s + p.tau)[None, :, None, None]
         ids[1, a:b].reshape(shape)[:] = (
-            s + p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
+            hw + p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
         )
         ids[2, a:b].reshape(shape)[:] = (
-            s + p.w0 + p.tile_w0[:, None, None, None] + np.arange(tw, dtype=np.int64)[None, None, None, :]
+            hw + p.w0 + p.tile_w0[:, None, None, None] + np.arange(tw, dtype=np.int64)[None, None, None, :]
         )
         if tokens is not None:
             tokens[a:b] = p.token_id
@@ -417,11 +469,13 @@ def fill_pieces(
                 spans.append(Span(p.kind, a, b, p.index, (frames, th, tw)))
             else:
                 for k, rc in enumerate(p.tiles):
-                    spans.append(Span(p.kind, a + k * per_tile, a + (k + 1) * per_tile, p.index, (frames, th, tw), rc))
-        block_top = s + max(
-            int(p.tau.max()),
-            p.h0 + int(p.tile_h0.max()) + th - 1,
-            p.w0 + int(p.tile_w0.max()) + tw - 1,
+                    spans.append(
+                        Span(p.kind, a + k * per_tile, a + (k + 1) * per_tile, p.index, (frames, th, tw), rc)
+                    )
+        block_top = max(
+            s + int(p.tau.max()),
+            hw + p.h0 + int(p.tile_h0.max()) + th - 1,
+            hw + p.w0 + int(p.tile_w0.max()) + tw - 1,
         )
         top = max(top, block_top)
         s = s + max(p.span_h, p.span_w) if advance == "spatial" else top + 1
@@ -555,4 +609,3 @@ __all__ = [
     "temporal_index",
     "text_positions",
 ]
-

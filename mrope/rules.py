@@ -17,7 +17,11 @@ Every choice a model makes is a field here, never an if-branch on a model name i
 - ``advance``: where the counter resumes after a block: ``"max+1"`` (one past the largest coordinate so
   far, the official rule) or ``"spatial"`` (``s + max(H', W')``, ignoring time: what transformers 5.3+
   does after a video; offered only to reproduce it).
-- wrapper and placeholder token ids, and the Qwen3-VL timestamp text.
+- wrapper and placeholder token ids, and the per-patch timestamp text of the ``timestamps`` rule:
+  where it goes (``timestamp_position``: ``"before"`` each patch block as in Qwen3-VL, ``"after"`` as in
+  GLM-4.1V), which time it shows (``timestamp_time``: ``"mean"`` of the patch's first and last frame,
+  or its ``"first"`` frame) and how (``timestamp_format``); an optional outer video wrapper
+  (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``).
 - sizing of images and videos (patch size, pixel bounds, frame sampling) for the vision layer.
 """
 
@@ -34,6 +38,8 @@ SpatialRule = Literal["offset", "reset", "centered"]
 CropRule = Literal["keep", "reset"]
 TileRule = Literal["global", "independent"]
 AdvanceRule = Literal["max+1", "spatial"]
+TimestampPosition = Literal["before", "after"]
+TimestampTime = Literal["mean", "first"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "temporal": ("index", "seconds", "timestamps"),
@@ -41,6 +47,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "crop": ("keep", "reset"),
     "tiles": ("global", "independent"),
     "advance": ("max+1", "spatial"),
+    "timestamp_position": ("before", "after"),
+    "timestamp_time": ("mean", "first"),
 }
 
 
@@ -66,6 +74,10 @@ class LayoutRules:
     image_pad_id: int = 151655
     video_pad_id: int = 151656
     timestamp_format: str = "<{:.1f} seconds>"
+    timestamp_position: TimestampPosition = "before"
+    timestamp_time: TimestampTime = "mean"
+    video_start_id: int | None = None
+    video_end_id: int | None = None
     # sizing (vision layer)
     patch_size: int = 14
     image_min_pixels: int = 56 * 56
@@ -95,12 +107,18 @@ class LayoutRules:
                 f"LayoutRules.min_frames ({self.min_frames}) exceeds max_frames ({self.max_frames})"
             )
         try:
-            self.timestamp_format.format(0.0)
+            self.format_timestamp(0.0)
         except (IndexError, KeyError, ValueError) as exc:
             raise LayoutError(
                 f"LayoutRules.timestamp_format must format one float, like '<{{:.1f}} seconds>'; "
                 f"got {self.timestamp_format!r} ({exc})"
             ) from None
+
+    def format_timestamp(self, seconds: float) -> str:
+        """The text of one timestamp; an integer field (``{:d}``) takes the seconds truncated to int."""
+        if ":d}" in self.timestamp_format:
+            return self.timestamp_format.format(int(seconds))
+        return self.timestamp_format.format(seconds)
 
     @property
     def resize_factor(self) -> int:
@@ -150,10 +168,16 @@ _PRESETS: dict[str, LayoutRules] = {
     "glm-4.1v": replace(
         _QWEN2,
         name="glm-4.1v",
+        temporal="timestamps",
+        timestamp_format="{:d}",
+        timestamp_position="after",
+        timestamp_time="first",
         vision_start_id=151339,
         vision_end_id=151340,
         image_pad_id=151343,
         video_pad_id=151344,
+        video_start_id=151341,
+        video_end_id=151342,
         image_min_pixels=112 * 112,
         image_max_pixels=14 * 14 * 4 * 15000,
     ),

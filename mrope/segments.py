@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from mrope.errors import LayoutError
 
@@ -19,7 +19,7 @@ from mrope.errors import LayoutError
 def _grid(value: Any, what: str) -> tuple[int, int, int]:
     try:
         grid = tuple(int(v) for v in value)
-        exact = all(float(v) == g for v, g in zip(value, grid))
+        exact = all(float(v) == g for v, g in zip(value, grid, strict=True))
     except (TypeError, ValueError):
         raise LayoutError(f"{what} grid must be three positive ints (t, h, w); got {value!r}") from None
     if len(grid) != 3 or not exact or min(grid) < 1:
@@ -28,7 +28,12 @@ def _grid(value: Any, what: str) -> tuple[int, int, int]:
 
 
 def _positive(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
         raise LayoutError(f"{name} must be a finite number > 0; got {value!r}")
     return float(value)
 
@@ -169,7 +174,7 @@ class Video:
                 raise LayoutError(f"Video frame_times must be numbers; got {self.frame_times!r}") from None
             if not times or not all(math.isfinite(t) and t >= 0 for t in times):
                 raise LayoutError("Video frame_times must be a non-empty list of finite times >= 0 seconds")
-            if any(b < a for a, b in zip(times, times[1:])):
+            if any(b < a for a, b in zip(times, times[1:], strict=False)):
                 raise LayoutError("Video frame_times must be non-decreasing")
             object.__setattr__(self, "frame_times", times)
 
@@ -179,10 +184,10 @@ class Video:
             return self.second_per_grid
         return temporal_patch_size / (self.fps if self.fps is not None else default_fps)
 
-    def patch_times(self, temporal_patch_size: int, default_fps: float) -> list[float]:
-        """The time of each temporal patch in seconds, as Qwen3-VL prints it: the mean of the patch's
-        first and last frame time, after padding the frames to a multiple of the patch size by
-        repeating the last one."""
+    def patch_times(self, temporal_patch_size: int, default_fps: float, which: str = "mean") -> list[float]:
+        """The time of each temporal patch in seconds: the mean of the patch's first and last frame time
+        (``which="mean"``, Qwen3-VL) or its first frame time (``"first"``, GLM-4.1V), after padding the
+        frames to a multiple of the patch size by repeating the last one."""
         p = temporal_patch_size
         n_patches = self.grid[0]
         if self.frame_times is None:
@@ -197,6 +202,8 @@ class Video:
                     f"Video has {len(self.frame_times)} frame_times, which make {len(times) // p} temporal "
                     f"patches of {p} frames, but its grid has t = {n_patches}"
                 )
+        if which == "first":
+            return [times[i * p] for i in range(n_patches)]
         return [(times[i * p] + times[i * p + p - 1]) / 2 for i in range(n_patches)]
 
     @classmethod
@@ -210,4 +217,4 @@ class Video:
         return load_video(source, model=model, **kwargs)
 
 
-Segment = Union[Text, Image, Video]
+Segment = Text | Image | Video

@@ -121,9 +121,7 @@ class RopeSpec:
                 f"{self.rotary_dim} has {self.rotary_dim // 2}"
             )
         if self.section_layout not in ("chunked", "interleaved"):
-            raise SpecError(
-                f"section_layout must be 'chunked' or 'interleaved'; got {self.section_layout!r}"
-            )
+            raise SpecError(f"section_layout must be 'chunked' or 'interleaved'; got {self.section_layout!r}")
         if self.section_layout == "interleaved":
             s_t, s_h, s_w = sec
             n = self.rotary_dim // 2
@@ -132,6 +130,11 @@ class RopeSpec:
                     f"interleaved mrope_section {list(sec)} needs 3*s_h <= {n + 1} and 3*s_w <= {n} "
                     f"so that every h and w slot exists among {n} frequencies"
                 )
+        if self.scaling.type == "dynamic" and self.rotary_dim <= 2:
+            raise SpecError(
+                f"dynamic NTK scaling needs rotary_dim > 2 (its base exponent is d / (d - 2)); "
+                f"got rotary_dim {self.rotary_dim}"
+            )
         if self.pairing not in ("neox", "gptj"):
             raise SpecError(f"pairing must be 'neox' or 'gptj'; got {self.pairing!r}")
 
@@ -241,7 +244,9 @@ class RopeSpec:
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(data) - known
         if unknown:
-            raise SpecError(f"unknown RopeSpec fields {sorted(unknown)}; expected a subset of {sorted(known)}")
+            raise SpecError(
+                f"unknown RopeSpec fields {sorted(unknown)}; expected a subset of {sorted(known)}"
+            )
         data = dict(data)
         scaling = data.get("scaling", {})
         if isinstance(scaling, dict):

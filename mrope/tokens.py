@@ -1,0 +1,269 @@
+"""The token-id interface: ``get_rope_index``, a drop-in for the transformers method.
+
+A sequence arrives as token ids with runs of placeholder tokens (``<|image_pad|>``, ``<|video_pad|>``)
+and one flat list of grids per modality, shared by the whole batch and consumed in order. Vision runs
+are found either by the placeholder ids (the transformers 4.x token scan) or from
+``mm_token_type_ids`` (0 text, 1 image, 2 video; the transformers 5.x form). Every run must be
+covered exactly by whole grids: a mismatch is a :class:`~mrope.TokenError` that names the run, the
+grid and the counts, never an IndexError from deep inside.
+
+The coordinates themselves come from the same planner and filler as :func:`mrope.build_positions`,
+so the two interfaces cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mrope.builder import DEFAULT_PAD_POSITION, _Block, _Text, _untiled_block, fill_pieces, temporal_index
+from mrope.errors import LayoutError, TokenError
+from mrope.rules import LayoutRules, resolve_rules
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _as_numpy(value: Any, name: str, ndim: int | None = None) -> np.ndarray | None:
+    if value is None:
+        return None
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor, without importing torch
+        value = value.detach().cpu().numpy()
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):
+        raise TokenError(f"{name} must be an array of numbers; got {type(value).__name__}") from None
+    if arr.dtype == object:
+        raise TokenError(f"{name} must be a rectangular array of numbers")
+    if ndim is not None and arr.ndim != ndim:
+        raise TokenError(f"{name} must be {ndim}-D; got shape {tuple(arr.shape)}")
+    return arr
+
+
+def _grids(value: Any, name: str) -> np.ndarray:
+    arr = _as_numpy(value, name)
+    if arr is None or arr.size == 0:
+        return np.zeros((0, 3), dtype=np.int64)
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise TokenError(f"{name} must have shape [n, 3] (t, h, w); got {tuple(arr.shape)}")
+    if arr.dtype.kind not in "iu":
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            raise TokenError(f"{name} must hold integers; got {arr.tolist()}")
+    arr = arr.astype(np.int64)
+    if np.any(arr < 1):
+        row = int(np.flatnonzero(np.any(arr < 1, axis=1))[0])
+        raise TokenError(f"{name}[{row}] = {arr[row].tolist()}: every grid dim must be >= 1")
+    return arr
+
+
+class _GridQueue:
+    """One modality's grids, consumed in order across the batch."""
+
+    def __init__(self, name: str, grids: np.ndarray, merge: int, spg: np.ndarray | None) -> None:
+        self.name = name
+        self.grids = grids
+        self.spg = spg
+        self.next = 0
+        sizes = grids[:, 0] * grids[:, 1] * grids[:, 2]
+        bad = np.flatnonzero((grids[:, 1] % merge) | (grids[:, 2] % merge))
+        if bad.size:
+            i = int(bad[0])
+            raise TokenError(
+                f"{name}[{i}] = {grids[i].tolist()}: h and w must be multiples of the merge size {merge}"
+            )
+        self.tokens = sizes // (merge * merge)
+
+    def take(self, run_len: int, where: str) -> list[int]:
+        """Indices of the grids that exactly fill a run of ``run_len`` placeholder tokens."""
+        used: list[int] = []
+        left = run_len
+        while left > 0:
+            if self.next >= len(self.grids):
+                raise TokenError(
+                    f"{where}: {run_len} placeholder tokens need more {self.name} grids; only "
+                    f"{len(self.grids)} given, all used ({left} tokens left uncovered)"
+                )
+            need = int(self.tokens[self.next])
+            if need > left:
+                raise TokenError(
+                    f"{where}: {self.name}[{self.next}] = {self.grids[self.next].tolist()} needs {need} "
+                    f"placeholder tokens, but the run has {left} left (of {run_len})"
+                )
+            used.append(self.next)
+            self.next += 1
+            left -= need
+        return used
+
+    def check_all_used(self) -> None:
+        if self.next != len(self.grids):
+            raise TokenError(
+                f"{len(self.grids)} {self.name} rows given but the placeholder runs use {self.next}"
+            )
+
+
+def rope_index(
+    input_ids: Any,
+    image_grid_thw: Any = None,
+    video_grid_thw: Any = None,
+    attention_mask: Any = None,
+    *,
+    model: str = "qwen2-vl",
+    rules: LayoutRules | dict[str, Any] | None = None,
+    second_per_grid_ts: Any = None,
+    mm_token_type_ids: Any = None,
+    pad_position: int = DEFAULT_PAD_POSITION,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The numpy core of :func:`get_rope_index`.
+
+    Returns:
+        ``(position_ids int64 [3, B, L], deltas int64 [B])``.
+    """
+    lay = resolve_rules(model, rules)
+    ids = _as_numpy(input_ids, "input_ids", ndim=2)
+    assert ids is not None
+    if ids.dtype.kind not in "iu":
+        raise TokenError(f"input_ids must hold integer token ids; got dtype {ids.dtype}")
+    b, length = ids.shape
+    mask = _as_numpy(attention_mask, "attention_mask")
+    if mask is not None:
+        if mask.shape != ids.shape:
+            raise TokenError(
+                f"attention_mask must have the shape of input_ids {tuple(ids.shape)}; got {tuple(mask.shape)}"
+            )
+        if not np.all((mask == 0) | (mask == 1)):
+            raise TokenError("attention_mask must hold only 0 and 1")
+        mask = mask.astype(bool)
+    types = _as_numpy(mm_token_type_ids, "mm_token_type_ids")
+    if types is not None:
+        if types.shape != ids.shape:
+            raise TokenError(
+                f"mm_token_type_ids must have the shape of input_ids {tuple(ids.shape)}; got {tuple(types.shape)}"
+            )
+        if not np.all((types >= 0) & (types <= 2)):
+            raise TokenError("mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)")
+        types = types.astype(np.int8)
+
+    merge = lay.merge_size
+    images = _GridQueue("image_grid_thw", _grids(image_grid_thw, "image_grid_thw"), merge, None)
+    videos_raw = _grids(video_grid_thw, "video_grid_thw")
+    spg = _as_numpy(second_per_grid_ts, "second_per_grid_ts")
+    if spg is not None:
+        spg = spg.astype(np.float64).reshape(-1)
+        if spg.size != len(videos_raw):
+            raise TokenError(
+                f"second_per_grid_ts has {spg.size} values for {len(videos_raw)} video_grid_thw rows"
+            )
+        if not np.all(np.isfinite(spg)) or np.any(spg <= 0):
+            raise TokenError(f"second_per_grid_ts must be finite and > 0; got {spg.tolist()}")
+    else:
+        spg = np.ones(len(videos_raw), dtype=np.float64)
+    if lay.temporal == "timestamps":
+        # one (1, H, W) block per temporal patch, as the model splits it
+        reps = videos_raw[:, 0]
+        videos_grid = np.repeat(videos_raw, reps, axis=0)
+        videos_grid[:, 0] = 1
+        spg = np.repeat(spg, reps)
+    else:
+        videos_grid = videos_raw
+    videos = _GridQueue("video_grid_thw", videos_grid, merge, spg)
+
+    out = np.full((3, b, length), pad_position, dtype=np.int64)
+    deltas = np.zeros(b, dtype=np.int64)
+    image_id, video_id = lay.image_pad_id, lay.video_pad_id
+    zero_tau = np.zeros(1, dtype=np.int64)
+    for row in range(b):
+        row_ids = ids[row] if mask is None else ids[row][mask[row]]
+        n = row_ids.shape[0]
+        if types is not None:
+            row_types = types[row] if mask is None else types[row][mask[row]]
+        else:
+            row_types = (row_ids == image_id).astype(np.int8) + 2 * (row_ids == video_id).astype(np.int8)
+        change = np.flatnonzero(row_types[1:] != row_types[:-1]) + 1
+        starts = np.concatenate(([0], change)) if n else np.zeros(0, dtype=np.int64)
+        stops = np.concatenate((change, [n])) if n else np.zeros(0, dtype=np.int64)
+        run_types = row_types[starts] if n else starts
+        pieces: list[_Text | _Block] = []
+        for a, z, kind in zip(starts.tolist(), stops.tolist(), run_types.tolist(), strict=True):
+            if kind == 0:
+                pieces.append(_Text(z - a, 0, "text", -1))
+                continue
+            queue = images if kind == 1 else videos
+            where = f"row {row}, {'image' if kind == 1 else 'video'} run at valid token {a}"
+            for g in queue.take(z - a, where):
+                t, h, w = (int(v) for v in queue.grids[g])
+                merged = (t, h // merge, w // merge)
+                if kind == 1:
+                    tau = np.arange(t, dtype=np.int64)
+                elif lay.temporal == "timestamps":
+                    tau = zero_tau
+                else:
+                    tau = temporal_index(t, lay, float(queue.spg[g]))  # type: ignore[index]
+                pieces.append(_untiled_block(merged, tau, lay, "image", -1, 0))
+        dense = np.empty((3, n), dtype=np.int64)
+        top = fill_pieces(pieces, dense, None, None, lay.advance)
+        if mask is None:
+            out[:, row, :] = dense
+        else:
+            out[:, row, mask[row]] = dense
+        deltas[row] = top + 1 - n
+    images.check_all_used()
+    videos.check_all_used()
+    return out, deltas
+
+
+def get_rope_index(
+    input_ids: Any,
+    image_grid_thw: Any = None,
+    video_grid_thw: Any = None,
+    attention_mask: Any = None,
+    *,
+    model: str = "qwen2-vl",
+    rules: LayoutRules | dict[str, Any] | None = None,
+    second_per_grid_ts: Any = None,
+    mm_token_type_ids: Any = None,
+    pad_position: int = DEFAULT_PAD_POSITION,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """M-RoPE position ids from token ids, like the transformers model method.
+
+    Args:
+        input_ids: int ``[B, L]`` (torch, numpy or nested lists).
+        image_grid_thw: int ``[n_images, 3]`` encoder grids, in order, shared by the batch.
+        video_grid_thw: int ``[n_videos, 3]``. For Qwen3-VL one row ``(T, H, W)`` per video, as its
+            processor gives it; it is split into ``T`` blocks of ``(1, H, W)`` like the model does.
+        attention_mask: 0/1 ``[B, L]``; positions are computed on valid tokens only.
+        model: preset name; ``rules`` replaces or overrides it (see :class:`~mrope.LayoutRules`).
+        second_per_grid_ts: float ``[n_videos]`` seconds per temporal patch (Qwen2.5-VL; default 1.0).
+        mm_token_type_ids: int ``[B, L]`` 0 text / 1 image / 2 video (transformers 5.x form); when
+            given, runs are taken from it instead of the placeholder ids.
+        pad_position: value written at masked slots.
+
+    Returns:
+        ``(position_ids, deltas)``: int64 torch ``[3, B, L]`` and ``[B, 1]``, on ``input_ids``' device
+        when it is a torch tensor.
+    """
+    import torch
+
+    try:
+        pos, deltas = rope_index(
+            input_ids,
+            image_grid_thw,
+            video_grid_thw,
+            attention_mask,
+            model=model,
+            rules=rules,
+            second_per_grid_ts=second_per_grid_ts,
+            mm_token_type_ids=mm_token_type_ids,
+            pad_position=pad_position,
+        )
+    except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
+        raise TokenError(str(exc)) from None
+    device = input_ids.device if isinstance(input_ids, torch.Tensor) else None
+    pos_t = torch.from_numpy(pos)
+    deltas_t = torch.from_numpy(deltas).unsqueeze(1)
+    if device is not None and device.type != "cpu":
+        pos_t, deltas_t = pos_t.to(device), deltas_t.to(device)
+    return pos_t, deltas_t
+
+
+__all__ = ["get_rope_index", "rope_index"]
