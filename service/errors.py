@@ -1,0 +1,157 @@
+"""One error shape for every failure: ``{"error": {"code": ..., "message": ...}}``.
+
+Client mistakes are 4xx with a code and a message that says what was expected; an exceeded limit also
+names its cap (``"cap": "MROPE_MAX_TOKENS", "limit": 1048576``). Anything else is a 500 with code
+``internal_error`` (a bug: client input must never reach it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from mrope.errors import LayoutError, MediaError, MRopeError, SpecError, TokenError
+
+log = logging.getLogger("mrope.service")
+
+_HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    408: "request_timeout",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_input",
+    503: "unavailable",
+}
+
+_MROPE_CODES: tuple[tuple[type[MRopeError], str], ...] = (
+    (MediaError, "invalid_media"),
+    (TokenError, "token_error"),
+    (LayoutError, "layout_error"),
+    (SpecError, "spec_error"),
+    (MRopeError, "invalid_input"),
+)
+
+
+class ServiceError(StarletteHTTPException):
+    """A request the service refuses, with its HTTP status, a stable code and a clear message.
+
+    It is an ``HTTPException`` so that raising it while the framework reads the body (the body-size
+    guard does) still reaches the handler installed by :func:`install_handlers`.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        cap: str | None = None,
+        limit: int | float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(status_code=status, detail=message, headers=dict(headers) if headers else None)
+        self.code = code
+        self.message = message
+        self.cap = cap
+        self.limit = limit
+
+
+def over_cap(code: str, what: str, value: int | float, cap: str, limit: int | float) -> ServiceError:
+    """A 413 for a request over one configured limit; the message names the variable that sets it."""
+    return ServiceError(
+        413,
+        code,
+        f"{what} is {value:,}, over the limit of {limit:,} set by {cap}",
+        cap=cap,
+        limit=limit,
+    )
+
+
+def error_body(code: str, message: str, **extra: Any) -> bytes:
+    """The JSON body of an error response."""
+    err: dict[str, Any] = {"code": code, "message": message}
+    err.update({k: v for k, v in extra.items() if v is not None})
+    return orjson.dumps({"error": err})
+
+
+def error_response(
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None, **extra: Any
+) -> Response:
+    return Response(
+        error_body(code, message, **extra), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def describe_validation_errors(errors: Iterable[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """A one-line message and a JSON-safe list (``loc``, ``msg``, ``type``) for pydantic errors.
+
+    The offending input is not echoed back: it can be megabytes.
+    """
+    details = []
+    for e in errors:
+        loc = [p if isinstance(p, (int, str)) else str(p) for p in e.get("loc", ())]
+        details.append({"loc": loc, "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))})
+    parts = [f"{'.'.join(str(p) for p in d['loc']) or 'body'}: {d['msg']}" for d in details[:5]]
+    more = f" (and {len(details) - 5} more)" if len(details) > 5 else ""
+    return "; ".join(parts) + more, details
+
+
+def mrope_error_code(exc: MRopeError) -> str:
+    """The error code of a library error (the last entry, MRopeError, matches every one)."""
+    return next(code for cls, code in _MROPE_CODES if isinstance(exc, cls))
+
+
+async def _service_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ServiceError)
+    return error_response(exc.status_code, exc.code, exc.message, exc.headers, cap=exc.cap, limit=exc.limit)
+
+
+async def _validation_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    if any(e.get("type") == "json_invalid" for e in errors):
+        ctx = errors[0].get("ctx") or {}
+        detail = ctx.get("error", "") if isinstance(ctx, dict) else ""
+        return error_response(400, "invalid_json", f"request body is not valid JSON: {detail}".rstrip(": "))
+    message, details = describe_validation_errors(errors)
+    return error_response(422, "validation_error", message, details=details)
+
+
+async def _mrope_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, MRopeError)
+    return error_response(422, mrope_error_code(exc), str(exc))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    message = str(exc.detail)
+    if exc.status_code == 404:
+        message = f"no endpoint at {request.url.path}; see /docs for the API"
+    elif exc.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+    return error_response(exc.status_code, code, message, exc.headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", f"internal error ({type(exc).__name__}); this is a bug")
+
+
+def install_handlers(app: FastAPI) -> None:
+    """Route every error type to the one JSON error shape."""
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(MRopeError, _mrope_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _internal_error)

@@ -1,0 +1,134 @@
+"""Output formats: JSON (orjson, numpy arrays serialized natively) or ``application/x-npy``.
+
+The npy form is the raw int64 array as ``np.save`` writes it; the small values travel in headers:
+``X-MRope-Delta`` (or ``X-MRope-Deltas``), ``X-MRope-Num-Tokens``, and compact JSON in ``X-MRope-Spans``,
+``X-MRope-Image-Grid-Thw``, ``X-MRope-Video-Grid-Thw``, ``X-MRope-Second-Per-Grid-Ts``, ``X-MRope-Notes``
+(and ``X-MRope-Files`` for uploads). A JSON header value longer than ``MROPE_NPY_MAX_HEADER_BYTES`` (e.g.
+thousands of spans) is left out and its header name listed in ``X-MRope-Omitted``: HTTP clients cap
+header sizes, and the JSON form always carries everything.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+import orjson
+from fastapi import Request
+from starlette.responses import Response
+
+from mrope import Positions
+from service.errors import ServiceError
+
+NPY = "application/x-npy"
+JSON = "application/json"
+OutputFormat = Literal["json", "npy"]
+
+_OPTS = orjson.OPT_SERIALIZE_NUMPY
+_JSON_RANGES = (JSON, "application/*", "*/*")
+
+
+def negotiate(accept: str | None) -> OutputFormat:
+    """The output format for an ``Accept`` header: the acceptable type with the highest q wins, an exact
+    type beats a wildcard at equal q, then the earlier one; JSON when the header is absent. A header that
+    accepts neither type is a 406."""
+    if not accept or not accept.strip():
+        return "json"
+    candidates: list[tuple[tuple[float, int, int], OutputFormat]] = []
+    for order, item in enumerate(accept.split(",")):
+        media, _, params = item.strip().partition(";")
+        media = media.strip().lower()
+        q = 1.0
+        for p in params.split(";"):
+            key, _, value = p.strip().partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        fmt: OutputFormat | None = "npy" if media == NPY else "json" if media in _JSON_RANGES else None
+        if fmt is not None and 0.0 < q <= 1.0:
+            candidates.append(((q, int("*" not in media), -order), fmt))
+    if not candidates:
+        raise ServiceError(
+            406,
+            "not_acceptable",
+            f"cannot produce any type in Accept: {accept[:200]!r}; available: {JSON} (default) and {NPY}",
+        )
+    return max(candidates)[1]
+
+
+def output_format(request: Request) -> OutputFormat:
+    """FastAPI dependency: the negotiated output format of a request."""
+    return negotiate(request.headers.get("accept"))
+
+
+def _json_header(value: Any) -> str:
+    return orjson.dumps(value, option=_OPTS).decode("ascii", errors="replace")
+
+
+def _npy_bytes(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _npy_response(
+    arr: np.ndarray, plain: Mapping[str, str], meta: Mapping[str, Any], max_header: int
+) -> Response:
+    headers = dict(plain)
+    omitted = []
+    for name, value in meta.items():
+        text = _json_header(value)
+        if len(text) > max_header:
+            omitted.append(name)
+        else:
+            headers[name] = text
+    if omitted:
+        headers["X-MRope-Omitted"] = ", ".join(omitted)
+    return Response(_npy_bytes(arr), media_type=NPY, headers=headers)
+
+
+def positions_payload(pos: Positions) -> dict[str, Any]:
+    """Everything of a :class:`~mrope.Positions` that a response carries besides the ids."""
+    return {
+        "delta": pos.delta,
+        "num_tokens": pos.num_tokens,
+        "spans": [s.to_dict() for s in pos.spans],
+        "image_grid_thw": pos.image_grid_thw,
+        "video_grid_thw": pos.video_grid_thw,
+        "second_per_grid_ts": pos.second_per_grid_ts,
+        "notes": list(pos.notes),
+    }
+
+
+def render_positions(
+    pos: Positions, fmt: OutputFormat, max_header: int, extra: Mapping[str, Any] | None = None
+) -> Response:
+    """The response of a positions endpoint (``extra``: more top-level fields, e.g. ``files``)."""
+    payload = positions_payload(pos)
+    if extra:
+        payload.update(extra)
+    if fmt == "json":
+        body = orjson.dumps({"positions": pos.ids, **payload}, option=_OPTS)
+        return Response(body, media_type=JSON)
+    plain = {"X-MRope-Delta": str(pos.delta), "X-MRope-Num-Tokens": str(pos.num_tokens)}
+    meta = {
+        "X-MRope-" + "-".join(w.capitalize() for w in k.split("_")): v
+        for k, v in payload.items()
+        if k not in ("delta", "num_tokens")
+    }
+    return _npy_response(pos.ids, plain, meta, max_header)
+
+
+def render_rope_index(
+    position_ids: np.ndarray, deltas: np.ndarray, fmt: OutputFormat, max_header: int
+) -> Response:
+    """The response of ``/v1/rope-index``: ``[3, B, L]`` ids and ``[B]`` deltas."""
+    if fmt == "json":
+        body = orjson.dumps({"position_ids": position_ids, "deltas": deltas}, option=_OPTS)
+        return Response(body, media_type=JSON)
+    plain = {"X-MRope-Batch": str(position_ids.shape[1]), "X-MRope-Length": str(position_ids.shape[2])}
+    return _npy_response(position_ids, plain, {"X-MRope-Deltas": deltas}, max_header)

@@ -1,0 +1,123 @@
+"""Service settings, read from ``MROPE_*`` environment variables.
+
+Every limit the service enforces is one field here, with the variable that sets it. A bad value (not a
+number, negative, a tokenizer path that does not exist) fails at startup with a message that names the
+variable, never later inside a request.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+MiB = 1024 * 1024
+
+
+class SettingsError(ValueError):
+    """An ``MROPE_*`` environment variable holds a value the service cannot use."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Limits and paths of one service process.
+
+    Attributes:
+        max_tokens: most tokens one request may produce (positions endpoints) or send (rope-index ``B*L``).
+        max_body_bytes: most bytes of a JSON request body.
+        max_upload_bytes: most bytes of one multipart upload request (all parts together).
+        max_files: most files in one upload.
+        max_segments: most segments in one request (JSON segments, or layout items of an upload).
+        max_batch: most rows ``B`` in one rope-index request.
+        max_image_pixels: most pixels (width x height) of an image or a video frame, as the file or the
+            request states them, before resizing.
+        max_video_seconds: longest video duration accepted.
+        max_video_frames: most frames in a video file.
+        tokenizer: path of a ``tokenizer.json`` (``tokenizers.Tokenizer.from_file``); needed for text
+            given as a string and for Qwen3-VL video timestamps. ``None``: no tokenizer.
+        tmp_dir: folder for upload temp files (each upload gets its own subfolder, always removed).
+        max_temp_bytes: most bytes of uploads held in temp storage at once, over all requests of one
+            worker process; an upload that would pass it gets 503 and may be retried.
+        media_threads: most files probed at once (worker threads).
+        media_timeout_s: longest time to read one file's size or metadata.
+        upload_timeout_s: longest time to receive an upload body.
+        npy_max_header_bytes: largest JSON value put into one ``X-MRope-*`` header of an npy response; a
+            longer one (e.g. thousands of spans) is left out and named in ``X-MRope-Omitted``.
+        inline_tokens: requests estimated below this many tokens are built on the event loop; larger
+            ones run in a worker thread so they do not stall other requests.
+    """
+
+    max_tokens: int = 1 << 20
+    max_body_bytes: int = 16 * MiB
+    max_upload_bytes: int = 256 * MiB
+    max_files: int = 16
+    max_segments: int = 4096
+    max_batch: int = 1024
+    max_image_pixels: int = 100_000_000
+    max_video_seconds: float = 3600.0
+    max_video_frames: int = 250_000
+    tokenizer: str | None = None
+    tmp_dir: str | None = None
+    max_temp_bytes: int = 1024 * MiB
+    media_threads: int = 4
+    media_timeout_s: float = 30.0
+    upload_timeout_s: float = 120.0
+    npy_max_header_bytes: int = 8192
+    inline_tokens: int = 32768
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``MROPE_<FIELD>`` variables (e.g. ``MROPE_MAX_TOKENS``); unset ones keep defaults."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            var = env_var(f.name)
+            raw = env.get(var)
+            if raw is None or raw.strip() == "":
+                continue
+            values[f.name] = _parse(var, raw.strip(), f.default)
+        settings = cls(**values)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Raise :class:`SettingsError` for values the service cannot run with."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
+                raise SettingsError(f"{env_var(f.name)} must be > 0; got {value!r}")
+        if self.tokenizer is not None and not os.path.isfile(self.tokenizer):
+            raise SettingsError(
+                f"MROPE_TOKENIZER={self.tokenizer!r} is not a file (expected a tokenizer.json)"
+            )
+        if self.tmp_dir is not None and not os.path.isdir(self.tmp_dir):
+            raise SettingsError(f"MROPE_TMP_DIR={self.tmp_dir!r} is not a folder")
+
+    @property
+    def temp_root(self) -> str:
+        """The folder uploads are spooled under."""
+        return self.tmp_dir or tempfile.gettempdir()
+
+
+def env_var(field_name: str) -> str:
+    """The environment variable of a settings field: ``max_tokens`` -> ``MROPE_MAX_TOKENS``."""
+    return "MROPE_" + field_name.upper()
+
+
+def _parse(var: str, raw: str, default: Any) -> Any:
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError:
+            raise SettingsError(f"{var} must be an integer; got {raw!r}") from None
+    if isinstance(default, float):
+        try:
+            value = float(raw)
+        except ValueError:
+            raise SettingsError(f"{var} must be a number; got {raw!r}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise SettingsError(f"{var} must be a finite number; got {raw!r}")
+        return value
+    return raw
