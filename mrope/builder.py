@@ -184,10 +184,10 @@ class _Block:
     token_id: int
     tiles: Sequence[tuple[int, int]] | None = None  # (row, col) of each tile, for spans
     anchored: bool = True  # h and w count from the block start s (False: from 0, the "reset" rule)
+    n: int = field(init=False)  # tokens in the block
 
-    @property
-    def n(self) -> int:
-        return len(self.tau) * self.tile_h * self.tile_w * len(self.tile_h0)
+    def __post_init__(self) -> None:
+        self.n = len(self.tau) * self.tile_h * self.tile_w * len(self.tile_h0)
 
 
 def _untiled_block(
@@ -201,10 +201,13 @@ def _untiled_block(
 ) -> _Block:
     _, hh, ww = merged
     h0, w0 = _spatial_offset(hh, ww, rules, origin)
-    zero = np.zeros(1, dtype=np.int64)
     return _Block(
-        tau, hh, ww, zero, zero, h0, w0, hh, ww, kind, index, token_id, anchored=rules.spatial != "reset"
+        tau, hh, ww, _ZERO, _ZERO, h0, w0, hh, ww, kind, index, token_id, anchored=rules.spatial != "reset"
     )
+
+
+_ZERO = np.zeros(1, dtype=np.int64)
+_ZERO.flags.writeable = False
 
 
 def _spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int]) -> tuple[int, int]:
@@ -424,6 +427,40 @@ class _Plan:
         return ids, tokens, spans, top
 
 
+_TEMPLATES: dict[tuple, tuple[np.ndarray, int, int]] = {}
+_TEMPLATE_BUDGET = 1 << 21  # tokens kept in the cache (int64 [3, n] each: 48 MiB at most)
+_template_tokens = 0
+
+
+def _block_template(p: _Block) -> tuple[np.ndarray, int, int]:
+    """The block's coordinates relative to its start, int64 ``[3, n]`` (rows tau, h, w), with the
+    largest relative t and the largest relative h or w. Cached: prompts repeat the same grids, and
+    one add into the output beats three broadcast writes."""
+    global _template_tokens
+    key = (p.tau.tobytes(), p.tile_h, p.tile_w, p.tile_h0.tobytes(), p.tile_w0.tobytes(), p.h0, p.w0)
+    hit = _TEMPLATES.get(key)
+    if hit is not None:
+        return hit
+    nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
+    template = np.empty((3, nt, frames, th, tw), dtype=np.int64)
+    template[0] = p.tau[None, :, None, None]
+    template[1] = p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
+    template[2] = p.w0 + p.tile_w0[:, None, None, None] + np.arange(tw, dtype=np.int64)[None, None, None, :]
+    template = template.reshape(3, -1)
+    template.flags.writeable = False
+    top_t = int(p.tau.max())
+    top_hw = max(p.h0 + int(p.tile_h0.max()) + th - 1, p.w0 + int(p.tile_w0.max()) + tw - 1)
+    entry = (template, top_t, top_hw)
+    n = template.shape[1]
+    if n <= _TEMPLATE_BUDGET // 4:
+        if _template_tokens + n > _TEMPLATE_BUDGET:
+            _TEMPLATES.clear()
+            _template_tokens = 0
+        _TEMPLATES[key] = entry
+        _template_tokens += n
+    return entry
+
+
 def fill_pieces(
     pieces: Sequence[_Text | _Block],
     ids: np.ndarray,
@@ -436,6 +473,7 @@ def fill_pieces(
     Returns the largest position written (-1 for an empty sequence).
     """
     a = 0  # token cursor
+    offset = np.empty((3, 1), dtype=np.int64)
     top = -1  # max position so far
     s = 0  # start of the next piece
     for p in pieces:
@@ -451,19 +489,15 @@ def fill_pieces(
             s = s + n
             a = b
             continue
-        nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
-        shape = (nt, frames, th, tw)
         hw = s if p.anchored else 0
-        ids[0, a:b].reshape(shape)[:] = (s + p.tau)[None, :, None, None]
-        ids[1, a:b].reshape(shape)[:] = (
-            hw + p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
-        )
-        ids[2, a:b].reshape(shape)[:] = (
-            hw + p.w0 + p.tile_w0[:, None, None, None] + np.arange(tw, dtype=np.int64)[None, None, None, :]
-        )
+        template, top_t, top_hw = _block_template(p)
+        offset[0, 0] = s
+        offset[1:, 0] = hw
+        np.add(template, offset, out=ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
         if spans is not None:
+            frames, th, tw = len(p.tau), p.tile_h, p.tile_w
             per_tile = frames * th * tw
             if p.tiles is None:
                 spans.append(Span(p.kind, a, b, p.index, (frames, th, tw)))
@@ -472,12 +506,7 @@ def fill_pieces(
                     spans.append(
                         Span(p.kind, a + k * per_tile, a + (k + 1) * per_tile, p.index, (frames, th, tw), rc)
                     )
-        block_top = max(
-            s + int(p.tau.max()),
-            hw + p.h0 + int(p.tile_h0.max()) + th - 1,
-            hw + p.w0 + int(p.tile_w0.max()) + tw - 1,
-        )
-        top = max(top, block_top)
+        top = max(top, s + top_t, hw + top_hw)
         s = s + max(p.span_h, p.span_w) if advance == "spatial" else top + 1
         a = b
     return top

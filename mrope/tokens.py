@@ -48,10 +48,10 @@ def _grids(value: Any, name: str) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[1] != 3:
         raise TokenError(f"{name} must have shape [n, 3] (t, h, w); got {tuple(arr.shape)}")
     if arr.dtype.kind not in "iu":
-        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+        if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
             raise TokenError(f"{name} must hold integers; got {arr.tolist()}")
-    arr = arr.astype(np.int64)
-    if np.any(arr < 1):
+        arr = arr.astype(np.int64)
+    if arr.min() < 1:
         row = int(np.flatnonzero(np.any(arr < 1, axis=1))[0])
         raise TokenError(f"{name}[{row}] = {arr[row].tolist()}: every grid dim must be >= 1")
     return arr
@@ -63,32 +63,32 @@ class _GridQueue:
     def __init__(self, name: str, grids: np.ndarray, merge: int, spg: np.ndarray | None) -> None:
         self.name = name
         self.grids = grids
+        self.rows = grids.tolist()
         self.spg = spg
         self.next = 0
-        sizes = grids[:, 0] * grids[:, 1] * grids[:, 2]
-        bad = np.flatnonzero((grids[:, 1] % merge) | (grids[:, 2] % merge))
-        if bad.size:
-            i = int(bad[0])
-            raise TokenError(
-                f"{name}[{i}] = {grids[i].tolist()}: h and w must be multiples of the merge size {merge}"
-            )
-        self.tokens = sizes // (merge * merge)
+        for i, (t, h, w) in enumerate(self.rows):
+            if h % merge or w % merge:
+                raise TokenError(
+                    f"{name}[{i}] = {[t, h, w]}: h and w must be multiples of the merge size {merge}"
+                )
+        self.tokens = [t * h * w // (merge * merge) for t, h, w in self.rows]
 
-    def take(self, run_len: int, where: str) -> list[int]:
+    def take(self, run_len: int, row: int, at: int) -> list[int]:
         """Indices of the grids that exactly fill a run of ``run_len`` placeholder tokens."""
         used: list[int] = []
         left = run_len
         while left > 0:
-            if self.next >= len(self.grids):
+            if self.next >= len(self.rows):
                 raise TokenError(
-                    f"{where}: {run_len} placeholder tokens need more {self.name} grids; only "
-                    f"{len(self.grids)} given, all used ({left} tokens left uncovered)"
+                    f"row {row}, {self.name[:5]} run at valid token {at}: {run_len} placeholder tokens need "
+                    f"more {self.name} grids; only {len(self.rows)} given, all used ({left} tokens left uncovered)"
                 )
-            need = int(self.tokens[self.next])
+            need = self.tokens[self.next]
             if need > left:
                 raise TokenError(
-                    f"{where}: {self.name}[{self.next}] = {self.grids[self.next].tolist()} needs {need} "
-                    f"placeholder tokens, but the run has {left} left (of {run_len})"
+                    f"row {row}, {self.name[:5]} run at valid token {at}: {self.name}[{self.next}] = "
+                    f"{self.rows[self.next]} needs {need} placeholder tokens, but the run has {left} left "
+                    f"(of {run_len})"
                 )
             used.append(self.next)
             self.next += 1
@@ -96,10 +96,55 @@ class _GridQueue:
         return used
 
     def check_all_used(self) -> None:
-        if self.next != len(self.grids):
+        if self.next != len(self.rows):
             raise TokenError(
-                f"{len(self.grids)} {self.name} rows given but the placeholder runs use {self.next}"
+                f"{len(self.rows)} {self.name} rows given but the placeholder runs use {self.next}"
             )
+
+
+def _row_pieces(
+    row_types: np.ndarray, n: int, row: int, images: _GridQueue, videos: _GridQueue, lay: LayoutRules
+) -> list[_Text | _Block]:
+    """Text runs and vision blocks of one row, from its 0/1/2 token types."""
+    pieces: list[_Text | _Block] = []
+    if not n:
+        return pieces
+    change = (np.flatnonzero(row_types[1:] != row_types[:-1]) + 1).tolist()
+    starts = [0, *change]
+    stops = [*change, n]
+    merge = lay.merge_size
+    blocks = _BLOCKS if len(_BLOCKS) < 4096 else {}
+    for a, z, kind in zip(starts, stops, row_types[starts].tolist(), strict=True):
+        if kind == 0:
+            pieces.append(_Text(z - a, 0, "text", -1))
+            continue
+        queue = images if kind == 1 else videos
+        for g in queue.take(z - a, row, a):
+            t, h, w = queue.rows[g]
+            if kind == 1 or lay.temporal == "index":
+                time_key: Any = t
+            elif lay.temporal == "timestamps":
+                time_key = 0
+            else:
+                time_key = (t, float(queue.spg[g]), lay.tokens_per_second)  # type: ignore[index]
+            # blocks are immutable here; the same grid under the same rules is the same block
+            key = (time_key, h // merge, w // merge, lay.spatial, lay.crop)
+            block = blocks.get(key)
+            if block is None:
+                if time_key == 0:
+                    tau = _ZERO
+                elif isinstance(time_key, int):
+                    tau = np.arange(t, dtype=np.int64)
+                else:
+                    tau = temporal_index(t, lay, time_key[1])
+                block = blocks[key] = _untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
+            pieces.append(block)
+    return pieces
+
+
+_ZERO = np.zeros(1, dtype=np.int64)
+_ZERO.flags.writeable = False
+_BLOCKS: dict[tuple, _Block] = {}
 
 
 def rope_index(
@@ -168,44 +213,33 @@ def rope_index(
         videos_grid = videos_raw
     videos = _GridQueue("video_grid_thw", videos_grid, merge, spg)
 
-    out = np.full((3, b, length), pad_position, dtype=np.int64)
+    out = np.empty((3, b, length), dtype=np.int64)
+    if mask is not None:
+        out.fill(pad_position)
     deltas = np.zeros(b, dtype=np.int64)
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
-    zero_tau = np.zeros(1, dtype=np.int64)
     for row in range(b):
-        row_ids = ids[row] if mask is None else ids[row][mask[row]]
-        n = row_ids.shape[0]
-        if types is not None:
-            row_types = types[row] if mask is None else types[row][mask[row]]
-        else:
-            row_types = (row_ids == image_id).astype(np.int8) + 2 * (row_ids == video_id).astype(np.int8)
-        change = np.flatnonzero(row_types[1:] != row_types[:-1]) + 1
-        starts = np.concatenate(([0], change)) if n else np.zeros(0, dtype=np.int64)
-        stops = np.concatenate((change, [n])) if n else np.zeros(0, dtype=np.int64)
-        run_types = row_types[starts] if n else starts
-        pieces: list[_Text | _Block] = []
-        for a, z, kind in zip(starts.tolist(), stops.tolist(), run_types.tolist(), strict=True):
-            if kind == 0:
-                pieces.append(_Text(z - a, 0, "text", -1))
-                continue
-            queue = images if kind == 1 else videos
-            where = f"row {row}, {'image' if kind == 1 else 'video'} run at valid token {a}"
-            for g in queue.take(z - a, where):
-                t, h, w = (int(v) for v in queue.grids[g])
-                merged = (t, h // merge, w // merge)
-                if kind == 1:
-                    tau = np.arange(t, dtype=np.int64)
-                elif lay.temporal == "timestamps":
-                    tau = zero_tau
-                else:
-                    tau = temporal_index(t, lay, float(queue.spg[g]))  # type: ignore[index]
-                pieces.append(_untiled_block(merged, tau, lay, "image", -1, 0))
-        dense = np.empty((3, n), dtype=np.int64)
-        top = fill_pieces(pieces, dense, None, None, lay.advance)
+        # the valid tokens, and where their positions go: a view when they are contiguous
         if mask is None:
-            out[:, row, :] = dense
+            row_ids, row_types = ids[row], None if types is None else types[row]
+            target = out[:, row, :]
         else:
-            out[:, row, mask[row]] = dense
+            valid = np.flatnonzero(mask[row])
+            if valid.size and int(valid[-1]) - int(valid[0]) + 1 == valid.size:
+                sl = slice(int(valid[0]), int(valid[-1]) + 1)
+                row_ids, row_types = ids[row, sl], None if types is None else types[row, sl]
+                target = out[:, row, sl]
+            else:
+                row_ids, row_types = ids[row, valid], None if types is None else types[row, valid]
+                target = None
+        n = row_ids.shape[0]
+        if row_types is None:
+            row_types = (row_ids == image_id).view(np.int8) + ((row_ids == video_id).view(np.int8) << 1)
+        pieces = _row_pieces(row_types, n, row, images, videos, lay)
+        dense = target if target is not None else np.empty((3, n), dtype=np.int64)
+        top = fill_pieces(pieces, dense, None, None, lay.advance)
+        if target is None:
+            out[:, row, valid] = dense
         deltas[row] = top + 1 - n
     images.check_all_used()
     videos.check_all_used()
