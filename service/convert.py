@@ -12,6 +12,7 @@ from typing import Any
 
 import mrope
 from mrope.rules import LayoutRules
+from mrope.vision import smart_resize
 from service.errors import ServiceError, over_cap
 from service.models import ImageSegment, TextSegment, VideoSegment
 from service.settings import Settings
@@ -22,8 +23,6 @@ def image_grid_from_size(height: int, width: int, rules: LayoutRules) -> tuple[i
 
     Meant to move into :mod:`mrope.vision`; the service keeps no sizing logic besides this call.
     """
-    from mrope.vision import smart_resize
-
     h, w = smart_resize(
         height,
         width,

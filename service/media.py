@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -17,8 +18,16 @@ import anyio
 import anyio.to_thread
 
 import mrope
-from mrope.errors import MRopeError
+from mrope.errors import MediaError, MRopeError
 from mrope.rules import LayoutRules
+from mrope.vision import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    detect_media_kind,
+    image_size,
+    load_image,
+    load_video,
+    probe_video,
+)
 from service.convert import check_image_pixels
 from service.errors import ServiceError, over_cap
 from service.models import FileItem
@@ -31,6 +40,7 @@ SNIFF_BYTES = 64 * 1024
 """Bytes read from the start of a file to tell an image from a video."""
 
 T = TypeVar("T")
+_BYTES_NAME = re.compile(r"<\d+ bytes>")
 
 
 @dataclass(frozen=True)
@@ -45,75 +55,79 @@ def _name(stored: StoredFile) -> str:
     return f"file {stored.index}" + (f" ({stored.filename!r})" if stored.filename else "")
 
 
-def detect_kind(stored: StoredFile) -> str:
-    """``"image"`` or ``"video"`` from the file's leading bytes (its name and declared type are ignored)."""
-    from mrope.vision import detect_media_kind
+def detect_kind(stored: StoredFile, settings: Settings) -> tuple[str, Any]:
+    """``("image", None)`` or ``("video", VideoInfo | None)`` from the file's bytes (its name and declared
+    type are ignored).
 
+    The leading :data:`SNIFF_BYTES` go to :func:`mrope.vision.detect_media_kind`. A video whose index
+    sits at its end (an MP4 with ``moov`` last) cannot be recognised from its head, so when the head
+    is not enough the whole file is probed as a video before giving up.
+    """
     if stored.size == 0:
-        raise ServiceError(422, "invalid_media", f"{_name(stored)} is empty")
+        raise ServiceError(
+            422, "invalid_media", f"{_name(stored)} is empty (0 bytes); expected an image or a video"
+        )
     with open(stored.path, "rb") as fh:
         head = fh.read(SNIFF_BYTES)
-    return detect_media_kind(head)
+    try:
+        return detect_media_kind(head), None
+    except MediaError:
+        if stored.size <= len(head):
+            raise
+    try:
+        return "video", probe_video(stored.path, max_packets=settings.max_video_frames + 1)
+    except MediaError as exc:
+        raise MediaError(f"{_name(stored)} is neither a readable image nor a readable video: {exc}") from None
 
 
 def load_image_file(
     stored: StoredFile, item: FileItem, model: str, rules: LayoutRules, settings: Settings
 ) -> LoadedFile:
-    from mrope.vision import image_size, load_image
-
-    width, height = image_size(stored.path)
-    if width < 1 or height < 1:
-        raise ServiceError(
-            422, "invalid_media", f"{_name(stored)} is a {width}x{height} image: nothing to see"
-        )
+    """Header size -> pixel cap -> :func:`mrope.vision.load_image`."""
+    # the library's own bomb guard still applies; the service's cap is checked here so that its
+    # error names MROPE_MAX_IMAGE_PIXELS
+    height, width = image_size(
+        stored.path, max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS)
+    )
     check_image_pixels(height, width, settings, _name(stored))
     image = load_image(stored.path, model=model, rules=rules, wrap=item.wrap)
-    info = {"kind": "image", "width": width, "height": height, "grid": list(image.grid)}
-    return LoadedFile(image, info)
+    return LoadedFile(image, {"kind": "image", "width": width, "height": height, "grid": list(image.grid)})
 
 
 def load_video_file(
-    stored: StoredFile, item: FileItem, model: str, rules: LayoutRules, settings: Settings
+    stored: StoredFile, item: FileItem, model: str, rules: LayoutRules, settings: Settings, meta: Any
 ) -> LoadedFile:
-    from mrope.vision import load_video, probe_video
-
-    meta = probe_video(stored.path)
+    """Container metadata -> duration / frame / frame-size caps -> :func:`mrope.vision.load_video`."""
+    if meta is None:
+        meta = probe_video(stored.path, max_packets=settings.max_video_frames + 1)
     name = _name(stored)
     check_image_pixels(meta.height, meta.width, settings, f"the frames of {name}")
-    duration = float(meta.duration) if meta.duration else None
-    if duration is not None and duration > settings.max_video_seconds:
+    if meta.duration > settings.max_video_seconds:
         raise over_cap(
             "video_too_long",
             f"the duration in seconds of {name}",
-            duration,
+            round(float(meta.duration), 3),
             "MROPE_MAX_VIDEO_SECONDS",
             settings.max_video_seconds,
         )
-    frames = int(meta.num_frames or 0)
-    if not frames and duration is not None and meta.fps:
-        frames = int(round(duration * float(meta.fps)))
-    if frames > settings.max_video_frames:
+    if meta.num_frames > settings.max_video_frames:
         raise over_cap(
             "video_too_many_frames",
             f"the frame count of {name}",
-            frames,
+            meta.num_frames,
             "MROPE_MAX_VIDEO_FRAMES",
             settings.max_video_frames,
         )
-    video = load_video(
-        stored.path, model=model, rules=rules, fps=item.fps, nframes=item.nframes, wrap=item.wrap
-    )
-    sampled = (
-        len(video.frame_times) if video.frame_times is not None else video.grid[0] * rules.temporal_patch_size
-    )
+    video = load_video(meta, model=model, rules=rules, fps=item.fps, nframes=item.nframes, wrap=item.wrap)
+    sampled = len(video.frame_times) if video.frame_times is not None else None
     info = {
         "kind": "video",
         "width": int(meta.width),
         "height": int(meta.height),
         "grid": list(video.grid),
         "fps": video.fps,
-        "duration": duration,
-        "num_frames": int(meta.num_frames) if meta.num_frames else None,
+        "duration": float(meta.duration),
+        "num_frames": int(meta.num_frames),
         "sampled_frames": sampled,
     }
     return LoadedFile(video, info)
@@ -124,22 +138,35 @@ def load_file(
 ) -> LoadedFile:
     """Kind, caps and segment of one file (blocking: call it in a worker thread).
 
-    Library errors pass through (their handler makes them 422s). Any other exception from a media
-    decoder on client bytes becomes a 422 ``invalid_media`` here, so hostile input cannot cause a 500.
+    Library errors keep their type (their handler makes them 422s) with the temp path replaced by the
+    file's upload name. Any other exception from a media decoder on client bytes becomes a 422
+    ``invalid_media`` here, so hostile input cannot cause a 500.
     """
+    name = _name(stored)
     try:
-        kind = detect_kind(stored)
-        loader = load_image_file if kind == "image" else load_video_file
-        loaded = loader(stored, item, model, rules, settings)
-    except (ServiceError, MRopeError):
+        kind, meta = detect_kind(stored, settings)
+        if kind == "image":
+            loaded = load_image_file(stored, item, model, rules, settings)
+        else:
+            loaded = load_video_file(stored, item, model, rules, settings, meta)
+    except ServiceError:
         raise
+    except MRopeError as exc:
+        raise type(exc)(_rename(str(exc), stored)) from None
     except Exception as exc:  # noqa: BLE001 - decoders raise many types on bad bytes
-        log.warning("media reader raised %s on %s: %s", type(exc).__name__, _name(stored), exc)
+        log.warning("media reader raised %s on %s: %s", type(exc).__name__, name, exc)
         raise ServiceError(
-            422, "invalid_media", f"{_name(stored)} cannot be read: {type(exc).__name__}: {exc}"[:500]
+            422, "invalid_media", f"{name} cannot be read: {type(exc).__name__}: {exc}"[:500]
         ) from None
     info = {"index": stored.index, "filename": stored.filename, "bytes": stored.size, **loaded.info}
     return LoadedFile(loaded.segment, info)
+
+
+def _rename(message: str, stored: StoredFile) -> str:
+    """A library message about the temp file (or its sniffed head, ``<N bytes>``) in terms of the upload."""
+    name = _name(stored)
+    message = _BYTES_NAME.sub(name, message.replace(repr(stored.path), name).replace(stored.path, name))
+    return message if name in message else f"{name}: {message}"
 
 
 async def run_bounded(fn: Callable[[], T], limiter: anyio.CapacityLimiter, timeout_s: float, what: str) -> T:

@@ -1,0 +1,116 @@
+"""Fuzzing: schemathesis requests generated from the service's own OpenAPI schema (valid and invalid),
+and hypothesis-generated valid segment lists whose answers must equal the library's.
+
+Zero 5xx is the bar: every response is a 2xx or a 4xx in the error shape.
+"""
+
+from __future__ import annotations
+
+import pytest
+import schemathesis
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.checks import positive_data_acceptance
+
+import mrope
+from mrope.rules import PRESET_NAMES, LayoutRules
+from mrope.vision import smart_resize
+from service.app import create_app
+from service.settings import Settings
+
+# small caps keep every generated request cheap; they are part of what is fuzzed
+APP = create_app(
+    Settings(max_tokens=200_000, max_segments=256, max_body_bytes=1 << 20, max_upload_bytes=1 << 20)
+)
+schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
+
+
+@pytest.mark.timeout(120)
+@schema.parametrize()
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+def test_openapi_fuzz(case):
+    """Generated from the schema. ``positive_data_acceptance`` is off: the schema cannot say that a grid's
+    h must divide by the merge size, so some schema-valid requests are rightly refused (422)."""
+    resp = case.call_and_validate(excluded_checks=[positive_data_acceptance])
+    assert resp.status_code < 500, resp.text
+    if resp.status_code >= 400:
+        body = resp.json()
+        assert set(body) == {"error"}, body
+        assert isinstance(body["error"]["code"], str) and body["error"]["message"], body
+
+
+# ------------------------------------------------------------------------- valid inputs vs the library
+
+NON_TIMESTAMP = [m for m in PRESET_NAMES if LayoutRules.preset(m).temporal != "timestamps"]
+even = st.integers(1, 6).map(lambda k: 2 * k)
+text_seg = st.one_of(
+    st.builds(lambda n: {"type": "text", "tokens": n}, st.integers(0, 40)),
+    st.builds(lambda ids: {"type": "text", "ids": ids}, st.lists(st.integers(0, 200_000), max_size=8)),
+)
+image_seg = st.one_of(
+    st.builds(
+        lambda h, w, wrap: {"type": "image", "grid": [1, h, w], "wrap": wrap}, even, even, st.booleans()
+    ),
+    st.builds(
+        lambda h, w, o: {"type": "image", "grid": [1, h, w], "origin": o},
+        even,
+        even,
+        st.lists(st.integers(0, 5), min_size=2, max_size=2),
+    ),
+    st.builds(
+        lambda h, w: {"type": "image", "height": h, "width": w}, st.integers(1, 2000), st.integers(1, 2000)
+    ),
+)
+video_seg = st.builds(
+    lambda t, h, w, fps, wrap: {"type": "video", "grid": [t, h, w], "fps": fps, "wrap": wrap},
+    st.integers(1, 6),
+    even,
+    even,
+    st.sampled_from([0.5, 1.0, 2.0, 3.0, 4.0]),
+    st.booleans(),
+)
+segments = st.lists(st.one_of(text_seg, image_seg, video_seg), max_size=8)
+
+
+def to_library(items: list[dict], client_rules) -> list:
+    out = []
+    for it in items:
+        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in it.items() if k != "type"}
+        if it["type"] == "text":
+            out.append(mrope.Text(kw["tokens"] if "tokens" in kw else kw["ids"]))
+        elif it["type"] == "video":
+            out.append(mrope.Video(**kw))
+        elif "grid" in kw:
+            out.append(mrope.Image(**kw))
+        else:
+            r = client_rules
+            h, w = smart_resize(
+                kw["height"], kw["width"], r.resize_factor, r.image_min_pixels, r.image_max_pixels
+            )
+            out.append(mrope.Image(grid=(1, h // r.patch_size, w // r.patch_size)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(APP) as c:
+        yield c
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(model=st.sampled_from(NON_TIMESTAMP), items=segments)
+def test_valid_segments_match_library(client, model, items):
+    resp = client.post("/v1/positions", json={"model": model, "segments": items})
+    try:
+        lib = mrope.build_positions(to_library(items, LayoutRules.preset(model)), model=model)
+    except mrope.MRopeError as exc:  # e.g. a 1:300 pixel size: the service must refuse it the same way
+        assert resp.status_code == 422, resp.text
+        assert resp.json()["error"]["message"] == str(exc)
+        return
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["positions"] == lib.ids.tolist()
+    assert body["delta"] == lib.delta and body["num_tokens"] == lib.num_tokens
+    assert body["spans"] == [s.to_dict() for s in lib.spans]
