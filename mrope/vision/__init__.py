@@ -1,0 +1,49 @@
+"""Reading media for M-RoPE: image sizes, tiling, video metadata, frame sampling and decoding.
+
+Everything position ids need comes from headers: :func:`load_image` and :func:`load_video` return the
+:class:`mrope.Image` / :class:`mrope.Video` a model's processor would produce without decoding pixels.
+:func:`decode_frames` decodes the sampled frames when pixels are wanted. Every bad-media error is a
+:class:`mrope.MediaError` whose message says what was expected and what came.
+"""
+
+from mrope.vision.detect import MediaKind, detect_media_kind
+from mrope.vision.image import DEFAULT_MAX_IMAGE_PIXELS, image_size, load_image
+from mrope.vision.resize import MAX_ASPECT_RATIO, smart_resize, video_max_pixels
+from mrope.vision.sampling import (
+    FRAME_FACTOR,
+    num_sampled_frames,
+    sample_fps,
+    sample_frame_indices,
+    sampled_times,
+)
+from mrope.vision.tiling import TilePlan, plan_tiles
+from mrope.vision.video import (
+    DEFAULT_MAX_PACKETS,
+    VideoInfo,
+    decode_frames,
+    load_video,
+    probe_video,
+)
+
+__all__ = [
+    "DEFAULT_MAX_IMAGE_PIXELS",
+    "DEFAULT_MAX_PACKETS",
+    "FRAME_FACTOR",
+    "MAX_ASPECT_RATIO",
+    "MediaKind",
+    "TilePlan",
+    "VideoInfo",
+    "decode_frames",
+    "detect_media_kind",
+    "image_size",
+    "load_image",
+    "load_video",
+    "num_sampled_frames",
+    "plan_tiles",
+    "probe_video",
+    "sample_fps",
+    "sample_frame_indices",
+    "sampled_times",
+    "smart_resize",
+    "video_max_pixels",
+]

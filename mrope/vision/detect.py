@@ -1,0 +1,55 @@
+"""Tell an image from a video by content (the HTTP service uses it for uploads)."""
+
+from __future__ import annotations
+
+import io
+from typing import Literal
+
+from PIL import Image as PILImage
+
+from mrope.errors import MediaError
+from mrope.vision._source import OpenSource
+from mrope.vision.video import _open_container, _video_stream
+
+MediaKind = Literal["image", "video"]
+
+_NOT_IMAGES = {"MPEG"}
+"""PIL formats it can identify but not read as a picture (an MPEG-1 video stream)."""
+
+
+def detect_media_kind(data: bytes) -> MediaKind:
+    """``"image"`` if PIL can read ``data``'s header, else ``"video"`` if FFmpeg finds a video stream.
+
+    Only headers are read; nothing is decoded. Animated GIF / WebP / PNG count as images.
+
+    Args:
+        data: the file's bytes.
+
+    Raises:
+        MediaError: empty data, or neither an image nor a video (an audio-only file says so).
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise MediaError(f"detect_media_kind takes the file's bytes; got {type(data).__name__}")
+    data = bytes(data)
+    if not data:
+        raise MediaError("empty upload (0 bytes); expected an image or a video")
+    try:
+        im = PILImage.open(io.BytesIO(data))
+        if im.format not in _NOT_IMAGES and im.size[0] > 0 and im.size[1] > 0:
+            return "image"
+    except PILImage.DecompressionBombError as exc:
+        raise MediaError(f"<{len(data)} bytes>: {exc} (refused without decoding)") from None
+    except Exception:  # not something PIL reads: try it as a video
+        pass
+    src = OpenSource(io.BytesIO(data), len(data), f"<{len(data)} bytes>")
+    try:
+        container = _open_container(src)
+    except MediaError:
+        raise MediaError(
+            f"{src.name} is neither an image (PIL cannot identify it) nor a video (FFmpeg cannot open it)"
+        ) from None
+    try:
+        _video_stream(container, src.name)
+    finally:
+        container.close()
+    return "video"

@@ -1,0 +1,99 @@
+"""The Qwen ``smart_resize`` rule (SPEC section 5) and the qwen-vl-utils video pixel budget."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+from mrope.errors import MediaError
+
+MAX_ASPECT_RATIO = 200
+"""Longest side over shortest side above which Qwen processors refuse an image."""
+
+
+def _int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise MediaError(f"{name} must be an int; got {value!r}")
+    return int(value)
+
+
+def _pixels(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
+        raise MediaError(f"{name} must be a finite number of pixels > 0; got {value!r}")
+    return float(value)
+
+
+def smart_resize(
+    height: int, width: int, factor: int = 28, min_pixels: float = 56 * 56, max_pixels: float = 28 * 28 * 1280
+) -> tuple[int, int]:
+    """The size, in pixels, a Qwen processor resizes an image of ``height x width`` pixels to.
+
+    Each side is rounded to the nearest multiple of ``factor`` (Python ``round``: halves go to even).
+    If the area then exceeds ``max_pixels``, ``beta = sqrt(h * w / max_pixels)`` and each side becomes
+    ``max(factor, floor(side / beta / factor) * factor)``; if it falls below ``min_pixels``,
+    ``beta = sqrt(min_pixels / (h * w))`` and each side becomes ``ceil(side * beta / factor) * factor``.
+
+    Args:
+        height, width: source size in pixels (> 0).
+        factor: patch size times merge size (28 for Qwen2/2.5-VL and GLM-4.1V, 32 for Qwen3-VL).
+        min_pixels, max_pixels: area bounds in pixels.
+
+    Returns:
+        ``(resized_height, resized_width)``, both positive multiples of ``factor``.
+
+    Raises:
+        MediaError: a non-positive size or bound, ``min_pixels > max_pixels``, or an aspect ratio
+            (long side / short side) above 200.
+
+    Examples: ``smart_resize(750, 1000) == (756, 1008)``; ``smart_resize(1080, 1920) == (728, 1316)``.
+    """
+    height, width, factor = _int(height, "height"), _int(width, "width"), _int(factor, "factor")
+    if height < 1 or width < 1:
+        raise MediaError(f"image size must be positive; got {height}x{width} (h x w)")
+    if factor < 1:
+        raise MediaError(f"resize factor must be >= 1; got {factor}")
+    lo, hi = _pixels(min_pixels, "min_pixels"), _pixels(max_pixels, "max_pixels")
+    if lo > hi:
+        raise MediaError(f"min_pixels ({min_pixels}) exceeds max_pixels ({max_pixels})")
+    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
+        raise MediaError(
+            f"aspect ratio must be at most {MAX_ASPECT_RATIO}; got {height}x{width} (h x w), ratio "
+            f"{max(height, width) / min(height, width):.1f}"
+        )
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    if h_bar * w_bar > hi:
+        beta = math.sqrt(height * width / hi)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < lo:
+        beta = math.sqrt(lo / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def video_max_pixels(
+    num_frames: int,
+    min_pixels: float,
+    max_pixels: float,
+    total_pixels: float,
+    frame_factor: int = 2,
+) -> float:
+    """The per-frame pixel ceiling qwen-vl-utils gives a video of ``num_frames`` sampled frames:
+    ``max(min(max_pixels, total_pixels / num_frames * frame_factor), int(min_pixels * 1.05))``.
+
+    ``total_pixels`` is the budget of the whole clip; ``frame_factor`` is the temporal patch size (2),
+    since two frames make one temporal patch.
+    """
+    n = _int(num_frames, "num_frames")
+    if n < 1:
+        raise MediaError(f"num_frames must be >= 1; got {n}")
+    lo = _pixels(min_pixels, "video min_pixels")
+    return max(
+        min(
+            _pixels(max_pixels, "video max_pixels"),
+            _pixels(total_pixels, "video total_pixels") / n * frame_factor,
+        ),
+        int(lo * 1.05),
+    )
