@@ -1,0 +1,577 @@
+"""Video metadata (:func:`probe_video`), frame decoding (:func:`decode_frames`) and :func:`load_video`.
+
+Position ids need only the sampled frames' count, size and times, so :func:`load_video` works from
+metadata alone: an hour-long file costs a header read, never a decode.
+
+Timing. A constant-rate file is timed by ``index / fps`` from its header. When the header lacks the
+frame count or the duration, or its average rate disagrees with its base rate (a variable-rate hint),
+:func:`probe_video` demuxes the packets (no decode, at most ``max_packets``) and reads their timestamps:
+the frame count is the packet count, and if the intervals between sorted timestamps vary (any interval
+more than 25 % off the median) the file is variable-rate and ``frame_times`` holds every frame's time.
+
+Safety. Files are opened by Python and given to FFmpeg as a byte stream, and FFmpeg may not open any
+other resource (playlists, references), so a path or an upload can never make it read a URL or another
+file. Every failure is a :class:`~mrope.MediaError`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Literal
+
+import av
+import numpy as np
+
+from mrope.errors import MediaError
+from mrope.rules import LayoutRules, resolve_rules
+from mrope.segments import Video
+from mrope.vision._containers import iso_rotations, matroska_rotation, normalise_rotation
+from mrope.vision._source import OpenSource, open_source
+from mrope.vision.resize import smart_resize, video_max_pixels
+from mrope.vision.sampling import sample_fps, sample_frame_indices, sampled_times
+
+DEFAULT_MAX_PACKETS = 500_000
+"""Most packets :func:`probe_video` demuxes when it must count or time frames (about 4.6 hours at
+30 fps); it bounds the work a hostile file can cause."""
+
+VFR_TOLERANCE = 0.25
+"""A file whose frame intervals differ from their median by more than this fraction is variable-rate."""
+
+_NO_INDEX_SEEK_GAP_S = 4.0
+"""Without a keyframe index, :func:`decode_frames` seeks only across gaps longer than this (seconds)."""
+
+_STILL_FORMATS = ("image2", "image2pipe")
+
+DecodeMode = Literal["auto", "seek", "sequential"]
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What :func:`probe_video` learns about a video without decoding it.
+
+    Attributes:
+        fps: average frame rate, frames per second (the header's average rate; for a variable-rate file,
+            frames / duration).
+        num_frames: frames in the video stream.
+        duration: seconds.
+        width, height: display size in pixels, after the display rotation (90 / 270 swap them).
+        rotation: display rotation, counter-clockwise degrees, one of 0, 90, 180, 270 (read from the
+            MP4 / MOV track header or the Matroska projection; other containers report 0).
+        frame_times: for a variable-rate file, every frame's time in seconds from the first frame
+            (sorted presentation timestamps); ``None`` for a constant-rate file (time = index / fps).
+        start_time: presentation time of the first frame, seconds (used to seek).
+        codec: the video codec's name, e.g. ``"h264"``.
+        container: the demuxer's name, e.g. ``"mov,mp4,m4a,3gp,3g2,mj2"``.
+        timing: ``"header"`` (container metadata only) or ``"packets"`` (counted / timed by demuxing).
+    """
+
+    fps: float
+    num_frames: int
+    duration: float
+    width: int
+    height: int
+    rotation: int = 0
+    frame_times: tuple[float, ...] | None = field(default=None, repr=False)
+    start_time: float = 0.0
+    codec: str = ""
+    container: str = ""
+    timing: str = "header"
+
+    @property
+    def variable_rate(self) -> bool:
+        """Whether frames are timed by their timestamps rather than ``index / fps``."""
+        return self.frame_times is not None
+
+    @property
+    def coded_size(self) -> tuple[int, int]:
+        """``(height, width)`` of the coded frames, before the display rotation."""
+        return (self.width, self.height) if self.rotation in (90, 270) else (self.height, self.width)
+
+
+# ------------------------------------------------------------------------------------------ opening
+
+
+def _refuse_nested_open(url: str, flags: int, options: dict[str, Any]) -> Any:
+    raise MediaError(f"the media file asks to open another resource ({url!r}); refused")
+
+
+def _open_container(src: OpenSource) -> av.container.InputContainer:
+    src.file.seek(0)
+    try:
+        return av.open(src.file, mode="r", io_open=_refuse_nested_open, metadata_errors="replace")
+    except MediaError:
+        raise
+    except Exception as exc:  # FFmpeg reports hostile bytes with many error types
+        raise MediaError(f"{src.name} is not a readable video ({type(exc).__name__}: {exc})") from None
+
+
+def _video_stream(container: av.container.InputContainer, name: str) -> av.video.stream.VideoStream:
+    fmt = container.format.name
+    if fmt in _STILL_FORMATS or fmt.endswith("_pipe"):
+        raise MediaError(f"{name} is a still image ({fmt}), not a video")
+    if not container.streams.video:
+        kinds = sorted({s.type for s in container.streams}) or ["none"]
+        raise MediaError(f"{name} has no video stream (streams: {', '.join(kinds)}); expected a video")
+    stream = container.streams.video[0]
+    if stream.codec_context is None:
+        raise MediaError(f"{name}: its video codec is not supported by this FFmpeg build")
+    return stream
+
+
+def _rate(value: Fraction | None) -> float | None:
+    if value is None or value.denominator == 0:
+        return None
+    x = float(value)
+    return x if math.isfinite(x) and x > 0 else None
+
+
+def _header_rotations(src: OpenSource) -> tuple[dict[int, int], int | None]:
+    """Rotations from the container headers, read before FFmpeg opens the file (it shares the file
+    object, so nothing may move its position afterwards)."""
+    try:
+        iso = iso_rotations(src.file, src.size)
+        mkv = None if iso else matroska_rotation(src.file, src.size)
+    except Exception:  # an unreadable header tree only loses the rotation
+        iso, mkv = {}, None
+    finally:
+        src.file.seek(0)
+    return iso, mkv
+
+
+@dataclass
+class _Scan:
+    count: int
+    times: np.ndarray | None  # int64 sorted timestamps (stream time base) of all frames, or None
+    truncated: bool
+
+
+def _scan_packets(container: av.container.InputContainer, stream: Any, max_packets: int, name: str) -> _Scan:
+    stamps: list[int] = []
+    count = 0
+    complete = True
+    try:
+        for packet in container.demux(stream):
+            if packet.size == 0 or packet.is_discard:
+                continue
+            count += 1
+            if count > max_packets:
+                return _Scan(count - 1, None, True)
+            ts = packet.pts if packet.pts is not None else packet.dts
+            if ts is None:
+                complete = False
+            elif complete:
+                stamps.append(ts)
+    except Exception as exc:
+        raise MediaError(
+            f"{name}: demuxing failed after {count} packets ({type(exc).__name__}: {exc})"
+        ) from None
+    times = np.sort(np.asarray(stamps, dtype=np.int64)) if complete and stamps else None
+    return _Scan(count, times, False)
+
+
+def _probe(src: OpenSource, max_packets: int) -> VideoInfo:
+    if isinstance(max_packets, bool) or not isinstance(max_packets, int) or max_packets < 1:
+        raise MediaError(f"max_packets must be an int >= 1; got {max_packets!r}")
+    iso, mkv = _header_rotations(src)
+    container = _open_container(src)
+    try:
+        stream = _video_stream(container, src.name)
+        cc = stream.codec_context
+        coded_w, coded_h = int(cc.width or 0), int(cc.height or 0)
+        if coded_w <= 0 or coded_h <= 0:
+            raise MediaError(f"{src.name}: the video stream has no frame size ({coded_w}x{coded_h})")
+        tb = stream.time_base
+        tbf = float(tb) if tb else None
+        frames = int(stream.frames or 0)
+        duration: float | None = None
+        if stream.duration and tbf:
+            duration = stream.duration * tbf
+        elif container.duration:
+            duration = container.duration / av.time_base
+        if duration is not None and not (math.isfinite(duration) and duration > 0):
+            duration = None
+        avg, base, guess = _rate(stream.average_rate), _rate(stream.base_rate), _rate(stream.guessed_rate)
+        start = stream.start_time * tbf if stream.start_time is not None and tbf else 0.0
+        common = dict(codec=cc.name, container=container.format.name)
+        rotation = iso.get(int(stream.id), 0) if iso else (mkv or 0)
+        width, height = (coded_h, coded_w) if rotation in (90, 270) else (coded_w, coded_h)
+        header_ok = frames > 0 and duration is not None and avg is not None
+        suspect_vfr = avg is not None and base is not None and abs(avg - base) > 1e-3 * base
+        if header_ok and not suspect_vfr:
+            return VideoInfo(
+                avg, frames, duration, width, height, rotation, None, start, timing="header", **common
+            )
+        scan = _scan_packets(container, stream, max_packets, src.name)
+        if scan.truncated:
+            if header_ok:
+                return VideoInfo(
+                    avg, frames, duration, width, height, rotation, None, start, timing="header", **common
+                )
+            raise MediaError(
+                f"{src.name}: the header has no frame count and the stream has more than {max_packets} "
+                "packets; pass a larger max_packets to count them"
+            )
+        if scan.count == 0:
+            raise MediaError(f"{src.name}: the video stream holds no frames")
+        n = scan.count
+        if scan.times is None or not tbf:
+            # no timestamps (e.g. a raw H.264 stream): constant rate as the codec declares it (the SPS
+            # timing info), else FFmpeg's guess
+            rate = _rate(cc.framerate) or guess or avg or base
+            if rate is None:
+                raise MediaError(f"{src.name}: the video stream has neither timestamps nor a frame rate")
+            return VideoInfo(
+                rate, n, n / rate, width, height, rotation, None, 0.0, timing="packets", **common
+            )
+        rel = (scan.times - scan.times[0]) * tbf
+        steps = np.diff(rel)
+        median = float(np.median(steps)) if steps.size else 0.0
+        start = float(scan.times[0]) * tbf
+        if median <= 0:
+            rate = avg or guess or base
+            if rate is None:
+                raise MediaError(
+                    f"{src.name}: the video stream's timestamps do not advance and it has no frame rate"
+                )
+            return VideoInfo(
+                rate, n, n / rate, width, height, rotation, None, start, timing="packets", **common
+            )
+        span = float(rel[-1]) + median
+        variable = n >= 3 and float(np.max(np.abs(steps - median))) > VFR_TOLERANCE * median
+        if variable:
+            times = tuple(float(t) for t in rel)
+            return VideoInfo(
+                n / span, n, span, width, height, rotation, times, start, timing="packets", **common
+            )
+        measured = (n - 1) / float(rel[-1]) if n > 1 else 1.0 / median
+        rate = avg if avg is not None and abs(avg - measured) <= 0.01 * measured else measured
+        return VideoInfo(rate, n, n / rate, width, height, rotation, None, start, timing="packets", **common)
+    finally:
+        container.close()
+
+
+def probe_video(source: Any, *, max_packets: int = DEFAULT_MAX_PACKETS) -> VideoInfo:
+    """Read a video's frame count, rate, duration, display size and rotation without decoding.
+
+    Container and stream headers come first; packets are demuxed (never decoded) only when the header
+    lacks the frame count or duration, or hints at a variable rate (see the module docstring).
+
+    Args:
+        source: a path, bytes, or a binary file-like object.
+        max_packets: most packets demuxed. Past it a file whose header has the frame count and duration
+            keeps the header's values (timed as constant-rate); one without them is an error.
+
+    Raises:
+        MediaError: unreadable or corrupt data, no video stream (an audio-only file), a still image,
+            no frame size, no frames, or no usable frame rate.
+    """
+    with open_source(source) as src:
+        return _probe(src, max_packets)
+
+
+# ----------------------------------------------------------------------------------------- decoding
+
+
+class _NoTimestamps(Exception):
+    """A decoded frame without a pts: fall back to counting frames from the start."""
+
+
+class _NoSeek(Exception):
+    """The stream cannot seek: decode it sequentially."""
+
+
+def _to_rgb(frame: av.VideoFrame, size: tuple[int, int] | None) -> np.ndarray:
+    if size is not None and (frame.width, frame.height) != size:
+        arr = frame.to_ndarray(format="rgb24", width=size[0], height=size[1])
+    else:
+        arr = frame.to_ndarray(format="rgb24")
+    k = normalise_rotation(frame.rotation) // 90
+    return np.rot90(arr, k) if k else arr
+
+
+class _Cursor:
+    """A decode position with one frame of look-ahead."""
+
+    def __init__(self, container: av.container.InputContainer, stream: Any) -> None:
+        self.container, self.stream = container, stream
+        self.tb = float(stream.time_base)
+        self.it: Iterator[av.VideoFrame] | None = None
+        self.head: av.VideoFrame | None = None
+        self.done = False
+        self.last = -math.inf  # time of the last frame consumed (seconds)
+
+    def restart(self, seek_seconds: float | None) -> None:
+        if seek_seconds is not None:
+            self.container.seek(int(math.floor(seek_seconds / self.tb)), stream=self.stream, backward=True)
+        self.it = self.container.decode(self.stream)
+        self.head, self.done, self.last = None, False, -math.inf
+
+    def peek(self) -> av.VideoFrame | None:
+        if self.head is None and not self.done:
+            assert self.it is not None
+            self.head = next(self.it, None)
+            if self.head is None:
+                self.done = True
+            elif self.head.pts is None:
+                raise _NoTimestamps
+        return self.head
+
+    def time(self, frame: av.VideoFrame) -> float:
+        return frame.pts * self.tb
+
+    def pop(self) -> None:
+        if self.head is not None:
+            self.last = self.time(self.head)
+        self.head = None
+
+
+def _windows(info: VideoInfo, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Absolute target time of each frame and the half-way points to its neighbours (seconds)."""
+    if info.frame_times is not None:
+        all_t = np.asarray(info.frame_times, dtype=np.float64)
+        t = all_t[idx]
+        prev = np.where(idx > 0, all_t[np.maximum(idx - 1, 0)], -np.inf)
+        nxt = np.where(idx < info.num_frames - 1, all_t[np.minimum(idx + 1, info.num_frames - 1)], np.inf)
+    else:
+        step = 1.0 / info.fps
+        t = idx * step
+        prev = np.where(idx > 0, t - step, -np.inf)
+        nxt = t + step
+    lo, hi = (t + prev) / 2, (t + nxt) / 2
+    return t + info.start_time, lo + info.start_time, hi + info.start_time
+
+
+def _keyframe_before(stream: Any, seconds: float, tb: float) -> float | None:
+    entries = stream.index_entries
+    if entries is None or len(entries) == 0:
+        return None
+    i = entries.search_timestamp(int(math.floor(seconds / tb)), backward=True)
+    if i < 0:
+        return None
+    return entries[i].timestamp * tb
+
+
+def _worth_seeking(stream: Any, cur: _Cursor, t: float, start: float) -> bool:
+    """Seek when a keyframe lies between the decode position and the target (decoding up to it would be
+    wasted); without a keyframe index, when the target is more than a few seconds ahead."""
+    here = max(cur.last, start) if cur.it is not None else start
+    kf = _keyframe_before(stream, t, cur.tb)
+    if kf is not None:
+        return kf > here + 1e-9
+    return t - here > _NO_INDEX_SEEK_GAP_S
+
+
+def _decode_by_time(src: OpenSource, info: VideoInfo, idx: np.ndarray, mode: DecodeMode) -> list[np.ndarray]:
+    """Decode frames ``idx`` (sorted, unique), identified by their presentation timestamps."""
+    targets, lows, highs = _windows(info, idx)
+    container = _open_container(src)
+    try:
+        stream = _video_stream(container, src.name)
+        stream.thread_type = "AUTO"
+        cur = _Cursor(container, stream)
+        out: list[np.ndarray] = []
+        size: tuple[int, int] | None = None
+        for k, (t, lo, hi) in enumerate(zip(targets, lows, highs, strict=True)):
+            if mode == "auto":
+                seek = _worth_seeking(stream, cur, t, info.start_time)
+            else:
+                seek = mode == "seek"
+            if seek:
+                try:
+                    _seek_to(cur, t, hi)
+                except (av.error.FFmpegError, OSError):
+                    raise _NoSeek from None
+            elif cur.it is None:
+                cur.restart(None)
+            while True:
+                frame = cur.peek()
+                if frame is None:
+                    raise MediaError(
+                        f"{src.name}: the video ended before frame {int(idx[k])} (t = {t - info.start_time:.3f} s); "
+                        f"its header promised {info.num_frames} frames"
+                    )
+                if cur.time(frame) >= lo:
+                    break
+                cur.pop()
+            arr = _to_rgb(frame, size)
+            if size is None:
+                size = (frame.width, frame.height)
+            out.append(arr)
+            cur.pop()
+        return out
+    except (MediaError, _NoTimestamps, _NoSeek):
+        raise
+    except Exception as exc:
+        raise MediaError(f"{src.name}: decoding failed ({type(exc).__name__}: {exc})") from None
+    finally:
+        container.close()
+
+
+def _seek_to(cur: _Cursor, t: float, hi: float) -> None:
+    """Seek so that the first decoded frame is at or before ``t`` (its window ends at ``hi``)."""
+    back = 0.0
+    for _ in range(6):
+        cur.restart(max(t - back, 0.0) if back else t)
+        first = cur.peek()
+        if first is not None and cur.time(first) < hi:
+            return
+        back = back * 2 if back else 1.0  # landed past the target (a leading frame): seek earlier
+    cur.restart(0.0)
+
+
+def _decode_by_count(src: OpenSource, idx: np.ndarray) -> list[np.ndarray]:
+    """Decode frames ``idx`` (sorted, unique) by counting decoded frames from the start."""
+    container = _open_container(src)
+    try:
+        stream = _video_stream(container, src.name)
+        stream.thread_type = "AUTO"
+        out: list[np.ndarray] = []
+        size: tuple[int, int] | None = None
+        want = iter(idx.tolist())
+        nxt = next(want, None)
+        for count, frame in enumerate(container.decode(stream)):
+            if nxt is None:
+                break
+            if count == nxt:
+                out.append(_to_rgb(frame, size))
+                size = size or (frame.width, frame.height)
+                nxt = next(want, None)
+        if nxt is not None:
+            raise MediaError(f"{src.name}: the video ended before frame {nxt}")
+        return out
+    except MediaError:
+        raise
+    except Exception as exc:
+        raise MediaError(f"{src.name}: decoding failed ({type(exc).__name__}: {exc})") from None
+    finally:
+        container.close()
+
+
+def decode_frames(
+    source: Any,
+    indices: Any,
+    *,
+    info: VideoInfo | None = None,
+    mode: DecodeMode = "auto",
+) -> np.ndarray:
+    """Decode frames ``indices`` of a video to RGB.
+
+    Frames are identified by their presentation timestamps (frame ``k`` is the frame nearest
+    ``k / fps``, or ``frame_times[k]`` for a variable-rate file). ``mode="auto"`` decodes forward while
+    the next wanted frame is close and seeks to the keyframe before it when a keyframe lies between
+    (from the container's index; without one, across gaps over 4 s); ``"seek"`` seeks before every
+    frame and ``"sequential"`` never seeks (both give the same frames; they exist to test and measure
+    the auto mode). Decoding is threaded (``thread_type = "AUTO"``). Streams without timestamps (raw
+    H.264) are decoded from the start, counting frames. The display rotation of each frame is applied
+    (``np.rot90``), so the output is upright.
+
+    Args:
+        source: a path, bytes, or a binary file-like object.
+        indices: frame indices, any order, repeats allowed, each in ``[0, num_frames)``.
+        info: the file's :class:`VideoInfo` if already probed.
+        mode: ``"auto"``, ``"seek"`` or ``"sequential"``.
+
+    Returns:
+        uint8 ``[n, H, W, 3]`` in the order of ``indices``; H x W is the display size.
+
+    Raises:
+        MediaError: bad indices, unreadable data, or a file that ends before a wanted frame.
+    """
+    if mode not in ("auto", "seek", "sequential"):
+        raise MediaError(f"mode must be 'auto', 'seek' or 'sequential'; got {mode!r}")
+    raw = np.asarray(indices)
+    if raw.ndim != 1 or (raw.size and raw.dtype.kind not in "iu"):
+        raise MediaError(f"indices must be a 1-D sequence of ints; got {indices!r}")
+    with open_source(source) as src:
+        if info is None:
+            info = _probe(src, DEFAULT_MAX_PACKETS)
+        idx = raw.astype(np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= info.num_frames):
+            raise MediaError(
+                f"frame indices must lie in [0, {info.num_frames}); got {int(idx.min())}..{int(idx.max())}"
+            )
+        if idx.size == 0:
+            h, w = info.height, info.width
+            return np.zeros((0, h, w, 3), dtype=np.uint8)
+        uniq, inverse = np.unique(idx, return_inverse=True)
+        try:
+            try:
+                frames = _decode_by_time(src, info, uniq, mode)
+            except _NoSeek:
+                frames = _decode_by_time(src, info, uniq, "sequential")
+        except _NoTimestamps:
+            frames = _decode_by_count(src, uniq)
+    shape = frames[0].shape
+    out = np.empty((len(idx),) + shape, dtype=np.uint8)
+    stacked = np.stack(frames) if all(f.shape == shape for f in frames) else None
+    if stacked is None:
+        raise MediaError("decoded frames changed size mid-stream after rotation; cannot stack them")
+    out[:] = stacked[inverse]
+    return out
+
+
+# ------------------------------------------------------------------------------------------- sizing
+
+
+def load_video(
+    source: Any,
+    model: str = "qwen2-vl",
+    rules: LayoutRules | dict[str, Any] | None = None,
+    *,
+    fps: float | None = None,
+    nframes: int | None = None,
+    min_frames: int | None = None,
+    max_frames: int | None = None,
+    wrap: bool = True,
+) -> Video:
+    """Size a video by a model's rules from its metadata alone: the :class:`mrope.Video` its processor
+    would produce.
+
+    Frames are sampled with :func:`sample_frame_indices` (``fps`` / ``min_frames`` / ``max_frames``
+    default to the rules'). Every sampled frame is resized with :func:`smart_resize`
+    (``factor = rules.resize_factor``, ``min_pixels = rules.video_min_pixels``) under the qwen-vl-utils
+    per-frame budget ``max(min(video_max_pixels, video_total_pixels / n * temporal_patch_size),
+    int(video_min_pixels * 1.05))`` for ``n`` sampled frames. The grid is
+    ``(ceil(n / temporal_patch_size), H / patch_size, W / patch_size)``; ``fps`` is the sampling rate
+    ``n / num_frames * video_fps``, ``second_per_grid = temporal_patch_size / fps``, and
+    ``frame_times`` are the sampled frames' times (seconds; real timestamps for a variable-rate file).
+
+    Args:
+        source: a path, bytes, a binary file-like object, or a :class:`VideoInfo` already probed.
+        model, rules: the preset and overrides.
+        fps: sampling rate, frames per second (not with ``nframes``).
+        nframes: an exact number of frames to sample.
+        min_frames, max_frames: bounds on the sampled count with ``fps``.
+        wrap: emit the wrapper tokens (and Qwen3-VL timestamps).
+
+    Raises:
+        MediaError: see :func:`probe_video` and :func:`sample_frame_indices`; ``fps`` with ``nframes``.
+    """
+    lay = resolve_rules(model, rules)
+    if fps is not None and nframes is not None:
+        raise MediaError(f"pass fps or nframes, not both; got fps={fps!r}, nframes={nframes!r}")
+    info = source if isinstance(source, VideoInfo) else probe_video(source)
+    idx = sample_frame_indices(
+        info.num_frames,
+        info.fps,
+        fps=lay.fps if fps is None else fps,
+        nframes=nframes,
+        min_frames=lay.min_frames if min_frames is None else min_frames,
+        max_frames=lay.max_frames if max_frames is None else max_frames,
+    )
+    n = int(idx.size)
+    tps = lay.temporal_patch_size
+    ceiling = video_max_pixels(n, lay.video_min_pixels, lay.video_max_pixels, lay.video_total_pixels, tps)
+    new_h, new_w = smart_resize(info.height, info.width, lay.resize_factor, lay.video_min_pixels, ceiling)
+    rate = sample_fps(n, info.num_frames, info.fps)
+    times = sampled_times(info, idx)
+    return Video(
+        grid=(math.ceil(n / tps), new_h // lay.patch_size, new_w // lay.patch_size),
+        fps=rate,
+        second_per_grid=tps / rate,
+        frame_times=tuple(float(x) for x in times),
+        wrap=wrap,
+    )
