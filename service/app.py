@@ -32,6 +32,7 @@ from mrope.spec import RopeSpec
 from service import convert, media, render
 from service.errors import ServiceError, describe_validation_errors, install_handlers, over_cap
 from service.guards import BodyLimitMiddleware, require_json, require_multipart
+from service.memory import pin_mmap_threshold
 from service.models import (
     ErrorResponse,
     FileItem,
@@ -257,6 +258,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         # notes are returned in every response; the warning copies would only flood the server log
         warnings.filterwarnings("ignore", category=MRopeWarning)
+        pin_mmap_threshold()
         yield
 
     app = FastAPI(

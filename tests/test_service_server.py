@@ -33,10 +33,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:")) / 1024
+
+
 @contextmanager
-def serve(argv: list[str], env: dict[str, str] | None = None, startup_s: float = 30.0) -> Iterator[str]:
+def serve(
+    argv: list[str], env: dict[str, str] | None = None, startup_s: float = 30.0
+) -> Iterator[tuple[str, int]]:
     """Start ``argv`` (which must serve on the port in ``MROPE_TEST_PORT``), wait for /healthz, yield the
-    base URL, always stop the process."""
+    base URL and the pid, always stop the process."""
     port = free_port()
     proc_env = {**os.environ, **(env or {}), "MROPE_TEST_PORT": str(port)}
     argv = [a.replace("{port}", str(port)) for a in argv]
@@ -56,7 +63,7 @@ def serve(argv: list[str], env: dict[str, str] | None = None, startup_s: float =
             if time.monotonic() > deadline:
                 raise AssertionError(f"server did not answer /healthz within {startup_s} s")
             time.sleep(0.05)
-        yield base
+        yield base, proc.pid
     finally:
         proc.terminate()
         try:
@@ -71,8 +78,8 @@ def serve(argv: list[str], env: dict[str, str] | None = None, startup_s: float =
 @pytest.mark.timeout(90)
 def test_uvicorn_app_over_the_network(tmp_path):
     argv = [sys.executable, "-m", "uvicorn", "service.app:app", "--host", "127.0.0.1", "--port", "{port}"]
-    env = {"MROPE_MAX_TOKENS": "5000", "MROPE_TMP_DIR": str(tmp_path)}
-    with serve(argv, env) as base, httpx.Client(base_url=base, timeout=20) as c:
+    env = {"MROPE_MAX_SEGMENTS": "100", "MROPE_TMP_DIR": str(tmp_path)}
+    with serve(argv, env) as (base, pid), httpx.Client(base_url=base, timeout=20) as c:
         segs = [
             {"type": "text", "tokens": 4},
             {"type": "image", "grid": [1, 8, 8]},
@@ -90,11 +97,11 @@ def test_uvicorn_app_over_the_network(tmp_path):
             headers={"accept": "application/x-npy"},
         )
         assert np.array_equal(np.load(io.BytesIO(npy.content)), lib.ids)
-        # the environment reached the server: its token cap is 5000
+        # the environment reached the server: its segment cap is 100
         over = c.post(
-            "/v1/positions", json={"model": "qwen2-vl", "segments": [{"type": "text", "tokens": 5001}]}
+            "/v1/positions", json={"model": "qwen2-vl", "segments": [{"type": "text", "tokens": 1}] * 101}
         )
-        assert over.status_code == 413 and over.json()["error"]["cap"] == "MROPE_MAX_TOKENS"
+        assert over.status_code == 413 and over.json()["error"]["cap"] == "MROPE_MAX_SEGMENTS"
         buf = io.BytesIO()
         PILImage.new("RGB", (320, 240)).save(buf, format="PNG")
         up = c.post(
@@ -105,13 +112,21 @@ def test_uvicorn_app_over_the_network(tmp_path):
         bad = c.post("/v1/positions", content=b"{nope", headers={"content-type": "application/json"})
         assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_json"
         assert c.get("/openapi.json").json()["info"]["title"] == "mrope"
+        # huge responses do not stay resident once sent
+        huge = {"model": "qwen2-vl", "segments": [{"type": "text", "tokens": 1_000_000}]}
+        c.post("/v1/positions", json=huge)
+        before = rss_mib(pid)
+        for accept in ["application/json", "application/x-npy"] * 3:
+            resp = c.post("/v1/positions", json=huge, headers={"accept": accept})
+            assert resp.status_code == 200 and len(resp.content) > 20_000_000
+        assert rss_mib(pid) - before < 40, (before, rss_mib(pid))
     assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.timeout(90)
 def test_server_run_function():
     code = "import os; from service.server import run; run(port=int(os.environ['MROPE_TEST_PORT']), log_level='warning')"
-    with serve([sys.executable, "-c", code]) as base:
+    with serve([sys.executable, "-c", code]) as (base, _):
         assert base.startswith("http://127.0.0.1:")
         assert httpx.get(base + "/v1/presets", timeout=10).json()["presets"].keys() >= {
             "qwen2-vl",

@@ -6,14 +6,12 @@ from __future__ import annotations
 import io
 import json
 import os
-import struct
 import time
-import wave
-import zlib
 
 import anyio
 import av
 import httpx
+import media as tm
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
@@ -30,6 +28,8 @@ UPLOAD = "/v1/positions/upload"
 
 
 # ------------------------------------------------------------------------------------ media makers
+# Real media come from tests/media.py; the two makers below cover what it does not: a noisy image (for
+# byte counts) and an MP4 too big for the sniff window with its index at the end.
 
 
 def png(width: int, height: int, seed: int = 0) -> bytes:
@@ -39,68 +39,30 @@ def png(width: int, height: int, seed: int = 0) -> bytes:
     return buf.getvalue()
 
 
-def jpeg_with_orientation(width: int, height: int, orientation: int) -> bytes:
-    exif = PILImage.Exif()
-    exif[0x0112] = orientation
-    buf = io.BytesIO()
-    PILImage.new("RGB", (width, height), (200, 10, 10)).save(buf, format="JPEG", exif=exif.tobytes())
-    return buf.getvalue()
-
-
-def png_claiming(width: int, height: int) -> bytes:
-    """A 45-byte PNG whose header claims ``width x height`` pixels and holds no pixel data."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data))
-            + kind
-            + data
-            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-        )
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b"")
-
-
-def mp4(
-    frames: int = 20, fps: int = 10, width: int = 64, height: int = 48, noise: bool = False, pts=None
-) -> bytes:
-    """A real MPEG-4 file (``moov`` at the end, as PyAV writes it). ``pts`` (ms) makes it variable-rate."""
+def noisy_mp4(frames: int = 12, fps: int = 6, width: int = 320, height: int = 240) -> bytes:
+    """An MPEG-4 file of random frames (hundreds of KB), ``moov`` last as PyAV writes it."""
     rng = np.random.default_rng(1)
     buf = io.BytesIO()
     with av.open(buf, "w", format="mp4") as out:
         stream = out.add_stream("mpeg4", rate=fps)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        if pts is not None:
-            from fractions import Fraction
-
-            stream.codec_context.time_base = Fraction(1, 1000)
-        for i in range(frames):
-            arr = (
-                rng.integers(0, 255, (height, width, 3), dtype=np.uint8)
-                if noise
-                else np.full((height, width, 3), (i * 12) % 255, np.uint8)
-            )
-            frame = av.VideoFrame.from_ndarray(arr, format="rgb24")
-            if pts is not None:
-                frame.pts = pts[i]
-                frame.time_base = stream.codec_context.time_base
-            for packet in stream.encode(frame):
+        for _ in range(frames):
+            arr = rng.integers(0, 255, (height, width, 3), dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(arr, format="rgb24")):
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
     return buf.getvalue()
 
 
-def wav(seconds: float = 0.5, rate: int = 8000) -> bytes:
-    """An audio-only file."""
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes((np.sin(np.arange(int(seconds * rate)) / 5) * 3000).astype("<i2").tobytes())
-    return buf.getvalue()
+def video(tmp_path, name: str = "v.mp4", **kwargs) -> bytes:
+    """:func:`media.write_video` bytes (24 frames at 12 fps unless told otherwise: 2 s)."""
+    return tm.write_video(tmp_path / name, **kwargs).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def vid(tmp_path_factory) -> bytes:
+    return video(tmp_path_factory.mktemp("media"))
 
 
 def make_tokenizer_file(folder) -> str:
@@ -167,8 +129,8 @@ def expected(pos: mrope.Positions) -> dict:
 
 
 @pytest.mark.parametrize("model", ["qwen2-vl", "qwen2.5-vl"])
-def test_image_and_video_equal_library(client, model):
-    img, vid = png(640, 480), mp4()
+def test_image_and_video_equal_library(client, vid, model):
+    img = png(640, 480)
     layout = [
         {"type": "text", "tokens": 5},
         {"type": "file", "index": 1},
@@ -186,7 +148,7 @@ def test_image_and_video_equal_library(client, model):
     by_index = {f["index"]: f for f in files}
     assert by_index[1]["kind"] == "image" and (by_index[1]["width"], by_index[1]["height"]) == (640, 480)
     assert by_index[1]["filename"] == "photo.mp4" and by_index[1]["bytes"] == len(img)
-    assert by_index[0]["kind"] == "video" and by_index[0]["num_frames"] == 20
+    assert by_index[0]["kind"] == "video" and by_index[0]["num_frames"] == 24
     assert by_index[0]["duration"] == pytest.approx(2.0) and by_index[0]["grid"] == list(video.grid)
     assert by_index[0]["fps"] == video.fps
 
@@ -199,8 +161,8 @@ def test_default_layout_is_files_in_order(client):
     assert body == expected(lib)
 
 
-def test_same_file_twice_and_video_options(client):
-    vid = mp4(frames=30, fps=10)
+def test_same_file_twice_and_video_options(client, tmp_path):
+    vid = video(tmp_path, num_frames=30, fps=10)
     layout = [
         {"type": "file", "index": 0, "fps": 1.0},
         {"type": "text", "tokens": 2},
@@ -219,23 +181,23 @@ def test_same_file_twice_and_video_options(client):
 
 
 def test_exif_rotation_swaps_sides(client):
-    img = jpeg_with_orientation(200, 100, 6)  # stored 200x100 (w x h), displayed 100x200
+    img = tm.image_bytes(200, 100, "JPEG", orientation=6)  # stored 200x100 (w x h), displayed 100x200
     body = post(client, [("r.jpg", img)]).json()
     assert (body["files"][0]["width"], body["files"][0]["height"]) == (100, 200)
     assert body["image_grid_thw"] == [list(load_image(io.BytesIO(img)).grid)]
 
 
 def test_moov_at_end_larger_than_sniff_window(client):
-    vid = mp4(frames=12, fps=6, width=320, height=240, noise=True)
+    vid = noisy_mp4()
     assert len(vid) > media.SNIFF_BYTES and vid.rfind(b"moov") > media.SNIFF_BYTES
     body = post(client, [("clip", vid)]).json()
     assert body["files"][0]["kind"] == "video"
     assert body["video_grid_thw"] == [list(load_video(io.BytesIO(vid)).grid)]
 
 
-def test_variable_rate_video(client):
-    pts = [0, 40, 80, 300, 340, 800, 840, 880, 1500, 1540, 1580, 2000]
-    vid = mp4(frames=len(pts), fps=25, pts=pts)
+def test_variable_rate_video(client, tmp_path):
+    times = [0.0, 0.04, 0.08, 0.3, 0.34, 0.8, 0.84, 0.88, 1.5, 1.54, 1.58, 2.0]
+    vid = tm.write_vfr_video(tmp_path / "vfr.mp4", times).read_bytes()
     resp = post(client, [("vfr.mp4", vid)], model="qwen2.5-vl")
     assert resp.status_code == 200, resp.text
     lib = load_video(io.BytesIO(vid), model="qwen2.5-vl")
@@ -244,9 +206,8 @@ def test_variable_rate_video(client):
     assert body["positions"] == mrope.build_positions([lib], model="qwen2.5-vl").ids.tolist()
 
 
-def test_text_layout_and_qwen3_timestamps(tmp_path, tmp_root):
+def test_text_layout_and_qwen3_timestamps(tmp_path, tmp_root, vid):
     tok_path = make_tokenizer_file(tmp_path)
-    vid = mp4()
     layout = [
         {"type": "text", "text": "hello"},
         {"type": "file", "index": 0},
@@ -284,32 +245,73 @@ def test_npy_upload(client):
 # ----------------------------------------------------------------------------------- bad media corpus
 
 
-def corpus() -> list[tuple[str, bytes, tuple[int, ...]]]:
-    vid = mp4()
-    return [
-        ("truncated.mp4", vid[: len(vid) // 2], (422,)),
-        ("random.png", np.random.default_rng(7).integers(0, 256, 4000, dtype=np.uint8).tobytes(), (422,)),
-        ("bomb.png", png_claiming(100_000, 100_000), (413, 422)),
-        ("forged.png", png_claiming(6000, 6000), (413, 422)),
-        ("zero.png", png_claiming(0, 0), (422,)),
-        ("thin.png", png(300, 1), (422,)),  # 1:300 aspect: more than smart_resize's 200:1
-        ("audio.wav", wav(), (422,)),
-        ("empty.jpg", b"", (422,)),
-        ("text.mp4", b"hello, I am not a video\n" * 10, (422,)),
-        ("cut.jpg", jpeg_with_orientation(64, 64, 1)[:20], (422,)),
-    ]
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, vid) -> dict[str, tuple[bytes, tuple[int, ...]]]:
+    """Bad media, each with the statuses it may get."""
+    d = tmp_path_factory.mktemp("bad")
+    return {
+        "truncated.mp4": (tm.truncated(vid, 0.5), (422,)),
+        "head-only.mp4": (tm.truncated(vid, 200), (422,)),
+        "random.png": (tm.random_bytes(4000, seed=7), (422,)),
+        "bomb.png": (tm.forged_png(100_000, 100_000), (413, 422)),
+        "forged.png": (tm.forged_png(6000, 6000), (413, 422)),
+        "zero.png": (tm.forged_png(0, 0), (422,)),
+        "thin.png": (tm.image_bytes(300, 1), (422,)),  # 1:300 aspect: over smart_resize's 200:1
+        "audio.wav": (tm.write_audio(d / "a.wav").read_bytes(), (422,)),
+        "audio.m4a": (tm.write_audio(d / "a.m4a").read_bytes(), (422,)),
+        "empty.jpg": (b"", (422,)),
+        "text.mp4": (b"hello, I am not a video\n" * 10, (422,)),
+        "cut.jpg": (tm.truncated(tm.image_bytes(64, 64, "JPEG"), 20), (422,)),
+    }
+
+
+BAD_NAMES = [
+    "truncated.mp4",
+    "head-only.mp4",
+    "random.png",
+    "bomb.png",
+    "forged.png",
+    "zero.png",
+    "thin.png",
+    "audio.wav",
+    "audio.m4a",
+    "empty.jpg",
+    "text.mp4",
+    "cut.jpg",
+]
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("name,content,statuses", corpus(), ids=[c[0] for c in corpus()])
-def test_bad_media_is_4xx(client, name, content, statuses):
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_bad_media_is_4xx(client, corpus, name):
+    content, statuses = corpus[name]
     err = assert_error(post(client, [("ok.png", png(32, 32)), (name, content)]), statuses)
     assert "file 1" in err["message"] and name in err["message"], err
     assert "mrope-upload-" not in err["message"], "temp paths must not leak into messages"
 
 
-def test_audio_only_says_so(client):
-    err = assert_error(post(client, [("a.wav", wav())]), 422, "invalid_media")
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("seed", range(6))
+def test_corrupted_video_never_5xx(client, vid, seed):
+    """Random damage past the first bytes: the file may still be readable (its header intact) or not;
+    either way an answer, never a server error."""
+    resp = post(client, [("c.mp4", tm.corrupted(vid, seed=seed, fraction=0.05, skip=64))])
+    assert resp.status_code == 200 or 400 <= resp.status_code < 500, resp.text
+    if resp.status_code != 200:
+        assert_error(resp, resp.status_code)
+
+
+@pytest.mark.parametrize("kind", ["mkv", "webm", "h264"])
+def test_headerless_videos(client, tmp_path, kind):
+    """No frame count in the header (Matroska, WebM, raw H.264): sized from the packets."""
+    data = tm.write_headerless_video(tmp_path / "v", kind).read_bytes()
+    resp = post(client, [(f"clip.{kind}", data)])
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["video_grid_thw"] == [list(load_video(io.BytesIO(data)).grid)]
+
+
+def test_audio_only_says_so(client, corpus):
+    err = assert_error(post(client, [("a.wav", corpus["audio.wav"][0])]), 422, "invalid_media")
     assert "no video stream" in err["message"] or "audio" in err["message"], err
 
 
@@ -382,7 +384,7 @@ def capped(tmp_root, **limits) -> TestClient:
     return TestClient(create_app(Settings(tmp_dir=str(tmp_root), **limits)))
 
 
-def test_caps(tmp_root):
+def test_caps(tmp_root, tmp_path, vid):
     img = png(200, 200)
     with capped(tmp_root, max_files=2) as c:
         assert_error(post(c, [("a", img)] * 3), 413, "too_many_files", "MROPE_MAX_FILES")
@@ -398,12 +400,15 @@ def test_caps(tmp_root):
     with capped(tmp_root, max_image_pixels=10_000) as c:
         assert_error(post(c, [("a", img)]), 413, "image_too_large", "MROPE_MAX_IMAGE_PIXELS")
         assert_error(
-            post(c, [("v", mp4(width=128, height=96))]), 413, "image_too_large", "MROPE_MAX_IMAGE_PIXELS"
+            post(c, [("v", video(tmp_path, width=128, height=96))]),
+            413,
+            "image_too_large",
+            "MROPE_MAX_IMAGE_PIXELS",
         )
     with capped(tmp_root, max_video_seconds=1.5) as c:
-        assert_error(post(c, [("v", mp4())]), 413, "video_too_long", "MROPE_MAX_VIDEO_SECONDS")
+        assert_error(post(c, [("v", vid)]), 413, "video_too_long", "MROPE_MAX_VIDEO_SECONDS")
     with capped(tmp_root, max_video_frames=10) as c:
-        assert_error(post(c, [("v", mp4())]), 413, "video_too_many_frames", "MROPE_MAX_VIDEO_FRAMES")
+        assert_error(post(c, [("v", vid)]), 413, "video_too_many_frames", "MROPE_MAX_VIDEO_FRAMES")
     with capped(tmp_root, max_tokens=50) as c:
         assert_error(post(c, [("a", img)]), 413, "too_many_tokens", "MROPE_MAX_TOKENS")
     with capped(tmp_root, max_segments=2) as c:
