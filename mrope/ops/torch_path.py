@@ -1,0 +1,120 @@
+"""The torch path: M-RoPE with plain torch ops, on any device.
+
+It works on canonical views (``[B, S, H, D]`` for q and k, ``[3, B, S]`` integer positions; see
+:mod:`mrope.ops.dispatch`), with a fixed number of whole-tensor passes: one gather and one trig pass for
+the ``[B, S, F]`` angle table (``F = rotary_dim // 2``, the table is shared by every head), then two
+multiply passes and two fused multiply-add passes per tensor. There is no Python loop over heads, sections
+or axes: the frequency-to-axis map (``spec.axis_map()``) is one gather index.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mrope.ops.freqs import AnglePrecision, axis_tensor, freq_table, inv_freq64
+from mrope.spec import RopeSpec
+
+
+def angles(positions: torch.Tensor, axis: torch.Tensor, freq: torch.Tensor) -> torch.Tensor:
+    """Rotation angles in radians, fp32 ``[*P, F]``, for integer positions ``[3, *P]``.
+
+    Args:
+        positions: integer ``[3, *P]``, rows t, h, w.
+        axis: integer ``[F]``, ``spec.axis_map()``: the row that drives each frequency.
+        freq: ``[1, F]`` inverse frequencies (radians per position). fp32 (angle precision ``"fp32"``):
+            the angle is ``float32(pos[axis(i)]) * freq[i]``, bit for bit what transformers computes, and
+            is not reduced (cos/sin reduce it). float64 (``"exact"``): the product is taken in float64,
+            reduced to ``[-pi, pi]`` and rounded to fp32 once, so the angle is right to one fp32 rounding.
+    """
+    device = positions.device
+    # [3, *P] -> [*P, 3] -> gather the driving row of every frequency -> [*P, F]
+    pos_t = positions.movedim(0, -1)
+    index = axis.to(device=freq.device, dtype=torch.long)
+    if freq.dtype == torch.float32:
+        return pos_t.to(torch.float32)[..., index] * freq[0]
+    ang = pos_t.to(freq.device, torch.float64)[..., index] * freq[0]
+    ang = ang - (2 * math.pi) * torch.round(ang / (2 * math.pi))
+    return ang.to(device=device, dtype=torch.float32)
+
+
+def tables(
+    spec: RopeSpec, precision: AnglePrecision, positions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(axis, freq)`` for :func:`angles`: int32 ``[F]`` and ``[1, F]`` (fp32, or float64 for ``"exact"``).
+
+    The float64 table lives on the positions' device, or on the CPU where that device has no float64 (MPS).
+    """
+    axis = axis_tensor(spec, positions.device)
+    if precision == "fp32":
+        return axis, freq_table(spec, "fp32", positions)
+    calc = positions.device if positions.device.type != "mps" else torch.device("cpu")
+    return axis, inv_freq64(spec, positions.to(calc)).reshape(1, -1)
+
+
+def cos_sin_table(
+    positions: torch.Tensor,
+    axis: torch.Tensor,
+    freq: torch.Tensor,
+    attention_factor: float,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cos`` and ``sin`` of :func:`angles`, times ``attention_factor``, ``[*P, F]`` each.
+
+    The trig is fp32 (as in transformers); YaRN's factor multiplies in fp32; the result is cast to
+    ``dtype`` (the compute dtype of the rotation: fp32, or fp64 for fp64 inputs).
+    """
+    ang = angles(positions, axis, freq)
+    cos, sin = ang.cos(), ang.sin()
+    if attention_factor != 1.0:
+        cos, sin = cos * attention_factor, sin * attention_factor
+    return cos.to(dtype), sin.to(dtype)
+
+
+def _pair_views(x: torch.Tensor, spec: RopeSpec) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two members of every rotating pair, ``[..., F]`` views: neox ``i, i + F``; gptj ``2i, 2i + 1``."""
+    f, rd = spec.num_freqs, spec.rotary_dim
+    if spec.pairing == "neox":
+        return x[..., :f], x[..., f:rd]
+    return x[..., 0:rd:2], x[..., 1:rd:2]
+
+
+def rotate(
+    x: torch.Tensor,
+    out: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    spec: RopeSpec,
+    *,
+    inplace: bool,
+) -> None:
+    """Rotate ``x`` into ``out`` (both ``[B, S, H, D]``; ``out is x`` when ``inplace``).
+
+    Args:
+        cos, sin: ``[B, S, 1, F]`` in the compute dtype (fp32, or fp64 for fp64 ``x``); pass ``-sin`` for
+            the inverse rotation.
+
+    For each pair ``(x1, x2)``: ``y1 = x1 cos - x2 sin``, ``y2 = x2 cos + x1 sin``. Channels
+    ``>= rotary_dim`` are copied (out of place) or left alone (in place).
+    """
+    x1, x2 = _pair_views(x, spec)
+    o1, o2 = _pair_views(out, spec)
+    if x.dtype == cos.dtype and not inplace and not torch.compiler.is_compiling():
+        # Full-precision out of place, eager: write straight into the output (``out=`` views, which dynamo
+        # does not trace), four passes over the rotary part.
+        torch.mul(x1, cos, out=o1)
+        o1.addcmul_(x2, sin, value=-1)
+        torch.mul(x2, cos, out=o2)
+        o2.addcmul_(x1, sin)
+    else:
+        # Low-precision inputs compute in fp32 and round once; in place needs the old x1 for y2.
+        a1, a2 = x1.to(cos.dtype), x2.to(cos.dtype)
+        y1 = a1 * cos
+        y1.addcmul_(a2, sin, value=-1)
+        y2 = a2 * cos
+        y2.addcmul_(a1, sin)
+        o1.copy_(y1)
+        o2.copy_(y2)
+    if not inplace and spec.rotary_dim < x.shape[-1]:
+        out[..., spec.rotary_dim :].copy_(x[..., spec.rotary_dim :])

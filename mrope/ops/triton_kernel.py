@@ -1,0 +1,377 @@
+"""The Triton M-RoPE kernel: one launch rotates q and k, computing angles in registers.
+
+Shapes (canonical; :func:`launch` derives the strides from the caller's layout):
+
+- q, q_out: ``[B, S, HQ, D]``; k, k_out: ``[B, S, HK, D]``; any strides (views into a packed qkv buffer
+  work, ``q_out is q`` rotates in place). fp32, bf16, fp16 or fp64.
+- positions: integer ``[3, B, S]`` (rows t, h, w; any strides, a stride-0 row axis is plain RoPE).
+- axis: int32 ``[F]``, ``spec.axis_map()``, the row of ``positions`` that drives frequency i.
+- freq: fp32 ``[1, F]`` (``EXACT=False``: radians per position) or ``[4, F]`` (``EXACT=True``: turns per
+  position split into parts, see :mod:`mrope.ops.freqs`).
+
+``F = rotary_dim // 2`` frequencies; channel pairs are ``(i, i + F)`` (neox) or ``(2i, 2i + 1)``
+(``GPTJ``); channels ``>= rotary_dim`` are copied when ``COPY_PASS`` (out of place) and untouched otherwise.
+
+Program ``(pid_t, pid_h)`` owns ``BLOCK_T`` tokens and q heads ``[pid_h * BLOCK_HQ, +BLOCK_HQ)`` and k heads
+``[pid_h * BLOCK_HK, +BLOCK_HK)``: it loads the three positions of each of its tokens, computes the
+``[BLOCK_T, F]`` cos/sin table once and applies it to all of its heads of both tensors.
+
+Compile-time switches (``tl.constexpr``): ``GPTJ`` (pairing), ``EXACT`` (angle precision), ``CONJ``
+(inverse rotation, for backward), ``COPY_PASS`` (partial rotary, out of place).
+
+The kernel source is a plain function; it is wrapped with ``triton.jit`` on first use (see
+:func:`get_kernel`), so whether it is compiled or interpreted follows ``TRITON_INTERPRET`` at call time, not
+at import time. Torch sees it as the custom ops ``mrope::rotary`` (functional) and ``mrope::rotary_``
+(mutates ``q`` and ``k``), which work under ``torch.compile`` and CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from mrope.ops.freqs import EXACT_PARTS, TWO_PI_HI, TWO_PI_LO
+
+_TWO_PI_HI = tl.constexpr(TWO_PI_HI)
+_TWO_PI_LO = tl.constexpr(TWO_PI_LO)
+_PARTS = tl.constexpr(EXACT_PARTS)
+
+
+def _mrope_kernel(
+    Q,
+    K,
+    QO,
+    KO,
+    POS,
+    AXIS,
+    FREQ,
+    S,  # tokens per batch row (B * S = N)
+    N,  # tokens in all
+    HQ,
+    HK,
+    sq_b,
+    sq_s,
+    sq_h,
+    sq_d,
+    sk_b,
+    sk_s,
+    sk_h,
+    sk_d,
+    sqo_b,
+    sqo_s,
+    sqo_h,
+    sqo_d,
+    sko_b,
+    sko_s,
+    sko_h,
+    sko_d,
+    sp_a,
+    sp_b,
+    sp_s,
+    attn_factor,  # YaRN's cos/sin multiplier (1.0 otherwise)
+    F: tl.constexpr,  # rotary_dim // 2
+    D_PASS: tl.constexpr,  # head_dim - rotary_dim
+    BLOCK_T: tl.constexpr,
+    BLOCK_HQ: tl.constexpr,
+    BLOCK_HK: tl.constexpr,
+    BLOCK_F: tl.constexpr,
+    BLOCK_P: tl.constexpr,
+    GPTJ: tl.constexpr,
+    EXACT: tl.constexpr,
+    CONJ: tl.constexpr,
+    COPY_PASS: tl.constexpr,
+    F64: tl.constexpr,
+):
+    pid_t = tl.program_id(0)
+    pid_h = tl.program_id(1)
+    tok = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+    tmask = tok < N
+    b = (tok // S).to(tl.int64)
+    s = (tok % S).to(tl.int64)
+    fr = tl.arange(0, BLOCK_F)
+    fmask = fr < F
+
+    # ---- positions: pos[t, i] = positions[axis[i], b, s]                                  [BLOCK_T, BLOCK_F]
+    ax = tl.load(AXIS + fr, mask=fmask, other=0).to(tl.int64)
+    m2 = tmask[:, None] & fmask[None, :]
+    p = tl.load(POS + ax[None, :] * sp_a + b[:, None] * sp_b + s[:, None] * sp_s, mask=m2, other=0)
+
+    # ---- angles (radians)
+    if EXACT:
+        # turns = |p| * (g0 + g1 + g2 + g3); |p| = c2 + c1 + c0 with 12-bit chunks, so every c_j * g_k
+        # (k < 3) is exact in fp32; each product's integer part is dropped exactly (t - floor(t + 1/2)),
+        # and the fractions are summed with TwoSum into hi + lo.
+        a = p.to(tl.int32)
+        neg = a < 0
+        a = tl.where(neg, -a, a)
+        # (tl.zeros is a triton.jit library function, which the interpreter cannot call when triton was
+        # imported before TRITON_INTERPRET was set; the kernel uses builtins only)
+        hi = a.to(tl.float32) * 0.0
+        lo = hi
+        for kk in tl.static_range(_PARTS):
+            g = tl.load(FREQ + kk * F + fr, mask=fmask, other=0.0)[None, :]
+            for jj in tl.static_range(3):
+                c = (((a >> (24 - 12 * jj)) & 4095) << (24 - 12 * jj)).to(tl.float32)
+                t = c * g
+                t = t - tl.floor(t + 0.5)
+                sm = hi + t
+                bv = sm - hi
+                lo += (hi - (sm - bv)) + (t - bv)
+                hi = sm - tl.floor(sm + 0.5)
+        r = hi + lo
+        r_lo = lo - (r - hi)
+        r_hi = r - tl.floor(r + 0.5)
+        r_hi = tl.where(neg, -r_hi, r_hi)
+        r_lo = tl.where(neg, -r_lo, r_lo)
+        ang = r_hi * _TWO_PI_HI + (r_hi * _TWO_PI_LO + r_lo * _TWO_PI_HI)
+    else:
+        # transformers / vLLM: the fp32 product of the position and the fp32 inverse frequency
+        inv = tl.load(FREQ + fr, mask=fmask, other=0.0)
+        ang = p.to(tl.float32) * inv[None, :]
+    cos = tl.cos(ang) * attn_factor
+    sin = tl.sin(ang) * attn_factor
+    if CONJ:
+        sin = -sin
+    if F64:
+        cos = cos.to(tl.float64)
+        sin = sin.to(tl.float64)
+    cos = cos[:, None, :]
+    sin = sin[:, None, :]
+
+    if GPTJ:
+        d1 = 2 * fr
+        d2 = 2 * fr + 1
+    else:
+        d1 = fr
+        d2 = fr + F
+    d1 = d1[None, None, :]
+    d2 = d2[None, None, :]
+    if COPY_PASS:
+        dp = (2 * F + tl.arange(0, BLOCK_P))[None, None, :]
+        pmask = (tl.arange(0, BLOCK_P) < D_PASS)[None, None, :]
+
+    # ---- q heads                                                                     [BLOCK_T, BLOCK_HQ, BLOCK_F]
+    h = pid_h * BLOCK_HQ + tl.arange(0, BLOCK_HQ)
+    mth = tmask[:, None, None] & (h < HQ)[None, :, None]
+    mask = mth & fmask[None, None, :]
+    hh = h.to(tl.int64)[None, :, None]
+    x_base = Q + b[:, None, None] * sq_b + s[:, None, None] * sq_s + hh * sq_h
+    o_base = QO + b[:, None, None] * sqo_b + s[:, None, None] * sqo_s + hh * sqo_h
+    x1 = tl.load(x_base + d1 * sq_d, mask=mask, other=0.0).to(cos.dtype)
+    x2 = tl.load(x_base + d2 * sq_d, mask=mask, other=0.0).to(cos.dtype)
+    tl.store(o_base + d1 * sqo_d, (x1 * cos - x2 * sin).to(QO.dtype.element_ty), mask=mask)
+    tl.store(o_base + d2 * sqo_d, (x2 * cos + x1 * sin).to(QO.dtype.element_ty), mask=mask)
+    if COPY_PASS:
+        xp = tl.load(x_base + dp * sq_d, mask=mth & pmask, other=0.0)
+        tl.store(o_base + dp * sqo_d, xp, mask=mth & pmask)
+
+    # ---- k heads                                                                     [BLOCK_T, BLOCK_HK, BLOCK_F]
+    h = pid_h * BLOCK_HK + tl.arange(0, BLOCK_HK)
+    mth = tmask[:, None, None] & (h < HK)[None, :, None]
+    mask = mth & fmask[None, None, :]
+    hh = h.to(tl.int64)[None, :, None]
+    x_base = K + b[:, None, None] * sk_b + s[:, None, None] * sk_s + hh * sk_h
+    o_base = KO + b[:, None, None] * sko_b + s[:, None, None] * sko_s + hh * sko_h
+    x1 = tl.load(x_base + d1 * sk_d, mask=mask, other=0.0).to(cos.dtype)
+    x2 = tl.load(x_base + d2 * sk_d, mask=mask, other=0.0).to(cos.dtype)
+    tl.store(o_base + d1 * sko_d, (x1 * cos - x2 * sin).to(KO.dtype.element_ty), mask=mask)
+    tl.store(o_base + d2 * sko_d, (x2 * cos + x1 * sin).to(KO.dtype.element_ty), mask=mask)
+    if COPY_PASS:
+        xp = tl.load(x_base + dp * sk_d, mask=mth & pmask, other=0.0)
+        tl.store(o_base + dp * sko_d, xp, mask=mth & pmask)
+
+
+_KERNELS: dict[bool, Any] = {}
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its interpreter now (``TRITON_INTERPRET=1``, read at call time)."""
+    # Read like triton reads it (os.environ rather than triton.knobs, so torch.compile can trace it).
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "yes", "on", "y")
+
+
+def get_kernel() -> Any:
+    """The kernel wrapped by ``triton.jit`` for the current interpreter setting (cached per setting)."""
+    mode = interpreting()
+    if mode not in _KERNELS:
+        _KERNELS[mode] = triton.jit(_mrope_kernel)
+    return _KERNELS[mode]
+
+
+def canonical_strides(x: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
+    """Strides ``(batch, seq, head, dim)`` of ``x`` given in ``layout`` (``thd`` has batch stride 0)."""
+    if layout == "thd":
+        return (0, x.stride(0), x.stride(1), x.stride(2))
+    if layout == "bhsd":
+        return (x.stride(0), x.stride(2), x.stride(1), x.stride(3))
+    return (x.stride(0), x.stride(1), x.stride(2), x.stride(3))
+
+
+def canonical_dims(x: torch.Tensor, layout: str) -> tuple[int, int, int]:
+    """``(B, S, H)`` of ``x`` given in ``layout``."""
+    if layout == "thd":
+        return 1, x.shape[0], x.shape[1]
+    if layout == "bhsd":
+        return x.shape[0], x.shape[2], x.shape[1]
+    return x.shape[0], x.shape[1], x.shape[2]
+
+
+def _pow2(n: int) -> int:
+    return triton.next_power_of_2(max(int(n), 1))
+
+
+def launch_config(n_tokens: int, hq: int, hk: int, n_freq: int) -> dict[str, int]:
+    """Block sizes and grid for ``n_tokens`` tokens, ``hq``/``hk`` heads and ``n_freq`` frequencies.
+
+    Few tokens (decode) split the heads over more programs; many tokens put all heads of a token in
+    one program, so the angles are computed once per token.
+    """
+    block_f = _pow2(n_freq)
+    hsplit = 1 if n_tokens >= 256 else min(8, max(hq, hk))
+    block_hq = _pow2(triton.cdiv(hq, hsplit))
+    block_hk = _pow2(triton.cdiv(hk, hsplit))
+    per_token = (block_hq + block_hk) * block_f
+    block_t = max(1, min(16, _pow2(n_tokens), 4096 // per_token))
+    block_t = 1 << (block_t.bit_length() - 1)  # a power of two
+    n_head_blocks = max(triton.cdiv(hq, block_hq), triton.cdiv(hk, block_hk))
+    elements = block_t * per_token
+    return {
+        "BLOCK_T": block_t,
+        "BLOCK_HQ": block_hq,
+        "BLOCK_HK": block_hk,
+        "BLOCK_F": block_f,
+        "grid_t": triton.cdiv(n_tokens, block_t),
+        "grid_h": n_head_blocks,
+        "num_warps": 4 if elements >= 2048 else (2 if elements >= 512 else 1),
+    }
+
+
+def launch(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_out: torch.Tensor,
+    k_out: torch.Tensor,
+    positions: torch.Tensor,
+    axis: torch.Tensor,
+    freq: torch.Tensor,
+    layout: str,
+    rotary_dim: int,
+    gptj: bool,
+    exact: bool,
+    conj: bool,
+    attention_factor: float,
+) -> None:
+    """Rotate ``q`` into ``q_out`` and ``k`` into ``k_out`` with one kernel launch.
+
+    Args:
+        q, k, q_out, k_out: in ``layout`` (``thd`` ``[T, H, D]``, ``bhsd`` ``[B, H, S, D]``, ``bshd``
+            ``[B, S, H, D]``); ``q_out`` may be ``q`` (in place), likewise ``k_out``.
+        positions: integer ``[3, B, S]`` (``B = 1, S = T`` for ``thd``).
+        axis, freq: the tables of :mod:`mrope.ops.freqs`, on the tensors' device.
+        rotary_dim: rotating channels; ``gptj``: adjacent pairing; ``exact``: split-turn angles;
+        conj: rotate by ``-angle``; attention_factor: cos/sin multiplier.
+    """
+    bsz, seq, hq = canonical_dims(q, layout)
+    hk = canonical_dims(k, layout)[2]
+    head_dim = q.shape[-1]
+    n_tokens = bsz * seq
+    if n_tokens == 0 or (hq == 0 and hk == 0):
+        return
+    n_freq = rotary_dim // 2
+    d_pass = head_dim - rotary_dim
+    copy_pass = d_pass > 0 and q_out is not q
+    cfg = launch_config(n_tokens, hq, hk, n_freq)
+    kernel = get_kernel()
+    kernel[(cfg["grid_t"], cfg["grid_h"])](
+        q,
+        k,
+        q_out,
+        k_out,
+        positions,
+        axis,
+        freq,
+        seq,
+        n_tokens,
+        hq,
+        hk,
+        *canonical_strides(q, layout),
+        *canonical_strides(k, layout),
+        *canonical_strides(q_out, layout),
+        *canonical_strides(k_out, layout),
+        positions.stride(0),
+        positions.stride(1),
+        positions.stride(2),
+        float(attention_factor),
+        F=n_freq,
+        D_PASS=d_pass,
+        BLOCK_T=cfg["BLOCK_T"],
+        BLOCK_HQ=cfg["BLOCK_HQ"],
+        BLOCK_HK=cfg["BLOCK_HK"],
+        BLOCK_F=cfg["BLOCK_F"],
+        BLOCK_P=_pow2(d_pass),
+        GPTJ=bool(gptj),
+        EXACT=bool(exact),
+        CONJ=bool(conj),
+        COPY_PASS=bool(copy_pass),
+        F64=q.dtype == torch.float64,
+        num_warps=cfg["num_warps"],
+        enable_fp_fusion=False,  # no mul+add contraction: the rotation rounds like the torch path
+    )
+
+
+# ------------------------------------------------------------------------------------------ torch.library
+
+
+@torch.library.custom_op("mrope::rotary", mutates_args=())
+def rotary(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    positions: torch.Tensor,
+    axis: torch.Tensor,
+    freq: torch.Tensor,
+    layout: str,
+    rotary_dim: int,
+    gptj: bool,
+    exact: bool,
+    conj: bool,
+    attention_factor: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Functional M-RoPE: new ``(q_rot, k_rot)``, contiguous in ``layout``. Arguments as :func:`launch`."""
+    q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    k_out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    launch(q, k, q_out, k_out, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor)
+    return q_out, k_out
+
+
+@rotary.register_fake
+def _rotary_fake(q, k, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor):
+    return q.new_empty(q.shape), k.new_empty(k.shape)
+
+
+@torch.library.custom_op("mrope::rotary_", mutates_args=("q", "k"))
+def rotary_(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    positions: torch.Tensor,
+    axis: torch.Tensor,
+    freq: torch.Tensor,
+    layout: str,
+    rotary_dim: int,
+    gptj: bool,
+    exact: bool,
+    conj: bool,
+    attention_factor: float,
+) -> None:
+    """In-place M-RoPE: rotates ``q`` and ``k`` (views allowed) in place. Arguments as :func:`launch`."""
+    launch(q, k, q, k, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor)
+
+
+@rotary_.register_fake
+def _rotary_inplace_fake(
+    q, k, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor
+):
+    return None

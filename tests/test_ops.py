@@ -1,0 +1,683 @@
+"""mrope.ops against a float64 reference written from SPEC section 4, on the torch path and on the Triton
+kernel (Triton's interpreter on CPU tensors; triton is a dev dependency, so a missing triton fails here).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+import triton  # noqa: F401  (a dev dependency: the kernel tests must not be skipped)
+
+from mrope import ApplyError, MRopeError, RopeSpec
+from mrope.ops import apply_mrope, cos_sin, triton_kernel
+from mrope.ops import dispatch as ops_dispatch
+from mrope.ops.freqs import hf_inv_freq_fp32, split_turns
+from mrope.spec import PRESET_NAMES
+
+BACKENDS = ("torch", "triton")
+LAYOUTS = ("thd", "bhsd", "bshd")
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# max |error| / max |x| against the float64 reference, by dtype (fp32 holds the angle to one rounding)
+TOL = {torch.float32: 2e-6, torch.bfloat16: 1.6e-2, torch.float16: 2e-3, torch.float64: 2e-6}
+
+
+@pytest.fixture(autouse=True)
+def _triton_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel runs on CPU tensors in Triton's interpreter; mrope reads the variable at call time."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def test_triton_is_importable_and_used() -> None:
+    assert ops_dispatch._tk is triton_kernel, ops_dispatch.TRITON_IMPORT_ERROR
+
+
+# --------------------------------------------------------------------------------------- reference
+
+
+def ref_axis(spec: RopeSpec) -> np.ndarray:
+    """SPEC 4: chunked t if i < s_t, h if i < s_t + s_h, else w; interleaved h if i % 3 == 1 and i < 3 s_h,
+    w if i % 3 == 2 and i < 3 s_w, else t."""
+    s_t, s_h, s_w = spec.mrope_section
+    out = []
+    for i in range(spec.rotary_dim // 2):
+        if spec.section_layout == "chunked":
+            out.append(0 if i < s_t else (1 if i < s_t + s_h else 2))
+        else:
+            out.append(1 if (i % 3 == 1 and i < 3 * s_h) else (2 if (i % 3 == 2 and i < 3 * s_w) else 0))
+    return np.array(out)
+
+
+def ref_inv_freq(spec: RopeSpec, seq_len: int) -> np.ndarray:
+    """SPEC 4: ``theta ** (-2i / d_r)``; scaled specs take spec.inv_freq (its formulas are checked against
+    transformers in test_ops_parity.py)."""
+    if spec.scaling.type == "none":
+        d = spec.rotary_dim
+        return float(spec.theta) ** (-2.0 * np.arange(d // 2) / d)
+    return spec.inv_freq(seq_len)
+
+
+def to_canonical(x: torch.Tensor, layout: str) -> torch.Tensor:
+    return {"thd": lambda t: t.unsqueeze(0), "bhsd": lambda t: t.transpose(1, 2), "bshd": lambda t: t}[
+        layout
+    ](x)
+
+
+def pos_canonical(positions: torch.Tensor, layout: str) -> torch.Tensor:
+    """``[3, B, S]`` int64 from any accepted positions shape."""
+    p = positions.to(torch.int64)
+    if layout == "thd":
+        p = p.reshape(-1, 1, p.shape[-1])
+    elif p.dim() == 2:
+        p = p.unsqueeze(0)
+    return p.expand(3, p.shape[1], p.shape[2])
+
+
+def reference(
+    x: torch.Tensor, positions: torch.Tensor, spec: RopeSpec, layout: str, angle_dtype: str = "float64"
+) -> torch.Tensor:
+    """Rotate one tensor (q or k) in float64; returns float64 in x's layout.
+
+    ``angle_dtype="fp32"`` rounds the angle as transformers does (fp32 product of fp32 position and
+    transformers' fp32 inv_freq), the rest stays float64.
+    """
+    p = pos_canonical(positions, layout)
+    seq_len = int(p.max()) + 1
+    axis = torch.from_numpy(ref_axis(spec))
+    assert np.array_equal(ref_axis(spec), spec.axis_map()), "spec.axis_map disagrees with SPEC 4"
+    pos = p.permute(1, 2, 0)[..., axis]  # [B, S, F]
+    if angle_dtype == "fp32":
+        d = spec.rotary_dim
+        inv32 = 1.0 / (spec.theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        ang = (pos.to(torch.float32) * inv32).double()
+    else:
+        ang = pos.double() * torch.from_numpy(ref_inv_freq(spec, seq_len))
+    factor = spec.attention_factor()
+    cos, sin = (ang.cos() * factor)[:, :, None], (ang.sin() * factor)[:, :, None]  # [B, S, 1, F]
+    xc = to_canonical(x.double(), layout)
+    out = xc.clone()
+    f, rd = spec.rotary_dim // 2, spec.rotary_dim
+    i1 = torch.arange(f) if spec.pairing == "neox" else 2 * torch.arange(f)
+    i2 = i1 + f if spec.pairing == "neox" else i1 + 1
+    x1, x2 = xc[..., i1], xc[..., i2]
+    out[..., i1] = x1 * cos - x2 * sin
+    out[..., i2] = x2 * cos + x1 * sin
+    assert torch.equal(out[..., rd:], xc[..., rd:])
+    return {"thd": lambda t: t[0], "bhsd": lambda t: t.transpose(1, 2), "bshd": lambda t: t}[layout](out)
+
+
+def rel_err(got: torch.Tensor, want: torch.Tensor, x: torch.Tensor) -> float:
+    return float((got.double() - want).abs().max() / x.double().abs().max())
+
+
+# --------------------------------------------------------------------------------------- inputs
+
+
+def make_qk(
+    layout: str, hq: int, hk: int, d: int, dtype: torch.dtype, b: int = 2, s: int = 5, t: int = 9, seed=0
+):
+    g = torch.Generator().manual_seed(seed)
+    if layout == "thd":
+        shapes = [(t, hq, d), (t, hk, d)]
+    elif layout == "bhsd":
+        shapes = [(b, hq, s, d), (b, hk, s, d)]
+    else:
+        shapes = [(b, s, hq, d), (b, s, hk, d)]
+    return [torch.randn(sh, generator=g, dtype=torch.float64).to(dtype) for sh in shapes]
+
+
+def make_positions(
+    layout: str, b: int = 2, s: int = 5, t: int = 9, high: int = 60, seed: int = 1
+) -> torch.Tensor:
+    """M-RoPE positions with distinct t, h, w rows."""
+    g = torch.Generator().manual_seed(seed)
+    shape = (3, t) if layout == "thd" else (3, b, s)
+    return torch.randint(0, high, shape, generator=g)
+
+
+def run(q, k, pos, spec, layout, backend, **kw):
+    return apply_mrope(q, k, pos, spec, layout=layout, backend=backend, **kw)
+
+
+# --------------------------------------------------------------------------------------- presets
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_presets_exact_fp32_against_reference(preset: str, layout: str, backend: str) -> None:
+    spec = RopeSpec.preset(preset)
+    q, k = make_qk(layout, hq=4, hk=2, d=spec.head_dim, dtype=torch.float32)
+    pos = make_positions(layout, high=5000)
+    qr, kr = run(q, k, pos, spec, layout, backend, angle_precision="exact")
+    assert qr.shape == q.shape and kr.shape == k.shape and qr.dtype == torch.float32
+    assert rel_err(qr, reference(q, pos, spec, layout), q) < TOL[torch.float32]
+    assert rel_err(kr, reference(k, pos, spec, layout), k) < TOL[torch.float32]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_presets_fp32_angles_against_reference(preset: str, layout: str, backend: str) -> None:
+    """Default precision: the angle is transformers' fp32 product; everything after it is accurate."""
+    spec = RopeSpec.preset(preset)
+    q, k = make_qk(layout, hq=3, hk=1, d=spec.head_dim, dtype=torch.float32)
+    pos = make_positions(layout, high=5000)
+    qr, kr = run(q, k, pos, spec, layout, backend)
+    assert rel_err(qr, reference(q, pos, spec, layout, angle_dtype="fp32"), q) < TOL[torch.float32]
+    assert rel_err(kr, reference(k, pos, spec, layout, angle_dtype="fp32"), k) < TOL[torch.float32]
+    # and against the exact angles, within what an fp32 angle of size 5000 can hold
+    assert rel_err(qr, reference(q, pos, spec, layout), q) < 5000 * 2**-22
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_dtypes_in_and_out(layout: str, dtype: torch.dtype, backend: str) -> None:
+    spec = RopeSpec.preset("qwen3-vl")
+    q, k = make_qk(layout, hq=4, hk=2, d=128, dtype=dtype)
+    pos = make_positions(layout, high=300)
+    qr, kr = run(q, k, pos, spec, layout, backend, angle_precision="exact")
+    assert qr.dtype == dtype and kr.dtype == dtype
+    assert rel_err(qr, reference(q, pos, spec, layout), q) < TOL[dtype]
+    assert rel_err(kr, reference(k, pos, spec, layout), k) < TOL[dtype]
+
+
+def test_backends_agree() -> None:
+    """Both backends compute the same fp32 angles; results differ only by trig rounding."""
+    spec = RopeSpec.preset("qwen2-vl")
+    q, k = make_qk("thd", hq=4, hk=2, d=128, dtype=torch.float32)
+    pos = make_positions("thd", high=100)
+    a = run(q, k, pos, spec, "thd", "torch")
+    b = run(q, k, pos, spec, "thd", "triton")
+    for x, y in zip(a, b, strict=True):
+        assert float((x - y).abs().max()) < 1e-6
+
+
+# --------------------------------------------------------------------------------------- specs
+
+
+def _partial_neox() -> RopeSpec:
+    return RopeSpec(head_dim=64, rotary_dim=32, theta=10_000.0, mrope_section=(4, 6, 6))
+
+
+SCALED = {
+    "linear": RopeSpec.preset("qwen2-vl").with_scaling(type="linear", factor=4.0),
+    "dynamic": RopeSpec.preset("qwen2-vl").with_scaling(
+        type="dynamic", factor=2.0, original_max_position_embeddings=32
+    ),
+    "yarn": RopeSpec.preset("qwen3-vl").with_scaling(
+        type="yarn", factor=4.0, original_max_position_embeddings=64
+    ),
+    "yarn-gptj-partial": RopeSpec.preset("glm-4.1v").with_scaling(
+        type="yarn", factor=8.0, original_max_position_embeddings=128, attention_factor=1.3
+    ),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(SCALED))
+def test_scaled_specs(name: str, backend: str) -> None:
+    spec = SCALED[name]
+    assert (spec.attention_factor() != 1.0) == name.startswith("yarn")
+    for layout in ("thd", "bshd"):
+        q, k = make_qk(layout, hq=2, hk=1, d=spec.head_dim, dtype=torch.float32)
+        pos = make_positions(layout, high=200)  # past original_max_position_embeddings
+        qr, kr = run(q, k, pos, spec, layout, backend, angle_precision="exact")
+        assert rel_err(qr, reference(q, pos, spec, layout), q) < TOL[torch.float32]
+        assert rel_err(kr, reference(k, pos, spec, layout), k) < TOL[torch.float32]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_ntk_uses_max_position(backend: str) -> None:
+    """Dynamic NTK grows the base from seq_len = max(pos) + 1; below the original length it is the plain spec."""
+    spec = SCALED["dynamic"]
+    plain = replace(spec, scaling=RopeSpec().scaling)
+    q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
+    short = make_positions("thd", high=20)  # seq_len <= 32
+    long = short.clone()
+    long[0, 0] = 500
+    for precision in ("fp32", "exact"):
+        a = run(q, k, short, spec, "thd", backend, angle_precision=precision)
+        b = run(q, k, short, plain, "thd", backend, angle_precision=precision)
+        assert torch.equal(a[0], b[0])
+        c = run(q, k, long, spec, "thd", backend, angle_precision=precision)
+        assert rel_err(c[0], reference(q, long, spec, "thd"), q) < 5e-4
+        assert not torch.allclose(c[0][1:], run(q, k, long, plain, "thd", backend)[0][1:], atol=1e-3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("inplace", (False, True))
+def test_partial_rotary_passes_channels_through(backend: str, inplace: bool) -> None:
+    for spec in (_partial_neox(), RopeSpec.preset("glm-4.1v")):
+        q, k = make_qk("thd", hq=3, hk=2, d=spec.head_dim, dtype=torch.float32)
+        pos = make_positions("thd")
+        q0, k0 = q.clone(), k.clone()
+        qr, kr = run(q, k, pos, spec, "thd", backend, angle_precision="exact", inplace=inplace)
+        rd = spec.rotary_dim
+        assert torch.equal(qr[..., rd:], q0[..., rd:]) and torch.equal(kr[..., rd:], k0[..., rd:])
+        assert rel_err(qr, reference(q0, pos, spec, "thd"), q0) < TOL[torch.float32]
+        assert rel_err(kr, reference(k0, pos, spec, "thd"), k0) < TOL[torch.float32]
+        assert (qr is q) == inplace and (kr is k) == inplace
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pairings_differ_and_match_reference(backend: str) -> None:
+    neox = RopeSpec(head_dim=32, rotary_dim=32, theta=100.0, mrope_section=(4, 6, 6))
+    gptj = replace(neox, pairing="gptj")
+    q, k = make_qk("thd", hq=2, hk=1, d=32, dtype=torch.float32)
+    pos = make_positions("thd")
+    a = run(q, k, pos, neox, "thd", backend)
+    b = run(q, k, pos, gptj, "thd", backend)
+    assert not torch.allclose(a[0], b[0], atol=1e-2)
+    assert rel_err(b[0], reference(q, pos, gptj, "thd", angle_dtype="fp32"), q) < 2e-6
+
+
+# --------------------------------------------------------------------------------------- GQA, views, in place
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
+def test_inplace_views_into_packed_qkv_thd(backend: str, dtype: torch.dtype) -> None:
+    spec = RopeSpec.preset("qwen2.5-vl")
+    t, hq, hk, d = 7, 4, 2, 128
+    qkv = torch.randn(t, (hq + 2 * hk) * d, dtype=torch.float64).to(dtype)
+    before = qkv.clone()
+    q = qkv[:, : hq * d].view(t, hq, d)
+    k = qkv[:, hq * d : (hq + hk) * d].view(t, hk, d)
+    assert not q.is_contiguous() and not k.is_contiguous()
+    pos = make_positions("thd", t=t)
+    qr, kr = run(q, k, pos, spec, "thd", backend, inplace=True, angle_precision="exact")
+    assert qr is q and kr is k
+    assert qr.data_ptr() == qkv.data_ptr()
+    want_q = reference(before[:, : hq * d].view(t, hq, d), pos, spec, "thd")
+    want_k = reference(before[:, hq * d : (hq + hk) * d].view(t, hk, d), pos, spec, "thd")
+    assert rel_err(qkv[:, : hq * d].view(t, hq, d), want_q, want_q) < TOL[dtype]
+    assert rel_err(qkv[:, hq * d : (hq + hk) * d].view(t, hk, d), want_k, want_k) < TOL[dtype]
+    assert torch.equal(qkv[:, (hq + hk) * d :], before[:, (hq + hk) * d :])  # v untouched
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("layout", ("bshd", "bhsd"))
+def test_strided_views_batched(backend: str, layout: str) -> None:
+    """Views into a packed [B, S, (HQ + 2 HK) * D] buffer; for bhsd, transposed views of it."""
+    spec = RopeSpec.preset("qwen3-vl")
+    b, s, hq, hk, d = 2, 5, 3, 1, 128
+    qkv = torch.randn(b, s, hq + 2 * hk, d)
+    before = qkv.clone()
+    q, k = qkv[:, :, :hq], qkv[:, :, hq : hq + hk]
+    if layout == "bhsd":
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    pos = make_positions(layout, b=b, s=s)
+    want_q = reference(q.clone(), pos, spec, layout)
+    want_k = reference(k.clone(), pos, spec, layout)
+    out_q, out_k = run(q, k, pos, spec, layout, backend, angle_precision="exact")
+    assert out_q.is_contiguous() and out_k.is_contiguous()
+    assert torch.equal(qkv, before)
+    assert rel_err(out_q, want_q, want_q) < 2e-6 and rel_err(out_k, want_k, want_k) < 2e-6
+    run(q, k, pos, spec, layout, backend, inplace=True, angle_precision="exact")
+    assert rel_err(q, want_q, want_q) < 2e-6 and rel_err(k, want_k, want_k) < 2e-6
+    assert torch.equal(qkv[:, :, hq + hk :], before[:, :, hq + hk :])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_many_heads_and_tokens_cover_every_block(backend: str) -> None:
+    """Head and token counts that are not powers of two, enough tokens for several programs."""
+    spec = RopeSpec(
+        head_dim=16, rotary_dim=12, theta=1000.0, mrope_section=(2, 2, 2), section_layout="interleaved"
+    )
+    q, k = make_qk("thd", hq=7, hk=3, d=16, dtype=torch.float32, t=300)
+    pos = make_positions("thd", t=300, high=1000)
+    qr, kr = run(q, k, pos, spec, "thd", backend, angle_precision="exact")
+    assert rel_err(qr, reference(q, pos, spec, "thd"), q) < 2e-6
+    assert rel_err(kr, reference(k, pos, spec, "thd"), k) < 2e-6
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_inputs(backend: str) -> None:
+    spec = RopeSpec.preset("qwen2-vl")
+    q, k = torch.zeros(0, 4, 128), torch.zeros(0, 2, 128)
+    qr, kr = run(q, k, torch.zeros(3, 0, dtype=torch.int64), spec, "thd", backend)
+    assert qr.shape == (0, 4, 128) and kr.shape == (0, 2, 128)
+
+
+# --------------------------------------------------------------------------------------- invariances
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_text_positions_are_plain_rope(preset: str, backend: str) -> None:
+    """t = h = w gives exactly 1-D RoPE: same bits as 1-D positions, and the 1-D RoPE reference."""
+    spec = RopeSpec.preset(preset)
+    for layout in LAYOUTS:
+        q, k = make_qk(layout, hq=2, hk=1, d=spec.head_dim, dtype=torch.float32)
+        flat = make_positions(layout)[0]
+        mrope = flat.unsqueeze(0).expand(3, *flat.shape).contiguous()
+        a = run(q, k, mrope, spec, layout, backend)
+        b = run(q, k, flat, spec, layout, backend)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+        # plain RoPE: angle pos * theta^(-2i/d), no section logic at all
+        d = spec.rotary_dim
+        p = pos_canonical(flat, layout)[0]
+        ang = p.double()[..., None] * float(spec.theta) ** (
+            -2.0 * torch.arange(d // 2, dtype=torch.float64) / d
+        )
+        assert rel_err(a[0], _rope_1d(q, ang, spec, layout), q) < 5e-5  # fp32 angles, positions < 60
+
+
+def _rope_1d(x: torch.Tensor, ang: torch.Tensor, spec: RopeSpec, layout: str) -> torch.Tensor:
+    xc = to_canonical(x.double(), layout).clone()
+    f = spec.rotary_dim // 2
+    c, s = ang.cos()[:, :, None], ang.sin()[:, :, None]
+    if spec.pairing == "neox":
+        x1, x2 = xc[..., :f].clone(), xc[..., f : 2 * f].clone()
+        xc[..., :f], xc[..., f : 2 * f] = x1 * c - x2 * s, x2 * c + x1 * s
+    else:
+        x1, x2 = xc[..., 0 : 2 * f : 2].clone(), xc[..., 1 : 2 * f : 2].clone()
+        xc[..., 0 : 2 * f : 2], xc[..., 1 : 2 * f : 2] = x1 * c - x2 * s, x2 * c + x1 * s
+    return {"thd": lambda t: t[0], "bhsd": lambda t: t.transpose(1, 2), "bshd": lambda t: t}[layout](xc)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("preset", ("qwen2-vl", "qwen3-vl", "glm-4.1v"))
+def test_translation_leaves_scores_unchanged(preset: str, backend: str) -> None:
+    spec = RopeSpec.preset(preset)
+    q, k = make_qk("thd", hq=2, hk=2, d=spec.head_dim, dtype=torch.float32, t=12)
+    pos = make_positions("thd", t=12, high=40)
+    scores = []
+    for shift in (0, 17, 1000):
+        qr, kr = run(q, k, pos + shift, spec, "thd", backend, angle_precision="exact")
+        scores.append(torch.einsum("thd,shd->hts", qr.double(), kr.double()))
+    scale = float(scores[0].abs().max())
+    for other in scores[1:]:
+        assert float((other - scores[0]).abs().max()) < 2e-5 * scale
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exact_mode_at_long_positions(backend: str) -> None:
+    """exact: error vs float64 near 1e-6 at positions 1e3, 1e5, 1e6; fp32 angles drift with position."""
+    spec = RopeSpec.preset("qwen2-vl")
+    q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32, t=16)
+    for base in (1_000, 100_000, 1_000_000):
+        pos = make_positions("thd", t=16, high=50) + base
+        want = reference(q, pos, spec, "thd")
+        exact = run(q, k, pos, spec, "thd", backend, angle_precision="exact")[0]
+        fp32 = run(q, k, pos, spec, "thd", backend)[0]
+        assert rel_err(exact, want, q) < 2e-6, base
+        if base >= 100_000:
+            assert rel_err(fp32, want, q) > 1e-3, base  # the failure mode exact mode fixes
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exact_mode_extreme_and_negative_positions(backend: str) -> None:
+    spec = RopeSpec.preset("qwen3-vl")
+    q, k = make_qk("thd", hq=1, hk=1, d=128, dtype=torch.float32, t=6)
+    pos = torch.tensor([[2**24 + 1, 2**31 - 1, -5, -(10**6), 0, 123456789]] * 3)
+    pos[1] -= 3
+    out = run(q, k, pos, spec, "thd", backend, angle_precision="exact")[0]
+    assert rel_err(out, reference(q, pos, spec, "thd"), q) < 3e-6
+
+
+def test_split_turns_is_exact() -> None:
+    for preset in PRESET_NAMES:
+        inv = RopeSpec.preset(preset).inv_freq()
+        parts = split_turns(inv).astype(np.float64)
+        assert parts.shape == (4, inv.size)
+        np.testing.assert_allclose(parts.sum(0), inv / (2 * math.pi), rtol=1e-15)
+        for row in parts[:3]:  # 12 significant bits: row * 2^k is an integer below 2^12 for some k
+            mant, _ = np.frexp(row)
+            assert np.all(np.ldexp(mant, 12) == np.round(np.ldexp(mant, 12)))
+
+
+# --------------------------------------------------------------------------------------- cos_sin
+
+
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+def test_cos_sin_shapes_and_rotation(preset: str) -> None:
+    """cos/sin in transformers' shape rotate exactly like apply_mrope (rotate_half or adjacent pairs)."""
+    spec = RopeSpec.preset(preset)
+    pos = make_positions("bshd")
+    cos, sin = cos_sin(pos, spec, layout="bshd")
+    assert cos.shape == (2, 5, spec.rotary_dim) and cos.dtype == torch.float32
+    q, k = make_qk("bhsd", hq=2, hk=1, d=spec.head_dim, dtype=torch.float32)
+    rd = spec.rotary_dim
+    xr = q[..., :rd]
+    if spec.pairing == "neox":
+        swapped = torch.cat((-xr[..., rd // 2 :], xr[..., : rd // 2]), dim=-1)
+    else:
+        swapped = torch.stack((-xr[..., 1::2], xr[..., 0::2]), dim=-1).flatten(-2)
+    manual = torch.cat((xr * cos[:, None] + swapped * sin[:, None], q[..., rd:]), dim=-1)
+    got = apply_mrope(q, k, pos, spec, layout="bhsd", backend="torch")[0]
+    assert float((manual - got).abs().max()) < 1e-6
+    c2, s2 = cos_sin(pos[:, 0], spec, dtype=torch.bfloat16)
+    assert c2.shape == (5, rd) and c2.dtype == torch.bfloat16
+    assert torch.equal(c2, cos[0].to(torch.bfloat16)) and torch.equal(s2, sin[0].to(torch.bfloat16))
+
+
+def test_cos_sin_yarn_attention_factor_and_exact() -> None:
+    spec = SCALED["yarn"]
+    pos = make_positions("thd") + 10**6
+    cos, sin = cos_sin(pos, spec, angle_precision="exact")
+    assert cos.shape == (9, 128)
+    norm = (cos**2 + sin**2).sqrt()
+    torch.testing.assert_close(norm, torch.full_like(norm, spec.attention_factor()), rtol=1e-6, atol=0)
+    ang = pos_canonical(pos, "thd").permute(1, 2, 0)[0][:, spec.axis_map()].double() * torch.from_numpy(
+        spec.inv_freq(int(pos.max()) + 1)
+    )
+    want = torch.cat((ang.cos(), ang.cos()), -1) * spec.attention_factor()
+    assert float((cos.double() - want).abs().max()) < 1e-6
+
+
+def test_fp32_inv_freq_close_to_spec() -> None:
+    """transformers' fp32 arithmetic stays within a few fp32 roundings of the float64 spec for every scaling."""
+    specs = [RopeSpec.preset(p) for p in PRESET_NAMES] + list(SCALED.values())
+    for spec in specs:
+        seq = 100
+        got = hf_inv_freq_fp32(spec, torch.tensor(seq - 1)).double().numpy()
+        np.testing.assert_allclose(got, spec.inv_freq(seq), rtol=4e-7, atol=0)
+
+
+# --------------------------------------------------------------------------------------- autograd
+
+
+def _tiny_spec(pairing: str = "neox", rotary_dim: int = 8, head_dim: int = 10) -> RopeSpec:
+    sec = {8: (1, 1, 2), 6: (1, 1, 1)}[rotary_dim]
+    return RopeSpec(head_dim=head_dim, rotary_dim=rotary_dim, theta=100.0, mrope_section=sec, pairing=pairing)
+
+
+@pytest.mark.parametrize("pairing", ("neox", "gptj"))
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_gradcheck_torch_path(layout: str, pairing: str) -> None:
+    spec = _tiny_spec(pairing).with_scaling(type="linear", factor=2.0)
+    q, k = make_qk(layout, hq=2, hk=1, d=10, dtype=torch.float64, b=1, s=3, t=3)
+    pos = make_positions(layout, b=1, s=3, t=3)
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+
+    def f(q, k):
+        return apply_mrope(q, k, pos, spec, layout=layout, backend="torch")
+
+    assert torch.autograd.gradcheck(f, (q, k))
+    assert torch.autograd.gradgradcheck(f, (q, k))
+
+
+@pytest.mark.parametrize("precision", ("fp32", "exact"))
+def test_gradcheck_triton_interpreted(precision: str) -> None:
+    spec = _tiny_spec("gptj", rotary_dim=6, head_dim=8)
+    q, k = make_qk("thd", hq=2, hk=1, d=8, dtype=torch.float64, t=2)
+    pos = make_positions("thd", t=2)
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+
+    def f(q, k):
+        return apply_mrope(q, k, pos, spec, backend="triton", angle_precision=precision)
+
+    assert torch.autograd.gradcheck(f, (q, k), fast_mode=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_is_inverse_rotation_and_inplace_autograd(backend: str) -> None:
+    spec = RopeSpec.preset("qwen2-vl")
+    t, hq, hk, d = 5, 2, 1, 128
+    w = torch.randn((hq + 2 * hk) * d, 16, dtype=torch.float32)
+    x = torch.randn(t, 16)
+    pos = make_positions("thd", t=t)
+    grads = []
+    for inplace in (False, True):
+        wi = w.clone().requires_grad_(True)
+        qkv = x @ wi.T
+        q = qkv[:, : hq * d].view(t, hq, d)
+        k = qkv[:, hq * d : (hq + hk) * d].view(t, hk, d)
+        qr, kr = apply_mrope(q, k, pos, spec, backend=backend, inplace=inplace)
+        loss = (qr * torch.arange(d)).sum() + (kr**2).sum()
+        loss.backward()
+        grads.append(wi.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-5, atol=1e-4)
+    # the gradient of <g, R x> with respect to x is R^T g = rotation of g by -angle
+    q, k = make_qk("thd", hq=hq, hk=hk, d=d, dtype=torch.float32, t=t)
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+    g_q, g_k = make_qk("thd", hq=hq, hk=hk, d=d, dtype=torch.float32, t=t, seed=5)
+    qr, kr = apply_mrope(q, k, pos, spec, backend=backend)
+    torch.autograd.backward((qr, kr), (g_q, g_k))
+    for grad, g in ((q.grad, g_q), (k.grad, g_k)):
+        back = apply_mrope(grad, grad[:, :1], pos, spec, backend=backend)[0]  # rotate forward again
+        torch.testing.assert_close(back, g, rtol=0, atol=2e-5)
+
+
+def test_grad_of_unused_output_is_zero() -> None:
+    spec = RopeSpec.preset("qwen2-vl")
+    q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+    qr, _ = apply_mrope(q, k, make_positions("thd"), spec)
+    qr.sum().backward()
+    assert k.grad is not None and torch.equal(k.grad, torch.zeros_like(k))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("inplace", (False, True))
+def test_torch_compile_fullgraph(backend: str, inplace: bool) -> None:
+    """The custom ops (and the torch path) trace in one graph; outputs match eager."""
+    torch._dynamo.reset()
+    spec = RopeSpec.preset("qwen3-vl")
+    q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
+    pos = make_positions("thd")
+    want = run(q, k, pos, spec, "thd", backend)
+
+    def f(q, k, pos):
+        return apply_mrope(q, k, pos, spec, backend=backend, inplace=inplace)
+
+    got = torch.compile(f, backend="aot_eager", fullgraph=True)(q.clone(), k.clone(), pos)
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(got[1], want[1], rtol=0, atol=1e-6)
+
+
+def test_custom_ops_registered_with_mutation() -> None:
+    schema = str(torch.ops.mrope.rotary_.default._schema)
+    assert "Tensor(a0!) q" in schema and "Tensor(a1!) k" in schema
+    assert "!" not in str(torch.ops.mrope.rotary.default._schema)
+    spec = RopeSpec.preset("qwen2-vl")
+    q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
+    pos = make_positions("thd")
+    axis = torch.as_tensor(spec.axis_map(), dtype=torch.int32)
+    freq = hf_inv_freq_fp32(spec).reshape(1, -1)
+    torch.library.opcheck(
+        torch.ops.mrope.rotary.default,
+        (q, k, pos.reshape(3, 1, -1), axis, freq, "thd", 128, False, False, False, 1.0),
+    )
+
+
+# --------------------------------------------------------------------------------------- bad input
+
+
+def _ok():
+    spec = RopeSpec.preset("qwen2-vl")
+    q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
+    return q, k, make_positions("thd"), spec
+
+
+BAD = {
+    "q 2-D": (
+        lambda q, k, p, s: (q[0], k, p, s, {}),
+        "q for layout 'thd' must be 3-D [T, H, D]; got [2, 128]",
+    ),
+    "k 4-D in thd": (lambda q, k, p, s: (q, k[None], p, s, {}), "k for layout 'thd' must be 3-D"),
+    "bhsd 3-D": (lambda q, k, p, s: (q, k, p, s, {"layout": "bhsd"}), "must be 4-D [B, H, S, D]"),
+    "head_dim": (
+        lambda q, k, p, s: (q[..., :64], k[..., :64], p, s, {}),
+        "q head_dim (last dim) must equal spec.head_dim = 128; got 64",
+    ),
+    "k head_dim": (lambda q, k, p, s: (q, k[..., :96], p, s, {}), "k head_dim (last dim) must equal"),
+    "tokens differ": (lambda q, k, p, s: (q, k[:4], p, s, {}), "q and k must have the same tokens T"),
+    "dtypes differ": (lambda q, k, p, s: (q, k.half(), p, s, {}), "same dtype; got q torch.float32 and k"),
+    "int q": (
+        lambda q, k, p, s: (q.int(), k.int(), p, s, {}),
+        "q must be float32, bfloat16, float16 or float64",
+    ),
+    "positions float": (lambda q, k, p, s: (q, k, p.float(), s, {}), "integer dtype"),
+    "positions bool": (lambda q, k, p, s: (q, k, p > 3, s, {}), "integer dtype"),
+    "positions shape": (lambda q, k, p, s: (q, k, p[:, :4], s, {}), "must have shape [3, T] = [3, 9]"),
+    "positions [3,1,T] in thd": (lambda q, k, p, s: (q, k, p[:, None], s, {}), "got [3, 1, 9]"),
+    "positions rows": (lambda q, k, p, s: (q, k, p[:2], s, {}), "got [2, 9]"),
+    "positions list": (lambda q, k, p, s: (q, k, p.tolist(), s, {}), "positions must be a torch.Tensor"),
+    "positions device": (
+        lambda q, k, p, s: (q, k, p.to("meta"), s, {}),
+        "same device as q and k (cpu); got meta",
+    ),
+    "q not tensor": (lambda q, k, p, s: (q.numpy(), k, p, s, {}), "q must be a torch.Tensor; got ndarray"),
+    "spec": (lambda q, k, p, s: (q, k, p, s.to_dict(), {}), "spec must be a mrope.RopeSpec; got dict"),
+    "layout": (lambda q, k, p, s: (q, k, p, s, {"layout": "sbhd"}), "layout must be one of 'thd', 'bhsd'"),
+    "backend": (
+        lambda q, k, p, s: (q, k, p, s, {"backend": "cuda"}),
+        "backend must be one of 'auto', 'torch'",
+    ),
+    "precision": (
+        lambda q, k, p, s: (q, k, p, s, {"angle_precision": "bf16"}),
+        "angle_precision must be one of",
+    ),
+    "inplace": (lambda q, k, p, s: (q, k, p, s, {"inplace": "yes"}), "inplace must be a bool; got 'yes'"),
+    "batched pos": (
+        lambda q, k, p, s: (q[None].transpose(1, 2), k[None].transpose(1, 2), p, s, {"layout": "bhsd"}),
+        "[3, B, S] = [3, 1, 9] (M-RoPE) or [B, S] = [1, 9] (plain RoPE); got [3, 9]",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_raises_apply_error(case: str) -> None:
+    make, message = BAD[case]
+    q, k, pos, spec, kw = make(*_ok())
+    with pytest.raises(ApplyError) as info:
+        apply_mrope(q, k, pos, spec, **kw)
+    assert message in str(info.value)
+    assert isinstance(info.value, MRopeError) and isinstance(info.value, ValueError)
+
+
+def test_bad_device_and_interpreter_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    q, k, pos, spec = _ok()
+    with pytest.raises(ApplyError, match="same device"):
+        apply_mrope(q, k.to("meta"), pos, spec)
+    with pytest.raises(ApplyError, match="backend='triton' runs on CUDA tensors"):
+        apply_mrope(q.to("meta"), k.to("meta"), pos.to("meta"), spec, backend="triton")
+    monkeypatch.delenv("TRITON_INTERPRET")
+    with pytest.raises(ApplyError, match="TRITON_INTERPRET=1"):
+        apply_mrope(q, k, pos, spec, backend="triton")
+    assert apply_mrope(q, k, pos, spec)[0].shape == q.shape  # auto picks the torch path on CPU
+
+
+def test_cos_sin_bad_input() -> None:
+    spec = RopeSpec.preset("qwen2-vl")
+    with pytest.raises(ApplyError, match=r"must be \[3, T\] or \[T\]; got \[2, 9\]"):
+        cos_sin(torch.zeros(2, 9, dtype=torch.int64), spec)
+    with pytest.raises(ApplyError, match=r"must be \[3, B, S\] or \[B, S\]; got \[9\]"):
+        cos_sin(torch.zeros(9, dtype=torch.int64), spec, layout="bshd")
+    with pytest.raises(ApplyError, match="integer dtype"):
+        cos_sin(torch.zeros(3, 9), spec)
+    with pytest.raises(ApplyError, match="dtype must be a floating torch.dtype"):
+        cos_sin(torch.zeros(3, 9, dtype=torch.int64), spec, dtype=torch.int32)
+    with pytest.raises(ApplyError, match="spec must be a mrope.RopeSpec"):
+        cos_sin(torch.zeros(3, 9, dtype=torch.int64), "qwen2-vl")  # type: ignore[arg-type]
