@@ -24,7 +24,20 @@ Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
 GridDim = Annotated[int, Field(ge=1, le=GRID_DIM_MAX)]
 Grid = Annotated[list[GridDim], Field(min_length=3, max_length=3, description="encoder patch grid [t, h, w]")]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# Time values are bounded to physically plausible ranges: with the token and segment caps they keep
+# every position far inside int64 (the library computes t offsets in int64 and does not check them).
+MAX_FPS = 1000.0
+MIN_FPS = 1e-3
+MAX_SECONDS_PER_PATCH = 3600.0
+MAX_FRAME_TIME = 1e7
+MAX_TOKENS_PER_SECOND = 1000.0
+Fps = Annotated[float, Field(ge=MIN_FPS, le=MAX_FPS, allow_inf_nan=False, description="frames per second")]
+SecondsPerPatch = Annotated[float, Field(gt=0, le=MAX_SECONDS_PER_PATCH, allow_inf_nan=False)]
+FrameTime = Annotated[float, Field(ge=0, le=MAX_FRAME_TIME, allow_inf_nan=False)]
+_RULE_TYPES: dict[str, Any] = {
+    "fps": Fps,
+    "tokens_per_second": Annotated[float, Field(gt=0, le=MAX_TOKENS_PER_SECOND, allow_inf_nan=False)],
+}
 
 ModelName = Literal[PRESET_NAMES]  # type: ignore[valid-type]
 """A preset name: the enum in the schema is the library's preset list."""
@@ -69,7 +82,7 @@ def _rules_model() -> type[BaseModel]:
     hints = typing.get_type_hints(LayoutRules)
     spec: dict[str, Any] = {}
     for f in dataclass_fields(LayoutRules):
-        hint = _override_type(hints[f.name])
+        hint = _RULE_TYPES.get(f.name) or _override_type(hints[f.name])
         if f.name == "timestamp_format":
             hint = Annotated[hint, AfterValidator(_check_timestamp_format)]
         spec[f.name] = (Union[hint, None], None)  # noqa: UP007
@@ -150,11 +163,9 @@ class VideoSegment(BaseModel):
     model_config = _STRICT
     type: Literal["video"]
     grid: Grid
-    fps: PositiveFloat | None = None
-    second_per_grid: PositiveFloat | None = None
-    frame_times: (
-        Annotated[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]], Field(min_length=1)] | None
-    ) = None
+    fps: Fps | None = None
+    second_per_grid: SecondsPerPatch | None = None
+    frame_times: Annotated[list[FrameTime], Field(min_length=1)] | None = None
     wrap: bool = True
 
 
@@ -209,7 +220,7 @@ class RopeIndexRequest(BaseModel):
     image_grid_thw: list[Grid] | None = None
     video_grid_thw: list[Grid] | None = None
     attention_mask: list[list[Literal[0, 1]]] | None = None
-    second_per_grid_ts: list[PositiveFloat] | None = None
+    second_per_grid_ts: list[SecondsPerPatch] | None = None
     mm_token_type_ids: list[list[Literal[0, 1, 2]]] | None = None
     pad_position: Int64 = 1
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
@@ -225,7 +236,7 @@ class FileItem(BaseModel):
     type: Literal["file"]
     index: Annotated[int, Field(ge=0, le=GRID_DIM_MAX)]
     wrap: bool = True
-    fps: PositiveFloat | None = Field(None, description="video sampling rate (default: the model's rules)")
+    fps: Fps | None = Field(None, description="video sampling rate (default: the model's rules)")
     nframes: Annotated[int, Field(ge=1, le=GRID_DIM_MAX)] | None = Field(
         None, description="video frames to sample (instead of fps)"
     )

@@ -446,6 +446,28 @@ BAD_BODIES = [
         "validation_error",
     ),
     ("[]", 422, "validation_error"),
+    # time values past any real video: the library would overflow int64 offsets silently
+    (
+        '{"model": "qwen2.5-vl", "segments": [{"type": "video", "grid": [4, 4, 4], "fps": 1e-300}]}',
+        422,
+        "validation_error",
+    ),
+    (
+        '{"model": "qwen2.5-vl", "segments": [{"type": "video", "grid": [4, 4, 4], "second_per_grid": 1e300}]}',
+        422,
+        "validation_error",
+    ),
+    (
+        '{"model": "qwen2.5-vl", "segments": [{"type": "video", "grid": [2, 4, 4], "frame_times": [0, 1e300]}]}',
+        422,
+        "validation_error",
+    ),
+    (
+        '{"model": "qwen2.5-vl", "segments": [], "rules": {"tokens_per_second": 1e300}}',
+        422,
+        "validation_error",
+    ),
+    ('{"model": "qwen2.5-vl", "segments": [], "rules": {"fps": 1e-300}}', 422, "validation_error"),
 ]
 
 
