@@ -44,6 +44,13 @@ _NO_INDEX_SEEK_GAP_S = 4.0
 """Without a keyframe index, :func:`decode_frames` seeks only across gaps longer than this (seconds)."""
 
 _STILL_FORMATS = ("image2", "image2pipe")
+_AVFMT_NOTIMESTAMPS = 0x0080
+"""Demuxer flag: the format stores no timestamps (raw elementary streams); the parser makes them up."""
+
+
+def _synthetic_timestamps(container: av.container.InputContainer) -> bool:
+    return bool(container.format.flags & _AVFMT_NOTIMESTAMPS)
+
 
 DecodeMode = Literal["auto", "seek", "sequential"]
 
@@ -217,7 +224,7 @@ def _probe(src: OpenSource, max_packets: int) -> VideoInfo:
         if scan.count == 0:
             raise MediaError(f"{src.name}: the video stream holds no frames")
         n = scan.count
-        if scan.times is None or not tbf:
+        if scan.times is None or not tbf or _synthetic_timestamps(container):
             # no timestamps (e.g. a raw H.264 stream): constant rate as the codec declares it (the SPS
             # timing info), else FFmpeg's guess
             rate = _rate(cc.framerate) or guess or avg or base
@@ -370,6 +377,8 @@ def _decode_by_time(src: OpenSource, info: VideoInfo, idx: np.ndarray, mode: Dec
     container = _open_container(src)
     try:
         stream = _video_stream(container, src.name)
+        if _synthetic_timestamps(container):
+            raise _NoTimestamps  # a raw stream: frames are counted, not timed
         stream.thread_type = "AUTO"
         cur = _Cursor(container, stream)
         out: list[np.ndarray] = []
@@ -505,11 +514,11 @@ def decode_frames(
         except _NoTimestamps:
             frames = _decode_by_count(src, uniq)
     shape = frames[0].shape
+    if any(f.shape != shape for f in frames):
+        raise MediaError(f"the decoded frames change size mid-stream ({shape} and others); cannot stack them")
     out = np.empty((len(idx),) + shape, dtype=np.uint8)
-    stacked = np.stack(frames) if all(f.shape == shape for f in frames) else None
-    if stacked is None:
-        raise MediaError("decoded frames changed size mid-stream after rotation; cannot stack them")
-    out[:] = stacked[inverse]
+    for i, j in enumerate(inverse.tolist()):
+        out[i] = frames[j]
     return out
 
 
