@@ -13,7 +13,7 @@ Helpers (each returns the written :class:`~pathlib.Path`, or ``bytes`` for the `
   rotation, optional explicit frame times (variable frame rate), GOP size.
 - :func:`write_vfr_video`: a variable-frame-rate MP4 with given frame times.
 - :func:`write_headerless_video`: streams without a frame count in the header: ``"mkv"`` (Matroska stores
-  none), ``"webm"`` (VP8), ``"h264"`` (raw Annex B: no container, no timestamps, no duration).
+  none), ``"webm"`` (VP8), ``"h264"`` / ``"m1v"`` (raw H.264 / MPEG-1: no container, no timestamps).
 - :func:`write_audio`: an audio-only file (AAC in MP4, or WAV).
 - :func:`truncated`, :func:`corrupted`, :func:`random_bytes`: damaged or meaningless bytes.
 """
@@ -240,8 +240,9 @@ def write_headerless_video(
     width: int = 64,
     height: int = 48,
 ) -> Path:
-    """A video whose header has no frame count: ``"mkv"`` (H.264 in Matroska), ``"webm"`` (VP8) or
-    ``"h264"`` (a raw Annex B stream: no container, no timestamps; the rate is only in the SPS).
+    """A video whose header has no frame count: ``"mkv"`` (H.264 in Matroska), ``"webm"`` (VP8),
+    ``"h264"`` (a raw Annex B stream: no container, no timestamps; the rate is only in the SPS) or
+    ``"m1v"`` (a raw MPEG-1 video stream, which PIL also "identifies" as an image format).
 
     ``path``'s suffix is replaced to match ``kind``.
     """
@@ -250,18 +251,24 @@ def write_headerless_video(
         return write_video(path.with_suffix(".mkv"), num_frames, fps, width, height)
     if kind == "webm":
         return write_video(path.with_suffix(".webm"), num_frames, fps, width, height, codec="libvpx")
-    if kind != "h264":
-        raise ValueError(f"kind must be 'mkv', 'webm' or 'h264'; got {kind!r}")
-    path = path.with_suffix(".h264")
-    if h264_codec() != "libx264":
+    raw = {
+        "h264": ("h264", "libx264", {"crf": "12", "preset": "ultrafast"}),
+        "m1v": ("mpeg1video", "mpeg1video", {}),
+    }
+    if kind not in raw:
+        raise ValueError(f"kind must be 'mkv', 'webm', 'h264' or 'm1v'; got {kind!r}")
+    fmt, codec, options = raw[kind]
+    if codec == "libx264" and h264_codec() != "libx264":
         raise RuntimeError("a raw H.264 stream needs libx264 in PyAV's FFmpeg")
-    with av.open(str(path), "w", format="h264") as out:
-        stream = out.add_stream("libx264", rate=fps, options={"crf": "12", "preset": "ultrafast"})
+    path = path.with_suffix("." + kind)
+    with av.open(str(path), "w", format=fmt) as out:
+        stream = out.add_stream(codec, rate=fps, options=options)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        if codec == "mpeg1video":
+            stream.codec_context.bit_rate = 2_000_000
         for k in range(num_frames):
-            for packet in stream.encode(
-                av.VideoFrame.from_ndarray(frame_rgb(k, width, height), format="rgb24")
-            ):
+            frame = av.VideoFrame.from_ndarray(frame_rgb(k, width, height), format="rgb24")
+            for packet in stream.encode(frame):
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)

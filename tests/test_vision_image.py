@@ -359,6 +359,12 @@ def test_crop_origin_at_the_crops_scale():
         load_image(data, crop=(0, 0, 10))
 
 
+def test_crop_with_tiling():
+    data = media.image_bytes(1792, 896, "PNG")
+    img = load_image(data, tiling=True, crop=(0, 896, 896, 896))  # the right half: 2 x 2 tiles, no resize
+    assert img.tiles == (2, 2) and img.grid == (1, 64, 64) and img.origin == (0, 32)
+
+
 # --------------------------------------------------------------------------------------------- detect
 
 

@@ -45,6 +45,7 @@ def vids(tmp_path_factory):
         "mkv": media.write_headerless_video(d / "nocount", "mkv", 36, 12),
         "webm": media.write_headerless_video(d / "nocount", "webm", 30, 10),
         "raw": media.write_headerless_video(d / "nocount", "h264", 30, 15),
+        "m1v": media.write_headerless_video(d / "nocount", "m1v", 20, 25),
         "rot90": media.write_video(d / "rot90.mp4", 6, 12, 64, 48, rotation=90, marker=True),
         "rot180": media.write_video(d / "rot180.mp4", 6, 12, 64, 48, rotation=180, marker=True),
         "rot270_mkv": media.write_video(d / "rot270.mkv", 6, 12, 64, 48, rotation=270, marker=True),
@@ -97,7 +98,7 @@ def test_probe_variable_frame_rate(vids):
     assert info.fps == pytest.approx(len(VFR_TIMES) / span, rel=1e-3)
 
 
-@pytest.mark.parametrize("key,n,fps", [("mkv", 36, 12), ("webm", 30, 10), ("raw", 30, 15)])
+@pytest.mark.parametrize("key,n,fps", [("mkv", 36, 12), ("webm", 30, 10), ("raw", 30, 15), ("m1v", 20, 25)])
 def test_probe_without_frame_count_counts_packets(vids, key, n, fps):
     with av.open(str(vids[key])) as c:
         assert c.streams.video[0].frames == 0  # the header has no count: the fallback is exercised
@@ -231,7 +232,7 @@ def test_sampled_times(vids):
 # ------------------------------------------------------------------------------------------ decoding
 
 
-@pytest.mark.parametrize("key", ["h264", "h264_bframes", "mpeg4", "mkv", "webm", "raw", "vfr"])
+@pytest.mark.parametrize("key", ["h264", "h264_bframes", "mpeg4", "mkv", "webm", "raw", "m1v", "vfr"])
 def test_decode_frames_are_the_right_frames(vids, key):
     info = probe_video(vids[key])
     n = info.num_frames
@@ -245,6 +246,20 @@ def test_decode_frames_are_the_right_frames(vids, key):
     # frames decoded after a seek are bit-identical to the ones decoded from the start
     np.testing.assert_array_equal(results["seek"], results["sequential"])
     np.testing.assert_array_equal(results["auto"], results["sequential"])
+
+
+def test_non_seekable_stream_source(vids):
+    class Pipe:
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+        def read(self, n: int = -1) -> bytes:
+            out, self.data = (self.data, b"") if n < 0 else (self.data[:n], self.data[n:])
+            return out
+
+    data = vids["h264"].read_bytes()
+    assert probe_video(Pipe(data)) == probe_video(data)
+    assert _indices_of(decode_frames(Pipe(data), [3, 40])) == [3, 40]
 
 
 def test_decode_sparse_samples_of_a_longer_video(tmp_path):
@@ -414,7 +429,7 @@ def test_corrupted_videos_never_crash_or_hang(vids):
 
 
 def test_detect_media_kind_videos(vids):
-    for key in ("h264", "mpeg4", "mkv", "webm", "vfr"):
+    for key in ("h264", "mpeg4", "mkv", "webm", "vfr", "raw", "m1v"):  # PIL "identifies" m1v as MPEG
         assert detect_media_kind(vids[key].read_bytes()) == "video"
 
 
