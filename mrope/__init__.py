@@ -23,6 +23,20 @@ from mrope.tokens import get_rope_index, rope_index
 
 __version__ = "0.1.0"
 
+_LAZY = {"apply_mrope": "mrope.ops", "cos_sin": "mrope.ops"}
+_SUBMODULES = ("ops", "vision", "testing", "pipeline", "plot", "cli")
+
+
+def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part is used
+    import importlib
+
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"mrope.{name}")
+    raise AttributeError(f"module 'mrope' has no attribute {name!r}")
+
+
 __all__ = [
     "ApplyError",
     "Batch",
@@ -40,10 +54,12 @@ __all__ = [
     "Text",
     "TokenError",
     "Video",
+    "apply_mrope",
     "build_batch",
     "get_rope_index",
     "rope_index",
     "build_positions",
+    "cos_sin",
     "next_positions",
     "text_positions",
 ]
