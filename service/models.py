@@ -1,6 +1,7 @@
 """Pydantic models of the requests and responses (they make the OpenAPI schema).
 
-Requests reject unknown fields, so a typo is a 422 and never a silently ignored option. Numbers are
+Requests reject unknown fields, so a typo is a 422 and never a silently ignored option, and they are
+strict: ``"3"`` or ``3.0`` is not an integer and ``1`` is not a boolean, exactly as the schema says. Numbers are
 bounded to what the library can hold (int64 token ids, finite floats); the library itself checks
 everything about coordinates (grids divisible by the merge size, tiles, frame times, ...).
 """
@@ -42,7 +43,7 @@ _RULE_TYPES: dict[str, Any] = {
 ModelName = Literal[PRESET_NAMES]  # type: ignore[valid-type]
 """A preset name: the enum in the schema is the library's preset list."""
 
-_STRICT = ConfigDict(extra="forbid")
+_STRICT = ConfigDict(extra="forbid", strict=True)
 
 
 # ----------------------------------------------------------------------------------------- rules
@@ -90,6 +91,7 @@ def _rules_model() -> type[BaseModel]:
         "RulesOverrides",
         __config__=ConfigDict(
             extra="forbid",
+            strict=True,
             json_schema_extra={"description": "Overrides of the model preset's LayoutRules (null: keep)."},
         ),
         **spec,
@@ -177,6 +179,7 @@ class PositionsRequest(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={
             "examples": [
                 {
@@ -205,6 +208,7 @@ class RopeIndexRequest(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={
             "examples": [
                 {
@@ -219,9 +223,9 @@ class RopeIndexRequest(BaseModel):
     input_ids: list[list[Int64]]
     image_grid_thw: list[Grid] | None = None
     video_grid_thw: list[Grid] | None = None
-    attention_mask: list[list[Literal[0, 1]]] | None = None
+    attention_mask: list[list[Annotated[int, Field(ge=0, le=1)]]] | None = None
     second_per_grid_ts: list[SecondsPerPatch] | None = None
-    mm_token_type_ids: list[list[Literal[0, 1, 2]]] | None = None
+    mm_token_type_ids: list[list[Annotated[int, Field(ge=0, le=2)]]] | None = None
     pad_position: Int64 = 1
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
 

@@ -326,6 +326,13 @@ def test_rope_index_errors(client):
         "validation_error",
     )
     assert_error(client.post("/v1/rope-index", json={"model": "qwen2-vl", "input_ids": [[2**63]]}), 422)
+    assert_error(
+        client.post(
+            "/v1/rope-index", json={"model": "qwen2-vl", "input_ids": [[1]], "attention_mask": [[True]]}
+        ),
+        422,
+        "validation_error",
+    )
 
 
 def test_rope_index_caps():
@@ -446,6 +453,14 @@ BAD_BODIES = [
         "validation_error",
     ),
     ("[]", 422, "validation_error"),
+    # strict types, as the schema says
+    ('{"model": "qwen2-vl", "segments": [{"type": "text", "tokens": "3"}]}', 422, "validation_error"),
+    ('{"model": "qwen2-vl", "segments": [{"type": "image", "grid": [1, 2.0, 2]}]}', 422, "validation_error"),
+    (
+        '{"model": "qwen2-vl", "segments": [{"type": "image", "grid": [1, 2, 2], "wrap": 1}]}',
+        422,
+        "validation_error",
+    ),
     # time values past any real video: the library would overflow int64 offsets silently
     (
         '{"model": "qwen2.5-vl", "segments": [{"type": "video", "grid": [4, 4, 4], "fps": 1e-300}]}',
