@@ -290,12 +290,9 @@ def assert_prefill_decode_consistent(
 
 
 def _patch_starts(video: Video, rules: LayoutRules) -> np.ndarray:
-    """Start time (seconds) of every temporal patch."""
-    p = rules.temporal_patch_size
-    if video.frame_times is not None:
-        times = np.asarray(video.frame_times, dtype=np.float64)
-        return times[::p][: video.grid[0]]
-    spg = video.resolved_second_per_grid(p, rules.fps)
+    """Nominal start time (seconds) of every temporal patch, ``i * second_per_grid``: the time the
+    ``seconds`` rule encodes (real frame times only feed the timestamps rule's text)."""
+    spg = video.resolved_second_per_grid(rules.temporal_patch_size, rules.fps)
     return np.arange(video.grid[0], dtype=np.float64) * spg
 
 
@@ -311,8 +308,9 @@ def assert_time_aligned(
     """The same moment sampled at two rates gets the same time coordinate.
 
     Builds each video alone (bare tokens, so both start at 0), pairs every temporal patch of ``video_a``
-    with the patch of ``video_b`` that starts at the same second, and asserts equal ``t`` and equal q.k
-    scores between the paired patches' first tokens. E.g. ``Video(grid=(4, h, w), fps=1.0)`` against
+    with the patch of ``video_b`` that starts at the same second (nominal time ``i * second_per_grid``,
+    at least two pairs), and asserts equal ``t`` and equal q.k scores between the paired patches' first
+    tokens. E.g. ``Video(grid=(4, h, w), fps=1.0)`` against
     ``Video(grid=(8, h, w), fps=2.0)``: patch i at 1 fps pairs with patch 2i at 2 fps.
     """
     lay = resolve_rules(model, rules)
@@ -332,8 +330,11 @@ def assert_time_aligned(
         j = np.flatnonzero(np.isclose(starts_b, start, rtol=0, atol=1e-9))
         if j.size:
             pairs.append((i, int(j[0])))
-    if not pairs:
-        raise AssertionError("no temporal patch of the two videos starts at the same second")
+    if len(pairs) < 2:
+        raise AssertionError(
+            f"only {len(pairs)} temporal patch(es) of the two videos start at the same second; nothing to compare "
+            "(sample the same span at rates that share patch boundaries, e.g. 1 and 2 fps)"
+        )
     ta = pa.ids[0, [i * per_a for i, _ in pairs]]
     tb = pb.ids[0, [j * per_b for _, j in pairs]]
     if not np.array_equal(ta, tb):

@@ -83,9 +83,14 @@ def test_time_alignment_holds_in_seconds_and_fails_by_index() -> None:
     assert_time_aligned(low, Video(grid=(16, 4, 4), fps=4.0), model="qwen2.5-vl")
     with pytest.raises(AssertionError, match="not time-aligned under 'qwen2-vl'"):
         assert_time_aligned(low, high, model="qwen2-vl")
-    # real sampled frame times (e.g. from a variable-rate file) are matched by their start times
-    timed = Video(grid=(2, 4, 4), frame_times=(0.0, 0.5, 1.0, 1.5), fps=2.0)
-    assert_time_aligned(timed, Video(grid=(1, 4, 4), fps=1.0), model="qwen2.5-vl")
+    # explicit seconds per patch count as the sampling rate
+    assert_time_aligned(
+        Video(grid=(3, 4, 4), second_per_grid=3.0), Video(grid=(9, 4, 4), fps=2.0), model="qwen2.5-vl"
+    )
+    with pytest.raises(AssertionError, match="nothing to compare"):
+        assert_time_aligned(
+            Video(grid=(2, 4, 4), fps=1.0), Video(grid=(2, 4, 4), fps=1.5), model="qwen2.5-vl"
+        )
 
 
 def test_scores_use_the_apply_path_and_agree_with_float64_math() -> None:
