@@ -85,6 +85,7 @@ def _mrope_kernel(
     CONJ: tl.constexpr,
     COPY_PASS: tl.constexpr,
     F64: tl.constexpr,
+    RNE_BF16: tl.constexpr,  # bf16 output under the interpreter: round by hand (see below)
 ):
     pid_t = tl.program_id(0)
     pid_h = tl.program_id(1)
@@ -154,35 +155,41 @@ def _mrope_kernel(
         dp = (2 * F + tl.arange(0, BLOCK_P))[None, None, :]
         pmask = (tl.arange(0, BLOCK_P) < D_PASS)[None, None, :]
 
-    # ---- q heads                                                                     [BLOCK_T, BLOCK_HQ, BLOCK_F]
-    h = pid_h * BLOCK_HQ + tl.arange(0, BLOCK_HQ)
-    mth = tmask[:, None, None] & (h < HQ)[None, :, None]
-    mask = mth & fmask[None, None, :]
-    hh = h.to(tl.int64)[None, :, None]
-    x_base = Q + b[:, None, None] * sq_b + s[:, None, None] * sq_s + hh * sq_h
-    o_base = QO + b[:, None, None] * sqo_b + s[:, None, None] * sqo_s + hh * sqo_h
-    x1 = tl.load(x_base + d1 * sq_d, mask=mask, other=0.0).to(cos.dtype)
-    x2 = tl.load(x_base + d2 * sq_d, mask=mask, other=0.0).to(cos.dtype)
-    tl.store(o_base + d1 * sqo_d, (x1 * cos - x2 * sin).to(QO.dtype.element_ty), mask=mask)
-    tl.store(o_base + d2 * sqo_d, (x2 * cos + x1 * sin).to(QO.dtype.element_ty), mask=mask)
-    if COPY_PASS:
-        xp = tl.load(x_base + dp * sq_d, mask=mth & pmask, other=0.0)
-        tl.store(o_base + dp * sqo_d, xp, mask=mth & pmask)
-
-    # ---- k heads                                                                     [BLOCK_T, BLOCK_HK, BLOCK_F]
-    h = pid_h * BLOCK_HK + tl.arange(0, BLOCK_HK)
-    mth = tmask[:, None, None] & (h < HK)[None, :, None]
-    mask = mth & fmask[None, None, :]
-    hh = h.to(tl.int64)[None, :, None]
-    x_base = K + b[:, None, None] * sk_b + s[:, None, None] * sk_s + hh * sk_h
-    o_base = KO + b[:, None, None] * sko_b + s[:, None, None] * sko_s + hh * sko_h
-    x1 = tl.load(x_base + d1 * sk_d, mask=mask, other=0.0).to(cos.dtype)
-    x2 = tl.load(x_base + d2 * sk_d, mask=mask, other=0.0).to(cos.dtype)
-    tl.store(o_base + d1 * sko_d, (x1 * cos - x2 * sin).to(KO.dtype.element_ty), mask=mask)
-    tl.store(o_base + d2 * sko_d, (x2 * cos + x1 * sin).to(KO.dtype.element_ty), mask=mask)
-    if COPY_PASS:
-        xp = tl.load(x_base + dp * sk_d, mask=mth & pmask, other=0.0)
-        tl.store(o_base + dp * sko_d, xp, mask=mth & pmask)
+    # ---- q heads, then k heads (unrolled at compile time)                     [BLOCK_T, BLOCK_H, BLOCK_F]
+    for which in tl.static_range(2):
+        if which == 0:
+            X, Y, H = Q, QO, HQ
+            h = pid_h * BLOCK_HQ + tl.arange(0, BLOCK_HQ)
+            xs_b, xs_s, xs_h, xs_d = sq_b, sq_s, sq_h, sq_d
+            os_b, os_s, os_h, os_d = sqo_b, sqo_s, sqo_h, sqo_d
+        else:
+            X, Y, H = K, KO, HK
+            h = pid_h * BLOCK_HK + tl.arange(0, BLOCK_HK)
+            xs_b, xs_s, xs_h, xs_d = sk_b, sk_s, sk_h, sk_d
+            os_b, os_s, os_h, os_d = sko_b, sko_s, sko_h, sko_d
+        mth = tmask[:, None, None] & (h < H)[None, :, None]
+        mask = mth & fmask[None, None, :]
+        hh = h.to(tl.int64)[None, :, None]
+        x_base = X + b[:, None, None] * xs_b + s[:, None, None] * xs_s + hh * xs_h
+        o_base = Y + b[:, None, None] * os_b + s[:, None, None] * os_s + hh * os_h
+        x1 = tl.load(x_base + d1 * xs_d, mask=mask, other=0.0).to(cos.dtype)
+        x2 = tl.load(x_base + d2 * xs_d, mask=mask, other=0.0).to(cos.dtype)
+        y1 = x1 * cos - x2 * sin
+        y2 = x2 * cos + x1 * sin
+        if RNE_BF16:
+            # Round fp32 to the nearest bf16 (ties to even) by hand: Triton's interpreter truncates in
+            # .to(tl.bfloat16), compiled Triton rounds to nearest; this makes both round the same way.
+            b1 = y1.to(tl.uint32, bitcast=True)
+            b2 = y2.to(tl.uint32, bitcast=True)
+            b1 = (b1 + (0x7FFF + ((b1 >> 16) & 1))) & 0xFFFF0000
+            b2 = (b2 + (0x7FFF + ((b2 >> 16) & 1))) & 0xFFFF0000
+            y1 = b1.to(tl.float32, bitcast=True)
+            y2 = b2.to(tl.float32, bitcast=True)
+        tl.store(o_base + d1 * os_d, y1.to(Y.dtype.element_ty), mask=mask)
+        tl.store(o_base + d2 * os_d, y2.to(Y.dtype.element_ty), mask=mask)
+        if COPY_PASS:
+            xp = tl.load(x_base + dp * xs_d, mask=mth & pmask, other=0.0)
+            tl.store(o_base + dp * os_d, xp, mask=mth & pmask)
 
 
 _KERNELS: dict[bool, Any] = {}
@@ -318,6 +325,7 @@ def launch(
         CONJ=bool(conj),
         COPY_PASS=bool(copy_pass),
         F64=q.dtype == torch.float64,
+        RNE_BF16=q.dtype == torch.bfloat16 and interpreting(),
         num_warps=cfg["num_warps"],
         enable_fp_fusion=False,  # no mul+add contraction: the rotation rounds like the torch path
     )
