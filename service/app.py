@@ -210,7 +210,7 @@ def parse_upload_fields(form: UploadForm) -> UploadFields:
         return UploadFields.model_validate(data)
     except ValidationError as exc:
         message, details = describe_validation_errors(exc.errors())
-        raise ServiceError(422, "validation_error", message) from None
+        raise ServiceError(422, "validation_error", message, details=details) from None
 
 
 def place_files(fields: UploadFields, form: UploadForm, settings: Settings) -> list[TextSegment | FileItem]:

@@ -15,6 +15,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from mrope.errors import LayoutError, MediaError, MRopeError, SpecError, TokenError
@@ -58,12 +59,14 @@ class ServiceError(StarletteHTTPException):
         cap: str | None = None,
         limit: int | float | None = None,
         headers: Mapping[str, str] | None = None,
+        details: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(status_code=status, detail=message, headers=dict(headers) if headers else None)
         self.code = code
         self.message = message
         self.cap = cap
         self.limit = limit
+        self.details = details
 
 
 def over_cap(code: str, what: str, value: int | float, cap: str, limit: int | float) -> ServiceError:
@@ -143,6 +146,14 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, code, message, exc.headers)
 
 
+async def _client_disconnect(request: Request, exc: Exception) -> Response:
+    # nobody will read this answer; it only keeps a vanished client out of the error log
+    log.info("client disconnected during %s %s", request.method, request.url.path)
+    return error_response(
+        400, "client_disconnected", "the client disconnected before the request body was read"
+    )
+
+
 async def _internal_error(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal_error", f"internal error ({type(exc).__name__}); this is a bug")
@@ -154,4 +165,5 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(MRopeError, _mrope_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(ClientDisconnect, _client_disconnect)
     app.add_exception_handler(Exception, _internal_error)

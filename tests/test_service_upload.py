@@ -500,3 +500,39 @@ def test_slow_upload_body_times_out(tmp_root):
     assert time.perf_counter() - t0 < 3.0
     assert_error(resp, 408, "upload_timeout", "MROPE_UPLOAD_TIMEOUT_S")
     assert list(tmp_root.iterdir()) == []
+
+
+@pytest.mark.timeout(30)
+def test_client_disconnect_mid_upload_cleans_up(tmp_root):
+    """The client goes away halfway through the body: the request ends, its temp folder and budget are
+    released, and it is not logged as a server error."""
+    app = create_app(Settings(tmp_dir=str(tmp_root)))
+    body, ctype = _multipart(png(256, 256))
+    incoming = [{"type": "http.request", "body": body[: len(body) // 2], "more_body": True}]
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": UPLOAD,
+        "raw_path": UPLOAD.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 80),
+    }
+    anyio.run(app, scope, receive, send)
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 400
+    assert b"client_disconnected" in b"".join(m.get("body", b"") for m in sent[1:])
+    assert list(tmp_root.iterdir()) == []
+    assert app.state.service.budget.used == 0
