@@ -12,6 +12,7 @@ from mrope.builder import (
     Span,
     build_batch,
     build_positions,
+    count_tokens,
     next_positions,
     text_positions,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "rope_index",
     "build_positions",
     "cos_sin",
+    "count_tokens",
     "next_positions",
     "text_positions",
 ]

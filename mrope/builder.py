@@ -556,6 +556,31 @@ def build_positions(
     )
 
 
+def count_tokens(
+    segments: Sequence[Segment],
+    model: str = "qwen2-vl",
+    rules: LayoutRules | dict[str, Any] | None = None,
+    *,
+    tokenizer: Any = None,
+) -> int:
+    """How many tokens :func:`build_positions` would emit, without writing any position.
+
+    Uses the same planner, so it is exact; without a tokenizer each timestamp text counts as one token
+    (a lower bound for Qwen3-VL / GLM-4.1V videos). Cheap for any grid size: use it to enforce caps
+    before building.
+    """
+    lay = resolve_rules(model, rules)
+    plan = _Plan(lay)
+    stamps = tokenizer if tokenizer is not None else _one_token
+    for i, seg in enumerate(segments):
+        plan.add(seg, i, stamps)
+    return sum(p.n for p in plan.pieces)
+
+
+def _one_token(text: str) -> list[int]:
+    return [0]
+
+
 def build_batch(
     samples: Sequence[Sequence[Segment]],
     model: str = "qwen2-vl",
@@ -633,6 +658,7 @@ __all__ = [
     "Span",
     "build_batch",
     "build_positions",
+    "count_tokens",
     "merged_grid",
     "next_positions",
     "temporal_index",

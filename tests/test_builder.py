@@ -279,6 +279,7 @@ def test_properties(segs: list, model: str, k: int) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MRopeWarning)
         p = build_positions(segs, model=model, tokenizer=stamp_tokens)
+        assert mrope.count_tokens(segs, model=model, tokenizer=stamp_tokens) == p.num_tokens
         # spans cover every token exactly once, in order
         cursor = 0
         for span in p.spans:
@@ -334,6 +335,13 @@ def test_properties(segs: list, model: str, k: int) -> None:
 def test_bad_input_is_a_clear_project_error(make, needle: str) -> None:
     with pytest.raises(mrope.MRopeError, match=needle):
         make()
+
+
+def test_count_tokens_needs_no_positions() -> None:
+    huge = [Text(5), Image(grid=(1, 20000, 20000)), Video(grid=(1000, 200, 200))]
+    assert mrope.count_tokens(huge) == 5 + 2 + 10000 * 10000 + 2 + 1000 * 100 * 100
+    # without a tokenizer each timestamp counts as one token
+    assert mrope.count_tokens([Video(grid=(3, 4, 4))], model="qwen3-vl") == 3 * (1 + 1 + 4 + 1)
 
 
 def test_rules_presets_and_replace() -> None:

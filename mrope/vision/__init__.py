@@ -7,7 +7,7 @@ Everything position ids need comes from headers: :func:`load_image` and :func:`l
 """
 
 from mrope.vision.detect import MediaKind, detect_media_kind
-from mrope.vision.image import DEFAULT_MAX_IMAGE_PIXELS, image_size, load_image
+from mrope.vision.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
 from mrope.vision.resize import MAX_ASPECT_RATIO, smart_resize, video_max_pixels
 from mrope.vision.sampling import (
     FRAME_FACTOR,
@@ -35,6 +35,7 @@ __all__ = [
     "VideoInfo",
     "decode_frames",
     "detect_media_kind",
+    "image_grid",
     "image_size",
     "load_image",
     "load_video",

@@ -200,6 +200,20 @@ def _crop_origin(offset: int, crop_side: int, resized_side: int, factor: int, wh
     return num // den
 
 
+def _resized(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
+    return smart_resize(height, width, lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels)
+
+
+def image_grid(
+    height: int, width: int, model: str = "qwen2-vl", rules: LayoutRules | dict[str, Any] | None = None
+) -> tuple[int, int, int]:
+    """The encoder patch grid ``(1, H / patch, W / patch)`` of an image of ``height x width`` pixels
+    after the model's smart resize (what :func:`load_image` gives for an untiled, uncropped file)."""
+    lay = resolve_rules(model, rules)
+    new_h, new_w = _resized(height, width, lay)
+    return (1, new_h // lay.patch_size, new_w // lay.patch_size)
+
+
 def load_image(
     source: Any,
     model: str = "qwen2-vl",
@@ -254,7 +268,7 @@ def load_image(
         new_h, new_w = rows * plan.tile_size, cols * plan.tile_size
         tiles, thumbnail = (cols, rows), plan.has_thumbnail(cols, rows)
     else:
-        new_h, new_w = smart_resize(height, width, factor, lay.image_min_pixels, lay.image_max_pixels)
+        new_h, new_w = _resized(height, width, lay)
     origin = (0, 0)
     if crop is not None:
         origin = (
