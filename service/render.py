@@ -11,6 +11,7 @@ header sizes, and the JSON form always carries everything.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -66,7 +67,11 @@ def output_format(request: Request) -> OutputFormat:
 
 
 def _json_header(value: Any) -> str:
-    return orjson.dumps(value, option=_OPTS).decode("ascii", errors="replace")
+    """Compact JSON that is plain ASCII (header values must be latin-1; file names may be anything)."""
+    text = orjson.dumps(value, option=_OPTS).decode("utf-8")
+    if text.isascii():
+        return text
+    return json.dumps(json.loads(text), ensure_ascii=True, separators=(",", ":"))
 
 
 def _npy_bytes(arr: np.ndarray) -> bytes:

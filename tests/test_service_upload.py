@@ -234,8 +234,11 @@ def test_text_layout_and_qwen3_timestamps(tmp_path, tmp_root, vid):
 
 def test_npy_upload(client):
     img = png(300, 200)
-    js = post(client, [("a", img)]).json()
-    resp = post(client, [("a", img)], headers={"accept": "application/x-npy"})
+    name = "фото 😀.png"  # header values are latin-1: the JSON in them must be escaped
+    js = post(client, [(name, img)]).json()
+    assert js["files"][0]["filename"] == name
+    resp = post(client, [(name, img)], headers={"accept": "application/x-npy"})
+    assert resp.headers["x-mrope-files"].isascii()
     arr = np.load(io.BytesIO(resp.content))
     assert arr.tolist() == js["positions"]
     assert json.loads(resp.headers["x-mrope-files"]) == js["files"]
