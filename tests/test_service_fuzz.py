@@ -6,11 +6,14 @@ Zero 5xx is the bar: every response is a 2xx or a 4xx in the error shape.
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from PIL import Image as PILImage
 from schemathesis.checks import positive_data_acceptance
 
 import mrope
@@ -114,3 +117,52 @@ def test_valid_segments_match_library(client, model, items):
     assert body["positions"] == lib.ids.tolist()
     assert body["delta"] == lib.delta and body["num_tokens"] == lib.num_tokens
     assert body["spans"] == [s.to_dict() for s in lib.spans]
+
+
+# ------------------------------------------------------------------------ malformed multipart bodies
+
+_PNG = io.BytesIO()
+PILImage.new("RGB", (32, 32), (9, 99, 199)).save(_PNG, format="PNG")
+PIECES = [
+    b"--B\r\n",
+    b'Content-Disposition: form-data; name="files"; filename="a.png"\r\n',
+    b'Content-Disposition: form-data; name="model"\r\n',
+    b'Content-Disposition: form-data; name="layout"\r\n',
+    b'Content-Disposition: form-data; name="rules"\r\n',
+    b"Content-Disposition: form-data; name=files; filename*=UTF-8''%E2%82%AC\r\n",
+    b"Content-Disposition: \r\n",
+    b"Content-Type: image/png\r\n",
+    b":\r\n",
+    b"\r\n",
+    _PNG.getvalue(),
+    b"qwen2-vl",
+    b'[{"type":"file","index":0}]',
+    b'{"merge_size": 1}',
+    b"--B--\r\n",
+    b"\r\n--B\r\n",
+    b"\x00\xff\xfe",
+    b"X" * 3000,
+]
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    parts=st.lists(st.sampled_from(PIECES), min_size=1, max_size=16),
+    content_type=st.sampled_from(
+        [
+            "multipart/form-data; boundary=B",
+            'multipart/form-data; boundary="B"',
+            "multipart/form-data; boundary=",
+            "multipart/form-data",
+            "multipart/form-data; charset=latin-1; boundary=B",
+        ]
+    ),
+)
+def test_malformed_multipart_never_5xx(client, parts, content_type):
+    resp = client.post(
+        "/v1/positions/upload", content=b"".join(parts), headers={"content-type": content_type}
+    )
+    assert resp.status_code == 200 or 400 <= resp.status_code < 500, resp.text
+    if resp.status_code != 200:
+        assert resp.json()["error"]["code"]
