@@ -1,0 +1,428 @@
+"""GPU check for mrope.ops: correctness of the Triton kernel on CUDA, then bf16 timings and bandwidth.
+
+Sized to finish within about 5 minutes on one H100/H200-class GPU (most of it Triton compilation). Sections:
+
+1. Correctness against a float64 reference (written here from SPEC section 4) for every preset spec and a
+   few scaled ones, both angle precisions, fp32 / bf16 / fp16, thd and bhsd layouts, in-place writes through
+   views of a packed qkv buffer, partial rotary, positions up to 1e6 (exact mode); the torch path on CUDA
+   too; CUDA-graph capture and replay; ``torch.compile(fullgraph=True)``; gradients (backward = inverse
+   rotation).
+2. bf16 timings at T = 1, 64, 8192, 65536 tokens with Qwen2-VL-7B shapes (28 q heads, 4 kv heads,
+   head_dim 128, ``thd`` layout): the kernel (fp32 and exact angles, out of place and in place), the torch
+   path, transformers' rotary path, and Liger's / vLLM's M-RoPE kernels when importable. Bandwidth is the
+   bytes of q and k read and written over the time, against a measured device-to-device copy of the same
+   bytes.
+
+Prints markdown tables; exits 1 if a correctness check fails, 2 without CUDA.
+
+Run: ``python benchmarks/gpu_check.py`` on a CUDA machine. ``--dry-run`` runs the same code on CPU tensors
+in Triton's interpreter at tiny sizes (a check of this script's logic, not of the GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+QWEN2_VL_7B = {"hq": 28, "hk": 4, "head_dim": 128}
+GPU_TOKENS = (1, 64, 8192, 65536)
+DRY_TOKENS = (1, 16)
+TOL = {torch.float32: 2e-6, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
+
+
+class Report:
+    """Collects correctness rows; ``failed`` is set by any failing check."""
+
+    def __init__(self) -> None:
+        self.rows: list[str] = []
+        self.failed = False
+
+    def check(self, name: str, ok: bool, detail: str = "") -> None:
+        self.failed |= not ok
+        self.rows.append(f"| {name} | {'ok' if ok else 'FAIL'} | {detail} |")
+
+    def run(self, name: str, fn: Callable[[], tuple[bool, str]]) -> None:
+        try:
+            ok, detail = fn()
+        except Exception as exc:  # a crash is a failed check, reported with its reason
+            ok, detail = False, f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
+            traceback.print_exc(file=sys.stderr)
+        self.check(name, ok, detail)
+
+
+# ------------------------------------------------------------------------------------------ reference
+
+
+def reference(x: torch.Tensor, positions: torch.Tensor, spec, layout: str) -> torch.Tensor:
+    """float64 rotation of one tensor in ``layout``; positions ``[3, T]``/``[3, B, S]`` or 1-D forms."""
+    p = positions.to(torch.int64)
+    if layout == "thd":
+        p = p.reshape(-1, 1, p.shape[-1])
+    elif p.dim() == 2:
+        p = p.unsqueeze(0)
+    p = p.expand(3, p.shape[1], p.shape[2])
+    f, rd = spec.rotary_dim // 2, spec.rotary_dim
+    s_t, s_h, s_w = spec.mrope_section
+    axis = []
+    for i in range(f):  # SPEC section 4
+        if spec.section_layout == "chunked":
+            axis.append(0 if i < s_t else (1 if i < s_t + s_h else 2))
+        else:
+            axis.append(1 if (i % 3 == 1 and i < 3 * s_h) else (2 if (i % 3 == 2 and i < 3 * s_w) else 0))
+    inv = torch.from_numpy(spec.inv_freq(int(p.max()) + 1)).to(x.device)
+    ang = p.permute(1, 2, 0)[..., torch.tensor(axis, device=x.device)].double() * inv  # [B, S, F]
+    cos = (ang.cos() * spec.attention_factor())[:, :, None]
+    sin = (ang.sin() * spec.attention_factor())[:, :, None]
+    xc = {"thd": lambda t: t.unsqueeze(0), "bhsd": lambda t: t.transpose(1, 2), "bshd": lambda t: t}[layout](
+        x.double()
+    )
+    out = xc.clone()
+    i1 = torch.arange(f, device=x.device) if spec.pairing == "neox" else 2 * torch.arange(f, device=x.device)
+    i2 = i1 + f if spec.pairing == "neox" else i1 + 1
+    out[..., i1] = xc[..., i1] * cos - xc[..., i2] * sin
+    out[..., i2] = xc[..., i2] * cos + xc[..., i1] * sin
+    assert rd <= x.shape[-1]
+    return {"thd": lambda t: t[0], "bhsd": lambda t: t.transpose(1, 2), "bshd": lambda t: t}[layout](out)
+
+
+def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got.double() - want).abs().max() / want.abs().max().clamp_min(1e-30))
+
+
+# ------------------------------------------------------------------------------------------ correctness
+
+
+def correctness(device: torch.device, compile_backend: str) -> Report:
+    from mrope import RopeSpec
+    from mrope.ops import apply_mrope
+    from mrope.spec import PRESET_NAMES
+
+    rep = Report()
+    g = torch.Generator(device="cpu").manual_seed(0)
+
+    def rand(*shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
+
+    def pos_for(layout, t=9, b=2, s=5, high=5000, base=0):
+        shape = (3, t) if layout == "thd" else (3, b, s)
+        return (torch.randint(0, high, shape, generator=g) + base).to(device)
+
+    def qk(layout, spec, dtype, t=9, b=2, s=5, hq=4, hk=2):
+        d = spec.head_dim
+        if layout == "thd":
+            return rand(t, hq, d, dtype=dtype), rand(t, hk, d, dtype=dtype)
+        if layout == "bshd":
+            return rand(b, s, hq, d, dtype=dtype), rand(b, s, hk, d, dtype=dtype)
+        return rand(b, hq, s, d, dtype=dtype), rand(b, hk, s, d, dtype=dtype)
+
+    base_spec = RopeSpec.preset("qwen2-vl")
+    specs = {name: RopeSpec.preset(name) for name in PRESET_NAMES}
+    specs["qwen2-vl+linear"] = base_spec.with_scaling(type="linear", factor=4.0)
+    specs["qwen2-vl+dynamic"] = base_spec.with_scaling(
+        type="dynamic", factor=2.0, original_max_position_embeddings=64
+    )
+    specs["qwen3-vl+yarn"] = RopeSpec.preset("qwen3-vl").with_scaling(
+        type="yarn", factor=4.0, original_max_position_embeddings=256
+    )
+
+    def one(spec, layout, dtype, precision, backend, base=0, inplace=False):
+        def fn():
+            q, k = qk(layout, spec, dtype)
+            pos = pos_for(layout, base=base)
+            want_q, want_k = reference(q, pos, spec, layout), reference(k, pos, spec, layout)
+            out_q, out_k = apply_mrope(
+                q, k, pos, spec, layout=layout, backend=backend, angle_precision=precision, inplace=inplace
+            )
+            # fp32 angles of size ~5000 carry ~5000 * 2^-24 rad of error; exact ones one rounding
+            tol = TOL[dtype] if precision == "exact" else max(TOL[dtype], 5000 * 2**-22)
+            err = max(rel_err(out_q, want_q), rel_err(out_k, want_k))
+            same = (out_q is q) == inplace and out_q.dtype == dtype
+            return err < tol and same, f"rel err {err:.1e} (tol {tol:.0e})"
+
+        return fn
+
+    for name, spec in specs.items():
+        for precision in ("fp32", "exact"):
+            rep.run(f"{name} {precision} thd bf16", one(spec, "thd", torch.bfloat16, precision, "triton"))
+            rep.run(f"{name} {precision} bhsd fp32", one(spec, "bhsd", torch.float32, precision, "triton"))
+    for dtype in (torch.float32, torch.float16):
+        rep.run(f"qwen3-vl exact thd {dtype}", one(specs["qwen3-vl"], "thd", dtype, "exact", "triton"))
+    for base in (1_000, 100_000, 1_000_000):
+        rep.run(
+            f"qwen2-vl exact fp32 at position {base:,}",
+            one(specs["qwen2-vl"], "thd", torch.float32, "exact", "triton", base=base),
+        )
+    rep.run(
+        "glm-4.1v exact bshd fp32 in place",
+        one(specs["glm-4.1v"], "bshd", torch.float32, "exact", "triton", inplace=True),
+    )
+    rep.run(
+        "torch path on device, qwen3-vl exact", one(specs["qwen3-vl"], "thd", torch.float32, "exact", "torch")
+    )
+
+    def packed_views():
+        spec = specs["qwen2-vl"]
+        t, hq, hk, d = 33, 28, 4, 128
+        qkv = rand(t, (hq + 2 * hk) * d, dtype=torch.bfloat16)
+        before = qkv.clone()
+        q = qkv[:, : hq * d].view(t, hq, d)
+        k = qkv[:, hq * d : (hq + hk) * d].view(t, hk, d)
+        pos = pos_for("thd", t=t)
+        want_q = reference(before[:, : hq * d].view(t, hq, d), pos, spec, "thd")
+        apply_mrope(q, k, pos, spec, inplace=True, backend="triton", angle_precision="exact")
+        err = rel_err(q, want_q)
+        v_same = bool(torch.equal(qkv[:, (hq + hk) * d :], before[:, (hq + hk) * d :]))
+        return err < TOL[torch.bfloat16] and v_same, f"rel err {err:.1e}, v untouched: {v_same}"
+
+    rep.run("in place through packed qkv views (bf16, 28/4 heads)", packed_views)
+
+    def graph_replay():
+        if device.type != "cuda":
+            return True, "skipped on CPU (dry run)"
+        spec = specs["qwen2-vl+dynamic"]
+        q, k = qk("thd", spec, torch.bfloat16, t=64)
+        pos = pos_for("thd", t=64, high=500)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):  # warm up: compile, cache the frequency tables
+                apply_mrope(q, k, pos, spec, backend="triton")
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out_q, _ = apply_mrope(q, k, pos, spec, backend="triton")
+        q.copy_(rand(*q.shape, dtype=q.dtype))
+        pos.copy_(pos_for("thd", t=64, high=500))
+        graph.replay()
+        torch.cuda.synchronize()
+        want, _ = apply_mrope(q, k, pos, spec, backend="triton")
+        return bool(torch.equal(out_q, want)), "replay with new q and positions equals eager"
+
+    rep.run("CUDA graph capture + replay (dynamic NTK, no host sync)", graph_replay)
+
+    def compiled():
+        torch._dynamo.reset()
+        spec = specs["qwen3-vl"]
+        q, k = qk("thd", spec, torch.bfloat16)
+        pos = pos_for("thd")
+
+        def f(q, k, pos):
+            qr, kr = apply_mrope(q, k, pos, spec, backend="triton")
+            return qr * 2, kr
+
+        got = torch.compile(f, backend=compile_backend, fullgraph=True)(q, k, pos)
+        want = f(q, k, pos)
+        return bool(
+            torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        ), f"backend={compile_backend}"
+
+    rep.run("torch.compile(fullgraph=True)", compiled)
+
+    def backward():
+        spec = specs["glm-4.1v"]
+        q, k = qk("thd", spec, torch.float32)
+        q.requires_grad_(True)
+        k.requires_grad_(True)
+        pos = pos_for("thd")
+        gq, gk = rand(*q.shape), rand(*k.shape)
+        qr, kr = apply_mrope(q, k, pos, spec, backend="triton")
+        torch.autograd.backward((qr, kr), (gq, gk))
+        back_q, _ = apply_mrope(q.grad, k.grad, pos, spec, backend="triton")
+        err = rel_err(back_q, gq.double())
+        return err < 1e-5, f"R(R^T g) vs g: rel err {err:.1e}"
+
+    rep.run("backward is the inverse rotation", backward)
+    return rep
+
+
+# ------------------------------------------------------------------------------------------ timings
+
+
+def image_prompt_positions(tokens: int, device: torch.device) -> torch.Tensor:
+    """``[3, T]``: text runs of 64 and 32 x 32 image blocks in turn."""
+    rows = torch.empty(3, tokens, dtype=torch.int64)
+    i, s = 0, 0
+    while i < tokens:
+        n = min(64, tokens - i)
+        rows[:, i : i + n] = torch.arange(s, s + n)
+        i, s = i + n, s + n
+        n = min(1024, tokens - i)
+        j = torch.arange(n)
+        rows[0, i : i + n], rows[1, i : i + n], rows[2, i : i + n] = s, s + j // 32, s + j % 32
+        i, s = i + n, s + 32
+    return rows.to(device)
+
+
+def optional_paths(spec, q, k, pos) -> dict[str, Callable[[], object] | str]:
+    """transformers, Liger and vLLM M-RoPE on the same inputs: callables, or a string saying why not."""
+    out: dict[str, Callable[[], object] | str] = {}
+    t, hq, d = q.shape
+    hk = k.shape[1]
+    try:
+        from transformers.models.qwen2_vl import modeling_qwen2_vl as m
+        from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLTextConfig
+
+        config = Qwen2VLTextConfig(
+            hidden_size=hq * d,
+            num_attention_heads=hq,
+            num_key_value_heads=hk,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": spec.theta,
+                "mrope_section": list(spec.mrope_section),
+            },
+        )
+        emb = m.Qwen2VLRotaryEmbedding(config).to(q.device)
+        qb, kb, pb = q.transpose(0, 1)[None], k.transpose(0, 1)[None], pos[:, None]
+
+        def hf():
+            cos, sin = emb(qb, pb)
+            return m.apply_rotary_pos_emb(qb, kb, cos, sin)
+
+        out["transformers (rotary emb + apply)"] = hf
+    except Exception as exc:
+        out["transformers (rotary emb + apply)"] = f"n/a: {type(exc).__name__}: {exc}"[:120]
+    try:
+        from liger_kernel.ops.qwen2vl_mrope import LigerQwen2VLMRopeFunction
+
+        inv = torch.from_numpy(spec.inv_freq()).float().to(q.device)
+        freqs = pos[:, None, :, None].float() * inv  # [3, 1, T, F], transformers 4.x layout
+        cos3 = torch.cat((freqs.cos(), freqs.cos()), -1).to(q.dtype)
+        sin3 = torch.cat((freqs.sin(), freqs.sin()), -1).to(q.dtype)
+        qb, kb = q.transpose(0, 1)[None].contiguous(), k.transpose(0, 1)[None].contiguous()
+
+        def liger():
+            return LigerQwen2VLMRopeFunction.apply(
+                qb.clone(), kb.clone(), cos3, sin3, list(spec.mrope_section)
+            )
+
+        out["liger (kernel, cos/sin given; +clone)"] = liger
+    except Exception as exc:
+        out["liger (kernel, cos/sin given; +clone)"] = f"n/a: {type(exc).__name__}: {exc}"[:120]
+    try:
+        from vllm.model_executor.layers.rotary_embedding import MRotaryEmbedding
+
+        rope = MRotaryEmbedding(
+            d, d, 1 << 20, int(spec.theta), True, q.dtype, mrope_section=list(spec.mrope_section)
+        )
+        rope = rope.to(q.device)
+        qf, kf = q.reshape(t, hq * d), k.reshape(t, hk * d)
+
+        def vllm():
+            return rope.forward_cuda(pos, qf.clone(), kf.clone())
+
+        out["vllm MRotaryEmbedding (+clone)"] = vllm
+    except Exception as exc:
+        out["vllm MRotaryEmbedding (+clone)"] = f"n/a: {type(exc).__name__}: {exc}"[:120]
+    return out
+
+
+def time_tokens(device: torch.device, t: int, repeat: int) -> list[str]:
+    """Markdown rows for one token count: every path's median time, bandwidth and share of a copy's."""
+    from _timing import compare
+
+    from mrope import RopeSpec
+    from mrope.ops import apply_mrope
+
+    spec = RopeSpec.preset("qwen2-vl")
+    hq, hk, d = QWEN2_VL_7B["hq"], QWEN2_VL_7B["hk"], QWEN2_VL_7B["head_dim"]
+    g = torch.Generator(device="cpu").manual_seed(t)
+    q = torch.randn(t, hq, d, generator=g).to(device, torch.bfloat16)
+    k = torch.randn(t, hk, d, generator=g).to(device, torch.bfloat16)
+    pos = image_prompt_positions(t, device)
+    moved = 2 * (q.numel() + k.numel()) * q.element_size()  # bytes read + written
+    src = torch.empty(q.numel() + k.numel(), dtype=q.dtype, device=device)
+    dst = torch.empty_like(src)
+    q_in, k_in = q.clone(), k.clone()
+    fns: dict[str, Callable[[], object]] = {
+        "device copy of the same bytes": lambda: dst.copy_(src),
+        "mrope triton, fp32 angles": lambda: apply_mrope(q, k, pos, spec, backend="triton"),
+        "mrope triton, exact angles": lambda: apply_mrope(
+            q, k, pos, spec, backend="triton", angle_precision="exact"
+        ),
+        "mrope triton, in place": lambda: apply_mrope(q_in, k_in, pos, spec, backend="triton", inplace=True),
+        "mrope torch path": lambda: apply_mrope(q, k, pos, spec, backend="torch"),
+    }
+    notes = []
+    for name, fn in optional_paths(spec, q, k, pos).items():
+        if callable(fn):
+            fns[name] = fn
+        else:
+            notes.append(f"| {t} | {name} | {fn} | | |")
+    times = compare(fns, device=device, repeat=repeat, warmup=3)
+    copy_bw = moved / times["device copy of the same bytes"]
+    rows = []
+    for name, sec in times.items():
+        bw = moved / sec
+        rows.append(f"| {t} | {name} | {sec * 1e6:.1f} | {bw / 1e9:.0f} | {100 * bw / copy_bw:.0f}% |")
+    return rows + notes
+
+
+def timings(device: torch.device, tokens: tuple[int, ...], repeat: int) -> list[str]:
+    rows = [
+        "| T | path | median us | GB/s (q+k read+write) | % of copy |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for t in tokens:
+        rows.extend(time_tokens(device, t, repeat))
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="CPU tensors, Triton interpreter, tiny sizes")
+    parser.add_argument("--tokens", type=int, nargs="*", default=None)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--skip-timings", action="store_true")
+    args = parser.parse_args()
+    if args.dry_run:
+        os.environ["TRITON_INTERPRET"] = "1"  # read by mrope at call time
+        device = torch.device("cpu")
+        tokens = tuple(args.tokens or DRY_TOKENS)
+        compile_backend = "aot_eager"
+    else:
+        if not torch.cuda.is_available():
+            print(
+                "gpu_check.py needs CUDA: no CUDA device is visible to torch "
+                f"{torch.__version__}. Run it on a GPU machine, or pass --dry-run to check the script on CPU.",
+                file=sys.stderr,
+            )
+            return 2
+        device = torch.device("cuda")
+        tokens = tuple(args.tokens or GPU_TOKENS)
+        compile_backend = "inductor"
+    import triton
+
+    name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"CPU (dry run), {platform.machine()}"
+    )
+    print(f"# mrope gpu_check on {name}: torch {torch.__version__}, triton {triton.__version__}")
+    t0 = time.perf_counter()
+    rep = correctness(device, compile_backend)
+    print(f"\n## correctness ({time.perf_counter() - t0:.0f} s)\n")
+    print("| check | result | detail |\n|---|---|---|")
+    print("\n".join(rep.rows))
+    if not args.skip_timings:
+        t0 = time.perf_counter()
+        rows = timings(device, tokens, args.repeat)
+        print(f"\n## bf16 timings, Qwen2-VL-7B shapes, thd layout ({time.perf_counter() - t0:.0f} s)\n")
+        print("\n".join(rows))
+    print(f"\n{'FAILED' if rep.failed else 'all checks passed'}")
+    return 1 if rep.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

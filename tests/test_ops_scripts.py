@@ -1,0 +1,39 @@
+"""The apply-op benchmark scripts still run: gpu_check.py refuses to run without CUDA and passes its own
+checks in ``--dry-run`` (CPU, Triton interpreter, tiny sizes); bench_apply.py runs at a tiny size."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_gpu_check_needs_cuda() -> None:
+    out = _run(["benchmarks/gpu_check.py"], CUDA_VISIBLE_DEVICES="")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "needs CUDA" in out.stderr
+
+
+def test_gpu_check_dry_run_passes() -> None:
+    out = _run(["benchmarks/gpu_check.py", "--dry-run", "--tokens", "2", "--repeat", "1"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "all checks passed" in out.stdout and "FAIL" not in out.stdout
+    assert "| 2 | mrope triton, fp32 angles |" in out.stdout
+    assert "| 2 | device copy of the same bytes |" in out.stdout
+
+
+def test_bench_apply_runs() -> None:
+    out = _run(["benchmarks/bench_apply.py", "--tokens", "256", "--repeat", "1"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "| transformers |" in out.stdout and "| mrope |" in out.stdout
+    assert "| 1,000,000 |" in out.stdout
