@@ -591,10 +591,10 @@ def test_custom_ops_registered_with_mutation() -> None:
     pos = make_positions("thd")
     axis = torch.as_tensor(spec.axis_map(), dtype=torch.int32)
     freq = hf_inv_freq_fp32(spec).reshape(1, -1)
-    torch.library.opcheck(
-        torch.ops.mrope.rotary.default,
-        (q, k, pos.reshape(3, 1, -1), axis, freq, "thd", 128, False, False, False, 1.0),
-    )
+    args = (pos.reshape(3, 1, -1), axis, freq, "thd", 128, False, False, False, 1.0)
+    torch.library.opcheck(torch.ops.mrope.rotary.default, (q, k, *args))
+    # the in-place op declares exactly what it writes: q and k, nothing else
+    torch.library.opcheck(torch.ops.mrope.rotary_.default, (q.clone(), k.clone(), *args))
 
 
 # --------------------------------------------------------------------------------------- bad input

@@ -21,7 +21,7 @@ from typing import Literal
 import torch
 
 from mrope.errors import ApplyError
-from mrope.ops import torch_path
+from mrope.ops import layouts, torch_path
 from mrope.ops.freqs import AnglePrecision, axis_tensor, freq_table
 from mrope.spec import RopeSpec
 
@@ -36,11 +36,10 @@ except ImportError as exc:  # pragma: no cover - exercised only where triton is 
 Layout = Literal["thd", "bhsd", "bshd"]
 Backend = Literal["auto", "torch", "triton"]
 
-LAYOUTS: tuple[str, ...] = ("thd", "bhsd", "bshd")
+LAYOUTS = layouts.LAYOUTS
 BACKENDS: tuple[str, ...] = ("auto", "torch", "triton")
 ANGLE_PRECISIONS: tuple[str, ...] = ("fp32", "exact")
 DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
-_LAYOUT_SHAPES = {"thd": "[T, H, D]", "bhsd": "[B, H, S, D]", "bshd": "[B, S, H, D]"}
 
 
 @dataclass(frozen=True)
@@ -63,24 +62,6 @@ def _shape(x: torch.Tensor) -> str:
 def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
     if not isinstance(value, str) or value not in choices:
         raise ApplyError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
-
-
-def _dims(x: torch.Tensor, layout: str) -> tuple[int, int, int]:
-    """``(B, S, H)`` of q or k given in ``layout``."""
-    if layout == "thd":
-        return 1, x.shape[0], x.shape[1]
-    if layout == "bhsd":
-        return x.shape[0], x.shape[2], x.shape[1]
-    return x.shape[0], x.shape[1], x.shape[2]
-
-
-def _canonical(x: torch.Tensor, layout: str) -> torch.Tensor:
-    """A ``[B, S, H, D]`` view of q or k given in ``layout``."""
-    if layout == "thd":
-        return x.unsqueeze(0)
-    if layout == "bhsd":
-        return x.transpose(1, 2)
-    return x
 
 
 def _check_positions(
@@ -124,7 +105,7 @@ def _check_inputs(
     for name, x in (("q", q), ("k", k)):
         if x.dim() != ndim:
             raise ApplyError(
-                f"{name} for layout {layout!r} must be {ndim}-D {_LAYOUT_SHAPES[layout]}; got {_shape(x)}"
+                f"{name} for layout {layout!r} must be {ndim}-D {layouts.SHAPES[layout]}; got {_shape(x)}"
             )
         if x.dtype not in DTYPES:
             raise ApplyError(f"{name} must be float32, bfloat16, float16 or float64; got {x.dtype}")
@@ -137,12 +118,12 @@ def _check_inputs(
         raise ApplyError(f"q and k must have the same dtype; got q {q.dtype} and k {k.dtype}")
     if k.device != q.device:
         raise ApplyError(f"q and k must be on the same device; got q on {q.device} and k on {k.device}")
-    qb, qs, _ = _dims(q, layout)
-    kb, ks, _ = _dims(k, layout)
+    qb, qs, _ = layouts.dims(q, layout)
+    kb, ks, _ = layouts.dims(k, layout)
     if (qb, qs) != (kb, ks):
         what = "tokens T" if layout == "thd" else "batch and sequence sizes (B, S)"
         raise ApplyError(
-            f"q and k must have the same {what} in layout {layout!r} {_LAYOUT_SHAPES[layout]}; "
+            f"q and k must have the same {what} in layout {layout!r} {layouts.SHAPES[layout]}; "
             f"got q {_shape(q)} and k {_shape(k)}"
         )
     return q, k, _check_positions(positions, qb, qs, layout, q.device)
@@ -225,7 +206,12 @@ def _rotate(
     for x in (q, k):
         out = x if inplace else torch.empty(x.shape, dtype=x.dtype, device=x.device)
         torch_path.rotate(
-            _canonical(x, plan.layout), _canonical(out, plan.layout), cos, sin, spec, inplace=inplace
+            layouts.canonical(x, plan.layout),
+            layouts.canonical(out, plan.layout),
+            cos,
+            sin,
+            spec,
+            inplace=inplace,
         )
         outs.append(out)
     return outs[0], outs[1]
@@ -258,7 +244,7 @@ class _RotateFn(torch.autograd.Function):
 
 def _no_heads(x: torch.Tensor, layout: str) -> torch.Tensor:
     """A zero-head slice of x (a "k" with nothing to rotate)."""
-    return x.narrow(2 if layout == "bshd" else 1, 0, 0)
+    return x.narrow(layouts.head_axis(layout), 0, 0)
 
 
 class _RotateInplaceFn(torch.autograd.Function):

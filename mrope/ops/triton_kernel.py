@@ -27,6 +27,7 @@ at import time. Torch sees it as the custom ops ``mrope::rotary`` (functional) a
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -34,6 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
+from mrope.ops import layouts
 from mrope.ops.freqs import EXACT_PARTS, TWO_PI_HI, TWO_PI_LO
 
 _TWO_PI_HI = tl.constexpr(TWO_PI_HI)
@@ -209,24 +211,6 @@ def get_kernel() -> Any:
     return _KERNELS[mode]
 
 
-def canonical_strides(x: torch.Tensor, layout: str) -> tuple[int, int, int, int]:
-    """Strides ``(batch, seq, head, dim)`` of ``x`` given in ``layout`` (``thd`` has batch stride 0)."""
-    if layout == "thd":
-        return (0, x.stride(0), x.stride(1), x.stride(2))
-    if layout == "bhsd":
-        return (x.stride(0), x.stride(2), x.stride(1), x.stride(3))
-    return (x.stride(0), x.stride(1), x.stride(2), x.stride(3))
-
-
-def canonical_dims(x: torch.Tensor, layout: str) -> tuple[int, int, int]:
-    """``(B, S, H)`` of ``x`` given in ``layout``."""
-    if layout == "thd":
-        return 1, x.shape[0], x.shape[1]
-    if layout == "bhsd":
-        return x.shape[0], x.shape[2], x.shape[1]
-    return x.shape[0], x.shape[1], x.shape[2]
-
-
 def _pow2(n: int) -> int:
     return triton.next_power_of_2(max(int(n), 1))
 
@@ -282,8 +266,8 @@ def launch(
         rotary_dim: rotating channels; ``gptj``: adjacent pairing; ``exact``: split-turn angles;
         conj: rotate by ``-angle``; attention_factor: cos/sin multiplier.
     """
-    bsz, seq, hq = canonical_dims(q, layout)
-    hk = canonical_dims(k, layout)[2]
+    bsz, seq, hq = layouts.dims(q, layout)
+    hk = layouts.dims(k, layout)[2]
     head_dim = q.shape[-1]
     n_tokens = bsz * seq
     if n_tokens == 0 or (hq == 0 and hk == 0):
@@ -292,43 +276,46 @@ def launch(
     d_pass = head_dim - rotary_dim
     copy_pass = d_pass > 0 and q_out is not q
     cfg = launch_config(n_tokens, hq, hk, n_freq)
-    kernel = get_kernel()
-    kernel[(cfg["grid_t"], cfg["grid_h"])](
-        q,
-        k,
-        q_out,
-        k_out,
-        positions,
-        axis,
-        freq,
-        seq,
-        n_tokens,
-        hq,
-        hk,
-        *canonical_strides(q, layout),
-        *canonical_strides(k, layout),
-        *canonical_strides(q_out, layout),
-        *canonical_strides(k_out, layout),
-        positions.stride(0),
-        positions.stride(1),
-        positions.stride(2),
-        float(attention_factor),
-        F=n_freq,
-        D_PASS=d_pass,
-        BLOCK_T=cfg["BLOCK_T"],
-        BLOCK_HQ=cfg["BLOCK_HQ"],
-        BLOCK_HK=cfg["BLOCK_HK"],
-        BLOCK_F=cfg["BLOCK_F"],
-        BLOCK_P=_pow2(d_pass),
-        GPTJ=bool(gptj),
-        EXACT=bool(exact),
-        CONJ=bool(conj),
-        COPY_PASS=bool(copy_pass),
-        F64=q.dtype == torch.float64,
-        RNE_BF16=q.dtype == torch.bfloat16 and interpreting(),
-        num_warps=cfg["num_warps"],
-        enable_fp_fusion=False,  # no mul+add contraction: the rotation rounds like the torch path
-    )
+    grid = (cfg["grid_t"], cfg["grid_h"])
+    strides = [layouts.canonical_strides(x, layout) for x in (q, k, q_out, k_out)]
+    # Triton launches on the current device's current stream: make that the tensors' device.
+    with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
+        get_kernel()[grid](
+            q,
+            k,
+            q_out,
+            k_out,
+            positions,
+            axis,
+            freq,
+            seq,
+            n_tokens,
+            hq,
+            hk,
+            *strides[0],
+            *strides[1],
+            *strides[2],
+            *strides[3],
+            positions.stride(0),
+            positions.stride(1),
+            positions.stride(2),
+            float(attention_factor),
+            F=n_freq,
+            D_PASS=d_pass,
+            BLOCK_T=cfg["BLOCK_T"],
+            BLOCK_HQ=cfg["BLOCK_HQ"],
+            BLOCK_HK=cfg["BLOCK_HK"],
+            BLOCK_F=cfg["BLOCK_F"],
+            BLOCK_P=_pow2(d_pass),
+            GPTJ=bool(gptj),
+            EXACT=bool(exact),
+            CONJ=bool(conj),
+            COPY_PASS=bool(copy_pass),
+            F64=q.dtype == torch.float64,
+            RNE_BF16=q.dtype == torch.bfloat16 and interpreting(),
+            num_warps=cfg["num_warps"],
+            enable_fp_fusion=False,  # no mul+add contraction: the rotation rounds like the torch path
+        )
 
 
 # ------------------------------------------------------------------------------------------ torch.library
