@@ -1,0 +1,518 @@
+"""A picture of M-RoPE coordinates, drawn with Pillow (no matplotlib).
+
+:func:`render_layout` draws, top to bottom:
+
+- the token sequence: a bar of span kinds (text, wrappers, timestamps, image, video, thumbnail), the t, h
+  and w coordinates as three colour strips on one value scale, a row marking tokens that share their
+  whole ``(t, h, w)`` with another token, and a chart of the three coordinates against the token index
+  (the dotted diagonal is the token index itself): jumps (text resuming past an image), resets (a block
+  restarting at 0) and overlaps (two segments on the same values) show at a glance;
+- every image (and tile grid, and the first frame of every video) as heat maps of its h and w, in the
+  image's own geometry, tiles outlined and numbered in emission order, each map with its value range.
+
+:func:`save_layout` writes the picture as a PNG.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PIL import Image as PILImage
+from PIL import ImageDraw, ImageFont
+
+from mrope.builder import Positions, Span
+from mrope.errors import LayoutError
+
+BACKGROUND = (255, 255, 255)
+INK = (30, 30, 30)
+MUTED = (110, 110, 110)
+GRID_LINE = (225, 225, 225)
+KIND_COLOURS: dict[str, tuple[int, int, int]] = {
+    "text": (205, 205, 205),
+    "wrapper": (120, 120, 120),
+    "timestamp": (245, 166, 35),
+    "image": (86, 140, 215),
+    "video": (76, 175, 110),
+    "thumbnail": (160, 110, 205),
+}
+AXIS_COLOURS = {"t": (214, 39, 40), "h": (31, 119, 180), "w": (44, 160, 44)}
+SHARED = (214, 39, 40)
+
+# viridis at nine stops (perceptually uniform, readable in grey and by most colour-blind readers)
+_STOPS = np.array(
+    [
+        (68, 1, 84),
+        (71, 44, 122),
+        (59, 81, 139),
+        (44, 113, 142),
+        (33, 144, 141),
+        (39, 173, 129),
+        (92, 200, 99),
+        (170, 220, 50),
+        (253, 231, 37),
+    ],
+    dtype=np.float64,
+)
+_LUT = np.stack(
+    [np.interp(np.linspace(0, 1, 256), np.linspace(0, 1, len(_STOPS)), _STOPS[:, c]) for c in range(3)],
+    axis=1,
+).astype(np.uint8)
+
+
+def colourise(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """uint8 RGB of ``values`` on the viridis scale from ``lo`` (dark) to ``hi`` (bright)."""
+    span = max(hi - lo, 1e-9)
+    idx = np.clip(np.round((np.asarray(values, dtype=np.float64) - lo) / span * 255), 0, 255).astype(np.int64)
+    return _LUT[idx]
+
+
+def _font(size: int) -> Any:
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1 has only the fixed bitmap font
+        return ImageFont.load_default()
+
+
+@dataclass
+class _Fonts:
+    title: Any
+    text: Any
+    small: Any
+
+
+def _text_size(draw: ImageDraw.ImageDraw, text: str, font: Any) -> tuple[int, int]:
+    left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+    return int(right - left), int(bottom - top)
+
+
+def _nice_ticks(hi: float, n: int = 6) -> list[int]:
+    """Round tick values in ``[0, hi]``: multiples of 1, 2 or 5 times a power of ten."""
+    if hi <= 0:
+        return [0]
+    raw = hi / max(n - 1, 1)
+    mag = 10 ** math.floor(math.log10(raw)) if raw >= 1 else 1
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    return list(range(0, int(hi) + 1, int(step)))
+
+
+# ---------------------------------------------------------------------------------------- sequence
+
+
+@dataclass
+class _Axis:
+    """Maps token indices to pixel columns ``[x0, x0 + width)``."""
+
+    x0: int
+    width: int
+    n: int
+
+    def columns(self) -> np.ndarray:
+        """The token shown in each pixel column (nearest)."""
+        return np.minimum((np.arange(self.width) * self.n) // max(self.width, 1), max(self.n - 1, 0))
+
+    def x(self, token: float) -> int:
+        return self.x0 + int(round(token * self.width / max(self.n, 1)))
+
+
+def _column_reduce(values: np.ndarray, axis: _Axis, how: str) -> np.ndarray:
+    """Per pixel column, the max or min of ``values`` over the tokens the column covers."""
+    starts = axis.columns()  # non-decreasing; equal neighbours mean a column of one token
+    if how == "max":
+        return np.maximum.reduceat(values, starts)
+    return np.minimum.reduceat(values, starts)
+
+
+def _sequence_section(p: Positions, width: int, fonts: _Fonts, title: str) -> PILImage.Image:
+    ids = p.ids
+    n = p.num_tokens
+    vmax = max(int(ids.max()), 1) if n else 1
+    left, right = 96, 24
+    axis = _Axis(left, width - left - right, max(n, 1))
+    strip_h, bar_h, shared_h, chart_h = 26, 20, 10, 170
+    height = 560
+    img = PILImage.new("RGB", (width, height), BACKGROUND)
+    draw = ImageDraw.Draw(img)
+    y = 12
+    draw.text((16, y), title, fill=INK, font=fonts.title)
+    y += _text_size(draw, title, fonts.title)[1] + 10
+    per_px = n / axis.width if n else 0
+    scale = (
+        f"1 px = {per_px:.2g} tokens" if per_px > 1 else f"1 token = {1 / per_px:.2g} px" if per_px else ""
+    )
+    r = p.rules
+    subtitle = (
+        f"rules: temporal={r.temporal}, spatial={r.spatial}, crop={r.crop}, tiles={r.tiles}, advance={r.advance}"
+        f"  ·  token sequence: {scale}; t, h, w coloured on one scale 0 .. {vmax}"
+    )
+    draw.text((16, y), subtitle, fill=MUTED, font=fonts.small)
+    y += 22
+    cols = axis.columns()
+
+    # span kinds
+    kinds = np.empty(max(n, 1), dtype=object)
+    kinds[:] = "text"
+    for s in p.spans:
+        kinds[s.start : s.stop] = s.kind
+    bar = np.array([KIND_COLOURS.get(k, INK) for k in kinds[cols]], dtype=np.uint8)
+    img.paste(PILImage.fromarray(np.repeat(bar[None], bar_h, axis=0)), (axis.x0, y))
+    draw.text((16, y + 3), "span", fill=INK, font=fonts.text)
+    extent: dict[int, tuple[int, int]] = {}
+    for s in p.spans:
+        if s.kind in ("image", "video", "thumbnail"):
+            if axis.x(s.start) > axis.x0:
+                draw.line([(axis.x(s.start), y), (axis.x(s.start), y + bar_h - 1)], fill=BACKGROUND)
+            a, b = extent.get(s.index, (s.start, s.stop))
+            extent[s.index] = (min(a, s.start), max(b, s.stop))
+    for index, (a, b) in extent.items():  # the segment number, as in the heat-map captions
+        label = str(index)
+        tw, _ = _text_size(draw, label, fonts.small)
+        if axis.x(b) - axis.x(a) >= tw + 10:
+            lx = (axis.x(a) + axis.x(b) - tw) // 2
+            draw.rectangle([lx - 3, y + 3, lx + tw + 2, y + bar_h - 4], fill=INK)
+            draw.text((lx, y + 3), label, fill=BACKGROUND, font=fonts.small)
+    y += bar_h + 4
+
+    # t, h, w strips
+    for row, name in enumerate("thw"):
+        colours = colourise(ids[row][cols] if n else np.zeros(axis.width), 0, vmax)
+        img.paste(PILImage.fromarray(np.repeat(colours[None], strip_h, axis=0)), (axis.x0, y))
+        draw.text((16, y + 5), name, fill=AXIS_COLOURS[name], font=fonts.text)
+        y += strip_h + 2
+    y += 3
+
+    # tokens whose (t, h, w) another token also has
+    shared = np.zeros(max(n, 1), dtype=bool)
+    if n:
+        _, inverse, counts = np.unique(ids.T, axis=0, return_inverse=True, return_counts=True)
+        shared[:n] = counts[inverse.reshape(-1)] > 1
+    marks = (
+        _column_reduce(shared.astype(np.int8), axis, "max").astype(bool) if n else np.zeros(axis.width, bool)
+    )
+    row_px = np.where(marks[:, None], np.array(SHARED, np.uint8), np.array((240, 240, 240), np.uint8))
+    img.paste(PILImage.fromarray(np.repeat(row_px[None], shared_h, axis=0)), (axis.x0, y))
+    draw.text((16, y - 3), "shared", fill=SHARED, font=fonts.small)
+    n_shared = int(shared[:n].sum())
+    y += shared_h + 3
+
+    # token index ticks
+    for tick in _nice_ticks(max(n - 1, 1), 8):
+        x = axis.x(tick)
+        draw.line([(x, y), (x, y + 4)], fill=MUTED)
+        label = str(tick)
+        tw, _ = _text_size(draw, label, fonts.small)
+        draw.text(
+            (min(max(x - tw // 2, axis.x0), axis.x0 + axis.width - tw), y + 5),
+            label,
+            fill=MUTED,
+            font=fonts.small,
+        )
+    draw.text((16, y + 3), "token", fill=MUTED, font=fonts.small)
+    y += 26
+
+    # value scale
+    grad = colourise(np.linspace(0, vmax, 256), 0, vmax)
+    scale_w = min(360, axis.width)
+    grad_img = PILImage.fromarray(np.repeat(grad[None], 12, axis=0)).resize((scale_w, 12), PILImage.NEAREST)
+    img.paste(grad_img, (axis.x0, y))
+    draw.text((16, y - 1), "value", fill=MUTED, font=fonts.small)
+    for tick in _nice_ticks(vmax, 5):
+        x = axis.x0 + int(round(tick / vmax * (scale_w - 1)))
+        draw.line([(x, y + 12), (x, y + 16)], fill=MUTED)
+        draw.text(
+            (x - _text_size(draw, str(tick), fonts.small)[0] // 2, y + 17),
+            str(tick),
+            fill=MUTED,
+            font=fonts.small,
+        )
+    legend_x = axis.x0 + scale_w + 30
+    for kind, colour in KIND_COLOURS.items():
+        draw.rectangle([legend_x, y, legend_x + 12, y + 12], fill=colour, outline=MUTED)
+        draw.text((legend_x + 16, y - 1), kind, fill=INK, font=fonts.small)
+        legend_x += 22 + _text_size(draw, kind, fonts.small)[0] + 12
+    note = (
+        f"shared: {n_shared} tokens share their (t, h, w) with another token" if n_shared else "shared: none"
+    )
+    draw.text((axis.x0 + scale_w + 30, y + 18), note, fill=SHARED if n_shared else MUTED, font=fonts.small)
+    y += 44
+
+    # coordinates against the token index
+    top = y
+    draw.text((16, top), "value", fill=MUTED, font=fonts.small)
+    draw.rectangle([axis.x0, top, axis.x0 + axis.width, top + chart_h], outline=GRID_LINE)
+    for tick in _nice_ticks(vmax, 5):
+        yy = top + chart_h - int(round(tick / vmax * chart_h))
+        draw.line([(axis.x0, yy), (axis.x0 + axis.width, yy)], fill=GRID_LINE)
+        label = str(tick)
+        draw.text(
+            (axis.x0 - 6 - _text_size(draw, label, fonts.small)[0], yy - 6),
+            label,
+            fill=MUTED,
+            font=fonts.small,
+        )
+    # the token index itself (where text would be without any vision): dotted
+    for x in range(0, axis.width, 4):
+        token = x * n / axis.width
+        yy = top + chart_h - int(round(min(token, vmax) / vmax * chart_h))
+        if token <= vmax:
+            draw.point((axis.x0 + x, yy), fill=MUTED)
+    if n:
+        for row, name in ((2, "w"), (1, "h"), (0, "t")):
+            lo = _column_reduce(ids[row], axis, "min")
+            hi = _column_reduce(ids[row], axis, "max")
+            prev = ids[row][0]
+            for x in range(axis.width):
+                # one vertical stroke per column covering its tokens and joining the previous column
+                a, b = min(lo[x], prev), max(hi[x], prev)
+                prev = ids[row][min(cols[x + 1] - 1, n - 1)] if x + 1 < axis.width else hi[x]
+                y_lo = top + chart_h - int(round(a / vmax * chart_h))
+                y_hi = top + chart_h - int(round(b / vmax * chart_h))
+                draw.line([(axis.x0 + x, y_hi), (axis.x0 + x, y_lo)], fill=AXIS_COLOURS[name], width=2)
+    lx = axis.x0 + 8
+    for name in "thw":
+        draw.line([(lx, top + 10), (lx + 16, top + 10)], fill=AXIS_COLOURS[name], width=3)
+        draw.text((lx + 20, top + 3), name, fill=INK, font=fonts.small)
+        lx += 44
+    draw.text((lx, top + 3), "····· token index", fill=MUTED, font=fonts.small)
+    y = top + chart_h + 12
+    return img.crop((0, 0, width, y))
+
+
+# ------------------------------------------------------------------------------------------- grids
+
+
+@dataclass
+class _Grid:
+    """One heat-map panel: h and w of a vision block in its own geometry."""
+
+    caption: str
+    h: np.ndarray  # int64 [rows, cols]
+    w: np.ndarray
+    tiles: list[tuple[int, int, int, int, int]]  # (row0, col0, rows, cols, emission order)
+    t_values: list[int]  # t of each temporal patch (videos)
+    footer: str = ""  # a line under the maps (tile emission order)
+
+
+def _place(
+    p: Positions, spans: Sequence[Span]
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int, int, int, int]]]:
+    """h and w maps of an image's spans (tiles placed at their (row, col) in the untiled geometry)."""
+    th, tw = spans[0].grid[1], spans[0].grid[2]
+    rows = max((s.tile[0] + 1) * th if s.tile else th for s in spans)
+    cols = max((s.tile[1] + 1) * tw if s.tile else tw for s in spans)
+    h = np.full((rows, cols), -1, dtype=np.int64)
+    w = np.full((rows, cols), -1, dtype=np.int64)
+    tiles = []
+    for k, s in enumerate(spans):
+        r0, c0 = (s.tile[0] * th, s.tile[1] * tw) if s.tile else (0, 0)
+        block = p.ids[:, s.start : s.start + th * tw].reshape(3, th, tw)
+        h[r0 : r0 + th, c0 : c0 + tw] = block[1]
+        w[r0 : r0 + th, c0 : c0 + tw] = block[2]
+        if s.tile is not None:
+            tiles.append((r0, c0, th, tw, k))
+    return h, w, tiles
+
+
+def _grids(p: Positions, labels: Sequence[str]) -> list[_Grid]:
+    by_segment: dict[tuple[int, str], list[Span]] = {}
+    for s in p.spans:
+        if s.kind in ("image", "video", "thumbnail") and s.grid is not None:
+            by_segment.setdefault((s.index, s.kind), []).append(s)
+    out = []
+    for (index, kind), spans in by_segment.items():
+        label = labels[index] if index < len(labels) and labels[index] else ""
+        name = f"segment {index} · {kind}" + (f" · {label}" if label else "")
+        if kind == "video":
+            first = spans[0]
+            _, hh, ww = first.grid
+            per = hh * ww
+            block = p.ids[:, first.start : first.start + per].reshape(3, hh, ww)
+            t_values = [int(v) for s in spans for v in p.ids[0, s.start : s.stop : per]]
+            caption = f"{name} · {len(t_values)} patches of {hh}x{ww} (first shown)"
+            out.append(_Grid(caption, block[1], block[2], [], t_values))
+            continue
+        h, w, tiles = _place(p, spans)
+        caption = f"{name} · {h.shape[0]}x{h.shape[1]}"
+        order = ""
+        if tiles:
+            n_rows = max(r for r, _, _, _, _ in tiles) // tiles[0][2] + 1
+            n_cols = max(c for _, c, _, _, _ in tiles) // tiles[0][3] + 1
+            caption += f" · {n_cols}x{n_rows} tiles ({p.rules.tiles})"
+            order = "tile order: " + ", ".join(
+                f"r{s.tile[0]}c{s.tile[1]}" for s in spans if s.tile is not None
+            )
+        out.append(_Grid(caption, h, w, tiles, [], order))
+    return out
+
+
+def _heat(
+    draw: ImageDraw.ImageDraw,
+    img: PILImage.Image,
+    values: np.ndarray,
+    x: int,
+    y: int,
+    cell: int,
+    name: str,
+    tiles: Sequence[tuple[int, int, int, int, int]],
+    fonts: _Fonts,
+) -> None:
+    valid = values >= 0
+    lo, hi = (int(values[valid].min()), int(values[valid].max())) if valid.any() else (0, 1)
+    rgb = colourise(values, lo, hi if hi > lo else lo + 1)
+    rgb[~valid] = (235, 235, 235)
+    big = np.repeat(np.repeat(rgb, cell, axis=0), cell, axis=1)
+    img.paste(PILImage.fromarray(big), (x, y))
+    rows, cols = values.shape
+    if cell >= 20:
+        for r in range(rows):
+            for c in range(cols):
+                if not valid[r, c]:
+                    continue
+                v = int(values[r, c])
+                text = str(v)
+                tw, th = _text_size(draw, text, fonts.small)
+                if tw > cell - 2:
+                    continue
+                bright = (v - lo) / max(hi - lo, 1) > 0.6
+                draw.text(
+                    (x + c * cell + (cell - tw) // 2, y + r * cell + (cell - th) // 2 - 2),
+                    text,
+                    fill=INK if bright else BACKGROUND,
+                    font=fonts.small,
+                )
+    for r0, c0, tr, tc, k in tiles:
+        box = [x + c0 * cell, y + r0 * cell, x + (c0 + tc) * cell - 1, y + (r0 + tr) * cell - 1]
+        draw.rectangle(box, outline=BACKGROUND, width=2)
+        if cell < 20 and tc * cell >= 24 and tr * cell >= 18:  # no values drawn: room for the order badge
+            bw, _ = _text_size(draw, f"#{k}", fonts.small)
+            draw.rectangle([box[0] + 2, box[1] + 2, box[0] + bw + 6, box[1] + 16], fill=INK)
+            draw.text((box[0] + 4, box[1] + 2), f"#{k}", fill=BACKGROUND, font=fonts.small)
+    draw.rectangle([x - 1, y - 1, x + cols * cell, y + rows * cell], outline=MUTED)
+    # the map's own value scale: a small gradient with its two ends
+    sy = y + rows * cell + 6
+    grad = colourise(np.linspace(lo, hi, 64), lo, hi if hi > lo else lo + 1)
+    img.paste(PILImage.fromarray(np.repeat(grad[None], 8, axis=0)), (x + 14, sy + 2))
+    draw.text((x, sy - 2), name, fill=AXIS_COLOURS[name], font=fonts.text)
+    draw.text((x + 82, sy - 2), f"{lo} .. {hi}", fill=INK, font=fonts.small)
+
+
+def _grid_section(
+    grids: Sequence[_Grid], width: int, fonts: _Fonts, max_panels: int
+) -> PILImage.Image | None:
+    if not grids:
+        return None
+    shown = list(grids[:max_panels])
+    margin, gap = 16, 28
+    usable = width - 2 * margin
+    # every map of a panel gets the same cell size; a panel holds an h map and a w map side by side
+    layouts = []
+    for g in shown:
+        rows, cols = g.h.shape
+        cell = max(2, min(26, (usable - gap) // (2 * cols), 320 // max(rows, 1)))
+        map_w = max(cols * cell, 150)
+        panel_w = 2 * map_w + gap
+        panel_h = 22 + rows * cell + 24 + (26 if g.t_values or g.footer else 0)
+        layouts.append((g, cell, map_w, panel_w, panel_h))
+    # flow panels left to right, wrapping
+    placed, x, y, row_h = [], margin, 34, 0
+    for g, cell, map_w, panel_w, panel_h in layouts:
+        if x > margin and x + panel_w > width - margin:
+            x, y, row_h = margin, y + row_h + 18, 0
+        placed.append((g, cell, map_w, x, y))
+        x += panel_w + 40
+        row_h = max(row_h, panel_h)
+    height = y + row_h + 16 + (18 if len(grids) > len(shown) else 0)
+    img = PILImage.new("RGB", (width, height), BACKGROUND)
+    draw = ImageDraw.Draw(img)
+    draw.line([(margin, 4), (width - margin, 4)], fill=GRID_LINE)
+    draw.text(
+        (margin, 10),
+        "vision grids: h and w of every token in the image's own geometry (each map on its own scale; "
+        "tiles outlined in white)",
+        fill=MUTED,
+        font=fonts.small,
+    )
+    for g, cell, map_w, x, y in placed:
+        caption = (
+            g.caption if _text_size(draw, g.caption, fonts.text)[0] < 2 * map_w + 20 else g.caption[:60] + "…"
+        )
+        draw.text((x, y), caption, fill=INK, font=fonts.text)
+        _heat(draw, img, g.h, x, y + 22, cell, "h", g.tiles, fonts)
+        _heat(draw, img, g.w, x + map_w + 28, y + 22, cell, "w", g.tiles, fonts)
+        if g.t_values:
+            ty = y + 22 + g.h.shape[0] * cell + 26
+            shown_t = g.t_values[:40]
+            text = (
+                "t per patch: " + ", ".join(str(v) for v in shown_t) + (" …" if len(g.t_values) > 40 else "")
+            )
+            draw.text((x, ty), text, fill=AXIS_COLOURS["t"], font=fonts.small)
+        elif g.footer:
+            ty = y + 22 + g.h.shape[0] * cell + 26
+            text = g.footer if len(g.footer) <= 90 else g.footer[:89] + "…"
+            draw.text((x, ty), text, fill=MUTED, font=fonts.small)
+    if len(grids) > len(shown):
+        draw.text(
+            (margin, height - 20),
+            f"… {len(grids) - len(shown)} more grids not shown",
+            fill=MUTED,
+            font=fonts.small,
+        )
+    return img
+
+
+# --------------------------------------------------------------------------------------------- API
+
+
+def render_layout(
+    positions: Positions,
+    *,
+    width: int = 1200,
+    title: str | None = None,
+    labels: Sequence[str] | None = None,
+    max_panels: int = 8,
+) -> PILImage.Image:
+    """A picture of ``positions``: the sequence strips and chart, then the vision heat maps.
+
+    Args:
+        positions: what :func:`mrope.build_positions` returned.
+        width: picture width in pixels (at least 600); the height follows from the content.
+        title: the headline (default: preset, token count, delta, max position).
+        labels: one short description per segment (file names), used in the heat-map captions.
+        max_panels: most heat-map panels drawn (the rest are counted).
+
+    Returns:
+        an RGB ``PIL.Image.Image``.
+    """
+    if not isinstance(positions, Positions):
+        raise LayoutError(f"render_layout takes mrope.Positions; got {type(positions).__name__}")
+    if isinstance(width, bool) or not isinstance(width, int) or width < 600:
+        raise LayoutError(f"width must be an int >= 600 pixels; got {width!r}")
+    fonts = _Fonts(_font(18), _font(14), _font(12))
+    n = positions.num_tokens
+    top = int(positions.ids.max()) if n else -1
+    if title is None:
+        title = f"{positions.rules.name}: {n} tokens, max position {top}, delta {positions.delta}"
+    parts = [_sequence_section(positions, width, fonts, title)]
+    grids = _grid_section(_grids(positions, labels or ()), width, fonts, max_panels)
+    if grids is not None:
+        parts.append(grids)
+    out = PILImage.new("RGB", (width, sum(p.height for p in parts)), BACKGROUND)
+    y = 0
+    for part in parts:
+        out.paste(part, (0, y))
+        y += part.height
+    return out
+
+
+def save_layout(positions: Positions, path: str | os.PathLike[str], **options: Any) -> PILImage.Image:
+    """:func:`render_layout` written to ``path`` as a PNG; returns the picture."""
+    img = render_layout(positions, **options)
+    img.save(os.fspath(path), format="PNG", optimize=True)
+    return img
+
+
+__all__ = ["KIND_COLOURS", "colourise", "render_layout", "save_layout"]
