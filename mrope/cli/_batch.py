@@ -1,0 +1,199 @@
+"""``mrope batch``: positions for many samples (a JSONL file, or a folder of ``.json`` / ``.jsonl`` files).
+
+Each sample is a :mod:`mrope.pipeline` record (``id`` and ``segments`` or ``messages``); media paths are
+relative to the file that holds the record. Every sample gets ``<id>.npy`` (or ``.json``) in the output
+folder and a line in ``manifest.jsonl``. A sample that fails is reported with its id and does not stop
+the batch; the exit code is 1 when any failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mrope.cli._args import CliError, add_model_options, rule_overrides
+from mrope.cli._output import positions_document
+from mrope.cli._progress import progress
+from mrope.cli._sequence import DEFAULT_MODEL, tokenizer_from_arg
+from mrope.pipeline import Preprocessor, describe_error
+
+MANIFEST = "manifest.jsonl"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "batch",
+        help="positions for many samples (JSONL or a folder), with a progress bar",
+        description="Build positions for every sample of a JSONL file (one record per line) or a folder of "
+        ".json (one record each) and .jsonl files. A record is {id, segments | messages, [model], [rules]}; "
+        "media paths are relative to the file holding the record. Writes <id>.npy (or .json) per sample "
+        f"and {MANIFEST}; failed samples are reported and the exit code is 1 if any failed.",
+    )
+    p.add_argument("input", help="a .jsonl file, or a folder of .json / .jsonl files")
+    p.add_argument("--out-dir", required=True, help="output folder (created if missing)")
+    p.add_argument(
+        "--format",
+        choices=("npy", "json"),
+        default="npy",
+        help="npy: int64 [3, T] per sample (default); json: positions, spans and grids per sample",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary on success")
+    add_model_options(p)
+    p.set_defaults(run=run)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One input record, or why it could not be read.
+
+    Attributes:
+        where: ``file:line`` (or the file) it came from.
+        base_dir: folder its relative media paths are resolved against.
+        record: the parsed record, or ``None`` when ``problem`` says why not.
+        problem: the read or JSON error.
+    """
+
+    where: str
+    base_dir: str
+    record: Any
+    problem: str = ""
+
+    def default_id(self) -> str:
+        return self.where.replace(os.sep, "_").replace(":", "-")
+
+
+def _files(root: Path) -> list[Path]:
+    if root.is_dir():
+        files = sorted(p for p in root.iterdir() if p.suffix.lower() in (".json", ".jsonl") and p.is_file())
+        if not files:
+            raise CliError(f"{root} holds no .json or .jsonl files")
+        return files
+    if not root.exists():
+        raise CliError(f"no such file or folder: {root}")
+    return [root]
+
+
+def _jsonl_lines(path: Path) -> list[tuple[int, str]]:
+    try:
+        with path.open(encoding="utf-8") as f:
+            return [(n, line) for n, line in enumerate(f, 1) if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def samples(root: Path) -> tuple[int, Iterator[Sample]]:
+    """The number of samples under ``root`` and an iterator over them (a ``.json`` file is one record,
+    every non-empty line of any other file is one)."""
+    plan: list[tuple[Path, list[tuple[int, str]] | None]] = []
+    for path in _files(root):
+        plan.append((path, None if path.suffix.lower() == ".json" else _jsonl_lines(path)))
+    total = sum(1 if lines is None else len(lines) for _, lines in plan)
+
+    def gen() -> Iterator[Sample]:
+        for path, lines in plan:
+            base = str(path.parent.resolve())
+            if lines is None:
+                try:
+                    yield Sample(path.name, base, json.loads(path.read_text(encoding="utf-8")))
+                except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                    yield Sample(path.name, base, None, f"cannot read the record: {exc}")
+                continue
+            for n, line in lines:
+                where = f"{path.name}:{n}"
+                try:
+                    yield Sample(where, base, json.loads(line))
+                except json.JSONDecodeError as exc:
+                    yield Sample(where, base, None, f"not valid JSON: {exc.msg} at column {exc.colno}")
+
+    return total, gen()
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def file_stem(sample_id: str) -> str:
+    """A file name for a sample id: runs of characters outside ``[A-Za-z0-9._-]`` become ``_``."""
+    stem = _UNSAFE.sub("_", sample_id).strip("._")
+    return stem[:200] or "sample"
+
+
+def _write(out_dir: Path, stem: str, fmt: str, positions: Any, model: str) -> str:
+    name = f"{stem}.{fmt}"
+    if fmt == "npy":
+        with (out_dir / name).open("wb") as f:
+            np.save(f, positions.ids, allow_pickle=False)
+    else:
+        (out_dir / name).write_text(json.dumps(positions_document(positions, model)) + "\n", encoding="utf-8")
+    return name
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.input)
+    total, stream = samples(root)
+    if total == 0:
+        raise CliError(f"{root} holds no samples")
+    out_dir = Path(args.out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        manifest = (out_dir / MANIFEST).open("w", encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
+    base = Preprocessor(
+        model=args.model,
+        rules=rule_overrides(args.rule) or None,
+        tokenizer=tokenizer_from_arg(args.tokenizer),
+    )
+    failed: list[str] = []
+    used: dict[str, str] = {}
+    with manifest, progress(total, "mrope batch", quiet=args.quiet) as bar:
+        for sample in stream:
+            record = sample.record
+            raw_id = record.get("id") if isinstance(record, dict) else None
+            sample_id = sample.default_id() if raw_id is None else str(raw_id)
+            entry: dict[str, Any] = {"id": sample_id, "source": sample.where, "file": None}
+            try:
+                if sample.problem:
+                    raise CliError(sample.problem)
+                stem = file_stem(sample_id)
+                if stem in used:
+                    raise CliError(
+                        f"its output name {stem!r} is taken by sample {used[stem]!r} (ids must be unique)"
+                    )
+                if isinstance(record, dict) and args.model is None and record.get("model") is None:
+                    record = {**record, "model": DEFAULT_MODEL}
+                pre = base.with_options(base_dir=sample.base_dir)
+                p = pre.positions(record)
+                model = args.model or record.get("model")
+                entry["file"] = _write(out_dir, stem, args.format, p, model)
+                used[stem] = sample_id
+                entry.update(
+                    num_tokens=p.num_tokens,
+                    delta=int(p.delta),
+                    image_grid_thw=p.image_grid_thw.tolist(),
+                    video_grid_thw=p.video_grid_thw.tolist(),
+                    second_per_grid_ts=p.second_per_grid_ts.tolist(),
+                    error="",
+                )
+            except Exception as exc:  # one sample's failure never stops the batch
+                message = str(exc) if isinstance(exc, CliError) else describe_error(exc)
+                entry["error"] = message
+                failed.append(sample_id)
+                bar.write(f"mrope batch: sample {sample_id!r} ({sample.where}) failed: {message}")
+            manifest.write(json.dumps(entry) + "\n")
+            bar.update()
+    ok = total - len(failed)
+    if failed or not args.quiet:
+        summary = (
+            f"mrope batch: {total} samples, {ok} ok, {len(failed)} failed; manifest {out_dir / MANIFEST}"
+        )
+        print(summary, file=sys.stderr)
+    return 1 if failed else 0

@@ -1,0 +1,102 @@
+"""A progress bar on stderr for long commands: tqdm when installed, else a plain one; none when stderr is
+not a terminal or with ``--quiet``. Messages written through the bar appear above it."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+
+class Progress:
+    """No bar: :meth:`write` prints the line, :meth:`update` does nothing."""
+
+    def __init__(self, total: int, desc: str, stream: TextIO) -> None:
+        self.total, self.desc, self.stream, self.done = total, desc, stream, 0
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+
+    def write(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class PlainBar(Progress):
+    """``desc [#######.......] 12/40  3.1/s`` redrawn in place with ``\\r``, at most 10 times a second."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int, desc: str, stream: TextIO) -> None:
+        super().__init__(total, desc, stream)
+        self.start = self.last = time.monotonic()
+        self.shown = False
+        self._draw()
+
+    def _draw(self) -> None:
+        frac = self.done / self.total if self.total else 1.0
+        filled = int(frac * self.WIDTH)
+        rate = self.done / max(time.monotonic() - self.start, 1e-9)
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        self.stream.write(f"\r{self.desc} [{bar}] {self.done}/{self.total} {rate:.1f}/s")
+        self.stream.flush()
+        self.shown = True
+
+    def update(self, n: int = 1) -> None:
+        super().update(n)
+        now = time.monotonic()
+        if now - self.last >= 0.1 or self.done >= self.total:
+            self.last = now
+            self._draw()
+
+    def write(self, line: str) -> None:
+        self.stream.write("\r\x1b[2K" + line + "\n")
+        self._draw()
+
+    def close(self) -> None:
+        if self.shown:
+            self._draw()
+            self.stream.write("\n")
+            self.stream.flush()
+            self.shown = False
+
+
+class TqdmBar(Progress):
+    """The same interface over ``tqdm``."""
+
+    def __init__(self, total: int, desc: str, stream: TextIO, tqdm: Any) -> None:
+        super().__init__(total, desc, stream)
+        self._tqdm = tqdm
+        self._bar = tqdm(total=total, desc=desc, file=stream, unit="sample", dynamic_ncols=True)
+
+    def update(self, n: int = 1) -> None:
+        super().update(n)
+        self._bar.update(n)
+
+    def write(self, line: str) -> None:
+        self._tqdm.write(line, file=self.stream)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def progress(total: int, desc: str, *, quiet: bool = False, stream: TextIO | None = None) -> Progress:
+    """The bar for ``total`` steps: tqdm if importable, else :class:`PlainBar`; none (a :class:`Progress`
+    that only prints messages) when ``quiet`` or when ``stream`` (default stderr) is not a terminal."""
+    stream = sys.stderr if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    if quiet or not (callable(isatty) and isatty()):
+        return Progress(total, desc, stream)
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return PlainBar(total, desc, stream)
+    return TqdmBar(total, desc, stream, tqdm)

@@ -1,0 +1,116 @@
+"""The sequence a ``positions`` or ``plot`` command describes: from segment flags or a ``--spec`` file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mrope.builder import Positions, build_positions
+from mrope.cli._args import CliError, items_from_flags, rule_overrides
+from mrope.pipeline import Preprocessor, load_tokenizer
+from mrope.segments import Image, Segment, Text, Video
+
+DEFAULT_MODEL = "qwen2-vl"
+"""The preset used when neither ``--model`` nor the spec file names one (the library's default)."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """Positions plus what the summary table says about them.
+
+    Attributes:
+        positions: the built positions.
+        model: the preset name used.
+        labels: one short description per segment (a file name, a grid, a token count).
+    """
+
+    positions: Positions
+    model: str
+    labels: tuple[str, ...]
+
+
+def read_json(path: str) -> Any:
+    """A JSON file (``-``: stdin), or a :class:`CliError` naming the file and the place of a syntax error."""
+    name = "stdin" if path == "-" else path
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {name}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+
+
+def tokenizer_from_arg(path: str | None) -> Any:
+    """``--tokenizer`` -> a loaded tokenizer (``None`` without the option)."""
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        raise CliError(f"--tokenizer {path!r} is not a file (expected a tokenizer.json)")
+    return load_tokenizer(path)
+
+
+def _label(item: Any) -> str:
+    """A short description of one JSON segment."""
+    if not isinstance(item, dict):
+        return ""
+    if item.get("path") is not None:
+        return os.path.basename(str(item["path"])) or str(item["path"])
+    if item.get("grid") is not None:
+        return "grid " + "x".join(str(v) for v in item["grid"])
+    if item.get("height") is not None and item.get("width") is not None:
+        return f"{item['height']}x{item['width']} px"
+    if item.get("tokens") is not None:
+        return f"{item['tokens']} tokens"
+    if item.get("ids") is not None:
+        return f"{len(item['ids'])} ids"
+    if isinstance(item.get("text"), str):
+        text = " ".join(item["text"].split())
+        return repr(text if len(text) <= 18 else text[:17] + "…")
+    return ""
+
+
+def _segment_label(seg: Segment) -> str:
+    if isinstance(seg, Text):
+        return f"{seg.num_tokens} tokens"
+    kind = "image" if isinstance(seg, Image) else "video" if isinstance(seg, Video) else "?"
+    return f"{kind} " + "x".join(str(v) for v in seg.grid)
+
+
+def build_from_args(args: argparse.Namespace) -> Built:
+    """The positions of the sequence given by segment flags or ``--spec`` (plus ``--model``, ``--rule``,
+    ``--tokenizer``)."""
+    flags = getattr(args, "items", None) or []
+    if args.spec is not None and flags:
+        raise CliError("give the sequence as segment flags or as --spec FILE.json, not both")
+    if args.spec is not None:
+        record = read_json(args.spec)
+        if not isinstance(record, dict):
+            raise CliError(f"{args.spec}: expected a JSON object with 'segments' or 'messages'")
+        base_dir = None if args.spec == "-" else os.path.dirname(os.path.abspath(args.spec))
+    elif flags:
+        record = {"segments": items_from_flags(flags)}
+        base_dir = None
+    else:
+        raise CliError("no segments: give --text / --image / --video ... in order, or --spec FILE.json")
+    model = args.model or record.get("model") or DEFAULT_MODEL
+    tokenizer = tokenizer_from_arg(getattr(args, "tokenizer", None))
+    pre = Preprocessor(
+        model=model, rules=rule_overrides(args.rule) or None, tokenizer=tokenizer, base_dir=base_dir
+    )
+    segments, rules = pre.segments(record)
+    positions = build_positions(segments, rules=rules, tokenizer=tokenizer)
+    items = record.get("segments")
+    if isinstance(items, list) and len(items) == len(segments):
+        labels = tuple(_label(item) for item in items)
+    else:
+        labels = tuple(_segment_label(seg) for seg in segments)
+    return Built(positions=positions, model=model, labels=labels)
