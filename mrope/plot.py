@@ -41,7 +41,7 @@ KIND_COLOURS: dict[str, tuple[int, int, int]] = {
     "thumbnail": (160, 110, 205),
 }
 AXIS_COLOURS = {"t": (214, 39, 40), "h": (31, 119, 180), "w": (44, 160, 44)}
-SHARED = (214, 39, 40)
+SHARED = (200, 0, 140)  # tokens sharing one (t, h, w): magenta, a colour nothing else uses
 
 # viridis at nine stops (perceptually uniform, readable in grey and by most colour-blind readers)
 _STOPS = np.array(
@@ -195,7 +195,7 @@ def _sequence_section(p: Positions, width: int, fonts: _Fonts, title: str) -> PI
     )
     row_px = np.where(marks[:, None], np.array(SHARED, np.uint8), np.array((240, 240, 240), np.uint8))
     img.paste(PILImage.fromarray(np.repeat(row_px[None], shared_h, axis=0)), (axis.x0, y))
-    draw.text((16, y - 3), "shared", fill=SHARED, font=fonts.small)
+    draw.text((16, y - 3), "shared", fill=INK, font=fonts.small)
     n_shared = int(shared[:n].sum())
     y += shared_h + 3
 
@@ -286,8 +286,17 @@ def _sequence_section(p: Positions, width: int, fonts: _Fonts, title: str) -> PI
 
 
 @dataclass
-class _Grid:
-    """One heat-map panel: h and w of a vision block in its own geometry."""
+class VisionMap:
+    """One heat-map panel: the h and w of a vision block's tokens in the block's own geometry.
+
+    Attributes:
+        caption: segment, kind, label, grid size and tiling.
+        h, w: int64 ``[rows, cols]`` maps; tiles sit at their (row, col) of the untiled grid; -1 where no
+            token is (never, for complete tilings).
+        tiles: ``(row0, col0, rows, cols, emission order)`` of every tile.
+        t_values: the t of every temporal patch (videos; the maps show the first patch).
+        footer: a line under the maps (the tile emission order).
+    """
 
     caption: str
     h: np.ndarray  # int64 [rows, cols]
@@ -317,7 +326,8 @@ def _place(
     return h, w, tiles
 
 
-def _grids(p: Positions, labels: Sequence[str]) -> list[_Grid]:
+def vision_maps(p: Positions, labels: Sequence[str] = ()) -> list[VisionMap]:
+    """The heat-map panels of ``p``: one per image (its tiles placed together), thumbnail and video."""
     by_segment: dict[tuple[int, str], list[Span]] = {}
     for s in p.spans:
         if s.kind in ("image", "video", "thumbnail") and s.grid is not None:
@@ -333,7 +343,7 @@ def _grids(p: Positions, labels: Sequence[str]) -> list[_Grid]:
             block = p.ids[:, first.start : first.start + per].reshape(3, hh, ww)
             t_values = [int(v) for s in spans for v in p.ids[0, s.start : s.stop : per]]
             caption = f"{name} · {len(t_values)} patches of {hh}x{ww} (first shown)"
-            out.append(_Grid(caption, block[1], block[2], [], t_values))
+            out.append(VisionMap(caption, block[1], block[2], [], t_values))
             continue
         h, w, tiles = _place(p, spans)
         caption = f"{name} · {h.shape[0]}x{h.shape[1]}"
@@ -345,7 +355,7 @@ def _grids(p: Positions, labels: Sequence[str]) -> list[_Grid]:
             order = "tile order: " + ", ".join(
                 f"r{s.tile[0]}c{s.tile[1]}" for s in spans if s.tile is not None
             )
-        out.append(_Grid(caption, h, w, tiles, [], order))
+        out.append(VisionMap(caption, h, w, tiles, [], order))
     return out
 
 
@@ -401,7 +411,7 @@ def _heat(
 
 
 def _grid_section(
-    grids: Sequence[_Grid], width: int, fonts: _Fonts, max_panels: int
+    grids: Sequence[VisionMap], width: int, fonts: _Fonts, max_panels: int
 ) -> PILImage.Image | None:
     if not grids:
         return None
@@ -497,7 +507,7 @@ def render_layout(
     if title is None:
         title = f"{positions.rules.name}: {n} tokens, max position {top}, delta {positions.delta}"
     parts = [_sequence_section(positions, width, fonts, title)]
-    grids = _grid_section(_grids(positions, labels or ()), width, fonts, max_panels)
+    grids = _grid_section(vision_maps(positions, labels or ()), width, fonts, max_panels)
     if grids is not None:
         parts.append(grids)
     out = PILImage.new("RGB", (width, sum(p.height for p in parts)), BACKGROUND)
@@ -515,4 +525,4 @@ def save_layout(positions: Positions, path: str | os.PathLike[str], **options: A
     return img
 
 
-__all__ = ["KIND_COLOURS", "colourise", "render_layout", "save_layout"]
+__all__ = ["KIND_COLOURS", "VisionMap", "colourise", "render_layout", "save_layout", "vision_maps"]

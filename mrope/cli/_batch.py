@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -68,7 +67,9 @@ class Sample:
     problem: str = ""
 
     def default_id(self) -> str:
-        return self.where.replace(os.sep, "_").replace(":", "-")
+        """``file-line`` for a JSONL line, the file's stem for a ``.json`` record."""
+        name, sep, line = self.where.rpartition(":")
+        return f"{name}-{line}" if sep else Path(self.where).stem
 
 
 def _files(root: Path) -> list[Path]:

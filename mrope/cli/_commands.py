@@ -33,12 +33,12 @@ def run_positions(args: argparse.Namespace) -> int:
     if args.out:
         check_out_suffix(args.out)
     built = build_from_args(args)
+    written = save_positions(built.positions, built.model, args.out) if args.out else None
     if args.json:
         print(json.dumps(positions_document(built.positions, built.model)))
     else:
         print(summary_table(built.positions, built.model, built.labels))
-    if args.out:
-        written = save_positions(built.positions, built.model, args.out)
+    if written:
         print(written, file=sys.stderr if args.json else sys.stdout)
     return 0
 

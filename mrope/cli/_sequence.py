@@ -12,6 +12,7 @@ from typing import Any
 
 from mrope.builder import Positions, build_positions
 from mrope.cli._args import CliError, items_from_flags, rule_overrides
+from mrope.errors import MRopeError
 from mrope.pipeline import Preprocessor, load_tokenizer
 from mrope.segments import Image, Segment, Text, Video
 
@@ -106,8 +107,13 @@ def build_from_args(args: argparse.Namespace) -> Built:
     pre = Preprocessor(
         model=model, rules=rule_overrides(args.rule) or None, tokenizer=tokenizer, base_dir=base_dir
     )
-    segments, rules = pre.segments(record)
-    positions = build_positions(segments, rules=rules, tokenizer=tokenizer)
+    try:
+        segments, rules = pre.segments(record)
+        positions = build_positions(segments, rules=rules, tokenizer=tokenizer)
+    except MRopeError as exc:
+        if tokenizer is None and "tokenizer" in str(exc):
+            raise CliError(f"{exc} [on the command line: --tokenizer TOKENIZER_JSON]") from None
+        raise
     items = record.get("segments")
     if isinstance(items, list) and len(items) == len(segments):
         labels = tuple(_label(item) for item in items)
