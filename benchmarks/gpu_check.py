@@ -241,6 +241,29 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
         return err < 1e-5, f"R(R^T g) vs g: rel err {err:.1e}"
 
     rep.run("backward is the inverse rotation", backward)
+
+    def transformers_parity():
+        from transformers.models.qwen2_vl import modeling_qwen2_vl as m
+        from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLTextConfig
+
+        spec = specs["qwen2-vl"]
+        config = Qwen2VLTextConfig(
+            hidden_size=3584,
+            num_attention_heads=28,
+            num_key_value_heads=4,
+            rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]},
+        )
+        emb = m.Qwen2VLRotaryEmbedding(config).to(device)
+        q, k = rand(2, 28, 50, 128), rand(2, 4, 50, 128)
+        pos = pos_for("bhsd", b=2, s=50, high=3000)
+        cos, sin = emb(q, pos)
+        want_q, want_k = m.apply_rotary_pos_emb(q, k, cos, sin)
+        got_q, got_k = apply_mrope(q, k, pos, spec, layout="bhsd", backend="triton")
+        err = max(float((got_q - want_q).abs().max()), float((got_k - want_k).abs().max()))
+        same = float((got_q == want_q).float().mean())
+        return err < 5e-6, f"fp32 max abs diff {err:.1e}, bit-identical {100 * same:.1f}%"
+
+    rep.run("kernel vs transformers Qwen2-VL rotary (fp32 angles)", transformers_parity)
     return rep
 
 

@@ -343,6 +343,19 @@ def test_many_heads_and_tokens_cover_every_block(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_position_dtypes(backend: str) -> None:
+    """int32, int64 and int16 position ids give the same rotation (the kernel loads what it is given)."""
+    spec = RopeSpec.preset("qwen3-vl")
+    q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
+    pos = make_positions("thd", high=3000)
+    for precision in ("fp32", "exact"):
+        want = run(q, k, pos, spec, "thd", backend, angle_precision=precision)
+        for dtype in (torch.int32, torch.int16):
+            got = run(q, k, pos.to(dtype), spec, "thd", backend, angle_precision=precision)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_empty_inputs(backend: str) -> None:
     spec = RopeSpec.preset("qwen2-vl")
     q, k = torch.zeros(0, 4, 128), torch.zeros(0, 2, 128)

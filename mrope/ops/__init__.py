@@ -1,10 +1,29 @@
 """mrope.ops: apply M-RoPE to queries and keys (torch path on any device, Triton kernel on CUDA).
 
 Public API: :func:`apply_mrope` rotates q and k; :func:`cos_sin` gives transformers-shaped cos/sin tables.
-See :mod:`mrope.ops.dispatch` for layouts and backends, :mod:`mrope.ops.freqs` for angle precision,
-:mod:`mrope.ops.triton_kernel` for the kernel.
+See :mod:`mrope.ops.dispatch` for layouts, backends and autograd, :mod:`mrope.ops.freqs` for the two angle
+precisions, :mod:`mrope.ops.torch_path` and :mod:`mrope.ops.triton_kernel` for the two implementations.
+This package never imports the coordinate builder.
 """
 
-from mrope.ops.dispatch import ANGLE_PRECISIONS, BACKENDS, LAYOUTS, apply_mrope, cos_sin
+from mrope.ops.dispatch import (
+    ANGLE_PRECISIONS,
+    BACKENDS,
+    LAYOUTS,
+    Backend,
+    Layout,
+    apply_mrope,
+    cos_sin,
+)
+from mrope.ops.freqs import AnglePrecision
 
-__all__ = ["ANGLE_PRECISIONS", "BACKENDS", "LAYOUTS", "apply_mrope", "cos_sin"]
+__all__ = [
+    "ANGLE_PRECISIONS",
+    "BACKENDS",
+    "LAYOUTS",
+    "AnglePrecision",
+    "Backend",
+    "Layout",
+    "apply_mrope",
+    "cos_sin",
+]
