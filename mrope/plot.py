@@ -41,6 +41,7 @@ KIND_COLOURS: dict[str, tuple[int, int, int]] = {
     "thumbnail": (160, 110, 205),
 }
 AXIS_COLOURS = {"t": (214, 39, 40), "h": (31, 119, 180), "w": (44, 160, 44)}
+_LEFT, _RIGHT = 96, 24  # margins of the token axis
 SHARED = (200, 0, 140)  # tokens sharing one (t, h, w): magenta, a colour nothing else uses
 
 # viridis at nine stops (perceptually uniform, readable in grey and by most colour-blind readers)
@@ -127,12 +128,13 @@ def _column_reduce(values: np.ndarray, axis: _Axis, how: str) -> np.ndarray:
     return np.minimum.reduceat(values, starts)
 
 
-def _sequence_section(p: Positions, width: int, fonts: _Fonts, title: str) -> PILImage.Image:
+def _sequence_section(
+    p: Positions, width: int, fonts: _Fonts, title: str, rows: dict[str, tuple[int, int]]
+) -> PILImage.Image:
     ids = p.ids
     n = p.num_tokens
     vmax = max(int(ids.max()), 1) if n else 1
-    left, right = 96, 24
-    axis = _Axis(left, width - left - right, max(n, 1))
+    axis = _Axis(_LEFT, width - _LEFT - _RIGHT, max(n, 1))
     strip_h, bar_h, shared_h, chart_h = 26, 20, 10, 170
     height = 560
     img = PILImage.new("RGB", (width, height), BACKGROUND)
@@ -160,6 +162,7 @@ def _sequence_section(p: Positions, width: int, fonts: _Fonts, title: str) -> PI
         kinds[s.start : s.stop] = s.kind
     bar = np.array([KIND_COLOURS.get(k, INK) for k in kinds[cols]], dtype=np.uint8)
     img.paste(PILImage.fromarray(np.repeat(bar[None], bar_h, axis=0)), (axis.x0, y))
+    rows["span"] = (y, y + bar_h)
     draw.text((16, y + 3), "span", fill=INK, font=fonts.text)
     extent: dict[int, tuple[int, int]] = {}
     for s in p.spans:
@@ -179,6 +182,7 @@ def _sequence_section(p: Positions, width: int, fonts: _Fonts, title: str) -> PI
 
     # t, h, w strips
     for row, name in enumerate("thw"):
+        rows[name] = (y, y + strip_h)
         colours = colourise(ids[row][cols] if n else np.zeros(axis.width), 0, vmax)
         img.paste(PILImage.fromarray(np.repeat(colours[None], strip_h, axis=0)), (axis.x0, y))
         draw.text((16, y + 5), name, fill=AXIS_COLOURS[name], font=fonts.text)
@@ -193,6 +197,7 @@ def _sequence_section(p: Positions, width: int, fonts: _Fonts, title: str) -> PI
     marks = (
         _column_reduce(shared.astype(np.int8), axis, "max").astype(bool) if n else np.zeros(axis.width, bool)
     )
+    rows["shared"] = (y, y + shared_h)
     row_px = np.where(marks[:, None], np.array(SHARED, np.uint8), np.array((240, 240, 240), np.uint8))
     img.paste(PILImage.fromarray(np.repeat(row_px[None], shared_h, axis=0)), (axis.x0, y))
     draw.text((16, y - 3), "shared", fill=INK, font=fonts.small)
@@ -495,7 +500,10 @@ def render_layout(
         max_panels: most heat-map panels drawn (the rest are counted).
 
     Returns:
-        an RGB ``PIL.Image.Image``.
+        an RGB ``PIL.Image.Image``; ``image.info["mrope_layout"]`` holds the geometry of the sequence
+        rows: ``x0`` and ``width`` of the token axis (pixel column ``c`` shows token
+        ``c * T // width``) and ``rows``, the ``(top, bottom)`` pixel rows of ``span``, ``t``, ``h``, ``w``
+        and ``shared``.
     """
     if not isinstance(positions, Positions):
         raise LayoutError(f"render_layout takes mrope.Positions; got {type(positions).__name__}")
@@ -506,7 +514,8 @@ def render_layout(
     top = int(positions.ids.max()) if n else -1
     if title is None:
         title = f"{positions.rules.name}: {n} tokens, max position {top}, delta {positions.delta}"
-    parts = [_sequence_section(positions, width, fonts, title)]
+    rows: dict[str, tuple[int, int]] = {}
+    parts = [_sequence_section(positions, width, fonts, title, rows)]
     grids = _grid_section(vision_maps(positions, labels or ()), width, fonts, max_panels)
     if grids is not None:
         parts.append(grids)
@@ -515,6 +524,7 @@ def render_layout(
     for part in parts:
         out.paste(part, (0, y))
         y += part.height
+    out.info["mrope_layout"] = {"x0": _LEFT, "width": width - _LEFT - _RIGHT, "rows": rows}
     return out
 
 
