@@ -357,10 +357,12 @@ def test_position_dtypes(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_empty_inputs(backend: str) -> None:
-    spec = RopeSpec.preset("qwen2-vl")
     q, k = torch.zeros(0, 4, 128), torch.zeros(0, 2, 128)
-    qr, kr = run(q, k, torch.zeros(3, 0, dtype=torch.int64), spec, "thd", backend)
-    assert qr.shape == (0, 4, 128) and kr.shape == (0, 2, 128)
+    for spec in (RopeSpec.preset("qwen2-vl"), SCALED["dynamic"]):
+        for precision in ("fp32", "exact"):
+            empty = torch.zeros(3, 0, dtype=torch.int64)
+            qr, kr = run(q, k, empty, spec, "thd", backend, angle_precision=precision)
+            assert qr.shape == (0, 4, 128) and kr.shape == (0, 2, 128)
 
 
 # --------------------------------------------------------------------------------------- invariances

@@ -5,9 +5,9 @@ Two angle precisions (``angle_precision``):
 - ``"fp32"``: the angle is the fp32 product ``float32(pos) * inv_freq32``, exactly as transformers and vLLM
   compute it, with ``inv_freq32`` computed by the same fp32 torch arithmetic that transformers uses
   (``1.0 / (theta ** (arange(0, d, 2, float32) / d))`` and its linear / dynamic-NTK / YaRN variants). This
-  differs from ``float32(spec.inv_freq())`` in about a third of the entries by one ulp, so it is computed
+  differs from ``float32(spec.inv_freq())`` in a quarter to a third of the entries by about one ulp, so it is computed
   here, and checked in the tests both against transformers (bit for bit) and against ``spec.inv_freq``
-  (float64, to 2e-7 relative). A pretrained model therefore sees the angles it was trained with.
+  (float64, to a few fp32 roundings). A pretrained model therefore sees the angles it was trained with.
 - ``"exact"``: the angle is ``pos * inv_freq`` reduced to ``[-pi, pi]`` with an error of about one fp32
   rounding at any position. The kernel works in *turns*: ``g = spec.inv_freq() / (2 pi)`` in float64 is
   split into four fp32 parts ``g0 + g1 + g2 + g3`` (12, 12, 12 and 24 significant bits), the integer position
@@ -180,7 +180,7 @@ def freq_table(spec: RopeSpec, precision: AnglePrecision, positions: torch.Tenso
     Dynamic NTK depends on ``max(positions) + 1``: ``"fp32"`` computes it on the device (no host sync),
     ``"exact"`` reads the maximum on the host.
     """
-    if spec.scaling.type != "dynamic":
+    if spec.scaling.type != "dynamic" or positions.numel() == 0:
         return static_freq(spec, precision, positions.device)
     if precision == "fp32":
         return hf_inv_freq_fp32(spec, positions.max()).reshape(1, -1).to(torch.float32)
@@ -193,5 +193,6 @@ def inv_freq64(spec: RopeSpec, positions: torch.Tensor) -> torch.Tensor:
 
     ``seq_len = max(pos) + 1`` is read on the host for dynamic NTK only.
     """
-    seq_len = int(positions.max()) + 1 if spec.scaling.type == "dynamic" else None
+    dynamic = spec.scaling.type == "dynamic" and positions.numel() > 0
+    seq_len = int(positions.max()) + 1 if dynamic else None
     return _inv_freq64(spec, positions.device, seq_len)
