@@ -75,12 +75,15 @@ class RecordError(MRopeError):
 def plain(value: Any) -> Any:
     """``value`` with numpy arrays and scalars turned into Python lists and numbers, recursively.
 
-    Records read through Arrow (``datasets``, Ray) hold numpy arrays where the JSON had lists.
+    Records read through Arrow (``datasets``, Ray) hold numpy arrays where the JSON had lists, and a
+    numpy batch holds NaN where an int field was null (absent) in that row: NaN becomes ``None``.
     """
     if isinstance(value, np.ndarray):
-        return [plain(v) for v in value.tolist()] if value.dtype == object else value.tolist()
+        return [plain(v) for v in value.tolist()]
     if isinstance(value, np.generic):
-        return value.item()
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
     if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -169,6 +172,9 @@ def _check_keys(item: Mapping[str, Any], allowed: set[str], where: str, form: st
 
 
 def _int(value: Any, name: str, where: str, lo: int = 0) -> int:
+    """An int field; a whole float (``12.0``) counts, as Arrow turns int columns with nulls into floats."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
         raise RecordError(f"{where}: {name} must be an int >= {lo}; got {value!r}")
     return value
@@ -583,12 +589,17 @@ def _nested_column(arrays: Sequence[np.ndarray]) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets), inner)
 
 
+def _missing(value: Any) -> bool:
+    return (isinstance(value, float) and math.isnan(value)) or type(value).__name__ in ("NAType", "NaTType")
+
+
 def batch_records(batch: Any) -> list[dict[str, Any]]:
     """The rows of a batch given as a dict of columns, a pandas ``DataFrame`` or a ``pyarrow.Table``."""
     if hasattr(batch, "to_pylist"):  # pyarrow.Table
         return list(batch.to_pylist())
     if hasattr(batch, "to_dict") and hasattr(batch, "columns"):  # pandas.DataFrame
-        return list(batch.to_dict("records"))
+        # pandas fills a column's missing cells with NaN (or pd.NA): they mean "absent", like None
+        return [{k: None if _missing(v) else v for k, v in r.items()} for r in batch.to_dict("records")]
     if isinstance(batch, Mapping):
         columns = {k: list(v) for k, v in batch.items()}
         sizes = {len(v) for v in columns.values()}
