@@ -31,7 +31,7 @@ from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
 from mrope.spec import RopeSpec
 from service import convert, media, render
 from service.errors import ServiceError, describe_validation_errors, install_handlers, over_cap
-from service.guards import BodyLimitMiddleware, require_json, require_multipart
+from service.guards import RequestGuard, Route, output_format
 from service.memory import pin_mmap_threshold
 from service.models import (
     ErrorResponse,
@@ -48,10 +48,12 @@ from service.models import (
     rules_dict,
     upload_form_schema,
 )
-from service.render import OutputFormat, output_format
+from service.render import OutputFormat
 from service.settings import Settings
 from service.uploads import TempBudget, UploadForm, receive_upload
 
+POSITIONS_PATH = "/v1/positions"
+ROPE_INDEX_PATH = "/v1/rope-index"
 UPLOAD_PATH = "/v1/positions/upload"
 INLINE_BODY_BYTES = 64 * 1024
 """JSON bodies up to this size are converted on the event loop; larger ones in a worker thread."""
@@ -269,10 +271,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.service = state
     install_handlers(app)
+    json_route = Route(
+        settings.max_body_bytes,
+        "MROPE_MAX_BODY_BYTES",
+        ("application/json",),
+        "a JSON body (Content-Type: application/json)",
+        negotiates=True,
+    )
     app.add_middleware(
-        BodyLimitMiddleware,
-        limits={UPLOAD_PATH: (settings.max_upload_bytes, "MROPE_MAX_UPLOAD_BYTES")},
-        default=(settings.max_body_bytes, "MROPE_MAX_BODY_BYTES"),
+        RequestGuard,
+        routes={
+            POSITIONS_PATH: json_route,
+            ROPE_INDEX_PATH: json_route,
+            UPLOAD_PATH: Route(
+                settings.max_upload_bytes,
+                "MROPE_MAX_UPLOAD_BYTES",
+                ("multipart/form-data",),
+                "a multipart form (Content-Type: multipart/form-data)",
+                negotiates=True,
+            ),
+        },
+        default=Route(settings.max_body_bytes, "MROPE_MAX_BODY_BYTES"),
     )
 
     @app.get("/healthz", response_model=HealthResponse, tags=["meta"])
@@ -286,10 +305,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return Response(state.presets_body, media_type=render.JSON)
 
     @app.post(
-        "/v1/positions",
+        POSITIONS_PATH,
         response_model=PositionsResponse,
         responses=_ok(PositionsResponse, "Positions [3][T] (JSON), or the int64 array (npy) with headers"),
-        dependencies=[Depends(require_json)],
         tags=["positions"],
     )
     async def positions(
@@ -307,10 +325,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     @app.post(
-        "/v1/rope-index",
+        ROPE_INDEX_PATH,
         response_model=RopeIndexResponse,
         responses=_ok(RopeIndexResponse, "position_ids [3][B][L] and deltas [B] (JSON), or the array (npy)"),
-        dependencies=[Depends(require_json)],
         tags=["positions"],
     )
     async def rope_index(body: RopeIndexRequest, fmt: OutputFormat = Depends(output_format)) -> Response:
@@ -325,7 +342,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         UPLOAD_PATH,
         response_model=UploadResponse,
         responses=_ok(UploadResponse, "Positions plus the grids derived from the files"),
-        dependencies=[Depends(require_multipart)],
         openapi_extra={
             "requestBody": {
                 "required": True,

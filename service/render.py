@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 import numpy as np
 import orjson
-from fastapi import Request
 from starlette.responses import Response
 
 from mrope import Positions
@@ -59,11 +58,6 @@ def negotiate(accept: str | None) -> OutputFormat:
             f"cannot produce any type in Accept: {accept[:200]!r}; available: {JSON} (default) and {NPY}",
         )
     return max(candidates)[1]
-
-
-def output_format(request: Request) -> OutputFormat:
-    """FastAPI dependency: the negotiated output format of a request."""
-    return negotiate(request.headers.get("accept"))
 
 
 def _json_header(value: Any) -> str:
