@@ -68,10 +68,12 @@ def _json_header(value: Any) -> str:
     return json.dumps(json.loads(text), ensure_ascii=True, separators=(",", ":"))
 
 
-def _npy_bytes(arr: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
-    return buf.getvalue()
+def npy_bytes(arr: np.ndarray) -> bytes:
+    """Exactly what ``np.save`` writes (format 1.0), built with one copy of the data instead of three."""
+    arr = np.ascontiguousarray(arr)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(arr))
+    return b"".join((header.getvalue(), memoryview(arr.reshape(-1)).cast("B")))
 
 
 def _npy_response(
@@ -87,7 +89,7 @@ def _npy_response(
             headers[name] = text
     if omitted:
         headers["X-MRope-Omitted"] = ", ".join(omitted)
-    return Response(_npy_bytes(arr), media_type=NPY, headers=headers)
+    return Response(npy_bytes(arr), media_type=NPY, headers=headers)
 
 
 def positions_payload(pos: Positions) -> dict[str, Any]:

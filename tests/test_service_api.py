@@ -18,7 +18,7 @@ import mrope
 from mrope.rules import PRESET_NAMES, LayoutRules
 from mrope.spec import RopeSpec
 from service.app import create_app
-from service.render import negotiate
+from service.render import negotiate, npy_bytes
 from service.settings import Settings, SettingsError
 
 NPY = {"accept": "application/x-npy"}
@@ -677,3 +677,12 @@ def test_settings_from_env(tmp_path):
     bad.write_text("{}")
     with pytest.raises(RuntimeError, match="MROPE_TOKENIZER"):
         create_app(Settings(tokenizer=str(bad)))
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (3, 5), (3, 2, 7), (3, 1, 0)])
+def test_npy_bytes_equal_np_save(shape):
+    arr = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape) - 3
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    assert npy_bytes(arr) == buf.getvalue()
+    assert npy_bytes(arr[:, ::-1]) == npy_bytes(np.ascontiguousarray(arr[:, ::-1]))
