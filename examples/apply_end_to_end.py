@@ -4,7 +4,7 @@ Run: ``python examples/apply_end_to_end.py [--backend auto|torch|triton]``
 
 For every preset the script sizes a real (generated) image with :func:`mrope.vision.load_image`, builds
 the positions of ``text + image + text`` with :func:`mrope.build_positions`, rotates random queries and
-keys with :func:`mrope.ops.apply_mrope` (``layout="thd"``: q ``[T, heads, head_dim]``), and compares the
+keys with :func:`mrope.apply_mrope` (``layout="thd"``: q ``[T, heads, head_dim]``), and compares the
 result with :func:`reference`, a float64 implementation written here from the conventions alone:
 
 - ``inv_freq[i] = theta ** (-2 i / rotary_dim)``;
@@ -27,7 +27,6 @@ import torch
 from PIL import Image as PILImage
 
 import mrope
-from mrope.ops import apply_mrope
 from mrope.vision import load_image
 
 PRESETS = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v")
@@ -82,7 +81,7 @@ def run(model: str, backend: str, photo: bytes) -> float:
     k = torch.randn(t, 2, spec.head_dim, generator=gen)  # 2 key heads (grouped-query attention)
     device = "cuda" if backend in ("auto", "triton") and torch.cuda.is_available() else "cpu"
     pos = positions.torch().to(device)
-    q_rot, k_rot = apply_mrope(q.to(device), k.to(device), pos, spec, layout="thd", backend=backend)
+    q_rot, k_rot = mrope.apply_mrope(q.to(device), k.to(device), pos, spec, layout="thd", backend=backend)
     err = max(
         float(np.abs(q_rot.double().cpu().numpy() - reference(q.numpy(), positions.ids, spec)).max()),
         float(np.abs(k_rot.double().cpu().numpy() - reference(k.numpy(), positions.ids, spec)).max()),

@@ -44,7 +44,7 @@ from mrope.builder import Positions, build_positions
 from mrope.errors import MRopeError
 from mrope.rules import LayoutRules, resolve_rules
 from mrope.segments import Image, Segment, Text, Video
-from mrope.vision import load_image, load_video, smart_resize
+from mrope.vision import image_grid, load_image, load_video
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -137,12 +137,6 @@ def encode_text(tokenizer: Any, text: str, where: str) -> list[int]:
         return [int(i) for i in ids]
     except (TypeError, ValueError):
         raise RecordError(f"the tokenizer returned {ids!r} for {where}; expected a list of int ids") from None
-
-
-def image_grid_from_size(height: int, width: int, rules: LayoutRules) -> tuple[int, int, int]:
-    """The encoder grid of a ``height x width`` pixel image under ``rules`` (Qwen smart resize)."""
-    h, w = smart_resize(height, width, rules.resize_factor, rules.image_min_pixels, rules.image_max_pixels)
-    return (1, h // rules.patch_size, w // rules.patch_size)
 
 
 # ----------------------------------------------------------------------------------- JSON segments
@@ -247,8 +241,8 @@ def _image(item: dict[str, Any], where: str, rules: LayoutRules, base_dir: Any) 
     else:
         if "height" not in item or "width" not in item:
             raise RecordError(f"{where}: an image needs a path, a grid [t, h, w], or both height and width")
-        grid = image_grid_from_size(
-            _int(item["height"], "height", where, 1), _int(item["width"], "width", where, 1), rules
+        grid = image_grid(
+            _int(item["height"], "height", where, 1), _int(item["width"], "width", where, 1), rules=rules
         )
     order = item.get("tile_order")
     if order is not None and (
@@ -675,7 +669,6 @@ __all__ = [
     "describe_error",
     "encode_text",
     "error_row",
-    "image_grid_from_size",
     "load_tokenizer",
     "plain",
     "process_batch",
