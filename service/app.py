@@ -141,12 +141,9 @@ def _body_size(request: Request) -> int:
 def prepare_segments(
     items: list[Any], rules: LayoutRules, state: ServiceState
 ) -> tuple[list[mrope.Text | mrope.Image | mrope.Video], int]:
-    """Library segments plus the token estimate, with every cap that can be checked before building."""
+    """Library segments plus their exact token count, with every cap that can be checked before building."""
     segments = convert.to_segments(items, rules, state.settings, state.tokenizer)
-    estimate = convert.estimate_tokens(segments, rules)
-    convert.check_tokens(estimate, state.settings)
-    convert.check_tokenizer_for_videos(segments, rules, state.tokenizer)
-    return segments, estimate
+    return segments, convert.count_tokens(segments, rules, state.settings, state.tokenizer)
 
 
 def build_and_render(
@@ -158,7 +155,6 @@ def build_and_render(
     extra: dict[str, Any] | None = None,
 ) -> Response:
     pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
-    convert.check_tokens(pos.num_tokens, state.settings)
     return render.render_positions(pos, fmt, state.settings.npy_max_header_bytes, extra)
 
 
@@ -315,13 +311,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ) -> Response:
         """Positions of a sequence of segments: identical to ``mrope.build_positions``."""
         rules = resolve_rules(body.model, rules_dict(body.rules))
-        segments, estimate = await state.offload(
+        segments, n_tokens = await state.offload(
             functools.partial(prepare_segments, body.segments, rules, state),
             inline=_body_size(request) <= INLINE_BODY_BYTES,
         )
         return await state.offload(
             functools.partial(build_and_render, segments, body.model, rules, fmt, state),
-            inline=estimate < settings.inline_tokens,
+            inline=n_tokens < settings.inline_tokens,
         )
 
     @app.post(
@@ -369,13 +365,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     infos.setdefault(id(done), done.info)
                 else:
                     segments.append(convert.text_segment(item, state.tokenizer, f"layout item {k}"))
-            estimate = convert.estimate_tokens(segments, rules)
-            convert.check_tokens(estimate, settings)
-            convert.check_tokenizer_for_videos(segments, rules, state.tokenizer)
+            n_tokens = convert.count_tokens(segments, rules, settings, state.tokenizer)
             extra = {"files": list(infos.values())}
             return await state.offload(
                 functools.partial(build_and_render, segments, fields.model, rules, fmt, state, extra),
-                inline=estimate < settings.inline_tokens,
+                inline=n_tokens < settings.inline_tokens,
             )
 
     return app

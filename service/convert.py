@@ -1,8 +1,9 @@
 """Request models -> library segments, and the cheap checks that run before any array is built.
 
-Nothing here computes a coordinate: segments go to :func:`mrope.build_positions` unchanged. What this
-module does is count: how many tokens a list of segments will make (from grids, without building), so
-that the token cap is enforced before a huge ``[3, T]`` array is allocated.
+Nothing here computes a coordinate: segments go to :func:`mrope.build_positions` unchanged, images given
+by pixel size are sized by :func:`mrope.vision.image_grid`, and token counts come from
+:func:`mrope.count_tokens` (behind an arithmetic floor), so the token cap is enforced before a huge
+``[3, T]`` array is allocated.
 """
 
 from __future__ import annotations
@@ -12,25 +13,10 @@ from typing import Any
 
 import mrope
 from mrope.rules import LayoutRules
-from mrope.vision import smart_resize
+from mrope.vision import image_grid
 from service.errors import ServiceError, over_cap
 from service.models import ImageSegment, TextSegment, VideoSegment
 from service.settings import Settings
-
-
-def image_grid_from_size(height: int, width: int, rules: LayoutRules) -> tuple[int, int, int]:
-    """The encoder grid of an image of ``height x width`` pixels under ``rules`` (Qwen smart resize).
-
-    Meant to move into :mod:`mrope.vision`; the service keeps no sizing logic besides this call.
-    """
-    h, w = smart_resize(
-        height,
-        width,
-        factor=rules.resize_factor,
-        min_pixels=rules.image_min_pixels,
-        max_pixels=rules.image_max_pixels,
-    )
-    return (1, h // rules.patch_size, w // rules.patch_size)
 
 
 def tokenize(tokenizer: Any, text: str, where: str) -> list[int]:
@@ -72,7 +58,7 @@ def image_segment(seg: ImageSegment, rules: LayoutRules, settings: Settings, whe
     else:
         assert seg.height is not None and seg.width is not None  # the model validator guarantees it
         check_image_pixels(seg.height, seg.width, settings, where)
-        grid = image_grid_from_size(seg.height, seg.width, rules)
+        grid = image_grid(seg.height, seg.width, rules=rules)
     return mrope.Image(
         grid=grid,  # type: ignore[arg-type]
         tiles=tuple(seg.tiles) if seg.tiles is not None else None,  # type: ignore[arg-type]
@@ -120,25 +106,38 @@ def check_segment_count(n: int, settings: Settings) -> None:
         )
 
 
-def estimate_tokens(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules) -> int:
-    """A lower bound on the tokens the segments make, exact except for Qwen3-VL timestamp text (counted
-    as one token each). Plain integer arithmetic on the grids: nothing is allocated."""
+def token_floor(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules) -> int:
+    """Text tokens plus ``t * h * w / merge**2`` vision tokens per image and video: a lower bound of the
+    sequence length from integer arithmetic alone.
+
+    :func:`mrope.count_tokens` is exact but plans every temporal patch (an array or a loop per patch),
+    so a grid like ``[2**31 - 1, 2, 2]`` must be refused by this count before it gets there.
+    """
     m2 = rules.merge_size * rules.merge_size
     total = 0
     for seg in segments:
         if isinstance(seg, mrope.Text):
             total += seg.num_tokens
-        elif isinstance(seg, mrope.Image):
-            t, h, w = seg.grid
-            total += t * h * w // m2 + 2 * seg.wrap
-            if seg.tiles is not None and seg.thumbnail:
-                total += h * w // m2 // (seg.tiles[0] * seg.tiles[1])
         else:
             t, h, w = seg.grid
             total += t * h * w // m2
-            if seg.wrap:
-                total += 3 * t if rules.temporal == "timestamps" else 2
     return total
+
+
+def count_tokens(
+    segments: Sequence[mrope.Text | mrope.Image | mrope.Video],
+    rules: LayoutRules,
+    settings: Settings,
+    tokenizer: Any,
+) -> int:
+    """The exact token count of ``segments``, refusing (413) anything over ``MROPE_MAX_TOKENS`` before a
+    position is written: first by :func:`token_floor`, then by :func:`mrope.count_tokens` (which needs
+    the tokenizer for timestamped videos: 422 without one)."""
+    check_tokens(token_floor(segments, rules), settings)
+    check_tokenizer_for_videos(segments, rules, tokenizer)
+    n = mrope.count_tokens(segments, rules=rules, tokenizer=tokenizer)
+    check_tokens(n, settings)
+    return n
 
 
 def check_tokens(n: int, settings: Settings, what: str = "the token count") -> None:

@@ -45,7 +45,7 @@ class Settings:
         upload_timeout_s: longest time to receive an upload body.
         npy_max_header_bytes: largest JSON value put into one ``X-MRope-*`` header of an npy response; a
             longer one (e.g. thousands of spans) is left out and named in ``X-MRope-Omitted``.
-        inline_tokens: requests estimated below this many tokens are built on the event loop; larger
+        inline_tokens: requests of fewer tokens than this are built on the event loop; larger
             ones run in a worker thread so they do not stall other requests.
     """
 

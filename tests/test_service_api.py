@@ -157,6 +157,7 @@ def test_positions_rules_overrides_equal_library(client):
     assert resp.json() == expected(mrope.build_positions(lib_segments(MIXED), model="qwen2-vl"))
 
 
+@pytest.mark.filterwarnings("ignore::mrope.MRopeWarning")
 def test_positions_notes_returned(client):
     # 8 fps under Qwen2.5-VL: patches share a time; the library notes it, the service returns the note
     seg = [{"type": "video", "grid": [4, 4, 4], "fps": 8.0}]
@@ -571,6 +572,29 @@ def test_token_cap_counted_before_building(monkeypatch):
         assert_error(
             c.post(
                 "/v1/positions", json={"model": "qwen2-vl", "segments": [{"type": "text", "tokens": 1001}]}
+            ),
+            413,
+            "too_many_tokens",
+        )
+        # a huge temporal extent is refused by arithmetic, before the library plans a block per patch
+        t0 = time.perf_counter()
+        long_video = {"type": "video", "grid": [2**31 - 1, 2, 2]}
+        assert_error(
+            c.post("/v1/positions", json={"model": "qwen3-vl", "segments": [long_video]}),
+            413,
+            "too_many_tokens",
+        )
+        assert_error(
+            c.post("/v1/positions", json={"model": "qwen2-vl", "segments": [long_video]}),
+            413,
+            "too_many_tokens",
+        )
+        assert time.perf_counter() - t0 < 2.0
+        # wrappers count too: 1000 vision tokens fit, their vision_start / vision_end do not
+        assert_error(
+            c.post(
+                "/v1/positions",
+                json={"model": "qwen2-vl", "segments": [{"type": "image", "grid": [10, 20, 20]}]},
             ),
             413,
             "too_many_tokens",
