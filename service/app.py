@@ -4,9 +4,10 @@ Run it with ``uvicorn service.app:app`` (settings from ``MROPE_*`` environment v
 :mod:`service.settings`) or :func:`service.server.run`. :func:`create_app` builds an app from explicit
 :class:`~service.settings.Settings` (tests use it).
 
-Every endpoint follows the same path: validate the body (pydantic), check the caps with cheap counts,
-let the library compute, render JSON or npy. Work whose size is over ``MROPE_INLINE_TOKENS`` (or a body
-over :data:`INLINE_BODY_BYTES`) runs in a worker thread, never on the event loop.
+Every endpoint follows the same path: the guard checks content type, ``Accept`` and body size; pydantic
+validates the body; the caps are checked with cheap counts; the library computes; JSON or npy is
+rendered. Work over ``MROPE_INLINE_TOKENS`` tokens (or many video patches, or a body over
+:data:`INLINE_BODY_BYTES`) runs in a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
@@ -138,15 +139,7 @@ def _body_size(request: Request) -> int:
 # ---------------------------------------------------------------------------------- computations
 
 
-def prepare_segments(
-    items: list[Any], rules: LayoutRules, state: ServiceState
-) -> tuple[list[mrope.Text | mrope.Image | mrope.Video], int]:
-    """Library segments plus their exact token count, with every cap that can be checked before building."""
-    segments = convert.to_segments(items, rules, state.settings, state.tokenizer)
-    return segments, convert.count_tokens(segments, rules, state.settings, state.tokenizer)
-
-
-def build_and_render(
+def count_build_render(
     segments: list[mrope.Text | mrope.Image | mrope.Video],
     model: str,
     rules: LayoutRules,
@@ -154,6 +147,8 @@ def build_and_render(
     state: ServiceState,
     extra: dict[str, Any] | None = None,
 ) -> Response:
+    """Token cap (exact count, before any position is written), then the library's positions, rendered."""
+    convert.count_tokens(segments, rules, state.settings, state.tokenizer)
     pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
     return render.render_positions(pos, fmt, state.settings.npy_max_header_bytes, extra)
 
@@ -311,13 +306,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ) -> Response:
         """Positions of a sequence of segments: identical to ``mrope.build_positions``."""
         rules = resolve_rules(body.model, rules_dict(body.rules))
-        segments, n_tokens = await state.offload(
-            functools.partial(prepare_segments, body.segments, rules, state),
+        segments = await state.offload(
+            functools.partial(convert.to_segments, body.segments, rules, settings, state.tokenizer),
             inline=_body_size(request) <= INLINE_BODY_BYTES,
         )
         return await state.offload(
-            functools.partial(build_and_render, segments, body.model, rules, fmt, state),
-            inline=n_tokens < settings.inline_tokens,
+            functools.partial(count_build_render, segments, body.model, rules, fmt, state),
+            inline=convert.is_light(segments, rules, settings),
         )
 
     @app.post(
@@ -365,11 +360,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     infos.setdefault(id(done), done.info)
                 else:
                     segments.append(convert.text_segment(item, state.tokenizer, f"layout item {k}"))
-            n_tokens = convert.count_tokens(segments, rules, settings, state.tokenizer)
             extra = {"files": list(infos.values())}
             return await state.offload(
-                functools.partial(build_and_render, segments, fields.model, rules, fmt, state, extra),
-                inline=n_tokens < settings.inline_tokens,
+                functools.partial(count_build_render, segments, fields.model, rules, fmt, state, extra),
+                inline=convert.is_light(segments, rules, settings),
             )
 
     return app

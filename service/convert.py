@@ -124,6 +124,19 @@ def token_floor(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rule
     return total
 
 
+INLINE_PATCHES = 512
+"""Requests with more video temporal patches than this are planned off the event loop: planning costs
+per patch (a timestamp and a block each under Qwen3-VL rules), not only per token."""
+
+
+def is_light(
+    segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules, settings: Settings
+) -> bool:
+    """Whether counting, building and rendering ``segments`` is cheap enough for the event loop."""
+    patches = sum(seg.grid[0] for seg in segments if isinstance(seg, mrope.Video))
+    return patches <= INLINE_PATCHES and token_floor(segments, rules) < settings.inline_tokens
+
+
 def count_tokens(
     segments: Sequence[mrope.Text | mrope.Image | mrope.Video],
     rules: LayoutRules,

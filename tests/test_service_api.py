@@ -17,6 +17,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 import mrope
 from mrope.rules import PRESET_NAMES, LayoutRules
 from mrope.spec import RopeSpec
+from service import convert
 from service.app import create_app
 from service.render import negotiate, npy_bytes
 from service.settings import Settings, SettingsError
@@ -710,3 +711,13 @@ def test_npy_bytes_equal_np_save(shape):
     np.save(buf, arr, allow_pickle=False)
     assert npy_bytes(arr) == buf.getvalue()
     assert npy_bytes(arr[:, ::-1]) == npy_bytes(np.ascontiguousarray(arr[:, ::-1]))
+
+
+def test_heavy_requests_leave_the_event_loop():
+    rules, settings = LayoutRules.preset("qwen3-vl"), Settings(inline_tokens=1000)
+    assert convert.is_light([mrope.Text(999), mrope.Video(grid=(4, 2, 2))], rules, settings) is False
+    assert convert.is_light([mrope.Text(900), mrope.Video(grid=(4, 2, 2))], rules, settings) is True
+    # a tiny grid with many temporal patches is heavy under timestamp rules: one block per patch
+    assert (
+        convert.is_light([mrope.Video(grid=(convert.INLINE_PATCHES + 1, 2, 2))], rules, Settings()) is False
+    )
