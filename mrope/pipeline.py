@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope.builder import Positions, build_positions
+from mrope.builder import Positions, build_positions, count_tokens
 from mrope.errors import MRopeError
 from mrope.rules import LayoutRules, resolve_rules
 from mrope.segments import Image, Segment, Text, Video
@@ -63,6 +63,10 @@ RESULT_COLUMNS = (
     "error",
 )
 """The columns :func:`process_record` returns (plus ``input_ids`` when asked for)."""
+
+
+DEFAULT_MAX_TOKENS = 1 << 24
+"""Most tokens one record may make by default (16,777,216: 400 MB of int64 positions)."""
 
 
 class RecordError(MRopeError):
@@ -417,6 +421,8 @@ class Preprocessor:
         turn_format, generation_prompt: chat wrapping of ``messages`` (see :func:`segments_from_messages`).
         input_ids: also return the ``input_ids`` column (the token ids the model would see).
         keep: input columns that :meth:`batch` copies to its output (when present).
+        max_tokens: a record that would make more tokens fails (counted before any array is allocated,
+            so a grid typo cannot exhaust a worker's memory); ``None``: no limit.
     """
 
     model: str | None = None
@@ -427,6 +433,7 @@ class Preprocessor:
     generation_prompt: str | None = None
     input_ids: bool = False
     keep: tuple[str, ...] = ("id",)
+    max_tokens: int | None = DEFAULT_MAX_TOKENS
 
     def rules_for(self, record: Mapping[str, Any]) -> LayoutRules:
         """The layout rules of one record: the job's model and overrides over the record's."""
@@ -467,10 +474,21 @@ class Preprocessor:
         )
         return segments, rules
 
+    def build(self, segments: Sequence[Segment], rules: LayoutRules) -> Positions:
+        """Positions of ``segments``, after checking their token count against ``max_tokens``."""
+        tokenizer = load_tokenizer(self.tokenizer)
+        if self.max_tokens is not None:
+            n = count_tokens(segments, rules=rules, tokenizer=tokenizer)
+            if n > self.max_tokens:
+                raise RecordError(
+                    f"the sequence makes {n:,} tokens, over max_tokens={self.max_tokens:,} (a grid typo?); "
+                    "raise max_tokens (on the command line: --max-tokens) to build it"
+                )
+        return build_positions(segments, rules=rules, tokenizer=tokenizer)
+
     def positions(self, record: Mapping[str, Any]) -> Positions:
         """The positions of one record (raises :class:`mrope.MRopeError` on bad input)."""
-        segments, rules = self.segments(record)
-        return build_positions(segments, rules=rules, tokenizer=load_tokenizer(self.tokenizer))
+        return self.build(*self.segments(record))
 
     def record(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """One record -> ``{positions int64 [3, T], delta, num_tokens, image_grid_thw [n, 3],
@@ -660,6 +678,7 @@ def process_batch(batch: Any, **options: Any) -> pa.Table:
 
 
 __all__ = [
+    "DEFAULT_MAX_TOKENS",
     "QWEN_TURN",
     "RESULT_COLUMNS",
     "Preprocessor",

@@ -252,6 +252,12 @@ BAD = [
     (["positions", "--video-grid", "4,4,4", "--fps", "0"], "--fps must be a finite number > 0"),
     (["positions", "--video-grid", "4,4,4", "--fps", "nan"], "--fps must be a finite number > 0"),
     (["positions", "--text", "-3"], "token count >= 0"),
+    (
+        ["positions", "--image-grid", "1,200000,200000"],
+        "makes 10,000,000,002 tokens, over max_tokens=16,777,216",
+    ),
+    (["positions", "--text", "30", "--max-tokens", "20"], "over max_tokens=20"),
+    (["positions", "--text", "3", "--max-tokens", "0"], "--max-tokens must be an int >= 1"),
     (["positions", "--text", "hello there"], "needs a tokenizer"),
     (["positions", "--image", "{root}/missing.jpg"], "no such file"),
     (["positions", "--image", "{text}"], "is not an image PIL can identify"),

@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
@@ -286,6 +288,15 @@ def test_messages_with_turns_and_generation_prompt(root) -> None:
     np.testing.assert_array_equal(got.input_ids, expected.input_ids)
 
 
+def test_token_cap_is_checked_before_building() -> None:
+    huge = {"segments": [{"type": "video", "grid": [100_000, 2_000, 2_000]}]}  # 1e11 tokens: a typo
+    row = process_record(huge, model=MODEL)
+    assert "makes 100,000,000,002 tokens, over max_tokens=16,777,216" in row["error"]
+    small = {"segments": [{"type": "text", "tokens": 40}]}
+    assert "over max_tokens=39" in process_record(small, model=MODEL, max_tokens=39)["error"]
+    assert process_record(small, model=MODEL, max_tokens=None)["num_tokens"] == 40
+
+
 def test_model_and_rules_precedence(root) -> None:
     record = {
         "model": "qwen2-vl",
@@ -407,3 +418,68 @@ def test_ray_map_batches_equals_single_process(root, ray_local) -> None:
     assert sorted((as_lists(r) for r in rows_np.take_all()), key=lambda r: r["num_tokens"]) == sorted(
         want.values(), key=lambda r: r["num_tokens"]
     )
+
+
+_KEYS = [
+    "type",
+    "tokens",
+    "ids",
+    "text",
+    "grid",
+    "height",
+    "width",
+    "tiles",
+    "thumbnail",
+    "tile_order",
+    "origin",
+]
+_KEYS += [
+    "wrap",
+    "fps",
+    "second_per_grid",
+    "frame_times",
+    "path",
+    "tiling",
+    "crop",
+    "nframes",
+    "role",
+    "content",
+]
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=4),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(_KEYS), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+_ITEM = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "image", "video", "audio"])},
+    optional={k: _VALUES for k in _KEYS if k not in ("type", "path")},
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    items=st.lists(_ITEM, max_size=3),
+    form=st.sampled_from(["segments", "messages"]),
+    rules=st.one_of(
+        st.none(), st.dictionaries(st.sampled_from(["crop", "fps", "tiles", "colour"]), _SCALARS)
+    ),
+)
+def test_any_record_gives_positions_or_a_library_error(items, form, rules) -> None:
+    """Whatever a record holds, the result is positions or an MRopeError: never a crash of another type
+    (which process_record would record as 'TypeError: ...' and the CLI as an internal error)."""
+    record: dict[str, Any] = {"rules": rules}
+    record[form] = items if form == "segments" else [{"role": "user", "content": items}]
+    try:
+        p = record_positions(record, model=MODEL, tokenizer=chars, max_tokens=100_000)
+    except mrope.MRopeError:
+        return
+    assert p.ids.shape == (3, p.num_tokens)

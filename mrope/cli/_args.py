@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any, NoReturn
 
+from mrope.pipeline import DEFAULT_MAX_TOKENS
 from mrope.rules import PRESET_NAMES, LayoutRules
 
 
@@ -189,6 +190,11 @@ def add_model_options(p: argparse.ArgumentParser, tokenizer: bool = True) -> Non
         default=[],
         metavar="KEY=VALUE",
         help="override one LayoutRules field, e.g. --rule crop=keep --rule fps=1 (repeatable)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        default=str(DEFAULT_MAX_TOKENS),
+        help=f"refuse a sequence of more tokens, counted before building (default {DEFAULT_MAX_TOKENS}; 'none')",
     )
     if tokenizer:
         p.add_argument(

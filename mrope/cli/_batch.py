@@ -22,7 +22,7 @@ import numpy as np
 from mrope.cli._args import CliError, add_model_options, rule_overrides
 from mrope.cli._output import positions_document
 from mrope.cli._progress import progress
-from mrope.cli._sequence import DEFAULT_MODEL, tokenizer_from_arg
+from mrope.cli._sequence import DEFAULT_MODEL, max_tokens_from_arg, tokenizer_from_arg
 from mrope.pipeline import Preprocessor, describe_error
 
 MANIFEST = "manifest.jsonl"
@@ -152,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         rules=rule_overrides(args.rule) or None,
         tokenizer=tokenizer_from_arg(args.tokenizer),
+        max_tokens=max_tokens_from_arg(args.max_tokens),
     )
     failed: list[str] = []
     used: dict[str, str] = {}

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mrope.builder import Positions, build_positions
-from mrope.cli._args import CliError, items_from_flags, rule_overrides
+from mrope.builder import Positions
+from mrope.cli._args import CliError, items_from_flags, positive_int, rule_overrides
 from mrope.errors import MRopeError
 from mrope.pipeline import Preprocessor, load_tokenizer
 from mrope.segments import Image, Segment, Text, Video
@@ -57,6 +57,11 @@ def tokenizer_from_arg(path: str | None) -> Any:
     if not os.path.isfile(path):
         raise CliError(f"--tokenizer {path!r} is not a file (expected a tokenizer.json)")
     return load_tokenizer(path)
+
+
+def max_tokens_from_arg(text: str) -> int | None:
+    """``--max-tokens``: an int >= 1, or ``none`` for no limit."""
+    return None if text.strip().lower() == "none" else positive_int(text, "--max-tokens")
 
 
 def _label(item: Any) -> str:
@@ -105,11 +110,15 @@ def build_from_args(args: argparse.Namespace) -> Built:
     model = args.model or record.get("model") or DEFAULT_MODEL
     tokenizer = tokenizer_from_arg(getattr(args, "tokenizer", None))
     pre = Preprocessor(
-        model=model, rules=rule_overrides(args.rule) or None, tokenizer=tokenizer, base_dir=base_dir
+        model=model,
+        rules=rule_overrides(args.rule) or None,
+        tokenizer=tokenizer,
+        base_dir=base_dir,
+        max_tokens=max_tokens_from_arg(args.max_tokens),
     )
     try:
         segments, rules = pre.segments(record)
-        positions = build_positions(segments, rules=rules, tokenizer=tokenizer)
+        positions = pre.build(segments, rules)
     except MRopeError as exc:
         if tokenizer is None and "tokenizer" in str(exc):
             raise CliError(f"{exc} [on the command line: --tokenizer TOKENIZER_JSON]") from None
