@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 TEXT_FILL_ID = 0
 """Token id written into :attr:`Positions.input_ids` for text given as a count only."""
 
+MAX_POSITION = 2**62
+"""Largest position the builder writes: int64 with headroom for ``position + delta`` arithmetic."""
+
+MAX_TILES = 1 << 16
+"""Most tiles one image may have (InternVL-style plans use up to a few dozen)."""
+
 DEFAULT_PAD_POSITION = 1
 """Position value of pad slots in batches (the official Qwen code and transformers 4.x use 1;
 transformers 5.x uses 0: pass ``pad_position=0`` to match it)."""
@@ -238,6 +244,12 @@ def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -
     The timestamps rule splits a video into one-patch blocks, each with ``tau = 0``."""
     i = np.arange(n_patches, dtype=np.int64)
     if rules.temporal == "seconds":
+        last = (n_patches - 1) * float(second_per_grid) * float(rules.tokens_per_second)
+        if not last < MAX_POSITION:
+            raise LayoutError(
+                f"video time offsets overflow: {n_patches - 1} patches x second_per_grid {second_per_grid:g} s "
+                f"x tokens_per_second {rules.tokens_per_second:g} = {last:g}, over {MAX_POSITION:.3g}"
+            )
         return np.floor(i * float(second_per_grid) * float(rules.tokens_per_second)).astype(np.int64)
     return i
 
@@ -309,6 +321,10 @@ class _Plan:
             return
         cols, rows = img.tiles
         _, hh, ww = merged
+        if cols * rows > MAX_TILES:
+            raise LayoutError(
+                f"image (segment {index}): {cols * rows} tiles; at most {MAX_TILES} are supported"
+            )
         if hh % rows or ww % cols:
             raise LayoutError(
                 f"image (segment {index}): merged grid {hh}x{ww} (h x w) does not split into {rows} rows "
@@ -480,6 +496,10 @@ def fill_pieces(
         n = p.n
         b = a + n
         if isinstance(p, _Text):
+            if s + n > MAX_POSITION:
+                raise LayoutError(
+                    f"positions overflow: {p.kind} (segment {p.index}) would reach {s + n - 1:,}"
+                )
             ids[:, a:b] = np.arange(s, s + n, dtype=np.int64)
             if tokens is not None:
                 tokens[a:b] = p.token_ids
@@ -491,6 +511,10 @@ def fill_pieces(
             continue
         hw = s if p.anchored else 0
         template, top_t, top_hw = _block_template(p)
+        if max(s + top_t, hw + top_hw) > MAX_POSITION:
+            raise LayoutError(
+                f"positions overflow: {p.kind} block (segment {p.index}) would reach {max(s + top_t, hw + top_hw):,}"
+            )
         offset[0, 0] = s
         offset[1:, 0] = hw
         np.add(template, offset, out=ids[:, a:b])
@@ -570,11 +594,23 @@ def count_tokens(
     before building.
     """
     lay = resolve_rules(model, rules)
-    plan = _Plan(lay)
-    stamps = tokenizer if tokenizer is not None else _one_token
+    total = 0
     for i, seg in enumerate(segments):
-        plan.add(seg, i, stamps)
-    return sum(p.n for p in plan.pieces)
+        if isinstance(seg, Video) and not (
+            lay.temporal == "timestamps" and seg.wrap and tokenizer is not None
+        ):
+            # arithmetic, so a video of any length costs the same
+            t, hh, ww = merged_grid(seg.grid, lay.merge_size, f"video (segment {i})")
+            if lay.temporal != "timestamps":
+                total += t * hh * ww + 2 * seg.wrap
+            else:
+                outer = seg.wrap and lay.video_start_id is not None
+                total += t * (hh * ww + 3 * seg.wrap) + outer + (outer and lay.video_end_id is not None)
+            continue
+        plan = _Plan(lay)
+        plan.add(seg, i, tokenizer if tokenizer is not None else _one_token)
+        total += sum(p.n for p in plan.pieces)
+    return total
 
 
 def _one_token(text: str) -> list[int]:

@@ -66,6 +66,8 @@ class Text:
                     f"Text takes a token count or a list of int token ids; got {tokens!r}"
                 ) from None
             n = len(ids)
+            if ids and (min(ids) < 0 or max(ids) >= 2**63):
+                raise LayoutError(f"Text token ids must be in [0, 2**63); got one of {min(ids)}..{max(ids)}")
         object.__setattr__(self, "num_tokens", n)
         object.__setattr__(self, "token_ids", ids)
 
@@ -122,8 +124,8 @@ class Image:
             origin = tuple(int(v) for v in self.origin)
         except (TypeError, ValueError):
             origin = ()
-        if len(origin) != 2 or min(origin) < 0:
-            raise LayoutError(f"Image origin must be (row, col), two ints >= 0; got {self.origin!r}")
+        if len(origin) != 2 or min(origin) < 0 or max(origin) >= 2**40:
+            raise LayoutError(f"Image origin must be (row, col), two ints in [0, 2**40); got {self.origin!r}")
         object.__setattr__(self, "origin", origin)
 
     @classmethod
