@@ -110,8 +110,8 @@ def token_floor(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rule
     """Text tokens plus ``t * h * w / merge**2`` vision tokens per image and video: a lower bound of the
     sequence length from integer arithmetic alone.
 
-    :func:`mrope.count_tokens` is exact but plans every temporal patch (an array or a loop per patch),
-    so a grid like ``[2**31 - 1, 2, 2]`` must be refused by this count before it gets there.
+    :func:`mrope.count_tokens` is exact; for a timestamped video with a tokenizer it tokenizes every
+    temporal patch's time text, so a grid like ``[2**31 - 1, 2, 2]`` must be refused by this count first.
     """
     m2 = rules.merge_size * rules.merge_size
     total = 0
