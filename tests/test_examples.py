@@ -19,7 +19,8 @@ EXAMPLES = ROOT / "examples"
 
 
 def run_example(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", **offline}
     done = subprocess.run(
         [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
     )

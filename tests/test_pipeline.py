@@ -7,6 +7,7 @@ JSON-segment form and the chat-message form, and records that must fail (recorde
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -370,7 +371,9 @@ def test_process_batch_any_batch_form(root) -> None:
         process_batch([1, 2], model=MODEL)
 
 
-def test_datasets_map(root) -> None:
+def test_datasets_map(root, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a local JSON file needs no network; never try it
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     import datasets
 
     datasets.disable_progress_bars()
@@ -389,6 +392,7 @@ def ray_local():
     import ray
     import ray.data
 
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report over the network
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
@@ -401,6 +405,7 @@ def ray_local():
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Ray's own DataContext fields
 def test_ray_map_batches_equals_single_process(root, ray_local) -> None:
     import ray.data
 
