@@ -9,7 +9,7 @@ from PIL import Image as PILImage
 
 from mrope.errors import MediaError
 from mrope.vision._source import OpenSource
-from mrope.vision.video import _open_container, _video_stream
+from mrope.vision.video import _STILL_FORMATS, _open_container, _video_stream
 
 MediaKind = Literal["image", "video"]
 
@@ -35,8 +35,15 @@ def detect_media_kind(data: bytes) -> MediaKind:
         raise MediaError("empty upload (0 bytes); expected an image or a video")
     try:
         im = PILImage.open(io.BytesIO(data))
-        if im.format not in _NOT_IMAGES and im.size[0] > 0 and im.size[1] > 0:
-            return "image"
+        if im.format not in _NOT_IMAGES:
+            if im.size[0] > 0 and im.size[1] > 0:
+                return "image"
+            raise MediaError(
+                f"<{len(data)} bytes>: a {im.format} image of {im.size[0]}x{im.size[1]} pixels; "
+                "expected a width and height of at least 1"
+            )
+    except MediaError:
+        raise
     except PILImage.DecompressionBombError as exc:
         raise MediaError(f"<{len(data)} bytes>: {exc} (refused without decoding)") from None
     except Exception:  # not something PIL reads: try it as a video
@@ -49,6 +56,12 @@ def detect_media_kind(data: bytes) -> MediaKind:
             f"{src.name} is neither an image (PIL cannot identify it) nor a video (FFmpeg cannot open it)"
         ) from None
     try:
+        fmt = container.format.name
+        if fmt in _STILL_FORMATS or fmt.endswith("_pipe"):  # FFmpeg sees an image PIL could not read
+            raise MediaError(
+                f"{src.name} looks like a still image ({fmt}) whose header cannot be read (truncated or "
+                "corrupt?); expected a readable image or a video"
+            )
         _video_stream(container, src.name)
     finally:
         container.close()
