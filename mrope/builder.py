@@ -22,6 +22,7 @@ import numpy as np
 from mrope.errors import LayoutError
 from mrope.rules import LayoutRules, resolve_rules
 from mrope.segments import Image, Segment, Text, Video
+from mrope.tokenizer import encode_text
 
 if TYPE_CHECKING:
     import torch
@@ -255,20 +256,7 @@ def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -
 
 
 def _tokenize(tokenizer: Any, text: str) -> list[int]:
-    if hasattr(tokenizer, "encode") and type(tokenizer).__module__.startswith("tokenizers"):
-        ids = tokenizer.encode(text, add_special_tokens=False).ids
-    elif callable(tokenizer):
-        ids = tokenizer(text)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-    else:
-        raise LayoutError(
-            f"tokenizer must be a callable str -> list[int] or a tokenizers.Tokenizer; got {type(tokenizer)}"
-        )
-    try:
-        out = [int(t) for t in ids]
-    except (TypeError, ValueError):
-        raise LayoutError(f"tokenizer returned {ids!r} for {text!r}; expected a list of int ids") from None
+    out = encode_text(tokenizer, text)
     if not out:
         raise LayoutError(f"tokenizer returned no tokens for the timestamp {text!r}")
     return out

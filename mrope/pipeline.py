@@ -44,6 +44,7 @@ from mrope.builder import Positions, build_positions, count_tokens
 from mrope.errors import MRopeError
 from mrope.rules import LayoutRules, resolve_rules
 from mrope.segments import Image, Segment, Text, Video
+from mrope.tokenizer import encode_text as _encode
 from mrope.vision import image_grid, load_image, load_video
 
 if TYPE_CHECKING:
@@ -125,22 +126,10 @@ def encode_text(tokenizer: Any, text: str, where: str) -> list[int]:
             f"{where}: text needs a tokenizer to count its tokens: pass tokenizer= (a tokenizer.json path, "
             "a tokenizers.Tokenizer or a callable str -> list[int]), or give a 'tokens' count"
         )
-    if type(tokenizer).__module__.startswith("tokenizers") and hasattr(tokenizer, "encode"):
-        ids: Any = tokenizer.encode(text, add_special_tokens=False).ids
-    elif hasattr(tokenizer, "encode") and hasattr(tokenizer, "convert_tokens_to_ids"):  # transformers
-        ids = tokenizer.encode(text, add_special_tokens=False)
-    elif callable(tokenizer):
-        ids = tokenizer(text)
-        if isinstance(ids, Mapping):
-            ids = ids["input_ids"]
-    else:
-        raise RecordError(
-            f"tokenizer must be a tokenizer or a callable str -> list[int]; got {type(tokenizer)}"
-        )
     try:
-        return [int(i) for i in ids]
-    except (TypeError, ValueError):
-        raise RecordError(f"the tokenizer returned {ids!r} for {where}; expected a list of int ids") from None
+        return _encode(tokenizer, text)
+    except MRopeError as exc:
+        raise RecordError(f"{where}: {exc}") from None
 
 
 # ----------------------------------------------------------------------------------- JSON segments

@@ -13,6 +13,7 @@ from typing import Any
 
 import mrope
 from mrope.rules import LayoutRules
+from mrope.tokenizer import encode_text
 from mrope.vision import image_grid
 from service.errors import ServiceError, over_cap
 from service.models import ImageSegment, TextSegment, VideoSegment
@@ -29,7 +30,7 @@ def tokenize(tokenizer: Any, text: str, where: str) -> list[int]:
             "tokenizer.json, or send token counts / ids",
             cap="MROPE_TOKENIZER",
         )
-    return list(tokenizer.encode(text, add_special_tokens=False).ids)
+    return encode_text(tokenizer, text)
 
 
 def text_segment(seg: TextSegment, tokenizer: Any, where: str) -> mrope.Text:
