@@ -16,13 +16,24 @@ from typing import Any
 from mrope.errors import LayoutError
 
 
-def _grid(value: Any, what: str) -> tuple[int, int, int]:
+def _exact_ints(value: Any) -> tuple[int, ...] | None:
+    """``value`` as a tuple of ints when every item is an integer (int, integral float, numpy int), else
+    ``None``: 1.5 must be refused, not truncated to 1."""
+    if isinstance(value, (str, bytes)):
+        return None
     try:
-        grid = tuple(int(v) for v in value)
-        exact = all(float(v) == g for v, g in zip(value, grid, strict=True))
-    except (TypeError, ValueError):
-        raise LayoutError(f"{what} grid must be three positive ints (t, h, w); got {value!r}") from None
-    if len(grid) != 3 or not exact or min(grid) < 1:
+        items = list(value)
+        out = tuple(int(v) for v in items)
+        if any(isinstance(v, bool) or float(v) != i for v, i in zip(items, out, strict=True)):
+            return None
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return out
+
+
+def _grid(value: Any, what: str) -> tuple[int, int, int]:
+    grid = _exact_ints(value)
+    if grid is None or len(grid) != 3 or min(grid) < 1:
         raise LayoutError(f"{what} grid must be three positive ints (t, h, w); got {value!r}")
     return grid  # type: ignore[return-value]
 
@@ -100,19 +111,16 @@ class Image:
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Image"))
         if self.tiles is not None:
-            try:
-                tiles = tuple(int(v) for v in self.tiles)
-            except (TypeError, ValueError):
-                tiles = ()
-            if len(tiles) != 2 or min(tiles) < 1:
+            tiles = _exact_ints(self.tiles)
+            if tiles is None or len(tiles) != 2 or min(tiles) < 1:
                 raise LayoutError(f"Image tiles must be (cols, rows), two positive ints; got {self.tiles!r}")
             object.__setattr__(self, "tiles", tiles)
             if self.grid[0] != 1:
                 raise LayoutError(f"a tiled Image must have t == 1 in its grid; got grid {self.grid}")
             n = tiles[0] * tiles[1]
             if self.tile_order is not None:
-                order = tuple(int(i) for i in self.tile_order)
-                if sorted(order) != list(range(n)):
+                order = _exact_ints(self.tile_order)
+                if order is None or sorted(order) != list(range(n)):
                     raise LayoutError(
                         f"Image tile_order must be a permutation of 0..{n - 1} for {tiles[0]}x{tiles[1]} "
                         f"tiles; got {self.tile_order!r}"
@@ -120,11 +128,8 @@ class Image:
                 object.__setattr__(self, "tile_order", order)
         elif self.thumbnail or self.tile_order is not None:
             raise LayoutError("Image thumbnail and tile_order need tiles=(cols, rows)")
-        try:
-            origin = tuple(int(v) for v in self.origin)
-        except (TypeError, ValueError):
-            origin = ()
-        if len(origin) != 2 or min(origin) < 0 or max(origin) >= 2**40:
+        origin = _exact_ints(self.origin)
+        if origin is None or len(origin) != 2 or min(origin) < 0 or max(origin) >= 2**40:
             raise LayoutError(f"Image origin must be (row, col), two ints in [0, 2**40); got {self.origin!r}")
         object.__setattr__(self, "origin", origin)
 

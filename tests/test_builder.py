@@ -328,6 +328,12 @@ def test_properties(segs: list, model: str, k: int) -> None:
         (lambda: build_positions([Image(grid=(1, 4, 4), origin=(2**39, 0))], rules={"crop": "keep"}), None),
         (lambda: Image(grid=(1, 4, 4), origin=(2**70, 0)), r"\[0, 2\*\*40\)"),
         (lambda: Text([2**64]), r"\[0, 2\*\*63\)"),
+        (lambda: Image(grid=(1, 4, 4), origin=(1.5, 0.2)), "origin must be"),
+        (lambda: Image(grid=(1, 4, 4), tiles=(2.7, 1)), "tiles must be"),
+        (lambda: Image(grid=(1, 4, 4), tiles=(2, 1), tile_order=["a", 1]), "permutation"),
+        (lambda: Image(grid=(1, 4, 4), tiles=(2, 1), tile_order=5), "permutation"),
+        (lambda: Image(grid="144"), "grid must be"),
+        (lambda: Image(grid=(1, True, 4)), "grid must be"),
         (lambda: build_positions([Image(grid=(1, 2**21, 2**21), tiles=(2**10, 2**10))]), "at most 65536"),
         (
             lambda: build_positions(
