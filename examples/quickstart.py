@@ -30,7 +30,9 @@ def main() -> None:
         block = p.ids[:, span.start : span.stop]
         ranges = [f"{lo}..{hi}" for lo, hi in zip(block.min(axis=1), block.max(axis=1), strict=True)]
         grid = "" if span.grid is None else "x".join(map(str, span.grid))
-        print(f"{span.kind:<10} {span.start:>6}-{span.stop - 1:<6} {ranges[0]:>11} {ranges[1]:>11} {ranges[2]:>11}  {grid}")
+        print(
+            f"{span.kind:<10} {span.start:>6}-{span.stop - 1:<6} {ranges[0]:>11} {ranges[1]:>11} {ranges[2]:>11}  {grid}"
+        )
     print("next decode positions:", mrope.next_positions(p.delta, p.num_tokens, 3)[0].tolist())
 
 
