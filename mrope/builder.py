@@ -114,6 +114,23 @@ class Positions:
 
         return torch.from_numpy(self.ids)
 
+    def metadata(self) -> dict[str, Any]:
+        """Everything but the ids, JSON-ready: delta, num_tokens, spans, the grids, second_per_grid_ts,
+        notes (the fields of the service's positions response besides ``positions``)."""
+        return {
+            "delta": int(self.delta),
+            "num_tokens": self.num_tokens,
+            "spans": [s.to_dict() for s in self.spans],
+            "image_grid_thw": self.image_grid_thw.tolist(),
+            "video_grid_thw": self.video_grid_thw.tolist(),
+            "second_per_grid_ts": self.second_per_grid_ts.tolist(),
+            "notes": list(self.notes),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``{"positions": [[t...], [h...], [w...]], **metadata()}``."""
+        return {"positions": self.ids.tolist(), **self.metadata()}
+
     def window(self, start: int, stop: int) -> np.ndarray:
         """Positions ``[3, stop - start]`` of tokens ``start .. stop-1`` of a sequence that begins with
         this prompt: the prompt's own positions where they exist, decode continuation past its end.

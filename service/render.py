@@ -94,15 +94,7 @@ def _npy_response(
 
 def positions_payload(pos: Positions) -> dict[str, Any]:
     """Everything of a :class:`~mrope.Positions` that a response carries besides the ids."""
-    return {
-        "delta": pos.delta,
-        "num_tokens": pos.num_tokens,
-        "spans": [s.to_dict() for s in pos.spans],
-        "image_grid_thw": pos.image_grid_thw,
-        "video_grid_thw": pos.video_grid_thw,
-        "second_per_grid_ts": pos.second_per_grid_ts,
-        "notes": list(pos.notes),
-    }
+    return pos.metadata()
 
 
 def render_positions(

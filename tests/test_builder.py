@@ -220,6 +220,18 @@ def test_batch_left_and_right_padding_agree() -> None:
     assert tuple(pos.shape) == (3, 3, left.ids.shape[2]) and tuple(deltas.shape) == (3, 1)
 
 
+def test_to_dict_is_json_ready() -> None:
+    import json
+
+    p = build_positions([Text(2), Image(grid=(1, 4, 4)), Video(grid=(2, 4, 4), fps=1.0)], model="qwen2.5-vl")
+    d = json.loads(json.dumps(p.to_dict()))
+    assert d["positions"] == p.ids.tolist() and d["delta"] == p.delta and d["num_tokens"] == p.num_tokens
+    assert d["image_grid_thw"] == [[1, 4, 4]] and d["video_grid_thw"] == [[2, 4, 4]]
+    assert d["second_per_grid_ts"] == [2.0] and d["notes"] == []
+    assert d["spans"][2] == {"kind": "image", "start": 3, "stop": 7, "index": 1, "grid": [1, 2, 2]}
+    assert set(p.metadata()) == set(d) - {"positions"}
+
+
 def test_next_positions_and_window() -> None:
     p = build_positions([Text(2), Image(grid=(1, 8, 8)), Text(1)])
     assert next_positions(p.delta, p.num_tokens, 3).tolist() == [[p.ids.max() + 1 + i for i in range(3)]] * 3

@@ -113,16 +113,7 @@ def assert_error(
 
 
 def expected(pos: mrope.Positions) -> dict:
-    return {
-        "positions": pos.ids.tolist(),
-        "delta": pos.delta,
-        "num_tokens": pos.num_tokens,
-        "spans": [s.to_dict() for s in pos.spans],
-        "image_grid_thw": pos.image_grid_thw.tolist(),
-        "video_grid_thw": pos.video_grid_thw.tolist(),
-        "second_per_grid_ts": pos.second_per_grid_ts.tolist(),
-        "notes": list(pos.notes),
-    }
+    return pos.to_dict()
 
 
 # --------------------------------------------------------------------------------------- happy paths

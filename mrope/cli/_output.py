@@ -17,17 +17,7 @@ SAVE_SUFFIXES = (".npy", ".json")
 
 def positions_document(p: Positions, model: str) -> dict[str, Any]:
     """The positions as JSON (the shape of the service's ``POST /v1/positions`` response, plus ``model``)."""
-    return {
-        "model": model,
-        "positions": p.ids.tolist(),
-        "delta": int(p.delta),
-        "num_tokens": int(p.num_tokens),
-        "spans": [s.to_dict() for s in p.spans],
-        "image_grid_thw": p.image_grid_thw.tolist(),
-        "video_grid_thw": p.video_grid_thw.tolist(),
-        "second_per_grid_ts": p.second_per_grid_ts.tolist(),
-        "notes": list(p.notes),
-    }
+    return {"model": model, **p.to_dict()}
 
 
 def _range(row: np.ndarray) -> str:
