@@ -183,7 +183,9 @@ class RopeSpec:
             inv = self._yarn_inv_freq(pos_freqs)
         return inv
 
-    def _yarn_inv_freq(self, pos_freqs: np.ndarray) -> np.ndarray:
+    def yarn_ramp(self) -> tuple[float, float]:
+        """YaRN's correction range ``(low, high)`` in frequency indices: frequencies below ``low`` keep
+        their pretrained value, those above ``high`` are divided by ``factor``, a linear ramp between."""
         sc = self.scaling
         d = self.rotary_dim
         base = float(self.theta)
@@ -199,10 +201,14 @@ class RopeSpec:
         low, high = max(low, 0), min(high, d - 1)
         if low == high:
             high += 0.001
-        ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+        return low, high
+
+    def _yarn_inv_freq(self, pos_freqs: np.ndarray) -> np.ndarray:
+        low, high = self.yarn_ramp()
+        ramp = np.clip((np.arange(self.rotary_dim // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
         extrapolation_weight = 1.0 - ramp
         extrapolated = 1.0 / pos_freqs
-        interpolated = 1.0 / (sc.factor * pos_freqs)
+        interpolated = 1.0 / (self.scaling.factor * pos_freqs)
         return interpolated * (1 - extrapolation_weight) + extrapolated * extrapolation_weight
 
     def attention_factor(self) -> float:

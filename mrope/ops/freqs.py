@@ -57,20 +57,10 @@ def _hf_yarn_fp32(spec: RopeSpec) -> torch.Tensor:
     sc = spec.scaling
     d = spec.rotary_dim
     base = float(spec.theta)
-    l0 = sc.original_max_position_embeddings
     pos_freqs = base ** (torch.arange(0, d, 2).to(dtype=torch.float32) / d)
     extrapolation = 1.0 / pos_freqs
     interpolation = 1.0 / (sc.factor * pos_freqs)
-
-    def correction_dim(rotations: float) -> float:
-        return (d * math.log(l0 / (rotations * 2 * math.pi))) / (2 * math.log(base))
-
-    low, high = correction_dim(sc.beta_fast), correction_dim(sc.beta_slow)
-    if sc.truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, d - 1)
-    if low == high:
-        high += 0.001
+    low, high = spec.yarn_ramp()
     ramp = torch.clamp((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
     extrapolation_factor = 1 - ramp
     return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor
