@@ -41,6 +41,33 @@ def median_seconds(fn: Callable[[], object], *, repeat: int = 30, min_time: floa
     return statistics.median(samples)
 
 
+def paired_medians(
+    fns: list[Callable[[], object]], *, repeat: int = 41, min_time: float = 0.6
+) -> list[float]:
+    """Median seconds per call of each function, sampled in turn (a, b, c, a, b, c, ...) so that load
+    from elsewhere on a shared machine falls on every function alike and their ratios stay fair."""
+    loops = []
+    for fn in fns:
+        fn()
+        n = 1
+        while True:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            if time.perf_counter() - t0 > min_time / repeat / len(fns) or n > 1 << 16:
+                break
+            n *= 2
+        loops.append(n)
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, n, out in zip(fns, loops, samples, strict=True):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            out.append((time.perf_counter() - t0) / n)
+    return [statistics.median(xs) for xs in samples]
+
+
 def sample_segments() -> list:
     segs: list = [Text(500)]
     for _ in range(4):
@@ -81,18 +108,18 @@ def main() -> None:
             return mrope.get_rope_index(ids, grids_i, grids_v, model="qwen2-vl", mm_token_type_ids=types)
 
         mine, _ = ours()
-        t_ours = median_seconds(ours)
-        t_types = median_seconds(ours_types)
         if hf is not None:
             theirs, _ = hf(ids, types, grids_i, grids_v)
             assert torch.equal(mine, theirs), "outputs differ from transformers"
             assert torch.equal(ours_types()[0], theirs)
-            t_hf = median_seconds(
-                lambda ids=ids, types=types, gi=grids_i, gv=grids_v: hf(ids, types, gi, gv), repeat=15
-            )
-            rows.append((batch, t_hf, t_ours, t_types))
+
+            def reference(ids=ids, types=types, gi=grids_i, gv=grids_v):
+                return hf(ids, types, gi, gv)
+
+            t_hf, t_ours, t_types = paired_medians([reference, ours, ours_types])
         else:
-            rows.append((batch, float("nan"), t_ours, t_types))
+            t_hf, (t_ours, t_types) = float("nan"), paired_medians([ours, ours_types])
+        rows.append((batch, t_hf, t_ours, t_types))
     print(
         f"\ntransformers {transformers.__version__} Qwen2VLModel.get_rope_index vs mrope.get_rope_index (medians)"
     )

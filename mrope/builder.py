@@ -209,6 +209,7 @@ class _Block:
     tiles: Sequence[tuple[int, int]] | None = None  # (row, col) of each tile, for spans
     anchored: bool = True  # h and w count from the block start s (False: from 0, the "reset" rule)
     n: int = field(init=False)  # tokens in the block
+    template: tuple[np.ndarray, int, int] | None = field(init=False, default=None)  # _block_template
 
     def __post_init__(self) -> None:
         self.n = len(self.tau) * self.tile_h * self.tile_w * len(self.tile_h0)
@@ -448,6 +449,8 @@ class _Plan:
         return ids, tokens, spans, top
 
 
+_ARANGE = np.arange(1 << 16, dtype=np.int64)  # text positions below 2**16 are slices of this (512 KiB)
+_ARANGE.flags.writeable = False
 _TEMPLATES: dict[tuple, tuple[np.ndarray, int, int]] = {}
 _TEMPLATE_BUDGET = 1 << 21  # tokens kept in the cache (int64 [3, n] each: 48 MiB at most)
 _template_tokens = 0
@@ -505,7 +508,7 @@ def fill_pieces(
                 raise LayoutError(
                     f"positions overflow: {p.kind} (segment {p.index}) would reach {s + n - 1:,}"
                 )
-            ids[:, a:b] = np.arange(s, s + n, dtype=np.int64)
+            ids[:, a:b] = _ARANGE[s : s + n] if s + n <= _ARANGE.size else np.arange(s, s + n, dtype=np.int64)
             if tokens is not None:
                 tokens[a:b] = p.token_ids
             if spans is not None:
@@ -515,13 +518,15 @@ def fill_pieces(
             a = b
             continue
         hw = s if p.anchored else 0
-        template, top_t, top_hw = _block_template(p)
+        if p.template is None:  # blocks reused by the token interface keep theirs
+            p.template = _block_template(p)
+        template, top_t, top_hw = p.template
         if max(s + top_t, hw + top_hw) > MAX_POSITION:
             raise LayoutError(
                 f"positions overflow: {p.kind} block (segment {p.index}) would reach {max(s + top_t, hw + top_hw):,}"
             )
         offset[0, 0] = s
-        offset[1:, 0] = hw
+        offset[1, 0] = offset[2, 0] = hw
         np.add(template, offset, out=ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
