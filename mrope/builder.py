@@ -518,9 +518,10 @@ def fill_pieces(
             a = b
             continue
         hw = s if p.anchored else 0
-        if p.template is None:  # blocks reused by the token interface keep theirs
-            p.template = _block_template(p)
-        template, top_t, top_hw = p.template
+        entry = p.template or _block_template(p)
+        if p.template is None and p.n <= _TEMPLATE_BUDGET // 4:  # reused blocks keep a small template
+            p.template = entry
+        template, top_t, top_hw = entry
         if max(s + top_t, hw + top_hw) > MAX_POSITION:
             raise LayoutError(
                 f"positions overflow: {p.kind} block (segment {p.index}) would reach {max(s + top_t, hw + top_hw):,}"
