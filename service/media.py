@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,7 +155,8 @@ def load_file(
     except MRopeError as exc:
         raise type(exc)(_rename(str(exc), stored)) from None
     except Exception as exc:  # noqa: BLE001 - decoders raise many types on bad bytes
-        log.warning("media reader raised %s on %s: %s", type(exc).__name__, name, exc)
+        if os.path.exists(stored.path):  # else the request timed out and its spool is gone: nobody waits
+            log.warning("media reader raised %s on %s: %s", type(exc).__name__, name, exc)
         raise ServiceError(
             422, "invalid_media", f"{name} cannot be read: {type(exc).__name__}: {exc}"[:500]
         ) from None
