@@ -318,19 +318,33 @@ def target_positions(start: int, grids: Sequence[Sequence[int]], merge_size: int
 
 
 def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -> np.ndarray:
-    """``tau(i)`` for ``i in [0, n_patches)``, int64: ``i`` (index rule), or
-    ``floor(i * second_per_grid * tokens_per_second)`` (seconds rule; multiply first, then floor).
-    The timestamps rule splits a video into one-patch blocks, each with ``tau = 0``."""
+    """``tau(i)`` for ``i in [0, n_patches)``, int64.
+
+    ``i`` under the index rule. Under the seconds rule the released arithmetic, in float32 as the model
+    computes it from the float32 ``second_per_grid_ts`` its processor hands over (``spg32``), then
+    truncated: ``trunc(fl32(fl32(i * spg32) * tps))`` (``seconds_grouping="(i*spg)*tps"``, the released
+    Qwen2.5-VL code) or ``trunc(fl32(i * fl32(tps * spg32)))`` (``"i*(tps*spg)"``, transformers 5.x).
+    A float64 product differs at common rates (fps 12.5, 25, 50, 100, 1.2, 2/0.7, 2/0.9).
+    The timestamps rule splits a video into one-patch blocks, each with ``tau = 0``.
+    """
     i = np.arange(n_patches, dtype=np.int64)
-    if rules.temporal == "seconds":
-        last = (n_patches - 1) * float(second_per_grid) * float(rules.tokens_per_second)
-        if not last < MAX_POSITION:
-            raise LayoutError(
-                f"video time offsets overflow: {n_patches - 1} patches x second_per_grid {second_per_grid:g} s "
-                f"x tokens_per_second {rules.tokens_per_second:g} = {last:g}, over {MAX_POSITION:.3g}"
-            )
-        return np.floor(i * float(second_per_grid) * float(rules.tokens_per_second)).astype(np.int64)
-    return i
+    if rules.temporal != "seconds":
+        return i
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow to inf is refused below
+        spg32 = np.float32(second_per_grid)
+        tps32 = np.float32(rules.tokens_per_second)
+        i32 = i.astype(np.float32)
+        if rules.seconds_grouping == "i*(tps*spg)":
+            t32 = i32 * (tps32 * spg32)
+        else:
+            t32 = (i32 * spg32) * tps32
+    last = float(t32[-1]) if n_patches else 0.0
+    if not last < MAX_POSITION:  # also catches inf / nan (float32 overflow)
+        raise LayoutError(
+            f"video time offsets overflow: {n_patches - 1} patches x second_per_grid {second_per_grid:g} s "
+            f"x tokens_per_second {rules.tokens_per_second:g} = {last:g}, over {MAX_POSITION:.3g}"
+        )
+    return t32.astype(np.int64)
 
 
 def _tokenize(tokenizer: Any, text: str) -> list[int]:

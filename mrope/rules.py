@@ -4,8 +4,14 @@ Every choice a model makes is a field here, never an if-branch on a model name i
 
 - ``merge_size``: an encoder grid ``(t, h, w)`` of patches becomes an LLM grid ``(t, h/m, w/m)``.
 - ``temporal``: how a video's temporal patch ``i`` maps to ``tau(i)``:
-  ``"index"`` (``tau(i) = i``, Qwen2-VL), ``"seconds"`` (``floor(i * second_per_grid * tokens_per_second)``,
+  ``"index"`` (``tau(i) = i``, Qwen2-VL), ``"seconds"`` (``trunc(i * second_per_grid * tokens_per_second)``,
   Qwen2.5-VL) or ``"timestamps"`` (one block per temporal patch, each after a text timestamp, Qwen3-VL).
+- ``seconds_grouping``: how the ``seconds`` rule groups its float32 product. The processor hands
+  ``second_per_grid`` to the model as float32 (``spg32``) and the model multiplies in float32, so the
+  grouping changes some results (26 patches at 0.04 s: the last gets 3, float64 gives 2).
+  ``"(i*spg)*tps"``: ``trunc(fl32(fl32(i * spg32) * tps))``, the released Qwen2.5-VL code (transformers
+  4.49) and Qwen2.5-Omni; ``"i*(tps*spg)"``: ``trunc(fl32(i * fl32(tps * spg32)))``, transformers 5.x's
+  ``get_rope_index`` (offered only to reproduce it).
 - ``spatial``: where a block's (h, w) start: ``"offset"`` (at the block's start counter ``s``, Qwen),
   ``"reset"`` (at 0 for every block) or ``"centered"`` (the grid centred in the square span
   ``[s, s + max(H', W'))``, so an image and its transpose share a centre).
@@ -66,6 +72,7 @@ TimestampTime = Literal["mean", "first"]
 PositionsBase = Literal["counter", "sequence"]
 ImageIndexScope = Literal["sequence", "batch"]
 ImageSpan = Literal["placeholders", "between_wrappers"]
+SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "temporal": ("index", "seconds", "timestamps"),
@@ -78,6 +85,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "positions_base": ("counter", "sequence"),
     "image_index_scope": ("sequence", "batch"),
     "image_span": ("placeholders", "between_wrappers"),
+    "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
 }
 
 
@@ -93,6 +101,7 @@ class LayoutRules:
     temporal_patch_size: int = 2
     temporal: TemporalRule = "index"
     tokens_per_second: float = 2.0
+    seconds_grouping: SecondsGrouping = "(i*spg)*tps"
     spatial: SpatialRule = "offset"
     crop: CropRule = "reset"
     tiles: TileRule = "global"

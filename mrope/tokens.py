@@ -180,7 +180,7 @@ def _row_pieces(
             elif lay.temporal == "timestamps":
                 time_key = 0
             else:
-                time_key = (t, float(queue.spg[g]), lay.tokens_per_second)  # type: ignore[index]
+                time_key = (t, float(queue.spg[g]), lay.tokens_per_second, lay.seconds_grouping)  # type: ignore[index]
             # blocks are immutable here; the same grid under the same rules is the same block
             key = (time_key, h // merge, w // merge, rule_key)
             block = blocks.get(key)
@@ -474,7 +474,8 @@ def get_rope_index(
             processor gives it; it is split into ``T`` blocks of ``(1, H, W)`` like the model does.
         attention_mask: 0/1 ``[B, L]``; positions are computed on valid tokens only.
         model: preset name; ``rules`` replaces or overrides it (see :class:`~mrope.LayoutRules`).
-        second_per_grid_ts: float ``[n_videos]`` seconds per temporal patch (Qwen2.5-VL; default 1.0).
+        second_per_grid_ts: float ``[n_videos]`` seconds per temporal patch (Qwen2.5-VL; default 1.0),
+            used as float32 like the model does with the float32 tensor its processor hands over.
         mm_token_type_ids: int ``[B, L]`` 0 text / 1 image / 2 video (transformers 5.x form); when
             given, runs are taken from it instead of the placeholder ids.
         pad_position: value written at masked slots.
