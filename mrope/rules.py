@@ -28,6 +28,10 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   GLM-4.1V), which time it shows (``timestamp_time``: ``"mean"`` of the patch's first and last frame,
   or its ``"first"`` frame) and how (``timestamp_format``); an optional outer video wrapper
   (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``).
+  ``video_pad_id`` is the id the processor writes for video pads. GLM-4.1V writes the image id there
+  (``<|image|>``, 151343) and tells video from image by the outer wrapper, so ``video_pad_id ==
+  image_pad_id`` is allowed when a video wrapper is set: pads inside ``video_start_id .. video_end_id``
+  are video (``mm_token_type_ids`` 2), the others image (1).
 - sizing of images and videos (patch size, pixel bounds, frame sampling) for the vision layer.
 """
 
@@ -111,6 +115,11 @@ class LayoutRules:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise LayoutError(f"LayoutRules.{name} must be a finite number > 0; got {value!r}")
+        if self.video_pad_id == self.image_pad_id and (self.video_start_id is None or self.video_end_id is None):
+            raise LayoutError(
+                f"LayoutRules: video_pad_id equals image_pad_id ({self.image_pad_id}); that needs a video wrapper "
+                "(video_start_id and video_end_id) to tell video pads from image pads"
+            )
         if self.min_frames > self.max_frames:
             raise LayoutError(
                 f"LayoutRules.min_frames ({self.min_frames}) exceeds max_frames ({self.max_frames})"
@@ -184,7 +193,10 @@ _PRESETS: dict[str, LayoutRules] = {
         vision_start_id=151339,
         vision_end_id=151340,
         image_pad_id=151343,
-        video_pad_id=151344,
+        # the processor writes <|image|> (151343) for every video frame's pads inside <|begin_of_video|> ..
+        # <|end_of_video|> (processing_glm4v.py replace_frame_token_id); the config's video_token_id 151344
+        # is never written
+        video_pad_id=151343,
         video_start_id=151341,
         video_end_id=151342,
         image_min_pixels=112 * 112,

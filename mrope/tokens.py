@@ -143,6 +143,15 @@ def _row_pieces(
     return pieces
 
 
+def _wrapped_video_types(row_ids: np.ndarray, pad_id: int, lay: LayoutRules) -> np.ndarray:
+    """0/1/2 token types when images and videos share one pad id (GLM-4.1V): pads after more
+    ``video_start_id`` than ``video_end_id`` tokens are video (2), the others image (1), as the
+    processor's ``create_mm_token_type_ids`` decides."""
+    inside = np.cumsum(row_ids == lay.video_start_id) > np.cumsum(row_ids == lay.video_end_id)
+    pads = row_ids == pad_id
+    return (pads.view(np.int8) + (pads & inside).view(np.int8)).astype(np.int8)
+
+
 _ZERO = np.zeros(1, dtype=np.int64)
 _ZERO.flags.writeable = False
 _BLOCKS: dict[tuple, _Block] = {}
@@ -220,6 +229,7 @@ def rope_index(
     out = np.empty((3, b, length), dtype=np.int64)
     deltas = np.zeros(b, dtype=np.int64)
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
+    shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
     for row in range(b):
         # the valid tokens, and where their positions go: a view when they are contiguous (one run of
         # ones, found with two argmax scans and a count instead of materialising the valid indices)
@@ -245,10 +255,13 @@ def rope_index(
             target = None
         n = row_ids.shape[0]
         if row_types is None:
-            # 0 text, 1 image, 2 video (int8 adds; a shift of int8 costs several times more)
-            row_types = (row_ids == video_id).view(np.int8)
-            row_types = row_types + row_types
-            row_types += (row_ids == image_id).view(np.int8)
+            if shared_id:
+                row_types = _wrapped_video_types(row_ids, image_id, lay)
+            else:
+                # 0 text, 1 image, 2 video (int8 adds; a shift of int8 costs several times more)
+                row_types = (row_ids == video_id).view(np.int8)
+                row_types = row_types + row_types
+                row_types += (row_ids == image_id).view(np.int8)
         pieces = _row_pieces(row_types, n, row, images, videos, lay)
         dense = target if target is not None else np.empty((3, n), dtype=np.int64)
         top = fill_pieces(pieces, dense, None, None, lay.advance)
