@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope.builder import DEFAULT_PAD_POSITION, _Block, _Text, _untiled_block, fill_pieces, temporal_index
+from mrope.builder import _Block, _Text, _untiled_block, fill_pieces, temporal_index
 from mrope.errors import LayoutError, TokenError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
 
 if TYPE_CHECKING:
     import torch
@@ -154,18 +155,21 @@ def rope_index(
     video_grid_thw: Any = None,
     attention_mask: Any = None,
     *,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     second_per_grid_ts: Any = None,
     mm_token_type_ids: Any = None,
-    pad_position: int = DEFAULT_PAD_POSITION,
+    pad_position: int | None = None,
+    convention: str = "released",
 ) -> tuple[np.ndarray, np.ndarray]:
     """The numpy core of :func:`get_rope_index`.
 
     Returns:
         ``(position_ids int64 [3, B, L], deltas int64 [B])``.
     """
-    lay = resolve_rules(model, rules)
+    lay = resolve_rules(model, rules, convention)
+    if pad_position is None:
+        pad_position = lay.pad_position
     ids = _as_numpy(input_ids, "input_ids", ndim=2)
     assert ids is not None
     if ids.dtype.kind not in "iu":
@@ -256,11 +260,12 @@ def get_rope_index(
     video_grid_thw: Any = None,
     attention_mask: Any = None,
     *,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     second_per_grid_ts: Any = None,
     mm_token_type_ids: Any = None,
-    pad_position: int = DEFAULT_PAD_POSITION,
+    pad_position: int | None = None,
+    convention: str = "released",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """M-RoPE position ids from token ids, like the transformers model method.
 
@@ -270,11 +275,15 @@ def get_rope_index(
         video_grid_thw: int ``[n_videos, 3]``. For Qwen3-VL one row ``(T, H, W)`` per video, as its
             processor gives it; it is split into ``T`` blocks of ``(1, H, W)`` like the model does.
         attention_mask: 0/1 ``[B, L]``; positions are computed on valid tokens only.
-        model: preset name; ``rules`` replaces or overrides it (see :class:`~mrope.LayoutRules`).
+        model: required (no default): a family name, a Hugging Face model_type, a repo id, a
+            :class:`mrope.models.ModelFamily` or what :func:`mrope.from_pretrained` returns; ``rules``
+            replaces or overrides its rules (see :class:`~mrope.LayoutRules`).
         second_per_grid_ts: float ``[n_videos]`` seconds per temporal patch (Qwen2.5-VL; default 1.0).
         mm_token_type_ids: int ``[B, L]`` 0 text / 1 image / 2 video (transformers 5.x form); when
             given, runs are taken from it instead of the placeholder ids.
-        pad_position: value written at masked slots.
+        pad_position: value written at masked slots (default: the rules' ``pad_position``).
+        convention: ``"released"`` (official semantics) or ``"transformers5"`` (the family's own
+            transformers 5.24 ``get_rope_index``: its advance and pad value).
 
     Returns:
         ``(position_ids, deltas)``: int64 torch ``[3, B, L]`` and ``[B, 1]``, on ``input_ids``' device
@@ -293,6 +302,7 @@ def get_rope_index(
             second_per_grid_ts=second_per_grid_ts,
             mm_token_type_ids=mm_token_type_ids,
             pad_position=pad_position,
+            convention=convention,
         )
     except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
         raise TokenError(str(exc)) from None
