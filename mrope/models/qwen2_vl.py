@@ -17,8 +17,9 @@ QWEN_CONFIG_IDS = {
 }
 """config.json keys of the Qwen vocabulary's wrapper and placeholder ids (every Qwen-style family)."""
 
-TRANSFORMERS5 = {"advance": "spatial", "pad_position": 0}
-"""transformers 5.x ``get_rope_index``: ``s + max(H', W')`` after a block, pads 0 (FAMILIES.md)."""
+TRANSFORMERS5 = {"advance": "spatial", "pad_position": 0, "seconds_grouping": "i*(tps*spg)"}
+"""transformers 5.x ``get_rope_index``: ``s + max(H', W')`` after a block, pads 0, video time grouped as
+``arange * (tps * spg)`` in float32 (FAMILIES.md)."""
 
 FAMILY = ModelFamily(
     name="qwen2-vl",
