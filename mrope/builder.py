@@ -491,13 +491,14 @@ class _Plan:
                     f"{rules.tokens_per_second:g} < 1): time resolution is lost above "
                     f"{rules.tokens_per_second * rules.temporal_patch_size:g} fps"
                 )
-            self.wrapped(
-                index,
-                vid.wrap,
-                lambda: self.pieces.append(
-                    _untiled_block(merged, tau, rules, "video", index, rules.video_pad_id)
-                ),
-            )
+            block = _untiled_block(merged, tau, rules, "video", index, rules.video_pad_id)
+            if vid.wrap and rules.video_start_id is not None:  # a video wrapper of its own (ERNIE-4.5-VL)
+                self.text(1, rules.video_start_id, "wrapper", index)
+                self.pieces.append(block)
+                if rules.video_end_id is not None:
+                    self.text(1, rules.video_end_id, "wrapper", index)
+            else:
+                self.wrapped(index, vid.wrap, lambda: self.pieces.append(block))
             return
         # timestamps rule: one (1, H', W') block per temporal patch, each with its time text
         frame = (1, merged[1], merged[2])
@@ -804,7 +805,8 @@ def count_tokens(
             # arithmetic, so a video of any length costs the same
             t, hh, ww = merged_grid(seg.grid, lay.merge_size, f"video (segment {i})", lay.temporal_merge_size)
             if lay.temporal != "timestamps":
-                total += t * frame_tokens(hh, ww, lay) + 2 * seg.wrap
+                wrappers = 2 if lay.video_start_id is None else 1 + (lay.video_end_id is not None)
+                total += t * frame_tokens(hh, ww, lay) + wrappers * seg.wrap
             else:
                 outer = seg.wrap and lay.video_start_id is not None
                 total += (

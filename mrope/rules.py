@@ -27,7 +27,8 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   where it goes (``timestamp_position``: ``"before"`` each patch block as in Qwen3-VL, ``"after"`` as in
   GLM-4.1V), which time it shows (``timestamp_time``: ``"mean"`` of the patch's first and last frame,
   or its ``"first"`` frame) and how (``timestamp_format``); an optional outer video wrapper
-  (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``).
+  (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``). Without timestamps, a
+  video with its own wrapper ids is wrapped by them instead of the vision ones (ERNIE-4.5-VL).
 - ``pad_position``: the value written at masked (padding) slots of a batch.
 - sizing of images and videos (patch size, pixel bounds, frame sampling) for the vision layer.
 
