@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from mrope.errors import LayoutError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
 from mrope.segments import Image, Segment, Text, Video
 from mrope.tokenizer import encode_text
 
@@ -35,10 +36,6 @@ MAX_POSITION = 2**62
 
 MAX_TILES = 1 << 16
 """Most tiles one image may have (InternVL-style plans use up to a few dozen)."""
-
-DEFAULT_PAD_POSITION = 1
-"""Position value of pad slots in batches (the official Qwen code and transformers 4.x use 1;
-transformers 5.x uses 0: pass ``pad_position=0`` to match it)."""
 
 
 class MRopeWarning(UserWarning):
@@ -747,24 +744,31 @@ def fill_sequence_pieces(
 
 def build_positions(
     segments: Sequence[Segment],
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     tokenizer: Any = None,
+    convention: str = "released",
 ) -> Positions:
     """Positions of one sequence of segments.
 
     Args:
         segments: :class:`Text`, :class:`Image` and :class:`Video` values in sequence order.
-        model: a preset name (``qwen2-vl``, ``qwen2.5-vl``, ``qwen3-vl``, ``glm-4.1v``).
-        rules: a :class:`LayoutRules` (replaces the preset) or a dict of overrides of the preset.
+        model: required (there is no default model): a family name (``"qwen2.5-vl"``, see
+            :func:`mrope.models.names`), a Hugging Face model_type (``"qwen2_5_vl"``), a repo id
+            (``"Qwen/Qwen2.5-VL-7B-Instruct"``), a :class:`mrope.models.ModelFamily`, or what
+            :func:`mrope.from_pretrained` returns. May be omitted only when ``rules`` is a full
+            :class:`LayoutRules`.
+        rules: a :class:`LayoutRules` (replaces the model's) or a dict of overrides of the model's.
         tokenizer: a callable ``str -> list[int]`` or a ``tokenizers.Tokenizer``; needed for Qwen3-VL
             video timestamps.
+        convention: ``"released"`` (the official semantics) or ``"transformers5"`` (the family's own
+            transformers 5.24 ``get_rope_index``: ``s + max(H', W')`` advance, its pad value).
 
     Returns:
         :class:`Positions` with ``ids`` int64 ``[3, T]``.
     """
-    plan = _plan_sequence(segments, resolve_rules(model, rules), tokenizer)
+    plan = _plan_sequence(segments, resolve_rules(model, rules, convention), tokenizer)
     for note in plan.notes:
         warnings.warn(note, MRopeWarning, stacklevel=2)
     return plan.positions()
@@ -781,7 +785,7 @@ def _plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any
 
 def count_tokens(
     segments: Sequence[Segment],
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     tokenizer: Any = None,
@@ -790,7 +794,7 @@ def count_tokens(
 
     Uses the same planner, so it is exact; without a tokenizer each timestamp text counts as one token
     (a lower bound for Qwen3-VL / GLM-4.1V videos). Cheap for any grid size: use it to enforce caps
-    before building.
+    before building. ``model`` is required, as in :func:`build_positions`.
     """
     lay = resolve_rules(model, rules)
     total = 0
@@ -823,25 +827,30 @@ def _one_token(text: str) -> list[int]:
 
 def build_batch(
     samples: Sequence[Sequence[Segment]],
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     padding_side: str = "left",
-    pad_position: int = DEFAULT_PAD_POSITION,
+    pad_position: int | None = None,
     pad_token_id: int = 0,
     tokenizer: Any = None,
+    convention: str = "released",
 ) -> Batch:
     """Positions of a batch of sequences, padded to the longest.
 
     Positions are computed on valid tokens only, so left and right padding give the same values at
-    valid tokens. Pad slots hold ``pad_position`` and ``attention_mask`` is 0 there.
+    valid tokens. Pad slots hold ``pad_position`` (default: the rules' ``pad_position``, the family's
+    value under ``convention``) and ``attention_mask`` is 0 there. ``model`` is required, as in
+    :func:`build_positions`.
 
     Returns:
         :class:`Batch` with ``ids`` int64 ``[3, B, L]``, ``attention_mask`` ``[B, L]``, ``deltas`` ``[B]``.
     """
     if padding_side not in ("left", "right"):
         raise LayoutError(f"padding_side must be 'left' or 'right'; got {padding_side!r}")
-    lay = resolve_rules(model, rules)
+    lay = resolve_rules(model, rules, convention)
+    if pad_position is None:
+        pad_position = lay.pad_position
     if isinstance(samples, (str, bytes)) or not isinstance(samples, Sequence) or not samples:
         raise LayoutError("build_batch takes a non-empty list of segment lists")
     plans = [_plan_sequence(s, lay, tokenizer) for s in samples]
