@@ -12,14 +12,14 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+import tiny_vlm as tv
 import torch
+from tiny_vlm import FAMILIES
 
 import mrope
 from mrope.errors import PatchError
 from mrope.integrations import transformers as mt
 from mrope.integrations.tiny import tiny_model
-import tiny_vlm as tv
-from tiny_vlm import FAMILIES
 
 ATOL = 2e-6  # fp32 logits: the same rotation arithmetic, fused differently
 
@@ -221,7 +221,9 @@ def test_patch_refuses_what_it_cannot_patch(monkeypatch: pytest.MonkeyPatch) -> 
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     text_only = Qwen2ForCausalLM(
-        Qwen2Config(hidden_size=64, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=32)
+        Qwen2Config(
+            hidden_size=64, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=32
+        )
     )
     with pytest.raises(PatchError, match="qwen2"):
         mt.patch(text_only)

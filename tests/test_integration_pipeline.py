@@ -9,12 +9,12 @@ build_batch under the default convention for a model (``model_rules``: transform
 from __future__ import annotations
 
 import pytest
+import tiny_vlm as tv
 import torch
+from tiny_vlm import FAMILIES
 
 import mrope
-import tiny_vlm as tv
 from mrope.integrations import transformers as mt
-from tiny_vlm import FAMILIES
 
 
 def _rows(name: str) -> list[list[object]]:
@@ -54,7 +54,10 @@ def test_generate_and_decode_with_precomputed_positions(name: str) -> None:
     with torch.no_grad():
         net.model.rope_deltas = None
         own = net.generate(
-            **tv.forward_kwargs(kw, own_positions=True), **options, output_logits=True, return_dict_in_generate=True
+            **tv.forward_kwargs(kw, own_positions=True),
+            **options,
+            output_logits=True,
+            return_dict_in_generate=True,
         )
         net.model.rope_deltas = None
         ours = net.generate(**tv.forward_kwargs(kw, own_positions=False), **options)
@@ -72,6 +75,8 @@ def test_generate_and_decode_with_precomputed_positions(name: str) -> None:
             token = own.sequences[:, prompt + j : prompt + j + 1]
             position = (mask.sum(-1, keepdim=True) + kw["deltas"]).expand(3, -1, -1)  # [3, B, 1]
             mask = torch.cat([mask, torch.ones_like(token)], dim=-1)
-            out = net(input_ids=token, attention_mask=mask, position_ids=position, cache=cache, use_cache=True)
+            out = net(
+                input_ids=token, attention_mask=mask, position_ids=position, cache=cache, use_cache=True
+            )
             cache = out.cache
     net.model.rope_deltas = None

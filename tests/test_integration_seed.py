@@ -19,12 +19,12 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+import tiny_vlm as tv
 import torch
+from tiny_vlm import FAMILIES
 
 import mrope
-import tiny_vlm as tv
 from mrope.integrations import transformers as mt
-from tiny_vlm import FAMILIES
 
 ATOL = 1e-5
 
@@ -43,7 +43,10 @@ def _decode_logits(net: torch.nn.Module, kw: dict[str, torch.Tensor], prompt: in
     """Logits of a single row: prefill ``prompt`` tokens (the model computes their positions), then one
     token per call with the KV cache (the model places it from its rope_deltas)."""
     ids = kw["input_ids"]
-    first = {k: v[:, :prompt] if k in ("input_ids", "mm_token_type_ids", "attention_mask") else v for k, v in kw.items()}
+    first = {
+        k: v[:, :prompt] if k in ("input_ids", "mm_token_type_ids", "attention_mask") else v
+        for k, v in kw.items()
+    }
     net.model.rope_deltas = None
     out = net(**tv.forward_kwargs(first, own_positions=True), use_cache=True)
     pieces, cache = [out.logits], out.cache
@@ -55,7 +58,9 @@ def _decode_logits(net: torch.nn.Module, kw: dict[str, torch.Tensor], prompt: in
     return torch.cat(pieces, dim=1)
 
 
-def _with_continuation(name: str, convention: str | None, video_t: int) -> tuple[dict[str, torch.Tensor], int]:
+def _with_continuation(
+    name: str, convention: str | None, video_t: int
+) -> tuple[dict[str, torch.Tensor], int]:
     rules = mt.model_rules(tv.model(name), convention)
     sample = tv.segments(rules, video_t=video_t)
     prompt = mrope.build_positions(sample, model=name, rules=rules, tokenizer=tv.tokenize).num_tokens

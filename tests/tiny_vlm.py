@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import numpy as np
 import torch
 
 import mrope
@@ -33,7 +32,7 @@ def tokenize(text: str) -> list[int]:
     return [1000 + ord(c) % 500 for c in text]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def model(name: str) -> Any:
     return tiny_model(name)
 
@@ -97,4 +96,3 @@ def logits(name: str, kw: dict[str, torch.Tensor], *, own_positions: bool = True
         out = net(**forward_kwargs(kw, own_positions=own_positions), use_cache=False).logits
     net.model.rope_deltas = None
     return out
-

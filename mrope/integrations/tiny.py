@@ -61,12 +61,18 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
     try:
         base = AutoConfig.for_model(model_type)
     except (KeyError, ValueError) as exc:
-        raise PatchError(f"tiny_config: transformers has no config class for {model_type!r} ({exc})") from None
+        raise PatchError(
+            f"tiny_config: transformers has no config class for {model_type!r} ({exc})"
+        ) from None
     if getattr(base, "text_config", None) is None or getattr(base, "vision_config", None) is None:
         raise PatchError(f"tiny_config: {model_type!r} has no text_config / vision_config pair to shrink")
     spec = family.spec
     head_dim, section, partial = _tiny_rotary(spec)
-    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": float(spec.theta), "mrope_section": list(section)}
+    rope: dict[str, Any] = {
+        "rope_type": "default",
+        "rope_theta": float(spec.theta),
+        "mrope_section": list(section),
+    }
     if partial != 1.0:
         rope["partial_rotary_factor"] = partial
     if spec.section_layout == "interleaved":

@@ -75,7 +75,9 @@ class Rotation:
     backend: str
     angle_precision: str
 
-    def apply(self, q: torch.Tensor, k: torch.Tensor, unsqueeze_dim: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    def apply(
+        self, q: torch.Tensor, k: torch.Tensor, unsqueeze_dim: int = 1
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate q and k (``[B, H, S, D]`` for ``unsqueeze_dim=1``, ``[B, S, H, D]`` for 2)."""
         layout = {1: "bhsd", 2: "bshd"}.get(unsqueeze_dim)
         if layout is None:
@@ -193,10 +195,13 @@ def _text_rotaries(owner: torch.nn.Module) -> list[torch.nn.Module]:
     found = [
         m
         for m in text.modules()
-        if type(m).__name__.endswith("RotaryEmbedding") and isinstance(getattr(m, "inv_freq", None), torch.Tensor)
+        if type(m).__name__.endswith("RotaryEmbedding")
+        and isinstance(getattr(m, "inv_freq", None), torch.Tensor)
     ]
     if not found:
-        raise PatchError(f"{type(text).__name__} has no rotary embedding module (…RotaryEmbedding with inv_freq)")
+        raise PatchError(
+            f"{type(text).__name__} has no rotary embedding module (…RotaryEmbedding with inv_freq)"
+        )
     kinds = {type(m) for m in found}
     if len(kinds) != 1:
         raise PatchError(f"{type(text).__name__} mixes rotary classes {sorted(k.__name__ for k in kinds)}")
@@ -248,9 +253,7 @@ def _rules_of(config: Any, family: Any, convention: str) -> Any:
 # ------------------------------------------------------------------------------------------ probes
 
 
-def _check_rotary(
-    rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, backend: str, precision: str
-) -> None:
+def _check_rotary(rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, backend: str) -> None:
     """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32)."""
     device = rotary.inv_freq.device
     gen = torch.Generator().manual_seed(1234)
@@ -269,7 +272,13 @@ def _check_rotary(
             ) from None
         try:
             got_q, got_k = apply_mrope(
-                q, k, positions, spec, layout="bhsd", backend=backend, angle_precision="fp32"  # type: ignore[arg-type]
+                q,
+                k,
+                positions,
+                spec,
+                layout="bhsd",
+                backend=backend,
+                angle_precision="fp32",
             )
         except MRopeError as exc:
             raise PatchError(f"apply_mrope cannot run this model's rotary: {exc}") from None
@@ -349,7 +358,9 @@ def _make_get_rope_index(family: Any, rules: Any) -> Any:
         **_: Any,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """mrope.get_rope_index with this model's rules: ``([3, B, L], [B, 1])`` on input_ids' device."""
-        mask = attention_mask if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2 else None
+        mask = (
+            attention_mask if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2 else None
+        )
         positions, deltas = get_rope_index(
             input_ids,
             image_grid_thw,
@@ -439,8 +450,6 @@ def model_inputs(batch: Any) -> dict[str, torch.Tensor]:
     return out
 
 
-
-
 def patch(
     model: torch.nn.Module,
     *,
@@ -487,7 +496,9 @@ def patch(
         raise PatchError(f"{module_name} has no {APPLY_FUNCTION} function to route through apply_mrope")
     attentions = _attention_modules(owner)
     if not attentions:
-        raise PatchError(f"no text attention layer of {type(model).__name__} calls {module_name}.{APPLY_FUNCTION}")
+        raise PatchError(
+            f"no text attention layer of {type(model).__name__} calls {module_name}.{APPLY_FUNCTION}"
+        )
     spec = _spec_of(config)
     for attn in attentions:
         head_dim = getattr(attn, "head_dim", spec.head_dim)
@@ -498,7 +509,7 @@ def patch(
             )
     rules = _rules_of(config, family, conv)
     original_apply = _original_apply(module)
-    _check_rotary(rotaries[0], original_apply, spec, backend, angle_precision)
+    _check_rotary(rotaries[0], original_apply, spec, backend)
     replacement = _make_get_rope_index(family, rules)
     if conv == "transformers5":
         _check_positions(owner, replacement, rules)
