@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from mrope.errors import LayoutError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
 from mrope.segments import Image, Segment, Text, Video
 from mrope.tokenizer import encode_text
 
@@ -35,10 +36,6 @@ MAX_POSITION = 2**62
 
 MAX_TILES = 1 << 16
 """Most tiles one image may have (InternVL-style plans use up to a few dozen)."""
-
-DEFAULT_PAD_POSITION = 1
-"""Position value of pad slots in batches (the official Qwen code and transformers 4.x use 1;
-transformers 5.x uses 0: pass ``pad_position=0`` to match it)."""
 
 
 class MRopeWarning(UserWarning):
@@ -78,6 +75,19 @@ class Span(NamedTuple):
         return out
 
 
+_SPAN_TYPES = {"image": 1, "thumbnail": 1, "video": 2}
+
+
+def span_token_types(spans: Sequence[Span], n: int) -> np.ndarray:
+    """int64 ``[n]`` modality types of tokens covered by ``spans``: 1 image, 2 video, 0 otherwise."""
+    out = np.zeros(n, dtype=np.int64)
+    for s in spans:
+        kind = _SPAN_TYPES.get(s.kind)
+        if kind:
+            out[s.start : s.stop] = kind
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class Positions:
     """Positions of one sequence.
@@ -114,6 +124,12 @@ class Positions:
     @property
     def num_tokens(self) -> int:
         return int(self.ids.shape[1])
+
+    @property
+    def mm_token_type_ids(self) -> np.ndarray:
+        """int64 ``[T]``: 0 text (wrappers and timestamps included), 1 image, 2 video, as the transformers
+        5.x processors return them (GLM-4.1V's video frames carry the image id and are still 2)."""
+        return span_token_types(self.spans, self.num_tokens)
 
     def torch(self) -> torch.Tensor:
         """``ids`` as an int64 torch tensor ``[3, T]`` (shares memory)."""
@@ -173,6 +189,14 @@ class Batch:
     deltas: np.ndarray
     input_ids: np.ndarray
     sequences: tuple[Positions, ...]
+
+    @property
+    def mm_token_type_ids(self) -> np.ndarray:
+        """int64 ``[B, L]``: each sequence's :attr:`Positions.mm_token_type_ids` at its valid tokens, 0 at pads."""
+        out = np.zeros(self.attention_mask.shape, dtype=np.int64)
+        for row, p in enumerate(self.sequences):
+            out[row, self.attention_mask[row].astype(bool)] = p.mm_token_type_ids
+        return out
 
     def torch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(position_ids [3, B, L], attention_mask [B, L], deltas [B, 1])`` as torch tensors."""
@@ -494,13 +518,14 @@ class _Plan:
                     f"{rules.tokens_per_second:g} < 1): time resolution is lost above "
                     f"{rules.tokens_per_second * rules.temporal_patch_size:g} fps"
                 )
-            self.wrapped(
-                index,
-                vid.wrap,
-                lambda: self.pieces.append(
-                    _untiled_block(merged, tau, rules, "video", index, rules.video_pad_id)
-                ),
-            )
+            block = _untiled_block(merged, tau, rules, "video", index, rules.video_pad_id)
+            if vid.wrap and rules.video_start_id is not None:  # a video wrapper of its own (ERNIE-4.5-VL)
+                self.text(1, rules.video_start_id, "wrapper", index)
+                self.pieces.append(block)
+                if rules.video_end_id is not None:
+                    self.text(1, rules.video_end_id, "wrapper", index)
+            else:
+                self.wrapped(index, vid.wrap, lambda: self.pieces.append(block))
             return
         # timestamps rule: one (1, H', W') block per temporal patch, each with its time text
         frame = (1, merged[1], merged[2])
@@ -746,24 +771,31 @@ def fill_sequence_pieces(
 
 def build_positions(
     segments: Sequence[Segment],
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     tokenizer: Any = None,
+    convention: str = "released",
 ) -> Positions:
     """Positions of one sequence of segments.
 
     Args:
         segments: :class:`Text`, :class:`Image` and :class:`Video` values in sequence order.
-        model: a preset name (``qwen2-vl``, ``qwen2.5-vl``, ``qwen3-vl``, ``glm-4.1v``).
-        rules: a :class:`LayoutRules` (replaces the preset) or a dict of overrides of the preset.
+        model: required (there is no default model): a family name (``"qwen2.5-vl"``, see
+            :func:`mrope.models.names`), a Hugging Face model_type (``"qwen2_5_vl"``), a repo id
+            (``"Qwen/Qwen2.5-VL-7B-Instruct"``), a :class:`mrope.models.ModelFamily`, or what
+            :func:`mrope.from_pretrained` returns. May be omitted only when ``rules`` is a full
+            :class:`LayoutRules`.
+        rules: a :class:`LayoutRules` (replaces the model's) or a dict of overrides of the model's.
         tokenizer: a callable ``str -> list[int]`` or a ``tokenizers.Tokenizer``; needed for Qwen3-VL
             video timestamps.
+        convention: ``"released"`` (the official semantics) or ``"transformers5"`` (the family's own
+            transformers 5.24 ``get_rope_index``: ``s + max(H', W')`` advance, its pad value).
 
     Returns:
         :class:`Positions` with ``ids`` int64 ``[3, T]``.
     """
-    plan = _plan_sequence(segments, resolve_rules(model, rules), tokenizer)
+    plan = _plan_sequence(segments, resolve_rules(model, rules, convention), tokenizer)
     for note in plan.notes:
         warnings.warn(note, MRopeWarning, stacklevel=2)
     return plan.positions()
@@ -780,7 +812,7 @@ def _plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any
 
 def count_tokens(
     segments: Sequence[Segment],
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     tokenizer: Any = None,
@@ -789,7 +821,7 @@ def count_tokens(
 
     Uses the same planner, so it is exact; without a tokenizer each timestamp text counts as one token
     (a lower bound for Qwen3-VL / GLM-4.1V videos). Cheap for any grid size: use it to enforce caps
-    before building.
+    before building. ``model`` is required, as in :func:`build_positions`.
     """
     lay = resolve_rules(model, rules)
     total = 0
@@ -800,7 +832,8 @@ def count_tokens(
             # arithmetic, so a video of any length costs the same
             t, hh, ww = merged_grid(seg.grid, lay.merge_size, f"video (segment {i})", lay.temporal_merge_size)
             if lay.temporal != "timestamps":
-                total += t * frame_tokens(hh, ww, lay) + 2 * seg.wrap
+                wrappers = 2 if lay.video_start_id is None else 1 + (lay.video_end_id is not None)
+                total += t * frame_tokens(hh, ww, lay) + wrappers * seg.wrap
             else:
                 outer = seg.wrap and lay.video_start_id is not None
                 total += (
@@ -821,25 +854,30 @@ def _one_token(text: str) -> list[int]:
 
 def build_batch(
     samples: Sequence[Sequence[Segment]],
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     padding_side: str = "left",
-    pad_position: int = DEFAULT_PAD_POSITION,
+    pad_position: int | None = None,
     pad_token_id: int = 0,
     tokenizer: Any = None,
+    convention: str = "released",
 ) -> Batch:
     """Positions of a batch of sequences, padded to the longest.
 
     Positions are computed on valid tokens only, so left and right padding give the same values at
-    valid tokens. Pad slots hold ``pad_position`` and ``attention_mask`` is 0 there.
+    valid tokens. Pad slots hold ``pad_position`` (default: the rules' ``pad_position``, the family's
+    value under ``convention``) and ``attention_mask`` is 0 there. ``model`` is required, as in
+    :func:`build_positions`.
 
     Returns:
         :class:`Batch` with ``ids`` int64 ``[3, B, L]``, ``attention_mask`` ``[B, L]``, ``deltas`` ``[B]``.
     """
     if padding_side not in ("left", "right"):
         raise LayoutError(f"padding_side must be 'left' or 'right'; got {padding_side!r}")
-    lay = resolve_rules(model, rules)
+    lay = resolve_rules(model, rules, convention)
+    if pad_position is None:
+        pad_position = lay.pad_position
     if isinstance(samples, (str, bytes)) or not isinstance(samples, Sequence) or not samples:
         raise LayoutError("build_batch takes a non-empty list of segment lists")
     plans = [_plan_sequence(s, lay, tokenizer) for s in samples]
@@ -915,6 +953,7 @@ __all__ = [
     "count_tokens",
     "frame_tokens",
     "merged_grid",
+    "span_token_types",
     "next_positions",
     "target_positions",
     "temporal_index",

@@ -1,4 +1,4 @@
-"""LayoutRules: the explicit rules that turn segments into coordinates, and the model presets.
+"""LayoutRules: the explicit rules that turn segments into coordinates.
 
 Every choice a model makes is a field here, never an if-branch on a model name in the builder:
 
@@ -27,7 +27,13 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   where it goes (``timestamp_position``: ``"before"`` each patch block as in Qwen3-VL, ``"after"`` as in
   GLM-4.1V), which time it shows (``timestamp_time``: ``"mean"`` of the patch's first and last frame,
   or its ``"first"`` frame) and how (``timestamp_format``); an optional outer video wrapper
-  (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``).
+  (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``). Without timestamps, a
+  video with its own wrapper ids is wrapped by them instead of the vision ones (ERNIE-4.5-VL).
+  ``video_pad_id`` is the id the processor writes for video pads. GLM-4.1V writes the image id there
+  (``<|image|>``, 151343) and tells video from image by the outer wrapper, so ``video_pad_id ==
+  image_pad_id`` is allowed when a video wrapper is set: pads inside ``video_start_id .. video_end_id``
+  are video (``mm_token_type_ids`` 2), the others image (1).
+- ``pad_position``: the value written at masked (padding) slots of a batch.
 - sizing of images and videos (patch size, pixel bounds, frame sampling) for the vision layer.
 
 Rules of single families, each named by what it does and off by default:
@@ -52,6 +58,9 @@ Rules of single families, each named by what it does and off by default:
 - ``generates_images``: grids left over after a sequence's images are the images the model will
   generate (GLM-Image): they take no prompt tokens, their positions come at decode time (2-D target
   grids, last first, then one end marker), and deltas are 0.
+
+The rules of released models live in the registry (:mod:`mrope.models`, one module per family);
+:func:`resolve_rules` turns a ``model=`` argument into rules.
 """
 
 from __future__ import annotations
@@ -106,6 +115,7 @@ class LayoutRules:
     crop: CropRule = "reset"
     tiles: TileRule = "global"
     advance: AdvanceRule = "max+1"
+    pad_position: int = 1
     # token ids (Qwen2/2.5/3-VL vocabulary by default)
     vision_start_id: int = 151652
     vision_end_id: int = 151653
@@ -163,10 +173,19 @@ class LayoutRules:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
+        if not isinstance(self.pad_position, int) or isinstance(self.pad_position, bool):
+            raise LayoutError(f"LayoutRules.pad_position must be an int; got {self.pad_position!r}")
         for name in ("tokens_per_second", "fps"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise LayoutError(f"LayoutRules.{name} must be a finite number > 0; got {value!r}")
+        if self.video_pad_id == self.image_pad_id and (
+            self.video_start_id is None or self.video_end_id is None
+        ):
+            raise LayoutError(
+                f"LayoutRules: video_pad_id equals image_pad_id ({self.image_pad_id}); that needs a video wrapper "
+                "(video_start_id and video_end_id) to tell video pads from image pads"
+            )
         if self.min_frames > self.max_frames:
             raise LayoutError(
                 f"LayoutRules.min_frames ({self.min_frames}) exceeds max_frames ({self.max_frames})"
@@ -192,11 +211,11 @@ class LayoutRules:
 
     @classmethod
     def preset(cls, name: str) -> LayoutRules:
-        """The rules of a released model: ``qwen2-vl``, ``qwen2.5-vl``, ``qwen3-vl``, ``glm-4.1v``."""
-        try:
-            return _PRESETS[name]
-        except KeyError:
-            raise LayoutError(f"unknown model preset {name!r}; expected one of {sorted(_PRESETS)}") from None
+        """The released rules of a registered model family (a name, model_type or repo id; see
+        :func:`mrope.models.get_family`)."""
+        from mrope.models import get_family
+
+        return get_family(name).rules
 
     def replace(self, **changes: Any) -> LayoutRules:
         """A copy with some rules changed (unknown names are an error)."""
@@ -215,49 +234,20 @@ class LayoutRules:
         return cls().replace(**data)
 
 
-_QWEN2 = LayoutRules(name="qwen2-vl")
-_PRESETS: dict[str, LayoutRules] = {
-    "qwen2-vl": _QWEN2,
-    "qwen2.5-vl": replace(_QWEN2, name="qwen2.5-vl", temporal="seconds", tokens_per_second=2.0),
-    "qwen3-vl": replace(
-        _QWEN2,
-        name="qwen3-vl",
-        temporal="timestamps",
-        patch_size=16,
-        image_min_pixels=65536,
-        image_max_pixels=16777216,
-        video_min_pixels=4096,
-        video_max_pixels=25165824,
-        video_total_pixels=25165824,
-    ),
-    "glm-4.1v": replace(
-        _QWEN2,
-        name="glm-4.1v",
-        temporal="timestamps",
-        timestamp_format="{:d}",
-        timestamp_position="after",
-        timestamp_time="first",
-        vision_start_id=151339,
-        vision_end_id=151340,
-        image_pad_id=151343,
-        video_pad_id=151344,
-        video_start_id=151341,
-        video_end_id=151342,
-        image_min_pixels=112 * 112,
-        image_max_pixels=14 * 14 * 4 * 15000,
-    ),
-}
-PRESET_NAMES: tuple[str, ...] = tuple(_PRESETS)
+def resolve_rules(
+    model: Any = None,
+    rules: LayoutRules | dict[str, Any] | None = None,
+    convention: str = "released",
+) -> LayoutRules:
+    """The rules to use for a ``model=`` argument; see :func:`mrope.models.resolve_rules`."""
+    from mrope.models import resolve_rules as resolve
+
+    return resolve(model, rules, convention)
 
 
-def resolve_rules(model: str | None = None, rules: LayoutRules | dict[str, Any] | None = None) -> LayoutRules:
-    """The rules to use: ``rules`` if it is a :class:`LayoutRules`, else the ``model`` preset with the
-    overrides in a ``rules`` dict applied."""
-    if isinstance(rules, LayoutRules):
-        return rules
-    base = LayoutRules.preset(model or "qwen2-vl")
-    if rules is None:
-        return base
-    if not isinstance(rules, dict):
-        raise LayoutError(f"rules must be a LayoutRules or a dict of overrides; got {type(rules).__name__}")
-    return base.replace(**rules)
+def __getattr__(name: str) -> Any:
+    if name == "PRESET_NAMES":  # the registry's family names (kept for callers of the old table)
+        from mrope.models import names
+
+        return names()
+    raise AttributeError(f"module 'mrope.rules' has no attribute {name!r}")

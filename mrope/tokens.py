@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrope.builder import (
-    DEFAULT_PAD_POSITION,
     _Block,
     _Text,
     _untiled_block,
@@ -28,7 +27,8 @@ from mrope.builder import (
     temporal_index,
 )
 from mrope.errors import LayoutError, TokenError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
 
 if TYPE_CHECKING:
     import torch
@@ -200,6 +200,15 @@ def _row_pieces(
     return pieces
 
 
+def _wrapped_video_types(row_ids: np.ndarray, pad_id: int, lay: LayoutRules) -> np.ndarray:
+    """0/1/2 token types when images and videos share one pad id (GLM-4.1V): pads after more
+    ``video_start_id`` than ``video_end_id`` tokens are video (2), the others image (1), as the
+    processor's ``create_mm_token_type_ids`` decides."""
+    inside = np.cumsum(row_ids == lay.video_start_id) > np.cumsum(row_ids == lay.video_end_id)
+    pads = row_ids == pad_id
+    return (pads.view(np.int8) + (pads & inside).view(np.int8)).astype(np.int8)
+
+
 def _wrapped_types(row_ids: np.ndarray, lay: LayoutRules) -> tuple[np.ndarray, int]:
     """Token types of one row under the ``between_wrappers`` image rule: 1 for the tokens strictly
     between each ``vision_start_id`` and the next ``vision_end_id``; also how many such images.
@@ -233,27 +242,29 @@ def rope_index(
     video_grid_thw: Any = None,
     attention_mask: Any = None,
     *,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     second_per_grid_ts: Any = None,
     mm_token_type_ids: Any = None,
-    pad_position: int = DEFAULT_PAD_POSITION,
+    pad_position: int | None = None,
     images_per_sample: Any = None,
+    convention: str = "released",
 ) -> tuple[np.ndarray, np.ndarray]:
     """The numpy core of :func:`get_rope_index`.
 
     Returns:
         ``(position_ids int64 [A, B, L], deltas int64 [B])``; A is ``rules.num_axes`` (3: t, h, w).
     """
+    lay = resolve_rules(model, rules, convention)
     out, deltas, _ = _rope_index_full(
         input_ids,
         image_grid_thw,
         video_grid_thw,
         attention_mask,
-        resolve_rules(model, rules),
+        lay,
         second_per_grid_ts,
         mm_token_type_ids,
-        pad_position,
+        lay.pad_position if pad_position is None else pad_position,
         images_per_sample,
     )
     return out, deltas
@@ -264,7 +275,7 @@ def generation_index(
     image_grid_thw: Any,
     attention_mask: Any = None,
     *,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     images_per_sample: Any = None,
 ) -> np.ndarray:
@@ -287,7 +298,7 @@ def generation_index(
         lay,
         None,
         None,
-        DEFAULT_PAD_POSITION,
+        lay.pad_position,
         images_per_sample,
     )
     rows = [g if g is not None else np.zeros((3, 0), dtype=np.int64) for g in generation]
@@ -396,6 +407,7 @@ def _rope_index_full(
     deltas = np.zeros(b, dtype=np.int64)
     generation: list[np.ndarray | None] = [None] * b
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
+    shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
     image_index = 0
     for row in range(b):
         # the valid tokens, and where their positions go: a view when they are contiguous (one run of
@@ -423,6 +435,8 @@ def _rope_index_full(
         n = row_ids.shape[0]
         if lay.image_span == "between_wrappers":
             row_types, _ = _wrapped_types(row_ids, lay)
+        elif row_types is None and shared_id:
+            row_types = _wrapped_video_types(row_ids, image_id, lay)
         elif row_types is None:
             # 0 text, 1 image, 2 video (int8 adds; a shift of int8 costs several times more)
             row_types = (row_ids == video_id).view(np.int8)
@@ -458,12 +472,13 @@ def get_rope_index(
     video_grid_thw: Any = None,
     attention_mask: Any = None,
     *,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     second_per_grid_ts: Any = None,
     mm_token_type_ids: Any = None,
-    pad_position: int = DEFAULT_PAD_POSITION,
+    pad_position: int | None = None,
     images_per_sample: Any = None,
+    convention: str = "released",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """M-RoPE position ids from token ids, like the transformers model method.
 
@@ -473,14 +488,18 @@ def get_rope_index(
         video_grid_thw: int ``[n_videos, 3]``. For Qwen3-VL one row ``(T, H, W)`` per video, as its
             processor gives it; it is split into ``T`` blocks of ``(1, H, W)`` like the model does.
         attention_mask: 0/1 ``[B, L]``; positions are computed on valid tokens only.
-        model: preset name; ``rules`` replaces or overrides it (see :class:`~mrope.LayoutRules`).
+        model: required (no default): a family name, a Hugging Face model_type, a repo id, a
+            :class:`mrope.models.ModelFamily` or what :func:`mrope.from_pretrained` returns; ``rules``
+            replaces or overrides its rules (see :class:`~mrope.LayoutRules`).
         second_per_grid_ts: float ``[n_videos]`` seconds per temporal patch (Qwen2.5-VL; default 1.0),
             used as float32 like the model does with the float32 tensor its processor hands over.
         mm_token_type_ids: int ``[B, L]`` 0 text / 1 image / 2 video (transformers 5.x form); when
             given, runs are taken from it instead of the placeholder ids.
-        pad_position: value written at masked slots.
+        pad_position: value written at masked slots (default: the rules' ``pad_position``).
         images_per_sample: int ``[B]``: how many ``image_grid_thw`` rows belong to each row (GLM-Image's
             processor output, images to generate included); without it the grids are one queue.
+        convention: ``"released"`` (official semantics) or ``"transformers5"`` (the family's own
+            transformers 5.24 ``get_rope_index``: its advance and pad value).
 
     Returns:
         ``(position_ids, deltas)``: int64 torch ``[A, B, L]`` (A = ``rules.num_axes``) and ``[B, 1]``, on ``input_ids``' device
@@ -500,6 +519,7 @@ def get_rope_index(
             mm_token_type_ids=mm_token_type_ids,
             pad_position=pad_position,
             images_per_sample=images_per_sample,
+            convention=convention,
         )
     except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
         raise TokenError(str(exc)) from None

@@ -26,7 +26,8 @@ import av
 import numpy as np
 
 from mrope.errors import MediaError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
 from mrope.segments import Video
 from mrope.vision._containers import iso_rotations, matroska_rotation, normalise_rotation
 from mrope.vision._source import OpenSource, open_source
@@ -193,6 +194,11 @@ def _probe(src: OpenSource, max_packets: int) -> VideoInfo:
         tb = stream.time_base
         tbf = float(tb) if tb else None
         frames = int(stream.frames or 0)
+        if frames > src.size:
+            raise MediaError(
+                f"{src.name}: its header claims {frames:,} frames, but the whole file holds {src.size:,} bytes "
+                "and every frame takes at least one: the header is corrupt or forged"
+            )
         duration: float | None = None
         if stream.duration and tbf:
             duration = stream.duration * tbf
@@ -527,7 +533,7 @@ def decode_frames(
 
 def load_video(
     source: Any,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     fps: float | None = None,
