@@ -15,7 +15,10 @@ from mrope import ApplyError, MRopeError, RopeSpec
 from mrope.ops import apply_mrope, cos_sin, triton_kernel
 from mrope.ops import dispatch as ops_dispatch
 from mrope.ops.freqs import hf_inv_freq_fp32, turn_limbs
-from mrope.spec import PRESET_NAMES
+from mrope.spec import PRESET_NAMES as FAMILY_NAMES
+
+# one family name per distinct released rotary spec (the registry grows; equal specs need one run)
+PRESET_NAMES = tuple({RopeSpec.preset(name): name for name in reversed(FAMILY_NAMES)}.values())[::-1]
 
 BACKENDS = ("torch", "triton")
 LAYOUTS = ("thd", "bhsd", "bshd")

@@ -401,7 +401,7 @@ def test_scaling_validation() -> None:
 
 
 def test_all_presets_exist() -> None:
-    assert set(PRESET_NAMES) == {"qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v"}
+    assert set(PRESET_NAMES) >= {"qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v"}
     for name in PRESET_NAMES:
         assert isinstance(RopeSpec.preset(name), RopeSpec)
     assert torch.tensor(RopeSpec.preset("qwen3-vl").axis_map()).dtype == torch.int64
