@@ -24,7 +24,7 @@ from mrope.tokens import get_rope_index, rope_index
 
 __version__ = "0.1.0"
 
-_LAZY = {"apply_mrope": "mrope.ops", "cos_sin": "mrope.ops"}
+_LAZY = {"apply_mrope": "mrope.ops", "cos_sin": "mrope.ops", "rerotate": "mrope.ops"}
 _SUBMODULES = ("ops", "vision", "testing", "pipeline", "plot", "cli", "integrations")
 
 
@@ -62,6 +62,7 @@ __all__ = [
     "rope_index",
     "build_positions",
     "cos_sin",
+    "rerotate",
     "count_tokens",
     "next_positions",
     "text_positions",
