@@ -15,7 +15,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -48,9 +48,10 @@ class MRopeWarning(UserWarning):
 # --------------------------------------------------------------------------------------------- output
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """A contiguous run of tokens ``[start, stop)`` that one segment produced.
+
+    An immutable named tuple (a builder writes one per piece, so it must cost little to make).
 
     Attributes:
         kind: ``"text"``, ``"wrapper"`` (vision start/end), ``"timestamp"`` (Qwen3-VL time text),
@@ -156,7 +157,8 @@ class Batch:
         attention_mask: int64 ``[B, L]``, 1 at valid tokens.
         deltas: int64 ``[B]``.
         input_ids: int64 ``[B, L]`` (pad slots hold ``pad_token_id``).
-        sequences: the per-sample :class:`Positions`.
+        sequences: the per-sample :class:`Positions`; their ``ids`` and ``input_ids`` are views of this
+            batch's rows (they share memory with ``ids`` and ``input_ids``).
     """
 
     ids: np.ndarray
@@ -439,14 +441,31 @@ class _Plan:
 
     # ------------------------------------------------------------------------------------ filling
 
-    def fill(self) -> tuple[np.ndarray, np.ndarray, list[Span], int]:
-        """Write every piece; returns ``(ids [3, T], input_ids [T], spans, max position)``."""
-        total = sum(p.n for p in self.pieces)
-        ids = np.empty((3, total), dtype=np.int64)
-        tokens = np.empty(total, dtype=np.int64)
+    @property
+    def num_tokens(self) -> int:
+        return sum(p.n for p in self.pieces)
+
+    def positions(self, ids: np.ndarray | None = None, tokens: np.ndarray | None = None) -> Positions:
+        """Write every piece into ``ids`` int64 ``[3, T]`` and ``tokens`` int64 ``[T]`` (new arrays when
+        ``None``; a batch passes views of its own rows) and describe the result."""
+        total = self.num_tokens
+        if ids is None:
+            ids = np.empty((3, total), dtype=np.int64)
+        if tokens is None:
+            tokens = np.empty(total, dtype=np.int64)
         spans: list[Span] = []
         top = fill_pieces(self.pieces, ids, tokens, spans, self.rules.advance)
-        return ids, tokens, spans, top
+        return Positions(
+            ids=ids,
+            delta=int(top + 1 - total),
+            spans=tuple(spans),
+            input_ids=tokens,
+            image_grid_thw=np.asarray(self.image_grids, dtype=np.int64).reshape(-1, 3),
+            video_grid_thw=np.asarray(self.video_grids, dtype=np.int64).reshape(-1, 3),
+            second_per_grid_ts=np.asarray(self.second_per_grid, dtype=np.float64),
+            rules=self.rules,
+            notes=tuple(self.notes),
+        )
 
 
 _ARANGE = np.arange(1 << 16, dtype=np.int64)  # text positions below 2**16 are slices of this (512 KiB)
@@ -508,9 +527,16 @@ def fill_pieces(
                 raise LayoutError(
                     f"positions overflow: {p.kind} (segment {p.index}) would reach {s + n - 1:,}"
                 )
-            ids[:, a:b] = _ARANGE[s : s + n] if s + n <= _ARANGE.size else np.arange(s, s + n, dtype=np.int64)
-            if tokens is not None:
-                tokens[a:b] = p.token_ids
+            if n == 1:  # a wrapper token: scalar writes cost a third of slice writes
+                ids[:, a] = s
+                if tokens is not None:
+                    tokens[a] = p.token_ids[0] if isinstance(p.token_ids, (tuple, list)) else p.token_ids
+            else:
+                ids[:, a:b] = (
+                    _ARANGE[s : s + n] if s + n <= _ARANGE.size else np.arange(s, s + n, dtype=np.int64)
+                )
+                if tokens is not None:
+                    tokens[a:b] = p.token_ids
             if spans is not None:
                 spans.append(Span(p.kind, a, b, p.index))
             top = max(top, s + n - 1)
@@ -569,26 +595,19 @@ def build_positions(
     Returns:
         :class:`Positions` with ``ids`` int64 ``[3, T]``.
     """
-    lay = resolve_rules(model, rules)
+    plan = _plan_sequence(segments, resolve_rules(model, rules), tokenizer)
+    for note in plan.notes:
+        warnings.warn(note, MRopeWarning, stacklevel=2)
+    return plan.positions()
+
+
+def _plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any) -> _Plan:
     if isinstance(segments, (Text, Image, Video)) or not isinstance(segments, Sequence):
         raise LayoutError(f"segments must be a list of Text / Image / Video; got {type(segments).__name__}")
     plan = _Plan(lay)
     for i, seg in enumerate(segments):
         plan.add(seg, i, tokenizer)
-    ids, tokens, spans, top = plan.fill()
-    for note in plan.notes:
-        warnings.warn(note, MRopeWarning, stacklevel=2)
-    return Positions(
-        ids=ids,
-        delta=int(top + 1 - ids.shape[1]),
-        spans=tuple(spans),
-        input_ids=tokens,
-        image_grid_thw=np.asarray(plan.image_grids, dtype=np.int64).reshape(-1, 3),
-        video_grid_thw=np.asarray(plan.video_grids, dtype=np.int64).reshape(-1, 3),
-        second_per_grid_ts=np.asarray(plan.second_per_grid, dtype=np.float64),
-        rules=lay,
-        notes=tuple(plan.notes),
-    )
+    return plan
 
 
 def count_tokens(
@@ -651,20 +670,33 @@ def build_batch(
     lay = resolve_rules(model, rules)
     if isinstance(samples, (str, bytes)) or not isinstance(samples, Sequence) or not samples:
         raise LayoutError("build_batch takes a non-empty list of segment lists")
-    seqs = tuple(build_positions(s, rules=lay, tokenizer=tokenizer) for s in samples)
-    width = max(p.num_tokens for p in seqs)
-    b = len(seqs)
-    ids = np.full((3, b, width), pad_position, dtype=np.int64)
+    plans = [_plan_sequence(s, lay, tokenizer) for s in samples]
+    lengths = [plan.num_tokens for plan in plans]
+    width = max(lengths)
+    b = len(plans)
+    # every sequence is filled straight into its row (no per-sequence arrays to copy); only the pad
+    # slots are written besides, so each byte of the batch is touched once
+    ids = np.empty((3, b, width), dtype=np.int64)
     mask = np.zeros((b, width), dtype=np.int64)
-    input_ids = np.full((b, width), pad_token_id, dtype=np.int64)
-    for row, p in enumerate(seqs):
-        n = p.num_tokens
-        sl = slice(width - n, width) if padding_side == "left" else slice(0, n)
-        ids[:, row, sl] = p.ids
+    input_ids = np.empty((b, width), dtype=np.int64)
+    seqs = []
+    for row, (plan, n) in enumerate(zip(plans, lengths, strict=True)):
+        sl, pad = (
+            (slice(width - n, width), slice(0, width - n))
+            if padding_side == "left"
+            else (
+                slice(0, n),
+                slice(n, width),
+            )
+        )
+        ids[:, row, pad] = pad_position
+        input_ids[row, pad] = pad_token_id
         mask[row, sl] = 1
-        input_ids[row, sl] = p.input_ids
+        for note in plan.notes:
+            warnings.warn(f"sample {row}: {note}", MRopeWarning, stacklevel=2)
+        seqs.append(plan.positions(ids[:, row, sl], input_ids[row, sl]))
     deltas = np.asarray([p.delta for p in seqs], dtype=np.int64)
-    return Batch(ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=seqs)
+    return Batch(ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(seqs))
 
 
 def next_positions(delta: int | np.ndarray | Sequence[int], n_done: int, n_new: int) -> np.ndarray:

@@ -177,18 +177,21 @@ def rope_index(
             raise TokenError(
                 f"attention_mask must have the shape of input_ids {tuple(ids.shape)}; got {tuple(mask.shape)}"
             )
-        if not np.all((mask == 0) | (mask == 1)):
+        if mask.dtype.kind in "iu":  # two reductions, no temporaries (the common torch int64 mask)
+            binary = not mask.size or (mask.min() >= 0 and mask.max() <= 1)
+        else:
+            binary = mask.dtype == bool or bool(np.all((mask == 0) | (mask == 1)))
+        if not binary:
             raise TokenError("attention_mask must hold only 0 and 1")
-        mask = mask.astype(bool)
+        mask = mask.astype(bool, copy=False)
     types = _as_numpy(mm_token_type_ids, "mm_token_type_ids")
     if types is not None:
         if types.shape != ids.shape:
             raise TokenError(
                 f"mm_token_type_ids must have the shape of input_ids {tuple(ids.shape)}; got {tuple(types.shape)}"
             )
-        if not np.all((types >= 0) & (types <= 2)):
+        if types.dtype.kind not in "iu" or (types.size and not (types.min() >= 0 and types.max() <= 2)):
             raise TokenError("mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)")
-        types = types.astype(np.int8)
 
     merge = lay.merge_size
     images = _GridQueue("image_grid_thw", _grids(image_grid_thw, "image_grid_thw"), merge, None)
@@ -215,24 +218,31 @@ def rope_index(
     videos = _GridQueue("video_grid_thw", videos_grid, merge, spg)
 
     out = np.empty((3, b, length), dtype=np.int64)
-    if mask is not None:
-        out.fill(pad_position)
     deltas = np.zeros(b, dtype=np.int64)
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
     for row in range(b):
-        # the valid tokens, and where their positions go: a view when they are contiguous
+        # the valid tokens, and where their positions go: a view when they are contiguous (one run of
+        # ones, found with two argmax scans and a count instead of materialising the valid indices)
+        valid = None
         if mask is None:
-            row_ids, row_types = ids[row], None if types is None else types[row]
-            target = out[:, row, :]
+            sl = slice(0, length)
         else:
-            valid = np.flatnonzero(mask[row])
-            if valid.size and int(valid[-1]) - int(valid[0]) + 1 == valid.size:
-                sl = slice(int(valid[0]), int(valid[-1]) + 1)
-                row_ids, row_types = ids[row, sl], None if types is None else types[row, sl]
-                target = out[:, row, sl]
-            else:
-                row_ids, row_types = ids[row, valid], None if types is None else types[row, valid]
-                target = None
+            row_mask = mask[row]
+            n_valid = int(np.count_nonzero(row_mask))
+            first = int(row_mask.argmax()) if n_valid else 0
+            last = length - int(row_mask[::-1].argmax()) if n_valid else 0
+            if last - first != n_valid:
+                valid = np.flatnonzero(row_mask)
+            sl = slice(first, last)
+            out[:, row, :first] = pad_position
+            out[:, row, last:] = pad_position
+        if valid is None:
+            row_ids, row_types = ids[row, sl], None if types is None else types[row, sl]
+            target = out[:, row, sl]
+        else:
+            row_ids, row_types = ids[row, valid], None if types is None else types[row, valid]
+            out[:, row, :] = pad_position
+            target = None
         n = row_ids.shape[0]
         if row_types is None:
             # 0 text, 1 image, 2 video (int8 adds; a shift of int8 costs several times more)
