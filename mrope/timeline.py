@@ -25,7 +25,6 @@ the model's positions (in its order) meet the processor's tokens (in its order),
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -282,9 +281,9 @@ def _vision_block(grid: tuple[int, int, int], tau: np.ndarray, st: Any, dtype: A
     return block.reshape(3, -1)
 
 
-def layout(pieces: Sequence[Piece], rules: LayoutRules, processor_order: bool = False) -> tuple[
-    np.ndarray, Any, list[list[Run]]
-]:
+def layout(
+    pieces: Sequence[Piece], rules: LayoutRules, processor_order: bool = False
+) -> tuple[np.ndarray, Any, list[list[Run]]]:
     """Positions of one sequence of pieces, following the released omni ``get_rope_index`` step by step.
 
     Returns:
@@ -343,7 +342,9 @@ def layout(pieces: Sequence[Piece], rules: LayoutRules, processor_order: bool = 
             cur.last_max = streams[kind][:, a:b].max()
             if processor_order:
                 per_token = np.repeat(
-                    np.arange(p.grid[0], dtype=np.float64) * float(p.second_per_grid) * float(rules.tokens_per_second),
+                    np.arange(p.grid[0], dtype=np.float64)
+                    * float(p.second_per_grid)
+                    * float(rules.tokens_per_second),
                     p.grid[1] * p.grid[2],
                 )
                 bodies.append(interleave(per_token, np.arange(p.n, dtype=np.float64), rules)[0])
@@ -367,3 +368,329 @@ def layout(pieces: Sequence[Piece], rules: LayoutRules, processor_order: bool = 
             f"positions reach {float(top):g}; fractional (float32) positions must stay below {MAX_FLOAT_POSITION}"
         )
     return ids, top, bodies
+
+
+# ----------------------------------------------------------------------------------------- segments
+
+
+class OmniPlan:
+    """A sequence of segments under audio rules, with the interface of the builder's plan
+    (``num_tokens``, ``notes``, ``positions(ids, tokens)``)."""
+
+    def __init__(self, segments: Sequence[Any], rules: LayoutRules) -> None:
+        from mrope.builder import TEXT_FILL_ID, merged_grid
+
+        self.rules = rules
+        self.notes: list[str] = []
+        self.pieces: list[Piece] = []
+        self.text_ids: list[Any] = []  # per piece: the text's token ids (or the fill id), else None
+        self.image_grids: list[tuple[int, int, int]] = []
+        self.video_grids: list[tuple[int, int, int]] = []
+        self.second_per_grid: list[float] = []
+        self.audio_tokens: list[int] = []
+        m = rules.merge_size
+        for i, seg in enumerate(segments):
+            if isinstance(seg, Text):
+                ids = seg.token_ids if seg.token_ids is not None else TEXT_FILL_ID
+                if seg.num_tokens:
+                    self.pieces.append(Piece("text", seg.num_tokens, index=i))
+                    self.text_ids.append(ids)
+                continue
+            if isinstance(seg, (Image, Video, Audio)) and not seg.wrap:
+                raise LayoutError(
+                    f"segment {i}: the {rules.name!r} rules find every image, video and audio by its "
+                    "start / end tokens, so wrap=False is not supported"
+                )
+            if isinstance(seg, Image):
+                if seg.tiles is not None:
+                    raise LayoutError(f"segment {i}: the {rules.name!r} rules have no tiled images")
+                grid = merged_grid(seg.grid, m, f"image (segment {i})")
+                self.image_grids.append(seg.grid)
+                self.pieces.append(Piece("image", grid=grid, index=i))
+            elif isinstance(seg, Video):
+                grid = merged_grid(seg.grid, m, f"video (segment {i})")
+                spg = seg.resolved_second_per_grid(rules.temporal_patch_size, rules.fps)
+                self.video_grids.append(seg.grid)
+                self.second_per_grid.append(spg)
+                if seg.audio is None:
+                    self.pieces.append(Piece("video", grid=grid, second_per_grid=spg, index=i))
+                else:
+                    n = audio_tokens(seg.audio, rules)
+                    self.audio_tokens.append(n)
+                    self.pieces.append(Piece("av", n, grid=grid, second_per_grid=spg, index=i))
+            elif isinstance(seg, Audio):
+                n = audio_tokens(seg, rules)
+                self.audio_tokens.append(n)
+                self.pieces.append(Piece("audio", n, index=i))
+            else:
+                raise LayoutError(
+                    f"segment {i} is a {type(seg).__name__}; expected mrope.Text, Image, Video or Audio"
+                )
+            self.text_ids.append(None)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(p.num_tokens for p in self.pieces)
+
+    def positions(self, ids: np.ndarray | None = None, tokens: np.ndarray | None = None) -> Any:
+        from mrope.builder import Positions, Span
+
+        rules = self.rules
+        pos, top, bodies = layout(self.pieces, rules, processor_order=True)
+        total = pos.shape[1]
+        if ids is None:
+            ids = pos
+        else:
+            ids[...] = pos
+        if tokens is None:
+            tokens = np.empty(total, dtype=np.int64)
+        spans: list[Span] = []
+        at = 0
+
+        def emit(kind: str, n: int, token: Any, index: int, grid: Any = None) -> None:
+            nonlocal at
+            tokens[at : at + n] = token
+            spans.append(Span(kind, at, at + n, index, grid))
+            at += n
+
+        av = iter(bodies)
+        pad = {"image": rules.image_pad_id, "video": rules.video_pad_id, "audio": rules.audio_pad_id}
+        for p, text in zip(self.pieces, self.text_ids, strict=True):
+            if p.kind == "text":
+                emit("text", p.n, text, p.index)
+                continue
+            if p.kind == "audio":
+                emit("wrapper", 1, rules.audio_start_id, p.index)
+                emit("audio", p.n, rules.audio_pad_id, p.index)
+                emit("wrapper", 1, rules.audio_end_id, p.index)
+                continue
+            emit("wrapper", 1, rules.vision_start_id, p.index)
+            if p.kind != "av":
+                emit(p.kind, p.vision_tokens, pad[p.kind], p.index, p.grid)
+                emit("wrapper", 1, rules.vision_end_id, p.index)
+                continue
+            assert p.grid is not None
+            emit("wrapper", 1, rules.audio_start_id, p.index)
+            frame = p.grid[1] * p.grid[2]
+            for kind, a, b in next(av):
+                whole = kind == "video" and a % frame == 0 and b % frame == 0
+                grid = ((b - a) // frame, p.grid[1], p.grid[2]) if whole else None
+                emit(kind, b - a, pad[kind], p.index, grid)
+            emit("wrapper", 1, rules.audio_end_id, p.index)
+            emit("wrapper", 1, rules.vision_end_id, p.index)
+        assert at == total
+        n = ids.dtype.type(total)
+        delta = ids.dtype.type(top + ids.dtype.type(1)) - n if total else ids.dtype.type(0)
+        return Positions(
+            ids=ids,
+            delta=delta.item(),
+            spans=tuple(spans),
+            input_ids=tokens,
+            image_grid_thw=np.asarray(self.image_grids, dtype=np.int64).reshape(-1, 3),
+            video_grid_thw=np.asarray(self.video_grids, dtype=np.int64).reshape(-1, 3),
+            second_per_grid_ts=np.asarray(self.second_per_grid, dtype=np.float64),
+            rules=rules,
+            notes=tuple(self.notes),
+            audio_tokens=np.asarray(self.audio_tokens, dtype=np.int64),
+        )
+
+
+def count_omni_tokens(segments: Sequence[Any], rules: LayoutRules) -> int:
+    """Tokens of a sequence under audio rules, arithmetically."""
+    return OmniPlan(segments, rules).num_tokens
+
+
+# -------------------------------------------------------------------------------------- token ids
+
+
+class _Queue:
+    """One list of per-item values consumed in order across the batch."""
+
+    def __init__(self, name: str, values: list[Any]) -> None:
+        self.name, self.values, self.next = name, values, 0
+
+    def take(self, row: int, at: int, what: str) -> Any:
+        if self.next >= len(self.values):
+            raise TokenError(
+                f"row {row}, {what} at valid token {at}: no {self.name} left ({len(self.values)} given, all used)"
+            )
+        self.next += 1
+        return self.values[self.next - 1]
+
+    def check_all_used(self) -> None:
+        if self.next != len(self.values):
+            raise TokenError(f"{len(self.values)} {self.name} given but the sequences use {self.next}")
+
+
+def _row_pieces(
+    row_ids: np.ndarray,
+    row: int,
+    rules: LayoutRules,
+    images: _Queue,
+    videos: _Queue,
+    audios: _Queue | None,
+    use_audio_in_video: bool | None,
+) -> list[Piece]:
+    """Parse one row's valid tokens into pieces (the omni models' token scan, with checks)."""
+    vs, ve = rules.vision_start_id, rules.vision_end_id
+    a_start, a_end, a_pad = rules.audio_start_id, rules.audio_end_id, rules.audio_pad_id
+    i_pad, v_pad = rules.image_pad_id, rules.video_pad_id
+    n = row_ids.shape[0]
+    ids = row_ids.tolist()
+    pieces: list[Piece] = []
+    cursor = 0
+
+    def text_until(stop: int) -> None:
+        if stop > cursor:
+            pieces.append(Piece("text", stop - cursor))
+
+    def expect(at: int, token: int, what: str) -> None:
+        if at >= n or ids[at] != token:
+            got = "the end of the row" if at >= n else f"token {ids[at]}"
+            raise TokenError(f"row {row}: expected {what} ({token}) at valid token {at}; got {got}")
+
+    def run_of(start: int, token: int, count: int, what: str) -> None:
+        seg = row_ids[start : start + count]
+        if seg.shape[0] != count or not bool(np.all(seg == token)):
+            bad = start + int(np.argmax(seg != token)) if seg.shape[0] else start
+            raise TokenError(
+                f"row {row}: {what} at valid token {start} needs {count} tokens {token}; the run breaks at "
+                f"valid token {min(bad, n)} of {n}"
+            )
+
+    def audio_count(start: int, body_tokens: tuple[int, ...], what: str) -> int:
+        if audios is not None:
+            frames = int(audios.take(row, start, what))
+            count = audio_tokens_from_frames(frames, rules)
+            if count < 1:
+                raise TokenError(
+                    f"row {row}, {what} at valid token {start}: audio_seqlens {frames} gives {count} tokens"
+                )
+            return count
+        k = start
+        while k < n and ids[k] in body_tokens:
+            k += 1
+        return int(np.count_nonzero(row_ids[start:k] == a_pad))
+
+    starts = np.flatnonzero((row_ids == vs) | (row_ids == a_start)).tolist()
+    for p in starts:
+        if p < cursor:
+            continue
+        nxt = ids[p + 1] if p + 1 < n else None
+        if ids[p] == vs and nxt in (i_pad, v_pad):
+            kind = "image" if nxt == i_pad else "video"
+            queue = images if kind == "image" else videos
+            grid, spg = queue.take(row, p, kind)
+            m = rules.merge_size
+            merged = (grid[0], grid[1] // m, grid[2] // m)
+            count = merged[0] * merged[1] * merged[2]
+            run_of(p + 1, nxt, count, f"{kind} {tuple(grid)}")
+            expect(p + 1 + count, ve, "vision_end")
+            if kind == "video" and use_audio_in_video:
+                raise TokenError(
+                    f"row {row}: use_audio_in_video=True, but the video at valid token {p} carries no audio "
+                    "(its vision_start is not followed by audio_start); the model would misplace it"
+                )
+            text_until(p)
+            pieces.append(Piece(kind, grid=merged, second_per_grid=spg))
+            cursor = p + count + 2
+        elif ids[p] == vs and nxt == a_start:
+            grid, spg = videos.take(row, p, "video with audio")
+            m = rules.merge_size
+            merged = (grid[0], grid[1] // m, grid[2] // m)
+            count = merged[0] * merged[1] * merged[2]
+            n_audio = audio_count(p + 2, (v_pad, a_pad), "video with audio")
+            body = row_ids[p + 2 : p + 2 + count + n_audio]
+            nv, na = int(np.count_nonzero(body == v_pad)), int(np.count_nonzero(body == a_pad))
+            if body.shape[0] != count + n_audio or nv != count or na != n_audio:
+                raise TokenError(
+                    f"row {row}: the video with audio at valid token {p} needs {count} video tokens "
+                    f"({tuple(grid)}) and {n_audio} audio tokens; its body has {nv} and {na} "
+                    f"(of {body.shape[0]} tokens)"
+                )
+            expect(p + 2 + count + n_audio, a_end, "audio_end")
+            expect(p + 3 + count + n_audio, ve, "vision_end")
+            text_until(p)
+            pieces.append(Piece("av", n_audio, grid=merged, second_per_grid=spg))
+            cursor = p + 4 + count + n_audio
+        elif ids[p] == a_start and nxt == a_pad:
+            n_audio = audio_count(p + 1, (a_pad,), "audio")
+            run_of(p + 1, a_pad, n_audio, "audio")
+            expect(p + 1 + n_audio, a_end, "audio_end")
+            text_until(p)
+            pieces.append(Piece("audio", n_audio))
+            cursor = p + n_audio + 2
+    text_until(n)
+    # placeholders outside their blocks: the model would misplace them
+    at = 0
+    for pc in pieces:
+        if pc.kind == "text":
+            chunk = row_ids[at : at + pc.n]
+            for what, token in (("image", i_pad), ("video", v_pad), ("audio", a_pad)):
+                hits = np.flatnonzero(chunk == token)
+                if hits.size:
+                    raise TokenError(
+                        f"row {row}: {what} placeholder ({token}) at valid token {at + int(hits[0])} "
+                        "outside a start / end block"
+                    )
+        at += pc.num_tokens
+    return pieces
+
+
+def omni_rope_index(
+    ids: np.ndarray,
+    mask: np.ndarray | None,
+    image_grids: np.ndarray,
+    video_grids: np.ndarray,
+    second_per_grid: np.ndarray | None,
+    audio_seqlens: np.ndarray | None,
+    rules: LayoutRules,
+    pad_position: float,
+    use_audio_in_video: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The omni models' ``get_rope_index`` on token ids (validated ``[B, L]`` ids, bool mask or None).
+
+    Returns:
+        ``(positions [3, B, L], deltas [B])``: int64, or float32 under fractional time.
+    """
+    _require_audio(rules, "omni_rope_index")
+    b, length = ids.shape
+    if len(video_grids) and second_per_grid is None:
+        raise TokenError(
+            f"{len(video_grids)} videos but no second_per_grid_ts (second_per_grids): the {rules.name!r} "
+            "rules time video in seconds"
+        )
+    spg = second_per_grid.tolist() if second_per_grid is not None else []
+    images = _Queue("image_grid_thw rows", [(g, 1.0) for g in image_grids.tolist()])
+    videos = _Queue("video_grid_thw rows", list(zip(video_grids.tolist(), spg, strict=True)) if spg else [])
+    for name, q in (("image_grid_thw", images), ("video_grid_thw", videos)):
+        for k, (grid, _) in enumerate(q.values):
+            if grid[1] % rules.merge_size or grid[2] % rules.merge_size:
+                raise TokenError(
+                    f"{name}[{k}] = {grid}: h and w must be multiples of the merge size {rules.merge_size}"
+                )
+    audios = None
+    if audio_seqlens is not None:
+        seq = audio_seqlens.reshape(-1)
+        if seq.dtype.kind not in "iu" or bool(np.any(seq < 1)):
+            raise TokenError(f"audio_seqlens must be positive ints (mel frames); got {seq.tolist()}")
+        audios = _Queue("audio_seqlens values", seq.tolist())
+    dtype = np.float32 if rules.fractional_time else np.int64
+    out = np.full((3, b, length), pad_position, dtype=dtype)
+    deltas = np.zeros(b, dtype=dtype)
+    for row in range(b):
+        valid = np.arange(length) if mask is None else np.flatnonzero(mask[row])
+        row_ids = ids[row, valid]
+        pieces = _row_pieces(row_ids, row, rules, images, videos, audios, use_audio_in_video)
+        try:
+            pos, top, _ = layout(pieces, rules)
+        except LayoutError as exc:
+            raise TokenError(f"row {row}: {exc}") from None
+        out[:, row, valid] = pos
+        n = dtype(pos.shape[1])
+        deltas[row] = dtype(top + dtype(1)) - n if pos.shape[1] else 0
+    images.check_all_used()
+    videos.check_all_used()
+    if audios is not None:
+        audios.check_all_used()
+    return out, deltas

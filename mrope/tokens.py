@@ -159,11 +159,14 @@ def rope_index(
     second_per_grid_ts: Any = None,
     mm_token_type_ids: Any = None,
     pad_position: int = DEFAULT_PAD_POSITION,
+    audio_seqlens: Any = None,
+    use_audio_in_video: bool | None = None,
+    second_per_grids: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The numpy core of :func:`get_rope_index`.
 
     Returns:
-        ``(position_ids int64 [3, B, L], deltas int64 [B])``.
+        ``(position_ids int64 [3, B, L], deltas int64 [B])``; float32 both for fractional-time rules.
     """
     lay = resolve_rules(model, rules)
     ids = _as_numpy(input_ids, "input_ids", ndim=2)
@@ -192,6 +195,26 @@ def rope_index(
             )
         if types.dtype.kind not in "iu" or (types.size and not (types.min() >= 0 and types.max() <= 2)):
             raise TokenError("mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)")
+    if second_per_grids is not None:  # the omni models' name for it
+        if second_per_grid_ts is not None:
+            raise TokenError("pass second_per_grid_ts or second_per_grids, not both")
+        second_per_grid_ts = second_per_grids
+    if lay.has_audio:  # the omni token scan (audio, time-aligned video); it takes no type ids
+        return _omni_rope_index(
+            ids,
+            mask,
+            image_grid_thw,
+            video_grid_thw,
+            second_per_grid_ts,
+            audio_seqlens,
+            lay,
+            pad_position,
+            use_audio_in_video,
+        )
+    if audio_seqlens is not None or use_audio_in_video:
+        raise TokenError(
+            f"audio_seqlens / use_audio_in_video given, but the {lay.name!r} rules have no audio"
+        )
 
     merge = lay.merge_size
     images = _GridQueue("image_grid_thw", _grids(image_grid_thw, "image_grid_thw"), merge, None)
@@ -260,6 +283,47 @@ def rope_index(
     return out, deltas
 
 
+def _omni_rope_index(
+    ids: np.ndarray,
+    mask: np.ndarray | None,
+    image_grid_thw: Any,
+    video_grid_thw: Any,
+    second_per_grid_ts: Any,
+    audio_seqlens: Any,
+    lay: LayoutRules,
+    pad_position: float,
+    use_audio_in_video: bool | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    from mrope.timeline import omni_rope_index
+
+    videos = _grids(video_grid_thw, "video_grid_thw")
+    spg = _as_numpy(second_per_grid_ts, "second_per_grid_ts")
+    if spg is not None:
+        spg = spg.astype(np.float64).reshape(-1)
+        if spg.size != len(videos):
+            raise TokenError(
+                f"second_per_grid_ts has {spg.size} values for {len(videos)} video_grid_thw rows"
+            )
+        if not np.all(np.isfinite(spg)) or np.any(spg <= 0):
+            raise TokenError(f"second_per_grid_ts must be finite and > 0; got {spg.tolist()}")
+    seqlens = _as_numpy(audio_seqlens, "audio_seqlens")
+    if seqlens is not None and seqlens.dtype.kind == "f":
+        if not np.all(np.isfinite(seqlens)) or not np.all(seqlens == np.round(seqlens)):
+            raise TokenError(f"audio_seqlens must hold integers (mel frames); got {seqlens.tolist()}")
+        seqlens = seqlens.astype(np.int64)
+    return omni_rope_index(
+        ids,
+        mask,
+        _grids(image_grid_thw, "image_grid_thw"),
+        videos,
+        spg,
+        seqlens,
+        lay,
+        pad_position,
+        use_audio_in_video,
+    )
+
+
 def get_rope_index(
     input_ids: Any,
     image_grid_thw: Any = None,
@@ -271,6 +335,9 @@ def get_rope_index(
     second_per_grid_ts: Any = None,
     mm_token_type_ids: Any = None,
     pad_position: int = DEFAULT_PAD_POSITION,
+    audio_seqlens: Any = None,
+    use_audio_in_video: bool | None = None,
+    second_per_grids: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """M-RoPE position ids from token ids, like the transformers model method.
 
@@ -285,10 +352,17 @@ def get_rope_index(
         mm_token_type_ids: int ``[B, L]`` 0 text / 1 image / 2 video (transformers 5.x form); when
             given, runs are taken from it instead of the placeholder ids.
         pad_position: value written at masked slots.
+        audio_seqlens: int ``[n_audios]`` mel-frame lengths of every audio clip in order, standalone or
+            inside a video (omni families: ``feature_attention_mask.sum(-1)``, what the models take);
+            ``None`` counts each clip's tokens from the ids.
+        use_audio_in_video: omni families: whether videos carry their audio. The layout is read from
+            the ids (a video whose vision_start is followed by audio_start carries audio); ``True`` with
+            a video that carries none is an error, as the models would misplace it.
+        second_per_grids: the omni models' name for ``second_per_grid_ts``.
 
     Returns:
-        ``(position_ids, deltas)``: int64 torch ``[3, B, L]`` and ``[B, 1]``, on ``input_ids``' device
-        when it is a torch tensor.
+        ``(position_ids, deltas)``: torch ``[3, B, L]`` and ``[B, 1]``, int64 (float32 for fractional
+        time, Qwen3-Omni), on ``input_ids``' device when it is a torch tensor.
     """
     import torch
 
@@ -303,6 +377,9 @@ def get_rope_index(
             second_per_grid_ts=second_per_grid_ts,
             mm_token_type_ids=mm_token_type_ids,
             pad_position=pad_position,
+            audio_seqlens=audio_seqlens,
+            use_audio_in_video=use_audio_in_video,
+            second_per_grids=second_per_grids,
         )
     except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
         raise TokenError(str(exc)) from None
