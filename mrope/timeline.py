@@ -44,7 +44,8 @@ MAX_AUDIO_TOKENS = 1 << 24
 # ------------------------------------------------------------------------------------------- audio
 
 
-def _require_audio(rules: LayoutRules, what: str) -> None:
+def require_audio(rules: LayoutRules, what: str) -> None:
+    """Raise :class:`~mrope.LayoutError` unless ``rules`` know audio."""
     if not rules.has_audio:
         raise LayoutError(
             f"{what}: the {rules.name!r} rules have no audio (audio_pad_id is None); use an omni model "
@@ -77,11 +78,19 @@ def audio_mel_frames(audio: Audio, rules: LayoutRules) -> int | None:
     if audio.mel_frames is not None:
         frames = audio.mel_frames
     elif audio.seconds is not None:
-        samples = round(audio.seconds * rules.audio_sampling_rate)
-        hop = rules.audio_hop_length
-        frames = -(-samples // hop) if rules.audio_frames == "ceil" else samples // hop
+        return frames_from_samples(round(audio.seconds * rules.audio_sampling_rate), rules)
     else:
         return None
+    if rules.audio_max_frames is not None:
+        frames = min(frames, rules.audio_max_frames)
+    return frames
+
+
+def frames_from_samples(samples: int, rules: LayoutRules) -> int:
+    """Mel frames of ``samples`` samples at the rules' rate: ``ceil`` or ``floor(samples / hop)``
+    (``audio_frames``: how the family's processor pads and masks), at most ``audio_max_frames``."""
+    hop = rules.audio_hop_length
+    frames = -(-int(samples) // hop) if rules.audio_frames == "ceil" else int(samples) // hop
     if rules.audio_max_frames is not None:
         frames = min(frames, rules.audio_max_frames)
     return frames
@@ -93,7 +102,7 @@ def audio_tokens(audio: Audio, rules: LayoutRules) -> int:
     Raises:
         LayoutError: the rules have no audio, or the clip is too short for one token.
     """
-    _require_audio(rules, "an Audio segment")
+    require_audio(rules, "an Audio segment")
     if not isinstance(audio, Audio):
         raise LayoutError(f"expected an mrope.Audio; got {type(audio).__name__}")
     if audio.tokens is not None:
@@ -653,7 +662,7 @@ def omni_rope_index(
     Returns:
         ``(positions [3, B, L], deltas [B])``: int64, or float32 under fractional time.
     """
-    _require_audio(rules, "omni_rope_index")
+    require_audio(rules, "omni_rope_index")
     b, length = ids.shape
     if len(video_grids) and second_per_grid is None:
         raise TokenError(
