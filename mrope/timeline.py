@@ -397,6 +397,7 @@ class OmniPlan:
         self.video_grids: list[tuple[int, int, int]] = []
         self.second_per_grid: list[float] = []
         self.audio_tokens: list[int] = []
+        self.targets: list[tuple[int, int, int]] = []  # the builder plan's interface (no generation here)
         m = rules.merge_size
         for i, seg in enumerate(segments):
             if isinstance(seg, Text):
@@ -411,8 +412,10 @@ class OmniPlan:
                     "start / end tokens, so wrap=False is not supported"
                 )
             if isinstance(seg, Image):
-                if seg.tiles is not None:
-                    raise LayoutError(f"segment {i}: the {rules.name!r} rules have no tiled images")
+                if seg.tiles is not None or getattr(seg, "generate", False):
+                    raise LayoutError(
+                        f"segment {i}: the {rules.name!r} rules have no tiled or generated images"
+                    )
                 grid = merged_grid(seg.grid, m, f"image (segment {i})")
                 self.image_grids.append(seg.grid)
                 self.pieces.append(Piece("image", grid=grid, index=i))
@@ -441,7 +444,9 @@ class OmniPlan:
     def num_tokens(self) -> int:
         return sum(p.num_tokens for p in self.pieces)
 
-    def positions(self, ids: np.ndarray | None = None, tokens: np.ndarray | None = None) -> Any:
+    def positions(
+        self, ids: np.ndarray | None = None, tokens: np.ndarray | None = None, image_index: int = 0
+    ) -> Any:
         from mrope.builder import Positions, Span
 
         rules = self.rules
