@@ -261,9 +261,7 @@ def test_build_positions_ids_equal_the_processors_text(model):
         text = "<|vision_bos|>" + text + "<|vision_eos|>"
         text += proc.audio_bos_token + cls.replace_audio_token(proc, {"num_audio_tokens": [n_audio + 3]}, 0)
         text += proc.audio_eos_token
-        text += "<|vision_bos|>" + cls.replace_image_token(
-            proc, {"image_grid_thw": np.array([[1, 4, 6]])}, 0
-        )
+        text += "<|vision_bos|>" + cls.replace_image_token(proc, {"image_grid_thw": np.array([[1, 4, 6]])}, 0)
         text += "<|vision_eos|>"
         text += (
             "<|vision_bos|>"
