@@ -21,6 +21,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "qwen2_5_vl",
     "qwen3_vl",
     "glm4v",
+    "glm_image",
     "qwen2_5_omni",
     "qwen3_omni",
 )
