@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from mrope.canvas import canvas_row
 from mrope.errors import LayoutError
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
-from mrope.segments import Image, Segment, Text, Video
+from mrope.segments import Audio, Image, Segment, Text, Video
 from mrope.tokenizer import encode_text
 
 if TYPE_CHECKING:
@@ -106,12 +107,16 @@ class Positions:
         generation_ids: int64 ``[3, n + 1]``: under ``generates_images`` rules, the positions of the
             tokens the model will generate for the ``Image(..., generate=True)`` targets (last target
             first, then one end marker), as GLM-Image caches them; else ``None``.
+        audio_tokens: int64 ``[n_audios]``: tokens of each audio clip in order (standalone and inside
+            videos), for rules with audio.
 
     ``ids`` has ``rules.num_axes`` rows (3: t, h, w; HunyuanOCR's four: sequence, w, h, image index).
+    Rules with fractional time (``time_rounding="none"``, Qwen3-Omni) give ``ids`` as float32 (the
+    model's own dtype) and a float ``delta``; every other family gives int64 and an int.
     """
 
     ids: np.ndarray
-    delta: int
+    delta: int | float
     spans: tuple[Span, ...]
     input_ids: np.ndarray
     image_grid_thw: np.ndarray
@@ -119,6 +124,7 @@ class Positions:
     second_per_grid_ts: np.ndarray
     rules: LayoutRules
     notes: tuple[str, ...] = field(default=())
+    audio_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     generation_ids: np.ndarray | None = None
 
     @property
@@ -132,7 +138,7 @@ class Positions:
         return span_token_types(self.spans, self.num_tokens)
 
     def torch(self) -> torch.Tensor:
-        """``ids`` as an int64 torch tensor ``[3, T]`` (shares memory)."""
+        """``ids`` as a torch tensor ``[3, T]`` (int64, or float32 for fractional time; shares memory)."""
         import torch
 
         return torch.from_numpy(self.ids)
@@ -140,8 +146,8 @@ class Positions:
     def metadata(self) -> dict[str, Any]:
         """Everything but the ids, JSON-ready: delta, num_tokens, spans, the grids, second_per_grid_ts,
         notes (the fields of the service's positions response besides ``positions``)."""
-        return {
-            "delta": int(self.delta),
+        out = {
+            "delta": float(self.delta) if self.ids.dtype.kind == "f" else int(self.delta),
             "num_tokens": self.num_tokens,
             "spans": [s.to_dict() for s in self.spans],
             "image_grid_thw": self.image_grid_thw.tolist(),
@@ -149,6 +155,9 @@ class Positions:
             "second_per_grid_ts": self.second_per_grid_ts.tolist(),
             "notes": list(self.notes),
         }
+        if self.rules.has_audio:
+            out["audio_tokens"] = self.audio_tokens.tolist()
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"positions": [[t...], [h...], [w...]], **metadata()}``."""
@@ -420,28 +429,84 @@ class _Plan:
         if isinstance(seg, Text):
             ids = seg.token_ids if seg.token_ids is not None else TEXT_FILL_ID
             self.text(seg.num_tokens, ids, "text", index)
+        elif self.rules.positions_base == "canvas" and isinstance(seg, (Image, Video)):
+            self._canvas(seg, index)
         elif isinstance(seg, Image):
             self.image_grids.append(seg.grid)
             self.wrapped(index, seg.wrap, lambda: self._image(seg, index))
-        elif isinstance(seg, Video):
+        elif isinstance(seg, Video) and seg.audio is None:
             self._video(seg, index, tokenizer)
+        elif isinstance(seg, (Audio, Video)):
+            what = "an Audio" if isinstance(seg, Audio) else "a Video with audio"
+            raise LayoutError(
+                f"segment {index} is {what}, but the {self.rules.name!r} rules have no audio; use an omni "
+                "model such as 'qwen2.5-omni' or 'qwen3-omni'"
+            )
         else:
             raise LayoutError(
                 f"segment {index} is a {type(seg).__name__}; expected mrope.Text, mrope.Image or mrope.Video"
             )
+
+    def _canvas(self, seg: Image | Video, index: int) -> None:
+        """A picture or the frames of a video under the canvas rule (:mod:`mrope.canvas`): each frame is
+        ``<image>`` thumbnail ``</image>``, then for a tiled image its rows of ``<slice>`` tile ``</slice>``
+        joined by the newline token. Grids are reported per crop ``(1, h, w)``, in order, as the token
+        interface takes them; positions are written by :func:`mrope.canvas.canvas_row` over the tokens."""
+        rules = self.rules
+        if isinstance(seg, Video) and (seg.audio is not None or not seg.wrap):
+            raise LayoutError(
+                f"video (segment {index}): the canvas rule takes wrapped video frames without audio"
+            )
+        if isinstance(seg, Image) and (
+            not seg.wrap or seg.generate or (seg.tiles and seg.thumbnail_grid is None)
+        ):
+            raise LayoutError(
+                f"image (segment {index}): the canvas rule takes a wrapped image, alone or with tiles=(cols, rows) "
+                "and its thumbnail_grid"
+            )
+        kind, pad = ("image", rules.image_pad_id) if isinstance(seg, Image) else ("video", rules.video_pad_id)
+        grids = self.image_grids if kind == "image" else self.video_grids
+        m = rules.merge_size
+
+        def crop(grid: tuple[int, int, int]) -> None:
+            _, hh, ww = merged_grid(grid, m, f"{kind} (segment {index})")
+            grids.append((1, grid[1], grid[2]))
+            self.text(hh * ww, pad, kind, index)
+
+        frames = [seg.grid] if isinstance(seg, Image) else [(1, seg.grid[1], seg.grid[2])] * seg.grid[0]
+        for grid in frames:
+            self.text(1, rules.vision_start_id, "wrapper", index)
+            crop(seg.thumbnail_grid if isinstance(seg, Image) and seg.thumbnail_grid else grid)
+            self.text(1, rules.vision_end_id, "wrapper", index)
+            if isinstance(seg, Image) and seg.tiles is not None:
+                cols, rows = seg.tiles
+                _, hh, ww = merged_grid(seg.grid, m, f"image (segment {index})")
+                if hh % rows or ww % cols:
+                    raise LayoutError(
+                        f"image (segment {index}): merged grid {hh}x{ww} (h x w) does not split into {rows} "
+                        f"rows and {cols} columns of equal tiles"
+                    )
+                tile = (1, seg.grid[1] // rows, seg.grid[2] // cols)
+                for r in range(rows):
+                    if r:
+                        self.text(1, rules.newline_id, "wrapper", index)  # type: ignore[arg-type]
+                    for _ in range(cols):
+                        self.text(1, rules.slice_start_id, "wrapper", index)  # type: ignore[arg-type]
+                        crop(tile)
+                        self.text(1, rules.slice_end_id, "wrapper", index)  # type: ignore[arg-type]
 
     def _image(self, img: Image, index: int) -> None:
         rules = self.rules
         merged = merged_grid(img.grid, rules.merge_size, f"image (segment {index})")
         tau = np.arange(merged[0], dtype=np.int64)
         if img.tiles is None:
-            if rules.grid_border:
-                self.text(1, rules.image_pad_id, "wrapper", index)
+            if rules.grid_border:  # placeholders too (type 1 for the processor), outside the grid
+                self.text(1, rules.image_pad_id, "image", index)
             self.pieces.append(
                 _untiled_block(merged, tau, rules, "image", index, rules.image_pad_id, img.origin)
             )
             if rules.grid_border:
-                self.text(1, rules.image_pad_id, "wrapper", index)
+                self.text(1, rules.image_pad_id, "image", index)
             return
         if rules.row_newline or rules.grid_border or rules.positions_base != "counter":
             raise LayoutError(
@@ -588,6 +653,10 @@ class _Plan:
         spans: list[Span] = []
         if lay.positions_base == "sequence":
             top, _ = fill_sequence_pieces(self.pieces, ids, tokens, spans, image_index)
+        elif lay.positions_base == "canvas":
+            fill_pieces(self.pieces, ids, tokens, spans, lay.advance)  # token ids and spans
+            ids[:] = canvas_positions(tokens, lay, self.image_grids, self.video_grids)
+            top = int(ids.max()) if total else -1
         else:
             top = fill_pieces(self.pieces, ids, tokens, spans, lay.advance)
         generation = None
@@ -725,6 +794,23 @@ def fill_pieces(
     return top
 
 
+def canvas_positions(
+    tokens: np.ndarray,
+    rules: LayoutRules,
+    image_grids: Sequence[Sequence[int]],
+    video_grids: Sequence[Sequence[int]],
+) -> np.ndarray:
+    """Positions ``[3, T]`` of one sequence's tokens under the canvas rule, the crops' grids taken in order."""
+    queues = {1: iter(image_grids), 2: iter(video_grids)}
+    types = (tokens == rules.image_pad_id).astype(np.int64) + 2 * (tokens == rules.video_pad_id)
+
+    def take(kind: int, at: int, count: int) -> tuple[int, int]:
+        _, h, w = next(queues[kind])
+        return h, w
+
+    return canvas_row(tokens.tolist(), types.tolist(), take, rules)
+
+
 def fill_sequence_pieces(
     pieces: Sequence[_Text | _Block],
     ids: np.ndarray,
@@ -802,8 +888,14 @@ def build_positions(
 
 
 def _plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any) -> _Plan:
-    if isinstance(segments, (Text, Image, Video)) or not isinstance(segments, Sequence):
-        raise LayoutError(f"segments must be a list of Text / Image / Video; got {type(segments).__name__}")
+    if isinstance(segments, (Text, Image, Video, Audio)) or not isinstance(segments, Sequence):
+        raise LayoutError(
+            f"segments must be a list of Text / Image / Video / Audio; got {type(segments).__name__}"
+        )
+    if lay.has_audio:  # the omni families' timeline (audio, time-aligned video)
+        from mrope.timeline import OmniPlan
+
+        return OmniPlan(segments, lay)  # type: ignore[return-value]
     plan = _Plan(lay)
     for i, seg in enumerate(segments):
         plan.add(seg, i, tokenizer)
@@ -824,10 +916,16 @@ def count_tokens(
     before building. ``model`` is required, as in :func:`build_positions`.
     """
     lay = resolve_rules(model, rules)
+    if lay.has_audio:
+        from mrope.timeline import count_omni_tokens
+
+        return count_omni_tokens(segments, lay)
     total = 0
     for i, seg in enumerate(segments):
-        if isinstance(seg, Video) and not (
-            lay.temporal == "timestamps" and seg.wrap and tokenizer is not None
+        if (
+            isinstance(seg, Video)
+            and lay.positions_base != "canvas"
+            and not (lay.temporal == "timestamps" and seg.wrap and tokenizer is not None)
         ):
             # arithmetic, so a video of any length costs the same
             t, hh, ww = merged_grid(seg.grid, lay.merge_size, f"video (segment {i})", lay.temporal_merge_size)
@@ -886,7 +984,7 @@ def build_batch(
     b = len(plans)
     # every sequence is filled straight into its row (no per-sequence arrays to copy); only the pad
     # slots are written besides, so each byte of the batch is touched once
-    ids = np.empty((lay.num_axes, b, width), dtype=np.int64)
+    ids = np.empty((lay.num_axes, b, width), dtype=np.float32 if lay.fractional_time else np.int64)
     mask = np.zeros((b, width), dtype=np.int64)
     input_ids = np.empty((b, width), dtype=np.int64)
     seqs = []
@@ -908,7 +1006,7 @@ def build_batch(
         seqs.append(plan.positions(ids[:, row, sl], input_ids[row, sl], image_index))
         if lay.image_index_scope == "batch":  # the image index keeps counting across the rows
             image_index += len(plan.image_grids) - len(plan.targets)
-    deltas = np.asarray([p.delta for p in seqs], dtype=np.int64)
+    deltas = np.asarray([p.delta for p in seqs], dtype=ids.dtype)
     return Batch(ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(seqs))
 
 
@@ -917,7 +1015,8 @@ def next_positions(delta: int | np.ndarray | Sequence[int], n_done: int, n_new: 
     the prompt): token ``i`` gets ``i + delta`` on every axis.
 
     Args:
-        delta: the sequence's delta (an int), or one per sequence (``[B]``).
+        delta: the sequence's delta (an int), or one per sequence (``[B]``); a float delta (Qwen3-Omni's
+            fractional positions) gives float32 positions ``fl32(i + delta)``.
         n_done: valid tokens already in the cache (prompt included), counted without padding.
         n_new: tokens to place.
 
@@ -929,6 +1028,12 @@ def next_positions(delta: int | np.ndarray | Sequence[int], n_done: int, n_new: 
             raise LayoutError(f"{name} must be an int >= 0; got {v!r}")
     steps = np.arange(n_done, n_done + n_new, dtype=np.int64)
     d = np.asarray(delta)
+    if d.dtype.kind == "f" and d.ndim <= 1 and d.size and np.all(np.isfinite(d)):
+        # fractional-time families (Qwen3-Omni): float32 i + delta, as the model adds them
+        d32, s32 = d.astype(np.float32), steps.astype(np.float32)
+        if d.ndim == 0:
+            return np.broadcast_to(s32 + d32, (3, n_new)).copy()
+        return np.broadcast_to(s32[None, :] + d32[:, None], (3, d.size, n_new)).copy()
     if d.dtype.kind not in "iu" or d.ndim > 1 or (d.ndim == 1 and d.size == 0):
         raise LayoutError(f"delta must be an int or a 1-D int array [B]; got {delta!r}")
     if d.ndim == 0:
