@@ -70,11 +70,17 @@ def ref_inv_freq(spec: RopeSpec, seq_len: int) -> np.ndarray:
     test_ops_parity.py and test_spec.py)."""
     d = spec.rotary_dim
     if spec.scaling.type in ("none", "ntk_alpha"):
-        base = float(spec.theta)
-        if spec.scaling.type == "ntk_alpha":
-            base *= spec.scaling.alpha ** (d / (d - 2))
-        return base ** (-2.0 * np.arange(d // 2) / d)
+        return ref_base(spec) ** (-2.0 * np.arange(d // 2) / d)
     return spec.inv_freq(seq_len)
+
+
+def ref_base(spec: RopeSpec) -> float:
+    """The frequency base: theta, or HunYuan's NTK-alpha ``theta * alpha ** (d / (d - 2))``."""
+    d = spec.rotary_dim
+    if spec.scaling.type == "ntk_alpha":
+        return float(spec.theta) * spec.scaling.alpha ** (d / (d - 2))
+    assert spec.scaling.type == "none"
+    return float(spec.theta)
 
 
 def to_canonical(x: torch.Tensor, layout: str) -> torch.Tensor:
@@ -108,7 +114,7 @@ def reference(
     pos = p.permute(1, 2, 0)[..., axis]  # [B, S, F]
     if angle_dtype == "fp32":
         d = spec.rotary_dim
-        inv32 = 1.0 / (spec.theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        inv32 = 1.0 / (ref_base(spec) ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
         ang = (pos.to(torch.float32) * inv32).double()
     else:
         ang = pos.double() * torch.from_numpy(ref_inv_freq(spec, seq_len))
@@ -169,7 +175,7 @@ def run(q, k, pos, spec, layout, backend, **kw):
 def test_presets_exact_fp32_against_reference(preset: str, layout: str, backend: str) -> None:
     spec = RopeSpec.preset(preset)
     q, k = make_qk(layout, hq=4, hk=2, d=spec.head_dim, dtype=torch.float32)
-    pos = make_positions(layout, high=5000)
+    pos = make_positions(layout, high=5000, axes=spec.num_axes)
     qr, kr = run(q, k, pos, spec, layout, backend, angle_precision="exact")
     assert qr.shape == q.shape and kr.shape == k.shape and qr.dtype == torch.float32
     assert rel_err(qr, reference(q, pos, spec, layout), q) < TOL[torch.float32]
@@ -183,7 +189,7 @@ def test_presets_fp32_angles_against_reference(preset: str, layout: str, backend
     """Default precision: the angle is transformers' fp32 product; everything after it is accurate."""
     spec = RopeSpec.preset(preset)
     q, k = make_qk(layout, hq=3, hk=1, d=spec.head_dim, dtype=torch.float32)
-    pos = make_positions(layout, high=5000)
+    pos = make_positions(layout, high=5000, axes=spec.num_axes)
     qr, kr = run(q, k, pos, spec, layout, backend)
     assert rel_err(qr, reference(q, pos, spec, layout, angle_dtype="fp32"), q) < TOL[torch.float32]
     assert rel_err(kr, reference(k, pos, spec, layout, angle_dtype="fp32"), k) < TOL[torch.float32]
@@ -518,29 +524,27 @@ def test_text_positions_are_plain_rope(preset: str, backend: str) -> None:
     for layout in LAYOUTS:
         q, k = make_qk(layout, hq=2, hk=1, d=spec.head_dim, dtype=torch.float32)
         flat = make_positions(layout)[0]
-        mrope = flat.unsqueeze(0).expand(3, *flat.shape).contiguous()
+        mrope = flat.unsqueeze(0).expand(spec.num_axes, *flat.shape).contiguous()
         a = run(q, k, mrope, spec, layout, backend)
         b = run(q, k, flat, spec, layout, backend)
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
         # plain RoPE: angle pos * theta^(-2i/d), no section logic at all
         d = spec.rotary_dim
         p = pos_canonical(flat, layout)[0]
-        ang = p.double()[..., None] * float(spec.theta) ** (
-            -2.0 * torch.arange(d // 2, dtype=torch.float64) / d
-        )
+        ang = p.double()[..., None] * ref_base(spec) ** (-2.0 * torch.arange(d // 2, dtype=torch.float64) / d)
         assert rel_err(a[0], _rope_1d(q, ang, spec, layout), q) < 5e-5  # fp32 angles, positions < 60
 
 
 def _rope_1d(x: torch.Tensor, ang: torch.Tensor, spec: RopeSpec, layout: str) -> torch.Tensor:
     xc = to_canonical(x.double(), layout).clone()
-    f = spec.rotary_dim // 2
+    f, o = spec.rotary_dim // 2, spec.rotary_offset
     c, s = ang.cos()[:, :, None], ang.sin()[:, :, None]
     if spec.pairing == "neox":
-        x1, x2 = xc[..., :f].clone(), xc[..., f : 2 * f].clone()
-        xc[..., :f], xc[..., f : 2 * f] = x1 * c - x2 * s, x2 * c + x1 * s
+        x1, x2 = xc[..., o : o + f].clone(), xc[..., o + f : o + 2 * f].clone()
+        xc[..., o : o + f], xc[..., o + f : o + 2 * f] = x1 * c - x2 * s, x2 * c + x1 * s
     else:
-        x1, x2 = xc[..., 0 : 2 * f : 2].clone(), xc[..., 1 : 2 * f : 2].clone()
-        xc[..., 0 : 2 * f : 2], xc[..., 1 : 2 * f : 2] = x1 * c - x2 * s, x2 * c + x1 * s
+        x1, x2 = xc[..., o : o + 2 * f : 2].clone(), xc[..., o + 1 : o + 2 * f : 2].clone()
+        xc[..., o : o + 2 * f : 2], xc[..., o + 1 : o + 2 * f : 2] = x1 * c - x2 * s, x2 * c + x1 * s
     return {"thd": lambda t: t[0], "bhsd": lambda t: t.transpose(1, 2), "bshd": lambda t: t}[layout](xc)
 
 
@@ -657,17 +661,18 @@ def test_exact_mode_whole_int64_range(backend: str) -> None:
 def test_cos_sin_shapes_and_rotation(preset: str) -> None:
     """cos/sin in transformers' shape rotate exactly like apply_mrope (rotate_half or adjacent pairs)."""
     spec = RopeSpec.preset(preset)
-    pos = make_positions("bshd")
+    pos = make_positions("bshd", axes=spec.num_axes)
     cos, sin = cos_sin(pos, spec, layout="bshd")
     assert cos.shape == (2, 5, spec.rotary_dim) and cos.dtype == torch.float32
     q, k = make_qk("bhsd", hq=2, hk=1, d=spec.head_dim, dtype=torch.float32)
-    rd = spec.rotary_dim
-    xr = q[..., :rd]
+    rd, o = spec.rotary_dim, spec.rotary_offset
+    xr = q[..., o : o + rd]
     if spec.pairing == "neox":
         swapped = torch.cat((-xr[..., rd // 2 :], xr[..., : rd // 2]), dim=-1)
     else:
         swapped = torch.stack((-xr[..., 1::2], xr[..., 0::2]), dim=-1).flatten(-2)
-    manual = torch.cat((xr * cos[:, None] + swapped * sin[:, None], q[..., rd:]), dim=-1)
+    rotated = xr * cos[:, None] + swapped * sin[:, None]
+    manual = torch.cat((q[..., :o], rotated, q[..., o + rd :]), dim=-1)
     got = apply_mrope(q, k, pos, spec, layout="bhsd", backend="torch")[0]
     assert float((manual - got).abs().max()) < 1e-6
     c2, s2 = cos_sin(pos[:, 0], spec, dtype=torch.bfloat16)
