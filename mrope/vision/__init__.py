@@ -8,11 +8,13 @@ Everything position ids need comes from headers: :func:`load_image` and :func:`l
 
 from mrope.vision.detect import MediaKind, detect_media_kind
 from mrope.vision.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
-from mrope.vision.resize import MAX_ASPECT_RATIO, smart_resize, video_max_pixels
+from mrope.vision.resize import MAX_ASPECT_RATIO, smart_resize, smart_resize_clip, video_max_pixels
 from mrope.vision.sampling import (
     FRAME_FACTOR,
     MAX_SAMPLED_VIDEO_FRAMES,
+    glm4v_frame_indices,
     num_sampled_frames,
+    qwen3_vl_frame_indices,
     sample_fps,
     sample_frame_indices,
     sampled_times,
@@ -37,6 +39,7 @@ __all__ = [
     "VideoInfo",
     "decode_frames",
     "detect_media_kind",
+    "glm4v_frame_indices",
     "image_grid",
     "image_size",
     "load_image",
@@ -44,9 +47,11 @@ __all__ = [
     "num_sampled_frames",
     "plan_tiles",
     "probe_video",
+    "qwen3_vl_frame_indices",
     "sample_fps",
     "sample_frame_indices",
     "sampled_times",
     "smart_resize",
+    "smart_resize_clip",
     "video_max_pixels",
 ]
