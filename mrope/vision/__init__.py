@@ -6,6 +6,7 @@ Everything position ids need comes from headers: :func:`load_image` and :func:`l
 :class:`mrope.MediaError` whose message says what was expected and what came.
 """
 
+from mrope.vision._source import decode_data_uri, is_url, open_url
 from mrope.vision.detect import MediaKind, detect_media_kind
 from mrope.vision.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
 from mrope.vision.resize import MAX_ASPECT_RATIO, smart_resize, video_max_pixels
@@ -33,13 +34,16 @@ __all__ = [
     "MediaKind",
     "TilePlan",
     "VideoInfo",
+    "decode_data_uri",
     "decode_frames",
     "detect_media_kind",
     "image_grid",
     "image_size",
+    "is_url",
     "load_image",
     "load_video",
     "num_sampled_frames",
+    "open_url",
     "plan_tiles",
     "probe_video",
     "sample_fps",
