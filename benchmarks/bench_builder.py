@@ -139,12 +139,18 @@ def main() -> None:
             [s for _ in range(240) for s in (Text(64), Image(grid=(1, 128, 128)))],
         ),
     ):
-        t = median_seconds(lambda segs=segs: mrope.build_positions(segs), repeat=7, min_time=0.5)
-        n = mrope.build_positions(segs).num_tokens
+        t = median_seconds(
+            lambda segs=segs: mrope.build_positions(segs, model="qwen2-vl"), repeat=7, min_time=0.5
+        )
+        n = mrope.build_positions(segs, model="qwen2-vl").num_tokens
         print(f"build_positions, {label}: {n} tokens in {t * 1e3:.2f} ms = {n / t / 1e6:.0f} M positions/s")
-    long = mrope.build_positions([s for _ in range(240) for s in (Text(64), Image(grid=(1, 128, 128)))])
+    long = mrope.build_positions(
+        [s for _ in range(240) for s in (Text(64), Image(grid=(1, 128, 128)))], model="qwen2-vl"
+    )
     ids = long.input_ids[None]
-    t = median_seconds(lambda: mrope.rope_index(ids, long.image_grid_thw), repeat=7, min_time=0.5)
+    t = median_seconds(
+        lambda: mrope.rope_index(ids, long.image_grid_thw, model="qwen2-vl"), repeat=7, min_time=0.5
+    )
     print(
         f"rope_index (token form), {long.num_tokens} tokens: {t * 1e3:.2f} ms = {long.num_tokens / t / 1e6:.0f} M positions/s"
     )

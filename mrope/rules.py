@@ -1,11 +1,17 @@
-"""LayoutRules: the explicit rules that turn segments into coordinates, and the model presets.
+"""LayoutRules: the explicit rules that turn segments into coordinates.
 
 Every choice a model makes is a field here, never an if-branch on a model name in the builder:
 
 - ``merge_size``: an encoder grid ``(t, h, w)`` of patches becomes an LLM grid ``(t, h/m, w/m)``.
 - ``temporal``: how a video's temporal patch ``i`` maps to ``tau(i)``:
-  ``"index"`` (``tau(i) = i``, Qwen2-VL), ``"seconds"`` (``floor(i * second_per_grid * tokens_per_second)``,
+  ``"index"`` (``tau(i) = i``, Qwen2-VL), ``"seconds"`` (``trunc(i * second_per_grid * tokens_per_second)``,
   Qwen2.5-VL) or ``"timestamps"`` (one block per temporal patch, each after a text timestamp, Qwen3-VL).
+- ``seconds_grouping``: how the ``seconds`` rule groups its float32 product. The processor hands
+  ``second_per_grid`` to the model as float32 (``spg32``) and the model multiplies in float32, so the
+  grouping changes some results (26 patches at 0.04 s: the last gets 3, float64 gives 2).
+  ``"(i*spg)*tps"``: ``trunc(fl32(fl32(i * spg32) * tps))``, the released Qwen2.5-VL code (transformers
+  4.49) and Qwen2.5-Omni; ``"i*(tps*spg)"``: ``trunc(fl32(i * fl32(tps * spg32)))``, transformers 5.x's
+  ``get_rope_index`` (offered only to reproduce it).
 - ``spatial``: where a block's (h, w) start: ``"offset"`` (at the block's start counter ``s``, Qwen),
   ``"reset"`` (at 0 for every block) or ``"centered"`` (the grid centred in the square span
   ``[s, s + max(H', W'))``, so an image and its transpose share a centre).
@@ -21,8 +27,36 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   where it goes (``timestamp_position``: ``"before"`` each patch block as in Qwen3-VL, ``"after"`` as in
   GLM-4.1V), which time it shows (``timestamp_time``: ``"mean"`` of the patch's first and last frame,
   or its ``"first"`` frame) and how (``timestamp_format``); an optional outer video wrapper
-  (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``).
+  (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``). Without timestamps, a
+  video with its own wrapper ids is wrapped by them instead of the vision ones (ERNIE-4.5-VL).
+- ``pad_position``: the value written at masked (padding) slots of a batch.
 - sizing of images and videos (patch size, pixel bounds, frame sampling) for the vision layer.
+
+Rules of single families, each named by what it does and off by default:
+
+- ``temporal_merge_size``: a video's temporal patches are merged this many at a time into one LLM frame
+  (ERNIE-4.5-VL: 2, so ``T' = t / 2``); images are never merged in time.
+- ``row_newline``: every merged row of an image or frame ends with one more token, at column ``W'``
+  (HY-V4-VL, HunyuanOCR), so a frame has ``H' * (W' + 1)`` tokens.
+- ``frame_block``: frame ``f`` of a video is a block of its own: ``t``, ``h`` and ``w`` all start at
+  ``s + f * B`` with ``B = max(H', columns)`` (HY-V4-VL).
+- ``positions_base``: ``"counter"`` (the block counter above) or ``"sequence"``: every axis is the
+  token's index in the sequence, and the grid tokens of an image write ``(w, h, image index)`` on the
+  last three axes (HunyuanOCR). ``num_axes`` rows (3 or 4; with 4, axis 0 stays the sequence index).
+- ``grid_border``: one placeholder token before and one after each image grid, inside the vision
+  wrapper; they keep sequence positions (HunyuanOCR's ``cat_extra_token``).
+- ``image_index_scope``: with ``positions_base="sequence"``, the image index restarts at 0 in every
+  sequence (``"sequence"``) or keeps counting across the rows of a batch (``"batch"``, what
+  transformers 5.24 does).
+- ``image_span``: the token interface finds an image's tokens as runs of ``image_pad_id``
+  (``"placeholders"``) or as the tokens strictly between ``vision_start_id`` and ``vision_end_id``
+  (``"between_wrappers"``: GLM-Image, whose model replaces placeholders by image codes first).
+- ``generates_images``: grids left over after a sequence's images are the images the model will
+  generate (GLM-Image): they take no prompt tokens, their positions come at decode time (2-D target
+  grids, last first, then one end marker), and deltas are 0.
+
+The rules of released models live in the registry (:mod:`mrope.models`, one module per family);
+:func:`resolve_rules` turns a ``model=`` argument into rules.
 """
 
 from __future__ import annotations
@@ -40,6 +74,10 @@ TileRule = Literal["global", "independent"]
 AdvanceRule = Literal["max+1", "spatial"]
 TimestampPosition = Literal["before", "after"]
 TimestampTime = Literal["mean", "first"]
+PositionsBase = Literal["counter", "sequence"]
+ImageIndexScope = Literal["sequence", "batch"]
+ImageSpan = Literal["placeholders", "between_wrappers"]
+SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "temporal": ("index", "seconds", "timestamps"),
@@ -49,6 +87,10 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "advance": ("max+1", "spatial"),
     "timestamp_position": ("before", "after"),
     "timestamp_time": ("mean", "first"),
+    "positions_base": ("counter", "sequence"),
+    "image_index_scope": ("sequence", "batch"),
+    "image_span": ("placeholders", "between_wrappers"),
+    "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
 }
 
 
@@ -64,10 +106,12 @@ class LayoutRules:
     temporal_patch_size: int = 2
     temporal: TemporalRule = "index"
     tokens_per_second: float = 2.0
+    seconds_grouping: SecondsGrouping = "(i*spg)*tps"
     spatial: SpatialRule = "offset"
     crop: CropRule = "reset"
     tiles: TileRule = "global"
     advance: AdvanceRule = "max+1"
+    pad_position: int = 1
     # token ids (Qwen2/2.5/3-VL vocabulary by default)
     vision_start_id: int = 151652
     vision_end_id: int = 151653
@@ -88,16 +132,45 @@ class LayoutRules:
     fps: float = 2.0
     min_frames: int = 4
     max_frames: int = 768
+    # rules of single families (module docstring)
+    temporal_merge_size: int = 1
+    row_newline: bool = False
+    frame_block: bool = False
+    positions_base: PositionsBase = "counter"
+    num_axes: int = 3
+    grid_border: bool = False
+    image_index_scope: ImageIndexScope = "sequence"
+    image_span: ImageSpan = "placeholders"
+    generates_images: bool = False
 
     def __post_init__(self) -> None:
         for name, allowed in _CHOICES.items():
             value = getattr(self, name)
             if value not in allowed:
                 raise LayoutError(f"LayoutRules.{name} must be one of {list(allowed)}; got {value!r}")
-        for name in ("merge_size", "temporal_patch_size", "patch_size", "min_frames", "max_frames"):
+        for name in ("row_newline", "frame_block", "grid_border", "generates_images"):
+            if not isinstance(getattr(self, name), bool):
+                raise LayoutError(f"LayoutRules.{name} must be true or false; got {getattr(self, name)!r}")
+        if self.num_axes not in (3, 4) or isinstance(self.num_axes, bool):
+            raise LayoutError(f"LayoutRules.num_axes must be 3 or 4; got {self.num_axes!r}")
+        if self.num_axes != 3 and self.positions_base != "sequence":
+            raise LayoutError(
+                f"LayoutRules.num_axes {self.num_axes} needs positions_base='sequence' (the counter rule "
+                "writes three axes t, h, w)"
+            )
+        for name in (
+            "merge_size",
+            "temporal_patch_size",
+            "patch_size",
+            "min_frames",
+            "max_frames",
+            "temporal_merge_size",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
+        if not isinstance(self.pad_position, int) or isinstance(self.pad_position, bool):
+            raise LayoutError(f"LayoutRules.pad_position must be an int; got {self.pad_position!r}")
         for name in ("tokens_per_second", "fps"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
@@ -127,11 +200,11 @@ class LayoutRules:
 
     @classmethod
     def preset(cls, name: str) -> LayoutRules:
-        """The rules of a released model: ``qwen2-vl``, ``qwen2.5-vl``, ``qwen3-vl``, ``glm-4.1v``."""
-        try:
-            return _PRESETS[name]
-        except KeyError:
-            raise LayoutError(f"unknown model preset {name!r}; expected one of {sorted(_PRESETS)}") from None
+        """The released rules of a registered model family (a name, model_type or repo id; see
+        :func:`mrope.models.get_family`)."""
+        from mrope.models import get_family
+
+        return get_family(name).rules
 
     def replace(self, **changes: Any) -> LayoutRules:
         """A copy with some rules changed (unknown names are an error)."""
@@ -150,49 +223,20 @@ class LayoutRules:
         return cls().replace(**data)
 
 
-_QWEN2 = LayoutRules(name="qwen2-vl")
-_PRESETS: dict[str, LayoutRules] = {
-    "qwen2-vl": _QWEN2,
-    "qwen2.5-vl": replace(_QWEN2, name="qwen2.5-vl", temporal="seconds", tokens_per_second=2.0),
-    "qwen3-vl": replace(
-        _QWEN2,
-        name="qwen3-vl",
-        temporal="timestamps",
-        patch_size=16,
-        image_min_pixels=65536,
-        image_max_pixels=16777216,
-        video_min_pixels=4096,
-        video_max_pixels=25165824,
-        video_total_pixels=25165824,
-    ),
-    "glm-4.1v": replace(
-        _QWEN2,
-        name="glm-4.1v",
-        temporal="timestamps",
-        timestamp_format="{:d}",
-        timestamp_position="after",
-        timestamp_time="first",
-        vision_start_id=151339,
-        vision_end_id=151340,
-        image_pad_id=151343,
-        video_pad_id=151344,
-        video_start_id=151341,
-        video_end_id=151342,
-        image_min_pixels=112 * 112,
-        image_max_pixels=14 * 14 * 4 * 15000,
-    ),
-}
-PRESET_NAMES: tuple[str, ...] = tuple(_PRESETS)
+def resolve_rules(
+    model: Any = None,
+    rules: LayoutRules | dict[str, Any] | None = None,
+    convention: str = "released",
+) -> LayoutRules:
+    """The rules to use for a ``model=`` argument; see :func:`mrope.models.resolve_rules`."""
+    from mrope.models import resolve_rules as resolve
+
+    return resolve(model, rules, convention)
 
 
-def resolve_rules(model: str | None = None, rules: LayoutRules | dict[str, Any] | None = None) -> LayoutRules:
-    """The rules to use: ``rules`` if it is a :class:`LayoutRules`, else the ``model`` preset with the
-    overrides in a ``rules`` dict applied."""
-    if isinstance(rules, LayoutRules):
-        return rules
-    base = LayoutRules.preset(model or "qwen2-vl")
-    if rules is None:
-        return base
-    if not isinstance(rules, dict):
-        raise LayoutError(f"rules must be a LayoutRules or a dict of overrides; got {type(rules).__name__}")
-    return base.replace(**rules)
+def __getattr__(name: str) -> Any:
+    if name == "PRESET_NAMES":  # the registry's family names (kept for callers of the old table)
+        from mrope.models import names
+
+        return names()
+    raise AttributeError(f"module 'mrope.rules' has no attribute {name!r}")

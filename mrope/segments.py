@@ -99,6 +99,9 @@ class Image:
         origin: the crop origin ``(row, col)`` in merged-grid tokens of the source image; used by the
             ``crop="keep"`` rule, ignored by ``crop="reset"``.
         wrap: emit the preset's vision_start / vision_end tokens around the image.
+        generate: an image the model will generate (GLM-Image's targets): it takes no prompt tokens,
+            its grid is reported after the prompt's images, and its positions are decode-time
+            positions (:attr:`mrope.Positions.generation_ids`). Targets come after every other segment.
     """
 
     grid: tuple[int, int, int]
@@ -107,6 +110,7 @@ class Image:
     tile_order: tuple[int, ...] | None = None
     origin: tuple[int, int] = (0, 0)
     wrap: bool = True
+    generate: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Image"))
@@ -132,6 +136,10 @@ class Image:
         if origin is None or len(origin) != 2 or min(origin) < 0 or max(origin) >= 2**40:
             raise LayoutError(f"Image origin must be (row, col), two ints in [0, 2**40); got {self.origin!r}")
         object.__setattr__(self, "origin", origin)
+        if not isinstance(self.generate, bool):
+            raise LayoutError(f"Image generate must be true or false; got {self.generate!r}")
+        if self.generate and self.tiles is not None:
+            raise LayoutError("an Image to generate (generate=True) cannot have tiles")
 
     @classmethod
     def from_file(cls, source: Any, model: str = "qwen2-vl", **kwargs: Any) -> Image:

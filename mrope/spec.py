@@ -226,15 +226,19 @@ class RopeSpec:
             return float(mscale(sc.factor, sc.mscale) / mscale(sc.factor, sc.mscale_all_dim))
         return mscale(sc.factor)
 
-    # ------------------------------------------------------------------ presets and (de)serialisation
+    # ------------------------------------------------------------------ registry and (de)serialisation
 
     @classmethod
     def preset(cls, name: str) -> RopeSpec:
-        """The spec of a released model: ``qwen2-vl``, ``qwen2.5-vl``, ``qwen3-vl``, ``glm-4.1v``."""
+        """The released rotary spec of a registered model family (a name, model_type or repo id; see
+        :func:`mrope.models.get_family`)."""
+        from mrope.errors import LayoutError
+        from mrope.models import get_family
+
         try:
-            return _PRESETS[name]
-        except KeyError:
-            raise SpecError(f"unknown model preset {name!r}; expected one of {sorted(_PRESETS)}") from None
+            return get_family(name).spec
+        except LayoutError as exc:
+            raise SpecError(str(exc)) from None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict that :meth:`from_dict` turns back into an equal spec."""
@@ -298,24 +302,9 @@ class RopeSpec:
         return cls(**spec_kwargs_from_hf_config(config))
 
 
-_QWEN2 = RopeSpec(head_dim=128, rotary_dim=128, theta=1_000_000.0, mrope_section=(16, 24, 24))
-_PRESETS: dict[str, RopeSpec] = {
-    "qwen2-vl": _QWEN2,
-    "qwen2.5-vl": _QWEN2,
-    "qwen3-vl": RopeSpec(
-        head_dim=128,
-        rotary_dim=128,
-        theta=5_000_000.0,
-        mrope_section=(24, 20, 20),
-        section_layout="interleaved",
-    ),
-    "glm-4.1v": RopeSpec(
-        head_dim=128,
-        rotary_dim=64,
-        theta=10_000.0,
-        mrope_section=(8, 12, 12),
-        section_layout="chunked",
-        pairing="gptj",
-    ),
-}
-PRESET_NAMES: tuple[str, ...] = tuple(_PRESETS)
+def __getattr__(name: str) -> Any:
+    if name == "PRESET_NAMES":  # the registry's family names (kept for callers of the old table)
+        from mrope.models import names
+
+        return names()
+    raise AttributeError(f"module 'mrope.spec' has no attribute {name!r}")

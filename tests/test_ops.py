@@ -4,7 +4,6 @@ kernel (Triton's interpreter on CPU tensors; triton is a dev dependency, so a mi
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -15,7 +14,7 @@ import triton  # noqa: F401  (a dev dependency: the kernel tests must not be ski
 from mrope import ApplyError, MRopeError, RopeSpec
 from mrope.ops import apply_mrope, cos_sin, triton_kernel
 from mrope.ops import dispatch as ops_dispatch
-from mrope.ops.freqs import hf_inv_freq_fp32, split_turns
+from mrope.ops.freqs import hf_inv_freq_fp32, turn_limbs
 from mrope.spec import PRESET_NAMES
 
 BACKENDS = ("torch", "triton")
@@ -442,15 +441,70 @@ def test_exact_mode_extreme_and_negative_positions(backend: str) -> None:
     assert rel_err(out, reference(q, pos, spec, "thd"), q) < 3e-6
 
 
-def test_split_turns_is_exact() -> None:
+def test_turn_limbs_against_mpmath() -> None:
+    """The exact-mode table is inv_freq / (2 pi) (inv_freq as given, float64) in 96-bit fixed point, checked
+    against mpmath at 300 bits."""
+    import mpmath
+
+    mpmath.mp.prec = 300
     for preset in PRESET_NAMES:
         inv = RopeSpec.preset(preset).inv_freq()
-        parts = split_turns(inv).astype(np.float64)
-        assert parts.shape == (4, inv.size)
-        np.testing.assert_allclose(parts.sum(0), inv / (2 * math.pi), rtol=1e-15)
-        for row in parts[:3]:  # 12 significant bits: row * 2^k is an integer below 2^12 for some k
-            mant, _ = np.frexp(row)
-            assert np.all(np.ldexp(mant, 12) == np.round(np.ldexp(mant, 12)))
+        limbs = turn_limbs(inv)
+        assert limbs.shape == (3, inv.size) and limbs.dtype == np.int64
+        assert ((limbs >= 0) & (limbs < 2**32)).all()
+        for i, f in enumerate(inv.tolist()):
+            want = mpmath.mpf(f) / (2 * mpmath.pi) * mpmath.mpf(2) ** 96
+            got = (int(limbs[0, i]) << 64) + (int(limbs[1, i]) << 32) + int(limbs[2, i])
+            assert abs(mpmath.mpf(got) - want) <= 0.5
+
+
+def exact_angles_mp(spec: RopeSpec, pos: list[list[int]]) -> torch.Tensor:
+    """Reference angles (radians, float64 ``[T, F]``) of integer positions ``[A][T]`` as Python ints:
+    ``(p * inv_freq) mod 2 pi`` in mpmath at 300 bits, with ``inv_freq = spec.inv_freq()`` taken as exact."""
+    import mpmath
+
+    mpmath.mp.prec = 300
+    inv = spec.inv_freq()
+    axis = ref_axis(spec)
+    two_pi = 2 * mpmath.pi
+    out = torch.empty(len(pos[0]), len(inv), dtype=torch.float64)
+    for t in range(len(pos[0])):
+        for i, f in enumerate(inv.tolist()):
+            a = mpmath.mpf(pos[axis[i]][t]) * mpmath.mpf(f)
+            r = a - two_pi * mpmath.nint(a / two_pi)
+            out[t, i] = float(r)
+    return out
+
+
+def rotate_with_angles(x: torch.Tensor, ang: torch.Tensor, spec: RopeSpec) -> torch.Tensor:
+    """float64 rotation of ``x`` ``[T, H, D]`` by angles ``[T, F]`` (neox or gptj pairs, channels from 0)."""
+    out = x.double().clone()
+    f = spec.rotary_dim // 2
+    i1 = torch.arange(f) if spec.pairing == "neox" else 2 * torch.arange(f)
+    i2 = i1 + f if spec.pairing == "neox" else i1 + 1
+    c, s = ang.cos()[:, None], ang.sin()[:, None]
+    x1, x2 = out[..., i1].clone(), out[..., i2].clone()
+    out[..., i1] = x1 * c - x2 * s
+    out[..., i2] = x2 * c + x1 * s
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exact_mode_whole_int64_range(backend: str) -> None:
+    """Issue 9.4: both sides of 2^31, 2^32, 2^53 and the int64 ends. 2^32 + 5 must not rotate like 5."""
+    spec = RopeSpec.preset("qwen2-vl")
+    values = [5, 2**31 - 1, 2**31, 2**32 + 5, -(2**32) - 5, 2**53 + 1, 2**62, -(2**62), 2**63 - 1, -(2**63)]
+    pos = torch.tensor([values, values[::-1], [v // 3 for v in values]], dtype=torch.int64)
+    q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32, t=len(values))
+    out_q, out_k = run(q, k, pos, spec, "thd", backend, angle_precision="exact")
+    ang = exact_angles_mp(spec, pos.tolist())
+    assert rel_err(out_q, rotate_with_angles(q, ang, spec), q) < 3e-6
+    assert rel_err(out_k, rotate_with_angles(k, ang, spec), k) < 3e-6
+    # the wrap of issue 9.4: position 2^32 + 5 must not rotate like 5
+    big, small = (torch.full((3, 1), v, dtype=torch.int64) for v in (2**32 + 5, 5))
+    a = run(q[:1], k[:1], big, spec, "thd", backend, angle_precision="exact")[0]
+    b = run(q[:1], k[:1], small, spec, "thd", backend, angle_precision="exact")[0]
+    assert float((a - b).abs().max()) > 0.1
 
 
 # --------------------------------------------------------------------------------------- cos_sin
@@ -606,7 +660,7 @@ def test_custom_ops_registered_with_mutation() -> None:
     pos = make_positions("thd")
     axis = torch.as_tensor(spec.axis_map(), dtype=torch.int32)
     freq = hf_inv_freq_fp32(spec).reshape(1, -1)
-    args = (pos.reshape(3, 1, -1), axis, freq, "thd", 128, False, False, False, 1.0)
+    args = (pos.reshape(3, 1, -1), axis, freq, "thd", 128, False, False, False, 1.0, 0)
     torch.library.opcheck(torch.ops.mrope.rotary.default, (q, k, *args))
     # the in-place op declares exactly what it writes: q and k, nothing else
     torch.library.opcheck(torch.ops.mrope.rotary_.default, (q.clone(), k.clone(), *args))

@@ -152,15 +152,19 @@ def test_parity_with_transformers_5(model: str) -> None:
 
 def test_official_rule_differs_from_transformers_5_only_after_long_videos() -> None:
     # images: identical under both advance rules; video longer in time than wide: max + 1 is later
-    images = build_positions([Text(2), Image(grid=(1, 8, 4)), Text(2)])
+    images = build_positions([Text(2), Image(grid=(1, 8, 4)), Text(2)], model="qwen2-vl")
     assert np.array_equal(
         images.ids,
-        build_positions([Text(2), Image(grid=(1, 8, 4)), Text(2)], rules={"advance": "spatial"}).ids,
+        build_positions(
+            [Text(2), Image(grid=(1, 8, 4)), Text(2)], rules={"advance": "spatial"}, model="qwen2-vl"
+        ).ids,
     )
     p = build_positions([Text(1), Video(grid=(8, 4, 4), wrap=False), Text(1)], model="qwen2-vl")
     video_t = p.ids[0, 1:-1]
     assert p.ids[0, -1] == video_t.max() + 1 == 1 + 7 + 1  # hand-checked: s=1, tau(7)=7
-    q = build_positions([Text(1), Video(grid=(8, 4, 4), wrap=False), Text(1)], rules={"advance": "spatial"})
+    q = build_positions(
+        [Text(1), Video(grid=(8, 4, 4), wrap=False), Text(1)], rules={"advance": "spatial"}, model="qwen2-vl"
+    )
     assert q.ids[0, -1] == 1 + 2 and q.ids[0, -1] <= video_t.max()  # overlaps the video's t values
 
 
@@ -220,54 +224,83 @@ IMG, VID, VS, VE = 151655, 151656, 151652, 151653
     ("call", "needle"),
     [
         (
-            lambda: get_rope_index(_ids((1, 2), (VS, 1), (IMG, 5), (VE, 1)), [[1, 4, 4], [1, 4, 4]]),
+            lambda: get_rope_index(
+                _ids((1, 2), (VS, 1), (IMG, 5), (VE, 1)), [[1, 4, 4], [1, 4, 4]], model="qwen2-vl"
+            ),
             "needs 4 placeholder tokens, but the run has 1 left",
         ),
         (
-            lambda: get_rope_index(_ids((VS, 1), (IMG, 3), (VE, 1)), [[1, 4, 4]]),
+            lambda: get_rope_index(_ids((VS, 1), (IMG, 3), (VE, 1)), [[1, 4, 4]], model="qwen2-vl"),
             "needs 4 placeholder tokens, but the run has 3",
         ),
         (
-            lambda: get_rope_index(_ids((VS, 1), (IMG, 4), (VE, 1), (VS, 1), (IMG, 4)), [[1, 4, 4]]),
+            lambda: get_rope_index(
+                _ids((VS, 1), (IMG, 4), (VE, 1), (VS, 1), (IMG, 4)), [[1, 4, 4]], model="qwen2-vl"
+            ),
             "need more image_grid_thw",
         ),
         (
-            lambda: get_rope_index(_ids((VS, 1), (IMG, 4), (VE, 1)), [[1, 4, 4], [1, 2, 2]]),
+            lambda: get_rope_index(
+                _ids((VS, 1), (IMG, 4), (VE, 1)), [[1, 4, 4], [1, 2, 2]], model="qwen2-vl"
+            ),
             "2 image_grid_thw rows given but the placeholder runs use 1",
         ),
-        (lambda: get_rope_index(_ids((VS, 1), (VID, 4), (VE, 1))), "need more video_grid_thw"),
-        (lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 0, 4]]), "every grid dim must be >= 1"),
-        (lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, -4, 4]]), "every grid dim must be >= 1"),
-        (lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 3, 4]]), "multiples of the merge size 2"),
-        (lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 4]]), r"shape \[n, 3\]"),
-        (lambda: get_rope_index(torch.tensor([1, 2, 3])), "input_ids must be 2-D"),
         (
-            lambda: get_rope_index(torch.ones(1, 3, dtype=torch.long), attention_mask=torch.ones(1, 4)),
+            lambda: get_rope_index(_ids((VS, 1), (VID, 4), (VE, 1)), model="qwen2-vl"),
+            "need more video_grid_thw",
+        ),
+        (
+            lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 0, 4]], model="qwen2-vl"),
+            "every grid dim must be >= 1",
+        ),
+        (
+            lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, -4, 4]], model="qwen2-vl"),
+            "every grid dim must be >= 1",
+        ),
+        (
+            lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 3, 4]], model="qwen2-vl"),
+            "multiples of the merge size 2",
+        ),
+        (lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 4]], model="qwen2-vl"), r"shape \[n, 3\]"),
+        (lambda: get_rope_index(torch.tensor([1, 2, 3]), model="qwen2-vl"), "input_ids must be 2-D"),
+        (
+            lambda: get_rope_index(
+                torch.ones(1, 3, dtype=torch.long), attention_mask=torch.ones(1, 4), model="qwen2-vl"
+            ),
             "attention_mask must have the shape",
         ),
         (
-            lambda: get_rope_index(torch.ones(1, 3, dtype=torch.long), attention_mask=torch.full((1, 3), 2)),
+            lambda: get_rope_index(
+                torch.ones(1, 3, dtype=torch.long), attention_mask=torch.full((1, 3), 2), model="qwen2-vl"
+            ),
             "only 0 and 1",
         ),
         (
-            lambda: get_rope_index(torch.ones(1, 3, dtype=torch.long), mm_token_type_ids=torch.ones(1, 2)),
+            lambda: get_rope_index(
+                torch.ones(1, 3, dtype=torch.long), mm_token_type_ids=torch.ones(1, 2), model="qwen2-vl"
+            ),
             "mm_token_type_ids must have",
         ),
         (
             lambda: get_rope_index(
-                torch.ones(1, 3, dtype=torch.long), mm_token_type_ids=torch.full((1, 3), 5)
+                torch.ones(1, 3, dtype=torch.long), mm_token_type_ids=torch.full((1, 3), 5), model="qwen2-vl"
             ),
             "0 \\(text\\), 1 \\(image\\) or 2",
         ),
-        (lambda: get_rope_index(torch.ones(1, 3), model="qwen9"), "unknown model preset"),
-        (lambda: get_rope_index(torch.ones(1, 3)), "integer token ids"),
+        (lambda: get_rope_index(torch.ones(1, 3), model="qwen9"), "unknown model"),
+        (lambda: get_rope_index(torch.ones(1, 3), model="qwen2-vl"), "integer token ids"),
         (
-            lambda: get_rope_index(_ids((VID, 4)), video_grid_thw=[[1, 4, 4]], second_per_grid_ts=[1.0, 2.0]),
+            lambda: get_rope_index(
+                _ids((VID, 4)), video_grid_thw=[[1, 4, 4]], second_per_grid_ts=[1.0, 2.0], model="qwen2-vl"
+            ),
             "2 values for 1",
         ),
         (
             lambda: get_rope_index(
-                _ids((VID, 4)), video_grid_thw=[[1, 4, 4]], second_per_grid_ts=[float("nan")]
+                _ids((VID, 4)),
+                video_grid_thw=[[1, 4, 4]],
+                second_per_grid_ts=[float("nan")],
+                model="qwen2-vl",
             ),
             "finite and > 0",
         ),
@@ -282,6 +315,6 @@ def test_bad_input_is_a_token_error(call, needle: str) -> None:
 def test_grids_are_consumed_in_order_across_the_batch() -> None:
     ids = torch.tensor([[VS, IMG, IMG, IMG, IMG, VE], [VS, IMG, VE, 0, 0, 0]])
     mask = torch.tensor([[1] * 6, [1, 1, 1, 0, 0, 0]])
-    pos, deltas = get_rope_index(ids, [[1, 4, 4], [1, 2, 2]], attention_mask=mask)
+    pos, deltas = get_rope_index(ids, [[1, 4, 4], [1, 2, 2]], attention_mask=mask, model="qwen2-vl")
     assert pos[:, 1, :3].tolist() == [[0, 1, 2]] * 3
     assert pos[:, 1, 3:].eq(1).all() and deltas.tolist() == [[-2], [0]]

@@ -190,6 +190,7 @@ def _rotate(
             plan.precision == "exact",
             conj,
             spec.attention_factor(),
+            getattr(spec, "rotary_offset", 0),
         )
         if inplace:
             torch.ops.mrope.rotary_(q, k, *args)
@@ -300,7 +301,7 @@ def apply_mrope(
         k: keys, same layout, dtype and device as q; its head count may differ (GQA).
         positions: integer position ids on q's device, ``[3, T]`` (``thd``) or ``[3, B, S]`` (``bhsd``,
             ``bshd``), rows t, h, w; without the leading 3 (``[T]``, ``[B, S]``) they are plain 1-D RoPE.
-            ``angle_precision="exact"`` takes ``|pos| < 2**31``.
+            ``angle_precision="exact"`` is exact over the whole int64 range.
         spec: the rotary spec (e.g. ``RopeSpec.preset("qwen2-vl")``).
         layout: ``"thd"``, ``"bhsd"`` or ``"bshd"``.
         inplace: rotate q and k in place (they may be strided views into one packed qkv buffer) and return
@@ -309,8 +310,9 @@ def apply_mrope(
             ``"triton"`` (the kernel; on CPU tensors it needs ``TRITON_INTERPRET=1`` and runs in Triton's
             interpreter, which is how it is tested without a GPU).
         angle_precision: ``"fp32"``: the angle is the fp32 product of position and fp32 inv_freq, exactly as
-            transformers and vLLM compute it (what pretrained models saw); ``"exact"``: the angle is right to
-            one fp32 rounding at any position (split product, reduced modulo 2 pi).
+            transformers and vLLM compute it (what pretrained models saw); ``"exact"``: the angle
+            ``pos * spec.inv_freq()`` (float64 frequencies taken as exact) reduced modulo 2 pi in fixed point
+            and rounded to fp32 once, at any int64 position (see :mod:`mrope.ops.freqs`).
 
     Returns:
         ``(q_rot, k_rot)`` with the shapes and dtype of q and k. Differentiable: the backward pass is the

@@ -26,7 +26,8 @@ import av
 import numpy as np
 
 from mrope.errors import MediaError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
 from mrope.segments import Video
 from mrope.vision._containers import iso_rotations, matroska_rotation, normalise_rotation
 from mrope.vision._source import OpenSource, open_source
@@ -527,7 +528,7 @@ def decode_frames(
 
 def load_video(
     source: Any,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     fps: float | None = None,
