@@ -379,6 +379,18 @@ class PositionsRequest(StrictModel):
     segments: Annotated[list[Segment_], Field(max_length=1 << 20)]
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _model_required(cls, data: Any) -> Any:
+        return _require_model_key(data)
+
+
+def _require_model_key(data: Any) -> Any:
+    """No silent model: a request without one is refused with the names (not pydantic's 'Field required')."""
+    if isinstance(data, Mapping) and data.get("model") is None:
+        raise ValueError(f"no model given; name one of {', '.join(model_names())}")
+    return data
+
 
 # ------------------------------------------------------------------------------------------- upload
 
@@ -402,6 +414,11 @@ class UploadFields(StrictModel):
     model: ModelName
     layout: list[LayoutItem] | None = None
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_required(cls, data: Any) -> Any:
+        return _require_model_key(data)
 
 
 # ------------------------------------------------------------------------------------------ records

@@ -246,7 +246,7 @@ def test_tokenizer_for_words_and_qwen3_timestamps(files, capsys) -> None:
 BAD = [
     (
         ["positions", "--model", "qwen9", "--text", "3"],
-        "--model: unknown model 'qwen9'; expected one of qwen2-vl",
+        "--model: unknown model 'qwen9'; expected a model family name (qwen2-vl",
     ),
     (["positions", "--text", "3"], "no model given: pass --model; name one of qwen2-vl, qwen2.5-vl"),
     (["probe", "{video}"], "no model given: pass --model; name one of qwen2-vl"),

@@ -69,8 +69,8 @@ class RangeHandler(SimpleHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
+        self.sent[self.path] = self.sent.get(self.path, 0) + len(body)  # counted before the client has it
         self.wfile.write(body)
-        self.sent[self.path] = self.sent.get(self.path, 0) + len(body)
 
     def do_HEAD(self) -> None:  # noqa: N802
         path = Path(self.translate_path(self.path))

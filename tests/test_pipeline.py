@@ -241,7 +241,7 @@ BAD_RECORDS = [
     ),
     ({"messages": [{"content": "hello"}]}, {"model": MODEL}, "message 0 item 0: text needs a tokenizer"),
     ({"model": 3, "segments": []}, {}, "model: Input should be a valid string"),
-    ({"model": "qwen9", "segments": []}, {}, "model: unknown model 'qwen9'; expected one of"),
+    ({"model": "qwen9", "segments": []}, {}, "model: unknown model 'qwen9'; expected a model family name (qwen2-vl"),
     ({"segments": [], "rules": ["crop"]}, {"model": MODEL}, "rules: Input should be a valid dictionary"),
     ({"segments": [], "rules": {"colour": 1}}, {"model": MODEL}, "rules: unknown field 'colour'"),
 ]
