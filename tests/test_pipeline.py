@@ -180,14 +180,22 @@ BAD_RECORDS = [
     ({"segments": [], "messages": []}, {"model": MODEL}, "exactly one of 'segments' and 'messages'"),
     ({"id": 1}, {"model": MODEL}, "exactly one of 'segments' and 'messages'"),
     ({"segments": {"type": "text"}}, {"model": MODEL}, "segments: Input should be a valid list"),
-    ({"segments": [{"type": "audio"}]}, {"model": MODEL}, "segment 0: type must be one of 'text', 'image', 'video'; got 'audio'"),
+    (
+        {"segments": [{"type": "audio"}]},
+        {"model": MODEL},
+        "segment 0: type must be one of 'text', 'image', 'video'; got 'audio'",
+    ),
     ({"segments": [{"type": "text"}]}, {"model": MODEL}, "exactly one of tokens, ids, text; got none"),
     (
         {"segments": [{"type": "text", "tokens": 2, "ids": [1]}]},
         {"model": MODEL},
         "exactly one of tokens, ids",
     ),
-    ({"segments": [{"type": "text", "tokens": -1}]}, {"model": MODEL}, "segment 0 tokens: Input should be greater than or equal to 0"),
+    (
+        {"segments": [{"type": "text", "tokens": -1}]},
+        {"model": MODEL},
+        "segment 0 tokens: Input should be greater than or equal to 0",
+    ),
     (
         {"segments": [{"type": "text", "ids": [1, "x"]}]},
         {"model": MODEL},
@@ -221,14 +229,22 @@ BAD_RECORDS = [
         {"model": MODEL},
         "segment 0 nframes: Input should be greater than or equal to 1",
     ),
-    ({"segments": [{"type": "video", "fps": 2.0}]}, {"model": MODEL}, "a video segment takes a grid [t, h, w] or a path"),
+    (
+        {"segments": [{"type": "video", "fps": 2.0}]},
+        {"model": MODEL},
+        "a video segment takes a grid [t, h, w] or a path",
+    ),
     (
         {"segments": [{"type": "image", "path": "a.png", "crop": "0,0"}]},
         {"model": MODEL},
         "segment 0 crop: Input should be a valid list",
     ),
     ({"messages": "hi"}, {"model": MODEL}, "messages: Input should be a valid list"),
-    ({"messages": [{"role": "user", "content": 3}]}, {"model": MODEL}, "message 0 content: Input should be a valid list"),
+    (
+        {"messages": [{"role": "user", "content": 3}]},
+        {"model": MODEL},
+        "message 0 content: Input should be a valid list",
+    ),
     (
         {"messages": [{"role": "user", "content": [{"type": "image", "image": "a.png", "path": "b.jpg"}]}]},
         {"model": MODEL},
@@ -241,7 +257,11 @@ BAD_RECORDS = [
     ),
     ({"messages": [{"content": "hello"}]}, {"model": MODEL}, "message 0 item 0: text needs a tokenizer"),
     ({"model": 3, "segments": []}, {}, "model: Input should be a valid string"),
-    ({"model": "qwen9", "segments": []}, {}, "model: unknown model 'qwen9'; expected a model family name (qwen2-vl"),
+    (
+        {"model": "qwen9", "segments": []},
+        {},
+        "model: unknown model 'qwen9'; expected a model family name (qwen2-vl",
+    ),
     ({"segments": [], "rules": ["crop"]}, {"model": MODEL}, "rules: Input should be a valid dictionary"),
     ({"segments": [], "rules": {"colour": 1}}, {"model": MODEL}, "rules: unknown field 'colour'"),
 ]
