@@ -21,6 +21,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "qwen2_5_vl",
     "qwen3_vl",
     "glm4v",
+    "glm_image",
 )
 """Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
 

@@ -12,6 +12,7 @@ from mrope.vision.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size,
 from mrope.vision.resize import MAX_ASPECT_RATIO, smart_resize, video_max_pixels
 from mrope.vision.sampling import (
     FRAME_FACTOR,
+    MAX_SAMPLED_VIDEO_FRAMES,
     num_sampled_frames,
     sample_fps,
     sample_frame_indices,
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_MAX_PACKETS",
     "FRAME_FACTOR",
     "MAX_ASPECT_RATIO",
+    "MAX_SAMPLED_VIDEO_FRAMES",
     "MediaKind",
     "TilePlan",
     "VideoInfo",

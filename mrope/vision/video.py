@@ -194,6 +194,11 @@ def _probe(src: OpenSource, max_packets: int) -> VideoInfo:
         tb = stream.time_base
         tbf = float(tb) if tb else None
         frames = int(stream.frames or 0)
+        if frames > src.size:
+            raise MediaError(
+                f"{src.name}: its header claims {frames:,} frames, but the whole file holds {src.size:,} bytes "
+                "and every frame takes at least one: the header is corrupt or forged"
+            )
         duration: float | None = None
         if stream.duration and tbf:
             duration = stream.duration * tbf
