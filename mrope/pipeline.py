@@ -325,20 +325,42 @@ def _missing(value: Any) -> bool:
     return (isinstance(value, float) and math.isnan(value)) or type(value).__name__ in ("NAType", "NaTType")
 
 
+def whole_floats_as_ints(value: Any) -> Any:
+    """``value`` (already :func:`plain`) with whole floats turned into ints, recursively.
+
+    Arrow's numpy and pandas conversions turn an int field that is null in some row into a float column
+    (``12`` arrives as ``12.0``), so in such a batch a whole float cannot be told from an int. Float fields
+    (``fps``, ``frame_times``, ...) take ints as well, so the conversion loses nothing. Plain records
+    (JSON, ``datasets.map``) keep their types: there ``12.0`` is not a token count, as on every face.
+    """
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: whole_floats_as_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_floats_as_ints(v) for v in value]
+    return value
+
+
 def batch_records(batch: Any) -> list[dict[str, Any]]:
-    """The rows of a batch given as a dict of columns, a pandas ``DataFrame`` or a ``pyarrow.Table``."""
-    if hasattr(batch, "to_pylist"):  # pyarrow.Table
+    """The rows of a batch given as a dict of columns, a pandas ``DataFrame`` or a ``pyarrow.Table``.
+
+    The rows of numpy and pandas batches go through :func:`plain` and :func:`whole_floats_as_ints`
+    (Arrow's conversion to them turns int fields with nulls into floats).
+    """
+    if hasattr(batch, "to_pylist"):  # pyarrow.Table: types kept
         return list(batch.to_pylist())
     if hasattr(batch, "to_dict") and hasattr(batch, "columns"):  # pandas.DataFrame
         # pandas fills a column's missing cells with NaN (or pd.NA): they mean "absent", like None
-        return [{k: None if _missing(v) else v for k, v in r.items()} for r in batch.to_dict("records")]
+        rows = [{k: None if _missing(v) else v for k, v in r.items()} for r in batch.to_dict("records")]
+        return [whole_floats_as_ints(plain(r)) for r in rows]
     if isinstance(batch, Mapping):
         columns = {k: list(v) for k, v in batch.items()}
         sizes = {len(v) for v in columns.values()}
         if len(sizes) > 1:
             raise RecordError(f"batch columns have different lengths {sorted(sizes)}")
         n = sizes.pop() if sizes else 0
-        return [{k: v[i] for k, v in columns.items()} for i in range(n)]
+        return [whole_floats_as_ints(plain({k: v[i] for k, v in columns.items()})) for i in range(n)]
     raise RecordError(
         f"a batch must be a dict of columns, a pandas DataFrame or a pyarrow Table; got {type(batch).__name__}"
     )
@@ -410,6 +432,7 @@ __all__ = [
     "error_row",
     "load_tokenizer",
     "plain",
+    "whole_floats_as_ints",
     "process_batch",
     "process_record",
     "record_positions",
