@@ -18,7 +18,7 @@ from mrope.builder import (
 )
 from mrope.errors import ApplyError, LayoutError, MediaError, MRopeError, PatchError, SpecError, TokenError
 from mrope.rules import LayoutRules
-from mrope.segments import Image, Text, Video
+from mrope.segments import Audio, Image, Text, Video
 from mrope.spec import RopeScaling, RopeSpec
 from mrope.tokens import get_rope_index, rope_index
 
@@ -40,6 +40,7 @@ def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part 
 
 __all__ = [
     "ApplyError",
+    "Audio",
     "Batch",
     "Image",
     "LayoutError",

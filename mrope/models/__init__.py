@@ -22,6 +22,8 @@ FAMILY_MODULES: tuple[str, ...] = (
     "qwen3_vl",
     "glm4v",
     "glm_image",
+    "qwen2_5_omni",
+    "qwen3_omni",
 )
 """Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
 
