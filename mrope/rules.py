@@ -47,6 +47,9 @@ Rules of single families, each named by what it does and off by default:
 - ``positions_base``: ``"counter"`` (the block counter above) or ``"sequence"``: every axis is the
   token's index in the sequence, and the grid tokens of an image write ``(w, h, image index)`` on the
   last three axes (HunyuanOCR). ``num_axes`` rows (3 or 4; with 4, axis 0 stays the sequence index).
+  ``"canvas"``: MiniCPM-V 4.7's canvas of a thumbnail and its detail slices (:mod:`mrope.canvas`), with
+  the marker ids ``slice_start_id``, ``slice_end_id`` and ``newline_id`` (``vision_start_id`` /
+  ``vision_end_id`` are ``<image>`` / ``</image>``).
 - ``grid_border``: one placeholder token before and one after each image grid, inside the vision
   wrapper; they keep sequence positions (HunyuanOCR's ``cat_extra_token``).
 - ``image_index_scope``: with ``positions_base="sequence"``, the image index restarts at 0 in every
@@ -78,7 +81,7 @@ TileRule = Literal["global", "independent"]
 AdvanceRule = Literal["max+1", "spatial"]
 TimestampPosition = Literal["before", "after"]
 TimestampTime = Literal["mean", "first"]
-PositionsBase = Literal["counter", "sequence"]
+PositionsBase = Literal["counter", "sequence", "canvas"]
 ImageIndexScope = Literal["sequence", "batch"]
 ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
@@ -91,7 +94,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "advance": ("max+1", "spatial"),
     "timestamp_position": ("before", "after"),
     "timestamp_time": ("mean", "first"),
-    "positions_base": ("counter", "sequence"),
+    "positions_base": ("counter", "sequence", "canvas"),
     "image_index_scope": ("sequence", "batch"),
     "image_span": ("placeholders", "between_wrappers"),
     "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
@@ -184,6 +187,9 @@ class LayoutRules:
     timestamp_time: TimestampTime = "mean"
     video_start_id: int | None = None
     video_end_id: int | None = None
+    slice_start_id: int | None = None
+    slice_end_id: int | None = None
+    newline_id: int | None = None
     # sizing (vision layer)
     patch_size: int = 14
     image_min_pixels: int = 56 * 56

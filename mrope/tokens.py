@@ -26,6 +26,7 @@ from mrope.builder import (
     target_positions,
     temporal_index,
 )
+from mrope.canvas import canvas_row
 from mrope.errors import LayoutError, TokenError
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
@@ -121,6 +122,22 @@ class _GridQueue:
             self.next += 1
             left -= need
         return used
+
+    def take_one(self, run_len: int, row: int, at: int) -> tuple[int, int]:
+        """The next grid, as ``(h, w)`` patches, for a crop of exactly ``run_len`` tokens (the canvas rule)."""
+        if self.next >= len(self.rows):
+            raise TokenError(
+                f"row {row}, crop at valid token {at}: {run_len} tokens need one more {self.name} row; only "
+                f"{len(self.rows)} given, all used"
+            )
+        g = self.next
+        if self.tokens[g] != run_len or self.rows[g][0] != 1:
+            raise TokenError(
+                f"row {row}, crop at valid token {at}: the canvas rule takes one (1, h, w) {self.name} row "
+                f"per crop of h*w/merge^2 tokens; {self.name}[{g}] = {self.rows[g]} for a crop of {run_len}"
+            )
+        self.next += 1
+        return self.rows[g][1], self.rows[g][2]
 
     def check_all_used(self) -> None:
         if self.next != len(self.rows):
@@ -472,9 +489,18 @@ def _rope_index_full(
             row_types = row_types + row_types
             row_types += (row_ids == image_id).view(np.int8)
         images = row_images[row]
-        pieces = _row_pieces(row_types, n, row, images, videos, lay)
+        pieces = _row_pieces(row_types, n, row, images, videos, lay) if lay.positions_base != "canvas" else []
         dense = target if target is not None else np.empty((axes, n), dtype=np.int64)
-        if lay.positions_base == "sequence":
+        if lay.positions_base == "canvas":
+            queues = {1: images, 2: videos}
+            dense[:] = canvas_row(
+                row_ids.tolist(),
+                row_types.tolist(),
+                lambda kind, at, count: queues[kind].take_one(count, row, at),  # noqa: B023
+                lay,
+            )
+            top = int(dense.max()) if n else -1
+        elif lay.positions_base == "sequence":
             top, image_index = fill_sequence_pieces(pieces, dense, None, None, image_index)
             if lay.image_index_scope == "sequence":
                 image_index = 0
