@@ -13,6 +13,7 @@ from typing import Any
 
 import mrope
 from mrope.rules import LayoutRules
+from mrope.timeline import audio_tokens
 from mrope.tokenizer import encode_text
 from mrope.vision import image_grid
 from service.errors import ServiceError, over_cap
@@ -119,9 +120,13 @@ def token_floor(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rule
     for seg in segments:
         if isinstance(seg, mrope.Text):
             total += seg.num_tokens
+        elif isinstance(seg, mrope.Audio):  # omni models: arithmetic (a LayoutError without audio rules)
+            total += audio_tokens(seg, rules)
         else:
             t, h, w = seg.grid
             total += t * h * w // m2
+            if isinstance(seg, mrope.Video) and seg.audio is not None:
+                total += audio_tokens(seg.audio, rules)
     return total
 
 

@@ -226,6 +226,10 @@ class RopeIndexRequest(BaseModel):
     attention_mask: list[list[Annotated[int, Field(ge=0, le=1)]]] | None = None
     second_per_grid_ts: list[SecondsPerPatch] | None = None
     mm_token_type_ids: list[list[Annotated[int, Field(ge=0, le=2)]]] | None = None
+    audio_seqlens: Annotated[list[Annotated[int, Field(ge=1, le=2**31)]], Field(max_length=65536)] | None = (
+        Field(None, description="omni models: mel-frame length of every audio clip in order")
+    )
+    use_audio_in_video: bool | None = None
     pad_position: Int64 = 1
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
 
@@ -243,6 +247,9 @@ class FileItem(BaseModel):
     fps: Fps | None = Field(None, description="video sampling rate (default: the model's rules)")
     nframes: Annotated[int, Field(ge=1, le=GRID_DIM_MAX)] | None = Field(
         None, description="video frames to sample (instead of fps)"
+    )
+    use_audio_in_video: bool = Field(
+        False, description="omni models: interleave a video's own audio track with its frames"
     )
 
 
