@@ -180,6 +180,15 @@ def test_load_video_attaches_its_audio(tmp_path):
     assert np.count_nonzero(p.input_ids == Q25.audio_pad_id) == p.audio_tokens[0]
 
 
+def test_detect_media_kind_tells_audio(tmp_path):
+    from mrope.vision import detect_media_kind
+
+    assert detect_media_kind(media.write_audio(tmp_path / "a.wav", 0.3).read_bytes()) == "audio"
+    assert detect_media_kind(media.write_audio(tmp_path / "a.m4a", 0.3).read_bytes()) == "audio"
+    both = media.write_video_with_audio(tmp_path / "v.mp4", 6, 12, audio_seconds=0.5).read_bytes()
+    assert detect_media_kind(both) == "video"
+
+
 def test_load_audio_bad_input(tmp_path):
     with pytest.raises(MediaError, match="no audio stream"):
         load_audio(media.write_video(tmp_path / "s.mp4", 6, 12), model="qwen2.5-omni")
