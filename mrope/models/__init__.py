@@ -22,6 +22,9 @@ FAMILY_MODULES: tuple[str, ...] = (
     "qwen3_vl",
     "glm4v",
     "glm_image",
+    "ernie4_5_vl",
+    "hy_v4_vl",
+    "hunyuan_vl",
     "qwen2_5_omni",
     "qwen3_omni",
 )
