@@ -439,3 +439,41 @@ def test_service_rope_index_takes_audio(tmp_path):
         assert np.array_equal(got, p.ids[:, None]) and np.any(got != np.trunc(got))
         bad = client.post("/v1/rope-index", json={**body, "audio_seqlens": [150]})
         assert bad.status_code == 422 and "audio_seqlens" in bad.json()["error"]["message"]
+
+
+def test_json_segments_carry_audio(tmp_path):
+    """The one JSON form (mrope.schema) takes audio segments and a grid video's audio, for every face."""
+    from fastapi.testclient import TestClient
+
+    from mrope import schema
+    from service.app import create_app
+    from service.settings import Settings
+
+    body = {
+        "model": "qwen2.5-omni",
+        "segments": [
+            {"type": "text", "tokens": 2},
+            {"type": "video", "grid": [3, 4, 4], "second_per_grid": 0.9, "audio": {"seconds": 2.7}},
+            {"type": "audio", "mel_frames": 130},
+        ],
+    }
+    want = mrope.build_positions(
+        [Text(2), Video((3, 4, 4), second_per_grid=0.9, audio=Audio(seconds=2.7)), Audio(mel_frames=130)],
+        model="qwen2.5-omni",
+    )
+    parsed = schema.PositionsRequest.model_validate(body)
+    segs = schema.to_segments(parsed.segments, want.rules)
+    assert np.array_equal(mrope.build_positions(segs, model="qwen2.5-omni").ids, want.ids)
+    with TestClient(create_app(Settings(tmp_dir=str(tmp_path)))) as client:
+        resp = client.post("/v1/positions", json=body)
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["positions"] == want.ids.tolist()
+        for bad in (
+            {"type": "audio"},
+            {"type": "audio", "tokens": 3, "seconds": 1.0},
+            {"type": "audio", "tokens": 0},
+        ):
+            assert client.post("/v1/positions", json={**body, "segments": [bad]}).status_code == 422
+        no_audio = {**body, "model": "qwen2.5-vl"}
+        resp = client.post("/v1/positions", json=no_audio)
+        assert resp.status_code == 422 and "no audio" in resp.json()["error"]["message"]
