@@ -75,6 +75,19 @@ class Span(NamedTuple):
         return out
 
 
+_SPAN_TYPES = {"image": 1, "thumbnail": 1, "video": 2}
+
+
+def span_token_types(spans: Sequence[Span], n: int) -> np.ndarray:
+    """int64 ``[n]`` modality types of tokens covered by ``spans``: 1 image, 2 video, 0 otherwise."""
+    out = np.zeros(n, dtype=np.int64)
+    for s in spans:
+        kind = _SPAN_TYPES.get(s.kind)
+        if kind:
+            out[s.start : s.stop] = kind
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class Positions:
     """Positions of one sequence.
@@ -111,6 +124,12 @@ class Positions:
     @property
     def num_tokens(self) -> int:
         return int(self.ids.shape[1])
+
+    @property
+    def mm_token_type_ids(self) -> np.ndarray:
+        """int64 ``[T]``: 0 text (wrappers and timestamps included), 1 image, 2 video, as the transformers
+        5.x processors return them (GLM-4.1V's video frames carry the image id and are still 2)."""
+        return span_token_types(self.spans, self.num_tokens)
 
     def torch(self) -> torch.Tensor:
         """``ids`` as an int64 torch tensor ``[3, T]`` (shares memory)."""
@@ -170,6 +189,14 @@ class Batch:
     deltas: np.ndarray
     input_ids: np.ndarray
     sequences: tuple[Positions, ...]
+
+    @property
+    def mm_token_type_ids(self) -> np.ndarray:
+        """int64 ``[B, L]``: each sequence's :attr:`Positions.mm_token_type_ids` at its valid tokens, 0 at pads."""
+        out = np.zeros(self.attention_mask.shape, dtype=np.int64)
+        for row, p in enumerate(self.sequences):
+            out[row, self.attention_mask[row].astype(bool)] = p.mm_token_type_ids
+        return out
 
     def torch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(position_ids [3, B, L], attention_mask [B, L], deltas [B, 1])`` as torch tensors."""
@@ -926,6 +953,7 @@ __all__ = [
     "count_tokens",
     "frame_tokens",
     "merged_grid",
+    "span_token_types",
     "next_positions",
     "target_positions",
     "temporal_index",

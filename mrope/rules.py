@@ -29,6 +29,10 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   or its ``"first"`` frame) and how (``timestamp_format``); an optional outer video wrapper
   (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``). Without timestamps, a
   video with its own wrapper ids is wrapped by them instead of the vision ones (ERNIE-4.5-VL).
+  ``video_pad_id`` is the id the processor writes for video pads. GLM-4.1V writes the image id there
+  (``<|image|>``, 151343) and tells video from image by the outer wrapper, so ``video_pad_id ==
+  image_pad_id`` is allowed when a video wrapper is set: pads inside ``video_start_id .. video_end_id``
+  are video (``mm_token_type_ids`` 2), the others image (1).
 - ``pad_position``: the value written at masked (padding) slots of a batch.
 - sizing of images and videos (patch size, pixel bounds, frame sampling) for the vision layer.
 
@@ -175,6 +179,13 @@ class LayoutRules:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise LayoutError(f"LayoutRules.{name} must be a finite number > 0; got {value!r}")
+        if self.video_pad_id == self.image_pad_id and (
+            self.video_start_id is None or self.video_end_id is None
+        ):
+            raise LayoutError(
+                f"LayoutRules: video_pad_id equals image_pad_id ({self.image_pad_id}); that needs a video wrapper "
+                "(video_start_id and video_end_id) to tell video pads from image pads"
+            )
         if self.min_frames > self.max_frames:
             raise LayoutError(
                 f"LayoutRules.min_frames ({self.min_frames}) exceeds max_frames ({self.max_frames})"

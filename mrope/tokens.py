@@ -200,6 +200,15 @@ def _row_pieces(
     return pieces
 
 
+def _wrapped_video_types(row_ids: np.ndarray, pad_id: int, lay: LayoutRules) -> np.ndarray:
+    """0/1/2 token types when images and videos share one pad id (GLM-4.1V): pads after more
+    ``video_start_id`` than ``video_end_id`` tokens are video (2), the others image (1), as the
+    processor's ``create_mm_token_type_ids`` decides."""
+    inside = np.cumsum(row_ids == lay.video_start_id) > np.cumsum(row_ids == lay.video_end_id)
+    pads = row_ids == pad_id
+    return (pads.view(np.int8) + (pads & inside).view(np.int8)).astype(np.int8)
+
+
 def _wrapped_types(row_ids: np.ndarray, lay: LayoutRules) -> tuple[np.ndarray, int]:
     """Token types of one row under the ``between_wrappers`` image rule: 1 for the tokens strictly
     between each ``vision_start_id`` and the next ``vision_end_id``; also how many such images.
@@ -398,6 +407,7 @@ def _rope_index_full(
     deltas = np.zeros(b, dtype=np.int64)
     generation: list[np.ndarray | None] = [None] * b
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
+    shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
     image_index = 0
     for row in range(b):
         # the valid tokens, and where their positions go: a view when they are contiguous (one run of
@@ -425,6 +435,8 @@ def _rope_index_full(
         n = row_ids.shape[0]
         if lay.image_span == "between_wrappers":
             row_types, _ = _wrapped_types(row_ids, lay)
+        elif row_types is None and shared_id:
+            row_types = _wrapped_video_types(row_ids, image_id, lay)
         elif row_types is None:
             # 0 text, 1 image, 2 video (int8 adds; a shift of int8 costs several times more)
             row_types = (row_ids == video_id).view(np.int8)

@@ -21,8 +21,20 @@ def stamp_tokens(text: str) -> list[int]:
 
 
 def mm_types(input_ids: np.ndarray, model: str) -> np.ndarray:
+    """0/1/2 types as the processors make them; GLM-4.1V's frames carry the image id, and pads after an
+    unclosed <|begin_of_video|> are video (Glm4vProcessor.create_mm_token_type_ids, written out)."""
     rules = mrope.LayoutRules.preset(model)
-    return (input_ids == rules.image_pad_id).astype(np.int64) + 2 * (input_ids == rules.video_pad_id)
+    if rules.image_pad_id != rules.video_pad_id:
+        return (input_ids == rules.image_pad_id).astype(np.int64) + 2 * (input_ids == rules.video_pad_id)
+    rows = np.atleast_2d(input_ids)
+    flat = np.zeros(rows.shape, dtype=np.int64)
+    for r, ids in enumerate(rows.tolist()):
+        depth = 0
+        for k, tok in enumerate(ids):
+            depth += (tok == rules.video_start_id) - (tok == rules.video_end_id)
+            if tok == rules.image_pad_id:
+                flat[r, k] = 2 if depth > 0 else 1
+    return flat.reshape(input_ids.shape)
 
 
 SEGMENTS = [
@@ -47,6 +59,7 @@ def test_token_form_equals_builder(model: str) -> None:
     assert deltas.tolist() == [[p.delta]]
     # the 5.x form gives the same answer
     types = mm_types(p.input_ids, model)[None]
+    np.testing.assert_array_equal(p.mm_token_type_ids, types[0])
     pos2, _ = get_rope_index(
         p.input_ids[None], p.image_grid_thw, p.video_grid_thw, mm_token_type_ids=types, **kwargs
     )
@@ -132,6 +145,7 @@ def test_parity_with_transformers_5(model: str) -> None:
     input_ids = torch.from_numpy(batch.input_ids)
     mask = torch.from_numpy(batch.attention_mask)
     types = torch.from_numpy(mm_types(batch.input_ids, model)) * mask
+    np.testing.assert_array_equal(batch.mm_token_type_ids, types.numpy())
     kwargs = {"second_per_grid_ts": spg} if model == "qwen2.5-vl" else {}
     hf_pos, hf_deltas = _hf(model)(input_ids, types, grids_i, grids_v.clone(), attention_mask=mask, **kwargs)
     ours, deltas = get_rope_index(

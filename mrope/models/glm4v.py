@@ -17,9 +17,10 @@ GLM_CONFIG_IDS = {
     "video_start_token_id": "video_start_id",
     "video_end_token_id": "video_end_id",
     "image_token_id": "image_pad_id",
-    "video_token_id": "video_pad_id",
 }
-"""config.json keys of GLM-V's wrapper and placeholder ids."""
+"""config.json keys of GLM-V's wrapper and placeholder ids. ``video_token_id`` is left out on purpose: the
+processor never writes it (frames carry ``image_token_id``), so a reader that sets ``image_pad_id`` from
+a config must set ``video_pad_id`` to the same value."""
 
 FAMILY = ModelFamily(
     name="glm-4.1v",
@@ -34,7 +35,10 @@ FAMILY = ModelFamily(
         vision_start_id=151339,
         vision_end_id=151340,
         image_pad_id=151343,
-        video_pad_id=151344,
+        # Glm4vProcessor writes <|image|> (151343) for the pads of every video frame inside
+        # <|begin_of_video|> .. <|end_of_video|> (processing_glm4v.py replace_frame_token_id) and marks them 2
+        # in mm_token_type_ids (create_mm_token_type_ids); the config's video_token_id 151344 is never written
+        video_pad_id=151343,
         video_start_id=151341,
         video_end_id=151342,
         image_min_pixels=112 * 112,
