@@ -122,77 +122,6 @@ def test_from_dict_rejects_unknown_fields() -> None:
         RopeSpec.from_json("{not json")
 
 
-def test_from_hf_config_qwen2_vl_legacy_form(tmp_path) -> None:
-    config = {
-        "model_type": "qwen2_vl",
-        "hidden_size": 3584,
-        "num_attention_heads": 28,
-        "rope_theta": 1000000.0,
-        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-    }
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    assert RopeSpec.from_hf_config(tmp_path) == RopeSpec.preset("qwen2-vl")
-    assert RopeSpec.from_hf_config(tmp_path / "config.json") == RopeSpec.preset("qwen2-vl")
-
-
-def test_from_hf_config_qwen3_vl_nested_rope_parameters() -> None:
-    config = {
-        "model_type": "qwen3_vl",
-        "text_config": {
-            "model_type": "qwen3_vl_text",
-            "head_dim": 128,
-            "hidden_size": 4096,
-            "num_attention_heads": 32,
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 5000000,
-                "mrope_section": [24, 20, 20],
-                "mrope_interleaved": True,
-            },
-        },
-    }
-    assert RopeSpec.from_hf_config(config) == RopeSpec.preset("qwen3-vl")
-
-
-def test_from_hf_config_glm4v_partial_rotary() -> None:
-    config = {
-        "model_type": "glm4v",
-        "text_config": {
-            "hidden_size": 4096,
-            "num_attention_heads": 32,
-            "partial_rotary_factor": 0.5,
-            "rope_theta": 10000,
-            "rope_scaling": {"rope_type": "default", "mrope_section": [8, 12, 12]},
-        },
-    }
-    assert RopeSpec.from_hf_config(config) == RopeSpec.preset("glm-4.1v")
-
-
-def test_from_hf_config_yarn_and_errors() -> None:
-    config = {
-        "model_type": "qwen2_5_vl",
-        "head_dim": 128,
-        "max_position_embeddings": 128000,
-        "rope_parameters": {
-            "rope_type": "yarn",
-            "rope_theta": 1e6,
-            "factor": 4.0,
-            "original_max_position_embeddings": 32768,
-            "mrope_section": [16, 24, 24],
-        },
-    }
-    spec = RopeSpec.from_hf_config(config)
-    assert spec.scaling == RopeScaling(type="yarn", factor=4.0, original_max_position_embeddings=32768)
-    with pytest.raises(SpecError, match="no mrope_section"):
-        RopeSpec.from_hf_config({"head_dim": 128, "rope_theta": 1e4})
-    with pytest.raises(SpecError, match="unsupported rope type 'longrope'"):
-        RopeSpec.from_hf_config(
-            {"head_dim": 128, "rope_scaling": {"rope_type": "longrope", "mrope_section": [16, 24, 24]}}
-        )
-    with pytest.raises(SpecError, match="no model config"):
-        RopeSpec.from_hf_config("/nonexistent/dir")
-
-
 # ----------------------------------------------------------------------------- scaling vs transformers
 
 
@@ -297,7 +226,7 @@ def test_scaling_validation() -> None:
 
 
 def test_all_presets_exist() -> None:
-    assert set(PRESET_NAMES) == {"qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v"}
+    assert {"qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v"} <= set(PRESET_NAMES)
     for name in PRESET_NAMES:
         assert isinstance(RopeSpec.preset(name), RopeSpec)
     assert torch.tensor(RopeSpec.preset("qwen3-vl").axis_map()).dtype == torch.int64

@@ -21,6 +21,16 @@ FAMILY_MODULES: tuple[str, ...] = (
     "qwen2_5_vl",
     "qwen3_vl",
     "glm4v",
+    "qwen3_vl_moe",
+    "cosmos3_omni",
+    "qwen3_5",
+    "qwen3_5_moe",
+    "cosmos3_edge",
+    "cohere_compass",
+    "glm4v_moe",
+    "glm46v",
+    "glm_ocr",
+    "paddleocr_vl",
 )
 """Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
 
