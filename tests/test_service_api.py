@@ -115,7 +115,11 @@ def lib_segments(items: list[dict]) -> list:
     return out
 
 
-@pytest.mark.parametrize("model", PRESET_NAMES)
+# MIXED's last video has 4 frame times for 2 temporal patches: models with temporal patches of 2 frames
+MIXED_MODELS = [m for m in PRESET_NAMES if LayoutRules.preset(m).temporal_patch_size == 2]
+
+
+@pytest.mark.parametrize("model", MIXED_MODELS)
 def test_positions_equal_library(tok_client, tokenizer_path, model):
     resp = tok_client.post("/v1/positions", json={"model": model, "segments": MIXED})
     assert resp.status_code == 200, resp.text
@@ -157,7 +161,7 @@ def test_positions_notes_returned(client):
     assert body["notes"] and "share t offset" in body["notes"][0]
 
 
-@pytest.mark.parametrize("model", PRESET_NAMES)
+@pytest.mark.parametrize("model", MIXED_MODELS)
 def test_json_and_npy_agree(tok_client, model):
     client = tok_client
     js = client.post("/v1/positions", json={"model": model, "segments": MIXED})
