@@ -22,7 +22,7 @@ import numpy as np
 from mrope.errors import LayoutError
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
-from mrope.segments import Image, Segment, Text, Video
+from mrope.segments import Audio, Image, Segment, Text, Video
 from mrope.tokenizer import encode_text
 
 if TYPE_CHECKING:
@@ -106,12 +106,16 @@ class Positions:
         generation_ids: int64 ``[3, n + 1]``: under ``generates_images`` rules, the positions of the
             tokens the model will generate for the ``Image(..., generate=True)`` targets (last target
             first, then one end marker), as GLM-Image caches them; else ``None``.
+        audio_tokens: int64 ``[n_audios]``: tokens of each audio clip in order (standalone and inside
+            videos), for rules with audio.
 
     ``ids`` has ``rules.num_axes`` rows (3: t, h, w; HunyuanOCR's four: sequence, w, h, image index).
+    Rules with fractional time (``time_rounding="none"``, Qwen3-Omni) give ``ids`` as float32 (the
+    model's own dtype) and a float ``delta``; every other family gives int64 and an int.
     """
 
     ids: np.ndarray
-    delta: int
+    delta: int | float
     spans: tuple[Span, ...]
     input_ids: np.ndarray
     image_grid_thw: np.ndarray
@@ -119,6 +123,7 @@ class Positions:
     second_per_grid_ts: np.ndarray
     rules: LayoutRules
     notes: tuple[str, ...] = field(default=())
+    audio_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     generation_ids: np.ndarray | None = None
 
     @property
@@ -132,7 +137,7 @@ class Positions:
         return span_token_types(self.spans, self.num_tokens)
 
     def torch(self) -> torch.Tensor:
-        """``ids`` as an int64 torch tensor ``[3, T]`` (shares memory)."""
+        """``ids`` as a torch tensor ``[3, T]`` (int64, or float32 for fractional time; shares memory)."""
         import torch
 
         return torch.from_numpy(self.ids)
@@ -140,8 +145,8 @@ class Positions:
     def metadata(self) -> dict[str, Any]:
         """Everything but the ids, JSON-ready: delta, num_tokens, spans, the grids, second_per_grid_ts,
         notes (the fields of the service's positions response besides ``positions``)."""
-        return {
-            "delta": int(self.delta),
+        out = {
+            "delta": float(self.delta) if self.ids.dtype.kind == "f" else int(self.delta),
             "num_tokens": self.num_tokens,
             "spans": [s.to_dict() for s in self.spans],
             "image_grid_thw": self.image_grid_thw.tolist(),
@@ -149,6 +154,9 @@ class Positions:
             "second_per_grid_ts": self.second_per_grid_ts.tolist(),
             "notes": list(self.notes),
         }
+        if self.rules.has_audio:
+            out["audio_tokens"] = self.audio_tokens.tolist()
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"positions": [[t...], [h...], [w...]], **metadata()}``."""
@@ -423,8 +431,14 @@ class _Plan:
         elif isinstance(seg, Image):
             self.image_grids.append(seg.grid)
             self.wrapped(index, seg.wrap, lambda: self._image(seg, index))
-        elif isinstance(seg, Video):
+        elif isinstance(seg, Video) and seg.audio is None:
             self._video(seg, index, tokenizer)
+        elif isinstance(seg, (Audio, Video)):
+            what = "an Audio" if isinstance(seg, Audio) else "a Video with audio"
+            raise LayoutError(
+                f"segment {index} is {what}, but the {self.rules.name!r} rules have no audio; use an omni "
+                "model such as 'qwen2.5-omni' or 'qwen3-omni'"
+            )
         else:
             raise LayoutError(
                 f"segment {index} is a {type(seg).__name__}; expected mrope.Text, mrope.Image or mrope.Video"
@@ -802,8 +816,14 @@ def build_positions(
 
 
 def _plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any) -> _Plan:
-    if isinstance(segments, (Text, Image, Video)) or not isinstance(segments, Sequence):
-        raise LayoutError(f"segments must be a list of Text / Image / Video; got {type(segments).__name__}")
+    if isinstance(segments, (Text, Image, Video, Audio)) or not isinstance(segments, Sequence):
+        raise LayoutError(
+            f"segments must be a list of Text / Image / Video / Audio; got {type(segments).__name__}"
+        )
+    if lay.has_audio:  # the omni families' timeline (audio, time-aligned video)
+        from mrope.timeline import OmniPlan
+
+        return OmniPlan(segments, lay)  # type: ignore[return-value]
     plan = _Plan(lay)
     for i, seg in enumerate(segments):
         plan.add(seg, i, tokenizer)
@@ -824,6 +844,10 @@ def count_tokens(
     before building. ``model`` is required, as in :func:`build_positions`.
     """
     lay = resolve_rules(model, rules)
+    if lay.has_audio:
+        from mrope.timeline import count_omni_tokens
+
+        return count_omni_tokens(segments, lay)
     total = 0
     for i, seg in enumerate(segments):
         if isinstance(seg, Video) and not (
@@ -886,7 +910,7 @@ def build_batch(
     b = len(plans)
     # every sequence is filled straight into its row (no per-sequence arrays to copy); only the pad
     # slots are written besides, so each byte of the batch is touched once
-    ids = np.empty((lay.num_axes, b, width), dtype=np.int64)
+    ids = np.empty((lay.num_axes, b, width), dtype=np.float32 if lay.fractional_time else np.int64)
     mask = np.zeros((b, width), dtype=np.int64)
     input_ids = np.empty((b, width), dtype=np.int64)
     seqs = []
@@ -908,7 +932,7 @@ def build_batch(
         seqs.append(plan.positions(ids[:, row, sl], input_ids[row, sl], image_index))
         if lay.image_index_scope == "batch":  # the image index keeps counting across the rows
             image_index += len(plan.image_grids) - len(plan.targets)
-    deltas = np.asarray([p.delta for p in seqs], dtype=np.int64)
+    deltas = np.asarray([p.delta for p in seqs], dtype=ids.dtype)
     return Batch(ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(seqs))
 
 
@@ -917,7 +941,8 @@ def next_positions(delta: int | np.ndarray | Sequence[int], n_done: int, n_new: 
     the prompt): token ``i`` gets ``i + delta`` on every axis.
 
     Args:
-        delta: the sequence's delta (an int), or one per sequence (``[B]``).
+        delta: the sequence's delta (an int), or one per sequence (``[B]``); a float delta (Qwen3-Omni's
+            fractional positions) gives float32 positions ``fl32(i + delta)``.
         n_done: valid tokens already in the cache (prompt included), counted without padding.
         n_new: tokens to place.
 
@@ -929,6 +954,12 @@ def next_positions(delta: int | np.ndarray | Sequence[int], n_done: int, n_new: 
             raise LayoutError(f"{name} must be an int >= 0; got {v!r}")
     steps = np.arange(n_done, n_done + n_new, dtype=np.int64)
     d = np.asarray(delta)
+    if d.dtype.kind == "f" and d.ndim <= 1 and d.size and np.all(np.isfinite(d)):
+        # fractional-time families (Qwen3-Omni): float32 i + delta, as the model adds them
+        d32, s32 = d.astype(np.float32), steps.astype(np.float32)
+        if d.ndim == 0:
+            return np.broadcast_to(s32 + d32, (3, n_new)).copy()
+        return np.broadcast_to(s32[None, :] + d32[:, None], (3, d.size, n_new)).copy()
     if d.dtype.kind not in "iu" or d.ndim > 1 or (d.ndim == 1 and d.size == 0):
         raise LayoutError(f"delta must be an int or a 1-D int array [B]; got {delta!r}")
     if d.ndim == 0:

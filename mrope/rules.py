@@ -47,6 +47,9 @@ Rules of single families, each named by what it does and off by default:
 - ``positions_base``: ``"counter"`` (the block counter above) or ``"sequence"``: every axis is the
   token's index in the sequence, and the grid tokens of an image write ``(w, h, image index)`` on the
   last three axes (HunyuanOCR). ``num_axes`` rows (3 or 4; with 4, axis 0 stays the sequence index).
+  ``"canvas"``: MiniCPM-V 4.7's canvas of a thumbnail and its detail slices (:mod:`mrope.canvas`), with
+  the marker ids ``slice_start_id``, ``slice_end_id`` and ``newline_id`` (``vision_start_id`` /
+  ``vision_end_id`` are ``<image>`` / ``</image>``).
 - ``grid_border``: one placeholder token before and one after each image grid, inside the vision
   wrapper; they keep sequence positions (HunyuanOCR's ``cat_extra_token``).
 - ``image_index_scope``: with ``positions_base="sequence"``, the image index restarts at 0 in every
@@ -78,7 +81,7 @@ TileRule = Literal["global", "independent"]
 AdvanceRule = Literal["max+1", "spatial"]
 TimestampPosition = Literal["before", "after"]
 TimestampTime = Literal["mean", "first"]
-PositionsBase = Literal["counter", "sequence"]
+PositionsBase = Literal["counter", "sequence", "canvas"]
 ImageIndexScope = Literal["sequence", "batch"]
 ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
@@ -91,11 +94,51 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "advance": ("max+1", "spatial"),
     "timestamp_position": ("before", "after"),
     "timestamp_time": ("mean", "first"),
-    "positions_base": ("counter", "sequence"),
+    "positions_base": ("counter", "sequence", "canvas"),
     "image_index_scope": ("sequence", "batch"),
     "image_span": ("placeholders", "between_wrappers"),
     "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
 }
+
+AudioTokenRule = Literal["stride4", "window"]
+AudioFrameRule = Literal["ceil", "floor"]
+AudioInVideoRule = Literal["chunks", "interleave"]
+WrapperPositionRule = Literal["shared", "consecutive"]
+TimeRounding = Literal["trunc", "none"]
+
+_AUDIO_CHOICES: dict[str, tuple[str, ...]] = {
+    "audio_tokens": ("stride4", "window"),
+    "audio_frames": ("ceil", "floor"),
+    "audio_in_video": ("chunks", "interleave"),
+    "audio_in_video_wrappers": ("shared", "consecutive"),
+    "time_rounding": ("trunc", "none"),
+}
+
+
+def _check_audio_rules(rules: LayoutRules) -> None:
+    for name, allowed in _AUDIO_CHOICES.items():
+        value = getattr(rules, name)
+        if value not in allowed:
+            raise LayoutError(f"LayoutRules.{name} must be one of {list(allowed)}; got {value!r}")
+    for name in ("audio_window", "audio_sampling_rate", "audio_hop_length"):
+        value = getattr(rules, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
+    if rules.audio_max_frames is not None and (
+        not isinstance(rules.audio_max_frames, int) or rules.audio_max_frames < 1
+    ):
+        raise LayoutError(
+            f"LayoutRules.audio_max_frames must be a positive int or None; got {rules.audio_max_frames!r}"
+        )
+    sec = rules.seconds_per_chunk
+    if isinstance(sec, bool) or not isinstance(sec, (int, float)) or not math.isfinite(sec) or sec <= 0:
+        raise LayoutError(f"LayoutRules.seconds_per_chunk must be a finite number > 0; got {sec!r}")
+    ids = (rules.audio_pad_id, rules.audio_start_id, rules.audio_end_id)
+    if any(i is not None for i in ids) and any(i is None for i in ids):
+        raise LayoutError(
+            "LayoutRules audio_pad_id, audio_start_id and audio_end_id are set together (a model with "
+            f"audio) or all None; got {ids}"
+        )
 
 
 @dataclass(frozen=True)
@@ -103,6 +146,24 @@ class LayoutRules:
     """How segments become ``[3, T]`` positions (see the module docstring for each rule).
 
     Sizes are in pixels unless named otherwise; token ids are vocabulary ids.
+
+    Audio and the omni timeline (rules with ``audio_pad_id`` set; Qwen2.5-Omni, Qwen3-Omni):
+
+    - an audio clip is ``audio_start``, its tokens, ``audio_end``; its tokens get one position each.
+      Its token count from mel frames ``L``: ``"stride4"`` is ``((L - 1) // 2 + 1 - 2) // 2 + 1``
+      (Qwen2.5-Omni); ``"window"`` is 13 per ``2 * audio_window`` frames plus the remainder's
+      ``((f - 1) // 2 + 1 - 1) // 2 + 1`` with ``f = (r - 1) // 2 + 1`` (Qwen3-Omni). Seconds become
+      ``round(s * audio_sampling_rate)`` samples, and samples ``L = ceil`` or ``floor(samples /
+      audio_hop_length)`` frames (``audio_frames``), at most ``audio_max_frames``.
+    - video time is ``(i * second_per_grid) * tokens_per_second`` in float32, truncated
+      (``time_rounding="trunc"``) or kept fractional (``"none"``: positions are float32); an image's
+      temporal patch ``i`` gets ``i * tokens_per_second``.
+    - a video with audio is ``vision_start, audio_start``, the interleaved tokens, ``audio_end,
+      vision_end``; its frames and its audio share one start. ``audio_in_video="chunks"`` emits them in
+      chunks of ``int(tokens_per_second * seconds_per_chunk)`` time units, video chunk then audio chunk
+      (Qwen2.5-Omni); ``"interleave"`` merges them one token at a time by time, video first on ties
+      (Qwen3-Omni). The double start / end tokens share one position (``"shared"``) or take two
+      (``"consecutive"``).
     """
 
     name: str = "custom"
@@ -126,6 +187,9 @@ class LayoutRules:
     timestamp_time: TimestampTime = "mean"
     video_start_id: int | None = None
     video_end_id: int | None = None
+    slice_start_id: int | None = None
+    slice_end_id: int | None = None
+    newline_id: int | None = None
     # sizing (vision layer)
     patch_size: int = 14
     image_min_pixels: int = 56 * 56
@@ -136,6 +200,20 @@ class LayoutRules:
     fps: float = 2.0
     min_frames: int = 4
     max_frames: int = 768
+    # audio and time-aligned layouts (Qwen2.5-Omni, Qwen3-Omni); audio_pad_id None: no audio
+    audio_pad_id: int | None = None
+    audio_start_id: int | None = None
+    audio_end_id: int | None = None
+    audio_tokens: AudioTokenRule = "stride4"
+    audio_window: int = 50
+    audio_sampling_rate: int = 16000
+    audio_hop_length: int = 160
+    audio_frames: AudioFrameRule = "ceil"
+    audio_max_frames: int | None = None
+    audio_in_video: AudioInVideoRule = "chunks"
+    audio_in_video_wrappers: WrapperPositionRule = "shared"
+    seconds_per_chunk: float = 2.0
+    time_rounding: TimeRounding = "trunc"
     # rules of single families (module docstring)
     temporal_merge_size: int = 1
     row_newline: bool = False
@@ -197,6 +275,17 @@ class LayoutRules:
                 f"LayoutRules.timestamp_format must format one float, like '<{{:.1f}} seconds>'; "
                 f"got {self.timestamp_format!r} ({exc})"
             ) from None
+        _check_audio_rules(self)
+
+    @property
+    def has_audio(self) -> bool:
+        """Whether the rules know audio (and so lay sequences out on the omni families' timeline)."""
+        return self.audio_pad_id is not None
+
+    @property
+    def fractional_time(self) -> bool:
+        """Whether positions are fractional (float32, ``time_rounding="none"``) rather than int64."""
+        return self.time_rounding == "none"
 
     def format_timestamp(self, seconds: float) -> str:
         """The text of one timestamp; an integer field (``{:d}``) takes the seconds truncated to int."""

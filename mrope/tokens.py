@@ -26,6 +26,7 @@ from mrope.builder import (
     target_positions,
     temporal_index,
 )
+from mrope.canvas import canvas_row
 from mrope.errors import LayoutError, TokenError
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
@@ -121,6 +122,22 @@ class _GridQueue:
             self.next += 1
             left -= need
         return used
+
+    def take_one(self, run_len: int, row: int, at: int) -> tuple[int, int]:
+        """The next grid, as ``(h, w)`` patches, for a crop of exactly ``run_len`` tokens (the canvas rule)."""
+        if self.next >= len(self.rows):
+            raise TokenError(
+                f"row {row}, crop at valid token {at}: {run_len} tokens need one more {self.name} row; only "
+                f"{len(self.rows)} given, all used"
+            )
+        g = self.next
+        if self.tokens[g] != run_len or self.rows[g][0] != 1:
+            raise TokenError(
+                f"row {row}, crop at valid token {at}: the canvas rule takes one (1, h, w) {self.name} row "
+                f"per crop of h*w/merge^2 tokens; {self.name}[{g}] = {self.rows[g]} for a crop of {run_len}"
+            )
+        self.next += 1
+        return self.rows[g][1], self.rows[g][2]
 
     def check_all_used(self) -> None:
         if self.next != len(self.rows):
@@ -249,13 +266,25 @@ def rope_index(
     pad_position: int | None = None,
     images_per_sample: Any = None,
     convention: str = "released",
+    audio_seqlens: Any = None,
+    use_audio_in_video: bool | None = None,
+    second_per_grids: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The numpy core of :func:`get_rope_index`.
 
     Returns:
-        ``(position_ids int64 [A, B, L], deltas int64 [B])``; A is ``rules.num_axes`` (3: t, h, w).
+        ``(position_ids int64 [A, B, L], deltas int64 [B])``; A is ``rules.num_axes`` (3: t, h, w);
+        float32 both for fractional-time rules (Qwen3-Omni).
     """
     lay = resolve_rules(model, rules, convention)
+    if second_per_grids is not None:  # the omni models' name for it
+        if second_per_grid_ts is not None:
+            raise TokenError("pass second_per_grid_ts or second_per_grids, not both")
+        second_per_grid_ts = second_per_grids
+    if not lay.has_audio and (audio_seqlens is not None or use_audio_in_video):
+        raise TokenError(
+            f"audio_seqlens / use_audio_in_video given, but the {lay.name!r} rules have no audio"
+        )
     out, deltas, _ = _rope_index_full(
         input_ids,
         image_grid_thw,
@@ -266,6 +295,8 @@ def rope_index(
         mm_token_type_ids,
         lay.pad_position if pad_position is None else pad_position,
         images_per_sample,
+        audio_seqlens,
+        use_audio_in_video,
     )
     return out, deltas
 
@@ -321,6 +352,8 @@ def _rope_index_full(
     mm_token_type_ids: Any,
     pad_position: int,
     images_per_sample: Any,
+    audio_seqlens: Any = None,
+    use_audio_in_video: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
     ids = _as_numpy(input_ids, "input_ids", ndim=2)
     assert ids is not None
@@ -348,6 +381,19 @@ def _rope_index_full(
             )
         if types.dtype.kind not in "iu" or (types.size and not (types.min() >= 0 and types.max() <= 2)):
             raise TokenError("mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)")
+    if lay.has_audio:  # the omni token scan (audio, time-aligned video); it takes no type ids
+        out, deltas = _omni_rope_index(
+            ids,
+            mask,
+            image_grid_thw,
+            video_grid_thw,
+            second_per_grid_ts,
+            audio_seqlens,
+            lay,
+            pad_position,
+            use_audio_in_video,
+        )
+        return out, deltas, [None] * b
 
     merge = lay.merge_size
     newline = int(lay.row_newline)
@@ -443,9 +489,18 @@ def _rope_index_full(
             row_types = row_types + row_types
             row_types += (row_ids == image_id).view(np.int8)
         images = row_images[row]
-        pieces = _row_pieces(row_types, n, row, images, videos, lay)
+        pieces = _row_pieces(row_types, n, row, images, videos, lay) if lay.positions_base != "canvas" else []
         dense = target if target is not None else np.empty((axes, n), dtype=np.int64)
-        if lay.positions_base == "sequence":
+        if lay.positions_base == "canvas":
+            queues = {1: images, 2: videos}
+            dense[:] = canvas_row(
+                row_ids.tolist(),
+                row_types.tolist(),
+                lambda kind, at, count: queues[kind].take_one(count, row, at),  # noqa: B023
+                lay,
+            )
+            top = int(dense.max()) if n else -1
+        elif lay.positions_base == "sequence":
             top, image_index = fill_sequence_pieces(pieces, dense, None, None, image_index)
             if lay.image_index_scope == "sequence":
                 image_index = 0
@@ -466,6 +521,47 @@ def _rope_index_full(
     return out, deltas, generation
 
 
+def _omni_rope_index(
+    ids: np.ndarray,
+    mask: np.ndarray | None,
+    image_grid_thw: Any,
+    video_grid_thw: Any,
+    second_per_grid_ts: Any,
+    audio_seqlens: Any,
+    lay: LayoutRules,
+    pad_position: float,
+    use_audio_in_video: bool | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    from mrope.timeline import omni_rope_index
+
+    videos = _grids(video_grid_thw, "video_grid_thw")
+    spg = _as_numpy(second_per_grid_ts, "second_per_grid_ts")
+    if spg is not None:
+        spg = spg.astype(np.float64).reshape(-1)
+        if spg.size != len(videos):
+            raise TokenError(
+                f"second_per_grid_ts has {spg.size} values for {len(videos)} video_grid_thw rows"
+            )
+        if not np.all(np.isfinite(spg)) or np.any(spg <= 0):
+            raise TokenError(f"second_per_grid_ts must be finite and > 0; got {spg.tolist()}")
+    seqlens = _as_numpy(audio_seqlens, "audio_seqlens")
+    if seqlens is not None and seqlens.dtype.kind == "f":
+        if not np.all(np.isfinite(seqlens)) or not np.all(seqlens == np.round(seqlens)):
+            raise TokenError(f"audio_seqlens must hold integers (mel frames); got {seqlens.tolist()}")
+        seqlens = seqlens.astype(np.int64)
+    return omni_rope_index(
+        ids,
+        mask,
+        _grids(image_grid_thw, "image_grid_thw"),
+        videos,
+        spg,
+        seqlens,
+        lay,
+        pad_position,
+        use_audio_in_video,
+    )
+
+
 def get_rope_index(
     input_ids: Any,
     image_grid_thw: Any = None,
@@ -479,6 +575,9 @@ def get_rope_index(
     pad_position: int | None = None,
     images_per_sample: Any = None,
     convention: str = "released",
+    audio_seqlens: Any = None,
+    use_audio_in_video: bool | None = None,
+    second_per_grids: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """M-RoPE position ids from token ids, like the transformers model method.
 
@@ -498,6 +597,13 @@ def get_rope_index(
         pad_position: value written at masked slots (default: the rules' ``pad_position``).
         images_per_sample: int ``[B]``: how many ``image_grid_thw`` rows belong to each row (GLM-Image's
             processor output, images to generate included); without it the grids are one queue.
+        audio_seqlens: int ``[n_audios]`` mel-frame lengths of every audio clip in order, standalone or
+            inside a video (omni families: ``feature_attention_mask.sum(-1)``, what the models take);
+            ``None`` counts each clip's tokens from the ids.
+        use_audio_in_video: omni families: whether videos carry their audio. The layout is read from
+            the ids (a video whose vision_start is followed by audio_start carries audio); ``True`` with
+            a video that carries none is an error, as the models would misplace it.
+        second_per_grids: the omni models' name for ``second_per_grid_ts``.
         convention: ``"released"`` (official semantics) or ``"transformers5"`` (the family's own
             transformers 5.24 ``get_rope_index``: its advance and pad value).
 
@@ -520,6 +626,9 @@ def get_rope_index(
             pad_position=pad_position,
             images_per_sample=images_per_sample,
             convention=convention,
+            audio_seqlens=audio_seqlens,
+            use_audio_in_video=use_audio_in_video,
+            second_per_grids=second_per_grids,
         )
     except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
         raise TokenError(str(exc)) from None

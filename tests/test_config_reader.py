@@ -91,6 +91,13 @@ TEXT_CONFIGS: dict[str, dict] = {
         "num_attention_heads": 16,
         "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [8, 12, 12]},
     },
+    "glm_image_text": {**_GLM4V, "num_attention_heads": 32, "head_dim": 128},
+    "qwen2_5_omni_text": _QWEN2,
+    "qwen3_omni_moe_text": {
+        **_QWEN3,
+        "hidden_size": 2048,
+        "rope_parameters": {**_QWEN3["rope_parameters"], "rope_theta": 1e6},
+    },
     "paddleocr_vl_text": {
         "hidden_size": 1024,
         "num_attention_heads": 16,
@@ -114,6 +121,16 @@ TOP_TO_TEXT = {
     "glm46v": "glm4v_text",
     "glm_ocr": "glm_ocr_text",
     "paddleocr_vl": "paddleocr_vl_text",
+    "glm_image": "glm_image_text",
+    "qwen2_5_omni": "qwen2_5_omni_text",
+    "qwen2_5_omni_thinker": "qwen2_5_omni_text",
+    "qwen3_omni_moe": "qwen3_omni_moe_text",
+    "qwen3_omni_moe_thinker": "qwen3_omni_moe_text",
+}
+# the text rotary where a module has several
+ROTARY_CLASS = {
+    "qwen2_5_omni_text": "Qwen2_5OmniRotaryEmbedding",
+    "qwen3_omni_moe_text": "Qwen3OmniMoeThinkerTextRotaryEmbedding",
 }
 _CACHE: dict[str, tuple] = {}
 
@@ -127,7 +144,10 @@ def _hf_text(text_type: str):
         rotary = [
             obj
             for attr, obj in vars(module).items()
-            if attr.endswith("RotaryEmbedding") and "Vision" not in attr and obj.__module__ == module.__name__
+            if attr == ROTARY_CLASS.get(text_type, attr)
+            and attr.endswith("RotaryEmbedding")
+            and "Vision" not in attr
+            and obj.__module__ == module.__name__
         ]
         assert len(rotary) == 1, rotary
         _CACHE[text_type] = (config, rotary[0](config), module.apply_rotary_pos_emb)
@@ -138,6 +158,9 @@ def _config_dict(model_type: str) -> dict:
     """What config.json holds for a model of this model type."""
     text_type = TOP_TO_TEXT.get(model_type, model_type)
     text = _hf_text(text_type)[0].to_dict()
+    if model_type.endswith("omni") or model_type.endswith("omni_moe"):  # top -> thinker -> text
+        thinker = {"model_type": f"{model_type}_thinker", "text_config": text}
+        return {"model_type": model_type, "thinker_config": thinker}
     if model_type in TOP_TO_TEXT:
         return {"model_type": model_type, "text_config": text}
     return text

@@ -1,8 +1,9 @@
 """GLM-Image: prefill positions and the decode-time positions of the images it generates.
 
 Expected values come from transformers 5.24's own ``GlmImageModel.get_rope_index`` (bound to a minimal
-object holding the released config: the method reads only ``self.config`` and
-``self.get_vision_position_ids``), including the decode cache it fills, ``_cached_decode_position_ids``.
+object holding the class-default config: the method reads only ``self.config`` and
+``self.get_vision_position_ids``), including the decode cache it fills, ``_cached_decode_position_ids``,
+and from its own rotary embedding and apply function.
 """
 
 from __future__ import annotations
@@ -10,23 +11,30 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers.models.glm_image.configuration_glm_image import GlmImageConfig
-from transformers.models.glm_image.modeling_glm_image import GlmImageModel
+from transformers.models.glm_image.configuration_glm_image import GlmImageConfig, GlmImageTextConfig
+from transformers.models.glm_image.modeling_glm_image import (
+    GlmImageModel,
+    GlmImageTextRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
 
-from mrope import Image, LayoutError, LayoutRules, Text, TokenError, build_batch, build_positions
+import mrope
+from mrope import Image, LayoutError, RopeSpec, Text, TokenError, build_batch, build_positions
+from mrope.models import get_family
 from mrope.tokens import generation_index, rope_index
 
 START, END, PAD = 16384, 16385, 167855  # GlmImageConfig's image start / end / placeholder ids
+RULES = get_family("glm_image").rules
 
-RULES = LayoutRules(
-    name="glm-image",
-    merge_size=1,
-    vision_start_id=START,
-    vision_end_id=END,
-    image_pad_id=PAD,
-    image_span="between_wrappers",
-    generates_images=True,
-)
+
+def test_family_ids_are_the_configs() -> None:
+    config = GlmImageConfig()
+    assert (RULES.vision_start_id, RULES.vision_end_id, RULES.image_pad_id) == (
+        config.image_start_token_id,
+        config.image_end_token_id,
+        config.image_token_id,
+    )
+    assert RULES.merge_size == config.vision_config.spatial_merge_size == 1
 
 
 class _Shim:
@@ -132,3 +140,35 @@ def test_bad_input() -> None:
         rope_index(ids[:1], [[1, 2, 2]], rules=RULES)
     with pytest.raises(TokenError, match="out of order"):
         rope_index(np.array([[5, END, 9, START]]), [[1, 1, 1]], rules=RULES)
+
+
+def test_rotary_from_config_rotates_like_the_model() -> None:
+    # the text config with the partial factor the 5.24 class default lacks (its own rotary cannot run
+    # without it); head_dim 4096 / 32 = 128, mrope_section [8, 12, 12]
+    rope = {
+        "rope_type": "default",
+        "rope_theta": 10000.0,
+        "partial_rotary_factor": 0.5,
+        "mrope_section": [8, 12, 12],
+    }
+    text = {
+        "model_type": "glm_image_text",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "rope_parameters": rope,
+    }
+    spec = RopeSpec.from_hf_config({"model_type": "glm_image", "text_config": text})
+    assert spec == get_family("glm-image").spec
+    p = build_positions([Text(3), Image((1, 5, 7)), Text(2), Image((1, 4, 4), generate=True)], rules=RULES)
+    positions = torch.from_numpy(np.concatenate([p.ids, p.generation_ids], axis=1))
+    n = positions.shape[1]
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(n, 4, 128, generator=gen), torch.randn(n, 2, 128, generator=gen)
+    rotary = GlmImageTextRotaryEmbedding(
+        GlmImageTextConfig(**{k_: v for k_, v in text.items() if k_ != "model_type"})
+    )
+    cos, sin = rotary(q, positions[:, None, :])
+    want_q, want_k = apply_rotary_pos_emb(q.transpose(0, 1)[None], k.transpose(0, 1)[None], cos, sin)
+    got_q, got_k = mrope.apply_mrope(q, k, positions, spec, backend="torch")
+    torch.testing.assert_close(got_q, want_q[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_k, want_k[0].transpose(0, 1), rtol=1e-5, atol=1e-5)

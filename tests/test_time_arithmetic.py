@@ -25,8 +25,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::mrope.MRopeWarning")  # fast ra
 
 RATES = (12.5, 25.0, 50.0, 100.0, 1.2, 2 / 0.7, 2 / 0.9)
 N_PATCHES = 60
-# transformers 5.x's conventions (advance s + max(H', W'), pads 0, i * (tps * spg)) spelled out
-TRANSFORMERS5 = {"advance": "spatial", "seconds_grouping": "i*(tps*spg)"}
 
 
 def release_t(n_patches: int, fps: float, tokens_per_second: int = 2) -> list[int]:
@@ -98,14 +96,15 @@ def _hf_qwen25_rope_index(tokens_per_second: int):
 
 @pytest.mark.parametrize("tokens_per_second", [2, 25])
 def test_transformers5_grouping_equals_transformers_5_24(tokens_per_second: int) -> None:
-    """Under transformers 5.x's conventions mrope equals 5.24's own get_rope_index; with
-    tokens_per_second 25 (a rate that is not a power of two) the two groupings really differ."""
+    """Under ``convention="transformers5"`` (5.x advance ``s + max(H', W')``, pads 0, ``i * (tps * spg)``)
+    mrope equals 5.24's own get_rope_index; with tokens_per_second 25 (not a power of two) the two
+    groupings really differ."""
     grids = [(12, 2, 2), (8, 4, 2), (6, 2, 2)]
     segs: list = [Text(3)]
     for grid, fps in zip(grids, (25.0, 2 / 0.7, 1.2), strict=True):
         segs += [Video(grid=grid, fps=fps), Text(2)]
     rules = {"tokens_per_second": tokens_per_second}
-    p5 = build_positions(segs, model="qwen2.5-vl", rules={**rules, **TRANSFORMERS5})
+    p5 = build_positions(segs, model="qwen2.5-vl", rules=rules, convention="transformers5")
     spg = torch.tensor(p5.second_per_grid_ts.tolist())  # float32, as the processor returns it
     types = torch.from_numpy((p5.input_ids == VIDEO).astype(np.int64) * 2)[None]
     ids = torch.from_numpy(p5.input_ids)[None]
@@ -114,7 +113,7 @@ def test_transformers5_grouping_equals_transformers_5_24(tokens_per_second: int)
         ids, types, None, grid_t, second_per_grid_ts=spg
     )
     ours, delta = get_rope_index(
-        ids, None, grid_t, model="qwen2.5-vl", rules={**rules, **TRANSFORMERS5}, second_per_grid_ts=spg
+        ids, None, grid_t, model="qwen2.5-vl", rules=rules, convention="transformers5", second_per_grid_ts=spg
     )
     np.testing.assert_array_equal(ours.numpy(), hf_pos.numpy())
     np.testing.assert_array_equal(p5.ids, hf_pos[:, 0].numpy())

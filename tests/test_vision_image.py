@@ -193,7 +193,7 @@ def test_load_image_grids(tmp_path):
     rotated = media.image_bytes(1000, 750, "JPEG", orientation=6)
     assert load_image(rotated, model="qwen2-vl").grid == (1, 72, 54)
     path = media.write_image(tmp_path / "a.png", 1920, 1080)
-    img = mrope.Image.from_file(path)
+    img = load_image(path, model="qwen2-vl")
     assert img.grid == (1, 52, 94) and img.tiles is None and img.origin == (0, 0) and img.wrap
     assert load_image(path, wrap=False, model="qwen2-vl").wrap is False
     tight = load_image(path, rules={"image_max_pixels": 28 * 28 * 16}, model="qwen2-vl")

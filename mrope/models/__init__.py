@@ -31,6 +31,9 @@ FAMILY_MODULES: tuple[str, ...] = (
     "glm46v",
     "glm_ocr",
     "paddleocr_vl",
+    "glm_image",
+    "qwen2_5_omni",
+    "qwen3_omni",
 )
 """Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
 

@@ -4,7 +4,8 @@ Two angle precisions (``angle_precision``):
 
 - ``"fp32"``: the angle is the fp32 product ``float32(pos) * inv_freq32``, exactly as transformers and vLLM
   compute it, with ``inv_freq32`` computed by the same fp32 torch arithmetic that transformers uses
-  (``1.0 / (theta ** (arange(0, d, 2, float32) / d))`` and its linear / dynamic-NTK / YaRN variants). This
+  (``1.0 / (theta ** (arange(0, d, 2, float32) / d))`` and its scaled variants: the formulas of
+  :mod:`mrope.scaling`, evaluated in torch fp32). This
   differs from ``float32(spec.inv_freq())`` in a quarter to a third of the entries by about one ulp, so it is computed
   here, and checked in the tests both against transformers (bit for bit) and against ``spec.inv_freq``
   (float64, to a few fp32 roundings). A pretrained model therefore sees the angles it was trained with.
@@ -33,6 +34,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from mrope.scaling import INV_FREQ_FORMULAS
 from mrope.spec import RopeSpec
 
 AnglePrecision = Literal["fp32", "exact"]
@@ -69,53 +71,47 @@ _TWO_PI_FIXED = (
 # --------------------------------------------------------------------------- fp32: transformers' arithmetic
 
 
-def _hf_default_fp32(theta: float | torch.Tensor, d: int, device: torch.device | None) -> torch.Tensor:
-    """``1.0 / (theta ** (arange(0, d, 2) / d))`` in fp32, the expression transformers uses, ``[d // 2]``."""
-    exponents = torch.arange(0, d, 2, dtype=torch.int64, device=device).to(torch.float32) / d
-    return 1.0 / (theta**exponents)
+class TorchOps:
+    """:class:`mrope.scaling.ArrayOps` in torch float32 on one device: the scaling formulas evaluated with
+    these give transformers' fp32 inverse frequencies bit for bit (same operations, same order)."""
 
+    def __init__(self, device: torch.device | None = None) -> None:
+        self.device = device
 
-def _hf_yarn_fp32(spec: RopeSpec) -> torch.Tensor:
-    """transformers' ``_compute_yarn_parameters`` inverse frequencies, fp32 ``[rotary_dim // 2]``."""
-    sc = spec.scaling
-    d = spec.rotary_dim
-    base = float(spec.theta)
-    pos_freqs = base ** (torch.arange(0, d, 2).to(dtype=torch.float32) / d)
-    extrapolation = 1.0 / pos_freqs
-    interpolation = 1.0 / (sc.factor * pos_freqs)
-    low, high = spec.yarn_ramp()
-    ramp = torch.clamp((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
-    extrapolation_factor = 1 - ramp
-    return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor
+    def exponents(self, d: int) -> torch.Tensor:
+        return torch.arange(0, d, 2, dtype=torch.int64, device=self.device).to(torch.float32) / d
+
+    def indices(self, n: int) -> torch.Tensor:
+        return torch.arange(n, dtype=torch.float32, device=self.device)
+
+    def clip(self, x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+        return torch.clamp(x, low, high)
+
+    def at_least(self, x: torch.Tensor, low: int) -> torch.Tensor:
+        return torch.clamp(x, min=low)
 
 
 def hf_inv_freq_fp32(spec: RopeSpec, max_position: torch.Tensor | None = None) -> torch.Tensor:
     """Inverse frequencies (radians per position) in fp32 as transformers computes them, ``[rotary_dim // 2]``.
 
+    The formula is ``mrope.scaling.INV_FREQ_FORMULAS[spec.scaling.type]``, the one ``spec.inv_freq`` uses,
+    evaluated in torch fp32 (:class:`TorchOps`).
+
     Args:
-        spec: the rotary spec; its ``scaling`` picks the formula (none, linear, dynamic NTK, YaRN).
-        max_position: dynamic NTK only: a 0-d integer tensor ``max(pos)``; the table is computed on its
-            device from ``seq_len = max(max_position + 1, original_max_position_embeddings)``, with no host
-            sync. Ignored for the other scalings.
+        spec: the rotary spec; its ``scaling`` picks the formula.
+        max_position: dynamic NTK only: a 0-d tensor ``max(pos)``; the table is computed on its device
+            from ``seq_len = max(max_position + 1, original_max_position_embeddings)`` (integer positions
+            count as int64), with no host sync. Ignored for the other scalings.
 
     Returns:
         fp32 tensor on CPU (static scalings) or on ``max_position``'s device (dynamic NTK).
     """
-    sc = spec.scaling
-    d = spec.rotary_dim
-    if sc.type == "dynamic":
-        l0 = sc.original_max_position_embeddings
-        if max_position is None:
-            return _hf_default_fp32(float(spec.theta), d, None)
-        seq_len = torch.clamp(max_position.to(torch.int64) + 1, min=l0)
-        base = spec.theta * ((sc.factor * seq_len / l0) - (sc.factor - 1)) ** (d / (d - 2))
-        return _hf_default_fp32(base, d, seq_len.device)
-    if sc.type == "yarn":
-        return _hf_yarn_fp32(spec)
-    inv = _hf_default_fp32(float(spec.theta), d, None)
-    if sc.type == "linear":
-        inv /= sc.factor
-    return inv
+    formula = INV_FREQ_FORMULAS[spec.scaling.type]
+    if spec.scaling.type != "dynamic" or max_position is None:
+        return formula(TorchOps(), spec, None).to(torch.float32)
+    if not max_position.dtype.is_floating_point:
+        max_position = max_position.to(torch.int64)
+    return formula(TorchOps(max_position.device), spec, max_position + 1).to(torch.float32)
 
 
 # --------------------------------------------------------------------------- exact: split turns

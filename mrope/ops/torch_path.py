@@ -77,11 +77,12 @@ def cos_sin_table(
 
 
 def _pair_views(x: torch.Tensor, spec: RopeSpec) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two members of every rotating pair, ``[..., F]`` views: neox ``i, i + F``; gptj ``2i, 2i + 1``."""
-    f, rd = spec.num_freqs, spec.rotary_dim
+    """The two members of every rotating pair, ``[..., F]`` views: neox ``o + i, o + i + F``; gptj
+    ``o + 2i, o + 2i + 1`` (``o = spec.rotary_offset``)."""
+    f, o, rd = spec.num_freqs, spec.rotary_offset, spec.rotary_dim
     if spec.pairing == "neox":
-        return x[..., :f], x[..., f:rd]
-    return x[..., 0:rd:2], x[..., 1:rd:2]
+        return x[..., o : o + f], x[..., o + f : o + rd]
+    return x[..., o : o + rd : 2], x[..., o + 1 : o + rd : 2]
 
 
 def rotate(
@@ -99,8 +100,8 @@ def rotate(
         cos, sin: ``[B, S, 1, F]`` in the compute dtype (fp32, or fp64 for fp64 ``x``); pass ``-sin`` for
             the inverse rotation.
 
-    For each pair ``(x1, x2)``: ``y1 = x1 cos - x2 sin``, ``y2 = x2 cos + x1 sin``. Channels
-    ``>= rotary_dim`` are copied (out of place) or left alone (in place).
+    For each pair ``(x1, x2)``: ``y1 = x1 cos - x2 sin``, ``y2 = x2 cos + x1 sin``. Channels outside the
+    rotary slice are copied (out of place) or left alone (in place).
     """
     x1, x2 = _pair_views(x, spec)
     o1, o2 = _pair_views(out, spec)
@@ -120,5 +121,9 @@ def rotate(
         y2.addcmul_(a1, sin)
         o1.copy_(y1)
         o2.copy_(y2)
-    if not inplace and spec.rotary_dim < x.shape[-1]:
-        out[..., spec.rotary_dim :].copy_(x[..., spec.rotary_dim :])
+    if not inplace:
+        start, end = spec.rotary_offset, spec.rotary_offset + spec.rotary_dim
+        if start:
+            out[..., :start].copy_(x[..., :start])
+        if end < x.shape[-1]:
+            out[..., end:].copy_(x[..., end:])
