@@ -10,25 +10,43 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers.models.ernie4_5_vl_moe.configuration_ernie4_5_vl_moe import Ernie4_5_VLMoeConfig
-from transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe import Ernie4_5_VLMoeModel
+from transformers.models.ernie4_5_vl_moe.configuration_ernie4_5_vl_moe import (
+    Ernie4_5_VLMoeConfig,
+    Ernie4_5_VLMoeTextConfig,
+)
+from transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe import (
+    Ernie4_5_VLMoeModel,
+    Ernie4_5_VLMoeTextRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
 
-from mrope import Image, LayoutError, LayoutRules, Text, TokenError, Video, build_batch, build_positions
+import mrope
+from mrope import Image, LayoutError, Text, TokenError, Video, build_batch, build_positions
+from mrope.models import get_family
 from mrope.tokens import rope_index
 
 IMAGE, VIDEO = 100295, 103367
-RULES = LayoutRules(
-    name="ernie-4.5-vl",
-    temporal_patch_size=1,
-    temporal_merge_size=2,
-    vision_start_id=101304,
-    vision_end_id=101305,
-    image_pad_id=IMAGE,
-    video_pad_id=VIDEO,
-    video_start_id=101306,
-    video_end_id=101307,
-)
-RULES_T5 = RULES.replace(advance="spatial")  # 5.24's advance; it also writes 0 at pads
+FAMILY = get_family("ernie4_5_vl_moe")
+RULES = FAMILY.rules
+RULES_T5 = FAMILY.rules_for("transformers5")  # 5.24's advance s + max(H', W')
+
+
+def test_family_values_are_the_configs() -> None:
+    config = Ernie4_5_VLMoeConfig()
+    ids = (RULES.image_pad_id, RULES.video_pad_id, RULES.vision_start_id, RULES.vision_end_id)
+    assert ids == (
+        config.image_token_id,
+        config.video_token_id,
+        config.image_start_token_id,
+        config.image_end_token_id,
+    )
+    assert (RULES.video_start_id, RULES.video_end_id) == (
+        config.video_start_token_id,
+        config.video_end_token_id,
+    )
+    assert RULES.temporal_merge_size == config.vision_config.temporal_merge_size
+    assert RULES.merge_size == config.vision_config.spatial_merge_size
+    assert RULES_T5.advance == "spatial" and RULES.advance == "max+1" and RULES.pad_position == 0
 
 
 class _Shim:
@@ -114,3 +132,17 @@ def test_odd_frame_counts_are_refused() -> None:
         build_positions([Video((3, 4, 4))], rules=RULES)
     with pytest.raises(TokenError, match="temporal merge size 2"):
         rope_index(np.full((1, 4), VIDEO), None, [[3, 4, 4]], rules=RULES)
+
+
+def test_rotary_rotates_like_the_model() -> None:
+    # class-default text config = the released rotary: theta 5e5, head_dim 128, mrope_section (22, 22, 20)
+    p = build_positions([Text(3), Video((8, 6, 4)), Image((1, 4, 8)), Text(2)], rules=RULES)
+    positions = torch.from_numpy(p.ids)
+    n = positions.shape[1]
+    gen = torch.Generator().manual_seed(1)
+    q, k = torch.randn(n, 4, 128, generator=gen), torch.randn(n, 2, 128, generator=gen)
+    cos, sin = Ernie4_5_VLMoeTextRotaryEmbedding(Ernie4_5_VLMoeTextConfig())(q, positions[:, None, :])
+    want_q, want_k = apply_rotary_pos_emb(q.transpose(0, 1)[None], k.transpose(0, 1)[None], cos, sin)
+    got_q, got_k = mrope.apply_mrope(q, k, positions, FAMILY.spec, backend="torch")
+    torch.testing.assert_close(got_q, want_q[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_k, want_k[0].transpose(0, 1), rtol=1e-5, atol=1e-5)

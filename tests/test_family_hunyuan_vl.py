@@ -18,26 +18,33 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers.models.hunyuan_vl.configuration_hunyuan_vl import HunYuanVLConfig
-from transformers.models.hunyuan_vl.modeling_hunyuan_vl import HunYuanVLModel
+from transformers.models.hunyuan_vl.configuration_hunyuan_vl import HunYuanVLConfig, HunYuanVLTextConfig
+from transformers.models.hunyuan_vl.modeling_hunyuan_vl import (
+    HunYuanVLModel,
+    HunYuanVLRotaryEmbedding,
+    rotate_half,
+)
 
-from mrope import Image, LayoutRules, Text, TokenError, Video, build_batch, build_positions
+import mrope
+from mrope import Image, Text, TokenError, Video, build_batch, build_positions
 from mrope.errors import LayoutError
+from mrope.models import get_family
 from mrope.tokens import rope_index
 
 IMAGE, START, END = 120120, 120118, 120119
-RULES = LayoutRules(
-    name="hunyuan-ocr",
-    temporal_patch_size=1,
-    row_newline=True,
-    positions_base="sequence",
-    num_axes=4,
-    grid_border=True,
-    vision_start_id=START,
-    vision_end_id=END,
-    image_pad_id=IMAGE,
-    patch_size=16,
-)
+FAMILY = get_family("tencent/HunyuanOCR")
+RULES = FAMILY.rules
+
+
+def test_family_values_are_the_configs() -> None:
+    config = HunYuanVLConfig()
+    assert (RULES.image_pad_id, RULES.vision_start_id, RULES.vision_end_id) == (
+        config.image_token_id,
+        config.im_start_id,
+        config.im_end_id,
+    )
+    assert RULES.merge_size == config.vision_config.spatial_merge_size
+    assert FAMILY.rules_for("transformers5").image_index_scope == "batch"
 
 
 class _Shim:
@@ -78,12 +85,12 @@ def _call(shim: _Shim, ids: np.ndarray, mask: np.ndarray, grids: np.ndarray) -> 
 def test_get_rope_index_equals_transformers(side: str) -> None:
     rng = np.random.default_rng(31 if side == "left" else 32)
     shim = _Shim([16, 16, 16, 16])
-    batch_rules = RULES.replace(image_index_scope="batch")
+    batch_rules = FAMILY.rules_for("transformers5")
     for _ in range(5):
         samples = [_sample(rng) for _ in range(3)]
         grids = np.concatenate([build_positions(s, rules=RULES).image_grid_thw for s in samples])
         # 5.24 counts images across the batch
-        batch = build_batch(samples, rules=batch_rules, padding_side=side, pad_position=0)
+        batch = build_batch(samples, rules=batch_rules, padding_side=side)
         want, want_deltas = _call(shim, batch.input_ids, batch.attention_mask, grids)
         np.testing.assert_array_equal(batch.ids, want)
         got, deltas = rope_index(
@@ -92,7 +99,7 @@ def test_get_rope_index_equals_transformers(side: str) -> None:
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(deltas, want_deltas)
         # the released layout: the index restarts in every sequence = 5.24 run on each row alone
-        batch = build_batch(samples, rules=RULES, padding_side=side, pad_position=0)
+        batch = build_batch(samples, rules=RULES, padding_side=side)
         got, deltas = rope_index(
             batch.input_ids, grids, None, batch.attention_mask, rules=RULES, pad_position=0
         )
@@ -140,3 +147,45 @@ def test_bad_input() -> None:
         build_positions([Video((2, 4, 4))], rules=RULES)
     with pytest.raises(TokenError, match="with the two border tokens"):
         rope_index(np.full((1, 5), IMAGE), [[1, 4, 2]], rules=RULES)
+
+
+# the released text config's rotary (HunyuanOCR config.json: head_dim 128, rope_theta 1e4, rope_scaling
+# {"type": "dynamic", "alpha": 1000, "xdrope_section": [16, 16, 16, 16]}), in 5.24's normalised form
+RELEASED_TEXT = {
+    "hidden_size": 1024,
+    "num_attention_heads": 16,
+    "head_dim": 128,
+    "rope_parameters": {"rope_type": "dynamic", "rope_theta": 10000.0, "alpha": 1000.0, "factor": 1.0},
+}
+
+
+def test_rotary_is_the_official_xdrope() -> None:
+    """Frequencies: 5.24's own NTK-alpha. Layout: Tencent's xdrope apply written out (the section list
+    repeated for the two halves of ``cat(f, f)``, then ``rotate_half``), not 5.24's recomposition."""
+    text = HunYuanVLTextConfig(
+        **{
+            **RELEASED_TEXT,
+            "rope_parameters": {**RELEASED_TEXT["rope_parameters"], "mrope_section": [16] * 4},
+        }
+    )
+    rotary = HunYuanVLRotaryEmbedding(text)
+    assert rotary.rope_type == "ntk_alpha"
+    p = build_positions([Text(3), Image((1, 4, 6)), Text(2), Image((1, 2, 2))], rules=RULES)
+    positions = torch.from_numpy(p.ids)  # [4, T]
+    n = positions.shape[1]
+    freqs = positions[..., None].float() * rotary.inv_freq  # [4, T, 64]
+    emb = torch.cat([freqs, freqs], dim=-1)  # [4, T, 128]
+    chunks = emb.split([16] * 8, dim=-1)
+    emb = torch.cat([chunk[i % 4] for i, chunk in enumerate(chunks)], dim=-1)  # official: section * 2
+    cos, sin = emb.cos()[:, None], emb.sin()[:, None]
+    gen = torch.Generator().manual_seed(3)
+    q, k = torch.randn(n, 4, 128, generator=gen), torch.randn(n, 2, 128, generator=gen)
+    want_q, want_k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+    got_q, got_k = mrope.apply_mrope(q, k, positions, FAMILY.spec, backend="torch")
+    torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_k, want_k, rtol=1e-5, atol=1e-5)
+    # 5.24's recomposition differs on the image tokens (axis 0 with axis 2 in one pair): not followed
+    cos524, _ = rotary(q, positions[:, None, :])
+    image = [i for i, s in enumerate(p.spans) if s.kind == "image"][0]
+    a = p.spans[image].start
+    assert not torch.allclose(cos524[0, a], emb.cos()[a])

@@ -10,23 +10,28 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers.models.hy_v4_vl.configuration_hy_v4_vl import HYV4VLConfig
-from transformers.models.hy_v4_vl.modeling_hy_v4_vl import HYV4VLModel
+from transformers.models.hy_v4_vl.configuration_hy_v4_vl import HYV4VLConfig, HYV4VLTextConfig
+from transformers.models.hy_v4_vl.modeling_hy_v4_vl import (
+    HYV4VLModel,
+    HYV4VLRotaryEmbedding,
+    apply_rotary_pos_emb,
+)
 
-from mrope import Image, LayoutRules, Text, TokenError, Video, build_batch, build_positions, count_tokens
+import mrope
+from mrope import Image, Text, TokenError, Video, build_batch, build_positions, count_tokens
+from mrope.models import get_family
 from mrope.tokens import rope_index
 
 IMAGE, VIDEO = 120120, 120124
-RULES = LayoutRules(
-    name="hy-v4-vl",
-    temporal_patch_size=1,
-    row_newline=True,
-    frame_block=True,
-    vision_start_id=120118,
-    vision_end_id=120119,
-    image_pad_id=IMAGE,
-    video_pad_id=VIDEO,
-)
+FAMILY = get_family("hy_v4_vl")
+RULES = FAMILY.rules
+
+
+def test_family_values_are_the_configs() -> None:
+    config = HYV4VLConfig()
+    assert (RULES.image_pad_id, RULES.video_pad_id) == (config.image_token_id, config.video_token_id)
+    assert RULES.merge_size == config.vision_config.spatial_merge_size
+    assert FAMILY.rules_for("transformers5") == RULES and RULES.pad_position == 0
 
 
 class _Shim:
@@ -55,7 +60,7 @@ def test_get_rope_index_equals_transformers(side: str) -> None:
     shim = _Shim()
     for _ in range(6):
         samples = [_sample(rng) for _ in range(3)]
-        batch = build_batch(samples, rules=RULES, padding_side=side, pad_position=0)
+        batch = build_batch(samples, rules=RULES, padding_side=side)
         images = np.concatenate([p.image_grid_thw for p in batch.sequences])
         videos = np.concatenate([p.video_grid_thw for p in batch.sequences])
         types = ((batch.input_ids == IMAGE) + 2 * (batch.input_ids == VIDEO)) * batch.attention_mask
@@ -70,7 +75,7 @@ def test_get_rope_index_equals_transformers(side: str) -> None:
         np.testing.assert_array_equal(batch.deltas, want_deltas.numpy()[:, 0])
         for kwargs in ({"mm_token_type_ids": types}, {}):
             got, deltas = rope_index(
-                batch.input_ids, images, videos, batch.attention_mask, rules=RULES, pad_position=0, **kwargs
+                batch.input_ids, images, videos, batch.attention_mask, rules=RULES, **kwargs
             )
             np.testing.assert_array_equal(got, want.numpy())
             np.testing.assert_array_equal(deltas, want_deltas.numpy()[:, 0])
@@ -92,3 +97,23 @@ def test_docstring_example_by_hand() -> None:
 def test_run_that_misses_the_newline_column_is_refused() -> None:
     with pytest.raises(TokenError, match="needs 6 placeholder tokens"):
         rope_index(np.full((1, 4), IMAGE), [[1, 4, 4]], rules=RULES)
+
+
+def test_rotary_rotates_like_the_model() -> None:
+    # the class-default text config is the released rotary: a 64-channel rope slice (theta 1e4, interleaved
+    # [12, 10, 10], adjacent pairs) after 192 pass-through channels of the 256-channel query and key
+    text = HYV4VLTextConfig()
+    assert (text.qk_nope_head_dim, text.qk_rope_head_dim) == (192, 64)
+    p = build_positions([Text(3), Video((3, 4, 6)), Image((1, 6, 4)), Text(2)], rules=RULES)
+    positions = torch.from_numpy(p.ids)
+    n = positions.shape[1]
+    gen = torch.Generator().manual_seed(2)
+    q, k = torch.randn(n, 4, 256, generator=gen), torch.randn(n, 1, 256, generator=gen)
+    cos, sin = HYV4VLRotaryEmbedding(text)(q, positions[:, None, :])
+    # the attention's own split (modeling_hy_v4_vl.py:174): pass-through first, rope slice last
+    rot_q, rot_k = apply_rotary_pos_emb(q[None, ..., 192:], k[None, ..., 192:], cos, sin, unsqueeze_dim=2)
+    want_q = torch.cat([q[..., :192], rot_q[0]], dim=-1)
+    want_k = torch.cat([k[..., :192], rot_k[0]], dim=-1)
+    got_q, got_k = mrope.apply_mrope(q, k, positions, FAMILY.spec, backend="torch")
+    torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_k, want_k, rtol=1e-5, atol=1e-5)

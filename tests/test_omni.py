@@ -308,3 +308,43 @@ def test_token_errors():
         mrope.rope_index(stray, model="qwen2.5-omni")
     with pytest.raises(LayoutError, match="wrap=False"):
         mrope.build_positions([Image((1, 4, 4), wrap=False)], model="qwen3-omni")
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_apply_mrope_takes_qwen3_omni_float_positions(backend, monkeypatch):
+    """Fractional positions rotate q and k as Qwen3-Omni's own rotary embedding does (released values:
+    head_dim 128, interleaved [24, 20, 20], theta 1e6), in both backends (Triton under its interpreter)."""
+    from transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe import Qwen3OmniMoeTextConfig
+    from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import (
+        Qwen3OmniMoeThinkerTextRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
+
+    if backend == "triton":
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    p = mrope.build_positions(
+        [Text(3), Video((3, 4, 4), second_per_grid=0.9), Audio(6), Text(2)], model="qwen3-omni"
+    )
+    assert p.ids.dtype == np.float32 and np.any(p.ids != np.trunc(p.ids))
+    pos = torch.from_numpy(p.ids)[:, None]  # [3, 1, S]
+    cfg = Qwen3OmniMoeTextConfig(
+        hidden_size=256,
+        num_attention_heads=2,
+        head_dim=128,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 1e6,
+            "mrope_section": [24, 20, 20],
+            "interleaved": True,
+        },
+    )
+    rotary = Qwen3OmniMoeThinkerTextRotaryEmbedding(cfg)
+    torch.manual_seed(1)
+    q = torch.randn(1, 2, p.num_tokens, 128)
+    k = torch.randn(1, 1, p.num_tokens, 128)
+    cos, sin = rotary(q, pos)
+    want_q, want_k = apply_rotary_pos_emb(q, k, cos, sin)
+    spec = get_family("qwen3-omni").spec
+    got_q, got_k = mrope.apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
+    torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_k, want_k, rtol=1e-5, atol=1e-5)

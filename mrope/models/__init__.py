@@ -32,6 +32,9 @@ FAMILY_MODULES: tuple[str, ...] = (
     "glm_ocr",
     "paddleocr_vl",
     "glm_image",
+    "ernie4_5_vl",
+    "hy_v4_vl",
+    "hunyuan_vl",
     "qwen2_5_omni",
     "qwen3_omni",
 )
