@@ -18,7 +18,7 @@ from transformers import CONFIG_MAPPING
 
 import mrope
 from mrope import RopeSpec, SpecError
-from mrope.models import families, model_types
+from mrope.models import families, get_family, model_types
 
 # Released text-config values (FAMILIES.md, released config.json files). Where the 5.24 class default
 # cannot run (glm4v_text: no partial factor; glm4v_moe_text: no head_dim; cohere_compass_text:
@@ -98,6 +98,24 @@ TEXT_CONFIGS: dict[str, dict] = {
         "hidden_size": 2048,
         "rope_parameters": {**_QWEN3["rope_parameters"], "rope_theta": 1e6},
     },
+    # class defaults are the released rotary here (ERNIE: theta 5e5, head_dim 128, (22, 22, 20) as (h, w, t);
+    # HY-V4-VL: a 64-channel rope slice after 192 pass-through channels, interleaved [12, 10, 10])
+    "ernie4_5_vl_moe_text": {},
+    "hy_v4_vl_text": {},
+    # HunyuanOCR config.json: head_dim 128, rope_theta 1e4, {"type": "dynamic", "alpha": 1000,
+    # "xdrope_section": [16, 16, 16, 16]}
+    "hunyuan_vl_text": {
+        "hidden_size": 1024,
+        "num_attention_heads": 16,
+        "head_dim": 128,
+        "rope_parameters": {
+            "rope_type": "dynamic",
+            "rope_theta": 1e4,
+            "alpha": 1000.0,
+            "factor": 1.0,
+            "mrope_section": [16, 16, 16, 16],
+        },
+    },
     "paddleocr_vl_text": {
         "hidden_size": 1024,
         "num_attention_heads": 16,
@@ -126,7 +144,13 @@ TOP_TO_TEXT = {
     "qwen2_5_omni_thinker": "qwen2_5_omni_text",
     "qwen3_omni_moe": "qwen3_omni_moe_text",
     "qwen3_omni_moe_thinker": "qwen3_omni_moe_text",
+    "ernie4_5_vl_moe": "ernie4_5_vl_moe_text",
+    "hy_v4_vl": "hy_v4_vl_text",
+    "hunyuan_vl": "hunyuan_vl_text",
 }
+# 5.24's HunyuanOCR rotary pairs channels of different axes (FAMILIES.md, "5.24 bugs" 1); the family follows
+# Tencent's layout (tests/test_family_hunyuan_vl.py), so here only its frequencies are compared with 5.24's
+LAYOUT_NOT_5_24 = {"hunyuan_vl_text"}
 # the text rotary where a module has several
 ROTARY_CLASS = {
     "qwen2_5_omni_text": "Qwen2_5OmniRotaryEmbedding",
@@ -167,7 +191,12 @@ def _config_dict(model_type: str) -> dict:
 
 
 def _hf_rotate(text_type: str, q, k, positions):
-    _, rotary, apply = _hf_text(text_type)
+    config, rotary, apply = _hf_text(text_type)
+    if text_type == "hy_v4_vl_text":  # the attention splits (q_pass, q_rot) and rotates the rope slice only
+        nope = config.qk_nope_head_dim
+        cos, sin = rotary(q[..., nope:], positions)
+        q_rot, k_rot = apply(q[..., nope:], k[..., nope:], cos, sin)
+        return torch.cat([q[..., :nope], q_rot], -1), torch.cat([k[..., :nope], k_rot], -1)
     cos, sin = (
         rotary(q, positions, "full_attention") if text_type == "cohere_compass_text" else rotary(q, positions)
     )
@@ -183,7 +212,14 @@ def test_every_accepted_model_type_has_a_released_config_here() -> None:
     assert set(model_types()) <= set(TOP_TO_TEXT) | set(TEXT_CONFIGS), set(model_types()) - set(TOP_TO_TEXT)
 
 
-@pytest.mark.parametrize("model_type", sorted(set(model_types()) & (set(TOP_TO_TEXT) | set(TEXT_CONFIGS))))
+_ROTATING = sorted(
+    t
+    for t in set(model_types()) & (set(TOP_TO_TEXT) | set(TEXT_CONFIGS))
+    if TOP_TO_TEXT.get(t, t) not in LAYOUT_NOT_5_24
+)
+
+
+@pytest.mark.parametrize("model_type", _ROTATING)
 def test_from_hf_config_rotates_like_the_family(model_type: str) -> None:
     text_type = TOP_TO_TEXT.get(model_type, model_type)
     spec = RopeSpec.from_hf_config(_config_dict(model_type))
@@ -197,8 +233,10 @@ def test_from_hf_config_rotates_like_the_family(model_type: str) -> None:
     for got, want in ((got_q, want_q), (got_k, want_k)):
         assert got.shape == want.shape
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
-    if spec.rotary_dim < head_dim:  # pass-through channels are untouched
-        torch.testing.assert_close(got_q[..., spec.rotary_dim :], q[..., spec.rotary_dim :], rtol=0, atol=0)
+    passed = torch.ones(head_dim, dtype=torch.bool)
+    passed[spec.rotary_offset : spec.rotary_offset + spec.rotary_dim] = False
+    assert int(passed.sum()) == head_dim - spec.rotary_dim
+    torch.testing.assert_close(got_q[..., passed], q[..., passed], rtol=0, atol=0)  # pass-through untouched
 
 
 def test_family_spec_is_what_its_released_config_reads() -> None:
@@ -208,6 +246,33 @@ def test_family_spec_is_what_its_released_config_reads() -> None:
         if top is None or fam.name in ("cohere-compass", "cosmos3-omni"):
             continue  # cohere: no released rotary known; cosmos3-omni: Qwen3-VL's text config here
         assert RopeSpec.from_hf_config(_config_dict(top)) == fam.spec, fam.name
+
+
+@pytest.mark.parametrize("model_type", ["hunyuan_vl", "hunyuan_vl_text"])
+def test_hunyuan_frequencies_are_5_24s_and_layout_is_the_familys(model_type: str) -> None:
+    spec = RopeSpec.from_hf_config(_config_dict(model_type))
+    assert spec == get_family("hunyuan_vl").spec  # 4 axes, Tencent's xdrope layout, NTK-alpha 1000
+    _, rotary, _ = _hf_text("hunyuan_vl_text")
+    assert rotary.rope_type == "ntk_alpha"
+    torch.testing.assert_close(torch.from_numpy(spec.inv_freq()).float(), rotary.inv_freq, rtol=1e-6, atol=0)
+
+
+def test_hunyuan_released_xdrope_section_key() -> None:
+    released = {
+        "model_type": "hunyuan_vl",
+        "text_config": {
+            "model_type": "hunyuan_vl_text",
+            "head_dim": 128,
+            "rope_theta": 10000.0,
+            "rope_scaling": {"type": "dynamic", "alpha": 1000, "xdrope_section": [16, 16, 16, 16]},
+        },
+    }
+    assert RopeSpec.from_hf_config(released) == get_family("hunyuan_vl").spec
+
+
+def test_ernie_config_section_order_is_h_w_t() -> None:
+    spec = RopeSpec.from_hf_config(_config_dict("ernie4_5_vl_moe"))
+    assert spec.mrope_section == (20, 22, 22) and spec == get_family("ernie4_5_vl_moe").spec
 
 
 def test_pairing_follows_the_text_config() -> None:

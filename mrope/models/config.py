@@ -5,8 +5,10 @@ Config shapes read: the top level, a nested ``text_config``, and an omni model's
 ``thinker_config.text_config`` (the text config wins over the levels above it); ``rope_scaling``
 (transformers 4.x) and ``rope_parameters`` (5.x; it wins over ``rope_scaling``), including the per-layer-type
 form (a dict keyed by layer type, where ``None`` means a layer without rotary); ``rope_theta``,
-``mrope_section``, ``mrope_interleaved``, ``partial_rotary_factor``, ``head_dim`` (else
-``hidden_size // num_attention_heads``, as transformers computes it).
+``mrope_section`` (or HunyuanOCR's ``xdrope_section``), ``mrope_interleaved``, ``partial_rotary_factor``,
+``head_dim`` (else ``hidden_size // num_attention_heads``, as transformers computes it), a multi-head
+latent attention query's ``qk_nope_head_dim`` + ``qk_rope_head_dim`` (only the rope slice rotates), and
+HunYuan's ``"dynamic"`` rope with an ``alpha`` (fixed NTK-alpha scaling).
 
 What a config does not say comes from the family, found by the TEXT config's ``model_type`` (then the
 top-level one): the pairing (a config never says it: GLM-4.1V's ``glm4v_text`` and GLM-OCR pair adjacent
@@ -155,13 +157,33 @@ def spec_kwargs_from_config(
         hidden, heads = get("hidden_size"), get("num_attention_heads")
         head_dim = hidden // heads if hidden and heads else released.head_dim
     partial = param("partial_rotary_factor")
-    rotary_dim = (
-        int(head_dim * partial)
-        if partial is not None
-        else released.rotary_dim * head_dim // released.head_dim
-    )
+    if partial is not None:
+        rotary_dim = int(head_dim * partial)
+    else:  # the family's released fraction (5.24's glm4v_text default has none and cannot run)
+        rotary_dim = released.rotary_dim * head_dim // released.head_dim
+    rotary_offset = 0
+    nope, rope_dim = get("qk_nope_head_dim"), get("qk_rope_head_dim")
+    if nope is not None and rope_dim is not None:
+        # a multi-head-latent-attention query: only its rope slice rotates; the family says which end
+        head_dim, rotary_dim = int(nope) + int(rope_dim), int(rope_dim)
+        rotary_offset = int(nope) if released.rotary_offset else 0
     section = param("mrope_section")
-    section = tuple(int(s) for s in section) if section is not None else released.mrope_section
+    if section is None:
+        section = param("xdrope_section")  # HunyuanOCR's released config.json
+    if section is None:
+        section = released.mrope_section
+    else:
+        section = tuple(int(s) for s in section)
+        if fam.config_section_axes is not None:
+            if len(section) != len(fam.config_section_axes):
+                raise SpecError(
+                    f"mrope_section {list(section)} has {len(section)} entries; the {fam.name!r} family's "
+                    f"configs have {len(fam.config_section_axes)}"
+                )
+            ordered = [0] * len(section)
+            for entry, axis in zip(section, fam.config_section_axes, strict=True):
+                ordered[axis] = entry
+            section = tuple(ordered)
 
     interleaved = param("mrope_interleaved")
     layout = released.section_layout
@@ -177,6 +199,9 @@ def spec_kwargs_from_config(
     scaling_type = _SCALING_TYPES[kind]
     if scaling_type == "none":
         scaling = RopeScaling()
+    elif scaling_type == "dynamic" and rope.get("alpha") is not None:
+        # HunYuan's "dynamic" with an alpha is a fixed NTK-alpha base growth, not dynamic NTK
+        scaling = RopeScaling(type="ntk_alpha", alpha=float(rope["alpha"]))
     else:
         # transformers grows dynamic NTK past max_position_embeddings; YaRN reads the original length.
         if scaling_type == "dynamic":
@@ -200,6 +225,7 @@ def spec_kwargs_from_config(
     return {
         "head_dim": int(head_dim),
         "rotary_dim": rotary_dim,
+        "rotary_offset": rotary_offset,
         "theta": float(theta),
         "mrope_section": section,
         "section_layout": layout,

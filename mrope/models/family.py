@@ -43,6 +43,9 @@ class ModelFamily:
         video_size_fields: the :class:`LayoutRules` fields a video processor's ``size.longest_edge``
             (``max_pixels``) sets: ``("video_max_pixels",)`` where it bounds each frame, plus
             ``"video_total_pixels"`` where it is the budget of the whole clip (Qwen3-VL's processor).
+        config_section_axes: the axis (0 = t, 1 = h, 2 = w, ...) of each entry of the config's
+            ``mrope_section``, when the config orders them otherwise than :class:`RopeSpec` (ERNIE-4.5-VL
+            writes (h, w, t): ``(1, 2, 0)``); ``None``: the same order.
         source: where the values come from (a checkpoint folder for :func:`mrope.from_pretrained`).
     """
 
@@ -55,6 +58,7 @@ class ModelFamily:
     exactness: str = ""
     config_ids: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict, hash=False, compare=True)
     video_size_fields: tuple[str, ...] = ("video_max_pixels",)
+    config_section_axes: tuple[int, ...] | None = None
     source: str = "registry"
     _transformers5_rules: LayoutRules | None = field(default=None, init=False, repr=False, compare=False)
 
