@@ -306,10 +306,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ) -> Response:
         """Positions of a sequence of segments: identical to ``mrope.build_positions``."""
         rules = resolve_rules(body.model, rules_dict(body.rules))
-        segments = await state.offload(
-            functools.partial(convert.to_segments, body.segments, rules, settings, state.tokenizer),
-            inline=_body_size(request) <= INLINE_BODY_BYTES,
-        )
+        to_segments = functools.partial(convert.to_segments, body.segments, rules, settings, state.tokenizer)
+        if convert.reads_media(body.segments):  # allowlisted URLs: off the loop, under the media timeout
+            segments = await media.run_bounded(
+                to_segments, state.limiter, settings.media_timeout_s, "the media URLs"
+            )
+        else:
+            segments = await state.offload(to_segments, inline=_body_size(request) <= INLINE_BODY_BYTES)
         return await state.offload(
             functools.partial(count_build_render, segments, body.model, rules, fmt, state),
             inline=convert.is_light(segments, rules, settings),

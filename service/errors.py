@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
+from mrope import schema
 from mrope.errors import LayoutError, MediaError, MRopeError, SpecError, TokenError
 
 log = logging.getLogger("mrope.service")
@@ -96,17 +97,10 @@ def error_response(
 
 
 def describe_validation_errors(errors: Iterable[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """A one-line message and a JSON-safe list (``loc``, ``msg``, ``type``) for pydantic errors.
-
-    The offending input is not echoed back: it can be megabytes.
-    """
-    details = []
-    for e in errors:
-        loc = [p if isinstance(p, (int, str)) else str(p) for p in e.get("loc", ())]
-        details.append({"loc": loc, "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))})
-    parts = [f"{'.'.join(str(p) for p in d['loc']) or 'body'}: {d['msg']}" for d in details[:5]]
-    more = f" (and {len(details) - 5} more)" if len(details) > 5 else ""
-    return "; ".join(parts) + more, details
+    """A one-line message and a JSON-safe list (``loc``, ``msg``, ``type``) for pydantic errors: the
+    wording of :func:`mrope.schema.describe_validation_errors`, shared with every face. The offending
+    input is not echoed back: it can be megabytes."""
+    return schema.describe_validation_errors(list(errors))
 
 
 def mrope_error_code(exc: MRopeError) -> str:

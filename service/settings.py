@@ -47,6 +47,9 @@ class Settings:
             longer one (e.g. thousands of spans) is left out and named in ``X-MRope-Omitted``.
         inline_tokens: requests of fewer tokens than this are built on the event loop; larger
             ones run in a worker thread so they do not stall other requests.
+        media_url_hosts: comma-separated hosts (``host`` or ``host:port``) whose media URLs a segment's
+            ``path`` may name; unset: every URL is refused (no server-side request forgery). Local paths
+            are always refused.
     """
 
     max_tokens: int = 1 << 20
@@ -66,6 +69,7 @@ class Settings:
     upload_timeout_s: float = 120.0
     npy_max_header_bytes: int = 8192
     inline_tokens: int = 32768
+    media_url_hosts: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -94,6 +98,12 @@ class Settings:
             )
         if self.tmp_dir is not None and not os.path.isdir(self.tmp_dir):
             raise SettingsError(f"MROPE_TMP_DIR={self.tmp_dir!r} is not a folder")
+
+    @property
+    def url_hosts(self) -> frozenset[str]:
+        """The allowlisted media hosts, lower-case (empty: no URL is read)."""
+        raw = self.media_url_hosts or ""
+        return frozenset(h.strip().lower() for h in raw.split(",") if h.strip())
 
     @property
     def temp_root(self) -> str:
