@@ -423,9 +423,10 @@ BAD_BODIES = [
         "validation_error",
     ),
     (
+        # NaN is not JSON (RFC 8259): refused by the parser
         '{"model": "qwen2-vl", "segments": [{"type": "video", "grid": [2, 4, 4], "fps": NaN}]}',
-        422,
-        "validation_error",
+        400,
+        "invalid_json",
     ),
     (
         '{"model": "qwen2-vl", "segments": [{"type": "video", "grid": [2, 4, 4], "frame_times": [1, 0]}]}',
