@@ -77,7 +77,9 @@ class RequestGuard:
             return
         route = self.routes.get(scope.get("path", ""), self.default)
         headers = {
-            k: v for k, v in scope.get("headers", ()) if k in (b"content-length", b"content-type", b"accept")
+            k: v
+            for k, v in scope.get("headers", ())
+            if k in (b"content-length", b"content-type", b"accept", b"transfer-encoding")
         }
         try:
             if scope.get("method") == "POST":
@@ -95,7 +97,23 @@ class RequestGuard:
             )
             await response(scope, receive, send)
             return
-        await self.app(scope, counting_receive(receive, route, self.pace), send)
+        body = BodyState(complete=not has_body(headers))
+
+        async def send_closing(message: Message) -> None:
+            # an answer given before the body was read to its end (a cap, a deadline, an early error)
+            # closes the connection: the rest of the body is never read
+            if message["type"] == "http.response.start" and not body.complete:
+                message["headers"] = [*message.get("headers", ()), (b"connection", b"close")]
+            await send(message)
+
+        await self.app(scope, counting_receive(receive, route, self.pace, body), send_closing)
+
+
+def has_body(headers: Mapping[bytes, bytes]) -> bool:
+    """Whether a request announces a body (a non-zero Content-Length, or chunked)."""
+    if b"transfer-encoding" in headers:
+        return True
+    return headers.get(b"content-length", b"0").strip() not in (b"0", b"")
 
 
 def check_content_type(value: str, route: Route) -> None:
@@ -131,7 +149,16 @@ def too_slow(what: str, cap: str, limit: float) -> ServiceError:
     )
 
 
-def counting_receive(receive: Receive, route: Route, pace: BodyPace) -> Receive:
+@dataclass
+class BodyState:
+    """Whether a request's body has been read to its end."""
+
+    complete: bool = False
+
+
+def counting_receive(
+    receive: Receive, route: Route, pace: BodyPace, state: BodyState | None = None
+) -> Receive:
     """A ``receive`` that bounds the body: a 413 once more than ``route.limit`` bytes have arrived, a
     408 when the next piece takes longer than ``pace.read_timeout_s``, when the whole body takes longer
     than ``route.body_timeout_s``, or when, after ``pace.read_timeout_s``, it arrives slower than
@@ -139,11 +166,11 @@ def counting_receive(receive: Receive, route: Route, pace: BodyPace) -> Receive:
     untimed (a response may wait for the client to disconnect)."""
     seen = 0
     start: float | None = None
-    done = False
+    body = state if state is not None else BodyState()
 
     async def wrapped() -> Message:
-        nonlocal seen, start, done
-        if done:
+        nonlocal seen, start
+        if body.complete:
             return await receive()
         now = time.monotonic()
         if start is None:
@@ -168,7 +195,7 @@ def counting_receive(receive: Receive, route: Route, pace: BodyPace) -> Receive:
             if seen > route.limit:
                 raise too_big(seen, route.limit, route.cap)
             if not message.get("more_body", False):
-                done = True
+                body.complete = True
             else:
                 elapsed = time.monotonic() - start
                 if elapsed > pace.read_timeout_s and seen < pace.min_rate * elapsed:
@@ -179,7 +206,7 @@ def counting_receive(receive: Receive, route: Route, pace: BodyPace) -> Receive:
                         pace.min_rate,
                     )
         else:
-            done = True
+            body.complete = True
         return message
 
     return wrapped
