@@ -1,8 +1,12 @@
 """Benchmark: mrope.get_rope_index vs transformers' get_rope_index, and 1M-token throughput.
 
-Workload (issue 2): 2000 text tokens + 4 images of grid (1, 64, 64) + 1 video of grid (16, 32, 32),
-one sequence and a batch of 8, same inputs for both; outputs are checked equal before timing.
-Prints medians and the ratio. Run: ``python benchmarks/bench_builder.py``.
+Workload (issues 2, 9, 14): 2000 text tokens + 4 images of grid (1, 64, 64) + 1 video of grid
+(32, 16, 16), whose T' = 32 exceeds max(H', W') = 8, so the official rule (max+1) and transformers 5.x
+(``s + max(H', W')``) really differ after it. One sequence, and a batch of 8 whose odd rows are 400 text
+tokens shorter (left padding). Both sides get what a model's forward passes: ``input_ids``,
+``mm_token_type_ids``, the grids and ``attention_mask``. mrope runs under ``convention="transformers5"``,
+and its outputs (positions and deltas) are checked equal to transformers' before timing; the released
+convention is checked to differ. Prints medians and the ratio. Run: ``python benchmarks/bench_builder.py``.
 """
 
 from __future__ import annotations
@@ -68,11 +72,11 @@ def paired_medians(
     return [statistics.median(xs) for xs in samples]
 
 
-def sample_segments() -> list:
-    segs: list = [Text(500)]
+def sample_segments(text_head: int = 500) -> list:
+    segs: list = [Text(text_head)]
     for _ in range(4):
         segs += [Image(grid=(1, 64, 64)), Text(250)]
-    segs += [Video(grid=(16, 32, 32), fps=2.0), Text(500)]
+    segs += [Video(grid=(32, 16, 16), fps=2.0), Text(500)]
     return segs
 
 
@@ -91,44 +95,62 @@ def main() -> None:
 
     p = mrope.build_positions(sample_segments(), model="qwen2-vl")
     print(f"# bench_builder on {platform.machine()} / {platform.python_version()}, torch {torch.__version__}")
-    print(f"sequence: {p.num_tokens} tokens (2000 text + 4 images (1,64,64) + video (16,32,32) + wrappers)")
+    print(f"sequence: {p.num_tokens} tokens (2000 text + 4 images (1,64,64) + video (32,16,16) + wrappers)")
     hf = transformers_rope_index()
-    rules = mrope.LayoutRules.preset("qwen2-vl")
     rows = []
     for batch in (1, 8):
-        ids = torch.from_numpy(np.tile(p.input_ids, (batch, 1)))
-        grids_i = torch.from_numpy(np.tile(p.image_grid_thw, (batch, 1)))
-        grids_v = torch.from_numpy(np.tile(p.video_grid_thw, (batch, 1)))
-        types = ((ids == rules.image_pad_id).long() + 2 * (ids == rules.video_pad_id).long()).int()
+        samples = [sample_segments(500 if row % 2 == 0 else 100) for row in range(batch)]
+        b = mrope.build_batch(samples, model="qwen2-vl", convention="transformers5", padding_side="left")
+        ids = torch.from_numpy(b.input_ids)
+        mask = torch.from_numpy(b.attention_mask)
+        types = torch.from_numpy(b.mm_token_type_ids).int()
+        grids_i = torch.from_numpy(np.concatenate([s.image_grid_thw for s in b.sequences]))
+        grids_v = torch.from_numpy(np.concatenate([s.video_grid_thw for s in b.sequences]))
 
-        def ours(ids=ids, grids_i=grids_i, grids_v=grids_v):
-            return mrope.get_rope_index(ids, grids_i, grids_v, model="qwen2-vl")
+        def ours(ids=ids, grids_i=grids_i, grids_v=grids_v, mask=mask):
+            return mrope.get_rope_index(
+                ids, grids_i, grids_v, mask, model="qwen2-vl", convention="transformers5"
+            )
 
-        def ours_types(ids=ids, grids_i=grids_i, grids_v=grids_v, types=types):
-            return mrope.get_rope_index(ids, grids_i, grids_v, model="qwen2-vl", mm_token_type_ids=types)
+        def ours_types(ids=ids, grids_i=grids_i, grids_v=grids_v, mask=mask, types=types):
+            return mrope.get_rope_index(
+                ids,
+                grids_i,
+                grids_v,
+                mask,
+                model="qwen2-vl",
+                convention="transformers5",
+                mm_token_type_ids=types,
+            )
 
-        mine, _ = ours()
+        mine, mine_deltas = ours()
+        released, _ = mrope.get_rope_index(ids, grids_i, grids_v, mask, model="qwen2-vl")
+        assert not torch.equal(released, mine), "the workload must separate the two conventions"
         if hf is not None:
-            theirs, _ = hf(ids, types, grids_i, grids_v)
+            theirs, their_deltas = hf(ids, types, grids_i, grids_v, attention_mask=mask)
             assert torch.equal(mine, theirs), "outputs differ from transformers"
+            assert torch.equal(mine_deltas, their_deltas), "deltas differ from transformers"
             assert torch.equal(ours_types()[0], theirs)
 
-            def reference(ids=ids, types=types, gi=grids_i, gv=grids_v):
-                return hf(ids, types, gi, gv)
+            def reference(ids=ids, types=types, gi=grids_i, gv=grids_v, mask=mask):
+                return hf(ids, types, gi, gv, attention_mask=mask)
 
             t_hf, t_ours, t_types = paired_medians([reference, ours, ours_types])
         else:
             t_hf, (t_ours, t_types) = float("nan"), paired_medians([ours, ours_types])
         rows.append((batch, t_hf, t_ours, t_types))
     print(
-        f"\ntransformers {transformers.__version__} Qwen2VLModel.get_rope_index vs mrope.get_rope_index (medians)"
+        f"\ntransformers {transformers.__version__} Qwen2VLModel.get_rope_index vs mrope.get_rope_index "
+        "(convention='transformers5'; attention_mask and mm_token_type_ids passed to both; medians)"
     )
-    print("| batch | transformers | mrope (token scan) | mrope (mm_token_type_ids) | speed-up |")
-    print("|---|---|---|---|---|")
+    print(
+        "| batch | transformers | mrope (token scan) | mrope (mm_token_type_ids) | speed-up (scan) | speed-up (types) |"
+    )
+    print("|---|---|---|---|---|---|")
     for batch, t_hf, t_ours, t_types in rows:
         print(
             f"| {batch} | {t_hf * 1e3:.3f} ms | {t_ours * 1e3:.3f} ms | {t_types * 1e3:.3f} ms | "
-            f"{t_hf / t_ours:.1f}x |"
+            f"{t_hf / t_ours:.1f}x | {t_hf / t_types:.1f}x |"
         )
 
     # 1M tokens: text only, and a mixed sequence of images and text
@@ -139,12 +161,18 @@ def main() -> None:
             [s for _ in range(240) for s in (Text(64), Image(grid=(1, 128, 128)))],
         ),
     ):
-        t = median_seconds(lambda segs=segs: mrope.build_positions(segs), repeat=7, min_time=0.5)
-        n = mrope.build_positions(segs).num_tokens
+        t = median_seconds(
+            lambda segs=segs: mrope.build_positions(segs, model="qwen2-vl"), repeat=7, min_time=0.5
+        )
+        n = mrope.build_positions(segs, model="qwen2-vl").num_tokens
         print(f"build_positions, {label}: {n} tokens in {t * 1e3:.2f} ms = {n / t / 1e6:.0f} M positions/s")
-    long = mrope.build_positions([s for _ in range(240) for s in (Text(64), Image(grid=(1, 128, 128)))])
+    long = mrope.build_positions(
+        [s for _ in range(240) for s in (Text(64), Image(grid=(1, 128, 128)))], model="qwen2-vl"
+    )
     ids = long.input_ids[None]
-    t = median_seconds(lambda: mrope.rope_index(ids, long.image_grid_thw), repeat=7, min_time=0.5)
+    t = median_seconds(
+        lambda: mrope.rope_index(ids, long.image_grid_thw, model="qwen2-vl"), repeat=7, min_time=0.5
+    )
     print(
         f"rope_index (token form), {long.num_tokens} tokens: {t * 1e3:.2f} ms = {long.num_tokens / t / 1e6:.0f} M positions/s"
     )

@@ -115,7 +115,10 @@ def main() -> None:
         print(
             f"load_video + build_positions ({model}, from metadata, median of 20): {meta_s * 1e3:.2f} ms, {pos.num_tokens} tokens"
         )
-    total_s, pos = timed(lambda: mrope.build_positions([mrope.Text(20), load_video(path)]), 10)
+    total_s, pos = timed(
+        lambda: mrope.build_positions([mrope.Text(20), load_video(path, model="qwen2-vl")], model="qwen2-vl"),
+        10,
+    )
     print(f"probe + load_video + build_positions from the file (median of 10):  {total_s * 1e3:.2f} ms")
 
 

@@ -402,6 +402,47 @@ def timings(device: torch.device, tokens: tuple[int, ...], repeat: int) -> list[
     return rows
 
 
+def patched_model_check(device: torch.device, rep: Report, repeat: int) -> list[str]:
+    """Tiny transformers models patched by ``mrope.integrations.transformers.patch`` (the Triton kernel
+    inside the attention): prefill logits and 8 greedy tokens against the same model unpatched (correctness
+    rows in ``rep``), then ``benchmarks/bench_patch.py``'s prefill timing rows."""
+    import copy
+
+    import bench_patch
+
+    from mrope.integrations.tiny import tiny_model
+    from mrope.integrations.transformers import patch
+
+    for family in bench_patch.FAMILIES:
+
+        def check(family: str = family) -> tuple[bool, str]:
+            plain = tiny_model(family).to(device)
+            patched = patch(copy.deepcopy(plain), backend="triton")
+            kw = bench_patch.prompt(plain, family, 1, device)
+            outs = []
+            for model in (plain, patched):
+                model.model.rope_deltas = None
+                with torch.no_grad():
+                    logits = model(**kw, use_cache=False).logits
+                    model.model.rope_deltas = None
+                    tokens = model.generate(**kw, max_new_tokens=8, min_new_tokens=8, do_sample=False)
+                outs.append((logits, tokens))
+            diff = (outs[0][0] - outs[1][0]).abs().max().item()
+            same = torch.equal(outs[0][1], outs[1][1])
+            return diff < 1e-4 and same, f"max logit diff {diff:.1e}, greedy tokens identical: {same}"
+
+        rep.run(f"patched {family} model vs unpatched (fp32)", check)
+    rows = [
+        "| family | tokens | unpatched ms | patched ms | ratio | get_rope_index ms (transformers / mrope) "
+        "| max logit diff | patch() ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    scale = 4 if device.type == "cuda" else 1  # the dry run's interpreter is slow
+    for family in bench_patch.FAMILIES:
+        rows.append(bench_patch.run_family(family, device, torch.float32, scale, repeat))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="CPU tensors, Triton interpreter, tiny sizes")
@@ -435,6 +476,7 @@ def main() -> int:
     print(f"# mrope gpu_check on {name}: torch {torch.__version__}, triton {triton.__version__}")
     t0 = time.perf_counter()
     rep = correctness(device, compile_backend)
+    model_rows = patched_model_check(device, rep, args.repeat)
     print(f"\n## correctness ({time.perf_counter() - t0:.0f} s)\n")
     print("| check | result | detail |\n|---|---|---|")
     print("\n".join(rep.rows))
@@ -443,6 +485,8 @@ def main() -> int:
         rows = timings(device, tokens, args.repeat)
         print(f"\n## bf16 timings, Qwen2-VL-7B shapes, thd layout ({time.perf_counter() - t0:.0f} s)\n")
         print("\n".join(rows))
+    print("\n## patched tiny transformers models, fp32 prefill (benchmarks/bench_patch.py)\n")
+    print("\n".join(model_rows))
     print(f"\n{'FAILED' if rep.failed else 'all checks passed'}")
     return 1 if rep.failed else 0
 

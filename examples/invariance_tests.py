@@ -81,8 +81,8 @@ def test_independent_tiles_are_not_tile_invariant(photo: Path) -> None:
     rules = {"tiles": "independent"}
     with pytest.raises(AssertionError, match="tile geometry lost"):
         assert_tile_invariant(
-            mrope.build_positions([tiled], rules=rules),
-            mrope.build_positions([Image(grid=tiled.grid)], rules=rules),
+            mrope.build_positions([tiled], rules=rules, model="qwen2-vl"),
+            mrope.build_positions([Image(grid=tiled.grid)], rules=rules, model="qwen2-vl"),
         )
 
 

@@ -16,16 +16,16 @@ from mrope.builder import (
     next_positions,
     text_positions,
 )
-from mrope.errors import ApplyError, LayoutError, MediaError, MRopeError, SpecError, TokenError
+from mrope.errors import ApplyError, LayoutError, MediaError, MRopeError, PatchError, SpecError, TokenError
 from mrope.rules import LayoutRules
-from mrope.segments import Image, Text, Video
+from mrope.segments import Audio, Image, Text, Video
 from mrope.spec import RopeScaling, RopeSpec
 from mrope.tokens import get_rope_index, rope_index
 
 __version__ = "0.1.0"
 
 _LAZY = {"apply_mrope": "mrope.ops", "cos_sin": "mrope.ops"}
-_SUBMODULES = ("ops", "vision", "testing", "pipeline", "plot", "cli")
+_SUBMODULES = ("ops", "vision", "testing", "pipeline", "plot", "cli", "integrations")
 
 
 def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part is used
@@ -40,6 +40,7 @@ def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part 
 
 __all__ = [
     "ApplyError",
+    "Audio",
     "Batch",
     "Image",
     "LayoutError",
@@ -47,6 +48,7 @@ __all__ = [
     "MRopeError",
     "MRopeWarning",
     "MediaError",
+    "PatchError",
     "Positions",
     "RopeScaling",
     "RopeSpec",

@@ -15,13 +15,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from mrope.errors import LayoutError
-from mrope.rules import LayoutRules, resolve_rules
-from mrope.segments import Image, Segment, Text, Video
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
+from mrope.segments import Audio, Image, Segment, Text, Video
 from mrope.tokenizer import encode_text
 
 if TYPE_CHECKING:
@@ -36,10 +37,6 @@ MAX_POSITION = 2**62
 MAX_TILES = 1 << 16
 """Most tiles one image may have (InternVL-style plans use up to a few dozen)."""
 
-DEFAULT_PAD_POSITION = 1
-"""Position value of pad slots in batches (the official Qwen code and transformers 4.x use 1;
-transformers 5.x uses 0: pass ``pad_position=0`` to match it)."""
-
 
 class MRopeWarning(UserWarning):
     """Something legal but worth knowing, e.g. two video patches that share a time coordinate."""
@@ -48,9 +45,10 @@ class MRopeWarning(UserWarning):
 # --------------------------------------------------------------------------------------------- output
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """A contiguous run of tokens ``[start, stop)`` that one segment produced.
+
+    An immutable named tuple (a builder writes one per piece, so it must cost little to make).
 
     Attributes:
         kind: ``"text"``, ``"wrapper"`` (vision start/end), ``"timestamp"`` (Qwen3-VL time text),
@@ -77,6 +75,19 @@ class Span:
         return out
 
 
+_SPAN_TYPES = {"image": 1, "thumbnail": 1, "video": 2}
+
+
+def span_token_types(spans: Sequence[Span], n: int) -> np.ndarray:
+    """int64 ``[n]`` modality types of tokens covered by ``spans``: 1 image, 2 video, 0 otherwise."""
+    out = np.zeros(n, dtype=np.int64)
+    for s in spans:
+        kind = _SPAN_TYPES.get(s.kind)
+        if kind:
+            out[s.start : s.stop] = kind
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class Positions:
     """Positions of one sequence.
@@ -92,10 +103,19 @@ class Positions:
         second_per_grid_ts: float64 ``[n_videos]``.
         notes: things worth knowing that are not errors (e.g. video patches sharing a time).
         rules: the layout rules used.
+        generation_ids: int64 ``[3, n + 1]``: under ``generates_images`` rules, the positions of the
+            tokens the model will generate for the ``Image(..., generate=True)`` targets (last target
+            first, then one end marker), as GLM-Image caches them; else ``None``.
+        audio_tokens: int64 ``[n_audios]``: tokens of each audio clip in order (standalone and inside
+            videos), for rules with audio.
+
+    ``ids`` has ``rules.num_axes`` rows (3: t, h, w; HunyuanOCR's four: sequence, w, h, image index).
+    Rules with fractional time (``time_rounding="none"``, Qwen3-Omni) give ``ids`` as float32 (the
+    model's own dtype) and a float ``delta``; every other family gives int64 and an int.
     """
 
     ids: np.ndarray
-    delta: int
+    delta: int | float
     spans: tuple[Span, ...]
     input_ids: np.ndarray
     image_grid_thw: np.ndarray
@@ -103,13 +123,21 @@ class Positions:
     second_per_grid_ts: np.ndarray
     rules: LayoutRules
     notes: tuple[str, ...] = field(default=())
+    audio_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    generation_ids: np.ndarray | None = None
 
     @property
     def num_tokens(self) -> int:
         return int(self.ids.shape[1])
 
+    @property
+    def mm_token_type_ids(self) -> np.ndarray:
+        """int64 ``[T]``: 0 text (wrappers and timestamps included), 1 image, 2 video, as the transformers
+        5.x processors return them (GLM-4.1V's video frames carry the image id and are still 2)."""
+        return span_token_types(self.spans, self.num_tokens)
+
     def torch(self) -> torch.Tensor:
-        """``ids`` as an int64 torch tensor ``[3, T]`` (shares memory)."""
+        """``ids`` as a torch tensor ``[3, T]`` (int64, or float32 for fractional time; shares memory)."""
         import torch
 
         return torch.from_numpy(self.ids)
@@ -117,8 +145,8 @@ class Positions:
     def metadata(self) -> dict[str, Any]:
         """Everything but the ids, JSON-ready: delta, num_tokens, spans, the grids, second_per_grid_ts,
         notes (the fields of the service's positions response besides ``positions``)."""
-        return {
-            "delta": int(self.delta),
+        out = {
+            "delta": float(self.delta) if self.ids.dtype.kind == "f" else int(self.delta),
             "num_tokens": self.num_tokens,
             "spans": [s.to_dict() for s in self.spans],
             "image_grid_thw": self.image_grid_thw.tolist(),
@@ -126,6 +154,9 @@ class Positions:
             "second_per_grid_ts": self.second_per_grid_ts.tolist(),
             "notes": list(self.notes),
         }
+        if self.rules.has_audio:
+            out["audio_tokens"] = self.audio_tokens.tolist()
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"positions": [[t...], [h...], [w...]], **metadata()}``."""
@@ -152,11 +183,13 @@ class Batch:
     """Positions of a padded batch.
 
     Attributes:
-        ids: int64 ``[3, B, L]``; pad slots hold ``pad_position``.
+        ids: int64 ``[A, B, L]`` (A = ``rules.num_axes``, 3 but for HunyuanOCR); pad slots hold
+            ``pad_position``.
         attention_mask: int64 ``[B, L]``, 1 at valid tokens.
         deltas: int64 ``[B]``.
         input_ids: int64 ``[B, L]`` (pad slots hold ``pad_token_id``).
-        sequences: the per-sample :class:`Positions`.
+        sequences: the per-sample :class:`Positions`; their ``ids`` and ``input_ids`` are views of this
+            batch's rows (they share memory with ``ids`` and ``input_ids``).
     """
 
     ids: np.ndarray
@@ -164,6 +197,14 @@ class Batch:
     deltas: np.ndarray
     input_ids: np.ndarray
     sequences: tuple[Positions, ...]
+
+    @property
+    def mm_token_type_ids(self) -> np.ndarray:
+        """int64 ``[B, L]``: each sequence's :attr:`Positions.mm_token_type_ids` at its valid tokens, 0 at pads."""
+        out = np.zeros(self.attention_mask.shape, dtype=np.int64)
+        for row, p in enumerate(self.sequences):
+            out[row, self.attention_mask[row].astype(bool)] = p.mm_token_type_ids
+        return out
 
     def torch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(position_ids [3, B, L], attention_mask [B, L], deltas [B, 1])`` as torch tensors."""
@@ -208,6 +249,7 @@ class _Block:
     token_id: int
     tiles: Sequence[tuple[int, int]] | None = None  # (row, col) of each tile, for spans
     anchored: bool = True  # h and w count from the block start s (False: from 0, the "reset" rule)
+    follow_t: bool = False  # h and w also carry each frame's t offset (the frame_block rule)
     n: int = field(init=False)  # tokens in the block
     template: tuple[np.ndarray, int, int] | None = field(init=False, default=None)  # _block_template
 
@@ -225,9 +267,26 @@ def _untiled_block(
     origin: tuple[int, int] = (0, 0),
 ) -> _Block:
     _, hh, ww = merged
-    h0, w0 = _spatial_offset(hh, ww, rules, origin)
+    cols = ww + rules.row_newline  # the row_newline rule: one more token, at column W', ends every row
+    h0, w0 = _spatial_offset(hh, cols, rules, origin)
+    follow_t = rules.frame_block and len(tau) > 1
+    if follow_t:  # the frame_block rule: frame f starts a block of side max(H', columns)
+        tau = np.arange(len(tau), dtype=np.int64) * max(hh, cols)
     return _Block(
-        tau, hh, ww, _ZERO, _ZERO, h0, w0, hh, ww, kind, index, token_id, anchored=rules.spatial != "reset"
+        tau,
+        hh,
+        cols,
+        _ZERO,
+        _ZERO,
+        h0,
+        w0,
+        hh,
+        cols,
+        kind,
+        index,
+        token_id,
+        anchored=rules.spatial != "reset",
+        follow_t=follow_t,
     )
 
 
@@ -245,8 +304,11 @@ def _spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int
     return h0, w0
 
 
-def merged_grid(grid: Sequence[int], merge_size: int, what: str = "vision") -> tuple[int, int, int]:
-    """Encoder grid ``(t, h, w)`` -> LLM grid ``(t, h / m, w / m)``; h and w must divide by ``m``."""
+def merged_grid(
+    grid: Sequence[int], merge_size: int, what: str = "vision", temporal_merge_size: int = 1
+) -> tuple[int, int, int]:
+    """Encoder grid ``(t, h, w)`` -> LLM grid ``(t / tm, h / m, w / m)``; h and w must divide by ``m``
+    and t by ``tm`` (``temporal_merge_size``, 1 for images)."""
     t, h, w = (int(v) for v in grid)
     if min(t, h, w) < 1:
         raise LayoutError(f"{what} grid must be positive (t, h, w); got {tuple(grid)}")
@@ -254,23 +316,67 @@ def merged_grid(grid: Sequence[int], merge_size: int, what: str = "vision") -> t
         raise LayoutError(
             f"{what} grid {(t, h, w)}: h and w must be multiples of the merge size {merge_size}"
         )
-    return t, h // merge_size, w // merge_size
+    if t % temporal_merge_size:
+        raise LayoutError(
+            f"{what} grid {(t, h, w)}: t must be a multiple of the temporal merge size {temporal_merge_size}"
+        )
+    return t // temporal_merge_size, h // merge_size, w // merge_size
+
+
+def frame_tokens(merged_h: int, merged_w: int, rules: LayoutRules) -> int:
+    """Tokens of one LLM frame ``H' x W'``: ``H' * (W' + 1)`` under the ``row_newline`` rule."""
+    return merged_h * (merged_w + rules.row_newline)
+
+
+def target_positions(start: int, grids: Sequence[Sequence[int]], merge_size: int = 1) -> np.ndarray:
+    """Decode-time positions of images a model generates (GLM-Image), int64 ``[3, n + 1]``.
+
+    The targets are generated last grid first. Target ``(1, h, w)`` (merged by ``merge_size``) starting
+    at ``d`` gets ``t = d``, ``h = d + row``, ``w = d + col`` in raster order, then ``d += max(H', W')``;
+    one end-marker token at ``d`` follows. ``start`` is the first position after the prompt.
+    """
+    parts: list[np.ndarray] = []
+    d = int(start)
+    for grid in reversed(list(grids)):
+        _, hh, ww = merged_grid(grid, merge_size, "generation target")
+        block = np.empty((3, hh, ww), dtype=np.int64)
+        block[0] = d
+        block[1] = d + np.arange(hh, dtype=np.int64)[:, None]
+        block[2] = d + np.arange(ww, dtype=np.int64)[None, :]
+        parts.append(block.reshape(3, -1))
+        d += max(hh, ww)
+    parts.append(np.full((3, 1), d, dtype=np.int64))
+    return np.concatenate(parts, axis=1)
 
 
 def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -> np.ndarray:
-    """``tau(i)`` for ``i in [0, n_patches)``, int64: ``i`` (index rule), or
-    ``floor(i * second_per_grid * tokens_per_second)`` (seconds rule; multiply first, then floor).
-    The timestamps rule splits a video into one-patch blocks, each with ``tau = 0``."""
+    """``tau(i)`` for ``i in [0, n_patches)``, int64.
+
+    ``i`` under the index rule. Under the seconds rule the released arithmetic, in float32 as the model
+    computes it from the float32 ``second_per_grid_ts`` its processor hands over (``spg32``), then
+    truncated: ``trunc(fl32(fl32(i * spg32) * tps))`` (``seconds_grouping="(i*spg)*tps"``, the released
+    Qwen2.5-VL code) or ``trunc(fl32(i * fl32(tps * spg32)))`` (``"i*(tps*spg)"``, transformers 5.x).
+    A float64 product differs at common rates (fps 12.5, 25, 50, 100, 1.2, 2/0.7, 2/0.9).
+    The timestamps rule splits a video into one-patch blocks, each with ``tau = 0``.
+    """
     i = np.arange(n_patches, dtype=np.int64)
-    if rules.temporal == "seconds":
-        last = (n_patches - 1) * float(second_per_grid) * float(rules.tokens_per_second)
-        if not last < MAX_POSITION:
-            raise LayoutError(
-                f"video time offsets overflow: {n_patches - 1} patches x second_per_grid {second_per_grid:g} s "
-                f"x tokens_per_second {rules.tokens_per_second:g} = {last:g}, over {MAX_POSITION:.3g}"
-            )
-        return np.floor(i * float(second_per_grid) * float(rules.tokens_per_second)).astype(np.int64)
-    return i
+    if rules.temporal != "seconds":
+        return i
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow to inf is refused below
+        spg32 = np.float32(second_per_grid)
+        tps32 = np.float32(rules.tokens_per_second)
+        i32 = i.astype(np.float32)
+        if rules.seconds_grouping == "i*(tps*spg)":
+            t32 = i32 * (tps32 * spg32)
+        else:
+            t32 = (i32 * spg32) * tps32
+    last = float(t32[-1]) if n_patches else 0.0
+    if not last < MAX_POSITION:  # also catches inf / nan (float32 overflow)
+        raise LayoutError(
+            f"video time offsets overflow: {n_patches - 1} patches x second_per_grid {second_per_grid:g} s "
+            f"x tokens_per_second {rules.tokens_per_second:g} = {last:g}, over {MAX_POSITION:.3g}"
+        )
+    return t32.astype(np.int64)
 
 
 def _tokenize(tokenizer: Any, text: str) -> list[int]:
@@ -290,6 +396,7 @@ class _Plan:
         self.video_grids: list[tuple[int, int, int]] = []
         self.second_per_grid: list[float] = []
         self.notes: list[str] = []
+        self.targets: list[tuple[int, int, int]] = []  # images the model will generate
 
     def text(self, n: int, token_ids: Sequence[int] | int, kind: str, index: int) -> None:
         if n:
@@ -303,14 +410,35 @@ class _Plan:
             self.text(1, self.rules.vision_end_id, "wrapper", index)
 
     def add(self, seg: Segment, index: int, tokenizer: Any) -> None:
+        if self.targets and not (isinstance(seg, Image) and seg.generate):
+            raise LayoutError(
+                f"segment {index}: images to generate (Image(..., generate=True)) must come after every "
+                "other segment"
+            )
+        if isinstance(seg, Image) and seg.generate:
+            if not self.rules.generates_images:
+                raise LayoutError(
+                    f"segment {index}: Image(..., generate=True) needs rules that generate images "
+                    f"(generates_images=True, as GLM-Image's); the {self.rules.name!r} rules do not"
+                )
+            merged_grid(seg.grid, self.rules.merge_size, f"image to generate (segment {index})")
+            self.image_grids.append(seg.grid)
+            self.targets.append(seg.grid)
+            return
         if isinstance(seg, Text):
             ids = seg.token_ids if seg.token_ids is not None else TEXT_FILL_ID
             self.text(seg.num_tokens, ids, "text", index)
         elif isinstance(seg, Image):
             self.image_grids.append(seg.grid)
             self.wrapped(index, seg.wrap, lambda: self._image(seg, index))
-        elif isinstance(seg, Video):
+        elif isinstance(seg, Video) and seg.audio is None:
             self._video(seg, index, tokenizer)
+        elif isinstance(seg, (Audio, Video)):
+            what = "an Audio" if isinstance(seg, Audio) else "a Video with audio"
+            raise LayoutError(
+                f"segment {index} is {what}, but the {self.rules.name!r} rules have no audio; use an omni "
+                "model such as 'qwen2.5-omni' or 'qwen3-omni'"
+            )
         else:
             raise LayoutError(
                 f"segment {index} is a {type(seg).__name__}; expected mrope.Text, mrope.Image or mrope.Video"
@@ -321,10 +449,19 @@ class _Plan:
         merged = merged_grid(img.grid, rules.merge_size, f"image (segment {index})")
         tau = np.arange(merged[0], dtype=np.int64)
         if img.tiles is None:
+            if rules.grid_border:
+                self.text(1, rules.image_pad_id, "wrapper", index)
             self.pieces.append(
                 _untiled_block(merged, tau, rules, "image", index, rules.image_pad_id, img.origin)
             )
+            if rules.grid_border:
+                self.text(1, rules.image_pad_id, "wrapper", index)
             return
+        if rules.row_newline or rules.grid_border or rules.positions_base != "counter":
+            raise LayoutError(
+                f"image (segment {index}): tiles are not supported under the {rules.name!r} rules "
+                "(row_newline, grid_border or sequence positions)"
+            )
         cols, rows = img.tiles
         _, hh, ww = merged
         if cols * rows > MAX_TILES:
@@ -375,7 +512,13 @@ class _Plan:
 
     def _video(self, vid: Video, index: int, tokenizer: Any) -> None:
         rules = self.rules
-        merged = merged_grid(vid.grid, rules.merge_size, f"video (segment {index})")
+        if rules.positions_base != "counter":
+            raise LayoutError(
+                f"video (segment {index}): the {rules.name!r} rules (sequence positions) take images only"
+            )
+        merged = merged_grid(
+            vid.grid, rules.merge_size, f"video (segment {index})", rules.temporal_merge_size
+        )
         spg = vid.resolved_second_per_grid(rules.temporal_patch_size, rules.fps)
         self.video_grids.append(vid.grid)
         self.second_per_grid.append(spg)
@@ -389,13 +532,14 @@ class _Plan:
                     f"{rules.tokens_per_second:g} < 1): time resolution is lost above "
                     f"{rules.tokens_per_second * rules.temporal_patch_size:g} fps"
                 )
-            self.wrapped(
-                index,
-                vid.wrap,
-                lambda: self.pieces.append(
-                    _untiled_block(merged, tau, rules, "video", index, rules.video_pad_id)
-                ),
-            )
+            block = _untiled_block(merged, tau, rules, "video", index, rules.video_pad_id)
+            if vid.wrap and rules.video_start_id is not None:  # a video wrapper of its own (ERNIE-4.5-VL)
+                self.text(1, rules.video_start_id, "wrapper", index)
+                self.pieces.append(block)
+                if rules.video_end_id is not None:
+                    self.text(1, rules.video_end_id, "wrapper", index)
+            else:
+                self.wrapped(index, vid.wrap, lambda: self.pieces.append(block))
             return
         # timestamps rule: one (1, H', W') block per temporal patch, each with its time text
         frame = (1, merged[1], merged[2])
@@ -439,14 +583,42 @@ class _Plan:
 
     # ------------------------------------------------------------------------------------ filling
 
-    def fill(self) -> tuple[np.ndarray, np.ndarray, list[Span], int]:
-        """Write every piece; returns ``(ids [3, T], input_ids [T], spans, max position)``."""
-        total = sum(p.n for p in self.pieces)
-        ids = np.empty((3, total), dtype=np.int64)
-        tokens = np.empty(total, dtype=np.int64)
+    @property
+    def num_tokens(self) -> int:
+        return sum(p.n for p in self.pieces)
+
+    def positions(
+        self, ids: np.ndarray | None = None, tokens: np.ndarray | None = None, image_index: int = 0
+    ) -> Positions:
+        """Write every piece into ``ids`` int64 ``[A, T]`` and ``tokens`` int64 ``[T]`` (new arrays when
+        ``None``; a batch passes views of its own rows) and describe the result. ``image_index`` is the
+        first image index of the ``sequence`` positions rule."""
+        total = self.num_tokens
+        lay = self.rules
+        if ids is None:
+            ids = np.empty((lay.num_axes, total), dtype=np.int64)
+        if tokens is None:
+            tokens = np.empty(total, dtype=np.int64)
         spans: list[Span] = []
-        top = fill_pieces(self.pieces, ids, tokens, spans, self.rules.advance)
-        return ids, tokens, spans, top
+        if lay.positions_base == "sequence":
+            top, _ = fill_sequence_pieces(self.pieces, ids, tokens, spans, image_index)
+        else:
+            top = fill_pieces(self.pieces, ids, tokens, spans, lay.advance)
+        generation = None
+        if lay.generates_images and self.targets:
+            generation = target_positions(top + 1, self.targets, lay.merge_size)
+        return Positions(
+            ids=ids,
+            delta=0 if lay.generates_images else int(top + 1 - total),
+            spans=tuple(spans),
+            input_ids=tokens,
+            image_grid_thw=np.asarray(self.image_grids, dtype=np.int64).reshape(-1, 3),
+            video_grid_thw=np.asarray(self.video_grids, dtype=np.int64).reshape(-1, 3),
+            second_per_grid_ts=np.asarray(self.second_per_grid, dtype=np.float64),
+            rules=lay,
+            notes=tuple(self.notes),
+            generation_ids=generation,
+        )
 
 
 _ARANGE = np.arange(1 << 16, dtype=np.int64)  # text positions below 2**16 are slices of this (512 KiB)
@@ -461,7 +633,16 @@ def _block_template(p: _Block) -> tuple[np.ndarray, int, int]:
     largest relative t and the largest relative h or w. Cached: prompts repeat the same grids, and
     one add into the output beats three broadcast writes."""
     global _template_tokens
-    key = (p.tau.tobytes(), p.tile_h, p.tile_w, p.tile_h0.tobytes(), p.tile_w0.tobytes(), p.h0, p.w0)
+    key = (
+        p.tau.tobytes(),
+        p.tile_h,
+        p.tile_w,
+        p.tile_h0.tobytes(),
+        p.tile_w0.tobytes(),
+        p.h0,
+        p.w0,
+        p.follow_t,
+    )
     hit = _TEMPLATES.get(key)
     if hit is not None:
         return hit
@@ -470,10 +651,14 @@ def _block_template(p: _Block) -> tuple[np.ndarray, int, int]:
     template[0] = p.tau[None, :, None, None]
     template[1] = p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
     template[2] = p.w0 + p.tile_w0[:, None, None, None] + np.arange(tw, dtype=np.int64)[None, None, None, :]
+    if p.follow_t:
+        template[1:] += p.tau[None, None, :, None, None]
     template = template.reshape(3, -1)
     template.flags.writeable = False
     top_t = int(p.tau.max())
     top_hw = max(p.h0 + int(p.tile_h0.max()) + th - 1, p.w0 + int(p.tile_w0.max()) + tw - 1)
+    if p.follow_t:
+        top_hw += top_t
     entry = (template, top_t, top_hw)
     n = template.shape[1]
     if n <= _TEMPLATE_BUDGET // 4:
@@ -508,9 +693,16 @@ def fill_pieces(
                 raise LayoutError(
                     f"positions overflow: {p.kind} (segment {p.index}) would reach {s + n - 1:,}"
                 )
-            ids[:, a:b] = _ARANGE[s : s + n] if s + n <= _ARANGE.size else np.arange(s, s + n, dtype=np.int64)
-            if tokens is not None:
-                tokens[a:b] = p.token_ids
+            if n == 1:  # a wrapper token: scalar writes cost a third of slice writes
+                ids[:, a] = s
+                if tokens is not None:
+                    tokens[a] = p.token_ids[0] if isinstance(p.token_ids, (tuple, list)) else p.token_ids
+            else:
+                ids[:, a:b] = (
+                    _ARANGE[s : s + n] if s + n <= _ARANGE.size else np.arange(s, s + n, dtype=np.int64)
+                )
+                if tokens is not None:
+                    tokens[a:b] = p.token_ids
             if spans is not None:
                 spans.append(Span(p.kind, a, b, p.index))
             top = max(top, s + n - 1)
@@ -547,53 +739,100 @@ def fill_pieces(
     return top
 
 
+def fill_sequence_pieces(
+    pieces: Sequence[_Text | _Block],
+    ids: np.ndarray,
+    tokens: np.ndarray | None,
+    spans: list[Span] | None,
+    image_index: int = 0,
+) -> tuple[int, int]:
+    """Fill ``ids[:, :sum(n)]`` under the ``sequence`` positions rule (HunyuanOCR).
+
+    Every axis holds the token's index in the sequence; the tokens of a vision block write
+    ``(col, row, image index)`` on the last three axes (``ids`` has 3 or 4 rows; with 4, row 0 stays the
+    sequence index). Returns ``(largest position, next image index)``.
+    """
+    total = sum(p.n for p in pieces)
+    if total > MAX_POSITION:
+        raise LayoutError(f"positions overflow: {total:,} tokens")
+    ids[:, :total] = np.arange(total, dtype=np.int64)
+    top = total - 1
+    a = 0
+    first = ids.shape[0] - 3
+    for p in pieces:
+        b = a + p.n
+        if tokens is not None:
+            tokens[a:b] = p.token_ids if isinstance(p, _Text) else p.token_id
+        if isinstance(p, _Block):
+            frames, th, tw = len(p.tau), p.tile_h, p.tile_w
+            grid = np.empty((3, frames, th, tw), dtype=np.int64)
+            grid[0] = np.arange(tw, dtype=np.int64)
+            grid[1] = np.arange(th, dtype=np.int64)[:, None]
+            grid[2] = image_index
+            ids[first:, a:b] = grid.reshape(3, -1)
+            top = max(top, image_index)
+            image_index += 1
+            if spans is not None:
+                spans.append(Span(p.kind, a, b, p.index, (frames, th, tw)))
+        elif spans is not None:
+            spans.append(Span(p.kind, a, b, p.index))
+        a = b
+    return top, image_index
+
+
 # --------------------------------------------------------------------------------------- public API
 
 
 def build_positions(
     segments: Sequence[Segment],
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     tokenizer: Any = None,
+    convention: str = "released",
 ) -> Positions:
     """Positions of one sequence of segments.
 
     Args:
         segments: :class:`Text`, :class:`Image` and :class:`Video` values in sequence order.
-        model: a preset name (``qwen2-vl``, ``qwen2.5-vl``, ``qwen3-vl``, ``glm-4.1v``).
-        rules: a :class:`LayoutRules` (replaces the preset) or a dict of overrides of the preset.
+        model: required (there is no default model): a family name (``"qwen2.5-vl"``, see
+            :func:`mrope.models.names`), a Hugging Face model_type (``"qwen2_5_vl"``), a repo id
+            (``"Qwen/Qwen2.5-VL-7B-Instruct"``), a :class:`mrope.models.ModelFamily`, or what
+            :func:`mrope.from_pretrained` returns. May be omitted only when ``rules`` is a full
+            :class:`LayoutRules`.
+        rules: a :class:`LayoutRules` (replaces the model's) or a dict of overrides of the model's.
         tokenizer: a callable ``str -> list[int]`` or a ``tokenizers.Tokenizer``; needed for Qwen3-VL
             video timestamps.
+        convention: ``"released"`` (the official semantics) or ``"transformers5"`` (the family's own
+            transformers 5.24 ``get_rope_index``: ``s + max(H', W')`` advance, its pad value).
 
     Returns:
         :class:`Positions` with ``ids`` int64 ``[3, T]``.
     """
-    lay = resolve_rules(model, rules)
-    if isinstance(segments, (Text, Image, Video)) or not isinstance(segments, Sequence):
-        raise LayoutError(f"segments must be a list of Text / Image / Video; got {type(segments).__name__}")
+    plan = _plan_sequence(segments, resolve_rules(model, rules, convention), tokenizer)
+    for note in plan.notes:
+        warnings.warn(note, MRopeWarning, stacklevel=2)
+    return plan.positions()
+
+
+def _plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any) -> _Plan:
+    if isinstance(segments, (Text, Image, Video, Audio)) or not isinstance(segments, Sequence):
+        raise LayoutError(
+            f"segments must be a list of Text / Image / Video / Audio; got {type(segments).__name__}"
+        )
+    if lay.has_audio:  # the omni families' timeline (audio, time-aligned video)
+        from mrope.timeline import OmniPlan
+
+        return OmniPlan(segments, lay)  # type: ignore[return-value]
     plan = _Plan(lay)
     for i, seg in enumerate(segments):
         plan.add(seg, i, tokenizer)
-    ids, tokens, spans, top = plan.fill()
-    for note in plan.notes:
-        warnings.warn(note, MRopeWarning, stacklevel=2)
-    return Positions(
-        ids=ids,
-        delta=int(top + 1 - ids.shape[1]),
-        spans=tuple(spans),
-        input_ids=tokens,
-        image_grid_thw=np.asarray(plan.image_grids, dtype=np.int64).reshape(-1, 3),
-        video_grid_thw=np.asarray(plan.video_grids, dtype=np.int64).reshape(-1, 3),
-        second_per_grid_ts=np.asarray(plan.second_per_grid, dtype=np.float64),
-        rules=lay,
-        notes=tuple(plan.notes),
-    )
+    return plan
 
 
 def count_tokens(
     segments: Sequence[Segment],
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     tokenizer: Any = None,
@@ -602,21 +841,30 @@ def count_tokens(
 
     Uses the same planner, so it is exact; without a tokenizer each timestamp text counts as one token
     (a lower bound for Qwen3-VL / GLM-4.1V videos). Cheap for any grid size: use it to enforce caps
-    before building.
+    before building. ``model`` is required, as in :func:`build_positions`.
     """
     lay = resolve_rules(model, rules)
+    if lay.has_audio:
+        from mrope.timeline import count_omni_tokens
+
+        return count_omni_tokens(segments, lay)
     total = 0
     for i, seg in enumerate(segments):
         if isinstance(seg, Video) and not (
             lay.temporal == "timestamps" and seg.wrap and tokenizer is not None
         ):
             # arithmetic, so a video of any length costs the same
-            t, hh, ww = merged_grid(seg.grid, lay.merge_size, f"video (segment {i})")
+            t, hh, ww = merged_grid(seg.grid, lay.merge_size, f"video (segment {i})", lay.temporal_merge_size)
             if lay.temporal != "timestamps":
-                total += t * hh * ww + 2 * seg.wrap
+                wrappers = 2 if lay.video_start_id is None else 1 + (lay.video_end_id is not None)
+                total += t * frame_tokens(hh, ww, lay) + wrappers * seg.wrap
             else:
                 outer = seg.wrap and lay.video_start_id is not None
-                total += t * (hh * ww + 3 * seg.wrap) + outer + (outer and lay.video_end_id is not None)
+                total += (
+                    t * (frame_tokens(hh, ww, lay) + 3 * seg.wrap)
+                    + outer
+                    + (outer and lay.video_end_id is not None)
+                )
             continue
         plan = _Plan(lay)
         plan.add(seg, i, tokenizer if tokenizer is not None else _one_token)
@@ -630,41 +878,62 @@ def _one_token(text: str) -> list[int]:
 
 def build_batch(
     samples: Sequence[Sequence[Segment]],
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     padding_side: str = "left",
-    pad_position: int = DEFAULT_PAD_POSITION,
+    pad_position: int | None = None,
     pad_token_id: int = 0,
     tokenizer: Any = None,
+    convention: str = "released",
 ) -> Batch:
     """Positions of a batch of sequences, padded to the longest.
 
     Positions are computed on valid tokens only, so left and right padding give the same values at
-    valid tokens. Pad slots hold ``pad_position`` and ``attention_mask`` is 0 there.
+    valid tokens. Pad slots hold ``pad_position`` (default: the rules' ``pad_position``, the family's
+    value under ``convention``) and ``attention_mask`` is 0 there. ``model`` is required, as in
+    :func:`build_positions`.
 
     Returns:
         :class:`Batch` with ``ids`` int64 ``[3, B, L]``, ``attention_mask`` ``[B, L]``, ``deltas`` ``[B]``.
     """
     if padding_side not in ("left", "right"):
         raise LayoutError(f"padding_side must be 'left' or 'right'; got {padding_side!r}")
-    lay = resolve_rules(model, rules)
+    lay = resolve_rules(model, rules, convention)
+    if pad_position is None:
+        pad_position = lay.pad_position
     if isinstance(samples, (str, bytes)) or not isinstance(samples, Sequence) or not samples:
         raise LayoutError("build_batch takes a non-empty list of segment lists")
-    seqs = tuple(build_positions(s, rules=lay, tokenizer=tokenizer) for s in samples)
-    width = max(p.num_tokens for p in seqs)
-    b = len(seqs)
-    ids = np.full((3, b, width), pad_position, dtype=np.int64)
+    plans = [_plan_sequence(s, lay, tokenizer) for s in samples]
+    lengths = [plan.num_tokens for plan in plans]
+    width = max(lengths)
+    b = len(plans)
+    # every sequence is filled straight into its row (no per-sequence arrays to copy); only the pad
+    # slots are written besides, so each byte of the batch is touched once
+    ids = np.empty((lay.num_axes, b, width), dtype=np.float32 if lay.fractional_time else np.int64)
     mask = np.zeros((b, width), dtype=np.int64)
-    input_ids = np.full((b, width), pad_token_id, dtype=np.int64)
-    for row, p in enumerate(seqs):
-        n = p.num_tokens
-        sl = slice(width - n, width) if padding_side == "left" else slice(0, n)
-        ids[:, row, sl] = p.ids
+    input_ids = np.empty((b, width), dtype=np.int64)
+    seqs = []
+    image_index = 0
+    for row, (plan, n) in enumerate(zip(plans, lengths, strict=True)):
+        sl, pad = (
+            (slice(width - n, width), slice(0, width - n))
+            if padding_side == "left"
+            else (
+                slice(0, n),
+                slice(n, width),
+            )
+        )
+        ids[:, row, pad] = pad_position
+        input_ids[row, pad] = pad_token_id
         mask[row, sl] = 1
-        input_ids[row, sl] = p.input_ids
-    deltas = np.asarray([p.delta for p in seqs], dtype=np.int64)
-    return Batch(ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=seqs)
+        for note in plan.notes:
+            warnings.warn(f"sample {row}: {note}", MRopeWarning, stacklevel=2)
+        seqs.append(plan.positions(ids[:, row, sl], input_ids[row, sl], image_index))
+        if lay.image_index_scope == "batch":  # the image index keeps counting across the rows
+            image_index += len(plan.image_grids) - len(plan.targets)
+    deltas = np.asarray([p.delta for p in seqs], dtype=ids.dtype)
+    return Batch(ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(seqs))
 
 
 def next_positions(delta: int | np.ndarray | Sequence[int], n_done: int, n_new: int) -> np.ndarray:
@@ -672,7 +941,8 @@ def next_positions(delta: int | np.ndarray | Sequence[int], n_done: int, n_new: 
     the prompt): token ``i`` gets ``i + delta`` on every axis.
 
     Args:
-        delta: the sequence's delta (an int), or one per sequence (``[B]``).
+        delta: the sequence's delta (an int), or one per sequence (``[B]``); a float delta (Qwen3-Omni's
+            fractional positions) gives float32 positions ``fl32(i + delta)``.
         n_done: valid tokens already in the cache (prompt included), counted without padding.
         n_new: tokens to place.
 
@@ -684,6 +954,12 @@ def next_positions(delta: int | np.ndarray | Sequence[int], n_done: int, n_new: 
             raise LayoutError(f"{name} must be an int >= 0; got {v!r}")
     steps = np.arange(n_done, n_done + n_new, dtype=np.int64)
     d = np.asarray(delta)
+    if d.dtype.kind == "f" and d.ndim <= 1 and d.size and np.all(np.isfinite(d)):
+        # fractional-time families (Qwen3-Omni): float32 i + delta, as the model adds them
+        d32, s32 = d.astype(np.float32), steps.astype(np.float32)
+        if d.ndim == 0:
+            return np.broadcast_to(s32 + d32, (3, n_new)).copy()
+        return np.broadcast_to(s32[None, :] + d32[:, None], (3, d.size, n_new)).copy()
     if d.dtype.kind not in "iu" or d.ndim > 1 or (d.ndim == 1 and d.size == 0):
         raise LayoutError(f"delta must be an int or a 1-D int array [B]; got {delta!r}")
     if d.ndim == 0:
@@ -706,8 +982,11 @@ __all__ = [
     "build_batch",
     "build_positions",
     "count_tokens",
+    "frame_tokens",
     "merged_grid",
+    "span_token_types",
     "next_positions",
+    "target_positions",
     "temporal_index",
     "text_positions",
 ]

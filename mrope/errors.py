@@ -30,3 +30,7 @@ class MediaError(MRopeError):
 
 class ApplyError(MRopeError):
     """Tensors given to the apply op with shapes, dtypes or devices it cannot take."""
+
+
+class PatchError(MRopeError):
+    """A model that :func:`mrope.integrations.transformers.patch` cannot patch (or unpatch) as asked."""

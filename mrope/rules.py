@@ -1,11 +1,17 @@
-"""LayoutRules: the explicit rules that turn segments into coordinates, and the model presets.
+"""LayoutRules: the explicit rules that turn segments into coordinates.
 
 Every choice a model makes is a field here, never an if-branch on a model name in the builder:
 
 - ``merge_size``: an encoder grid ``(t, h, w)`` of patches becomes an LLM grid ``(t, h/m, w/m)``.
 - ``temporal``: how a video's temporal patch ``i`` maps to ``tau(i)``:
-  ``"index"`` (``tau(i) = i``, Qwen2-VL), ``"seconds"`` (``floor(i * second_per_grid * tokens_per_second)``,
+  ``"index"`` (``tau(i) = i``, Qwen2-VL), ``"seconds"`` (``trunc(i * second_per_grid * tokens_per_second)``,
   Qwen2.5-VL) or ``"timestamps"`` (one block per temporal patch, each after a text timestamp, Qwen3-VL).
+- ``seconds_grouping``: how the ``seconds`` rule groups its float32 product. The processor hands
+  ``second_per_grid`` to the model as float32 (``spg32``) and the model multiplies in float32, so the
+  grouping changes some results (26 patches at 0.04 s: the last gets 3, float64 gives 2).
+  ``"(i*spg)*tps"``: ``trunc(fl32(fl32(i * spg32) * tps))``, the released Qwen2.5-VL code (transformers
+  4.49) and Qwen2.5-Omni; ``"i*(tps*spg)"``: ``trunc(fl32(i * fl32(tps * spg32)))``, transformers 5.x's
+  ``get_rope_index`` (offered only to reproduce it).
 - ``spatial``: where a block's (h, w) start: ``"offset"`` (at the block's start counter ``s``, Qwen),
   ``"reset"`` (at 0 for every block) or ``"centered"`` (the grid centred in the square span
   ``[s, s + max(H', W'))``, so an image and its transpose share a centre).
@@ -21,8 +27,43 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   where it goes (``timestamp_position``: ``"before"`` each patch block as in Qwen3-VL, ``"after"`` as in
   GLM-4.1V), which time it shows (``timestamp_time``: ``"mean"`` of the patch's first and last frame,
   or its ``"first"`` frame) and how (``timestamp_format``); an optional outer video wrapper
-  (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``).
+  (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``). Without timestamps, a
+  video with its own wrapper ids is wrapped by them instead of the vision ones (ERNIE-4.5-VL).
+  ``video_pad_id`` is the id the processor writes for video pads. GLM-4.1V writes the image id there
+  (``<|image|>``, 151343) and tells video from image by the outer wrapper, so ``video_pad_id ==
+  image_pad_id`` is allowed when a video wrapper is set: pads inside ``video_start_id .. video_end_id``
+  are video (``mm_token_type_ids`` 2), the others image (1).
+- ``pad_position``: the value written at masked (padding) slots of a batch.
 - sizing of images and videos (patch size, pixel bounds, frame sampling) for the vision layer.
+
+Rules of single families, each named by what it does and off by default:
+
+- ``temporal_merge_size``: a video's temporal patches are merged this many at a time into one LLM frame
+  (ERNIE-4.5-VL: 2, so ``T' = t / 2``); images are never merged in time.
+- ``row_newline``: every merged row of an image or frame ends with one more token, at column ``W'``
+  (HY-V4-VL, HunyuanOCR), so a frame has ``H' * (W' + 1)`` tokens.
+- ``frame_block``: frame ``f`` of a video is a block of its own: ``t``, ``h`` and ``w`` all start at
+  ``s + f * B`` with ``B = max(H', columns)`` (HY-V4-VL).
+- ``positions_base``: ``"counter"`` (the block counter above) or ``"sequence"``: every axis is the
+  token's index in the sequence, and the grid tokens of an image write ``(w, h, image index)`` on the
+  last three axes (HunyuanOCR). ``num_axes`` rows (3 or 4; with 4, axis 0 stays the sequence index).
+  ``"canvas"``: MiniCPM-V 4.7's canvas of a thumbnail and its detail slices (:mod:`mrope.canvas`), with
+  the marker ids ``slice_start_id``, ``slice_end_id`` and ``newline_id`` (``vision_start_id`` /
+  ``vision_end_id`` are ``<image>`` / ``</image>``).
+- ``grid_border``: one placeholder token before and one after each image grid, inside the vision
+  wrapper; they keep sequence positions (HunyuanOCR's ``cat_extra_token``).
+- ``image_index_scope``: with ``positions_base="sequence"``, the image index restarts at 0 in every
+  sequence (``"sequence"``) or keeps counting across the rows of a batch (``"batch"``, what
+  transformers 5.24 does).
+- ``image_span``: the token interface finds an image's tokens as runs of ``image_pad_id``
+  (``"placeholders"``) or as the tokens strictly between ``vision_start_id`` and ``vision_end_id``
+  (``"between_wrappers"``: GLM-Image, whose model replaces placeholders by image codes first).
+- ``generates_images``: grids left over after a sequence's images are the images the model will
+  generate (GLM-Image): they take no prompt tokens, their positions come at decode time (2-D target
+  grids, last first, then one end marker), and deltas are 0.
+
+The rules of released models live in the registry (:mod:`mrope.models`, one module per family);
+:func:`resolve_rules` turns a ``model=`` argument into rules.
 """
 
 from __future__ import annotations
@@ -40,6 +81,10 @@ TileRule = Literal["global", "independent"]
 AdvanceRule = Literal["max+1", "spatial"]
 TimestampPosition = Literal["before", "after"]
 TimestampTime = Literal["mean", "first"]
+PositionsBase = Literal["counter", "sequence", "canvas"]
+ImageIndexScope = Literal["sequence", "batch"]
+ImageSpan = Literal["placeholders", "between_wrappers"]
+SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "temporal": ("index", "seconds", "timestamps"),
@@ -49,7 +94,51 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "advance": ("max+1", "spatial"),
     "timestamp_position": ("before", "after"),
     "timestamp_time": ("mean", "first"),
+    "positions_base": ("counter", "sequence", "canvas"),
+    "image_index_scope": ("sequence", "batch"),
+    "image_span": ("placeholders", "between_wrappers"),
+    "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
 }
+
+AudioTokenRule = Literal["stride4", "window"]
+AudioFrameRule = Literal["ceil", "floor"]
+AudioInVideoRule = Literal["chunks", "interleave"]
+WrapperPositionRule = Literal["shared", "consecutive"]
+TimeRounding = Literal["trunc", "none"]
+
+_AUDIO_CHOICES: dict[str, tuple[str, ...]] = {
+    "audio_tokens": ("stride4", "window"),
+    "audio_frames": ("ceil", "floor"),
+    "audio_in_video": ("chunks", "interleave"),
+    "audio_in_video_wrappers": ("shared", "consecutive"),
+    "time_rounding": ("trunc", "none"),
+}
+
+
+def _check_audio_rules(rules: LayoutRules) -> None:
+    for name, allowed in _AUDIO_CHOICES.items():
+        value = getattr(rules, name)
+        if value not in allowed:
+            raise LayoutError(f"LayoutRules.{name} must be one of {list(allowed)}; got {value!r}")
+    for name in ("audio_window", "audio_sampling_rate", "audio_hop_length"):
+        value = getattr(rules, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
+    if rules.audio_max_frames is not None and (
+        not isinstance(rules.audio_max_frames, int) or rules.audio_max_frames < 1
+    ):
+        raise LayoutError(
+            f"LayoutRules.audio_max_frames must be a positive int or None; got {rules.audio_max_frames!r}"
+        )
+    sec = rules.seconds_per_chunk
+    if isinstance(sec, bool) or not isinstance(sec, (int, float)) or not math.isfinite(sec) or sec <= 0:
+        raise LayoutError(f"LayoutRules.seconds_per_chunk must be a finite number > 0; got {sec!r}")
+    ids = (rules.audio_pad_id, rules.audio_start_id, rules.audio_end_id)
+    if any(i is not None for i in ids) and any(i is None for i in ids):
+        raise LayoutError(
+            "LayoutRules audio_pad_id, audio_start_id and audio_end_id are set together (a model with "
+            f"audio) or all None; got {ids}"
+        )
 
 
 @dataclass(frozen=True)
@@ -57,6 +146,24 @@ class LayoutRules:
     """How segments become ``[3, T]`` positions (see the module docstring for each rule).
 
     Sizes are in pixels unless named otherwise; token ids are vocabulary ids.
+
+    Audio and the omni timeline (rules with ``audio_pad_id`` set; Qwen2.5-Omni, Qwen3-Omni):
+
+    - an audio clip is ``audio_start``, its tokens, ``audio_end``; its tokens get one position each.
+      Its token count from mel frames ``L``: ``"stride4"`` is ``((L - 1) // 2 + 1 - 2) // 2 + 1``
+      (Qwen2.5-Omni); ``"window"`` is 13 per ``2 * audio_window`` frames plus the remainder's
+      ``((f - 1) // 2 + 1 - 1) // 2 + 1`` with ``f = (r - 1) // 2 + 1`` (Qwen3-Omni). Seconds become
+      ``round(s * audio_sampling_rate)`` samples, and samples ``L = ceil`` or ``floor(samples /
+      audio_hop_length)`` frames (``audio_frames``), at most ``audio_max_frames``.
+    - video time is ``(i * second_per_grid) * tokens_per_second`` in float32, truncated
+      (``time_rounding="trunc"``) or kept fractional (``"none"``: positions are float32); an image's
+      temporal patch ``i`` gets ``i * tokens_per_second``.
+    - a video with audio is ``vision_start, audio_start``, the interleaved tokens, ``audio_end,
+      vision_end``; its frames and its audio share one start. ``audio_in_video="chunks"`` emits them in
+      chunks of ``int(tokens_per_second * seconds_per_chunk)`` time units, video chunk then audio chunk
+      (Qwen2.5-Omni); ``"interleave"`` merges them one token at a time by time, video first on ties
+      (Qwen3-Omni). The double start / end tokens share one position (``"shared"``) or take two
+      (``"consecutive"``).
     """
 
     name: str = "custom"
@@ -64,10 +171,12 @@ class LayoutRules:
     temporal_patch_size: int = 2
     temporal: TemporalRule = "index"
     tokens_per_second: float = 2.0
+    seconds_grouping: SecondsGrouping = "(i*spg)*tps"
     spatial: SpatialRule = "offset"
     crop: CropRule = "reset"
     tiles: TileRule = "global"
     advance: AdvanceRule = "max+1"
+    pad_position: int = 1
     # token ids (Qwen2/2.5/3-VL vocabulary by default)
     vision_start_id: int = 151652
     vision_end_id: int = 151653
@@ -78,6 +187,9 @@ class LayoutRules:
     timestamp_time: TimestampTime = "mean"
     video_start_id: int | None = None
     video_end_id: int | None = None
+    slice_start_id: int | None = None
+    slice_end_id: int | None = None
+    newline_id: int | None = None
     # sizing (vision layer)
     patch_size: int = 14
     image_min_pixels: int = 56 * 56
@@ -88,20 +200,70 @@ class LayoutRules:
     fps: float = 2.0
     min_frames: int = 4
     max_frames: int = 768
+    # audio and time-aligned layouts (Qwen2.5-Omni, Qwen3-Omni); audio_pad_id None: no audio
+    audio_pad_id: int | None = None
+    audio_start_id: int | None = None
+    audio_end_id: int | None = None
+    audio_tokens: AudioTokenRule = "stride4"
+    audio_window: int = 50
+    audio_sampling_rate: int = 16000
+    audio_hop_length: int = 160
+    audio_frames: AudioFrameRule = "ceil"
+    audio_max_frames: int | None = None
+    audio_in_video: AudioInVideoRule = "chunks"
+    audio_in_video_wrappers: WrapperPositionRule = "shared"
+    seconds_per_chunk: float = 2.0
+    time_rounding: TimeRounding = "trunc"
+    # rules of single families (module docstring)
+    temporal_merge_size: int = 1
+    row_newline: bool = False
+    frame_block: bool = False
+    positions_base: PositionsBase = "counter"
+    num_axes: int = 3
+    grid_border: bool = False
+    image_index_scope: ImageIndexScope = "sequence"
+    image_span: ImageSpan = "placeholders"
+    generates_images: bool = False
 
     def __post_init__(self) -> None:
         for name, allowed in _CHOICES.items():
             value = getattr(self, name)
             if value not in allowed:
                 raise LayoutError(f"LayoutRules.{name} must be one of {list(allowed)}; got {value!r}")
-        for name in ("merge_size", "temporal_patch_size", "patch_size", "min_frames", "max_frames"):
+        for name in ("row_newline", "frame_block", "grid_border", "generates_images"):
+            if not isinstance(getattr(self, name), bool):
+                raise LayoutError(f"LayoutRules.{name} must be true or false; got {getattr(self, name)!r}")
+        if self.num_axes not in (3, 4) or isinstance(self.num_axes, bool):
+            raise LayoutError(f"LayoutRules.num_axes must be 3 or 4; got {self.num_axes!r}")
+        if self.num_axes != 3 and self.positions_base != "sequence":
+            raise LayoutError(
+                f"LayoutRules.num_axes {self.num_axes} needs positions_base='sequence' (the counter rule "
+                "writes three axes t, h, w)"
+            )
+        for name in (
+            "merge_size",
+            "temporal_patch_size",
+            "patch_size",
+            "min_frames",
+            "max_frames",
+            "temporal_merge_size",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
+        if not isinstance(self.pad_position, int) or isinstance(self.pad_position, bool):
+            raise LayoutError(f"LayoutRules.pad_position must be an int; got {self.pad_position!r}")
         for name in ("tokens_per_second", "fps"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise LayoutError(f"LayoutRules.{name} must be a finite number > 0; got {value!r}")
+        if self.video_pad_id == self.image_pad_id and (
+            self.video_start_id is None or self.video_end_id is None
+        ):
+            raise LayoutError(
+                f"LayoutRules: video_pad_id equals image_pad_id ({self.image_pad_id}); that needs a video wrapper "
+                "(video_start_id and video_end_id) to tell video pads from image pads"
+            )
         if self.min_frames > self.max_frames:
             raise LayoutError(
                 f"LayoutRules.min_frames ({self.min_frames}) exceeds max_frames ({self.max_frames})"
@@ -113,6 +275,17 @@ class LayoutRules:
                 f"LayoutRules.timestamp_format must format one float, like '<{{:.1f}} seconds>'; "
                 f"got {self.timestamp_format!r} ({exc})"
             ) from None
+        _check_audio_rules(self)
+
+    @property
+    def has_audio(self) -> bool:
+        """Whether the rules know audio (and so lay sequences out on the omni families' timeline)."""
+        return self.audio_pad_id is not None
+
+    @property
+    def fractional_time(self) -> bool:
+        """Whether positions are fractional (float32, ``time_rounding="none"``) rather than int64."""
+        return self.time_rounding == "none"
 
     def format_timestamp(self, seconds: float) -> str:
         """The text of one timestamp; an integer field (``{:d}``) takes the seconds truncated to int."""
@@ -127,11 +300,11 @@ class LayoutRules:
 
     @classmethod
     def preset(cls, name: str) -> LayoutRules:
-        """The rules of a released model: ``qwen2-vl``, ``qwen2.5-vl``, ``qwen3-vl``, ``glm-4.1v``."""
-        try:
-            return _PRESETS[name]
-        except KeyError:
-            raise LayoutError(f"unknown model preset {name!r}; expected one of {sorted(_PRESETS)}") from None
+        """The released rules of a registered model family (a name, model_type or repo id; see
+        :func:`mrope.models.get_family`)."""
+        from mrope.models import get_family
+
+        return get_family(name).rules
 
     def replace(self, **changes: Any) -> LayoutRules:
         """A copy with some rules changed (unknown names are an error)."""
@@ -150,49 +323,20 @@ class LayoutRules:
         return cls().replace(**data)
 
 
-_QWEN2 = LayoutRules(name="qwen2-vl")
-_PRESETS: dict[str, LayoutRules] = {
-    "qwen2-vl": _QWEN2,
-    "qwen2.5-vl": replace(_QWEN2, name="qwen2.5-vl", temporal="seconds", tokens_per_second=2.0),
-    "qwen3-vl": replace(
-        _QWEN2,
-        name="qwen3-vl",
-        temporal="timestamps",
-        patch_size=16,
-        image_min_pixels=65536,
-        image_max_pixels=16777216,
-        video_min_pixels=4096,
-        video_max_pixels=25165824,
-        video_total_pixels=25165824,
-    ),
-    "glm-4.1v": replace(
-        _QWEN2,
-        name="glm-4.1v",
-        temporal="timestamps",
-        timestamp_format="{:d}",
-        timestamp_position="after",
-        timestamp_time="first",
-        vision_start_id=151339,
-        vision_end_id=151340,
-        image_pad_id=151343,
-        video_pad_id=151344,
-        video_start_id=151341,
-        video_end_id=151342,
-        image_min_pixels=112 * 112,
-        image_max_pixels=14 * 14 * 4 * 15000,
-    ),
-}
-PRESET_NAMES: tuple[str, ...] = tuple(_PRESETS)
+def resolve_rules(
+    model: Any = None,
+    rules: LayoutRules | dict[str, Any] | None = None,
+    convention: str = "released",
+) -> LayoutRules:
+    """The rules to use for a ``model=`` argument; see :func:`mrope.models.resolve_rules`."""
+    from mrope.models import resolve_rules as resolve
+
+    return resolve(model, rules, convention)
 
 
-def resolve_rules(model: str | None = None, rules: LayoutRules | dict[str, Any] | None = None) -> LayoutRules:
-    """The rules to use: ``rules`` if it is a :class:`LayoutRules`, else the ``model`` preset with the
-    overrides in a ``rules`` dict applied."""
-    if isinstance(rules, LayoutRules):
-        return rules
-    base = LayoutRules.preset(model or "qwen2-vl")
-    if rules is None:
-        return base
-    if not isinstance(rules, dict):
-        raise LayoutError(f"rules must be a LayoutRules or a dict of overrides; got {type(rules).__name__}")
-    return base.replace(**rules)
+def __getattr__(name: str) -> Any:
+    if name == "PRESET_NAMES":  # the registry's family names (kept for callers of the old table)
+        from mrope.models import names
+
+        return names()
+    raise AttributeError(f"module 'mrope.rules' has no attribute {name!r}")

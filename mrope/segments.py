@@ -1,4 +1,5 @@
-"""Segment inputs: a sequence is an ordered list of :class:`Text`, :class:`Image` and :class:`Video`.
+"""Segment inputs: a sequence is an ordered list of :class:`Text`, :class:`Image`, :class:`Video` and
+:class:`Audio`.
 
 Grids are encoder patch grids ``(t, h, w)``, exactly as Hugging Face processors report them in
 ``image_grid_thw`` / ``video_grid_thw``; the builder divides h and w by the merge size. Segments are
@@ -99,6 +100,9 @@ class Image:
         origin: the crop origin ``(row, col)`` in merged-grid tokens of the source image; used by the
             ``crop="keep"`` rule, ignored by ``crop="reset"``.
         wrap: emit the preset's vision_start / vision_end tokens around the image.
+        generate: an image the model will generate (GLM-Image's targets): it takes no prompt tokens,
+            its grid is reported after the prompt's images, and its positions are decode-time
+            positions (:attr:`mrope.Positions.generation_ids`). Targets come after every other segment.
     """
 
     grid: tuple[int, int, int]
@@ -107,6 +111,7 @@ class Image:
     tile_order: tuple[int, ...] | None = None
     origin: tuple[int, int] = (0, 0)
     wrap: bool = True
+    generate: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Image"))
@@ -132,16 +137,63 @@ class Image:
         if origin is None or len(origin) != 2 or min(origin) < 0 or max(origin) >= 2**40:
             raise LayoutError(f"Image origin must be (row, col), two ints in [0, 2**40); got {self.origin!r}")
         object.__setattr__(self, "origin", origin)
+        if not isinstance(self.generate, bool):
+            raise LayoutError(f"Image generate must be true or false; got {self.generate!r}")
+        if self.generate and self.tiles is not None:
+            raise LayoutError("an Image to generate (generate=True) cannot have tiles")
 
-    @classmethod
-    def from_file(cls, source: Any, model: str = "qwen2-vl", **kwargs: Any) -> Image:
-        """Read an image file (path, bytes or PIL image) and size it by the model's rules.
 
-        A thin door into :func:`mrope.vision.load_image`, which holds the file handling.
-        """
-        from mrope.vision import load_image
+@dataclass(frozen=True, init=False)
+class Audio:
+    """One audio clip: a 1-D run of audio tokens, wrapped in the model's audio start / end tokens.
 
-        return load_image(source, model=model, **kwargs)
+    Give exactly one of ``tokens``, ``seconds`` or ``mel_frames``; the model's rules turn the last two
+    into a token count (see :func:`mrope.audio_tokens`), the segment only carries what was given.
+
+    Attributes:
+        tokens: the number of audio tokens (what the processor writes between the audio start / end).
+        seconds: the clip's duration in seconds (samples at the model's sampling rate, then mel frames).
+        mel_frames: the feature length in mel frames (100 per second at 16 kHz with hop 160): what the
+            model takes as ``audio_seqlens`` (``feature_attention_mask.sum(-1)``).
+        wrap: emit the audio start / end tokens (always on for audio inside a video).
+    """
+
+    tokens: int | None
+    seconds: float | None
+    mel_frames: int | None
+    wrap: bool
+
+    def __init__(
+        self,
+        tokens: int | None = None,
+        *,
+        seconds: float | None = None,
+        mel_frames: int | None = None,
+        wrap: bool = True,
+    ) -> None:
+        given = [
+            name
+            for name, v in (("tokens", tokens), ("seconds", seconds), ("mel_frames", mel_frames))
+            if v is not None
+        ]
+        if len(given) != 1:
+            raise LayoutError(
+                f"Audio takes exactly one of tokens=, seconds= or mel_frames=; got {given or 'none'}"
+            )
+        for name, v in (("tokens", tokens), ("mel_frames", mel_frames)):
+            if v is not None:
+                if isinstance(v, bool) or not hasattr(v, "__index__") or not 1 <= int(v) < 2**40:
+                    raise LayoutError(f"Audio {name} must be an int in [1, 2**40); got {v!r}")
+        if seconds is not None:
+            _positive(seconds, "Audio seconds")
+            if seconds >= 2**32:
+                raise LayoutError(f"Audio seconds must be below 2**32; got {seconds!r}")
+        if not isinstance(wrap, bool):
+            raise LayoutError(f"Audio wrap must be a bool; got {wrap!r}")
+        object.__setattr__(self, "tokens", None if tokens is None else int(tokens))
+        object.__setattr__(self, "seconds", None if seconds is None else float(seconds))
+        object.__setattr__(self, "mel_frames", None if mel_frames is None else int(mel_frames))
+        object.__setattr__(self, "wrap", wrap)
 
 
 @dataclass(frozen=True)
@@ -158,6 +210,9 @@ class Video:
         frame_times: the sampled frames' times in seconds (for Qwen3-VL timestamps, and exact for
             variable-rate files); ``None`` means ``k / fps`` for frame k.
         wrap: emit the preset's wrapper tokens (and, for Qwen3-VL, the timestamp text).
+        audio: the video's own audio track, for models that interleave it with the frames by time
+            (Qwen2.5-Omni / Qwen3-Omni with ``use_audio_in_video``); ``None`` for a silent video or
+            when the audio is not used.
     """
 
     grid: tuple[int, int, int]
@@ -165,6 +220,7 @@ class Video:
     second_per_grid: float | None = None
     frame_times: tuple[float, ...] | None = None
     wrap: bool = True
+    audio: Audio | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Video"))
@@ -184,6 +240,8 @@ class Video:
             if any(b < a for a, b in zip(times, times[1:], strict=False)):
                 raise LayoutError("Video frame_times must be non-decreasing")
             object.__setattr__(self, "frame_times", times)
+        if self.audio is not None and not isinstance(self.audio, Audio):
+            raise LayoutError(f"Video audio must be an mrope.Audio or None; got {type(self.audio).__name__}")
 
     def resolved_second_per_grid(self, temporal_patch_size: int, default_fps: float) -> float:
         """Seconds per temporal patch: ``second_per_grid`` or ``temporal_patch_size / fps``."""
@@ -213,15 +271,5 @@ class Video:
             return [times[i * p] for i in range(n_patches)]
         return [(times[i * p] + times[i * p + p - 1]) / 2 for i in range(n_patches)]
 
-    @classmethod
-    def from_file(cls, source: Any, model: str = "qwen2-vl", **kwargs: Any) -> Video:
-        """Probe a video file (metadata only, no decode) and size it by the model's rules.
 
-        A thin door into :func:`mrope.vision.load_video`, which holds the file handling.
-        """
-        from mrope.vision import load_video
-
-        return load_video(source, model=model, **kwargs)
-
-
-Segment = Text | Image | Video
+Segment = Text | Image | Video | Audio

@@ -1,18 +1,23 @@
 """RopeSpec: the rotary side of M-RoPE (frequencies, per-axis sections, pairing, scaling).
 
 A :class:`RopeSpec` is everything an apply path needs besides the positions: which channels rotate,
-at which frequency, and which of the three position axes (t, h, w) drives each frequency. The
-frequency-to-axis map (:meth:`RopeSpec.axis_map`) lives here and nowhere else; the torch path and the
+at which frequency, and which position axis (t, h, w for three axes; 1 to 4 axes) drives each frequency.
+The frequency-to-axis map (:meth:`RopeSpec.axis_map`) lives here and nowhere else; the torch path and the
 Triton kernel both read it.
 
 Conventions (SPEC section 4):
 
-- ``inv_freq[i] = theta ** (-2 i / rotary_dim)`` for ``i in [0, rotary_dim / 2)``, then scaled.
-- ``mrope_section = (s_t, s_h, s_w)`` counts frequency pairs per axis, summing to ``rotary_dim / 2``.
-- ``section_layout="chunked"``: frequency i uses t if ``i < s_t``, h if ``i < s_t + s_h``, else w.
-- ``section_layout="interleaved"``: h if ``i % 3 == 1 and i < 3 s_h``, w if ``i % 3 == 2 and i < 3 s_w``,
-  else t.
-- ``pairing="neox"``: channel i pairs with ``i + rotary_dim / 2``; ``"gptj"``: channels 2i and 2i+1.
+- ``inv_freq[i] = theta ** (-2 i / rotary_dim)`` for ``i in [0, rotary_dim / 2)``, then scaled
+  (formulas in :mod:`mrope.scaling`, one per scaling type).
+- ``mrope_section = (s_0, ..., s_{A-1})`` counts frequency pairs per axis (A = 1..4 axes; ``(s_t, s_h, s_w)``
+  for three). It may sum to fewer than ``rotary_dim / 2``: the remaining frequencies go to axis 0.
+- ``section_layout="chunked"``: frequency i uses axis a while ``i < s_0 + ... + s_a``; past the sum, axis 0.
+- ``section_layout="interleaved"``: axis ``a >= 1`` if ``i % A == a and i < A s_a``, else axis 0 (for three
+  axes: h if ``i % 3 == 1 and i < 3 s_h``, w if ``i % 3 == 2 and i < 3 s_w``, else t).
+- ``section_layout="hw_alternating"`` (three axes, ``s_h == s_w``): the first ``s_h + s_w`` frequencies
+  alternate h (even i) and w (odd i), the rest (the lowest rates) are t.
+- ``pairing="neox"``: channel i pairs with ``i + rotary_dim / 2``; ``"gptj"``: channels 2i and 2i+1; both
+  counted from ``rotary_offset``, the first rotary channel.
 """
 
 from __future__ import annotations
@@ -26,12 +31,15 @@ from typing import Any, Literal
 import numpy as np
 
 from mrope.errors import SpecError
+from mrope.scaling import INV_FREQ_FORMULAS, NUMPY_F64, SCALING_TYPES
 
-SectionLayout = Literal["chunked", "interleaved"]
+SectionLayout = Literal["chunked", "interleaved", "hw_alternating"]
 Pairing = Literal["neox", "gptj"]
-ScalingType = Literal["none", "linear", "dynamic", "yarn"]
+ScalingType = Literal["none", "linear", "dynamic", "ntk_alpha", "yarn"]
 
 AXES = ("t", "h", "w")
+SECTION_LAYOUTS: tuple[str, ...] = ("chunked", "interleaved", "hw_alternating")
+MAX_AXES = 4
 
 
 @dataclass(frozen=True)
@@ -40,13 +48,15 @@ class RopeScaling:
 
     Attributes:
         type: ``"none"``, ``"linear"`` (``inv_freq / factor``), ``"dynamic"`` (NTK-aware base growth once
-            the sequence is longer than ``original_max_position_embeddings``) or ``"yarn"``.
+            the sequence is longer than ``original_max_position_embeddings``), ``"ntk_alpha"`` (HunYuan's
+            fixed base growth ``theta * alpha ** (d / (d - 2))``) or ``"yarn"``. Formulas: :mod:`mrope.scaling`.
         factor: the context-extension factor (> 0; 1.0 for ``"none"``).
         original_max_position_embeddings: the pretraining context length ``L0`` in tokens (dynamic, yarn).
         beta_fast, beta_slow: YaRN's correction range in rotations (defaults 32 and 1).
         mscale, mscale_all_dim: YaRN's DeepSeek-style attention-factor terms (optional).
         attention_factor: YaRN's explicit attention factor; ``None`` derives it from ``factor``.
         truncate: YaRN floors/ceils the correction range (True in every released config).
+        alpha: the NTK-alpha of ``"ntk_alpha"`` (> 0; HunyuanOCR: 1000).
     """
 
     type: ScalingType = "none"
@@ -58,11 +68,12 @@ class RopeScaling:
     mscale_all_dim: float | None = None
     attention_factor: float | None = None
     truncate: bool = True
+    alpha: float | None = None
 
     def __post_init__(self) -> None:
-        if self.type not in ("none", "linear", "dynamic", "yarn"):
+        if self.type not in SCALING_TYPES:
             raise SpecError(
-                f"scaling.type must be one of 'none', 'linear', 'dynamic', 'yarn'; got {self.type!r}"
+                f"scaling.type must be one of {', '.join(repr(t) for t in SCALING_TYPES)}; got {self.type!r}"
             )
         if not (isinstance(self.factor, (int, float)) and math.isfinite(self.factor) and self.factor > 0):
             raise SpecError(f"scaling.factor must be a finite number > 0; got {self.factor!r}")
@@ -73,6 +84,12 @@ class RopeScaling:
                     f"scaling.original_max_position_embeddings must be a positive int for "
                     f"{self.type!r} scaling; got {opm!r}"
                 )
+        if self.type == "ntk_alpha":
+            a = self.alpha
+            if not (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a) and a > 0):
+                raise SpecError(
+                    f"scaling.alpha must be a finite number > 0 for 'ntk_alpha' scaling; got {a!r}"
+                )
 
 
 @dataclass(frozen=True)
@@ -81,58 +98,90 @@ class RopeSpec:
 
     Attributes:
         head_dim: channels per head (q and k).
-        rotary_dim: channels that rotate, ``d_r <= head_dim``; channels ``>= rotary_dim`` pass through.
+        rotary_dim: channels that rotate, ``d_r <= head_dim``; the others pass through.
         theta: the frequency base (> 0).
-        mrope_section: frequency pairs per axis ``(s_t, s_h, s_w)``; must sum to ``rotary_dim / 2``.
-        section_layout: ``"chunked"`` (Qwen2/2.5-VL, GLM-4.1V) or ``"interleaved"`` (Qwen3-VL).
+        mrope_section: frequency pairs per position axis, 1 to 4 entries (``(s_t, s_h, s_w)`` for three
+            axes; positions are then ``[A, ...]`` with ``A = len(mrope_section)``). Sums to at most
+            ``rotary_dim / 2``; frequencies past the sum go to axis 0.
+        section_layout: ``"chunked"`` (Qwen2/2.5-VL, GLM-4.1V, HunyuanOCR's 4 axes), ``"interleaved"``
+            (Qwen3-VL, HY-V4-VL) or ``"hw_alternating"`` (ERNIE-4.5-VL); see the module docstring.
         pairing: ``"neox"`` (split half, HF ``rotate_half``) or ``"gptj"`` (adjacent channels).
         scaling: long-context scaling of ``inv_freq``.
+        rotary_offset: the first rotary channel: channels ``[rotary_offset, rotary_offset + rotary_dim)``
+            rotate, the rest pass through (HY-V4-VL: 192, its 64-channel rope slice ends a 256-channel head).
     """
 
     head_dim: int = 128
     rotary_dim: int = 128
     theta: float = 1_000_000.0
-    mrope_section: tuple[int, int, int] = (16, 24, 24)
+    mrope_section: tuple[int, ...] = (16, 24, 24)
     section_layout: SectionLayout = "chunked"
     pairing: Pairing = "neox"
     scaling: RopeScaling = field(default_factory=RopeScaling)
+    rotary_offset: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mrope_section", tuple(self.mrope_section))
         if isinstance(self.scaling, dict):
             object.__setattr__(self, "scaling", RopeScaling(**self.scaling))
+        if not isinstance(self.scaling, RopeScaling):
+            raise SpecError(f"scaling must be a RopeScaling or a dict; got {type(self.scaling).__name__}")
         for name in ("head_dim", "rotary_dim"):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
                 raise SpecError(f"{name} must be a positive int; got {value!r}")
             if value % 2:
                 raise SpecError(f"{name} must be even (channels rotate in pairs); got {value}")
-        if self.rotary_dim > self.head_dim:
-            raise SpecError(f"rotary_dim ({self.rotary_dim}) must not exceed head_dim ({self.head_dim})")
+        off = self.rotary_offset
+        if not isinstance(off, (int, np.integer)) or isinstance(off, bool) or off < 0:
+            raise SpecError(f"rotary_offset must be an int >= 0; got {off!r}")
+        object.__setattr__(self, "rotary_offset", int(off))
+        if self.rotary_offset + self.rotary_dim > self.head_dim:
+            what = "rotary_dim" if not self.rotary_offset else "rotary_offset + rotary_dim"
+            raise SpecError(
+                f"{what} ({self.rotary_offset + self.rotary_dim}) must not exceed head_dim ({self.head_dim})"
+            )
         if not (isinstance(self.theta, (int, float)) and math.isfinite(self.theta) and self.theta > 0):
             raise SpecError(f"theta must be a finite number > 0; got {self.theta!r}")
         sec = self.mrope_section
-        if len(sec) != 3 or not all(isinstance(s, (int, np.integer)) and s >= 0 for s in sec):
-            raise SpecError(f"mrope_section must be three non-negative ints (t, h, w); got {sec!r}")
-        object.__setattr__(self, "mrope_section", tuple(int(s) for s in sec))
-        if sum(sec) != self.rotary_dim // 2:
+        if isinstance(sec, (str, bytes)) or not hasattr(sec, "__len__"):
+            raise SpecError(f"mrope_section must be a sequence of 1 to {MAX_AXES} ints; got {sec!r}")
+        sec = tuple(sec)
+        ok = all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0 for s in sec)
+        if not (1 <= len(sec) <= MAX_AXES and ok):
+            raise SpecError(
+                f"mrope_section must be 1 to {MAX_AXES} non-negative ints (frequency pairs per axis); got {sec!r}"
+            )
+        sec = tuple(int(s) for s in sec)
+        object.__setattr__(self, "mrope_section", sec)
+        n = self.rotary_dim // 2
+        if sum(sec) > n:
             raise SpecError(
                 f"mrope_section {list(sec)} sums to {sum(sec)} frequency pairs, but rotary_dim "
-                f"{self.rotary_dim} has {self.rotary_dim // 2}"
+                f"{self.rotary_dim} has only {n}"
             )
-        if self.section_layout not in ("chunked", "interleaved"):
-            raise SpecError(f"section_layout must be 'chunked' or 'interleaved'; got {self.section_layout!r}")
-        if self.section_layout == "interleaved":
-            s_t, s_h, s_w = sec
-            n = self.rotary_dim // 2
-            if 3 * s_h > n + 1 or 3 * s_w > n:
-                raise SpecError(
-                    f"interleaved mrope_section {list(sec)} needs 3*s_h <= {n + 1} and 3*s_w <= {n} "
-                    f"so that every h and w slot exists among {n} frequencies"
-                )
-        if self.scaling.type == "dynamic" and self.rotary_dim <= 2:
+        if self.section_layout not in SECTION_LAYOUTS:
             raise SpecError(
-                f"dynamic NTK scaling needs rotary_dim > 2 (its base exponent is d / (d - 2)); "
+                f"section_layout must be one of {', '.join(repr(x) for x in SECTION_LAYOUTS)}; "
+                f"got {self.section_layout!r}"
+            )
+        a = len(sec)
+        if self.section_layout == "interleaved":
+            # axis j >= 1 owns slots j, j + A, ..., j + A (s_j - 1): the last one must exist
+            bad = [j for j in range(1, a) if sec[j] and a * (sec[j] - 1) + j > n - 1]
+            if bad:
+                need = " and ".join(f"{a}*s_{j} <= {n - 1 - j + a}" for j in bad)
+                raise SpecError(
+                    f"interleaved mrope_section {list(sec)} needs {need} so that every slot of axis "
+                    f"{', '.join(str(j) for j in bad)} exists among {n} frequencies"
+                )
+        if self.section_layout == "hw_alternating" and (a != 3 or sec[1] != sec[2]):
+            raise SpecError(
+                f"hw_alternating needs three axes (t, h, w) with s_h == s_w (h and w alternate); got "
+                f"mrope_section {list(sec)}"
+            )
+        if self.scaling.type in ("dynamic", "ntk_alpha") and self.rotary_dim <= 2:
+            raise SpecError(
+                f"{self.scaling.type} scaling needs rotary_dim > 2 (its base exponent is d / (d - 2)); "
                 f"got rotary_dim {self.rotary_dim}"
             )
         if self.pairing not in ("neox", "gptj"):
@@ -145,43 +194,44 @@ class RopeSpec:
         """Frequency pairs: ``rotary_dim // 2``."""
         return self.rotary_dim // 2
 
+    @property
+    def num_axes(self) -> int:
+        """Position axes: ``len(mrope_section)`` (positions are ``[num_axes, ...]``)."""
+        return len(self.mrope_section)
+
     def axis_map(self) -> np.ndarray:
-        """Axis index (0 = t, 1 = h, 2 = w) of every frequency, int64 ``[rotary_dim // 2]``.
+        """Axis index (0 = t, 1 = h, 2 = w for three axes) of every frequency, int64 ``[rotary_dim // 2]``.
 
         This is the single source of truth for which position row drives which frequency.
         """
         n = self.num_freqs
         i = np.arange(n)
-        s_t, s_h, s_w = self.mrope_section
-        if self.section_layout == "chunked":
-            return np.where(i < s_t, 0, np.where(i < s_t + s_h, 1, 2)).astype(np.int64)
+        sec = self.mrope_section
+        a = len(sec)
         axis = np.zeros(n, dtype=np.int64)
-        axis[(i % 3 == 1) & (i < 3 * s_h)] = 1
-        axis[(i % 3 == 2) & (i < 3 * s_w)] = 2
+        if self.section_layout == "chunked":
+            bounds = np.cumsum(sec)
+            for j in range(a - 1, 0, -1):
+                axis[(i >= bounds[j - 1]) & (i < bounds[j])] = j
+        elif self.section_layout == "interleaved":
+            for j in range(1, a):
+                axis[(i % a == j) & (i < a * sec[j])] = j
+        else:  # hw_alternating
+            spatial = i < sec[1] + sec[2]
+            axis[spatial & (i % 2 == 0)] = 1
+            axis[spatial & (i % 2 == 1)] = 2
         return axis
 
     def inv_freq(self, seq_len: int | None = None) -> np.ndarray:
         """Scaled inverse frequencies, float64 ``[rotary_dim // 2]``, in radians per position.
 
+        The formula is ``mrope.scaling.INV_FREQ_FORMULAS[scaling.type]`` (shared with the fp32 angle path).
+
         Args:
             seq_len: the current sequence length (``max(position) + 1``), used by dynamic NTK scaling
                 only; ``None`` means the pretraining length (no growth).
         """
-        d = self.rotary_dim
-        exponents = np.arange(0, d, 2, dtype=np.float64) / d
-        sc = self.scaling
-        base = float(self.theta)
-        if sc.type == "dynamic":
-            l0 = sc.original_max_position_embeddings
-            length = l0 if seq_len is None else max(int(seq_len), l0)
-            base = base * ((sc.factor * length / l0) - (sc.factor - 1)) ** (d / (d - 2))
-        pos_freqs = base**exponents
-        inv = 1.0 / pos_freqs
-        if sc.type == "linear":
-            inv = inv / sc.factor
-        elif sc.type == "yarn":
-            inv = self._yarn_inv_freq(pos_freqs)
-        return inv
+        return np.asarray(INV_FREQ_FORMULAS[self.scaling.type](NUMPY_F64, self, seq_len), dtype=np.float64)
 
     def yarn_ramp(self) -> tuple[float, float]:
         """YaRN's correction range ``(low, high)`` in frequency indices: frequencies below ``low`` keep
@@ -203,14 +253,6 @@ class RopeSpec:
             high += 0.001
         return low, high
 
-    def _yarn_inv_freq(self, pos_freqs: np.ndarray) -> np.ndarray:
-        low, high = self.yarn_ramp()
-        ramp = np.clip((np.arange(self.rotary_dim // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
-        extrapolation_weight = 1.0 - ramp
-        extrapolated = 1.0 / pos_freqs
-        interpolated = 1.0 / (self.scaling.factor * pos_freqs)
-        return interpolated * (1 - extrapolation_weight) + extrapolated * extrapolation_weight
-
     def attention_factor(self) -> float:
         """Multiplier applied to cos and sin (YaRN's attention temperature; 1.0 otherwise)."""
         sc = self.scaling
@@ -226,15 +268,19 @@ class RopeSpec:
             return float(mscale(sc.factor, sc.mscale) / mscale(sc.factor, sc.mscale_all_dim))
         return mscale(sc.factor)
 
-    # ------------------------------------------------------------------ presets and (de)serialisation
+    # ------------------------------------------------------------------ registry and (de)serialisation
 
     @classmethod
     def preset(cls, name: str) -> RopeSpec:
-        """The spec of a released model: ``qwen2-vl``, ``qwen2.5-vl``, ``qwen3-vl``, ``glm-4.1v``."""
+        """The released rotary spec of a registered model family (a name, model_type or repo id; see
+        :func:`mrope.models.get_family`)."""
+        from mrope.errors import LayoutError
+        from mrope.models import get_family
+
         try:
-            return _PRESETS[name]
-        except KeyError:
-            raise SpecError(f"unknown model preset {name!r}; expected one of {sorted(_PRESETS)}") from None
+            return get_family(name).spec
+        except LayoutError as exc:
+            raise SpecError(str(exc)) from None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict that :meth:`from_dict` turns back into an equal spec."""
@@ -263,8 +309,6 @@ class RopeSpec:
                     f"{sorted(s_known)}"
                 )
             data["scaling"] = RopeScaling(**scaling)
-        if "mrope_section" in data:
-            data["mrope_section"] = tuple(data["mrope_section"])
         try:
             return cls(**data)
         except TypeError as exc:  # wrong argument types that the dataclass itself rejects
@@ -298,24 +342,9 @@ class RopeSpec:
         return cls(**spec_kwargs_from_hf_config(config))
 
 
-_QWEN2 = RopeSpec(head_dim=128, rotary_dim=128, theta=1_000_000.0, mrope_section=(16, 24, 24))
-_PRESETS: dict[str, RopeSpec] = {
-    "qwen2-vl": _QWEN2,
-    "qwen2.5-vl": _QWEN2,
-    "qwen3-vl": RopeSpec(
-        head_dim=128,
-        rotary_dim=128,
-        theta=5_000_000.0,
-        mrope_section=(24, 20, 20),
-        section_layout="interleaved",
-    ),
-    "glm-4.1v": RopeSpec(
-        head_dim=128,
-        rotary_dim=64,
-        theta=10_000.0,
-        mrope_section=(8, 12, 12),
-        section_layout="chunked",
-        pairing="gptj",
-    ),
-}
-PRESET_NAMES: tuple[str, ...] = tuple(_PRESETS)
+def __getattr__(name: str) -> Any:
+    if name == "PRESET_NAMES":  # the registry's family names (kept for callers of the old table)
+        from mrope.models import names
+
+        return names()
+    raise AttributeError(f"module 'mrope.spec' has no attribute {name!r}")

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from mrope.builder import Positions, build_positions, next_positions
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import ModelLike, names, resolve_rules, resolve_spec
+from mrope.rules import LayoutRules
 from mrope.segments import Segment, Text, Video
 from mrope.spec import RopeSpec
 
@@ -51,12 +52,9 @@ def _ids(positions: Positions | np.ndarray | torch.Tensor) -> np.ndarray:
 
 
 def _spec(spec: RopeSpec | str | None, positions: Any = None) -> RopeSpec:
-    if isinstance(spec, RopeSpec):
-        return spec
-    if spec is None and isinstance(positions, Positions):
-        name = positions.rules.name
-        spec = name if name in ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v") else "qwen2-vl"
-    return RopeSpec.preset(spec or "qwen2-vl")
+    if spec is None and isinstance(positions, Positions) and positions.rules.name in names():
+        spec = positions.rules.name  # the family whose rules built the positions
+    return resolve_spec(spec)
 
 
 def _content(n: int, spec: RopeSpec, heads: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -259,7 +257,7 @@ def assert_prefill_decode_consistent(
     segments: Sequence[Segment],
     n_decode: int = 8,
     *,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     tokenizer: Any = None,
     chunk: int | None = None,
@@ -300,7 +298,7 @@ def assert_time_aligned(
     video_a: Video,
     video_b: Video,
     *,
-    model: str = "qwen2.5-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     spec: RopeSpec | str | None = None,
     backend: str = "torch",

@@ -17,9 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope.builder import DEFAULT_PAD_POSITION, _Block, _Text, _untiled_block, fill_pieces, temporal_index
+from mrope.builder import (
+    _Block,
+    _Text,
+    _untiled_block,
+    fill_pieces,
+    fill_sequence_pieces,
+    target_positions,
+    temporal_index,
+)
+from mrope.canvas import canvas_row
 from mrope.errors import LayoutError, TokenError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
 
 if TYPE_CHECKING:
     import torch
@@ -61,7 +71,15 @@ def _grids(value: Any, name: str) -> np.ndarray:
 class _GridQueue:
     """One modality's grids, consumed in order across the batch."""
 
-    def __init__(self, name: str, grids: np.ndarray, merge: int, spg: np.ndarray | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        grids: np.ndarray,
+        merge: int,
+        spg: np.ndarray | None,
+        temporal_merge: int = 1,
+        newline: int = 0,
+    ) -> None:
         self.name = name
         self.grids = grids
         self.rows = grids.tolist()
@@ -72,7 +90,16 @@ class _GridQueue:
                 raise TokenError(
                     f"{name}[{i}] = {[t, h, w]}: h and w must be multiples of the merge size {merge}"
                 )
-        self.tokens = [t * h * w // (merge * merge) for t, h, w in self.rows]
+            if t % temporal_merge:
+                raise TokenError(
+                    f"{name}[{i}] = {[t, h, w]}: t must be a multiple of the temporal merge size {temporal_merge}"
+                )
+        if temporal_merge == 1 and not newline:
+            self.tokens = [t * h * w // (merge * merge) for t, h, w in self.rows]
+        else:  # merged frames of H' rows, each W' (+1 newline) tokens
+            self.tokens = [
+                t // temporal_merge * (h // merge) * (w // merge + newline) for t, h, w in self.rows
+            ]
 
     def take(self, run_len: int, row: int, at: int) -> list[int]:
         """Indices of the grids that exactly fill a run of ``run_len`` placeholder tokens."""
@@ -96,11 +123,45 @@ class _GridQueue:
             left -= need
         return used
 
+    def take_one(self, run_len: int, row: int, at: int) -> tuple[int, int]:
+        """The next grid, as ``(h, w)`` patches, for a crop of exactly ``run_len`` tokens (the canvas rule)."""
+        if self.next >= len(self.rows):
+            raise TokenError(
+                f"row {row}, crop at valid token {at}: {run_len} tokens need one more {self.name} row; only "
+                f"{len(self.rows)} given, all used"
+            )
+        g = self.next
+        if self.tokens[g] != run_len or self.rows[g][0] != 1:
+            raise TokenError(
+                f"row {row}, crop at valid token {at}: the canvas rule takes one (1, h, w) {self.name} row "
+                f"per crop of h*w/merge^2 tokens; {self.name}[{g}] = {self.rows[g]} for a crop of {run_len}"
+            )
+        self.next += 1
+        return self.rows[g][1], self.rows[g][2]
+
     def check_all_used(self) -> None:
         if self.next != len(self.rows):
             raise TokenError(
                 f"{len(self.rows)} {self.name} rows given but the placeholder runs use {self.next}"
             )
+
+
+def _take_bordered(queue: _GridQueue, run_len: int, row: int, at: int) -> tuple[int, bool]:
+    """The one grid of an image run under the ``grid_border`` rule, and whether the run holds the two
+    border tokens (``H' * (W' + 1) + 2`` tokens) or the grid alone."""
+    if queue.next >= len(queue.rows):
+        raise TokenError(
+            f"row {row}, image run at valid token {at}: {run_len} placeholder tokens need one more "
+            f"{queue.name} row; only {len(queue.rows)} given, all used"
+        )
+    need = queue.tokens[queue.next]
+    if run_len not in (need, need + 2):
+        raise TokenError(
+            f"row {row}, image run at valid token {at}: {queue.name}[{queue.next}] = {queue.rows[queue.next]} "
+            f"needs {need} grid tokens ({need + 2} with the two border tokens), but the run has {run_len}"
+        )
+    queue.next += 1
+    return queue.next - 1, run_len == need + 2
 
 
 def _row_pieces(
@@ -115,21 +176,30 @@ def _row_pieces(
     stops = [*change, n]
     merge = lay.merge_size
     blocks = _BLOCKS if len(_BLOCKS) < 4096 else {}
+    rule_key = (lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
     for a, z, kind in zip(starts, stops, row_types[starts].tolist(), strict=True):
         if kind == 0:
             pieces.append(_Text(z - a, 0, "text", -1))
             continue
         queue = images if kind == 1 else videos
-        for g in queue.take(z - a, row, a):
+        bordered = False
+        if lay.grid_border and kind == 1:
+            g, bordered = _take_bordered(queue, z - a, row, a)
+            taken = [g]
+        else:
+            taken = queue.take(z - a, row, a)
+        for g in taken:
             t, h, w = queue.rows[g]
+            if kind == 2:
+                t //= lay.temporal_merge_size
             if kind == 1 or lay.temporal == "index":
                 time_key: Any = t
             elif lay.temporal == "timestamps":
                 time_key = 0
             else:
-                time_key = (t, float(queue.spg[g]), lay.tokens_per_second)  # type: ignore[index]
+                time_key = (t, float(queue.spg[g]), lay.tokens_per_second, lay.seconds_grouping)  # type: ignore[index]
             # blocks are immutable here; the same grid under the same rules is the same block
-            key = (time_key, h // merge, w // merge, lay.spatial, lay.crop)
+            key = (time_key, h // merge, w // merge, rule_key)
             block = blocks.get(key)
             if block is None:
                 if time_key == 0:
@@ -139,8 +209,43 @@ def _row_pieces(
                 else:
                     tau = temporal_index(t, lay, time_key[1])
                 block = blocks[key] = _untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
+            if bordered:
+                pieces.append(_Text(1, 0, "wrapper", -1))
             pieces.append(block)
+            if bordered:
+                pieces.append(_Text(1, 0, "wrapper", -1))
     return pieces
+
+
+def _wrapped_video_types(row_ids: np.ndarray, pad_id: int, lay: LayoutRules) -> np.ndarray:
+    """0/1/2 token types when images and videos share one pad id (GLM-4.1V): pads after more
+    ``video_start_id`` than ``video_end_id`` tokens are video (2), the others image (1), as the
+    processor's ``create_mm_token_type_ids`` decides."""
+    inside = np.cumsum(row_ids == lay.video_start_id) > np.cumsum(row_ids == lay.video_end_id)
+    pads = row_ids == pad_id
+    return (pads.view(np.int8) + (pads & inside).view(np.int8)).astype(np.int8)
+
+
+def _wrapped_types(row_ids: np.ndarray, lay: LayoutRules) -> tuple[np.ndarray, int]:
+    """Token types of one row under the ``between_wrappers`` image rule: 1 for the tokens strictly
+    between each ``vision_start_id`` and the next ``vision_end_id``; also how many such images.
+
+    A start with no end after it (the start of an image to generate) leaves its tokens as text."""
+    types = np.zeros(row_ids.shape[0], dtype=np.int8)
+    starts = np.flatnonzero(row_ids == lay.vision_start_id).tolist()
+    ends = np.flatnonzero(row_ids == lay.vision_end_id).tolist()
+    if len(ends) > len(starts) or any(e <= s for s, e in zip(starts, ends, strict=False)):
+        raise TokenError(
+            f"image wrappers out of order: vision_start_id {lay.vision_start_id} at {starts}, "
+            f"vision_end_id {lay.vision_end_id} at {ends}"
+        )
+    for k, (s, e) in enumerate(zip(starts, ends, strict=False)):
+        if k + 1 < len(starts) and starts[k + 1] < e:
+            raise TokenError(
+                f"image wrappers nest: a vision_start_id at {starts[k + 1]} before the end at {e}"
+            )
+        types[s + 1 : e] = 1
+    return types, len(ends)
 
 
 _ZERO = np.zeros(1, dtype=np.int64)
@@ -154,18 +259,102 @@ def rope_index(
     video_grid_thw: Any = None,
     attention_mask: Any = None,
     *,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     second_per_grid_ts: Any = None,
     mm_token_type_ids: Any = None,
-    pad_position: int = DEFAULT_PAD_POSITION,
+    pad_position: int | None = None,
+    images_per_sample: Any = None,
+    convention: str = "released",
+    audio_seqlens: Any = None,
+    use_audio_in_video: bool | None = None,
+    second_per_grids: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The numpy core of :func:`get_rope_index`.
 
     Returns:
-        ``(position_ids int64 [3, B, L], deltas int64 [B])``.
+        ``(position_ids int64 [A, B, L], deltas int64 [B])``; A is ``rules.num_axes`` (3: t, h, w);
+        float32 both for fractional-time rules (Qwen3-Omni).
+    """
+    lay = resolve_rules(model, rules, convention)
+    if second_per_grids is not None:  # the omni models' name for it
+        if second_per_grid_ts is not None:
+            raise TokenError("pass second_per_grid_ts or second_per_grids, not both")
+        second_per_grid_ts = second_per_grids
+    if not lay.has_audio and (audio_seqlens is not None or use_audio_in_video):
+        raise TokenError(
+            f"audio_seqlens / use_audio_in_video given, but the {lay.name!r} rules have no audio"
+        )
+    out, deltas, _ = _rope_index_full(
+        input_ids,
+        image_grid_thw,
+        video_grid_thw,
+        attention_mask,
+        lay,
+        second_per_grid_ts,
+        mm_token_type_ids,
+        lay.pad_position if pad_position is None else pad_position,
+        images_per_sample,
+        audio_seqlens,
+        use_audio_in_video,
+    )
+    return out, deltas
+
+
+def generation_index(
+    input_ids: Any,
+    image_grid_thw: Any,
+    attention_mask: Any = None,
+    *,
+    model: ModelLike | None = None,
+    rules: LayoutRules | dict[str, Any] | None = None,
+    images_per_sample: Any = None,
+) -> np.ndarray:
+    """Decode-time positions of the images a model generates (rules with ``generates_images``,
+    GLM-Image): per row, the grids left after the prompt's images are generated last grid first, each
+    as a 2-D block starting one past the prompt's largest position, then one end marker.
+
+    Returns:
+        int64 ``[B, 3, G]``, rows shorter than the longest repeat their last column (how GLM-Image
+        caches them); step ``k`` of decoding row ``b`` uses ``[b, :, k]``.
     """
     lay = resolve_rules(model, rules)
+    if not lay.generates_images:
+        raise TokenError(f"the {lay.name!r} rules do not generate images (generates_images=False)")
+    _, _, generation = _rope_index_full(
+        input_ids,
+        image_grid_thw,
+        None,
+        attention_mask,
+        lay,
+        None,
+        None,
+        lay.pad_position,
+        images_per_sample,
+    )
+    rows = [g if g is not None else np.zeros((3, 0), dtype=np.int64) for g in generation]
+    width = max(g.shape[1] for g in rows)
+    out = np.zeros((len(rows), 3, width), dtype=np.int64)
+    for r, g in enumerate(rows):
+        if g.shape[1]:
+            out[r, :, : g.shape[1]] = g
+            out[r, :, g.shape[1] :] = g[:, -1:]
+    return out
+
+
+def _rope_index_full(
+    input_ids: Any,
+    image_grid_thw: Any,
+    video_grid_thw: Any,
+    attention_mask: Any,
+    lay: LayoutRules,
+    second_per_grid_ts: Any,
+    mm_token_type_ids: Any,
+    pad_position: int,
+    images_per_sample: Any,
+    audio_seqlens: Any = None,
+    use_audio_in_video: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
     ids = _as_numpy(input_ids, "input_ids", ndim=2)
     assert ids is not None
     if ids.dtype.kind not in "iu":
@@ -177,21 +366,64 @@ def rope_index(
             raise TokenError(
                 f"attention_mask must have the shape of input_ids {tuple(ids.shape)}; got {tuple(mask.shape)}"
             )
-        if not np.all((mask == 0) | (mask == 1)):
+        if mask.dtype.kind in "iu":  # two reductions, no temporaries (the common torch int64 mask)
+            binary = not mask.size or (mask.min() >= 0 and mask.max() <= 1)
+        else:
+            binary = mask.dtype == bool or bool(np.all((mask == 0) | (mask == 1)))
+        if not binary:
             raise TokenError("attention_mask must hold only 0 and 1")
-        mask = mask.astype(bool)
+        mask = mask.astype(bool, copy=False)
     types = _as_numpy(mm_token_type_ids, "mm_token_type_ids")
     if types is not None:
         if types.shape != ids.shape:
             raise TokenError(
                 f"mm_token_type_ids must have the shape of input_ids {tuple(ids.shape)}; got {tuple(types.shape)}"
             )
-        if not np.all((types >= 0) & (types <= 2)):
+        if types.dtype.kind not in "iu" or (types.size and not (types.min() >= 0 and types.max() <= 2)):
             raise TokenError("mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)")
-        types = types.astype(np.int8)
+    if lay.has_audio:  # the omni token scan (audio, time-aligned video); it takes no type ids
+        out, deltas = _omni_rope_index(
+            ids,
+            mask,
+            image_grid_thw,
+            video_grid_thw,
+            second_per_grid_ts,
+            audio_seqlens,
+            lay,
+            pad_position,
+            use_audio_in_video,
+        )
+        return out, deltas, [None] * b
 
     merge = lay.merge_size
-    images = _GridQueue("image_grid_thw", _grids(image_grid_thw, "image_grid_thw"), merge, None)
+    newline = int(lay.row_newline)
+    image_grids = _grids(image_grid_thw, "image_grid_thw")
+    per_sample = _as_numpy(images_per_sample, "images_per_sample")
+    if per_sample is not None:
+        per_sample = per_sample.reshape(-1)
+        if (
+            per_sample.dtype.kind not in "iu"
+            or per_sample.size != b
+            or np.any(per_sample < 0)
+            or int(per_sample.sum()) != len(image_grids)
+        ):
+            raise TokenError(
+                f"images_per_sample must hold {b} counts >= 0 summing to the {len(image_grids)} "
+                f"image_grid_thw rows; got {per_sample.tolist()}"
+            )
+        bounds = np.concatenate([[0], np.cumsum(per_sample)]).tolist()
+        row_images = [
+            _GridQueue("image_grid_thw", image_grids[bounds[r] : bounds[r + 1]], merge, None, 1, newline)
+            for r in range(b)
+        ]
+    else:
+        if lay.generates_images and b > 1 and len(image_grids):
+            raise TokenError(
+                f"the {lay.name!r} rules generate images: with {b} rows, pass images_per_sample (the "
+                "processor's count of grids per row, images to generate included)"
+            )
+        shared = _GridQueue("image_grid_thw", image_grids, merge, None, 1, newline)
+        row_images = [shared] * b
     videos_raw = _grids(video_grid_thw, "video_grid_thw")
     spg = _as_numpy(second_per_grid_ts, "second_per_grid_ts")
     if spg is not None:
@@ -212,42 +444,122 @@ def rope_index(
         spg = np.repeat(spg, reps)
     else:
         videos_grid = videos_raw
-    videos = _GridQueue("video_grid_thw", videos_grid, merge, spg)
+    videos = _GridQueue("video_grid_thw", videos_grid, merge, spg, lay.temporal_merge_size, newline)
+    if lay.positions_base == "sequence" and len(videos_grid):
+        raise TokenError(f"the {lay.name!r} rules (sequence positions) take images only; got video grids")
 
-    out = np.empty((3, b, length), dtype=np.int64)
-    if mask is not None:
-        out.fill(pad_position)
+    axes = lay.num_axes
+    out = np.empty((axes, b, length), dtype=np.int64)
     deltas = np.zeros(b, dtype=np.int64)
+    generation: list[np.ndarray | None] = [None] * b
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
+    shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
+    image_index = 0
     for row in range(b):
-        # the valid tokens, and where their positions go: a view when they are contiguous
+        # the valid tokens, and where their positions go: a view when they are contiguous (one run of
+        # ones, found with two argmax scans and a count instead of materialising the valid indices)
+        valid = None
         if mask is None:
-            row_ids, row_types = ids[row], None if types is None else types[row]
-            target = out[:, row, :]
+            sl = slice(0, length)
         else:
-            valid = np.flatnonzero(mask[row])
-            if valid.size and int(valid[-1]) - int(valid[0]) + 1 == valid.size:
-                sl = slice(int(valid[0]), int(valid[-1]) + 1)
-                row_ids, row_types = ids[row, sl], None if types is None else types[row, sl]
-                target = out[:, row, sl]
-            else:
-                row_ids, row_types = ids[row, valid], None if types is None else types[row, valid]
-                target = None
+            row_mask = mask[row]
+            n_valid = int(np.count_nonzero(row_mask))
+            first = int(row_mask.argmax()) if n_valid else 0
+            last = length - int(row_mask[::-1].argmax()) if n_valid else 0
+            if last - first != n_valid:
+                valid = np.flatnonzero(row_mask)
+            sl = slice(first, last)
+            out[:, row, :first] = pad_position
+            out[:, row, last:] = pad_position
+        if valid is None:
+            row_ids, row_types = ids[row, sl], None if types is None else types[row, sl]
+            target = out[:, row, sl]
+        else:
+            row_ids, row_types = ids[row, valid], None if types is None else types[row, valid]
+            out[:, row, :] = pad_position
+            target = None
         n = row_ids.shape[0]
-        if row_types is None:
+        if lay.image_span == "between_wrappers":
+            row_types, _ = _wrapped_types(row_ids, lay)
+        elif row_types is None and shared_id:
+            row_types = _wrapped_video_types(row_ids, image_id, lay)
+        elif row_types is None:
             # 0 text, 1 image, 2 video (int8 adds; a shift of int8 costs several times more)
             row_types = (row_ids == video_id).view(np.int8)
             row_types = row_types + row_types
             row_types += (row_ids == image_id).view(np.int8)
-        pieces = _row_pieces(row_types, n, row, images, videos, lay)
-        dense = target if target is not None else np.empty((3, n), dtype=np.int64)
-        top = fill_pieces(pieces, dense, None, None, lay.advance)
+        images = row_images[row]
+        pieces = _row_pieces(row_types, n, row, images, videos, lay) if lay.positions_base != "canvas" else []
+        dense = target if target is not None else np.empty((axes, n), dtype=np.int64)
+        if lay.positions_base == "canvas":
+            queues = {1: images, 2: videos}
+            dense[:] = canvas_row(
+                row_ids.tolist(),
+                row_types.tolist(),
+                lambda kind, at, count: queues[kind].take_one(count, row, at),  # noqa: B023
+                lay,
+            )
+            top = int(dense.max()) if n else -1
+        elif lay.positions_base == "sequence":
+            top, image_index = fill_sequence_pieces(pieces, dense, None, None, image_index)
+            if lay.image_index_scope == "sequence":
+                image_index = 0
+        else:
+            top = fill_pieces(pieces, dense, None, None, lay.advance)
         if target is None:
             out[:, row, valid] = dense
         deltas[row] = top + 1 - n
-    images.check_all_used()
+        if lay.generates_images and (per_sample is not None or row == b - 1):
+            # grids left after the row's images are the images the model will generate
+            generation[row] = target_positions(top + 1, images.rows[images.next :], merge)
+            images.next = len(images.rows)
+    if lay.generates_images:
+        deltas[:] = 0
+    for queue in {id(q): q for q in row_images}.values():
+        queue.check_all_used()
     videos.check_all_used()
-    return out, deltas
+    return out, deltas, generation
+
+
+def _omni_rope_index(
+    ids: np.ndarray,
+    mask: np.ndarray | None,
+    image_grid_thw: Any,
+    video_grid_thw: Any,
+    second_per_grid_ts: Any,
+    audio_seqlens: Any,
+    lay: LayoutRules,
+    pad_position: float,
+    use_audio_in_video: bool | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    from mrope.timeline import omni_rope_index
+
+    videos = _grids(video_grid_thw, "video_grid_thw")
+    spg = _as_numpy(second_per_grid_ts, "second_per_grid_ts")
+    if spg is not None:
+        spg = spg.astype(np.float64).reshape(-1)
+        if spg.size != len(videos):
+            raise TokenError(
+                f"second_per_grid_ts has {spg.size} values for {len(videos)} video_grid_thw rows"
+            )
+        if not np.all(np.isfinite(spg)) or np.any(spg <= 0):
+            raise TokenError(f"second_per_grid_ts must be finite and > 0; got {spg.tolist()}")
+    seqlens = _as_numpy(audio_seqlens, "audio_seqlens")
+    if seqlens is not None and seqlens.dtype.kind == "f":
+        if not np.all(np.isfinite(seqlens)) or not np.all(seqlens == np.round(seqlens)):
+            raise TokenError(f"audio_seqlens must hold integers (mel frames); got {seqlens.tolist()}")
+        seqlens = seqlens.astype(np.int64)
+    return omni_rope_index(
+        ids,
+        mask,
+        _grids(image_grid_thw, "image_grid_thw"),
+        videos,
+        spg,
+        seqlens,
+        lay,
+        pad_position,
+        use_audio_in_video,
+    )
 
 
 def get_rope_index(
@@ -256,11 +568,16 @@ def get_rope_index(
     video_grid_thw: Any = None,
     attention_mask: Any = None,
     *,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     second_per_grid_ts: Any = None,
     mm_token_type_ids: Any = None,
-    pad_position: int = DEFAULT_PAD_POSITION,
+    pad_position: int | None = None,
+    images_per_sample: Any = None,
+    convention: str = "released",
+    audio_seqlens: Any = None,
+    use_audio_in_video: bool | None = None,
+    second_per_grids: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """M-RoPE position ids from token ids, like the transformers model method.
 
@@ -270,14 +587,28 @@ def get_rope_index(
         video_grid_thw: int ``[n_videos, 3]``. For Qwen3-VL one row ``(T, H, W)`` per video, as its
             processor gives it; it is split into ``T`` blocks of ``(1, H, W)`` like the model does.
         attention_mask: 0/1 ``[B, L]``; positions are computed on valid tokens only.
-        model: preset name; ``rules`` replaces or overrides it (see :class:`~mrope.LayoutRules`).
-        second_per_grid_ts: float ``[n_videos]`` seconds per temporal patch (Qwen2.5-VL; default 1.0).
+        model: required (no default): a family name, a Hugging Face model_type, a repo id, a
+            :class:`mrope.models.ModelFamily` or what :func:`mrope.from_pretrained` returns; ``rules``
+            replaces or overrides its rules (see :class:`~mrope.LayoutRules`).
+        second_per_grid_ts: float ``[n_videos]`` seconds per temporal patch (Qwen2.5-VL; default 1.0),
+            used as float32 like the model does with the float32 tensor its processor hands over.
         mm_token_type_ids: int ``[B, L]`` 0 text / 1 image / 2 video (transformers 5.x form); when
             given, runs are taken from it instead of the placeholder ids.
-        pad_position: value written at masked slots.
+        pad_position: value written at masked slots (default: the rules' ``pad_position``).
+        images_per_sample: int ``[B]``: how many ``image_grid_thw`` rows belong to each row (GLM-Image's
+            processor output, images to generate included); without it the grids are one queue.
+        audio_seqlens: int ``[n_audios]`` mel-frame lengths of every audio clip in order, standalone or
+            inside a video (omni families: ``feature_attention_mask.sum(-1)``, what the models take);
+            ``None`` counts each clip's tokens from the ids.
+        use_audio_in_video: omni families: whether videos carry their audio. The layout is read from
+            the ids (a video whose vision_start is followed by audio_start carries audio); ``True`` with
+            a video that carries none is an error, as the models would misplace it.
+        second_per_grids: the omni models' name for ``second_per_grid_ts``.
+        convention: ``"released"`` (official semantics) or ``"transformers5"`` (the family's own
+            transformers 5.24 ``get_rope_index``: its advance and pad value).
 
     Returns:
-        ``(position_ids, deltas)``: int64 torch ``[3, B, L]`` and ``[B, 1]``, on ``input_ids``' device
+        ``(position_ids, deltas)``: int64 torch ``[A, B, L]`` (A = ``rules.num_axes``) and ``[B, 1]``, on ``input_ids``' device
         when it is a torch tensor.
     """
     import torch
@@ -293,6 +624,11 @@ def get_rope_index(
             second_per_grid_ts=second_per_grid_ts,
             mm_token_type_ids=mm_token_type_ids,
             pad_position=pad_position,
+            images_per_sample=images_per_sample,
+            convention=convention,
+            audio_seqlens=audio_seqlens,
+            use_audio_in_video=use_audio_in_video,
+            second_per_grids=second_per_grids,
         )
     except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
         raise TokenError(str(exc)) from None
@@ -304,4 +640,4 @@ def get_rope_index(
     return pos_t, deltas_t
 
 
-__all__ = ["get_rope_index", "rope_index"]
+__all__ = ["generation_index", "get_rope_index", "rope_index"]

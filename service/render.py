@@ -1,6 +1,7 @@
 """Output formats: JSON (orjson, numpy arrays serialized natively) or ``application/x-npy``.
 
-The npy form is the raw int64 array as ``np.save`` writes it; the small values travel in headers:
+The npy form is the raw array as ``np.save`` writes it (int64; float32 for the fractional positions of
+Qwen3-Omni); the small values travel in headers:
 ``X-MRope-Delta`` (or ``X-MRope-Deltas``), ``X-MRope-Num-Tokens``, and compact JSON in ``X-MRope-Spans``,
 ``X-MRope-Image-Grid-Thw``, ``X-MRope-Video-Grid-Thw``, ``X-MRope-Second-Per-Grid-Ts``, ``X-MRope-Notes``
 (and ``X-MRope-Files`` for uploads). A JSON header value longer than ``MROPE_NPY_MAX_HEADER_BYTES`` (e.g.

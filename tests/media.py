@@ -14,7 +14,8 @@ Helpers (each returns the written :class:`~pathlib.Path`, or ``bytes`` for the `
 - :func:`write_vfr_video`: a variable-frame-rate MP4 with given frame times.
 - :func:`write_headerless_video`: streams without a frame count in the header: ``"mkv"`` (Matroska stores
   none), ``"webm"`` (VP8), ``"h264"`` / ``"m1v"`` (raw H.264 / MPEG-1: no container, no timestamps).
-- :func:`write_audio`: an audio-only file (AAC in MP4, or WAV).
+- :func:`write_audio`: an audio-only file (AAC in MP4 / M4A / MKV, or WAV).
+- :func:`write_video_with_audio`: H.264 frames plus an AAC track (MP4 or MKV).
 - :func:`truncated`, :func:`corrupted`, :func:`random_bytes`: damaged or meaningless bytes.
 """
 
@@ -45,6 +46,7 @@ __all__ = [
     "random_bytes",
     "truncated",
     "write_audio",
+    "write_video_with_audio",
     "write_headerless_video",
     "write_image",
     "write_vfr_video",
@@ -275,28 +277,67 @@ def write_headerless_video(
     return path
 
 
-def write_audio(path: str | Path, seconds: float = 0.5, rate: int = 16000) -> Path:
-    """An audio-only file (a 440 Hz tone): AAC in MP4 for ``.mp4`` / ``.m4a``, PCM for ``.wav``."""
-    path = Path(path)
-    wav = path.suffix.lower() == ".wav"
-    fmt = "wav" if wav else "mp4"
-    with av.open(str(path), "w", format=fmt) as out:
-        stream = out.add_stream("pcm_s16le" if wav else "aac", rate=rate, layout="mono")
-        n = int(seconds * rate)
-        t = np.arange(n) / rate
-        tone = (np.sin(2 * np.pi * 440 * t) * 8000).astype(np.int16)[None, :]
-        frame_size = stream.codec_context.frame_size or 1024
-        for start in range(0, n, frame_size):
-            chunk = np.ascontiguousarray(tone[:, start : start + frame_size])
-            if not wav:
-                chunk = np.ascontiguousarray(chunk.astype(np.float32) / 32768.0)
-            frame = av.AudioFrame.from_ndarray(chunk, format="s16" if wav else "fltp", layout="mono")
-            frame.sample_rate = rate
-            frame.pts = start
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode():
+def _encode_tone(
+    out: av.container.OutputContainer, stream: av.audio.stream.AudioStream, n: int, rate: int
+) -> None:
+    """Encode ``n`` samples of a 440 Hz tone into ``stream`` (interleaving is left to the muxer)."""
+    pcm = stream.codec_context.name.startswith("pcm")
+    t = np.arange(n) / rate
+    tone = (np.sin(2 * np.pi * 440 * t) * 8000).astype(np.int16)[None, :]
+    frame_size = stream.codec_context.frame_size or 1024
+    for start in range(0, n, frame_size):
+        chunk = np.ascontiguousarray(tone[:, start : start + frame_size])
+        if not pcm:
+            chunk = np.ascontiguousarray(chunk.astype(np.float32) / 32768.0)
+        frame = av.AudioFrame.from_ndarray(chunk, format="s16" if pcm else "fltp", layout="mono")
+        frame.sample_rate = rate
+        frame.pts = start
+        for packet in stream.encode(frame):
             out.mux(packet)
+    for packet in stream.encode():
+        out.mux(packet)
+
+
+def write_audio(path: str | Path, seconds: float = 0.5, rate: int = 16000) -> Path:
+    """An audio-only file of ``int(seconds * rate)`` samples (a 440 Hz tone): PCM for ``.wav``, AAC in
+    MP4 for ``.mp4`` / ``.m4a``, AAC in Matroska for ``.mkv``."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    fmt = {".wav": "wav", ".mkv": "matroska"}.get(suffix, "mp4")
+    with av.open(str(path), "w", format=fmt) as out:
+        stream = out.add_stream("pcm_s16le" if fmt == "wav" else "aac", rate=rate, layout="mono")
+        _encode_tone(out, stream, int(seconds * rate), rate)
+    return path
+
+
+def write_video_with_audio(
+    path: str | Path,
+    num_frames: int = 24,
+    fps: int = 12,
+    audio_seconds: float = 2.0,
+    rate: int = 44100,
+    width: int = 64,
+    height: int = 48,
+) -> Path:
+    """H.264 (or MPEG-4) frames plus an AAC track of ``int(audio_seconds * rate)`` samples, in MP4 or
+    MKV (by suffix)."""
+    path = Path(path)
+    fmt = _FORMATS.get(path.suffix.lower())
+    name = h264_codec()
+    options = {"crf": "12", "preset": "ultrafast"} if name == "libx264" else {}
+    with av.open(str(path), "w", format=fmt) as out:
+        video = out.add_stream(name, rate=fps, options=options)
+        video.width, video.height, video.pix_fmt = width, height, "yuv420p"
+        if name == "mpeg4":
+            video.codec_context.bit_rate = 2_000_000
+        audio = out.add_stream("aac", rate=rate, layout="mono")
+        for k in range(num_frames):
+            frame = av.VideoFrame.from_ndarray(frame_rgb(k, width, height), format="rgb24")
+            for packet in video.encode(frame):
+                out.mux(packet)
+        for packet in video.encode():
+            out.mux(packet)
+        _encode_tone(out, audio, int(audio_seconds * rate), rate)
     return path
 
 

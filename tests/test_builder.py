@@ -32,7 +32,7 @@ def rows(p: mrope.Positions) -> list[list[int]]:
 
 
 def test_text_image_text_literal() -> None:
-    p = build_positions([Text(2), Image(grid=(1, 4, 4), wrap=False), Text(2)])
+    p = build_positions([Text(2), Image(grid=(1, 4, 4), wrap=False), Text(2)], model="qwen2-vl")
     assert rows(p) == [
         [0, 1, 2, 2, 2, 2, 4, 5],
         [0, 1, 2, 2, 3, 3, 4, 5],
@@ -43,13 +43,13 @@ def test_text_image_text_literal() -> None:
 
 def test_image_advances_by_max_side_not_token_count() -> None:
     # merged grid 3 x 5: 15 tokens, but the counter moves by max(H', W') = 5
-    p = build_positions([Image(grid=(1, 6, 10), wrap=False), Text(1)])
+    p = build_positions([Image(grid=(1, 6, 10), wrap=False), Text(1)], model="qwen2-vl")
     assert p.ids[:, -1].tolist() == [5, 5, 5]
     assert p.delta == 6 - 16
 
 
 def test_wrappers_are_ordinary_text_tokens() -> None:
-    p = build_positions([Text(1), Image(grid=(1, 2, 2)), Text(1)])
+    p = build_positions([Text(1), Image(grid=(1, 2, 2)), Text(1)], model="qwen2-vl")
     assert rows(p) == [[0, 1, 2, 3, 4], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4]]
     assert p.input_ids.tolist() == [0, 151652, 151655, 151653, 0]
     assert [s.kind for s in p.spans] == ["text", "wrapper", "image", "wrapper", "text"]
@@ -58,10 +58,10 @@ def test_wrappers_are_ordinary_text_tokens() -> None:
 def test_video_resumes_after_temporal_extent_max_plus_one() -> None:
     # Qwen2-VL: tau(i) = i; a 4-patch video of 1x1 merged tokens ends at t = s + 3, so text resumes at
     # s + 4 (transformers 5.3+ would resume at s + 1 and overlap the video's t values).
-    p = build_positions([Text(1), Video(grid=(4, 2, 2), wrap=False), Text(1)])
+    p = build_positions([Text(1), Video(grid=(4, 2, 2), wrap=False), Text(1)], model="qwen2-vl")
     assert rows(p) == [[0, 1, 2, 3, 4, 5], [0, 1, 1, 1, 1, 5], [0, 1, 1, 1, 1, 5]]
     spatial = build_positions(
-        [Text(1), Video(grid=(4, 2, 2), wrap=False), Text(1)], rules={"advance": "spatial"}
+        [Text(1), Video(grid=(4, 2, 2), wrap=False), Text(1)], rules={"advance": "spatial"}, model="qwen2-vl"
     )
     assert spatial.ids[:, -1].tolist() == [2, 2, 2]  # the transformers 5.x divergence, reproduced on request
 
@@ -145,12 +145,12 @@ def test_qwen3_accepts_a_tokenizers_tokenizer() -> None:
 
 def test_spatial_reset_and_centered() -> None:
     segs = [Text(3), Image(grid=(1, 4, 8), wrap=False), Text(1)]
-    reset = build_positions(segs, rules={"spatial": "reset"})
+    reset = build_positions(segs, rules={"spatial": "reset"}, model="qwen2-vl")
     assert reset.ids[0, 3:11].tolist() == [3] * 8
     assert reset.ids[1, 3:11].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
     assert reset.ids[2, 3:11].tolist() == [0, 1, 2, 3] * 2
     assert reset.ids[:, -1].tolist() == [4, 4, 4]  # max so far (3) + 1
-    centered = build_positions(segs, rules={"spatial": "centered"})
+    centered = build_positions(segs, rules={"spatial": "centered"}, model="qwen2-vl")
     # 2 x 4 grid centred in the 4 x 4 square starting at s = 3: rows at 4, 5
     assert sorted(set(centered.ids[1, 3:11].tolist())) == [4, 5]
     assert sorted(set(centered.ids[2, 3:11].tolist())) == [3, 4, 5, 6]
@@ -160,10 +160,12 @@ def test_spatial_reset_and_centered() -> None:
 
 
 def test_global_tiles_keep_untiled_geometry_in_any_order() -> None:
-    whole = build_positions([Image(grid=(1, 8, 12), wrap=False)])  # merged 4 x 6
+    whole = build_positions([Image(grid=(1, 8, 12), wrap=False)], model="qwen2-vl")  # merged 4 x 6
     coords_whole = {(h, w): t for t, h, w in whole.ids.T.tolist()}
     for order in [None, (5, 0, 3, 1, 4, 2)]:
-        tiled = build_positions([Image(grid=(1, 8, 12), tiles=(3, 2), tile_order=order, wrap=False)])
+        tiled = build_positions(
+            [Image(grid=(1, 8, 12), tiles=(3, 2), tile_order=order, wrap=False)], model="qwen2-vl"
+        )
         assert tiled.num_tokens == whole.num_tokens
         assert {(h, w) for _, h, w in tiled.ids.T.tolist()} == set(coords_whole)
         for span in tiled.spans:
@@ -174,7 +176,11 @@ def test_global_tiles_keep_untiled_geometry_in_any_order() -> None:
 
 
 def test_independent_tiles_and_thumbnail() -> None:
-    p = build_positions([Image(grid=(1, 4, 8), tiles=(2, 1), thumbnail=True)], rules={"tiles": "independent"})
+    p = build_positions(
+        [Image(grid=(1, 4, 8), tiles=(2, 1), thumbnail=True)],
+        rules={"tiles": "independent"},
+        model="qwen2-vl",
+    )
     tiles = [s for s in p.spans if s.kind == "image"]
     thumb = [s for s in p.spans if s.kind == "thumbnail"]
     assert [s.tile for s in tiles] == [(0, 0), (0, 1)] and len(thumb) == 1
@@ -184,19 +190,19 @@ def test_independent_tiles_and_thumbnail() -> None:
 
 def test_tiles_must_divide_the_grid() -> None:
     with pytest.raises(LayoutError, match="does not split into 3 rows"):
-        build_positions([Image(grid=(1, 8, 8), tiles=(2, 3))])
+        build_positions([Image(grid=(1, 8, 8), tiles=(2, 3))], model="qwen2-vl")
     with pytest.raises(LayoutError, match="permutation"):
         Image(grid=(1, 8, 8), tiles=(2, 2), tile_order=(0, 1, 2, 2))
 
 
 def test_crop_origin_keep_and_reset() -> None:
     # whole image: merged 6 x 8; crop of merged 2 x 3 at origin (row 3, col 4)
-    whole = build_positions([Image(grid=(1, 12, 16), wrap=False)], rules={"crop": "keep"})
+    whole = build_positions([Image(grid=(1, 12, 16), wrap=False)], rules={"crop": "keep"}, model="qwen2-vl")
     crop = Image(grid=(1, 4, 6), origin=(3, 4), wrap=False)
-    kept = build_positions([crop], rules={"crop": "keep"})
+    kept = build_positions([crop], rules={"crop": "keep"}, model="qwen2-vl")
     hw_whole = whole.ids[1:].reshape(2, 6, 8)[:, 3:5, 4:7].reshape(2, -1)
     np.testing.assert_array_equal(kept.ids[1:], hw_whole)
-    reset = build_positions([crop])  # the released models' behaviour
+    reset = build_positions([crop], model="qwen2-vl")  # the released models' behaviour
     assert reset.ids[1].min() == 0 and reset.ids[2].min() == 0
 
 
@@ -205,16 +211,16 @@ def test_crop_origin_keep_and_reset() -> None:
 
 def test_batch_left_and_right_padding_agree() -> None:
     samples = [[Text(3), Image(grid=(1, 4, 4)), Text(2)], [Text(1)], [Video(grid=(2, 4, 4)), Text(4)]]
-    left = build_batch(samples, padding_side="left")
-    right = build_batch(samples, padding_side="right")
+    left = build_batch(samples, padding_side="left", model="qwen2-vl")
+    right = build_batch(samples, padding_side="right", model="qwen2-vl")
     for row in range(3):
         lv = left.ids[:, row][:, left.attention_mask[row] == 1]
         rv = right.ids[:, row][:, right.attention_mask[row] == 1]
         np.testing.assert_array_equal(lv, rv)
-        np.testing.assert_array_equal(lv, build_positions(samples[row]).ids)
+        np.testing.assert_array_equal(lv, build_positions(samples[row], model="qwen2-vl").ids)
     assert (left.ids[:, 1, :-1] == 1).all()  # pad fill value
     assert left.deltas.tolist() == [p.delta for p in left.sequences]
-    zero = build_batch(samples, pad_position=0)
+    zero = build_batch(samples, pad_position=0, model="qwen2-vl")
     assert (zero.ids[:, 1, :-1] == 0).all()
     pos, mask, deltas = left.torch()
     assert tuple(pos.shape) == (3, 3, left.ids.shape[2]) and tuple(deltas.shape) == (3, 1)
@@ -233,9 +239,9 @@ def test_to_dict_is_json_ready() -> None:
 
 
 def test_next_positions_and_window() -> None:
-    p = build_positions([Text(2), Image(grid=(1, 8, 8)), Text(1)])
+    p = build_positions([Text(2), Image(grid=(1, 8, 8)), Text(1)], model="qwen2-vl")
     assert next_positions(p.delta, p.num_tokens, 3).tolist() == [[p.ids.max() + 1 + i for i in range(3)]] * 3
-    full = build_positions([Text(2), Image(grid=(1, 8, 8)), Text(1), Text(5)])
+    full = build_positions([Text(2), Image(grid=(1, 8, 8)), Text(1), Text(5)], model="qwen2-vl")
     np.testing.assert_array_equal(p.window(0, p.num_tokens + 5), full.ids)
     np.testing.assert_array_equal(p.window(5, 12), full.ids[:, 5:12])
     batch = next_positions(np.array([0, -3]), 4, 2)
@@ -280,7 +286,7 @@ def stamp_tokens(text: str) -> list[int]:
 
 @given(st.integers(0, 300))
 def test_text_only_is_0_to_t_minus_1_on_every_axis(n: int) -> None:
-    p = build_positions([Text(n)])
+    p = build_positions([Text(n)], model="qwen2-vl")
     np.testing.assert_array_equal(p.ids, text_positions(n))
     assert p.delta == 0
 
@@ -320,24 +326,38 @@ def test_properties(segs: list, model: str, k: int) -> None:
 @pytest.mark.parametrize(
     ("make", "needle"),
     [
-        (lambda: build_positions([Image(grid=(1, 0, 4))]), "positive ints"),
-        (lambda: build_positions([Image(grid=(1, -2, 4))]), "positive ints"),
-        (lambda: build_positions([Image(grid=(1, 3, 4))]), "multiples of the merge size 2"),
-        (lambda: build_positions([Image(grid=(1, 2.5, 4))]), "positive ints"),
-        (lambda: build_positions([Image(grid=(1, 2))]), "positive ints"),
-        (lambda: build_positions([Text(1)], model="llava"), "unknown model preset 'llava'"),
-        (lambda: build_positions(["hello"]), "expected mrope.Text"),
-        (lambda: build_positions(Text(3)), "must be a list"),
-        (lambda: build_positions([Text(-1)]), ">= 0"),
-        (lambda: build_positions([Video(grid=(2, 4, 4), fps=0.0)]), "fps must be a finite number > 0"),
-        (lambda: build_positions([Video(grid=(2, 4, 4), fps=float("nan"))]), "fps must be"),
-        (lambda: build_positions([Text(1)], rules={"temporal": "frames"}), "temporal must be one of"),
-        (lambda: build_positions([Text(1)], rules={"bogus": 1}), "unknown LayoutRules fields"),
-        (lambda: build_batch([[Text(1)]], padding_side="middle"), "padding_side"),
-        (lambda: build_batch([]), "non-empty"),
+        (lambda: build_positions([Image(grid=(1, 0, 4))], model="qwen2-vl"), "positive ints"),
+        (lambda: build_positions([Image(grid=(1, -2, 4))], model="qwen2-vl"), "positive ints"),
+        (lambda: build_positions([Image(grid=(1, 3, 4))], model="qwen2-vl"), "multiples of the merge size 2"),
+        (lambda: build_positions([Image(grid=(1, 2.5, 4))], model="qwen2-vl"), "positive ints"),
+        (lambda: build_positions([Image(grid=(1, 2))], model="qwen2-vl"), "positive ints"),
+        (lambda: build_positions([Text(1)], model="llava"), "unknown model 'llava'"),
+        (lambda: build_positions(["hello"], model="qwen2-vl"), "expected mrope.Text"),
+        (lambda: build_positions(Text(3), model="qwen2-vl"), "must be a list"),
+        (lambda: build_positions([Text(-1)], model="qwen2-vl"), ">= 0"),
+        (
+            lambda: build_positions([Video(grid=(2, 4, 4), fps=0.0)], model="qwen2-vl"),
+            "fps must be a finite number > 0",
+        ),
+        (lambda: build_positions([Video(grid=(2, 4, 4), fps=float("nan"))], model="qwen2-vl"), "fps must be"),
+        (
+            lambda: build_positions([Text(1)], rules={"temporal": "frames"}, model="qwen2-vl"),
+            "temporal must be one of",
+        ),
+        (
+            lambda: build_positions([Text(1)], rules={"bogus": 1}, model="qwen2-vl"),
+            "unknown LayoutRules fields",
+        ),
+        (lambda: build_batch([[Text(1)]], padding_side="middle", model="qwen2-vl"), "padding_side"),
+        (lambda: build_batch([], model="qwen2-vl"), "non-empty"),
         (lambda: Video(grid=(2, 4, 4), frame_times=(1.0, 0.5)), "non-decreasing"),
         (lambda: build_positions([Video(grid=(4, 4, 4), fps=1e-300)], model="qwen2.5-vl"), "overflow"),
-        (lambda: build_positions([Image(grid=(1, 4, 4), origin=(2**39, 0))], rules={"crop": "keep"}), None),
+        (
+            lambda: build_positions(
+                [Image(grid=(1, 4, 4), origin=(2**39, 0))], rules={"crop": "keep"}, model="qwen2-vl"
+            ),
+            None,
+        ),
         (lambda: Image(grid=(1, 4, 4), origin=(2**70, 0)), r"\[0, 2\*\*40\)"),
         (lambda: Text([2**64]), r"\[0, 2\*\*63\)"),
         (lambda: Image(grid=(1, 4, 4), origin=(1.5, 0.2)), "origin must be"),
@@ -346,7 +366,10 @@ def test_properties(segs: list, model: str, k: int) -> None:
         (lambda: Image(grid=(1, 4, 4), tiles=(2, 1), tile_order=5), "permutation"),
         (lambda: Image(grid="144"), "grid must be"),
         (lambda: Image(grid=(1, True, 4)), "grid must be"),
-        (lambda: build_positions([Image(grid=(1, 2**21, 2**21), tiles=(2**10, 2**10))]), "at most 65536"),
+        (
+            lambda: build_positions([Image(grid=(1, 2**21, 2**21), tiles=(2**10, 2**10))], model="qwen2-vl"),
+            "at most 65536",
+        ),
         (
             lambda: build_positions(
                 [Video(grid=(2, 4, 4), frame_times=(0.0,) * 7)], model="qwen3-vl", tokenizer=lambda s: [1]
@@ -365,7 +388,7 @@ def test_bad_input_is_a_clear_project_error(make, needle: str | None) -> None:
 
 def test_count_tokens_needs_no_positions() -> None:
     huge = [Text(5), Image(grid=(1, 20000, 20000)), Video(grid=(1000, 200, 200))]
-    assert mrope.count_tokens(huge) == 5 + 2 + 10000 * 10000 + 2 + 1000 * 100 * 100
+    assert mrope.count_tokens(huge, model="qwen2-vl") == 5 + 2 + 10000 * 10000 + 2 + 1000 * 100 * 100
     # without a tokenizer each timestamp counts as one token
     assert mrope.count_tokens([Video(grid=(3, 4, 4))], model="qwen3-vl") == 3 * (1 + 1 + 4 + 1)
     assert mrope.count_tokens([Video(grid=(3, 4, 4))], model="glm-4.1v") == 2 + 3 * (1 + 1 + 4 + 1)

@@ -145,9 +145,9 @@ def test_modifiers_apply_to_the_segment_before_them(files, capsys) -> None:
     )
     assert code == 0
     rules = {"crop": "keep"}
-    crop = load_image(files["png"], rules=rules, crop=(0, 448, 448, 448))
+    crop = load_image(files["png"], rules=rules, crop=(0, 448, 448, 448), model="qwen2-vl")
     assert crop.origin == (0, 16)
-    tiled = load_image(files["png"], rules=rules, tiling=True)
+    tiled = load_image(files["png"], rules=rules, tiling=True, model="qwen2-vl")
     assert tiled.tiles is not None
     expected = mrope.build_positions(
         [
@@ -157,10 +157,11 @@ def test_modifiers_apply_to_the_segment_before_them(files, capsys) -> None:
             Image(grid=(1, 8, 8), origin=(2, 3), wrap=False),
             Video(grid=(8, 12, 16), fps=1.5),
             Video(grid=(4, 4, 4), second_per_grid=0.25),
-            load_video(files["video"], rules=rules, nframes=6),
+            load_video(files["video"], rules=rules, nframes=6, model="qwen2-vl"),
             Text(3),
         ],
         rules=rules,
+        model="qwen2-vl",
     )
     assert json.loads(out)["positions"] == expected.ids.tolist()
 
@@ -413,7 +414,7 @@ def test_batch_reports_failures_by_id_and_keeps_going(files, capsys, tmp_path) -
         "odd/../name",
     ]
     assert [bool(m["error"]) for m in manifest] == [False, True, True, False, True, False]
-    first = mrope.build_positions([Text(3), load_image(files["image"])])
+    first = mrope.build_positions([Text(3), load_image(files["image"], model="qwen2-vl")], model="qwen2-vl")
     np.testing.assert_array_equal(np.load(out_dir / "ok-1.npy"), first.ids)
     second = mrope.build_positions([load_video(files["video"], model="qwen2.5-vl")], model="qwen2.5-vl")
     np.testing.assert_array_equal(np.load(out_dir / "ok-2.npy"), second.ids)
@@ -438,7 +439,12 @@ def test_batch_folder_json_format_and_quiet(files, capsys, tmp_path) -> None:
     code, out, err = run(capsys, "batch", folder, "--out-dir", tmp_path / "o", "--format", "json", "--quiet")
     assert (code, out, err) == (0, "", "")
     doc = json.loads((tmp_path / "o" / "one.json").read_text())
-    assert doc["positions"] == mrope.build_positions([load_image(files["image"])]).ids.tolist()
+    assert (
+        doc["positions"]
+        == mrope.build_positions(
+            [load_image(files["image"], model="qwen2-vl")], model="qwen2-vl"
+        ).ids.tolist()
+    )
     assert json.loads((tmp_path / "o" / "t.json").read_text())["num_tokens"] == 5
 
 
@@ -494,7 +500,7 @@ def test_installed_script_and_python_m(files, tmp_path) -> None:
         env=env,
     )
     assert done.returncode == 0, done.stderr
-    expected = mrope.build_positions([Text(3), Image(grid=(1, 4, 4))])
+    expected = mrope.build_positions([Text(3), Image(grid=(1, 4, 4))], model="qwen2-vl")
     assert json.loads(done.stdout)["positions"] == expected.ids.tolist()
     bad = subprocess.run(
         [sys.executable, "-m", "mrope", "positions", "--image", str(tmp_path / "nope.png")],

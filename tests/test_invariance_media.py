@@ -27,8 +27,8 @@ def test_crop_of_a_real_image(photo: str, rule: str) -> None:
     assert whole.grid == (1, 40, 48) and crop.grid == (1, 16, 20)
     assert crop.origin == (4, 6)  # pixel (112, 168) at 28 px per merged token
     rules = {"crop": rule}
-    p_whole = build_positions([Text(3), whole], rules=rules)
-    p_crop = build_positions([Text(3), crop], rules=rules)
+    p_whole = build_positions([Text(3), whole], rules=rules, model="qwen2-vl")
+    p_crop = build_positions([Text(3), crop], rules=rules, model="qwen2-vl")
     assert_crop_invariant(p_whole, p_crop, origin=crop.origin)
 
 
@@ -38,10 +38,10 @@ def test_shuffled_tiles_of_a_real_image(tmp_path) -> None:
     cols, rows = tiled.tiles
     assert cols * rows > 1
     untiled = Image(grid=tiled.grid)  # the same resized image, not cut
-    ref = build_positions([Text(2), untiled])
+    ref = build_positions([Text(2), untiled], model="qwen2-vl")
     order = tuple(int(i) for i in np.random.default_rng(0).permutation(cols * rows))
     for image in (tiled, dataclasses.replace(tiled, tile_order=order)):
-        assert_tile_invariant(build_positions([Text(2), image]), ref)
+        assert_tile_invariant(build_positions([Text(2), image], model="qwen2-vl"), ref)
 
 
 def test_one_video_sampled_at_1_and_2_fps_is_time_aligned(tmp_path) -> None:

@@ -4,7 +4,6 @@ kernel (Triton's interpreter on CPU tensors; triton is a dev dependency, so a mi
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -15,8 +14,11 @@ import triton  # noqa: F401  (a dev dependency: the kernel tests must not be ski
 from mrope import ApplyError, MRopeError, RopeSpec
 from mrope.ops import apply_mrope, cos_sin, triton_kernel
 from mrope.ops import dispatch as ops_dispatch
-from mrope.ops.freqs import hf_inv_freq_fp32, split_turns
-from mrope.spec import PRESET_NAMES
+from mrope.ops.freqs import hf_inv_freq_fp32, turn_limbs
+from mrope.spec import PRESET_NAMES as FAMILY_NAMES
+
+# one family name per distinct released rotary spec (the registry grows; equal specs need one run)
+PRESET_NAMES = tuple({RopeSpec.preset(name): name for name in reversed(FAMILY_NAMES)}.values())[::-1]
 
 BACKENDS = ("torch", "triton")
 LAYOUTS = ("thd", "bhsd", "bshd")
@@ -39,24 +41,38 @@ def test_triton_is_importable_and_used() -> None:
 
 
 def ref_axis(spec: RopeSpec) -> np.ndarray:
-    """SPEC 4: chunked t if i < s_t, h if i < s_t + s_h, else w; interleaved h if i % 3 == 1 and i < 3 s_h,
-    w if i % 3 == 2 and i < 3 s_w, else t."""
-    s_t, s_h, s_w = spec.mrope_section
+    """SPEC 4 and CONTRACT 2, one frequency at a time. Chunked: axis a while i < s_0 + ... + s_a, past the
+    sum axis 0. Interleaved (A axes): a >= 1 if i % A == a and i < A s_a, else 0 (three axes: h if
+    i % 3 == 1 and i < 3 s_h, w if i % 3 == 2 and i < 3 s_w). hw_alternating (ERNIE): i < s_h + s_w is h
+    when even, w when odd; the rest t."""
+    sec = spec.mrope_section
+    a = len(sec)
     out = []
     for i in range(spec.rotary_dim // 2):
         if spec.section_layout == "chunked":
-            out.append(0 if i < s_t else (1 if i < s_t + s_h else 2))
+            axis, edge = 0, 0
+            for j, size in enumerate(sec):
+                if edge <= i < edge + size:
+                    axis = j
+                edge += size
+        elif spec.section_layout == "interleaved":
+            axis = next((j for j in range(1, a) if i % a == j and i < a * sec[j]), 0)
         else:
-            out.append(1 if (i % 3 == 1 and i < 3 * s_h) else (2 if (i % 3 == 2 and i < 3 * s_w) else 0))
+            axis = (1 if i % 2 == 0 else 2) if i < sec[1] + sec[2] else 0
+        out.append(axis)
     return np.array(out)
 
 
 def ref_inv_freq(spec: RopeSpec, seq_len: int) -> np.ndarray:
-    """SPEC 4: ``theta ** (-2i / d_r)``; scaled specs take spec.inv_freq (its formulas are checked against
-    transformers in test_ops_parity.py)."""
-    if spec.scaling.type == "none":
-        d = spec.rotary_dim
-        return float(spec.theta) ** (-2.0 * np.arange(d // 2) / d)
+    """SPEC 4: ``theta ** (-2i / d_r)``; NTK-alpha (HunYuan) grows the base to ``theta alpha^(d / (d - 2))``;
+    the other scaled specs take spec.inv_freq (its formulas are checked against transformers in
+    test_ops_parity.py and test_spec.py)."""
+    d = spec.rotary_dim
+    if spec.scaling.type in ("none", "ntk_alpha"):
+        base = float(spec.theta)
+        if spec.scaling.type == "ntk_alpha":
+            base *= spec.scaling.alpha ** (d / (d - 2))
+        return base ** (-2.0 * np.arange(d // 2) / d)
     return spec.inv_freq(seq_len)
 
 
@@ -66,14 +82,14 @@ def to_canonical(x: torch.Tensor, layout: str) -> torch.Tensor:
     ](x)
 
 
-def pos_canonical(positions: torch.Tensor, layout: str) -> torch.Tensor:
-    """``[3, B, S]`` int64 from any accepted positions shape."""
-    p = positions.to(torch.int64)
+def pos_canonical(positions: torch.Tensor, layout: str, axes: int = 3) -> torch.Tensor:
+    """``[A, B, S]`` (int64, or float64 for floating positions) from any accepted positions shape."""
+    p = positions.to(torch.float64 if positions.dtype.is_floating_point else torch.int64)
     if layout == "thd":
         p = p.reshape(-1, 1, p.shape[-1])
     elif p.dim() == 2:
         p = p.unsqueeze(0)
-    return p.expand(3, p.shape[1], p.shape[2])
+    return p.expand(axes, p.shape[1], p.shape[2])
 
 
 def reference(
@@ -82,9 +98,9 @@ def reference(
     """Rotate one tensor (q or k) in float64; returns float64 in x's layout.
 
     ``angle_dtype="fp32"`` rounds the angle as transformers does (fp32 product of fp32 position and
-    transformers' fp32 inv_freq), the rest stays float64.
+    transformers' fp32 inv_freq), the rest stays float64. The rotary slice starts at ``spec.rotary_offset``.
     """
-    p = pos_canonical(positions, layout)
+    p = pos_canonical(positions, layout, spec.num_axes)
     seq_len = int(p.max()) + 1
     axis = torch.from_numpy(ref_axis(spec))
     assert np.array_equal(ref_axis(spec), spec.axis_map()), "spec.axis_map disagrees with SPEC 4"
@@ -99,13 +115,14 @@ def reference(
     cos, sin = (ang.cos() * factor)[:, :, None], (ang.sin() * factor)[:, :, None]  # [B, S, 1, F]
     xc = to_canonical(x.double(), layout)
     out = xc.clone()
-    f, rd = spec.rotary_dim // 2, spec.rotary_dim
-    i1 = torch.arange(f) if spec.pairing == "neox" else 2 * torch.arange(f)
+    f, o = spec.rotary_dim // 2, spec.rotary_offset
+    i1 = o + (torch.arange(f) if spec.pairing == "neox" else 2 * torch.arange(f))
     i2 = i1 + f if spec.pairing == "neox" else i1 + 1
     x1, x2 = xc[..., i1], xc[..., i2]
     out[..., i1] = x1 * cos - x2 * sin
     out[..., i2] = x2 * cos + x1 * sin
-    assert torch.equal(out[..., rd:], xc[..., rd:])
+    rest = [c for c in range(x.shape[-1]) if c not in set(i1.tolist()) | set(i2.tolist())]
+    assert torch.equal(out[..., rest], xc[..., rest])
     return {"thd": lambda t: t[0], "bhsd": lambda t: t.transpose(1, 2), "bshd": lambda t: t}[layout](out)
 
 
@@ -130,11 +147,11 @@ def make_qk(
 
 
 def make_positions(
-    layout: str, b: int = 2, s: int = 5, t: int = 9, high: int = 60, seed: int = 1
+    layout: str, b: int = 2, s: int = 5, t: int = 9, high: int = 60, seed: int = 1, axes: int = 3
 ) -> torch.Tensor:
-    """M-RoPE positions with distinct t, h, w rows."""
+    """M-RoPE positions with distinct rows (t, h, w for three axes)."""
     g = torch.Generator().manual_seed(seed)
-    shape = (3, t) if layout == "thd" else (3, b, s)
+    shape = (axes, t) if layout == "thd" else (axes, b, s)
     return torch.randint(0, high, shape, generator=g)
 
 
@@ -280,6 +297,130 @@ def test_pairings_differ_and_match_reference(backend: str) -> None:
     b = run(q, k, pos, gptj, "thd", backend)
     assert not torch.allclose(a[0], b[0], atol=1e-2)
     assert rel_err(b[0], reference(q, pos, gptj, "thd", angle_dtype="fp32"), q) < 2e-6
+
+
+# --------------------------------------------------------------------------------------- 1 to 4 axes, offset, floats
+
+GROWN = {
+    "1 axis": RopeSpec(head_dim=32, rotary_dim=32, theta=1e4, mrope_section=(16,)),
+    "2 axes chunked, short sections": RopeSpec(head_dim=32, rotary_dim=24, theta=1e4, mrope_section=(3, 5)),
+    "2 axes interleaved": RopeSpec(
+        head_dim=32, rotary_dim=32, theta=1e4, mrope_section=(8, 8), section_layout="interleaved"
+    ),
+    "4 axes chunked ntk_alpha (HunyuanOCR)": RopeSpec(
+        head_dim=128, rotary_dim=128, theta=1e4, mrope_section=(16, 16, 16, 16)
+    ).with_scaling(type="ntk_alpha", alpha=1000.0),
+    "4 axes interleaved gptj": RopeSpec(
+        head_dim=40,
+        rotary_dim=32,
+        theta=500.0,
+        mrope_section=(4, 4, 4, 3),
+        section_layout="interleaved",
+        pairing="gptj",
+    ),
+    "hw_alternating gptj (ERNIE-4.5-VL)": RopeSpec(
+        head_dim=128,
+        rotary_dim=128,
+        theta=5e5,
+        mrope_section=(20, 22, 22),
+        section_layout="hw_alternating",
+        pairing="gptj",
+    ),
+    "offset slice at the end (HY-V4-VL)": RopeSpec(
+        head_dim=256,
+        rotary_dim=64,
+        theta=1e4,
+        mrope_section=(12, 10, 10),
+        section_layout="interleaved",
+        pairing="gptj",
+        rotary_offset=192,
+    ),
+    "offset slice in the middle, neox": RopeSpec(
+        head_dim=48, rotary_dim=16, theta=1e3, mrope_section=(2, 3, 3), rotary_offset=10
+    ),
+    "sections short of rotary_dim (qwen4-exp)": RopeSpec(
+        head_dim=64, rotary_dim=64, theta=1e4, mrope_section=(5, 5, 4), section_layout="interleaved"
+    ),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(GROWN))
+def test_grown_specs_against_reference(name: str, backend: str) -> None:
+    """Every new spec shape, both angle precisions, out of place and in place, against the float64
+    reference written above (its own axis rules, its own NTK-alpha formula, its own offset)."""
+    spec = GROWN[name]
+    for layout in ("thd", "bhsd"):
+        q, k = make_qk(layout, hq=3, hk=2, d=spec.head_dim, dtype=torch.float32)
+        pos = make_positions(layout, high=4000, axes=spec.num_axes)
+        want_q, want_k = reference(q, pos, spec, layout), reference(k, pos, spec, layout)
+        qr, kr = run(q, k, pos, spec, layout, backend, angle_precision="exact")
+        assert rel_err(qr, want_q, q) < TOL[torch.float32] and rel_err(kr, want_k, k) < TOL[torch.float32]
+        qf, kf = run(q.clone(), k.clone(), pos, spec, layout, backend, inplace=True)
+        assert rel_err(qf, want_q, q) < 4000 * 2**-22 and rel_err(kf, want_k, k) < 4000 * 2**-22
+        if spec.scaling.type == "none":
+            fp32_q = reference(q, pos, spec, layout, angle_dtype="fp32")
+            assert rel_err(qf, fp32_q, q) < TOL[torch.float32]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_row_positions_are_plain_rope_for_any_axis_count(backend: str) -> None:
+    for name in ("1 axis", "4 axes chunked ntk_alpha (HunyuanOCR)", "offset slice at the end (HY-V4-VL)"):
+        spec = GROWN[name]
+        q, k = make_qk("thd", hq=2, hk=1, d=spec.head_dim, dtype=torch.float32)
+        flat = make_positions("thd", axes=1)[0]
+        a = run(q, k, flat, spec, "thd", backend)
+        b = run(q, k, flat.expand(spec.num_axes, -1), spec, "thd", backend)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64, torch.bfloat16), ids=str)
+def test_float_positions(backend: str, dtype: torch.dtype) -> None:
+    """Fractional positions (Qwen3-Omni's float32 time) in both precisions; exact mode is exact for the
+    float value given, fp32 mode multiplies float32(pos) as transformers does."""
+    spec = RopeSpec.preset("qwen3-vl")
+    q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32, t=8)
+    g = torch.Generator().manual_seed(7)
+    pos = (torch.rand(3, 8, generator=g, dtype=torch.float64) * 900 - 50).to(dtype)
+    want = reference(q, pos, spec, "thd")
+    exact = run(q, k, pos, spec, "thd", backend, angle_precision="exact")[0]
+    assert rel_err(exact, want, q) < TOL[torch.float32]
+    fp32 = run(q, k, pos, spec, "thd", backend)[0]
+    assert rel_err(fp32, reference(q, pos, spec, "thd", angle_dtype="fp32"), q) < TOL[torch.float32]
+    # integral floats rotate exactly like the integers
+    ints = torch.randint(0, 10**6, (3, 8), generator=g)
+    a = run(q, k, ints, spec, "thd", backend, angle_precision="exact")[0]
+    b = run(q, k, ints.double(), spec, "thd", backend, angle_precision="exact")[0]
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float64_positions_far_out_in_exact_mode(backend: str) -> None:
+    """float64 positions near 1e12 with a fraction of 1/4: exact mode keeps one fp32 rounding."""
+    spec = RopeSpec.preset("qwen2-vl")
+    q, k = make_qk("thd", hq=1, hk=1, d=128, dtype=torch.float32, t=4)
+    pos = torch.tensor([[1e12 + 0.25, 3.5, -7e11 - 0.75, 2.0**40 + 0.5]] * 3, dtype=torch.float64)
+    import mpmath
+
+    mpmath.mp.prec = 300
+    inv, axis = spec.inv_freq(), ref_axis(spec)
+    ang = torch.empty(4, 64, dtype=torch.float64)
+    for t in range(4):
+        for i, f in enumerate(inv.tolist()):
+            a = mpmath.mpf(float(pos[axis[i], t])) * mpmath.mpf(f)
+            ang[t, i] = float(a - 2 * mpmath.pi * mpmath.nint(a / (2 * mpmath.pi)))
+    got = run(q, k, pos, spec, "thd", backend, angle_precision="exact")[0]
+    assert rel_err(got, rotate_with_angles(q, ang, spec), q) < 3e-6
+
+
+def test_positions_must_match_the_axis_count() -> None:
+    spec = GROWN["4 axes chunked ntk_alpha (HunyuanOCR)"]
+    q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
+    with pytest.raises(ApplyError, match=r"\[4, T\] = \[4, 9\] .*the spec has 4 axes.*got \[3, 9\]"):
+        apply_mrope(q, k, make_positions("thd"), spec)
+    with pytest.raises(ApplyError, match=r"must be \[4, T\] or \[T\]; got \[3, 9\]"):
+        cos_sin(make_positions("thd"), spec)
 
 
 # --------------------------------------------------------------------------------------- GQA, views, in place
@@ -442,15 +583,70 @@ def test_exact_mode_extreme_and_negative_positions(backend: str) -> None:
     assert rel_err(out, reference(q, pos, spec, "thd"), q) < 3e-6
 
 
-def test_split_turns_is_exact() -> None:
+def test_turn_limbs_against_mpmath() -> None:
+    """The exact-mode table is inv_freq / (2 pi) (inv_freq as given, float64) in 96-bit fixed point, checked
+    against mpmath at 300 bits."""
+    import mpmath
+
+    mpmath.mp.prec = 300
     for preset in PRESET_NAMES:
         inv = RopeSpec.preset(preset).inv_freq()
-        parts = split_turns(inv).astype(np.float64)
-        assert parts.shape == (4, inv.size)
-        np.testing.assert_allclose(parts.sum(0), inv / (2 * math.pi), rtol=1e-15)
-        for row in parts[:3]:  # 12 significant bits: row * 2^k is an integer below 2^12 for some k
-            mant, _ = np.frexp(row)
-            assert np.all(np.ldexp(mant, 12) == np.round(np.ldexp(mant, 12)))
+        limbs = turn_limbs(inv)
+        assert limbs.shape == (3, inv.size) and limbs.dtype == np.int64
+        assert ((limbs >= 0) & (limbs < 2**32)).all()
+        for i, f in enumerate(inv.tolist()):
+            want = mpmath.mpf(f) / (2 * mpmath.pi) * mpmath.mpf(2) ** 96
+            got = (int(limbs[0, i]) << 64) + (int(limbs[1, i]) << 32) + int(limbs[2, i])
+            assert abs(mpmath.mpf(got) - want) <= 0.5
+
+
+def exact_angles_mp(spec: RopeSpec, pos: list[list[int]]) -> torch.Tensor:
+    """Reference angles (radians, float64 ``[T, F]``) of integer positions ``[A][T]`` as Python ints:
+    ``(p * inv_freq) mod 2 pi`` in mpmath at 300 bits, with ``inv_freq = spec.inv_freq()`` taken as exact."""
+    import mpmath
+
+    mpmath.mp.prec = 300
+    inv = spec.inv_freq()
+    axis = ref_axis(spec)
+    two_pi = 2 * mpmath.pi
+    out = torch.empty(len(pos[0]), len(inv), dtype=torch.float64)
+    for t in range(len(pos[0])):
+        for i, f in enumerate(inv.tolist()):
+            a = mpmath.mpf(pos[axis[i]][t]) * mpmath.mpf(f)
+            r = a - two_pi * mpmath.nint(a / two_pi)
+            out[t, i] = float(r)
+    return out
+
+
+def rotate_with_angles(x: torch.Tensor, ang: torch.Tensor, spec: RopeSpec) -> torch.Tensor:
+    """float64 rotation of ``x`` ``[T, H, D]`` by angles ``[T, F]`` (neox or gptj pairs, channels from 0)."""
+    out = x.double().clone()
+    f = spec.rotary_dim // 2
+    i1 = torch.arange(f) if spec.pairing == "neox" else 2 * torch.arange(f)
+    i2 = i1 + f if spec.pairing == "neox" else i1 + 1
+    c, s = ang.cos()[:, None], ang.sin()[:, None]
+    x1, x2 = out[..., i1].clone(), out[..., i2].clone()
+    out[..., i1] = x1 * c - x2 * s
+    out[..., i2] = x2 * c + x1 * s
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exact_mode_whole_int64_range(backend: str) -> None:
+    """Issue 9.4: both sides of 2^31, 2^32, 2^53 and the int64 ends. 2^32 + 5 must not rotate like 5."""
+    spec = RopeSpec.preset("qwen2-vl")
+    values = [5, 2**31 - 1, 2**31, 2**32 + 5, -(2**32) - 5, 2**53 + 1, 2**62, -(2**62), 2**63 - 1, -(2**63)]
+    pos = torch.tensor([values, values[::-1], [v // 3 for v in values]], dtype=torch.int64)
+    q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32, t=len(values))
+    out_q, out_k = run(q, k, pos, spec, "thd", backend, angle_precision="exact")
+    ang = exact_angles_mp(spec, pos.tolist())
+    assert rel_err(out_q, rotate_with_angles(q, ang, spec), q) < 3e-6
+    assert rel_err(out_k, rotate_with_angles(k, ang, spec), k) < 3e-6
+    # the wrap of issue 9.4: position 2^32 + 5 must not rotate like 5
+    big, small = (torch.full((3, 1), v, dtype=torch.int64) for v in (2**32 + 5, 5))
+    a = run(q[:1], k[:1], big, spec, "thd", backend, angle_precision="exact")[0]
+    b = run(q[:1], k[:1], small, spec, "thd", backend, angle_precision="exact")[0]
+    assert float((a - b).abs().max()) > 0.1
 
 
 # --------------------------------------------------------------------------------------- cos_sin
@@ -606,7 +802,7 @@ def test_custom_ops_registered_with_mutation() -> None:
     pos = make_positions("thd")
     axis = torch.as_tensor(spec.axis_map(), dtype=torch.int32)
     freq = hf_inv_freq_fp32(spec).reshape(1, -1)
-    args = (pos.reshape(3, 1, -1), axis, freq, "thd", 128, False, False, False, 1.0)
+    args = (pos.reshape(3, 1, -1), axis, freq, "thd", 128, False, False, False, 1.0, 0)
     torch.library.opcheck(torch.ops.mrope.rotary.default, (q, k, *args))
     # the in-place op declares exactly what it writes: q and k, nothing else
     torch.library.opcheck(torch.ops.mrope.rotary_.default, (q.clone(), k.clone(), *args))
@@ -639,7 +835,7 @@ BAD = {
         lambda q, k, p, s: (q.int(), k.int(), p, s, {}),
         "q must be float32, bfloat16, float16 or float64",
     ),
-    "positions float": (lambda q, k, p, s: (q, k, p.float(), s, {}), "integer dtype"),
+    "positions complex": (lambda q, k, p, s: (q, k, p.to(torch.complex64), s, {}), "integer dtype"),
     "positions bool": (lambda q, k, p, s: (q, k, p > 3, s, {}), "integer dtype"),
     "positions shape": (lambda q, k, p, s: (q, k, p[:, :4], s, {}), "must have shape [3, T] = [3, 9]"),
     "positions [3,1,T] in thd": (lambda q, k, p, s: (q, k, p[:, None], s, {}), "got [3, 1, 9]"),
@@ -663,7 +859,8 @@ BAD = {
     "inplace": (lambda q, k, p, s: (q, k, p, s, {"inplace": "yes"}), "inplace must be a bool; got 'yes'"),
     "batched pos": (
         lambda q, k, p, s: (q[None].transpose(1, 2), k[None].transpose(1, 2), p, s, {"layout": "bhsd"}),
-        "[3, B, S] = [3, 1, 9] (M-RoPE) or [B, S] = [1, 9] (plain RoPE); got [3, 9]",
+        "[3, B, S] = [3, 1, 9] (M-RoPE) or [B, S] = [1, 9] (plain RoPE) (the spec has 3 axes: "
+        "len(mrope_section)); got [3, 9]",
     ),
 }
 
@@ -697,7 +894,7 @@ def test_cos_sin_bad_input() -> None:
     with pytest.raises(ApplyError, match=r"must be \[3, B, S\] or \[B, S\]; got \[9\]"):
         cos_sin(torch.zeros(9, dtype=torch.int64), spec, layout="bshd")
     with pytest.raises(ApplyError, match="integer dtype"):
-        cos_sin(torch.zeros(3, 9), spec)
+        cos_sin(torch.zeros(3, 9, dtype=torch.complex64), spec)
     with pytest.raises(ApplyError, match="dtype must be a floating torch.dtype"):
         cos_sin(torch.zeros(3, 9, dtype=torch.int64), spec, dtype=torch.int32)
     with pytest.raises(ApplyError, match="spec must be a mrope.RopeSpec"):

@@ -178,3 +178,185 @@ def test_text_positions_match_transformers_text_path() -> None:
     q_ours, k_ours = apply_mrope(q, k, text, spec, layout="bhsd")
     torch.testing.assert_close(q_ours, q_hf, rtol=0, atol=2e-6)
     torch.testing.assert_close(k_ours, k_hf, rtol=0, atol=2e-6)
+
+
+# ----------------------------------------------------------------------------- families of issue 11
+# Each family's own rotary class from transformers 5.24 (or, for HunyuanOCR, Tencent's official layout
+# written out here), on random positions with distinct axes, against apply_mrope with the spec that family's
+# checkpoint needs. fp32 angles: cos/sin are transformers' own, so the rotations agree to fp32 rounding.
+
+
+def _family_inputs(axes: int, head_dim: int, b: int = 2, s: int = 7, high: int = 3000, seed: int = 3):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, 3, s, head_dim, generator=g)
+    k = torch.randn(b, 1, s, head_dim, generator=g)
+    pos = torch.randint(0, high, (axes, b, s), generator=g)
+    return q, k, pos
+
+
+def _ernie_spec() -> RopeSpec:
+    return RopeSpec(
+        head_dim=128,
+        rotary_dim=128,
+        theta=5e5,
+        mrope_section=(20, 22, 22),
+        section_layout="hw_alternating",
+        pairing="gptj",
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ernie_4_5_vl_rotary_matches_transformers(backend: str) -> None:
+    """Ernie4_5_VLMoeTextRotaryEmbedding stores inv_freq pre-permuted (h freqs 0,2,..,42, then w freqs
+    1,3,..,43, then t 44..63) and recomposes cos/sin so that frequency k sits at channels (2k, 2k+1) again:
+    the hw_alternating map with natural frequencies, gptj pairs."""
+    from transformers.models.ernie4_5_vl_moe import modeling_ernie4_5_vl_moe as m
+    from transformers.models.ernie4_5_vl_moe.configuration_ernie4_5_vl_moe import (
+        Ernie4_5_VLMoeTextConfig,
+    )
+
+    config = Ernie4_5_VLMoeTextConfig(
+        hidden_size=256,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=128,
+        rope_parameters={"rope_type": "default", "rope_theta": 5e5, "mrope_section": [22, 22, 20]},
+    )
+    emb = m.Ernie4_5_VLMoeTextRotaryEmbedding(config)
+    q, k, pos = _family_inputs(3, 128)
+    cos, sin = emb(q, pos)
+    want_q, want_k = m.apply_rotary_pos_emb(q, k, cos, sin)
+    spec = _ernie_spec()
+    ours_cos, ours_sin = cos_sin(pos, spec, layout="bhsd")
+    assert torch.equal(ours_cos, cos) and torch.equal(ours_sin, sin)
+    got_q, got_k = apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
+    torch.testing.assert_close(got_q, want_q, rtol=0, atol=2e-6)
+    torch.testing.assert_close(got_k, want_k, rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("inplace", (False, True))
+def test_hy_v4_vl_rotary_on_trailing_slice_matches_transformers(backend: str, inplace: bool) -> None:
+    """HY-V4-VL: interleaved [12, 10, 10] on a 64-channel rope slice (cos first half repeat_interleave(2):
+    gptj), the slice at the END of a 256-channel MLA head (``q_pass, q_rot = split(q, [192, 64])``)."""
+    from transformers.models.hy_v4_vl import modeling_hy_v4_vl as m
+    from transformers.models.hy_v4_vl.configuration_hy_v4_vl import HYV4VLTextConfig
+
+    config = HYV4VLTextConfig(rope_parameters={"rope_type": "default", "rope_theta": 1e4})
+    assert config.head_dim == 64 and config.rope_parameters["mrope_section"] == [12, 10, 10]
+    emb = m.HYV4VLRotaryEmbedding(config)
+    q, k, pos = _family_inputs(3, 256)
+    cos, sin = emb(q, pos)
+    q_pass, q_rot = torch.split(q, [192, 64], dim=-1)
+    k_pass, k_rot = torch.split(k, [192, 64], dim=-1)
+    q_rot, k_rot = m.apply_rotary_pos_emb(q_rot, k_rot, cos, sin)
+    want_q, want_k = torch.cat([q_pass, q_rot], dim=-1), torch.cat([k_pass, k_rot], dim=-1)
+    spec = RopeSpec(
+        head_dim=256,
+        rotary_dim=64,
+        theta=1e4,
+        mrope_section=(12, 10, 10),
+        section_layout="interleaved",
+        pairing="gptj",
+        rotary_offset=192,
+    )
+    got_q, got_k = apply_mrope(
+        q.clone(), k.clone(), pos, spec, layout="bhsd", backend=backend, inplace=inplace
+    )
+    torch.testing.assert_close(got_q, want_q, rtol=0, atol=2e-6)
+    torch.testing.assert_close(got_k, want_k, rtol=0, atol=2e-6)
+    assert torch.equal(got_q[..., :192], q[..., :192])
+
+
+def _hunyuan_official(q, k, pos, inv_freq, section):
+    """Tencent's apply_rotary_pos_emb_xdrope (HunyuanOCR release), written out: cos/sin = cat(f, f) of every
+    axis, split by ``xdrope_section * 2`` (list repetition), chunk i from axis i % A, then rotate_half."""
+    freqs = pos[..., None].float() * inv_freq  # [A, B, S, F]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    sizes = list(section) * 2
+    a = len(section)
+    cos = torch.cat([m[i % a] for i, m in enumerate(cos.split(sizes, dim=-1))], dim=-1)[:, None]
+    sin = torch.cat([m[i % a] for i, m in enumerate(sin.split(sizes, dim=-1))], dim=-1)[:, None]
+
+    def rotate_half(x):
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hunyuan_ocr_four_axes_ntk_alpha_matches_official_layout(backend: str) -> None:
+    """HunyuanOCR: 4 axes [16, 16, 16, 16] chunked (the official xdrope layout; 5.24's cat(f, f) split is
+    not a rotation, see FAMILIES.md), NTK-alpha 1000: inv_freq bit-identical to transformers'
+    compute_ntk_alpha_rope_parameters."""
+    from transformers.models.hunyuan_vl import modeling_hunyuan_vl as m
+    from transformers.models.hunyuan_vl.configuration_hunyuan_vl import HunYuanVLTextConfig
+
+    section = [16, 16, 16, 16]
+    config = HunYuanVLTextConfig(
+        hidden_size=256,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=128,
+        rope_parameters={
+            "rope_type": "dynamic",
+            "rope_theta": 1e4,
+            "alpha": 1000.0,
+            "factor": 1.0,
+            "mrope_section": section,
+        },
+    )
+    emb = m.HunYuanVLRotaryEmbedding(config)
+    assert emb.rope_type == "ntk_alpha"
+    spec = RopeSpec(head_dim=128, rotary_dim=128, theta=1e4, mrope_section=tuple(section)).with_scaling(
+        type="ntk_alpha", alpha=1000.0
+    )
+    assert torch.equal(emb.inv_freq, hf_inv_freq_fp32(spec))
+    q, k, pos = _family_inputs(4, 128)
+    want_q, want_k = _hunyuan_official(q, k, pos, emb.inv_freq, section)
+    got_q, got_k = apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
+    torch.testing.assert_close(got_q, want_q, rtol=0, atol=2e-6)
+    torch.testing.assert_close(got_k, want_k, rtol=0, atol=2e-6)
+    # for text (all four axes equal) 5.24's layout and the official one agree: plain RoPE
+    text = pos[:1].expand(4, -1, -1)
+    cos, sin = emb(q, text)
+    hf_q, _ = m.apply_rotary_pos_emb(q, k, cos, sin)
+    torch.testing.assert_close(
+        apply_mrope(q, k, text, spec, layout="bhsd", backend=backend)[0], hf_q, rtol=0, atol=2e-6
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_qwen3_omni_float_positions_match_transformers(backend: str) -> None:
+    """Qwen3-Omni keeps fractional float32 time; its thinker rotary multiplies float positions by inv_freq
+    in fp32 (interleaved [24, 20, 20])."""
+    from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as m
+    from transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe import Qwen3OmniMoeTextConfig
+
+    config = Qwen3OmniMoeTextConfig(
+        hidden_size=256,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=128,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 1e6,
+            "mrope_section": [24, 20, 20],
+            "mrope_interleaved": True,
+        },
+    )
+    emb = m.Qwen3OmniMoeThinkerTextRotaryEmbedding(config)
+    q, k, pos = _family_inputs(3, 128)
+    pos = pos.float() * (2 / 13) * 13 / 3.7  # fractional float32 positions
+    cos, sin = emb(q, pos)
+    want_q, want_k = m.apply_rotary_pos_emb(q, k, cos, sin)
+    spec = RopeSpec(
+        head_dim=128, rotary_dim=128, theta=1e6, mrope_section=(24, 20, 20), section_layout="interleaved"
+    )
+    ours_cos, ours_sin = cos_sin(pos, spec, layout="bhsd")
+    assert torch.equal(ours_cos, cos) and torch.equal(ours_sin, sin)
+    got_q, got_k = apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
+    torch.testing.assert_close(got_q, want_q, rtol=0, atol=2e-6)
+    torch.testing.assert_close(got_k, want_k, rtol=0, atol=2e-6)

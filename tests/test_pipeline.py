@@ -241,7 +241,7 @@ BAD_RECORDS = [
     ),
     ({"messages": [{"content": "hello"}]}, {"model": MODEL}, "message 0 item 0: text needs a tokenizer"),
     ({"model": 3, "segments": []}, {}, "model must be a preset name"),
-    ({"model": "qwen9", "segments": []}, {}, "unknown model preset 'qwen9'"),
+    ({"model": "qwen9", "segments": []}, {}, "unknown model 'qwen9'"),
     ({"segments": [], "rules": ["crop"]}, {"model": MODEL}, "rules must be an object"),
     ({"segments": [], "rules": {"colour": 1}}, {"model": MODEL}, "unknown LayoutRules fields"),
 ]

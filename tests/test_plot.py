@@ -94,10 +94,12 @@ def test_shared_coordinates_are_marked_only_where_they_exist() -> None:
 
 
 def test_tile_maps_sit_in_the_untiled_geometry() -> None:
-    untiled = vision_maps(mrope.build_positions([Text(3), Image(grid=(1, 16, 24))]))
+    untiled = vision_maps(mrope.build_positions([Text(3), Image(grid=(1, 16, 24))], model="qwen2-vl"))
     for order in (None, (5, 0, 3, 1, 4, 2)):
         tiled = vision_maps(
-            mrope.build_positions([Text(3), Image(grid=(1, 16, 24), tiles=(3, 2), tile_order=order)])
+            mrope.build_positions(
+                [Text(3), Image(grid=(1, 16, 24), tiles=(3, 2), tile_order=order)], model="qwen2-vl"
+            )
         )
         assert len(tiled) == 1
         np.testing.assert_array_equal(tiled[0].h, untiled[0].h)
@@ -109,7 +111,9 @@ def test_tile_maps_sit_in_the_untiled_geometry() -> None:
         ]
     independent = vision_maps(
         mrope.build_positions(
-            [Image(grid=(1, 8, 8), tiles=(2, 2))], rules={"tiles": "independent", "spatial": "reset"}
+            [Image(grid=(1, 8, 8), tiles=(2, 2))],
+            rules={"tiles": "independent", "spatial": "reset"},
+            model="qwen2-vl",
         )
     )
     h = independent[0].h
@@ -126,9 +130,11 @@ def test_video_map_shows_the_first_patch_and_every_t() -> None:
 
 
 def test_empty_and_long_sequences() -> None:
-    empty = render_layout(mrope.build_positions([]), width=600)
+    empty = render_layout(mrope.build_positions([], model="qwen2-vl"), width=600)
     assert empty.width == 600
-    long = mrope.build_positions([Text(5000), Image(grid=(1, 64, 64)), Text(10000), Video(grid=(20, 28, 28))])
+    long = mrope.build_positions(
+        [Text(5000), Image(grid=(1, 64, 64)), Text(10000), Video(grid=(20, 28, 28))], model="qwen2-vl"
+    )
     start = time.perf_counter()
     img = render_layout(long, width=1400)
     assert time.perf_counter() - start < 10

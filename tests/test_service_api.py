@@ -195,7 +195,10 @@ def test_image_from_pixel_size(client):
     seg = {"type": "image", "height": 750, "width": 1000}
     body = client.post("/v1/positions", json={"model": "qwen2-vl", "segments": [seg]}).json()
     assert body["image_grid_thw"] == [[1, 54, 72]]
-    assert body["positions"] == mrope.build_positions([mrope.Image(grid=(1, 54, 72))]).ids.tolist()
+    assert (
+        body["positions"]
+        == mrope.build_positions([mrope.Image(grid=(1, 54, 72))], model="qwen2-vl").ids.tolist()
+    )
     body = client.post(
         "/v1/positions",
         json={"model": "qwen2.5-vl", "segments": [{"type": "image", "height": 1080, "width": 1920}]},
@@ -213,7 +216,9 @@ def test_text_as_string_needs_tokenizer(client, tok_client, tokenizer_path):
     tok = Tokenizer.from_file(tokenizer_path)
     ids = tok.encode("hello world", add_special_tokens=False).ids
     assert ids == [1005, 1006]
-    assert body == expected(mrope.build_positions([mrope.Text(ids), mrope.Image(grid=(1, 4, 4))]))
+    assert body == expected(
+        mrope.build_positions([mrope.Text(ids), mrope.Image(grid=(1, 4, 4))], model="qwen2-vl")
+    )
 
 
 def test_qwen3_video_timestamps(tok_client, tokenizer_path):

@@ -147,7 +147,10 @@ def test_image_and_video_equal_library(client, vid, model):
 def test_default_layout_is_files_in_order(client):
     a, b = png(100, 60, seed=1), png(60, 100, seed=2)
     body = post(client, [("a.png", a), ("b.png", b)]).json()
-    lib = mrope.build_positions([load_image(io.BytesIO(a)), load_image(io.BytesIO(b))])
+    lib = mrope.build_positions(
+        [load_image(io.BytesIO(a), model="qwen2-vl"), load_image(io.BytesIO(b), model="qwen2-vl")],
+        model="qwen2-vl",
+    )
     body.pop("files")
     assert body == expected(lib)
 
@@ -175,7 +178,7 @@ def test_exif_rotation_swaps_sides(client):
     img = tm.image_bytes(200, 100, "JPEG", orientation=6)  # stored 200x100 (w x h), displayed 100x200
     body = post(client, [("r.jpg", img)]).json()
     assert (body["files"][0]["width"], body["files"][0]["height"]) == (100, 200)
-    assert body["image_grid_thw"] == [list(load_image(io.BytesIO(img)).grid)]
+    assert body["image_grid_thw"] == [list(load_image(io.BytesIO(img), model="qwen2-vl").grid)]
 
 
 def test_moov_at_end_larger_than_sniff_window(client):
@@ -183,7 +186,7 @@ def test_moov_at_end_larger_than_sniff_window(client):
     assert len(vid) > media.SNIFF_BYTES and vid.rfind(b"moov") > media.SNIFF_BYTES
     body = post(client, [("clip", vid)]).json()
     assert body["files"][0]["kind"] == "video"
-    assert body["video_grid_thw"] == [list(load_video(io.BytesIO(vid)).grid)]
+    assert body["video_grid_thw"] == [list(load_video(io.BytesIO(vid), model="qwen2-vl").grid)]
 
 
 def test_variable_rate_video(client, tmp_path):
@@ -301,7 +304,7 @@ def test_headerless_videos(client, tmp_path, kind):
     data = tm.write_headerless_video(tmp_path / "v", kind).read_bytes()
     resp = post(client, [(f"clip.{kind}", data)])
     assert resp.status_code == 200, resp.text
-    assert resp.json()["video_grid_thw"] == [list(load_video(io.BytesIO(data)).grid)]
+    assert resp.json()["video_grid_thw"] == [list(load_video(io.BytesIO(data), model="qwen2-vl").grid)]
 
 
 def test_audio_only_says_so(client, corpus):

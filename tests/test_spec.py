@@ -41,6 +41,90 @@ def test_interleaved_axis_map_equals_transformers_slices() -> None:
         assert spec.axis_map().tolist() == expected.tolist()
 
 
+def test_sections_short_of_rotary_dim_leave_the_rest_on_axis_0() -> None:
+    """qwen4-exp's class defaults: [11, 11, 10] interleaved over 128 frequencies (256 rotary channels).
+    transformers (Qwen3.5 rotary) overwrites slice(offset, 3 * section, 3) of the t row: the rest stays t."""
+    spec = RopeSpec(head_dim=256, rotary_dim=256, mrope_section=(11, 11, 10), section_layout="interleaved")
+    expected = np.zeros(128, dtype=np.int64)
+    expected[slice(1, 33, 3)] = 1
+    expected[slice(2, 30, 3)] = 2
+    assert spec.axis_map().tolist() == expected.tolist()
+    chunked = RopeSpec(head_dim=64, rotary_dim=64, mrope_section=(4, 6, 6))
+    assert chunked.axis_map().tolist() == [0] * 4 + [1] * 6 + [2] * 6 + [0] * 16
+
+
+def test_four_axis_chunked_equals_official_xdrope_layout() -> None:
+    """HunyuanOCR, Tencent's apply_rotary_pos_emb_xdrope: cos/sin are [.., 128] = cat(f, f) split by
+    ``xdrope_section * 2`` (list repetition, 8 chunks of 16) and chunk c takes axis c % 4. Written out per
+    channel here: both halves must give every frequency one axis, and that is the chunked map."""
+    section = [16, 16, 16, 16]
+    channel_axis = []
+    for c, size in enumerate(section * 2):
+        channel_axis += [c % 4] * size
+    first, second = channel_axis[:64], channel_axis[64:]
+    assert first == second  # a rotation: both members of pair (i, i + 64) use the same angle
+    spec = RopeSpec(head_dim=128, rotary_dim=128, theta=1e4, mrope_section=tuple(section))
+    assert spec.num_axes == 4 and spec.axis_map().tolist() == first
+    # 5.24's cat(f, f) then split by [2 s]: axis a owns channels [32a, 32a + 32): pairs (c, c + 64) mix
+    # axis 0 with axis 2 and axis 1 with axis 3 (FAMILIES.md "5.24 code that looks wrong")
+    hf524 = [a for a, s in enumerate(section) for _ in range(2 * s)]
+    assert hf524[:64] != hf524[64:]
+
+
+def test_hw_alternating_axis_map() -> None:
+    """ERNIE-4.5-VL (FAMILIES.md, modeling_ernie4_5_vl_moe 62-205): frequency k < 44 is h if k is even, w if
+    odd; k >= 44 (the 20 lowest rates) is t. Its config lists (h, w, t) = (22, 22, 20)."""
+    spec = RopeSpec(
+        head_dim=128,
+        rotary_dim=128,
+        theta=5e5,
+        mrope_section=(20, 22, 22),
+        section_layout="hw_alternating",
+        pairing="gptj",
+    )
+    want = [(1 if k % 2 == 0 else 2) if k < 44 else 0 for k in range(64)]
+    assert spec.axis_map().tolist() == want
+
+
+def test_axis_counts_for_one_to_four_axes() -> None:
+    for sec in [(32,), (10, 22), (8, 8, 8), (16, 16, 16, 16), (3, 5, 7, 9)]:
+        for layout in ("chunked", "interleaved"):
+            if layout == "interleaved" and len(sec) == 4 and sec[3] * 4 > 64:
+                continue
+            spec = RopeSpec(head_dim=128, rotary_dim=128, mrope_section=sec, section_layout=layout)
+            counts = np.bincount(spec.axis_map(), minlength=len(sec)).tolist()
+            assert len(counts) == len(sec)
+            assert counts[1:] == list(sec[1:]) and counts[0] == 64 - sum(sec[1:]), (sec, layout)
+
+
+def test_rotary_offset_round_trips_and_defaults() -> None:
+    spec = RopeSpec(
+        head_dim=256,
+        rotary_dim=64,
+        theta=1e4,
+        mrope_section=(12, 10, 10),
+        section_layout="interleaved",
+        pairing="gptj",
+        rotary_offset=192,
+    )
+    assert RopeSpec.from_json(spec.to_json()) == spec
+    old = RopeSpec.preset("qwen2-vl").to_dict()
+    del old["rotary_offset"]  # dicts written before the field existed
+    assert RopeSpec.from_dict(old) == RopeSpec.preset("qwen2-vl")
+
+
+def test_ntk_alpha_matches_hunyuan_formula() -> None:
+    """base = theta * alpha ** (d / (d - 2)) (HunYuanVLRotaryEmbedding.compute_ntk_alpha_rope_parameters),
+    written out here in float64."""
+    spec = RopeSpec(head_dim=128, rotary_dim=128, theta=1e4, mrope_section=(16, 16, 16, 16)).with_scaling(
+        type="ntk_alpha", alpha=1000.0
+    )
+    base = 1e4 * 1000.0 ** (128 / 126)
+    np.testing.assert_allclose(spec.inv_freq(), base ** (-np.arange(0, 128, 2) / 128), rtol=1e-14)
+    assert spec.attention_factor() == 1.0
+    assert RopeSpec.from_json(spec.to_json()) == spec
+
+
 def test_glm_preset_is_partial_and_adjacent() -> None:
     spec = RopeSpec.preset("glm-4.1v")
     assert (spec.head_dim, spec.rotary_dim, spec.pairing) == (128, 64, "gptj")
@@ -56,15 +140,23 @@ def test_inv_freq_matches_formula() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [
-        ({"mrope_section": (16, 24, 23)}, "sums to 63"),
+        ({"mrope_section": (16, 24, 25)}, "sums to 65 frequency pairs, but rotary_dim 128 has only 64"),
         ({"rotary_dim": 127}, "rotary_dim must be even"),
         ({"head_dim": 64, "rotary_dim": 128, "mrope_section": (16, 24, 24)}, "must not exceed head_dim"),
         ({"theta": 0.0}, "theta must be"),
         ({"theta": float("nan")}, "theta must be"),
         ({"section_layout": "zigzag"}, "section_layout"),
         ({"pairing": "odd"}, "pairing"),
-        ({"mrope_section": (16, 24)}, "three non-negative ints"),
-        ({"mrope_section": (0, 40, 24), "section_layout": "interleaved"}, "3*s_h"),
+        ({"mrope_section": ()}, "1 to 4 non-negative ints"),
+        ({"mrope_section": (8, 8, 8, 8, 8)}, "1 to 4 non-negative ints"),
+        ({"mrope_section": (16, -1, 24)}, "1 to 4 non-negative ints"),
+        ({"mrope_section": 64}, "sequence of 1 to 4 ints"),
+        ({"mrope_section": (0, 40, 24), "section_layout": "interleaved"}, "3\\*s_1 <= 65"),
+        ({"mrope_section": (20, 22, 21), "section_layout": "hw_alternating"}, "s_h == s_w"),
+        ({"mrope_section": (32, 32), "section_layout": "hw_alternating"}, "three axes"),
+        ({"rotary_offset": -2}, "rotary_offset must be an int >= 0"),
+        ({"head_dim": 256, "rotary_offset": 192, "rotary_dim": 128}, r"rotary_offset \+ rotary_dim \(320\)"),
+        ({"scaling": {"type": "ntk_alpha"}}, "scaling.alpha must be a finite number > 0"),
     ],
 )
 def test_validation_names_field_and_numbers(kwargs: dict, needle: str) -> None:
@@ -74,23 +166,30 @@ def test_validation_names_field_and_numbers(kwargs: dict, needle: str) -> None:
 
 def test_errors_are_value_errors() -> None:
     with pytest.raises(ValueError):
-        RopeSpec(mrope_section=(1, 2, 3))
-    with pytest.raises(SpecError, match="unknown model preset 'llama'"):
+        RopeSpec(mrope_section=(1, 2, 300))
+    with pytest.raises(SpecError, match="unknown model 'llama'"):
         RopeSpec.preset("llama")
 
 
 @st.composite
 def specs(draw: st.DrawFn) -> RopeSpec:
-    s_h = draw(st.integers(0, 12))
-    s_w = draw(st.integers(0, 12))
-    s_t = draw(st.integers(max(0, max(3 * s_h - 1, 3 * s_w) - s_h - s_w), 30))
-    n = s_t + s_h + s_w
-    if n < 2:
-        s_t, n = s_t + 2 - n, 2
+    layout = draw(st.sampled_from(["chunked", "interleaved", "hw_alternating"]))
+    axes = 3 if layout == "hw_alternating" else draw(st.integers(1, 4))
+    rest = [draw(st.integers(0, 12)) for _ in range(axes - 1)]
+    if layout == "hw_alternating":
+        rest = [rest[0], rest[0]]
+    # interleaved slot j + A (s_j - 1) must exist: n >= A s_j - A + j + 1
+    need = max([axes * s - axes + j + 2 for j, s in enumerate(rest, start=1) if s] + [2])
+    s_0 = draw(st.integers(max(0, need - sum(rest)), 30))
+    sec = (s_0, *rest)
+    n = max(sum(sec) + draw(st.integers(0, 4)), 2)
     extra = draw(st.integers(0, 8)) * 2
-    kind = draw(st.sampled_from(["none", "linear", "dynamic", "yarn"]))
+    offset = draw(st.integers(0, extra // 2)) * 2
+    kind = draw(st.sampled_from(["none", "linear", "dynamic", "yarn", "ntk_alpha"]))
     scaling = RopeScaling()
-    if kind != "none":
+    if kind == "ntk_alpha":
+        scaling = RopeScaling(type=kind, alpha=draw(st.floats(1.0, 5000.0)))
+    elif kind != "none":
         scaling = RopeScaling(
             type=kind,
             factor=draw(st.floats(1.0, 16.0)),
@@ -100,10 +199,11 @@ def specs(draw: st.DrawFn) -> RopeSpec:
         head_dim=2 * n + extra,
         rotary_dim=2 * n,
         theta=draw(st.floats(100.0, 1e8)),
-        mrope_section=(s_t, s_h, s_w),
-        section_layout=draw(st.sampled_from(["chunked", "interleaved"])),
+        mrope_section=sec,
+        section_layout=layout,
         pairing=draw(st.sampled_from(["neox", "gptj"])),
         scaling=scaling,
+        rotary_offset=offset,
     )
 
 
@@ -112,7 +212,9 @@ def test_json_round_trip_is_lossless(spec: RopeSpec) -> None:
     again = RopeSpec.from_json(json.dumps(json.loads(spec.to_json())))
     assert again == spec
     np.testing.assert_array_equal(again.inv_freq(), spec.inv_freq())
-    assert np.bincount(spec.axis_map(), minlength=3).tolist() == list(spec.mrope_section)
+    counts = np.bincount(spec.axis_map(), minlength=spec.num_axes).tolist()
+    assert len(counts) == spec.num_axes and counts[1:] == list(spec.mrope_section[1:])
+    assert counts[0] == spec.num_freqs - sum(spec.mrope_section[1:])  # s_0 plus the frequencies left over
 
 
 def test_from_dict_rejects_unknown_fields() -> None:
@@ -294,10 +396,12 @@ def test_scaling_validation() -> None:
         RopeScaling(type="linear", factor=0)
     with pytest.raises(SpecError, match="scaling.type"):
         RopeScaling(type="ntk")
+    with pytest.raises(SpecError, match="ntk_alpha scaling needs rotary_dim > 2"):
+        RopeSpec(head_dim=2, rotary_dim=2, mrope_section=(1,)).with_scaling(type="ntk_alpha", alpha=2.0)
 
 
 def test_all_presets_exist() -> None:
-    assert set(PRESET_NAMES) == {"qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v"}
+    assert set(PRESET_NAMES) >= {"qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v"}
     for name in PRESET_NAMES:
         assert isinstance(RopeSpec.preset(name), RopeSpec)
     assert torch.tensor(RopeSpec.preset("qwen3-vl").axis_map()).dtype == torch.int64

@@ -39,32 +39,36 @@ def test_text_only_mrope_is_plain_rope_scores() -> None:
 @pytest.mark.parametrize("rule", ["reset", "keep"])
 def test_crop(rule: str) -> None:
     rules = {"crop": rule}
-    whole = build_positions([Text(4), Image(grid=(1, 12, 16))], rules=rules)
-    crop = build_positions([Text(4), Image(grid=(1, 4, 6), origin=(3, 4))], rules=rules)
+    whole = build_positions([Text(4), Image(grid=(1, 12, 16))], rules=rules, model="qwen2-vl")
+    crop = build_positions([Text(4), Image(grid=(1, 4, 6), origin=(3, 4))], rules=rules, model="qwen2-vl")
     assert_crop_invariant(whole, crop, origin=(3, 4))
 
 
 def test_crop_fails_for_the_wrong_region() -> None:
-    whole = build_positions([Image(grid=(1, 12, 16))])
-    crop = build_positions([Image(grid=(1, 4, 4))])
+    whole = build_positions([Image(grid=(1, 12, 16))], model="qwen2-vl")
+    crop = build_positions([Image(grid=(1, 4, 4))], model="qwen2-vl")
     # a 2 x 2 crop scores like any 2 x 2 region (translation), but not like a region of another shape
     assert_crop_invariant(whole, crop, origin=(1, 1))
-    bent = build_positions([Image(grid=(1, 4, 4))])
+    bent = build_positions([Image(grid=(1, 4, 4))], model="qwen2-vl")
     bent.ids[2, bent.spans[1].start + 1] += 1  # stretch one token sideways
     with pytest.raises(AssertionError, match="q.k scores differ"):
         assert_crop_invariant(whole, bent, origin=(1, 1))
 
 
 def test_tiles_any_order_under_global_rule() -> None:
-    untiled = build_positions([Text(2), Image(grid=(1, 8, 12))])
+    untiled = build_positions([Text(2), Image(grid=(1, 8, 12))], model="qwen2-vl")
     for order in (None, (3, 1, 5, 0, 2, 4)):
-        tiled = build_positions([Text(2), Image(grid=(1, 8, 12), tiles=(3, 2), tile_order=order)])
+        tiled = build_positions(
+            [Text(2), Image(grid=(1, 8, 12), tiles=(3, 2), tile_order=order)], model="qwen2-vl"
+        )
         assert_tile_invariant(tiled, untiled)
 
 
 def test_independent_tiles_lose_geometry() -> None:
-    untiled = build_positions([Image(grid=(1, 8, 12))])
-    tiled = build_positions([Image(grid=(1, 8, 12), tiles=(3, 2))], rules={"tiles": "independent"})
+    untiled = build_positions([Image(grid=(1, 8, 12))], model="qwen2-vl")
+    tiled = build_positions(
+        [Image(grid=(1, 8, 12), tiles=(3, 2))], rules={"tiles": "independent"}, model="qwen2-vl"
+    )
     with pytest.raises(AssertionError, match="tile geometry lost"):
         assert_tile_invariant(tiled, untiled)
 
@@ -95,7 +99,7 @@ def test_time_alignment_holds_in_seconds_and_fails_by_index() -> None:
 
 def test_scores_use_the_apply_path_and_agree_with_float64_math() -> None:
     spec = mrope.RopeSpec.preset("qwen2-vl")
-    p = build_positions([Text(2), Image(grid=(1, 4, 4), wrap=False)])
+    p = build_positions([Text(2), Image(grid=(1, 4, 4), wrap=False)], model="qwen2-vl")
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(p.num_tokens, 1, 128, generator=gen, dtype=torch.float64)
     k = torch.randn(p.num_tokens, 1, 128, generator=gen, dtype=torch.float64)

@@ -21,8 +21,20 @@ def stamp_tokens(text: str) -> list[int]:
 
 
 def mm_types(input_ids: np.ndarray, model: str) -> np.ndarray:
+    """0/1/2 types as the processors make them; GLM-4.1V's frames carry the image id, and pads after an
+    unclosed <|begin_of_video|> are video (Glm4vProcessor.create_mm_token_type_ids, written out)."""
     rules = mrope.LayoutRules.preset(model)
-    return (input_ids == rules.image_pad_id).astype(np.int64) + 2 * (input_ids == rules.video_pad_id)
+    if rules.image_pad_id != rules.video_pad_id:
+        return (input_ids == rules.image_pad_id).astype(np.int64) + 2 * (input_ids == rules.video_pad_id)
+    rows = np.atleast_2d(input_ids)
+    flat = np.zeros(rows.shape, dtype=np.int64)
+    for r, ids in enumerate(rows.tolist()):
+        depth = 0
+        for k, tok in enumerate(ids):
+            depth += (tok == rules.video_start_id) - (tok == rules.video_end_id)
+            if tok == rules.image_pad_id:
+                flat[r, k] = 2 if depth > 0 else 1
+    return flat.reshape(input_ids.shape)
 
 
 SEGMENTS = [
@@ -47,6 +59,7 @@ def test_token_form_equals_builder(model: str) -> None:
     assert deltas.tolist() == [[p.delta]]
     # the 5.x form gives the same answer
     types = mm_types(p.input_ids, model)[None]
+    np.testing.assert_array_equal(p.mm_token_type_ids, types[0])
     pos2, _ = get_rope_index(
         p.input_ids[None], p.image_grid_thw, p.video_grid_thw, mm_token_type_ids=types, **kwargs
     )
@@ -132,6 +145,7 @@ def test_parity_with_transformers_5(model: str) -> None:
     input_ids = torch.from_numpy(batch.input_ids)
     mask = torch.from_numpy(batch.attention_mask)
     types = torch.from_numpy(mm_types(batch.input_ids, model)) * mask
+    np.testing.assert_array_equal(batch.mm_token_type_ids, types.numpy())
     kwargs = {"second_per_grid_ts": spg} if model == "qwen2.5-vl" else {}
     hf_pos, hf_deltas = _hf(model)(input_ids, types, grids_i, grids_v.clone(), attention_mask=mask, **kwargs)
     ours, deltas = get_rope_index(
@@ -152,15 +166,19 @@ def test_parity_with_transformers_5(model: str) -> None:
 
 def test_official_rule_differs_from_transformers_5_only_after_long_videos() -> None:
     # images: identical under both advance rules; video longer in time than wide: max + 1 is later
-    images = build_positions([Text(2), Image(grid=(1, 8, 4)), Text(2)])
+    images = build_positions([Text(2), Image(grid=(1, 8, 4)), Text(2)], model="qwen2-vl")
     assert np.array_equal(
         images.ids,
-        build_positions([Text(2), Image(grid=(1, 8, 4)), Text(2)], rules={"advance": "spatial"}).ids,
+        build_positions(
+            [Text(2), Image(grid=(1, 8, 4)), Text(2)], rules={"advance": "spatial"}, model="qwen2-vl"
+        ).ids,
     )
     p = build_positions([Text(1), Video(grid=(8, 4, 4), wrap=False), Text(1)], model="qwen2-vl")
     video_t = p.ids[0, 1:-1]
     assert p.ids[0, -1] == video_t.max() + 1 == 1 + 7 + 1  # hand-checked: s=1, tau(7)=7
-    q = build_positions([Text(1), Video(grid=(8, 4, 4), wrap=False), Text(1)], rules={"advance": "spatial"})
+    q = build_positions(
+        [Text(1), Video(grid=(8, 4, 4), wrap=False), Text(1)], rules={"advance": "spatial"}, model="qwen2-vl"
+    )
     assert q.ids[0, -1] == 1 + 2 and q.ids[0, -1] <= video_t.max()  # overlaps the video's t values
 
 
@@ -220,54 +238,83 @@ IMG, VID, VS, VE = 151655, 151656, 151652, 151653
     ("call", "needle"),
     [
         (
-            lambda: get_rope_index(_ids((1, 2), (VS, 1), (IMG, 5), (VE, 1)), [[1, 4, 4], [1, 4, 4]]),
+            lambda: get_rope_index(
+                _ids((1, 2), (VS, 1), (IMG, 5), (VE, 1)), [[1, 4, 4], [1, 4, 4]], model="qwen2-vl"
+            ),
             "needs 4 placeholder tokens, but the run has 1 left",
         ),
         (
-            lambda: get_rope_index(_ids((VS, 1), (IMG, 3), (VE, 1)), [[1, 4, 4]]),
+            lambda: get_rope_index(_ids((VS, 1), (IMG, 3), (VE, 1)), [[1, 4, 4]], model="qwen2-vl"),
             "needs 4 placeholder tokens, but the run has 3",
         ),
         (
-            lambda: get_rope_index(_ids((VS, 1), (IMG, 4), (VE, 1), (VS, 1), (IMG, 4)), [[1, 4, 4]]),
+            lambda: get_rope_index(
+                _ids((VS, 1), (IMG, 4), (VE, 1), (VS, 1), (IMG, 4)), [[1, 4, 4]], model="qwen2-vl"
+            ),
             "need more image_grid_thw",
         ),
         (
-            lambda: get_rope_index(_ids((VS, 1), (IMG, 4), (VE, 1)), [[1, 4, 4], [1, 2, 2]]),
+            lambda: get_rope_index(
+                _ids((VS, 1), (IMG, 4), (VE, 1)), [[1, 4, 4], [1, 2, 2]], model="qwen2-vl"
+            ),
             "2 image_grid_thw rows given but the placeholder runs use 1",
         ),
-        (lambda: get_rope_index(_ids((VS, 1), (VID, 4), (VE, 1))), "need more video_grid_thw"),
-        (lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 0, 4]]), "every grid dim must be >= 1"),
-        (lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, -4, 4]]), "every grid dim must be >= 1"),
-        (lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 3, 4]]), "multiples of the merge size 2"),
-        (lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 4]]), r"shape \[n, 3\]"),
-        (lambda: get_rope_index(torch.tensor([1, 2, 3])), "input_ids must be 2-D"),
         (
-            lambda: get_rope_index(torch.ones(1, 3, dtype=torch.long), attention_mask=torch.ones(1, 4)),
+            lambda: get_rope_index(_ids((VS, 1), (VID, 4), (VE, 1)), model="qwen2-vl"),
+            "need more video_grid_thw",
+        ),
+        (
+            lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 0, 4]], model="qwen2-vl"),
+            "every grid dim must be >= 1",
+        ),
+        (
+            lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, -4, 4]], model="qwen2-vl"),
+            "every grid dim must be >= 1",
+        ),
+        (
+            lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 3, 4]], model="qwen2-vl"),
+            "multiples of the merge size 2",
+        ),
+        (lambda: get_rope_index(_ids((VS, 1), (IMG, 4)), [[1, 4]], model="qwen2-vl"), r"shape \[n, 3\]"),
+        (lambda: get_rope_index(torch.tensor([1, 2, 3]), model="qwen2-vl"), "input_ids must be 2-D"),
+        (
+            lambda: get_rope_index(
+                torch.ones(1, 3, dtype=torch.long), attention_mask=torch.ones(1, 4), model="qwen2-vl"
+            ),
             "attention_mask must have the shape",
         ),
         (
-            lambda: get_rope_index(torch.ones(1, 3, dtype=torch.long), attention_mask=torch.full((1, 3), 2)),
+            lambda: get_rope_index(
+                torch.ones(1, 3, dtype=torch.long), attention_mask=torch.full((1, 3), 2), model="qwen2-vl"
+            ),
             "only 0 and 1",
         ),
         (
-            lambda: get_rope_index(torch.ones(1, 3, dtype=torch.long), mm_token_type_ids=torch.ones(1, 2)),
+            lambda: get_rope_index(
+                torch.ones(1, 3, dtype=torch.long), mm_token_type_ids=torch.ones(1, 2), model="qwen2-vl"
+            ),
             "mm_token_type_ids must have",
         ),
         (
             lambda: get_rope_index(
-                torch.ones(1, 3, dtype=torch.long), mm_token_type_ids=torch.full((1, 3), 5)
+                torch.ones(1, 3, dtype=torch.long), mm_token_type_ids=torch.full((1, 3), 5), model="qwen2-vl"
             ),
             "0 \\(text\\), 1 \\(image\\) or 2",
         ),
-        (lambda: get_rope_index(torch.ones(1, 3), model="qwen9"), "unknown model preset"),
-        (lambda: get_rope_index(torch.ones(1, 3)), "integer token ids"),
+        (lambda: get_rope_index(torch.ones(1, 3), model="qwen9"), "unknown model"),
+        (lambda: get_rope_index(torch.ones(1, 3), model="qwen2-vl"), "integer token ids"),
         (
-            lambda: get_rope_index(_ids((VID, 4)), video_grid_thw=[[1, 4, 4]], second_per_grid_ts=[1.0, 2.0]),
+            lambda: get_rope_index(
+                _ids((VID, 4)), video_grid_thw=[[1, 4, 4]], second_per_grid_ts=[1.0, 2.0], model="qwen2-vl"
+            ),
             "2 values for 1",
         ),
         (
             lambda: get_rope_index(
-                _ids((VID, 4)), video_grid_thw=[[1, 4, 4]], second_per_grid_ts=[float("nan")]
+                _ids((VID, 4)),
+                video_grid_thw=[[1, 4, 4]],
+                second_per_grid_ts=[float("nan")],
+                model="qwen2-vl",
             ),
             "finite and > 0",
         ),
@@ -282,6 +329,6 @@ def test_bad_input_is_a_token_error(call, needle: str) -> None:
 def test_grids_are_consumed_in_order_across_the_batch() -> None:
     ids = torch.tensor([[VS, IMG, IMG, IMG, IMG, VE], [VS, IMG, VE, 0, 0, 0]])
     mask = torch.tensor([[1] * 6, [1, 1, 1, 0, 0, 0]])
-    pos, deltas = get_rope_index(ids, [[1, 4, 4], [1, 2, 2]], attention_mask=mask)
+    pos, deltas = get_rope_index(ids, [[1, 4, 4], [1, 2, 2]], attention_mask=mask, model="qwen2-vl")
     assert pos[:, 1, :3].tolist() == [[0, 1, 2]] * 3
     assert pos[:, 1, 3:].eq(1).all() and deltas.tolist() == [[-2], [0]]

@@ -155,14 +155,14 @@ def test_bad_images(tmp_path):
         with pytest.raises(MediaError):
             image_size(data)
         with pytest.raises(MediaError):
-            load_image(data)
+            load_image(data, model="qwen2-vl")
         if name != "empty":
             with pytest.raises(MediaError):
                 detect_media_kind(data)
     fake = tmp_path / "photo.png"
     fake.write_bytes(media.random_bytes(2048, seed=3))
     with pytest.raises(MediaError, match="not an image"):
-        load_image(fake)
+        load_image(fake, model="qwen2-vl")
     with pytest.raises(MediaError, match="zero size"):
         image_size(PILImage.new("RGB", (0, 0)))
     with pytest.raises(MediaError, match="no such file"):
@@ -179,7 +179,7 @@ def test_aspect_ratio_over_200_is_an_error():
     data = media.image_bytes(250, 1, "PNG")
     assert image_size(data) == (1, 250)
     with pytest.raises(MediaError, match="aspect ratio"):
-        load_image(data)
+        load_image(data, model="qwen2-vl")
 
 
 # --------------------------------------------------------------------------------------- load_image
@@ -187,16 +187,16 @@ def test_aspect_ratio_over_200_is_an_error():
 
 def test_load_image_grids(tmp_path):
     data = media.image_bytes(1000, 750, "PNG")
-    assert load_image(data).grid == (1, 54, 72)
+    assert load_image(data, model="qwen2-vl").grid == (1, 54, 72)
     assert load_image(data, model="qwen3-vl").grid == (1, 46, 62)  # factor 32: 736 x 992
     # rotated phone photo: stored 1000 x 750 (w x h), orientation 6 -> displayed 750 wide, 1000 high
     rotated = media.image_bytes(1000, 750, "JPEG", orientation=6)
-    assert load_image(rotated).grid == (1, 72, 54)
+    assert load_image(rotated, model="qwen2-vl").grid == (1, 72, 54)
     path = media.write_image(tmp_path / "a.png", 1920, 1080)
-    img = mrope.Image.from_file(path)
+    img = load_image(path, model="qwen2-vl")
     assert img.grid == (1, 52, 94) and img.tiles is None and img.origin == (0, 0) and img.wrap
-    assert load_image(path, wrap=False).wrap is False
-    tight = load_image(path, rules={"image_max_pixels": 28 * 28 * 16})
+    assert load_image(path, wrap=False, model="qwen2-vl").wrap is False
+    tight = load_image(path, rules={"image_max_pixels": 28 * 28 * 16}, model="qwen2-vl")
     assert tight.grid[1] * tight.grid[2] // 4 <= 16
 
 
@@ -315,8 +315,12 @@ def test_load_image_tiling_keeps_the_global_grid(model):
 def test_tile_size_must_be_whole_merged_tokens():
     data = media.image_bytes(1000, 1000, "PNG")
     with pytest.raises(MediaError, match="multiple of 28"):
-        load_image(data, tiling={"tile_size": 450})
-    assert load_image(data, tiling={"tile_size": 224}).grid == (1, 16 * plan_tiles(1000, 1000, 224)[1], 48)
+        load_image(data, tiling={"tile_size": 450}, model="qwen2-vl")
+    assert load_image(data, tiling={"tile_size": 224}, model="qwen2-vl").grid == (
+        1,
+        16 * plan_tiles(1000, 1000, 224)[1],
+        48,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- crops
@@ -329,16 +333,18 @@ def _block(pos: mrope.Positions) -> np.ndarray:
 
 def test_crop_keep_and_reset():
     data = media.image_bytes(896, 896, "PNG")  # sized 896 x 896: no resize, merged grid 32 x 32
-    whole = load_image(data)
+    whole = load_image(data, model="qwen2-vl")
     assert whole.grid == (1, 64, 64)
-    crop = load_image(data, crop=(224, 448, 448, 448))  # rows 224.., cols 448.. in pixels
+    crop = load_image(data, crop=(224, 448, 448, 448), model="qwen2-vl")  # rows 224.., cols 448.. in pixels
     assert crop.grid == (1, 32, 32) and crop.origin == (8, 16)
     prefix = [mrope.Text(4)]
     keep = {"crop": "keep"}
-    w = _block(mrope.build_positions(prefix + [whole], rules=keep)).reshape(3, 32, 32)
-    k = _block(mrope.build_positions(prefix + [crop], rules=keep)).reshape(3, 16, 16)
+    w = _block(mrope.build_positions(prefix + [whole], rules=keep, model="qwen2-vl")).reshape(3, 32, 32)
+    k = _block(mrope.build_positions(prefix + [crop], rules=keep, model="qwen2-vl")).reshape(3, 16, 16)
     np.testing.assert_array_equal(k, w[:, 8:24, 16:32])  # exactly the whole image's coordinates
-    r = _block(mrope.build_positions(prefix + [crop], rules={"crop": "reset"})).reshape(3, 16, 16)
+    r = _block(mrope.build_positions(prefix + [crop], rules={"crop": "reset"}, model="qwen2-vl")).reshape(
+        3, 16, 16
+    )
     s = prefix[0].num_tokens + 1  # block start: after the text and vision_start
     np.testing.assert_array_equal(r[1], s + np.arange(16)[:, None] + np.zeros(16, int))
     np.testing.assert_array_equal(r[2], s + np.arange(16)[None, :] + np.zeros((16, 1), int))
@@ -349,19 +355,21 @@ def test_crop_keep_and_reset():
 def test_crop_origin_at_the_crops_scale():
     data = media.image_bytes(2000, 2000, "PNG")
     # a 1000 px crop is resized to 980 px (scale 0.98): an offset of 1000 px is 35 merged tokens
-    crop = load_image(data, crop=(1000, 1000, 1000, 1000))
+    crop = load_image(data, crop=(1000, 1000, 1000, 1000), model="qwen2-vl")
     assert crop.grid == (1, 70, 70) and crop.origin == (35, 35)
     with pytest.raises(MediaError, match="aligned to the merge grid.*multiple of 200 source pixels"):
-        load_image(data, crop=(500, 0, 1000, 1000))
+        load_image(data, crop=(500, 0, 1000, 1000), model="qwen2-vl")
     with pytest.raises(MediaError, match="inside"):
-        load_image(data, crop=(1500, 0, 1000, 1000))
+        load_image(data, crop=(1500, 0, 1000, 1000), model="qwen2-vl")
     with pytest.raises(MediaError, match="4 ints"):
-        load_image(data, crop=(0, 0, 10))
+        load_image(data, crop=(0, 0, 10), model="qwen2-vl")
 
 
 def test_crop_with_tiling():
     data = media.image_bytes(1792, 896, "PNG")
-    img = load_image(data, tiling=True, crop=(0, 896, 896, 896))  # the right half: 2 x 2 tiles, no resize
+    img = load_image(
+        data, tiling=True, crop=(0, 896, 896, 896), model="qwen2-vl"
+    )  # the right half: 2 x 2 tiles, no resize
     assert img.tiles == (2, 2) and img.grid == (1, 64, 64) and img.origin == (0, 32)
 
 

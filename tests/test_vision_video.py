@@ -296,42 +296,41 @@ def test_decode_reports_a_short_file(vids):
 
 
 def test_load_video_from_metadata(vids):
-    v = load_video(vids["h264"])  # 48 frames at 12 fps: n = 8, frames 64 x 48 -> 280 x 392
+    v = load_video(vids["h264"], model="qwen2-vl")  # 48 frames at 12 fps: n = 8, frames 64 x 48 -> 280 x 392
     idx = sample_frame_indices(48, 12.0)
     assert idx.tolist() == [0, 7, 13, 20, 27, 34, 40, 47]
     assert v.grid == (4, 20, 28)
     assert v.fps == pytest.approx(2.0) and v.second_per_grid == pytest.approx(1.0)
     np.testing.assert_allclose(v.frame_times, idx / 12.0)
-    assert mrope.Video.from_file(vids["h264"]) == v
     p = mrope.build_positions([mrope.Text(2), v], model="qwen2.5-vl")
     block = next(s for s in p.spans if s.kind == "video")
     assert block.grid == (4, 10, 14)
     t = p.ids[0, block.start : block.stop].reshape(4, 10, 14)[:, 0, 0]
     assert (t - t[0]).tolist() == [0, 2, 4, 6]  # floor(i * 1.0 s * 2 tokens/s)
-    few = load_video(vids["h264"], nframes=4, wrap=False)
+    few = load_video(vids["h264"], nframes=4, wrap=False, model="qwen2-vl")
     assert few.grid[0] == 2 and few.wrap is False
-    assert load_video(vids["h264"], fps=1.0).grid[0] == 2  # 4 s at 1 fps = 4 frames
+    assert load_video(vids["h264"], fps=1.0, model="qwen2-vl").grid[0] == 2  # 4 s at 1 fps = 4 frames
 
 
 def test_load_video_pixel_budget():
     # 1 hour of 1080p at 30 fps, from metadata alone (no file exists): 768 frames
     hour = VideoInfo(fps=30.0, num_frames=108_000, duration=3600.0, width=1920, height=1080)
     t0 = time.perf_counter()
-    v = load_video(hour)
+    v = load_video(hour, model="qwen2-vl")
     assert time.perf_counter() - t0 < 2.0
     # budget: max(min(768 * 784, 24576 * 784 / 768 * 2 = 50176), int(128 * 784 * 1.05) = 105369): the floor
     # binds; smart_resize(1080, 1920, max_pixels=105369) = 224 x 420 (beta 4.436)
     assert v.grid == (384, 16, 30)
     assert len(v.frame_times) == 768 and v.frame_times[-1] == pytest.approx(107_999 / 30)
     assert v.fps == pytest.approx(768 / 108_000 * 30)
-    assert load_video(hour, rules={"video_total_pixels": 28 * 28 * 100}).grid == v.grid
+    assert load_video(hour, rules={"video_total_pixels": 28 * 28 * 100}, model="qwen2-vl").grid == v.grid
     # a total budget of 300000 px per frame binds instead: beta = sqrt(2073600 / 300000) -> 392 x 728
-    roomy = load_video(hour, rules={"video_total_pixels": 300_000 * 768 // 2})
+    roomy = load_video(hour, rules={"video_total_pixels": 300_000 * 768 // 2}, model="qwen2-vl")
     assert roomy.grid == (384, 28, 52)
 
 
 def test_load_video_vfr_uses_real_times(vids):
-    v = load_video(vids["vfr"], nframes=4)
+    v = load_video(vids["vfr"], nframes=4, model="qwen2-vl")
     idx = sample_frame_indices(len(VFR_TIMES), probe_video(vids["vfr"]).fps, nframes=4)
     np.testing.assert_allclose(v.frame_times, np.asarray(VFR_TIMES)[idx], atol=1e-3)
     seen: list[str] = []
@@ -347,17 +346,19 @@ def test_load_video_vfr_uses_real_times(vids):
 
 def test_load_video_errors(vids):
     with pytest.raises(MediaError, match="nframes=100"):
-        load_video(vids["h264"], nframes=100)  # more than the video's 48 frames
+        load_video(vids["h264"], nframes=100, model="qwen2-vl")  # more than the video's 48 frames
     with pytest.raises(MediaError, match="1 frames"):
-        load_video(vids["one"])  # a one-frame video cannot make a temporal patch of 2
+        load_video(vids["one"], model="qwen2-vl")  # a one-frame video cannot make a temporal patch of 2
     with pytest.raises(MediaError, match="not both"):
-        load_video(vids["h264"], fps=1.0, nframes=4)
+        load_video(vids["h264"], fps=1.0, nframes=4, model="qwen2-vl")
     with pytest.raises(MediaError, match="video fps"):
-        load_video(VideoInfo(fps=float("nan"), num_frames=100, duration=1.0, width=64, height=48))
+        load_video(
+            VideoInfo(fps=float("nan"), num_frames=100, duration=1.0, width=64, height=48), model="qwen2-vl"
+        )
     with pytest.raises(MediaError, match="video fps"):
-        load_video(VideoInfo(fps=0.0, num_frames=100, duration=1.0, width=64, height=48))
+        load_video(VideoInfo(fps=0.0, num_frames=100, duration=1.0, width=64, height=48), model="qwen2-vl")
     with pytest.raises(MediaError, match="sampling fps"):
-        load_video(vids["h264"], fps=0.0)
+        load_video(vids["h264"], fps=0.0, model="qwen2-vl")
 
 
 # ---------------------------------------------------------------------------------------- bad inputs
@@ -367,7 +368,7 @@ def _assert_media_error_everywhere(source) -> None:
     with pytest.raises(MediaError):
         probe_video(source)
     with pytest.raises(MediaError):
-        load_video(source)
+        load_video(source, model="qwen2-vl")
     with pytest.raises(MediaError):
         decode_frames(source, [0])
 
@@ -400,7 +401,7 @@ def test_audio_only_file_has_no_video_stream(vids, key):
     with pytest.raises(MediaError, match="no video stream"):
         probe_video(vids[key])
     with pytest.raises(MediaError, match="no video stream"):
-        load_video(vids[key])
+        load_video(vids[key], model="qwen2-vl")
     with pytest.raises(MediaError, match="no video stream"):
         detect_media_kind(vids[key].read_bytes())
 
@@ -419,7 +420,7 @@ def test_corrupted_videos_never_crash_or_hang(vids):
             ):
                 try:
                     info = probe_video(bad)
-                    load_video(info)
+                    load_video(info, model="qwen2-vl")
                     frames = decode_frames(bad, [0, info.num_frames // 2, info.num_frames - 1], info=info)
                     assert frames.shape[0] == 3
                     outcomes["ok"] += 1

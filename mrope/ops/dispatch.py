@@ -2,14 +2,16 @@
 
 Layouts (``layout=``):
 
-- ``"thd"``: q ``[T, HQ, D]``, k ``[T, HK, D]``, positions ``[3, T]`` (or ``[T]``): serving engines with a
+- ``"thd"``: q ``[T, HQ, D]``, k ``[T, HK, D]``, positions ``[A, T]`` (or ``[T]``): serving engines with a
   flattened batch.
-- ``"bhsd"``: q ``[B, HQ, S, D]``, k ``[B, HK, S, D]``, positions ``[3, B, S]`` (or ``[B, S]``), as in
+- ``"bhsd"``: q ``[B, HQ, S, D]``, k ``[B, HK, S, D]``, positions ``[A, B, S]`` (or ``[B, S]``), as in
   transformers' attention.
 - ``"bshd"``: q ``[B, S, HQ, D]``, k ``[B, S, HK, D]``, positions as for ``bhsd``.
 
-Positions without the leading axis of 3 are plain RoPE (the same value on t, h and w). Internally
-positions become a ``[3, B, S]`` view (``B = 1`` for ``thd``) and the torch path works on ``[B, S, H, D]``
+``A = spec.num_axes = len(spec.mrope_section)`` (1 to 4; 3 for t, h, w). Positions without the leading axis
+are plain RoPE (the same value on every axis). Positions are integers, or floats where a family has
+fractional positions (Qwen3-Omni's float32 time). Internally
+positions become an ``[A, B, S]`` view (``B = 1`` for ``thd``) and the torch path works on ``[B, S, H, D]``
 views of q and k; the Triton kernel takes the caller's strides directly.
 """
 
@@ -40,6 +42,17 @@ LAYOUTS = layouts.LAYOUTS
 BACKENDS: tuple[str, ...] = ("auto", "torch", "triton")
 ANGLE_PRECISIONS: tuple[str, ...] = ("fp32", "exact")
 DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+POSITION_DTYPES: tuple[torch.dtype, ...] = (
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+)
 
 
 @dataclass(frozen=True)
@@ -65,36 +78,42 @@ def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
 
 
 def _check_positions(
-    positions: object, batch: int, seq: int, layout: str, device: torch.device
+    positions: object, batch: int, seq: int, layout: str, device: torch.device, axes: int = 3
 ) -> torch.Tensor:
-    """Validate positions and return them as a ``[3, B, S]`` view (rows t, h, w)."""
+    """Validate positions and return them as an ``[A, B, S]`` view (A = ``axes``, rows t, h, w for 3)."""
     if not isinstance(positions, torch.Tensor):
-        raise ApplyError(f"positions must be a torch.Tensor of integers; got {type(positions).__name__}")
-    if positions.dtype.is_floating_point or positions.dtype.is_complex or positions.dtype == torch.bool:
         raise ApplyError(
-            f"positions must have an integer dtype (int32 or int64 position ids); got {positions.dtype}"
+            f"positions must be a torch.Tensor of integers or floats; got {type(positions).__name__}"
+        )
+    if positions.dtype.is_complex or positions.dtype == torch.bool or positions.dtype not in POSITION_DTYPES:
+        raise ApplyError(
+            f"positions must have an integer dtype (position ids) or a floating one (fractional positions, "
+            f"e.g. Qwen3-Omni's float32 time); got {positions.dtype}"
         )
     if positions.device != device:
         raise ApplyError(
             f"positions must be on the same device as q and k ({device}); got {positions.device}"
         )
     if layout == "thd":
-        mrope_shape, plain_shape = (3, seq), (seq,)
-        text = f"[3, T] = [3, {seq}] (M-RoPE) or [T] = [{seq}] (plain RoPE)"
+        mrope_shape, plain_shape = (axes, seq), (seq,)
+        text = f"[{axes}, T] = [{axes}, {seq}] (M-RoPE) or [T] = [{seq}] (plain RoPE)"
     else:
-        mrope_shape, plain_shape = (3, batch, seq), (batch, seq)
-        text = f"[3, B, S] = [3, {batch}, {seq}] (M-RoPE) or [B, S] = [{batch}, {seq}] (plain RoPE)"
+        mrope_shape, plain_shape = (axes, batch, seq), (batch, seq)
+        text = f"[{axes}, B, S] = [{axes}, {batch}, {seq}] (M-RoPE) or [B, S] = [{batch}, {seq}] (plain RoPE)"
     if tuple(positions.shape) == mrope_shape:
-        return positions.reshape(3, batch, seq)
+        return positions.reshape(axes, batch, seq)
     if tuple(positions.shape) == plain_shape:
-        return positions.reshape(1, batch, seq).expand(3, batch, seq)
-    raise ApplyError(f"positions for layout {layout!r} must have shape {text}; got {_shape(positions)}")
+        return positions.reshape(1, batch, seq).expand(axes, batch, seq)
+    raise ApplyError(
+        f"positions for layout {layout!r} must have shape {text} (the spec has {axes} axes: "
+        f"len(mrope_section)); got {_shape(positions)}"
+    )
 
 
 def _check_inputs(
     q: object, k: object, positions: object, spec: object, layout: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Validate q, k, positions and spec; return ``(q, k, positions as [3, B, S])``."""
+    """Validate q, k, positions and spec; return ``(q, k, positions as [A, B, S])``."""
     if not isinstance(spec, RopeSpec):
         raise ApplyError(f"spec must be a mrope.RopeSpec; got {type(spec).__name__}")
     for name, x in (("q", q), ("k", k)):
@@ -126,7 +145,7 @@ def _check_inputs(
             f"q and k must have the same {what} in layout {layout!r} {layouts.SHAPES[layout]}; "
             f"got q {_shape(q)} and k {_shape(k)}"
         )
-    return q, k, _check_positions(positions, qb, qs, layout, q.device)
+    return q, k, _check_positions(positions, qb, qs, layout, q.device, spec.num_axes)
 
 
 def _choose_backend(backend: str, device: torch.device) -> str:
@@ -190,6 +209,7 @@ def _rotate(
             plan.precision == "exact",
             conj,
             spec.attention_factor(),
+            getattr(spec, "rotary_offset", 0),
         )
         if inplace:
             torch.ops.mrope.rotary_(q, k, *args)
@@ -197,7 +217,7 @@ def _rotate(
         q_out, k_out = torch.ops.mrope.rotary(q, k, *args)
         return q_out, k_out
     compute = torch.float64 if q.dtype == torch.float64 else torch.float32
-    # [3, B, S] -> [B, S, F] -> [B, S, 1, F], shared by every head
+    # [A, B, S] -> [B, S, F] -> [B, S, 1, F], shared by every head
     cos, sin = torch_path.cos_sin_table(positions, axis, freq, spec.attention_factor(), compute)
     cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
     if conj:
@@ -288,19 +308,22 @@ def apply_mrope(
     """Rotate queries and keys by multimodal rotary position embedding (M-RoPE).
 
     Frequency ``i`` (of ``F = spec.rotary_dim // 2``) turns channel pair ``i`` by
-    ``angle = pos[axis(i)] * inv_freq[i]`` radians, where ``axis = spec.axis_map()`` picks the t, h or w
-    row of ``positions`` and ``inv_freq = spec.inv_freq(seq_len)`` (dynamic NTK uses
+    ``angle = pos[axis(i)] * inv_freq[i]`` radians, where ``axis = spec.axis_map()`` picks the row of
+    ``positions`` (t, h or w for three axes) and ``inv_freq = spec.inv_freq(seq_len)`` (dynamic NTK uses
     ``seq_len = max(positions) + 1``); YaRN multiplies cos and sin by ``spec.attention_factor()``.
-    Pairs are ``(i, i + F)`` for ``spec.pairing == "neox"`` and ``(2i, 2i + 1)`` for ``"gptj"``; channels
-    ``>= rotary_dim`` are passed through.
+    Pairs are ``o + (i, i + F)`` for ``spec.pairing == "neox"`` and ``o + (2i, 2i + 1)`` for ``"gptj"``,
+    ``o = spec.rotary_offset``; channels outside ``[o, o + rotary_dim)`` are passed through.
 
     Args:
         q: queries, ``[T, HQ, D]`` (``thd``), ``[B, HQ, S, D]`` (``bhsd``) or ``[B, S, HQ, D]`` (``bshd``);
             fp32, bf16, fp16 (fp64 is accepted too, e.g. for gradcheck). ``D == spec.head_dim``.
         k: keys, same layout, dtype and device as q; its head count may differ (GQA).
-        positions: integer position ids on q's device, ``[3, T]`` (``thd``) or ``[3, B, S]`` (``bhsd``,
-            ``bshd``), rows t, h, w; without the leading 3 (``[T]``, ``[B, S]``) they are plain 1-D RoPE.
-            ``angle_precision="exact"`` takes ``|pos| < 2**31``.
+        positions: position ids on q's device, ``[A, T]`` (``thd``) or ``[A, B, S]`` (``bhsd``, ``bshd``)
+            with ``A = len(spec.mrope_section)`` rows (t, h, w for three axes); without the leading axis
+            (``[T]``, ``[B, S]``) they are plain 1-D RoPE. Integer (any int dtype) or floating (fractional
+            positions such as Qwen3-Omni's float32 time; ``"fp32"`` multiplies ``float32(pos)``, ``"exact"``
+            splits ``floor(pos)`` from 32 bits of fraction).
+            ``angle_precision="exact"`` is exact over the whole int64 range.
         spec: the rotary spec (e.g. ``RopeSpec.preset("qwen2-vl")``).
         layout: ``"thd"``, ``"bhsd"`` or ``"bshd"``.
         inplace: rotate q and k in place (they may be strided views into one packed qkv buffer) and return
@@ -309,8 +332,9 @@ def apply_mrope(
             ``"triton"`` (the kernel; on CPU tensors it needs ``TRITON_INTERPRET=1`` and runs in Triton's
             interpreter, which is how it is tested without a GPU).
         angle_precision: ``"fp32"``: the angle is the fp32 product of position and fp32 inv_freq, exactly as
-            transformers and vLLM compute it (what pretrained models saw); ``"exact"``: the angle is right to
-            one fp32 rounding at any position (split product, reduced modulo 2 pi).
+            transformers and vLLM compute it (what pretrained models saw); ``"exact"``: the angle
+            ``pos * spec.inv_freq()`` (float64 frequencies taken as exact) reduced modulo 2 pi in fixed point
+            and rounded to fp32 once, at any int64 position (see :mod:`mrope.ops.freqs`).
 
     Returns:
         ``(q_rot, k_rot)`` with the shapes and dtype of q and k. Differentiable: the backward pass is the
@@ -353,7 +377,7 @@ def cos_sin(
     (``cat([c, c])``, for ``rotate_half``), gptj repeats each one twice (``repeat_interleave(2)``, GLM-4V).
 
     Args:
-        positions: integer ``[3, T]`` or ``[T]`` (``layout="thd"``), ``[3, B, S]`` or ``[B, S]``
+        positions: ``[A, T]`` or ``[T]`` (``layout="thd"``), ``[A, B, S]`` or ``[B, S]``
             (``"bhsd"``/``"bshd"``).
         spec: the rotary spec. dtype: output dtype. angle_precision: as in :func:`apply_mrope`.
 
@@ -367,18 +391,21 @@ def cos_sin(
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ApplyError(f"dtype must be a floating torch.dtype; got {dtype!r}")
     if not isinstance(positions, torch.Tensor):
-        raise ApplyError(f"positions must be a torch.Tensor of integers; got {type(positions).__name__}")
+        raise ApplyError(f"positions must be a torch.Tensor; got {type(positions).__name__}")
+    axes = spec.num_axes
     if layout == "thd":
-        if positions.dim() not in (1, 2) or (positions.dim() == 2 and positions.shape[0] != 3):
-            raise ApplyError(f"positions for layout 'thd' must be [3, T] or [T]; got {_shape(positions)}")
+        if positions.dim() not in (1, 2) or (positions.dim() == 2 and positions.shape[0] != axes):
+            raise ApplyError(
+                f"positions for layout 'thd' must be [{axes}, T] or [T]; got {_shape(positions)}"
+            )
         batch, seq = 1, positions.shape[-1]
     else:
-        if positions.dim() not in (2, 3) or (positions.dim() == 3 and positions.shape[0] != 3):
+        if positions.dim() not in (2, 3) or (positions.dim() == 3 and positions.shape[0] != axes):
             raise ApplyError(
-                f"positions for layout {layout!r} must be [3, B, S] or [B, S]; got {_shape(positions)}"
+                f"positions for layout {layout!r} must be [{axes}, B, S] or [B, S]; got {_shape(positions)}"
             )
         batch, seq = positions.shape[-2], positions.shape[-1]
-    pos3 = _check_positions(positions, batch, seq, layout, positions.device)
+    pos3 = _check_positions(positions, batch, seq, layout, positions.device, axes)
     axis, freq = torch_path.tables(spec, angle_precision, pos3)
     cos, sin = torch_path.cos_sin_table(pos3, axis, freq, spec.attention_factor(), torch.float32)
     if spec.pairing == "neox":

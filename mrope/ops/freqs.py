@@ -4,17 +4,21 @@ Two angle precisions (``angle_precision``):
 
 - ``"fp32"``: the angle is the fp32 product ``float32(pos) * inv_freq32``, exactly as transformers and vLLM
   compute it, with ``inv_freq32`` computed by the same fp32 torch arithmetic that transformers uses
-  (``1.0 / (theta ** (arange(0, d, 2, float32) / d))`` and its linear / dynamic-NTK / YaRN variants). This
+  (``1.0 / (theta ** (arange(0, d, 2, float32) / d))`` and its scaled variants: the formulas of
+  :mod:`mrope.scaling`, evaluated in torch fp32). This
   differs from ``float32(spec.inv_freq())`` in a quarter to a third of the entries by about one ulp, so it is computed
   here, and checked in the tests both against transformers (bit for bit) and against ``spec.inv_freq``
   (float64, to a few fp32 roundings). A pretrained model therefore sees the angles it was trained with.
-- ``"exact"``: the angle is ``pos * inv_freq`` reduced to ``[-pi, pi]`` with an error of about one fp32
-  rounding at any position. The kernel works in *turns*: ``g = spec.inv_freq() / (2 pi)`` in float64 is
-  split into four fp32 parts ``g0 + g1 + g2 + g3`` (12, 12, 12 and 24 significant bits), the integer position
-  is split into 12-bit chunks, every chunk-times-part product is then exact in fp32, its integer part is
-  dropped exactly, and the fractions are summed error-free (TwoSum). The final fraction ``r`` (a hi/lo fp32
-  pair, ``|r| <= 1/2``) is turned into radians with a split ``2 pi = C_hi + C_lo``. The torch path computes
-  the same reduced angle in float64.
+- ``"exact"``: the angle is ``pos * inv_freq`` reduced to ``[-pi, pi]`` exactly, then rounded to fp32 once,
+  for every int64 position (and floating positions, see below), where ``inv_freq = spec.inv_freq()`` is the
+  spec's float64 value. The table holds turns per position ``G = inv_freq / (2 pi)`` in 96-bit fixed point,
+  ``U = round(G * 2^96) mod 2^96`` (the integer part of G drops out: whole turns), as three 32-bit limbs
+  ``u2, u1, u0`` (int64 ``[3, F]``, see :func:`turn_limbs`). Both backends compute the fraction of turns
+  ``pos * G`` as a signed 64-bit fixed-point number with wrapping int64 arithmetic (:func:`turn_fraction`
+  shows the formula in torch; the kernel has the same lines), so they agree bit for bit on it and are exact
+  to ``2^-63`` turns for any position: nothing wraps at ``2^31`` or ``2^53``. A floating position is split
+  into ``floor(pos)`` (int64) and its fraction (32 fixed-point bits). The torch path turns the fraction
+  into radians in float64, the kernel in a hi/lo pair of fp32 with a split ``2 pi = C_hi + C_lo``.
 
 Tables are cached per (spec, precision, device); dynamic NTK tables depend on ``max(pos) + 1`` and are
 computed per call (in ``"fp32"`` mode on the positions' device without a host sync, as transformers does;
@@ -30,6 +34,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from mrope.scaling import INV_FREQ_FORMULAS
 from mrope.spec import RopeSpec
 
 AnglePrecision = Literal["fp32", "exact"]
@@ -39,88 +44,123 @@ TWO_PI_HI = float(np.float32(2 * math.pi))
 TWO_PI_LO = float(np.float32(2 * math.pi - TWO_PI_HI))
 """``2 pi - TWO_PI_HI`` rounded to fp32 (low part); ``TWO_PI_HI + TWO_PI_LO`` is ``2 pi`` to ~2^-48."""
 
-EXACT_PARTS = 4
-"""Rows of the exact-mode table: ``g0, g1, g2`` (12 significant bits each) and ``g3`` (the fp32 rest)."""
+TURN_BITS = 96
+"""Fixed-point bits of the exact-mode table: ``U = round(inv_freq / (2 pi) * 2^96) mod 2^96``."""
+LIMB_MASK = 0xFFFFFFFF
+FRAC_BITS = 32
+"""Fixed-point bits kept of the fractional part of a floating position in exact mode."""
 
+
+def _arccot_fixed(x: int, unity: int) -> int:
+    """``arccot(x) * unity`` in integer arithmetic (alternating series), for Machin's formula."""
+    total = term = unity // x
+    n, sign, x2 = 3, -1, x * x
+    while term:
+        term //= x2
+        total += sign * (term // n)
+        sign, n = -sign, n + 2
+    return total
+
+
+_PI_BITS = 256
+_TWO_PI_FIXED = (
+    8 * (4 * _arccot_fixed(5, 1 << (_PI_BITS + 16)) - _arccot_fixed(239, 1 << (_PI_BITS + 16)))
+) >> 16
+"""``2 pi * 2^256`` as an integer (Machin: ``pi = 16 arccot 5 - 4 arccot 239``), exact to a few units."""
 
 # --------------------------------------------------------------------------- fp32: transformers' arithmetic
 
 
-def _hf_default_fp32(theta: float | torch.Tensor, d: int, device: torch.device | None) -> torch.Tensor:
-    """``1.0 / (theta ** (arange(0, d, 2) / d))`` in fp32, the expression transformers uses, ``[d // 2]``."""
-    exponents = torch.arange(0, d, 2, dtype=torch.int64, device=device).to(torch.float32) / d
-    return 1.0 / (theta**exponents)
+class TorchOps:
+    """:class:`mrope.scaling.ArrayOps` in torch float32 on one device: the scaling formulas evaluated with
+    these give transformers' fp32 inverse frequencies bit for bit (same operations, same order)."""
 
+    def __init__(self, device: torch.device | None = None) -> None:
+        self.device = device
 
-def _hf_yarn_fp32(spec: RopeSpec) -> torch.Tensor:
-    """transformers' ``_compute_yarn_parameters`` inverse frequencies, fp32 ``[rotary_dim // 2]``."""
-    sc = spec.scaling
-    d = spec.rotary_dim
-    base = float(spec.theta)
-    pos_freqs = base ** (torch.arange(0, d, 2).to(dtype=torch.float32) / d)
-    extrapolation = 1.0 / pos_freqs
-    interpolation = 1.0 / (sc.factor * pos_freqs)
-    low, high = spec.yarn_ramp()
-    ramp = torch.clamp((torch.arange(d // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
-    extrapolation_factor = 1 - ramp
-    return interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor
+    def exponents(self, d: int) -> torch.Tensor:
+        return torch.arange(0, d, 2, dtype=torch.int64, device=self.device).to(torch.float32) / d
+
+    def indices(self, n: int) -> torch.Tensor:
+        return torch.arange(n, dtype=torch.float32, device=self.device)
+
+    def clip(self, x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+        return torch.clamp(x, low, high)
+
+    def at_least(self, x: torch.Tensor, low: int) -> torch.Tensor:
+        return torch.clamp(x, min=low)
 
 
 def hf_inv_freq_fp32(spec: RopeSpec, max_position: torch.Tensor | None = None) -> torch.Tensor:
     """Inverse frequencies (radians per position) in fp32 as transformers computes them, ``[rotary_dim // 2]``.
 
+    The formula is ``mrope.scaling.INV_FREQ_FORMULAS[spec.scaling.type]``, the one ``spec.inv_freq`` uses,
+    evaluated in torch fp32 (:class:`TorchOps`).
+
     Args:
-        spec: the rotary spec; its ``scaling`` picks the formula (none, linear, dynamic NTK, YaRN).
-        max_position: dynamic NTK only: a 0-d integer tensor ``max(pos)``; the table is computed on its
-            device from ``seq_len = max(max_position + 1, original_max_position_embeddings)``, with no host
-            sync. Ignored for the other scalings.
+        spec: the rotary spec; its ``scaling`` picks the formula.
+        max_position: dynamic NTK only: a 0-d tensor ``max(pos)``; the table is computed on its device
+            from ``seq_len = max(max_position + 1, original_max_position_embeddings)`` (integer positions
+            count as int64), with no host sync. Ignored for the other scalings.
 
     Returns:
         fp32 tensor on CPU (static scalings) or on ``max_position``'s device (dynamic NTK).
     """
-    sc = spec.scaling
-    d = spec.rotary_dim
-    if sc.type == "dynamic":
-        l0 = sc.original_max_position_embeddings
-        if max_position is None:
-            return _hf_default_fp32(float(spec.theta), d, None)
-        seq_len = torch.clamp(max_position.to(torch.int64) + 1, min=l0)
-        base = spec.theta * ((sc.factor * seq_len / l0) - (sc.factor - 1)) ** (d / (d - 2))
-        return _hf_default_fp32(base, d, seq_len.device)
-    if sc.type == "yarn":
-        return _hf_yarn_fp32(spec)
-    inv = _hf_default_fp32(float(spec.theta), d, None)
-    if sc.type == "linear":
-        inv /= sc.factor
-    return inv
+    formula = INV_FREQ_FORMULAS[spec.scaling.type]
+    if spec.scaling.type != "dynamic" or max_position is None:
+        return formula(TorchOps(), spec, None).to(torch.float32)
+    if not max_position.dtype.is_floating_point:
+        max_position = max_position.to(torch.int64)
+    return formula(TorchOps(max_position.device), spec, max_position + 1).to(torch.float32)
 
 
 # --------------------------------------------------------------------------- exact: split turns
 
 
-def _round_to_bits(x: np.ndarray, bits: int) -> np.ndarray:
-    """``x`` (float64) rounded to ``bits`` significant bits, elementwise; exactly representable in fp32."""
-    mant, exp = np.frexp(x)
-    return np.ldexp(np.round(np.ldexp(mant, bits)), exp - bits)
+def turn_limbs(inv_freq: np.ndarray) -> np.ndarray:
+    """Turns per position ``inv_freq / (2 pi)`` in 96-bit fixed point, as limbs: int64 ``[3, F]``.
 
-
-def split_turns(inv_freq: np.ndarray) -> np.ndarray:
-    """Split ``inv_freq / (2 pi)`` (turns per position) into fp32 parts, ``[EXACT_PARTS, F]`` float32.
-
-    Rows 0..2 hold 12 significant bits each and row 3 the fp32-rounded rest, so that the product of any
-    12-bit integer chunk of a position with rows 0..2 is exact in fp32, and the sum of the rows equals
-    ``inv_freq / (2 pi)`` to about ``2^-60`` relative.
+    Row 0 holds bits 64..95 of ``U = round(inv_freq / (2 pi) * 2^96) mod 2^96``, row 1 bits 32..63, row 2
+    bits 0..31; every entry is in ``[0, 2^32)``. ``inv_freq`` (float64) is taken as exact and divided by
+    ``2 pi`` with 256-bit integer arithmetic, so ``U`` is ``inv_freq / (2 pi)`` to ``2^-97`` turns.
     """
-    rest = np.asarray(inv_freq, dtype=np.float64) / (2 * math.pi)
-    parts = []
-    for _ in range(EXACT_PARTS - 1):
-        part = _round_to_bits(rest, 12)
-        parts.append(part)
-        rest = rest - part
-    parts.append(rest.astype(np.float32).astype(np.float64))
-    out = np.stack(parts).astype(np.float32)
-    assert np.array_equal(out.astype(np.float64), np.stack(parts)), "split parts must be exact in fp32"
+    out = np.empty((3, len(inv_freq)), dtype=np.int64)
+    for i, value in enumerate(np.asarray(inv_freq, dtype=np.float64).tolist()):
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"inverse frequencies must be finite and >= 0; got {value!r}")
+        num, den = value.as_integer_ratio()  # exact: value = num / den, den a power of two
+        numerator = num << (TURN_BITS + _PI_BITS)
+        denominator = den * _TWO_PI_FIXED
+        u = ((2 * numerator + denominator) // (2 * denominator)) % (1 << TURN_BITS)
+        out[:, i] = (u >> 64, (u >> 32) & LIMB_MASK, u & LIMB_MASK)
     return out
+
+
+def turn_fraction(positions: torch.Tensor, limbs: torch.Tensor) -> torch.Tensor:
+    """Fraction of turns ``pos * G`` as signed 64-bit fixed point (``value * 2^-64`` turns, in ``[-1/2, 1/2)``).
+
+    Args:
+        positions: ``[*P, F]`` the driving position of every frequency: int64, or floating (split into
+            ``floor`` and 32 fixed-point bits of fraction).
+        limbs: int64 ``[3, F]`` from :func:`turn_limbs`.
+
+    Returns:
+        int64 ``[*P, F]``. The arithmetic wraps modulo ``2^64`` on purpose: that drops whole turns. The
+        Triton kernel runs the same operations on the same integers, so both backends get the same bits.
+    """
+    u2, u1, u0 = limbs[0], limbs[1], limbs[2]
+    if positions.dtype.is_floating_point:
+        whole = positions.floor()
+        frac = ((positions - whole) * float(1 << FRAC_BITS)).to(torch.int64)
+        a = whole.to(torch.int64)
+    else:
+        frac = None
+        a = positions.to(torch.int64)
+    ph, pl = a >> 32, a & LIMB_MASK
+    acc = ((a * u2) << 32) + a * u1 + ph * u0 + (((pl * u0) >> 32) & LIMB_MASK)
+    if frac is not None:
+        acc = acc + frac * u2 + (((frac * u1) >> 32) & LIMB_MASK)
+    return acc
 
 
 # --------------------------------------------------------------------------- cached device tables
@@ -145,7 +185,7 @@ def static_freq(spec: RopeSpec, precision: str, device: torch.device) -> torch.T
 
     Returns:
         ``"fp32"``: ``[1, F]``, transformers' fp32 ``inv_freq`` (radians per position).
-        ``"exact"``: ``[EXACT_PARTS, F]``, the split turns per position of :func:`split_turns`.
+        ``"exact"``: int64 ``[3, F]``, the fixed-point turns per position of :func:`turn_limbs`.
     """
     return _static_freq_cached(spec, precision, device)
 
@@ -153,19 +193,12 @@ def static_freq(spec: RopeSpec, precision: str, device: torch.device) -> torch.T
 @functools.lru_cache(maxsize=256)
 def _static_freq_cached(spec: RopeSpec, precision: str, device: torch.device) -> torch.Tensor:
     if precision == "fp32":
-        freq = hf_inv_freq_fp32(spec).reshape(1, -1)
-    else:
-        freq = torch.from_numpy(split_turns(spec.inv_freq()))
-    return freq.to(device=device, dtype=torch.float32).contiguous()
-
-
-@functools.lru_cache(maxsize=256)
-def _inv_freq64(spec: RopeSpec, device: torch.device, seq_len: int | None) -> torch.Tensor:
-    return torch.from_numpy(spec.inv_freq(seq_len)).to(device)
+        return hf_inv_freq_fp32(spec).reshape(1, -1).to(device=device, dtype=torch.float32).contiguous()
+    return torch.from_numpy(turn_limbs(spec.inv_freq())).to(device).contiguous()
 
 
 def freq_table(spec: RopeSpec, precision: AnglePrecision, positions: torch.Tensor) -> torch.Tensor:
-    """The kernel's frequency table (see :func:`static_freq`) on ``positions.device``, fp32.
+    """The frequency table of both backends (see :func:`static_freq`) on ``positions.device``.
 
     Dynamic NTK depends on ``max(positions) + 1``: ``"fp32"`` computes it on the device (no host sync),
     ``"exact"`` reads the maximum on the host.
@@ -174,15 +207,5 @@ def freq_table(spec: RopeSpec, precision: AnglePrecision, positions: torch.Tenso
         return static_freq(spec, precision, positions.device)
     if precision == "fp32":
         return hf_inv_freq_fp32(spec, positions.max()).reshape(1, -1).to(torch.float32)
-    seq_len = int(positions.max()) + 1
-    return torch.from_numpy(split_turns(spec.inv_freq(seq_len))).to(positions.device)
-
-
-def inv_freq64(spec: RopeSpec, positions: torch.Tensor) -> torch.Tensor:
-    """``spec.inv_freq(seq_len)`` as float64 ``[F]`` on ``positions.device`` (the torch path's exact mode).
-
-    ``seq_len = max(pos) + 1`` is read on the host for dynamic NTK only.
-    """
-    dynamic = spec.scaling.type == "dynamic" and positions.numel() > 0
-    seq_len = int(positions.max()) + 1 if dynamic else None
-    return _inv_freq64(spec, positions.device, seq_len)
+    seq_len = math.floor(positions.max().item()) + 1
+    return torch.from_numpy(turn_limbs(spec.inv_freq(seq_len))).to(positions.device)

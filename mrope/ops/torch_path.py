@@ -13,44 +13,48 @@ import math
 
 import torch
 
-from mrope.ops.freqs import AnglePrecision, axis_tensor, freq_table, inv_freq64
+from mrope.ops.freqs import AnglePrecision, axis_tensor, freq_table, turn_fraction
 from mrope.spec import RopeSpec
 
 
 def angles(positions: torch.Tensor, axis: torch.Tensor, freq: torch.Tensor) -> torch.Tensor:
-    """Rotation angles in radians, fp32 ``[*P, F]``, for integer positions ``[3, *P]``.
+    """Rotation angles in radians, fp32 ``[*P, F]``, for positions ``[A, *P]`` (integer or floating).
 
     Args:
-        positions: integer ``[3, *P]``, rows t, h, w.
+        positions: ``[A, *P]``, one row per axis (t, h, w for A = 3).
         axis: integer ``[F]``, ``spec.axis_map()``: the row that drives each frequency.
-        freq: ``[1, F]`` inverse frequencies (radians per position). fp32 (angle precision ``"fp32"``):
-            the angle is ``float32(pos[axis(i)]) * freq[i]``, bit for bit what transformers computes, and
-            is not reduced (cos/sin reduce it). float64 (``"exact"``): the product is taken in float64,
-            reduced to ``[-pi, pi]`` and rounded to fp32 once, so the angle is right to one fp32 rounding.
+        freq: fp32 ``[1, F]`` inverse frequencies (angle precision ``"fp32"``): the angle is
+            ``float32(pos[axis(i)]) * freq[i]``, bit for bit what transformers computes, not reduced
+            (cos/sin reduce it). int64 ``[3, F]`` turn limbs (``"exact"``, :func:`mrope.ops.freqs.turn_limbs`):
+            the fraction of turns is computed exactly in fixed point (:func:`~mrope.ops.freqs.turn_fraction`),
+            turned into radians in float64 and rounded to fp32 once.
     """
     device = positions.device
-    # [3, *P] -> [*P, 3] -> gather the driving row of every frequency -> [*P, F]
+    # [A, *P] -> [*P, A] -> gather the driving row of every frequency -> [*P, F]
     pos_t = positions.movedim(0, -1)
     index = axis.to(device=freq.device, dtype=torch.long)
     if freq.dtype == torch.float32:
         return pos_t.to(torch.float32)[..., index] * freq[0]
-    ang = pos_t.to(freq.device, torch.float64)[..., index] * freq[0]
-    ang = ang - (2 * math.pi) * torch.round(ang / (2 * math.pi))
+    pos = pos_t.to(freq.device)[..., index]
+    if pos.dtype.is_floating_point and pos.dtype != torch.float64:
+        pos = pos.to(torch.float32)
+    fraction = turn_fraction(pos, freq)
+    ang = fraction.to(torch.float64) * (2 * math.pi / 2.0**64)
     return ang.to(device=device, dtype=torch.float32)
 
 
 def tables(
     spec: RopeSpec, precision: AnglePrecision, positions: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(axis, freq)`` for :func:`angles`: int32 ``[F]`` and ``[1, F]`` (fp32, or float64 for ``"exact"``).
+    """``(axis, freq)`` for :func:`angles`: int32 ``[F]`` and fp32 ``[1, F]`` or int64 ``[3, F]`` (``"exact"``).
 
-    The float64 table lives on the positions' device, or on the CPU where that device has no float64 (MPS).
+    The exact table lives on the positions' device, or on the CPU where that device has no float64 (MPS).
     """
     axis = axis_tensor(spec, positions.device)
     if precision == "fp32":
         return axis, freq_table(spec, "fp32", positions)
-    calc = positions.device if positions.device.type != "mps" else torch.device("cpu")
-    return axis, inv_freq64(spec, positions.to(calc)).reshape(1, -1)
+    calc = positions if positions.device.type != "mps" else positions.to("cpu")
+    return axis, freq_table(spec, "exact", calc)
 
 
 def cos_sin_table(
@@ -73,11 +77,12 @@ def cos_sin_table(
 
 
 def _pair_views(x: torch.Tensor, spec: RopeSpec) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two members of every rotating pair, ``[..., F]`` views: neox ``i, i + F``; gptj ``2i, 2i + 1``."""
-    f, rd = spec.num_freqs, spec.rotary_dim
+    """The two members of every rotating pair, ``[..., F]`` views: neox ``o + i, o + i + F``; gptj
+    ``o + 2i, o + 2i + 1`` (``o = spec.rotary_offset``)."""
+    f, o, rd = spec.num_freqs, spec.rotary_offset, spec.rotary_dim
     if spec.pairing == "neox":
-        return x[..., :f], x[..., f:rd]
-    return x[..., 0:rd:2], x[..., 1:rd:2]
+        return x[..., o : o + f], x[..., o + f : o + rd]
+    return x[..., o : o + rd : 2], x[..., o + 1 : o + rd : 2]
 
 
 def rotate(
@@ -95,8 +100,8 @@ def rotate(
         cos, sin: ``[B, S, 1, F]`` in the compute dtype (fp32, or fp64 for fp64 ``x``); pass ``-sin`` for
             the inverse rotation.
 
-    For each pair ``(x1, x2)``: ``y1 = x1 cos - x2 sin``, ``y2 = x2 cos + x1 sin``. Channels
-    ``>= rotary_dim`` are copied (out of place) or left alone (in place).
+    For each pair ``(x1, x2)``: ``y1 = x1 cos - x2 sin``, ``y2 = x2 cos + x1 sin``. Channels outside the
+    rotary slice are copied (out of place) or left alone (in place).
     """
     x1, x2 = _pair_views(x, spec)
     o1, o2 = _pair_views(out, spec)
@@ -116,5 +121,9 @@ def rotate(
         y2.addcmul_(a1, sin)
         o1.copy_(y1)
         o2.copy_(y2)
-    if not inplace and spec.rotary_dim < x.shape[-1]:
-        out[..., spec.rotary_dim :].copy_(x[..., spec.rotary_dim :])
+    if not inplace:
+        start, end = spec.rotary_offset, spec.rotary_offset + spec.rotary_dim
+        if start:
+            out[..., :start].copy_(x[..., :start])
+        if end < x.shape[-1]:
+            out[..., end:].copy_(x[..., end:])

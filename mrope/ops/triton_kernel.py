@@ -4,20 +4,23 @@ Shapes (canonical; :func:`launch` derives the strides from the caller's layout):
 
 - q, q_out: ``[B, S, HQ, D]``; k, k_out: ``[B, S, HK, D]``; any strides (views into a packed qkv buffer
   work, ``q_out is q`` rotates in place). fp32, bf16, fp16 or fp64.
-- positions: integer ``[3, B, S]`` (rows t, h, w; any strides, a stride-0 row axis is plain RoPE).
+- positions: ``[A, B, S]``, one row per axis (A = 1..4; t, h, w for A = 3), integer or floating, any
+  strides (a stride-0 row axis is plain RoPE).
 - axis: int32 ``[F]``, ``spec.axis_map()``, the row of ``positions`` that drives frequency i.
-- freq: fp32 ``[1, F]`` (``EXACT=False``: radians per position) or ``[4, F]`` (``EXACT=True``: turns per
-  position split into parts, see :mod:`mrope.ops.freqs`).
+- freq: fp32 ``[1, F]`` (``EXACT=False``: radians per position) or int64 ``[3, F]`` (``EXACT=True``: turns per
+  position in 96-bit fixed point, see :mod:`mrope.ops.freqs`).
 
-``F = rotary_dim // 2`` frequencies; channel pairs are ``(i, i + F)`` (neox) or ``(2i, 2i + 1)``
-(``GPTJ``); channels ``>= rotary_dim`` are copied when ``COPY_PASS`` (out of place) and untouched otherwise.
+``F = rotary_dim // 2`` frequencies; channel pairs are ``ROT_OFF + (i, i + F)`` (neox) or
+``ROT_OFF + (2i, 2i + 1)`` (``GPTJ``); the other channels are copied when ``COPY_PASS`` (out of place) and
+untouched otherwise.
 
 Program ``(pid_t, pid_h)`` owns ``BLOCK_T`` tokens and q heads ``[pid_h * BLOCK_HQ, +BLOCK_HQ)`` and k heads
-``[pid_h * BLOCK_HK, +BLOCK_HK)``: it loads the three positions of each of its tokens, computes the
+``[pid_h * BLOCK_HK, +BLOCK_HK)``: it loads the driving position of each frequency of its tokens, computes the
 ``[BLOCK_T, F]`` cos/sin table once and applies it to all of its heads of both tensors.
 
 Compile-time switches (``tl.constexpr``): ``GPTJ`` (pairing), ``EXACT`` (angle precision), ``CONJ``
-(inverse rotation, for backward), ``COPY_PASS`` (partial rotary, out of place).
+(inverse rotation, for backward), ``COPY_PASS`` (partial rotary, out of place), ``POS_KIND`` (integer,
+fp32 or fp64 positions), ``ROT_OFF`` (the rotary slice's first channel).
 
 The kernel source is a plain function; it is wrapped with ``triton.jit`` on first use (see
 :func:`get_kernel`), so whether it is compiled or interpreted follows ``TRITON_INTERPRET`` at call time, not
@@ -36,11 +39,10 @@ import triton
 import triton.language as tl
 
 from mrope.ops import layouts
-from mrope.ops.freqs import EXACT_PARTS, TWO_PI_HI, TWO_PI_LO
+from mrope.ops.freqs import TWO_PI_HI, TWO_PI_LO
 
 _TWO_PI_HI = tl.constexpr(TWO_PI_HI)
 _TWO_PI_LO = tl.constexpr(TWO_PI_LO)
-_PARTS = tl.constexpr(EXACT_PARTS)
 
 
 def _mrope_kernel(
@@ -77,6 +79,7 @@ def _mrope_kernel(
     attn_factor,  # YaRN's cos/sin multiplier (1.0 otherwise)
     F: tl.constexpr,  # rotary_dim // 2
     D_PASS: tl.constexpr,  # head_dim - rotary_dim
+    ROT_OFF: tl.constexpr,  # first rotary channel (spec.rotary_offset)
     BLOCK_T: tl.constexpr,
     BLOCK_HQ: tl.constexpr,
     BLOCK_HK: tl.constexpr,
@@ -87,6 +90,7 @@ def _mrope_kernel(
     CONJ: tl.constexpr,
     COPY_PASS: tl.constexpr,
     F64: tl.constexpr,
+    POS_KIND: tl.constexpr,  # positions: 0 integer, 1 fp32 (fp16 and bf16 too), 2 fp64
     RNE_BF16: tl.constexpr,  # bf16 output under the interpreter: round by hand (see below)
 ):
     pid_t = tl.program_id(0)
@@ -105,32 +109,28 @@ def _mrope_kernel(
 
     # ---- angles (radians)
     if EXACT:
-        # turns = |p| * (g0 + g1 + g2 + g3); |p| = c2 + c1 + c0 with 12-bit chunks, so every c_j * g_k
-        # (k < 3) is exact in fp32; each product's integer part is dropped exactly (t - floor(t + 1/2)),
-        # and the fractions are summed with TwoSum into hi + lo.
-        a = p.to(tl.int32)
-        neg = a < 0
-        a = tl.where(neg, -a, a)
-        # (tl.zeros is a triton.jit library function, which the interpreter cannot call when triton was
-        # imported before TRITON_INTERPRET was set; the kernel uses builtins only)
-        hi = a.to(tl.float32) * 0.0
-        lo = hi
-        for kk in tl.static_range(_PARTS):
-            g = tl.load(FREQ + kk * F + fr, mask=fmask, other=0.0)[None, :]
-            for jj in tl.static_range(3):
-                c = (((a >> (24 - 12 * jj)) & 4095) << (24 - 12 * jj)).to(tl.float32)
-                t = c * g
-                t = t - tl.floor(t + 0.5)
-                sm = hi + t
-                bv = sm - hi
-                lo += (hi - (sm - bv)) + (t - bv)
-                hi = sm - tl.floor(sm + 0.5)
-        r = hi + lo
-        r_lo = lo - (r - hi)
-        r_hi = r - tl.floor(r + 0.5)
-        r_hi = tl.where(neg, -r_hi, r_hi)
-        r_lo = tl.where(neg, -r_lo, r_lo)
-        ang = r_hi * _TWO_PI_HI + (r_hi * _TWO_PI_LO + r_lo * _TWO_PI_HI)
+        # Fraction of turns pos * G in signed 64-bit fixed point (value * 2^-64 turns), G = u2 2^-32 +
+        # u1 2^-64 + u0 2^-96 (limbs < 2^32). int64 products wrap modulo 2^64 on purpose: that drops whole
+        # turns. Identical integer operations to mrope.ops.freqs.turn_fraction (the torch path).
+        if POS_KIND == 0:
+            a = p.to(tl.int64)
+        else:
+            pw = p.to(tl.float64) if POS_KIND == 2 else p.to(tl.float32)
+            whole = tl.floor(pw)
+            a = whole.to(tl.int64)
+            frac = ((pw - whole) * 4294967296.0).to(tl.int64)
+        u2 = tl.load(FREQ + fr, mask=fmask, other=0)[None, :]
+        u1 = tl.load(FREQ + F + fr, mask=fmask, other=0)[None, :]
+        u0 = tl.load(FREQ + 2 * F + fr, mask=fmask, other=0)[None, :]
+        ph = a >> 32
+        pl = a & 0xFFFFFFFF
+        acc = ((a * u2) << 32) + a * u1 + ph * u0 + (((pl * u0) >> 32) & 0xFFFFFFFF)
+        if POS_KIND != 0:
+            acc = acc + frac * u2 + (((frac * u1) >> 32) & 0xFFFFFFFF)
+        # turns = hi + lo: hi the top 24 bits (exact in fp32), lo the rest (one rounding, < 2^-24)
+        hi = (acc >> 40).to(tl.float32) * 5.9604644775390625e-08  # 2^-24
+        lo = (acc & 0xFFFFFFFFFF).to(tl.float32) * 5.421010862427522e-20  # 2^-64
+        ang = hi * _TWO_PI_HI + (hi * _TWO_PI_LO + lo * _TWO_PI_HI)
     else:
         # transformers / vLLM: the fp32 product of the position and the fp32 inverse frequency
         inv = tl.load(FREQ + fr, mask=fmask, other=0.0)
@@ -146,16 +146,18 @@ def _mrope_kernel(
     sin = sin[:, None, :]
 
     if GPTJ:
-        d1 = 2 * fr
-        d2 = 2 * fr + 1
+        d1 = ROT_OFF + 2 * fr
+        d2 = ROT_OFF + 2 * fr + 1
     else:
-        d1 = fr
-        d2 = fr + F
+        d1 = ROT_OFF + fr
+        d2 = ROT_OFF + fr + F
     d1 = d1[None, None, :]
     d2 = d2[None, None, :]
     if COPY_PASS:
-        dp = (2 * F + tl.arange(0, BLOCK_P))[None, None, :]
-        pmask = (tl.arange(0, BLOCK_P) < D_PASS)[None, None, :]
+        # pass-through channels: [0, ROT_OFF) then [ROT_OFF + 2F, head_dim)
+        jp = tl.arange(0, BLOCK_P)
+        dp = tl.where(jp < ROT_OFF, jp, jp + 2 * F)[None, None, :]
+        pmask = (jp < D_PASS)[None, None, :]
 
     # ---- q heads, then k heads (unrolled at compile time)                     [BLOCK_T, BLOCK_H, BLOCK_F]
     for which in tl.static_range(2):
@@ -255,16 +257,17 @@ def launch(
     exact: bool,
     conj: bool,
     attention_factor: float,
+    rotary_offset: int = 0,
 ) -> None:
     """Rotate ``q`` into ``q_out`` and ``k`` into ``k_out`` with one kernel launch.
 
     Args:
         q, k, q_out, k_out: in ``layout`` (``thd`` ``[T, H, D]``, ``bhsd`` ``[B, H, S, D]``, ``bshd``
             ``[B, S, H, D]``); ``q_out`` may be ``q`` (in place), likewise ``k_out``.
-        positions: integer ``[3, B, S]`` (``B = 1, S = T`` for ``thd``).
+        positions: ``[A, B, S]`` integer or floating (``B = 1, S = T`` for ``thd``).
         axis, freq: the tables of :mod:`mrope.ops.freqs`, on the tensors' device.
         rotary_dim: rotating channels; ``gptj``: adjacent pairing; ``exact``: split-turn angles;
-        conj: rotate by ``-angle``; attention_factor: cos/sin multiplier.
+        conj: rotate by ``-angle``; attention_factor: cos/sin multiplier; rotary_offset: first rotary channel.
     """
     bsz, seq, hq = layouts.dims(q, layout)
     hk = layouts.dims(k, layout)[2]
@@ -302,6 +305,7 @@ def launch(
             float(attention_factor),
             F=n_freq,
             D_PASS=d_pass,
+            ROT_OFF=int(rotary_offset),
             BLOCK_T=cfg["BLOCK_T"],
             BLOCK_HQ=cfg["BLOCK_HQ"],
             BLOCK_HK=cfg["BLOCK_HK"],
@@ -312,6 +316,9 @@ def launch(
             CONJ=bool(conj),
             COPY_PASS=bool(copy_pass),
             F64=q.dtype == torch.float64,
+            POS_KIND=(2 if positions.dtype == torch.float64 else 1)
+            if positions.dtype.is_floating_point
+            else 0,
             RNE_BF16=q.dtype == torch.bfloat16 and interpreting(),
             num_warps=cfg["num_warps"],
             enable_fp_fusion=False,  # no mul+add contraction: the rotation rounds like the torch path
@@ -334,16 +341,34 @@ def rotary(
     exact: bool,
     conj: bool,
     attention_factor: float,
+    rotary_offset: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Functional M-RoPE: new ``(q_rot, k_rot)``, contiguous in ``layout``. Arguments as :func:`launch`."""
     q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     k_out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-    launch(q, k, q_out, k_out, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor)
+    launch(
+        q,
+        k,
+        q_out,
+        k_out,
+        positions,
+        axis,
+        freq,
+        layout,
+        rotary_dim,
+        gptj,
+        exact,
+        conj,
+        attention_factor,
+        rotary_offset,
+    )
     return q_out, k_out
 
 
 @rotary.register_fake
-def _rotary_fake(q, k, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor):
+def _rotary_fake(
+    q, k, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor, rotary_offset
+):
     return q.new_empty(q.shape), k.new_empty(k.shape)
 
 
@@ -360,13 +385,29 @@ def rotary_(
     exact: bool,
     conj: bool,
     attention_factor: float,
+    rotary_offset: int,
 ) -> None:
     """In-place M-RoPE: rotates ``q`` and ``k`` (views allowed) in place. Arguments as :func:`launch`."""
-    launch(q, k, q, k, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor)
+    launch(
+        q,
+        k,
+        q,
+        k,
+        positions,
+        axis,
+        freq,
+        layout,
+        rotary_dim,
+        gptj,
+        exact,
+        conj,
+        attention_factor,
+        rotary_offset,
+    )
 
 
 @rotary_.register_fake
 def _rotary_inplace_fake(
-    q, k, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor
+    q, k, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor, rotary_offset
 ):
     return None

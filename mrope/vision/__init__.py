@@ -1,16 +1,20 @@
 """Reading media for M-RoPE: image sizes, tiling, video metadata, frame sampling and decoding.
 
 Everything position ids need comes from headers: :func:`load_image` and :func:`load_video` return the
-:class:`mrope.Image` / :class:`mrope.Video` a model's processor would produce without decoding pixels.
+:class:`mrope.Image` / :class:`mrope.Video` a model's processor would produce without decoding pixels;
+:func:`load_audio` gives the :class:`mrope.Audio` of an audio file (or a video's audio track) for the
+omni models, from container metadata.
 :func:`decode_frames` decodes the sampled frames when pixels are wanted. Every bad-media error is a
 :class:`mrope.MediaError` whose message says what was expected and what came.
 """
 
+from mrope.vision.audio import AudioInfo, has_audio_stream, load_audio, probe_audio
 from mrope.vision.detect import MediaKind, detect_media_kind
 from mrope.vision.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
 from mrope.vision.resize import MAX_ASPECT_RATIO, smart_resize, video_max_pixels
 from mrope.vision.sampling import (
     FRAME_FACTOR,
+    MAX_SAMPLED_VIDEO_FRAMES,
     num_sampled_frames,
     sample_fps,
     sample_frame_indices,
@@ -26,10 +30,15 @@ from mrope.vision.video import (
 )
 
 __all__ = [
+    "AudioInfo",
+    "has_audio_stream",
+    "load_audio",
+    "probe_audio",
     "DEFAULT_MAX_IMAGE_PIXELS",
     "DEFAULT_MAX_PACKETS",
     "FRAME_FACTOR",
     "MAX_ASPECT_RATIO",
+    "MAX_SAMPLED_VIDEO_FRAMES",
     "MediaKind",
     "TilePlan",
     "VideoInfo",

@@ -15,7 +15,8 @@ from typing import IO, Any
 from PIL import Image as PILImage
 
 from mrope.errors import MediaError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
 from mrope.segments import Image
 from mrope.vision._source import open_source
 from mrope.vision.resize import smart_resize
@@ -205,7 +206,7 @@ def _resized(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
 
 
 def image_grid(
-    height: int, width: int, model: str = "qwen2-vl", rules: LayoutRules | dict[str, Any] | None = None
+    height: int, width: int, model: ModelLike | None = None, rules: LayoutRules | dict[str, Any] | None = None
 ) -> tuple[int, int, int]:
     """The encoder patch grid ``(1, H / patch, W / patch)`` of an image of ``height x width`` pixels
     after the model's smart resize (what :func:`load_image` gives for an untiled, uncropped file)."""
@@ -216,7 +217,7 @@ def image_grid(
 
 def load_image(
     source: Any,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     tiling: TilePlan | dict[str, Any] | bool | None = None,

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 FRAME_FACTOR = 2
 """Sampled frame counts are multiples of this (the temporal patch size)."""
 
+MAX_SAMPLED_VIDEO_FRAMES = 1 << 24
+"""Longest video (in frames) whose frames can be sampled: qwen-vl-utils computes frame indices with a
+float32 ``linspace``, exact only up to 2**24 (16,777,216 frames, 155 hours at 30 fps); past it the last
+index rounds beyond the video's end."""
+
 
 def _round_by(x: float, k: int) -> int:
     return round(x / k) * k
@@ -102,9 +107,15 @@ def sample_frame_indices(
 
     Raises:
         MediaError: ``n`` outside ``[2, num_frames]`` (``nframes`` larger than the video, a one-frame
-            video), non-positive counts, a NaN, infinite or non-positive ``video_fps`` / ``fps``.
+            video), more than :data:`MAX_SAMPLED_VIDEO_FRAMES` frames, non-positive counts, a NaN,
+            infinite or non-positive ``video_fps`` / ``fps``.
     """
     n = num_sampled_frames(num_frames, video_fps, fps, nframes, min_frames, max_frames)
+    if num_frames > MAX_SAMPLED_VIDEO_FRAMES:
+        raise MediaError(
+            f"the video claims {num_frames:,} frames; at most {MAX_SAMPLED_VIDEO_FRAMES:,} can be sampled (float32 frame indices, as qwen-vl-utils computes "
+            "them, are exact only below 2**24): a header claiming this many frames is most likely corrupt"
+        )
     return np.round(linspace_float32(num_frames - 1, n)).astype(np.int64)
 
 

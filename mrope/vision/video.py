@@ -27,7 +27,8 @@ import av
 import numpy as np
 
 from mrope.errors import MediaError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
 from mrope.segments import Video
 from mrope.vision._containers import iso_rotations, matroska_rotation, normalise_rotation
 from mrope.vision._source import OpenSource, open_source
@@ -222,6 +223,11 @@ def _probe(src: OpenSource, max_packets: int, deadline: float | None = None) -> 
         tb = stream.time_base
         tbf = float(tb) if tb else None
         frames = int(stream.frames or 0)
+        if frames > src.size:
+            raise MediaError(
+                f"{src.name}: its header claims {frames:,} frames, but the whole file holds {src.size:,} bytes "
+                "and every frame takes at least one: the header is corrupt or forged"
+            )
         duration: float | None = None
         if stream.duration and tbf:
             duration = stream.duration * tbf
@@ -565,7 +571,7 @@ def decode_frames(
 
 def load_video(
     source: Any,
-    model: str = "qwen2-vl",
+    model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
     fps: float | None = None,
@@ -573,6 +579,7 @@ def load_video(
     min_frames: int | None = None,
     max_frames: int | None = None,
     wrap: bool = True,
+    use_audio_in_video: bool = False,
 ) -> Video:
     """Size a video by a model's rules from its metadata alone: the :class:`mrope.Video` its processor
     would produce.
@@ -593,6 +600,9 @@ def load_video(
         nframes: an exact number of frames to sample.
         min_frames, max_frames: bounds on the sampled count with ``fps``.
         wrap: emit the wrapper tokens (and Qwen3-VL timestamps).
+        use_audio_in_video: for models with audio (the omni families): attach the file's audio track
+            as ``Video.audio`` (:func:`mrope.vision.load_audio`), as their processors do with
+            ``load_audio_from_video``; a file without an audio stream stays a silent video.
 
     Raises:
         MediaError: see :func:`probe_video` and :func:`sample_frame_indices`; ``fps`` with ``nframes``.
@@ -615,10 +625,21 @@ def load_video(
     new_h, new_w = smart_resize(info.height, info.width, lay.resize_factor, lay.video_min_pixels, ceiling)
     rate = sample_fps(n, info.num_frames, info.fps)
     times = sampled_times(info, idx)
+    audio = None
+    if use_audio_in_video:
+        from mrope.timeline import require_audio
+        from mrope.vision.audio import audio_from_info, has_audio_stream, probe_audio
+
+        require_audio(lay, "load_video(use_audio_in_video=True)")
+        if isinstance(source, VideoInfo):
+            raise MediaError("use_audio_in_video needs the file itself, not a VideoInfo")
+        if has_audio_stream(source):
+            audio = audio_from_info(probe_audio(source), lay)
     return Video(
         grid=(math.ceil(n / tps), new_h // lay.patch_size, new_w // lay.patch_size),
         fps=rate,
         second_per_grid=tps / rate,
         frame_times=tuple(float(x) for x in times),
         wrap=wrap,
+        audio=audio,
     )

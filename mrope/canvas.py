@@ -1,0 +1,175 @@
+"""The canvas rule (MiniCPM-V 4.7): a thumbnail stretched over the canvas its detail slices tile.
+
+A picture or a video frame is a thumbnail crop wrapped in ``<image>`` .. ``</image>`` (the rules'
+``vision_start_id`` / ``vision_end_id``), optionally followed by detail slices, each wrapped in
+``<slice>`` .. ``</slice>``, in rows separated by a newline token (``newline_id``). A run of frames that
+only these markers separate is one group (how a clip emits its frames).
+
+Each frame is laid out on a canvas at origin ``o`` (the counter when the frame starts):
+
+- the canvas is ``Hc x Wc`` merged tokens: ``rows * slice_h`` by ``cols * slice_w`` (sizes of the first
+  slice), or the thumbnail's own grid when there are no slices;
+- every token of the frame starts at ``o`` on all three axes; ``t`` stays ``o``;
+- thumbnail token ``(i, j)`` of an ``h x w`` grid gets ``h = o + round(linspace(0, Hc - 1, h))[i]`` and
+  ``w = o + round(linspace(0, Wc - 1, w))[j]`` (stretched over the whole canvas);
+- slice ``k`` sits at ``(row * slice_h, col * slice_w)``; its tokens count on from there;
+- markers are pinned: ``<image>`` to the halo ``o - 1`` (0 at the start), ``</image>`` to ``(o + Hc,
+  o + Wc)``, ``<slice>`` to its slice's first corner, ``</slice>`` to its last, a row's newline just past the
+  canvas's right edge at the row's last line;
+- the counter resumes at ``o + max(Hc, Wc) + 1``.
+
+Text is 1-D. The crops are found from token types (0 text, 1 image, 2 video): each maximal non-text
+run is one crop; a crop right after ``<slice>`` is a slice of the open frame, any other opens a frame.
+Grids come per modality, in order: a frame's thumbnail, then its slices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from mrope.errors import TokenError
+from mrope.rules import LayoutRules
+
+
+def stretch(extent: int, steps: int) -> np.ndarray:
+    """``round(linspace(0, extent - 1, steps))`` as int64, computed like torch's float32 ``linspace``
+    (float32 step, each value one fused multiply-add from the nearer end, rounded half to even): the
+    thumbnail's rows or columns spread over a canvas side of ``extent`` tokens."""
+    if steps == 1:
+        return np.zeros(1, dtype=np.int64)
+    end = float(extent - 1)
+    step = float(np.float32(np.float32(end) / np.float32(steps - 1)))
+    i = np.arange(steps, dtype=np.float64)
+    values = np.where(i < steps // 2, step * i, end - step * (steps - 1 - i)).astype(np.float32)
+    return np.round(values).astype(np.int64)
+
+
+def _frames(ids: list[int], types: list[int], markers: set[int], slice_start: int) -> list[tuple[int, list]]:
+    """Groups of frames: ``[(group_start, [[modality, thumb_a, thumb_z, slices], ...]), ...]``."""
+    n = len(types)
+    groups: list[tuple[int, list]] = []
+    open_slices: list[tuple[int, int]] | None = None
+    prev_end = 0
+    a = 0
+    while a < n:
+        kind = types[a]
+        z = a + 1
+        while z < n and types[z] == kind:
+            z += 1
+        if kind:
+            if open_slices is not None and a > 0 and ids[a - 1] == slice_start:
+                open_slices.append((a, z))
+            else:
+                open_slices = []
+                frame = [kind, a, z, open_slices]
+                if groups and all(tok in markers for tok in ids[prev_end : a - 1]):
+                    groups[-1][1].append(frame)
+                else:
+                    groups.append((a - 1, [frame]))
+            prev_end = z
+        a = z
+    return groups
+
+
+def canvas_row(
+    ids: list[int],
+    types: list[int],
+    take: Callable[[int, int, int], tuple[int, int]],
+    rules: LayoutRules,
+) -> np.ndarray:
+    """Positions ``[3, n]`` of one unpadded sequence under the canvas rule.
+
+    Args:
+        ids: token ids; types: 0 text, 1 image, 2 video per token.
+        take: ``take(modality, crop_start, crop_tokens) -> (h, w)``: the next grid of that modality in
+            patches; it checks the crop's token count.
+        rules: marker ids (``vision_start_id``, ``vision_end_id``, ``slice_start_id``, ``slice_end_id``,
+            ``newline_id``) and ``merge_size``.
+    """
+    ids_needed = (rules.slice_start_id, rules.slice_end_id, rules.newline_id)
+    if any(v is None for v in ids_needed):
+        raise TokenError(
+            f"the canvas rule needs its marker ids (slice_start_id, slice_end_id, newline_id); the "
+            f"{rules.name!r} rules have {ids_needed}: they come from the checkpoint's config "
+            "(mrope.from_pretrained) or rules={...}"
+        )
+    n = len(ids)
+    merge = rules.merge_size
+    slice_start = int(rules.slice_start_id)  # type: ignore[arg-type]
+    markers = {slice_start, rules.slice_end_id, rules.vision_start_id, rules.vision_end_id, rules.newline_id}
+    pos = np.broadcast_to(np.arange(n, dtype=np.int64), (3, n)).copy()
+    counter = 0
+    cursor = 0
+    for group_start, frames in _frames(ids, types, markers, slice_start):
+        for frame in frames:  # the end of a frame: past the markers that close it
+            z = frame[3][-1][1] if frame[3] else frame[2]
+            while z < n and ids[z] in markers:
+                z += 1
+            frame.append(z)
+        group_end = frames[-1][4]
+        if group_start > cursor:
+            pos[:, cursor:group_start] = np.arange(counter, counter + group_start - cursor)
+            counter += group_start - cursor
+        frame_cursor = group_start
+        for kind, thumb_a, thumb_z, slices, frame_z in frames:
+            th, tw = take(kind, thumb_a, thumb_z - thumb_a)
+            frame_a = thumb_a - 1
+            if frame_a > frame_cursor:  # tokens between frames are text, and one step follows them
+                pos[:, frame_cursor:frame_a] = np.arange(counter, counter + frame_a - frame_cursor)
+                counter += frame_a - frame_cursor + 1
+            frame_z = min(frame_z, group_end)
+            o = counter
+            th, tw = th // merge, tw // merge
+            canvas_h, canvas_w = th, tw
+            cols = rows = slice_h = slice_w = 0
+            grids: list[tuple[int, int]] = []
+            if slices:
+                cols = len(slices)  # a gap wider than "</slice><slice>" ends a row
+                for k in range(len(slices) - 1):
+                    if slices[k + 1][0] - slices[k][1] > 2:
+                        cols = k + 1
+                        break
+                rows = len(slices) // cols
+                if rows * cols != len(slices):
+                    rows, cols = 1, len(slices)
+                grids = [take(kind, s_a, s_z - s_a) for s_a, s_z in slices]
+                slice_h, slice_w = grids[0][0] // merge, grids[0][1] // merge
+                canvas_h, canvas_w = rows * slice_h, cols * slice_w
+            pos[:, frame_a:frame_z] = o
+            pos[1:, frame_a] = max(o - 1, 0)
+            if thumb_z < frame_z:
+                pos[1, thumb_z] = o + canvas_h
+                pos[2, thumb_z] = o + canvas_w
+            hh = o + stretch(canvas_h, th)
+            ww = o + stretch(canvas_w, tw)
+            pos[1, thumb_a:thumb_z] = np.repeat(hh, tw)
+            pos[2, thumb_a:thumb_z] = np.tile(ww, th)
+            for k, ((s_a, s_z), (sh, sw)) in enumerate(zip(slices, grids, strict=True)):
+                h0 = o + (k // cols) * slice_h
+                w0 = o + (k % cols) * slice_w
+                sh, sw = sh // merge, sw // merge
+                if s_a - 1 >= frame_a:
+                    pos[1, s_a - 1], pos[2, s_a - 1] = h0, w0
+                if s_z < frame_z:
+                    pos[1, s_z], pos[2, s_z] = h0 + sh - 1, w0 + sw - 1
+                pos[1, s_a:s_z] = np.repeat(h0 + np.arange(sh, dtype=np.int64), sw)
+                pos[2, s_a:s_z] = np.tile(w0 + np.arange(sw, dtype=np.int64), sh)
+            for k in range(len(slices) - 1):
+                gap_a, gap_z = slices[k][1], slices[k + 1][0]
+                if gap_z - gap_a > 2:  # the newline(s) between "</slice>" and "<slice>" end row k // cols
+                    pos[1, gap_a + 1 : gap_z - 1] = o + (k // cols + 1) * slice_h - 1
+                    pos[2, gap_a + 1 : gap_z - 1] = o + cols * slice_w
+            counter = o + max(canvas_h, canvas_w) + 1
+            frame_cursor = frame_z
+        if frame_cursor < group_end:
+            pos[:, frame_cursor:group_end] = np.arange(counter, counter + group_end - frame_cursor)
+            counter += group_end - frame_cursor
+        cursor = group_end
+    if cursor < n:
+        pos[:, cursor:] = np.arange(counter, counter + n - cursor)
+    return pos
+
+
+__all__ = ["canvas_row", "stretch"]

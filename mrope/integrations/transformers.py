@@ -1,0 +1,579 @@
+"""Patch a loaded transformers M-RoPE model: positions from mrope, rotation by :func:`mrope.apply_mrope`.
+
+:func:`patch` changes three things on ONE model instance and nothing else:
+
+1. the position owner's ``get_rope_index`` (the ``...Model`` that holds ``rope_deltas``) becomes
+   :func:`mrope.get_rope_index` with the family's rules, read from the model's config (token ids, merge
+   size, tokens per second) under the chosen convention. ``forward`` and ``generate`` both call it.
+2. the text model's rotary embedding module no longer computes ``(cos, sin)`` tables: it hands the
+   attention layers a small :class:`Rotation` (the ``[3, B, S]`` positions plus the spec), in both slots.
+3. the family's modeling-module function ``apply_rotary_pos_emb`` gets a pass-through wrapper (installed
+   once per modeling module, removed with the last patched model): given a :class:`Rotation` it calls
+   :func:`mrope.apply_mrope` (the Triton kernel on CUDA, the torch path elsewhere); given real cos/sin
+   tensors (an unpatched model of the same class) it calls the original function unchanged.
+
+Everything is checked before anything is changed: the family (from ``config.model_type`` through
+:func:`mrope.models.get_family`), the three hook points, the spec (the model's own rotary is run on probe
+positions and must equal :func:`mrope.apply_mrope` with the spec mrope derived) and, under
+``convention="transformers5"``, the positions (the model's own ``get_rope_index`` on a probe batch with
+left padding, an image and a video must equal mrope's). A model that fails any check raises
+:class:`~mrope.errors.PatchError` and is left untouched. :func:`unpatch` restores the exact objects.
+
+Conventions:
+
+- ``"transformers5"`` (the default): the installed transformers 5.x conventions (5.x advance
+  ``s + max(H', W')`` after a vision block, pads 0, Qwen2.5-VL's ``i * (tps * spg)`` time grouping), so
+  the patched model's logits equal the unpatched model's on every input (fp32: to a rounding; the
+  rotation is the same arithmetic, fused differently).
+- ``"released"``: the released models' semantics (max+1 advance, the released pad value, float32
+  ``(i * spg) * tps``). It differs from the unpatched model after a video whose temporal extent exceeds
+  its spatial one, and in pad slots.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from mrope.errors import MRopeError, PatchError
+from mrope.ops import ANGLE_PRECISIONS, BACKENDS, apply_mrope
+from mrope.spec import RopeSpec
+
+CONVENTIONS: tuple[str, ...] = ("transformers5", "released")
+"""The ``convention=`` values :func:`patch` takes; ``None`` means ``"transformers5"``."""
+
+APPLY_FUNCTION = "apply_rotary_pos_emb"
+"""The modeling-module function every supported family's text attention calls with ``(q, k, cos, sin)``."""
+
+_STATE_ATTR = "_mrope_patch"
+_MISSING = object()
+_PROBE_MAX_POSITION = 997  # probe positions stay below any dynamic-NTK growth threshold
+
+
+# ------------------------------------------------------------------------------------------ rotation
+
+
+@dataclass(frozen=True, eq=False)
+class Rotation:
+    """What a patched rotary module returns in place of ``(cos, sin)`` (it fills both slots).
+
+    Attributes:
+        positions: integer ``[3, B, S]`` position ids (rows t, h, w) of the tokens in this forward call.
+        spec: the model's rotary spec.
+        backend, angle_precision: passed to :func:`mrope.apply_mrope`.
+    """
+
+    positions: torch.Tensor
+    spec: RopeSpec
+    backend: str
+    angle_precision: str
+
+    def apply(
+        self, q: torch.Tensor, k: torch.Tensor, unsqueeze_dim: int = 1
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate q and k (``[B, H, S, D]`` for ``unsqueeze_dim=1``, ``[B, S, H, D]`` for 2)."""
+        layout = {1: "bhsd", 2: "bshd"}.get(unsqueeze_dim)
+        if layout is None:
+            raise PatchError(f"patched rotary supports unsqueeze_dim 1 or 2; got {unsqueeze_dim!r}")
+        return apply_mrope(
+            q,
+            k,
+            self.positions,
+            self.spec,
+            layout=layout,  # type: ignore[arg-type]
+            backend=self.backend,  # type: ignore[arg-type]
+            angle_precision=self.angle_precision,  # type: ignore[arg-type]
+        )
+
+
+@dataclass
+class _Hook:
+    module: types.ModuleType
+    original: Any
+    users: int = 0
+
+
+_HOOKS: dict[str, _Hook] = {}
+
+
+def _dispatching(original: Any) -> Any:
+    @functools.wraps(original)
+    def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):  # noqa: ANN001, ANN202 - transformers' signature
+        if isinstance(cos, Rotation):
+            unsqueeze_dim = args[0] if args else kwargs.get("unsqueeze_dim", 1)
+            return cos.apply(q, k, unsqueeze_dim)
+        return original(q, k, cos, sin, *args, **kwargs)
+
+    apply_rotary_pos_emb.__mrope_original__ = original  # type: ignore[attr-defined]
+    return apply_rotary_pos_emb
+
+
+def _original_apply(module: types.ModuleType) -> Any:
+    fn = getattr(module, APPLY_FUNCTION)
+    return getattr(fn, "__mrope_original__", fn)
+
+
+# ------------------------------------------------------------------------------------------ state
+
+
+@dataclass
+class _State:
+    """What :func:`patch` changed on one model, so that :func:`unpatch` can put it back."""
+
+    family: Any
+    convention: str
+    rules: Any
+    spec: RopeSpec
+    backend: str
+    angle_precision: str
+    owner: torch.nn.Module
+    owner_attr: Any
+    rotaries: list[tuple[torch.nn.Module, Any]] = field(default_factory=list)
+    hook_module: str = ""
+
+
+def is_patched(model: torch.nn.Module) -> bool:
+    """Whether :func:`patch` has been applied to ``model`` (and not undone)."""
+    return isinstance(getattr(model, "__dict__", {}).get(_STATE_ATTR), _State)
+
+
+def patch_info(model: torch.nn.Module) -> dict[str, Any]:
+    """What a patched model uses: ``{"family", "convention", "rules", "spec", "backend", "angle_precision"}``.
+
+    Raises:
+        PatchError: the model is not patched.
+    """
+    state = model.__dict__.get(_STATE_ATTR) if hasattr(model, "__dict__") else None
+    if not isinstance(state, _State):
+        raise PatchError(f"{type(model).__name__} is not patched by mrope")
+    return {
+        "family": state.family,
+        "convention": state.convention,
+        "rules": state.rules,
+        "spec": state.spec,
+        "backend": state.backend,
+        "angle_precision": state.angle_precision,
+    }
+
+
+# ------------------------------------------------------------------------------------------ discovery
+
+
+def _family_of(config: Any) -> Any:
+    from mrope.models import get_family
+
+    model_type = getattr(config, "model_type", None)
+    if not model_type:
+        raise PatchError("patch needs a transformers model whose config has a model_type; got none")
+    try:
+        return get_family(model_type)
+    except MRopeError as exc:
+        raise PatchError(f"cannot patch model_type {model_type!r}: {exc}") from None
+
+
+def _position_owner(model: torch.nn.Module) -> torch.nn.Module:
+    owners = [m for m in model.modules() if callable(getattr(type(m), "get_rope_index", None))]
+    if len(owners) != 1:
+        raise PatchError(
+            f"{type(model).__name__}: expected exactly one submodule with a get_rope_index method (the model "
+            f"that computes M-RoPE positions); found {len(owners)}: {[type(m).__name__ for m in owners]}"
+        )
+    return owners[0]
+
+
+def _text_rotaries(owner: torch.nn.Module) -> list[torch.nn.Module]:
+    text = getattr(owner, "language_model", None)
+    if not isinstance(text, torch.nn.Module):
+        raise PatchError(f"{type(owner).__name__} has no language_model submodule to patch")
+    found = [
+        m
+        for m in text.modules()
+        if type(m).__name__.endswith("RotaryEmbedding")
+        and isinstance(getattr(m, "inv_freq", None), torch.Tensor)
+    ]
+    if not found:
+        raise PatchError(
+            f"{type(text).__name__} has no rotary embedding module (…RotaryEmbedding with inv_freq)"
+        )
+    kinds = {type(m) for m in found}
+    if len(kinds) != 1:
+        raise PatchError(f"{type(text).__name__} mixes rotary classes {sorted(k.__name__ for k in kinds)}")
+    return found
+
+
+def _attention_modules(owner: torch.nn.Module) -> list[torch.nn.Module]:
+    """Text attention layers whose forward calls the modeling module's ``apply_rotary_pos_emb``."""
+    text = owner.language_model
+    out = []
+    for m in text.modules():
+        code = getattr(inspect.unwrap(type(m).forward), "__code__", None)
+        if code is not None and APPLY_FUNCTION in code.co_names:
+            out.append(m)
+    return out
+
+
+def _spec_of(config: Any) -> RopeSpec:
+    try:
+        return RopeSpec.from_hf_config(config.to_dict())
+    except MRopeError as exc:
+        raise PatchError(f"cannot read the rotary spec of {config.model_type!r}: {exc}") from None
+
+
+def _rules_of(config: Any, family: Any, convention: str) -> Any:
+    """The family's rules under ``convention`` with the ids and vision sizes of this model's config."""
+    from mrope.models import resolve_rules
+
+    data = config.to_dict()
+    vision = data.get("vision_config") if isinstance(data.get("vision_config"), dict) else {}
+    changes: dict[str, Any] = {}
+    for key, rule_field in dict(getattr(family, "config_ids", {}) or {}).items():
+        if data.get(key) is not None:
+            changes[rule_field] = int(data[key])
+    for key, rule_field in (
+        ("spatial_merge_size", "merge_size"),
+        ("temporal_patch_size", "temporal_patch_size"),
+        ("patch_size", "patch_size"),
+        ("tokens_per_second", "tokens_per_second"),
+    ):
+        if vision.get(key) is not None:
+            changes[rule_field] = vision[key]
+    try:
+        return resolve_rules(family, changes, convention)
+    except MRopeError as exc:
+        raise PatchError(f"cannot build the layout rules of {config.model_type!r}: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------ probes
+
+
+def _check_rotary(rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, backend: str) -> None:
+    """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32)."""
+    device = rotary.inv_freq.device
+    gen = torch.Generator().manual_seed(1234)
+    length = 29
+    positions = torch.randint(0, _PROBE_MAX_POSITION, (3, 1, length), generator=gen).to(device)
+    q = torch.randn(1, 2, length, spec.head_dim, generator=gen).to(device)
+    k = torch.randn(1, 1, length, spec.head_dim, generator=gen).to(device)
+    with torch.no_grad():
+        try:
+            cos, sin = type(rotary).forward(rotary, q, positions)
+            want_q, want_k = original_apply(q, k, cos, sin)
+        except Exception as exc:  # the model's own code failed on a plain probe: not a model we can patch
+            raise PatchError(
+                f"{type(rotary).__name__} failed on probe positions ({type(exc).__name__}: {exc}); the model's "
+                "own rotary does not run with this config"
+            ) from None
+        try:
+            got_q, got_k = apply_mrope(
+                q,
+                k,
+                positions,
+                spec,
+                layout="bhsd",
+                backend=backend,
+                angle_precision="fp32",
+            )
+        except MRopeError as exc:
+            raise PatchError(f"apply_mrope cannot run this model's rotary: {exc}") from None
+    for name, got, want in (("q", got_q, want_q), ("k", got_k, want_k)):
+        if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-4, atol=1e-5):
+            err = (got - want).abs().max().item() if got.shape == want.shape else float("nan")
+            raise PatchError(
+                f"{type(rotary).__name__}: apply_mrope with the spec read from the config ({spec}) does not "
+                f"reproduce the model's own rotation of {name} (max abs difference {err:.3g}); refusing to patch"
+            )
+
+
+def _probe_batch(rules: Any) -> dict[str, torch.Tensor]:
+    """Two left-padded rows: text, an image, text, a 2-frame video, text; text, an image, text."""
+    merge = rules.merge_size
+    image = [1, 2 * merge, 2 * merge]  # 4 tokens
+    video = [2, 2 * merge, 2 * merge]  # 2 frames of 4 tokens
+    per_frame = rules.temporal == "timestamps"
+    row0 = [0] * 3 + [1] * 4 + [0] * 2
+    row0 += ([2] * 4 + [0] * 2 + [2] * 4) if per_frame else [2] * 8
+    row0 += [0] * 3
+    row1 = [0] * 2 + [1] * 4 + [0] * 5
+    width = len(row0)
+    types = torch.zeros(2, width, dtype=torch.int64)
+    mask = torch.zeros(2, width, dtype=torch.int64)
+    types[0] = torch.tensor(row0)
+    types[1, width - len(row1) :] = torch.tensor(row1)
+    mask[0] = 1
+    mask[1, width - len(row1) :] = 1
+    ids = torch.full((2, width), 9, dtype=torch.int64)
+    ids[types == 1] = rules.image_pad_id
+    ids[types == 2] = rules.video_pad_id
+    return {
+        "input_ids": ids,
+        "mm_token_type_ids": types,
+        "attention_mask": mask,
+        "image_grid_thw": torch.tensor([image, image]),
+        "video_grid_thw": torch.tensor([video]),
+    }
+
+
+def _check_positions(owner: torch.nn.Module, replacement: Any, rules: Any) -> None:
+    probe = _probe_batch(rules)
+    try:
+        with torch.no_grad():
+            want_pos, want_delta = type(owner).get_rope_index(owner, **probe)
+    except Exception as exc:
+        raise PatchError(
+            f"{type(owner).__name__}.get_rope_index failed on a probe batch ({type(exc).__name__}: {exc}); "
+            "cannot check mrope's positions against it"
+        ) from None
+    try:
+        got_pos, got_delta = replacement(**probe)
+    except MRopeError as exc:
+        raise PatchError(f"mrope cannot compute this model's positions: {exc}") from None
+    if not (torch.equal(got_pos.cpu(), want_pos.cpu()) and torch.equal(got_delta.cpu(), want_delta.cpu())):
+        raise PatchError(
+            f"mrope's positions (rules {rules.name!r}) differ from {type(owner).__name__}.get_rope_index on a probe "
+            f"batch; refusing to patch.\nmrope: {got_pos.tolist()} {got_delta.tolist()}\n"
+            f"model: {want_pos.tolist()} {want_delta.tolist()}"
+        )
+
+
+# ------------------------------------------------------------------------------------------ replacements
+
+
+def _make_get_rope_index(family: Any, rules: Any) -> Any:
+    from mrope.tokens import get_rope_index
+
+    def mrope_get_rope_index(
+        input_ids: torch.Tensor,
+        mm_token_type_ids: torch.Tensor | None = None,
+        image_grid_thw: torch.Tensor | None = None,
+        video_grid_thw: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        second_per_grid_ts: torch.Tensor | None = None,
+        **_: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """mrope.get_rope_index with this model's rules: ``([3, B, L], [B, 1])`` on input_ids' device."""
+        mask = (
+            attention_mask if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2 else None
+        )
+        positions, deltas = get_rope_index(
+            input_ids,
+            image_grid_thw,
+            video_grid_thw,
+            mask,
+            model=family,
+            rules=rules,
+            second_per_grid_ts=second_per_grid_ts,
+            mm_token_type_ids=mm_token_type_ids,
+        )
+        return positions.to(device=input_ids.device, dtype=input_ids.dtype), deltas.to(input_ids.device)
+
+    return mrope_get_rope_index
+
+
+def _make_rotary_forward(spec: RopeSpec, backend: str, precision: str) -> Any:
+    def forward(x: torch.Tensor, position_ids: torch.Tensor) -> tuple[Rotation, Rotation]:
+        """Positions ``[3, B, S]`` (or ``[B, S]``) -> a :class:`Rotation` in both the cos and sin slots."""
+        if position_ids.dim() == 2:
+            position_ids = position_ids.unsqueeze(0)
+        positions = position_ids.expand(3, -1, -1)
+        rotation = Rotation(positions, spec, backend, precision)
+        return rotation, rotation
+
+    return forward
+
+
+# ------------------------------------------------------------------------------------------ public
+
+_KIND_TYPE = {"image": 1, "thumbnail": 1, "video": 2}
+"""Span kinds -> transformers' ``mm_token_type_ids`` values (0 text, 1 image, 2 video)."""
+
+
+def model_rules(model: torch.nn.Module, convention: str | None = None) -> Any:
+    """The :class:`~mrope.LayoutRules` mrope uses for this transformers model: its family's rules under
+    ``convention`` (``None`` = ``"transformers5"``) with the token ids and vision sizes of its config.
+
+    Pass them as ``rules=`` (with ``model=`` the family) to :func:`mrope.build_batch` to build positions
+    for it outside the model.
+    """
+    conv = "transformers5" if convention is None else convention
+    if conv not in CONVENTIONS:
+        raise PatchError(f"convention must be None or one of {list(CONVENTIONS)}; got {convention!r}")
+    config = getattr(model, "config", None)
+    return _rules_of(config, _family_of(config), conv)
+
+
+def model_inputs(batch: Any) -> dict[str, torch.Tensor]:
+    """The keyword arguments a transformers M-RoPE model takes for a :class:`mrope.Batch`.
+
+    Returns:
+        ``input_ids`` ``[B, L]``, ``attention_mask`` ``[B, L]``, ``position_ids`` int64 ``[3, B, L]``,
+        ``mm_token_type_ids`` ``[B, L]`` (0 text, 1 image, 2 video, from the batch's spans),
+        ``image_grid_thw`` / ``video_grid_thw`` ``[n, 3]`` (every row's grids in row order, when there
+        are any) and ``second_per_grid_ts`` ``[n_videos]`` (for rules whose video time is in seconds).
+        Add ``pixel_values`` / ``pixel_values_videos`` from the processor; pass the whole dict to
+        ``forward`` or ``generate``. The decode continuation of row ``b`` after ``n_b`` valid tokens is
+        ``n_b + batch.deltas[b]`` on every axis.
+    """
+    position_ids, attention_mask, _ = batch.torch()
+    input_ids = torch.from_numpy(batch.input_ids)
+    types = torch.zeros_like(input_ids)
+    images, videos, seconds = [], [], []
+    for row, seq in enumerate(batch.sequences):
+        start = int(np.flatnonzero(batch.attention_mask[row])[0]) if seq.num_tokens else 0
+        for span in seq.spans:
+            kind = _KIND_TYPE.get(span.kind)
+            if kind:
+                types[row, start + span.start : start + span.stop] = kind
+        images.append(seq.image_grid_thw)
+        videos.append(seq.video_grid_thw)
+        seconds.append(seq.second_per_grid_ts)
+    out = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "position_ids": position_ids,
+        "mm_token_type_ids": types,
+    }
+    image_grid = np.concatenate(images).reshape(-1, 3)
+    video_grid = np.concatenate(videos).reshape(-1, 3)
+    if len(image_grid):
+        out["image_grid_thw"] = torch.from_numpy(image_grid)
+    if len(video_grid):
+        out["video_grid_thw"] = torch.from_numpy(video_grid)
+        if batch.sequences[0].rules.temporal == "seconds":
+            out["second_per_grid_ts"] = torch.from_numpy(np.concatenate(seconds)).to(torch.float32)
+    return out
+
+
+def patch(
+    model: torch.nn.Module,
+    *,
+    convention: str | None = None,
+    angle_precision: str = "fp32",
+    backend: str = "auto",
+) -> torch.nn.Module:
+    """Make a loaded transformers M-RoPE model use mrope's positions and apply op (in place).
+
+    Args:
+        model: a transformers model of a family mrope supports (``...ForConditionalGeneration`` or the
+            bare ``...Model``), on any device, any dtype.
+        convention: ``None`` / ``"transformers5"`` (the installed transformers' conventions: logits equal
+            the unpatched model's) or ``"released"`` (the released models' semantics; see the module doc).
+        angle_precision: ``"fp32"`` (transformers' angle arithmetic) or ``"exact"`` (angles right to one
+            fp32 rounding at any position); see :func:`mrope.apply_mrope`.
+        backend: ``"auto"`` (Triton on CUDA, torch elsewhere), ``"torch"`` or ``"triton"``.
+
+    Returns:
+        ``model`` itself, patched.
+
+    Raises:
+        PatchError: the model is already patched, its family is unknown, a hook point is missing, or mrope
+            does not reproduce its rotary or (``"transformers5"``) its positions; the model is unchanged.
+    """
+    conv = "transformers5" if convention is None else convention
+    if conv not in CONVENTIONS:
+        raise PatchError(f"convention must be None or one of {list(CONVENTIONS)}; got {convention!r}")
+    if angle_precision not in ANGLE_PRECISIONS:
+        raise PatchError(f"angle_precision must be one of {list(ANGLE_PRECISIONS)}; got {angle_precision!r}")
+    if backend not in BACKENDS:
+        raise PatchError(f"backend must be one of {list(BACKENDS)}; got {backend!r}")
+    if not isinstance(model, torch.nn.Module):
+        raise PatchError(f"patch takes a transformers model (a torch.nn.Module); got {type(model).__name__}")
+    if is_patched(model):
+        raise PatchError(f"{type(model).__name__} is already patched by mrope; unpatch it first")
+    config = getattr(model, "config", None)
+    family = _family_of(config)
+    owner = _position_owner(model)
+    rotaries = _text_rotaries(owner)
+    module_name = type(rotaries[0]).__module__
+    module = sys.modules.get(module_name)
+    if module is None or not callable(getattr(module, APPLY_FUNCTION, None)):
+        raise PatchError(f"{module_name} has no {APPLY_FUNCTION} function to route through apply_mrope")
+    attentions = _attention_modules(owner)
+    if not attentions:
+        raise PatchError(
+            f"no text attention layer of {type(model).__name__} calls {module_name}.{APPLY_FUNCTION}"
+        )
+    spec = _spec_of(config)
+    for attn in attentions:
+        head_dim = getattr(attn, "head_dim", spec.head_dim)
+        if head_dim != spec.head_dim:
+            raise PatchError(
+                f"{type(attn).__name__}.head_dim is {head_dim} but the config's rotary spec has head_dim "
+                f"{spec.head_dim}; refusing to patch"
+            )
+    rules = _rules_of(config, family, conv)
+    original_apply = _original_apply(module)
+    _check_rotary(rotaries[0], original_apply, spec, backend)
+    replacement = _make_get_rope_index(family, rules)
+    if conv == "transformers5":
+        _check_positions(owner, replacement, rules)
+
+    # every check passed: mutate (instance attributes only, plus the shared pass-through hook)
+    state = _State(
+        family=family,
+        convention=conv,
+        rules=rules,
+        spec=spec,
+        backend=backend,
+        angle_precision=angle_precision,
+        owner=owner,
+        owner_attr=owner.__dict__.get("get_rope_index", _MISSING),
+        hook_module=module_name,
+    )
+    hook = _HOOKS.get(module_name)
+    if hook is None:
+        hook = _HOOKS[module_name] = _Hook(module=module, original=getattr(module, APPLY_FUNCTION))
+        setattr(module, APPLY_FUNCTION, _dispatching(hook.original))
+    hook.users += 1
+    owner.get_rope_index = replacement  # type: ignore[method-assign]
+    forward = _make_rotary_forward(spec, backend, angle_precision)
+    for rotary in rotaries:
+        state.rotaries.append((rotary, rotary.__dict__.get("forward", _MISSING)))
+        rotary.forward = forward  # type: ignore[method-assign]
+    model.__dict__[_STATE_ATTR] = state
+    return model
+
+
+def unpatch(model: torch.nn.Module) -> torch.nn.Module:
+    """Undo :func:`patch`: the model gets back exactly the methods it had (and ``model`` is returned).
+
+    Raises:
+        PatchError: the model is not patched.
+    """
+    state = model.__dict__.get(_STATE_ATTR) if hasattr(model, "__dict__") else None
+    if not isinstance(state, _State):
+        raise PatchError(f"{type(model).__name__} is not patched by mrope; nothing to unpatch")
+    for rotary, previous in state.rotaries:
+        if previous is _MISSING:
+            del rotary.forward
+        else:
+            rotary.forward = previous  # type: ignore[method-assign]
+    if state.owner_attr is _MISSING:
+        del state.owner.get_rope_index
+    else:
+        state.owner.get_rope_index = state.owner_attr  # type: ignore[method-assign]
+    hook = _HOOKS[state.hook_module]
+    hook.users -= 1
+    if hook.users == 0:
+        setattr(hook.module, APPLY_FUNCTION, hook.original)
+        del _HOOKS[state.hook_module]
+    del model.__dict__[_STATE_ATTR]
+    return model
+
+
+__all__ = [
+    "CONVENTIONS",
+    "Rotation",
+    "is_patched",
+    "model_inputs",
+    "model_rules",
+    "patch",
+    "patch_info",
+    "unpatch",
+]

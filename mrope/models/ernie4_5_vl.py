@@ -1,0 +1,65 @@
+"""ERNIE-4.5-VL (``ernie4_5_vl_moe``): Qwen2-VL positions with video frames merged in pairs.
+
+Positions (modeling_ernie4_5_vl_moe.py:1140): a video grid's ``t`` counts frames and
+``temporal_merge_size`` 2 of them make one LLM frame (``T' = t / 2``); images are never merged in time.
+No timestamp text (times are drawn onto the frames). Wrappers are text: image 101304 / 101305, video
+101306 / 101307. 5.24 resumes after a block at ``s + max(H', W')`` and pads with 0; the official rule (and
+vLLM) resumes at max + 1, which differs after a video with ``t / 2 > max(H', W')``.
+Rotary (Ernie4_5_VLMoeTextRotaryEmbedding): the 44 highest frequencies alternate h (even) and w (odd), the
+20 lowest go to t (``mrope_section`` (22, 22, 20) is ordered h, w, t); adjacent-pair rotation; head_dim
+128, theta 5e5.
+Sizing: patch 14, merge 2; images 56^2 .. 28^2 * 6177 px; videos 299 * 28^2 .. 1196 * 28^2 px per frame,
+16 .. 180 frames.
+"""
+
+from mrope.models.family import ModelFamily
+from mrope.rules import LayoutRules
+from mrope.spec import RopeSpec
+
+FAMILY = ModelFamily(
+    name="ernie-4.5-vl",
+    model_types=("ernie4_5_vl_moe", "ernie4_5_vl_moe_text"),
+    aliases=(
+        "baidu/ERNIE-4.5-VL-28B-A3B-PT",
+        "baidu/ERNIE-4.5-VL-28B-A3B-Base-PT",
+        "baidu/ERNIE-4.5-VL-424B-A47B-PT",
+        "baidu/ERNIE-4.5-VL-424B-A47B-Base-PT",
+    ),
+    rules=LayoutRules(
+        name="ernie-4.5-vl",
+        temporal_patch_size=1,
+        temporal_merge_size=2,
+        vision_start_id=101304,
+        vision_end_id=101305,
+        image_pad_id=100295,
+        video_pad_id=103367,
+        video_start_id=101306,
+        video_end_id=101307,
+        pad_position=0,
+        patch_size=14,
+        image_min_pixels=56 * 56,
+        image_max_pixels=28 * 28 * 6177,
+        video_min_pixels=299 * 28 * 28,
+        video_max_pixels=1196 * 28 * 28,
+        min_frames=16,
+        max_frames=180,
+    ),
+    spec=RopeSpec(
+        head_dim=128,
+        rotary_dim=128,
+        theta=500_000.0,
+        mrope_section=(20, 22, 22),
+        section_layout="hw_alternating",
+        pairing="gptj",
+    ),
+    transformers5={"advance": "spatial"},
+    exactness="official max+1 advance (as vLLM); transformers 5.24 get_rope_index under convention='transformers5'",
+    config_ids={
+        "image_start_token_id": "vision_start_id",
+        "image_end_token_id": "vision_end_id",
+        "image_token_id": "image_pad_id",
+        "video_start_token_id": "video_start_id",
+        "video_end_token_id": "video_end_id",
+        "video_token_id": "video_pad_id",
+    },
+)

@@ -1,0 +1,85 @@
+"""ModelFamily: everything mrope knows about one released model family, in one value.
+
+A family bundles the facts the rest of the library reads by value, never by name: the layout rules of
+the released checkpoints (token ids, how time and space become coordinates, processor sizing, timestamp
+text), their rotary spec, the Hugging Face ``model_type`` strings and repo ids it answers to, and the
+field overrides that reproduce the family's own transformers 5.24 ``get_rope_index``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Literal
+
+from mrope.errors import LayoutError
+from mrope.rules import LayoutRules
+from mrope.spec import RopeSpec
+
+Convention = Literal["released", "transformers5"]
+CONVENTIONS: tuple[str, ...] = ("released", "transformers5")
+
+
+def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class ModelFamily:
+    """One model family (see the module docstring).
+
+    Attributes:
+        name: canonical name, e.g. ``"qwen2.5-vl"``.
+        model_types: Hugging Face ``model_type`` strings it answers to (top-level and text-config ones).
+        aliases: repo ids such as ``"Qwen/Qwen2.5-VL-7B-Instruct"`` (matched case-insensitively).
+        rules: the released checkpoints' :class:`LayoutRules`.
+        spec: the released checkpoints' :class:`RopeSpec`.
+        transformers5: :class:`LayoutRules` field overrides (pad value included) that reproduce the
+            family's own transformers 5.24 ``get_rope_index``; applied by ``convention="transformers5"``.
+        exactness: one line for the README family table: what is exact against what.
+        config_ids: ``config.json`` token-id keys -> the :class:`LayoutRules` fields they set (read by
+            :func:`mrope.from_pretrained`).
+        source: where the values come from (a checkpoint folder for :func:`mrope.from_pretrained`).
+    """
+
+    name: str
+    model_types: tuple[str, ...]
+    aliases: tuple[str, ...]
+    rules: LayoutRules
+    spec: RopeSpec
+    transformers5: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=True)
+    exactness: str = ""
+    config_ids: Mapping[str, str] = field(default_factory=dict, hash=False, compare=True)
+    source: str = "registry"
+    _transformers5_rules: LayoutRules | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model_types", tuple(self.model_types))
+        object.__setattr__(self, "aliases", tuple(self.aliases))
+        object.__setattr__(self, "transformers5", _frozen(self.transformers5))
+        object.__setattr__(self, "config_ids", _frozen(self.config_ids))
+        if not isinstance(self.rules, LayoutRules):
+            raise LayoutError(f"ModelFamily.rules must be a LayoutRules; got {type(self.rules).__name__}")
+        if not isinstance(self.spec, RopeSpec):
+            raise LayoutError(f"ModelFamily.spec must be a RopeSpec; got {type(self.spec).__name__}")
+        # unknown or invalid override fields fail here, once
+        object.__setattr__(self, "_transformers5_rules", self.rules.replace(**self.transformers5))
+
+    def rules_for(self, convention: str = "released") -> LayoutRules:
+        """The family's rules under a convention: ``"released"`` (the official semantics) or
+        ``"transformers5"`` (its own transformers 5.24 ``get_rope_index``)."""
+        check_convention(convention)
+        if convention == "transformers5":
+            assert self._transformers5_rules is not None
+            return self._transformers5_rules
+        return self.rules
+
+    def replace(self, **changes: Any) -> ModelFamily:
+        """A copy with some attributes changed."""
+        return replace(self, **changes)
+
+
+def check_convention(convention: str) -> None:
+    if convention not in CONVENTIONS:
+        raise LayoutError(f"convention must be one of {list(CONVENTIONS)}; got {convention!r}")

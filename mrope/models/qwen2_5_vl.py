@@ -1,0 +1,25 @@
+"""Qwen2.5-VL (``qwen2_5_vl``): Qwen2-VL with video time in seconds.
+
+Positions: a video's temporal patch ``i`` gets ``tau(i) = trunc(i * second_per_grid * tokens_per_second)``
+(released checkpoints: ``tokens_per_second`` 2; the 5.24 config class defaults to 4). Images keep t = 0.
+Rotary: as Qwen2-VL.
+"""
+
+from mrope.models import qwen2_vl
+from mrope.models.family import ModelFamily
+
+FAMILY = ModelFamily(
+    name="qwen2.5-vl",
+    model_types=("qwen2_5_vl", "qwen2_5_vl_text"),
+    aliases=(
+        "Qwen/Qwen2.5-VL-3B-Instruct",
+        "Qwen/Qwen2.5-VL-7B-Instruct",
+        "Qwen/Qwen2.5-VL-32B-Instruct",
+        "Qwen/Qwen2.5-VL-72B-Instruct",
+    ),
+    rules=qwen2_vl.FAMILY.rules.replace(name="qwen2.5-vl", temporal="seconds", tokens_per_second=2.0),
+    spec=qwen2_vl.FAMILY.spec,
+    transformers5=qwen2_vl.TRANSFORMERS5,
+    exactness="official Qwen2.5-VL rule (max+1, pads 1); transformers 5.24 get_rope_index under convention='transformers5'",
+    config_ids=qwen2_vl.QWEN_CONFIG_IDS,
+)

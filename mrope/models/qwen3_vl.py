@@ -1,0 +1,45 @@
+"""Qwen3-VL (``qwen3_vl``): one block per temporal patch, each after a ``<{t:.1f} seconds>`` text.
+
+Positions: every video temporal patch is its own ``(1, H', W')`` block (so the 5.x advance equals max+1).
+Rotary: interleaved [24, 20, 20], neox, theta 5e6 (released; the 5.24 class default is 5e5), head_dim 128.
+Sizing: patch 16 (resize factor 32).
+"""
+
+from mrope.models import qwen2_vl
+from mrope.models.family import ModelFamily
+from mrope.spec import RopeSpec
+
+FAMILY = ModelFamily(
+    name="qwen3-vl",
+    model_types=("qwen3_vl", "qwen3_vl_text"),
+    aliases=(
+        "Qwen/Qwen3-VL-2B-Instruct",
+        "Qwen/Qwen3-VL-2B-Thinking",
+        "Qwen/Qwen3-VL-4B-Instruct",
+        "Qwen/Qwen3-VL-4B-Thinking",
+        "Qwen/Qwen3-VL-8B-Instruct",
+        "Qwen/Qwen3-VL-8B-Thinking",
+        "Qwen/Qwen3-VL-32B-Instruct",
+        "Qwen/Qwen3-VL-32B-Thinking",
+    ),
+    rules=qwen2_vl.FAMILY.rules.replace(
+        name="qwen3-vl",
+        temporal="timestamps",
+        patch_size=16,
+        image_min_pixels=65536,
+        image_max_pixels=16777216,
+        video_min_pixels=4096,
+        video_max_pixels=25165824,
+        video_total_pixels=25165824,
+    ),
+    spec=RopeSpec(
+        head_dim=128,
+        rotary_dim=128,
+        theta=5_000_000.0,
+        mrope_section=(24, 20, 20),
+        section_layout="interleaved",
+    ),
+    transformers5=qwen2_vl.TRANSFORMERS5,
+    exactness="official Qwen3-VL rule (pads 1); transformers 5.24 get_rope_index under convention='transformers5'",
+    config_ids=qwen2_vl.QWEN_CONFIG_IDS,
+)

@@ -1,0 +1,171 @@
+"""MiniCPM-V 4.7: the canvas rule (thumbnail stretched over the canvas, slices at their offsets, markers
+pinned, merge 4 or 2).
+
+Expected values: transformers 5.24's own ``MiniCPMV4_7Model.get_rope_index`` (bound to a minimal object
+holding its config), on token sequences laid out as ``MiniCPMV4_7Processor`` writes them
+(``replace_image_token`` / ``replace_video_token``: ``<image>`` thumbnail ``</image>`` then rows of
+``<slice>`` crop ``</slice>`` joined by a newline, video frames back to back, optional
+``<image_id>N</image_id>`` text). The marker ids are class-default ``None`` and no released config was
+available offline: the ids below are stand-ins (the rule only compares ids for equality).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers.models.minicpmv4_7.configuration_minicpmv4_7 import MiniCPMV4_7Config
+from transformers.models.minicpmv4_7.modeling_minicpmv4_7 import MiniCPMV4_7Model
+
+from mrope import LayoutRules, TokenError
+from mrope.canvas import stretch
+from mrope.tokens import rope_index
+
+IM_START, IM_END, SLICE_START, SLICE_END, NEWLINE, IMAGE, VIDEO, ID_START, ID_END = range(900, 909)
+RULES = LayoutRules(
+    name="minicpm-v-4.7",
+    merge_size=4,
+    positions_base="canvas",
+    vision_start_id=IM_START,
+    vision_end_id=IM_END,
+    slice_start_id=SLICE_START,
+    slice_end_id=SLICE_END,
+    newline_id=NEWLINE,
+    image_pad_id=IMAGE,
+    video_pad_id=VIDEO,
+    pad_position=0,
+)
+
+
+class _Shim:
+    get_rope_index = MiniCPMV4_7Model.get_rope_index
+    get_vision_position_ids = MiniCPMV4_7Model.get_vision_position_ids
+    _group_visual_frames = MiniCPMV4_7Model._group_visual_frames
+    _frame_end_idx = staticmethod(MiniCPMV4_7Model._frame_end_idx)
+
+    def __init__(self) -> None:
+        self.config = MiniCPMV4_7Config(
+            image_token_id=IMAGE,
+            video_token_id=VIDEO,
+            image_start_id=IM_START,
+            image_end_id=IM_END,
+            slice_start_id=SLICE_START,
+            slice_end_id=SLICE_END,
+            newline_id=NEWLINE,
+        )
+
+
+def _crop(rng: np.random.Generator, merge: int) -> tuple[int, int]:
+    return tuple(merge * int(v) for v in rng.integers(1, 5, 2))  # type: ignore[return-value]
+
+
+def _frame(rng, merge, pad, sizes, slice_grid=None) -> list[int]:
+    th, tw = _crop(rng, merge)
+    sizes.append((th, tw))
+    out = [IM_START, *[pad] * (th * tw // merge**2), IM_END]
+    rows, cols = slice_grid if slice_grid is not None else (0, 0)
+    if rows and cols:
+        sh, sw = _crop(rng, merge)
+        lines = []
+        for _ in range(rows):
+            line: list[int] = []
+            for _ in range(cols):
+                sizes.append((sh, sw))
+                line += [SLICE_START, *[pad] * (sh * sw // merge**2), SLICE_END]
+            lines.append(line)
+        for k, line in enumerate(lines):
+            out += ([NEWLINE] if k else []) + line
+    return out
+
+
+def _sample(rng: np.random.Generator, merge: int, images: list, videos: list) -> list[int]:
+    ids = rng.integers(100, 800, int(rng.integers(1, 4))).tolist()
+    for k in range(int(rng.integers(1, 3))):
+        if rng.random() < 0.6:
+            if rng.random() < 0.5:
+                ids += [ID_START, 100 + k, ID_END]
+            grid = (0, 0) if rng.random() < 0.3 else tuple(int(v) for v in rng.integers(1, 3, 2))
+            ids += _frame(rng, merge, IMAGE, images, grid)
+        else:
+            rows, cols = (int(v) for v in rng.integers(0, 3, 2))
+            for _ in range(int(rng.integers(1, 4))):
+                ids += _frame(rng, merge, VIDEO, videos, (rows, cols))
+        # text after, sometimes opening with a newline token (a marker: it joins the frame)
+        ids += ([NEWLINE] if rng.random() < 0.4 else []) + rng.integers(
+            100, 800, int(rng.integers(0, 4))
+        ).tolist()
+    return ids
+
+
+@pytest.mark.parametrize(("side", "mode"), [("left", "16x"), ("right", "4x")])
+def test_get_rope_index_equals_transformers(side: str, mode: str) -> None:
+    merge = 4 if mode == "16x" else 2
+    rules = RULES.replace(merge_size=merge)
+    rng = np.random.default_rng(41 if side == "left" else 42)
+    shim = _Shim()
+    for _ in range(8):
+        images: list = []
+        videos: list = []
+        rows = [_sample(rng, merge, images, videos) for _ in range(3)]
+        width = max(map(len, rows))
+        ids = np.zeros((3, width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for r, row in enumerate(rows):
+            sl = slice(width - len(row), width) if side == "left" else slice(0, len(row))
+            ids[r, sl], mask[r, sl] = row, 1
+        types = ((ids == IMAGE) + 2 * (ids == VIDEO)) * mask
+        t_images = torch.tensor(images).reshape(-1, 2)
+        t_videos = torch.tensor(videos).reshape(-1, 2)
+        want, want_deltas = shim.get_rope_index(
+            torch.from_numpy(ids),
+            torch.from_numpy(types),
+            t_images if len(images) else None,
+            t_videos if len(videos) else None,
+            mode,
+            torch.from_numpy(mask),
+        )
+        grids_i = np.array([(1, h, w) for h, w in images]).reshape(-1, 3)
+        grids_v = np.array([(1, h, w) for h, w in videos]).reshape(-1, 3)
+        for kwargs in ({"mm_token_type_ids": types}, {}):
+            got, deltas = rope_index(ids, grids_i, grids_v, mask, rules=rules, **kwargs)
+            np.testing.assert_array_equal(got, want.numpy())
+            np.testing.assert_array_equal(deltas, want_deltas.numpy()[:, 0])
+
+
+def test_stretch_is_torch_linspace() -> None:
+    for extent in range(1, 120):
+        for steps in range(1, 60):
+            want = torch.linspace(0, extent - 1, steps).round().long().numpy()
+            np.testing.assert_array_equal(stretch(extent, steps), want)
+
+
+def test_one_image_by_hand() -> None:
+    # text; <image> 1x2 thumbnail </image>; one row of two 1x1 slices (merge 4: 4x4 patches per token)
+    ids = [
+        5,
+        6,
+        IM_START,
+        IMAGE,
+        IMAGE,
+        IM_END,
+        SLICE_START,
+        IMAGE,
+        SLICE_END,
+        SLICE_START,
+        IMAGE,
+        SLICE_END,
+        7,
+    ]
+    got, deltas = rope_index([ids], [[1, 4, 8], [1, 4, 4], [1, 4, 4]], rules=RULES)
+    # canvas 1 x 2 at o = 2: thumbnail spread over columns 0..1; <image> at the halo 1; </image> at (3, 4)
+    want_h = [0, 1, 1, 2, 2, 3, 2, 2, 2, 2, 2, 2, 5]
+    want_w = [0, 1, 1, 2, 3, 4, 2, 2, 2, 3, 3, 3, 5]
+    np.testing.assert_array_equal(got[:, 0], [[0, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 5], want_h, want_w])
+    assert deltas.tolist() == [5 + 1 - 13]
+
+
+def test_bad_input() -> None:
+    with pytest.raises(TokenError, match="marker ids"):
+        rope_index([[1, IMAGE]], [[1, 4, 4]], rules=RULES.replace(newline_id=None))
+    with pytest.raises(TokenError, match="canvas rule takes one"):
+        rope_index([[IM_START, IMAGE, IM_END]], [[1, 8, 8]], rules=RULES)

@@ -1,0 +1,259 @@
+"""mrope.integrations.transformers.patch on tiny random-weight models of every covered family.
+
+Expected values come from the unpatched transformers 5.24 model itself (its own get_rope_index, rotary
+embedding and apply_rotary_pos_emb), and for the released convention from the official max+1 rule written
+out below. The tiny models are built from configs (no hub), fp32, seed 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+import pytest
+import tiny_vlm as tv
+import torch
+from tiny_vlm import FAMILIES
+
+import mrope
+from mrope.errors import PatchError
+from mrope.integrations import transformers as mt
+from mrope.integrations.tiny import tiny_model
+
+ATOL = 2e-6  # fp32 logits: the same rotation arithmetic, fused differently
+
+
+@contextlib.contextmanager
+def patched(net: torch.nn.Module, **options: object) -> Iterator[torch.nn.Module]:
+    mt.patch(net, **options)
+    try:
+        yield net
+    finally:
+        mt.unpatch(net)
+
+
+@pytest.fixture
+def apply_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Counts the patched attention's calls of apply_mrope (one per layer per forward)."""
+    calls: list[str] = []
+    real = mt.apply_mrope
+
+    def counting(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(kwargs.get("layout", "thd"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mt, "apply_mrope", counting)
+    return calls
+
+
+def _two_rows(name: str) -> list[list[object]]:
+    rules = mt.model_rules(tv.model(name))
+    m = rules.merge_size
+    return [
+        tv.segments(rules),
+        [mrope.Text(tv.tokenize("hi")), mrope.Image(grid=(1, 2 * m, 2 * m)), mrope.Text(tv.tokenize("ok"))],
+    ]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_patched_prefill_equals_unpatched(name: str, apply_calls: list[str]) -> None:
+    kw = tv.inputs(name, _two_rows(name), padding_side="left")
+    want = tv.logits(name, kw)
+    net = tv.model(name)
+    with patched(net):
+        apply_calls.clear()  # patch's own probe called it once
+        got = tv.logits(name, kw)
+    assert apply_calls == ["bhsd"] * net.config.text_config.num_hidden_layers  # the patched path ran
+    torch.testing.assert_close(got, want, rtol=0, atol=ATOL)  # every slot, pads included
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_generate_16_greedy_tokens_identical(name: str) -> None:
+    kw = tv.forward_kwargs(tv.inputs(name, _two_rows(name), padding_side="left"), own_positions=True)
+    net = tv.model(name)
+    options = {"max_new_tokens": 16, "min_new_tokens": 16, "do_sample": False}
+
+    def run() -> torch.Tensor:
+        net.model.rope_deltas = None
+        with torch.no_grad():
+            return net.generate(**kw, **options)
+
+    want = run()
+    with patched(net):
+        got = run()
+    assert got.shape[1] == kw["input_ids"].shape[1] + 16
+    assert torch.equal(got, want)
+
+
+def test_unpatch_restores_exactly_and_patching_is_per_instance() -> None:
+    name = "qwen2-vl"
+    net = tv.model(name)
+    other = tiny_model(name, seed=1)  # same class, not patched
+    module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
+    apply_before = module.apply_rotary_pos_emb
+    kw = tv.inputs(name, _two_rows(name))
+    other_before = _logits(other, kw)
+    net_before = tv.logits(name, kw)
+    with patched(net):
+        assert mt.is_patched(net) and not mt.is_patched(other)
+        assert module.apply_rotary_pos_emb is not apply_before  # the shared pass-through hook
+        assert torch.equal(_logits(other, kw), other_before)  # the unpatched instance is untouched
+        with patched(other):
+            pass
+        assert module.apply_rotary_pos_emb is not apply_before  # still in use by net
+    assert module.apply_rotary_pos_emb is apply_before
+    assert "get_rope_index" not in net.model.__dict__
+    assert "forward" not in net.model.language_model.rotary_emb.__dict__
+    assert "_mrope_patch" not in net.__dict__
+    assert torch.equal(tv.logits(name, kw), net_before)
+
+
+def _logits(net: torch.nn.Module, kw: dict[str, torch.Tensor]) -> torch.Tensor:
+    net.model.rope_deltas = None
+    with torch.no_grad():
+        return net(**tv.forward_kwargs(kw, own_positions=True), use_cache=False).logits
+
+
+@pytest.mark.parametrize("name", ["qwen3-vl"])
+def test_exact_angles_and_triton_interpreter(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    kw = tv.inputs(name, _two_rows(name)[1:])
+    want = tv.logits(name, kw)
+    net = tv.model(name)
+    with patched(net, angle_precision="exact"):
+        torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=1e-5)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with patched(net, backend="triton"):
+        assert mt.patch_info(net)["backend"] == "triton"
+        torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
+
+
+# ------------------------------------------------------------------------------------ released convention
+
+
+def _released_rule(runs: list[tuple]) -> torch.Tensor:
+    """The official rule (SPEC section 1, max+1 advance) for one unpadded sequence, written out here.
+
+    runs: ("text", n) or ("vision", T', H', W', tau) with tau the t offset of each temporal patch.
+    """
+    cols: list[list[int]] = [[], [], []]
+    s = 0
+    for run in runs:
+        if run[0] == "text":
+            for i in range(run[1]):
+                for axis in range(3):
+                    cols[axis].append(s + i)
+            s += run[1]
+            continue
+        _, frames, rows, width, tau = run
+        top = s
+        for f in range(frames):
+            for r in range(rows):
+                for c in range(width):
+                    cols[0].append(s + tau[f])
+                    cols[1].append(s + r)
+                    cols[2].append(s + c)
+                    top = max(top, s + tau[f], s + r, s + c)
+        s = top + 1
+    return torch.tensor(cols)[:, None, :]
+
+
+@pytest.mark.parametrize("name", ["qwen2-vl", "qwen2.5-vl"])
+def test_released_convention_differs_after_a_long_video(name: str) -> None:
+    """A video longer in time than in space: transformers 5.x resumes at s + max(H', W'), the released
+    models at max + 1. patch(convention="released") gives the released positions, checked against the
+    rule written out above (fed to the unpatched model as position_ids)."""
+    net = tv.model(name)
+    rules = mt.model_rules(net)
+    m = rules.merge_size
+    frames = 6  # T' = 6 > max(H', W') = 2
+    text_ids = tv.tokenize("look")
+    sample = [
+        mrope.Text(text_ids),
+        mrope.Video(grid=(frames, 2 * m, 2 * m), fps=2.0),
+        mrope.Text(tv.tokenize("now?")),
+    ]
+    kw = tv.inputs(name, [sample])
+    # tau: Qwen2-VL t = i; Qwen2.5-VL t = floor(i * second_per_grid * tokens_per_second), spg = 2 / 2 fps
+    tps = net.config.vision_config.tokens_per_second if rules.temporal == "seconds" else None
+    tau = [i if tps is None else int(i * 1.0 * tps) for i in range(frames)]
+    expected = _released_rule(
+        [("text", len(text_ids) + 1), ("vision", frames, 2, 2, tau), ("text", 1 + len(tv.tokenize("now?")))]
+    )
+    own = tv.logits(name, kw)
+    want = tv.logits(name, {**kw, "position_ids": expected}, own_positions=False)
+    with patched(net, convention="released"):
+        got = tv.logits(name, kw)
+        assert mt.patch_info(net)["convention"] == "released"
+    torch.testing.assert_close(got, want, rtol=0, atol=ATOL)
+    video_end = len(text_ids) + 1 + frames * 4
+    torch.testing.assert_close(got[:, :video_end], own[:, :video_end], rtol=0, atol=ATOL)
+    assert (got[:, video_end + 1 :] - own[:, video_end + 1 :]).abs().max() > 1e-3  # the text after it moved
+
+
+@pytest.mark.parametrize("name", ["qwen3-vl", "glm-4.1v"])
+def test_released_convention_equals_transformers5_for_frame_split_videos(name: str) -> None:
+    """Qwen3-VL and GLM-4.1V split a video into one-frame blocks, where s + max(H', W') is max + 1."""
+    net = tv.model(name)
+    rules = mt.model_rules(net)
+    kw = tv.inputs(name, [tv.segments(rules, video_t=6)])
+    want = tv.logits(name, kw)
+    with patched(net, convention="released"):
+        torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
+
+
+# ------------------------------------------------------------------------------------------ errors
+
+
+def test_patch_refuses_what_it_cannot_patch(monkeypatch: pytest.MonkeyPatch) -> None:
+    net = tv.model("qwen2-vl")
+    with pytest.raises(PatchError, match="convention"):
+        mt.patch(net, convention="4.x")
+    with pytest.raises(PatchError, match="angle_precision"):
+        mt.patch(net, angle_precision="fp16")
+    with pytest.raises(PatchError, match="torch.nn.Module"):
+        mt.patch("Qwen/Qwen2-VL-7B-Instruct")  # type: ignore[arg-type]
+    with pytest.raises(PatchError, match="not patched"):
+        mt.unpatch(net)
+    with patched(net), pytest.raises(PatchError, match="already patched"):
+        mt.patch(net)
+
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    text_only = Qwen2ForCausalLM(
+        Qwen2Config(
+            hidden_size=64, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=32
+        )
+    )
+    with pytest.raises(PatchError, match="qwen2"):
+        mt.patch(text_only)
+    assert issubclass(PatchError, mrope.MRopeError)
+
+
+def _untouched(net: torch.nn.Module) -> bool:
+    module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
+    return (
+        not mt.is_patched(net)
+        and "get_rope_index" not in net.model.__dict__
+        and "forward" not in net.model.language_model.rotary_emb.__dict__
+        and not hasattr(module.apply_rotary_pos_emb, "__mrope_original__")
+    )
+
+
+def test_a_rotary_mrope_does_not_reproduce_is_refused_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
+    net = tv.model("qwen2-vl")
+    rope = dict(net.config.text_config.rope_parameters)
+    monkeypatch.setitem(net.config.text_config.rope_parameters, "mrope_section", rope["mrope_section"][::-1])
+    with pytest.raises(PatchError, match="does not reproduce"):
+        mt.patch(net)
+    assert _untouched(net)
+
+
+def test_positions_mrope_does_not_reproduce_are_refused_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
+    net = tv.model("qwen2.5-vl")
+    real = mt._rules_of
+    # a wrong convention for this check: released rules (pads 1) where the model pads with 0
+    monkeypatch.setattr(mt, "_rules_of", lambda config, family, convention: real(config, family, "released"))
+    with pytest.raises(PatchError, match="differ from"):
+        mt.patch(net)
+    assert _untouched(net)

@@ -1,0 +1,82 @@
+"""The pipeline contract: positions built outside the model by mrope.build_batch, passed as position_ids
+(and the deltas for decode), give the logits the model computes with its own positions.
+
+The models here are NOT patched: the expected values are the transformers 5.24 model computing its own
+positions (get_rope_index in forward, _prepare_position_ids_for_generation in generate). mrope's side is
+build_batch under the default convention for a model (``model_rules``: transformers5, the config's ids).
+"""
+
+from __future__ import annotations
+
+import pytest
+import tiny_vlm as tv
+import torch
+from tiny_vlm import FAMILIES
+
+import mrope
+from mrope.integrations import transformers as mt
+
+
+def _rows(name: str) -> list[list[object]]:
+    rules = mt.model_rules(tv.model(name))
+    m = rules.merge_size
+    return [
+        tv.segments(rules, video_t=2),
+        [mrope.Text(tv.tokenize("a")), mrope.Image(grid=(1, 2 * m, 2 * m)), mrope.Text(tv.tokenize("bc"))],
+    ]
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("name", FAMILIES)
+def test_build_batch_positions_give_the_models_own_logits(name: str, side: str) -> None:
+    net = tv.model(name)
+    kw = tv.inputs(name, _rows(name), padding_side=side)
+    net.model.rope_deltas = None
+    with torch.no_grad():
+        own = net(**tv.forward_kwargs(kw, own_positions=True), use_cache=False).logits
+    own_deltas = net.model.rope_deltas
+    net.model.rope_deltas = None
+    with torch.no_grad():
+        ours = net(**tv.forward_kwargs(kw, own_positions=False), use_cache=False).logits
+    assert net.model.rope_deltas is None  # with position_ids given the model computed nothing
+    assert torch.equal(kw["deltas"], own_deltas)
+    assert torch.equal(ours, own)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_generate_and_decode_with_precomputed_positions(name: str) -> None:
+    """generate(position_ids=...) equals generate computing its own; a manual decode loop that places
+    token j of row b at ``n_b + j + delta_b`` gives generate's logits step by step."""
+    net = tv.model(name)
+    kw = tv.inputs(name, _rows(name), padding_side="left")
+    steps = 4
+    options = {"max_new_tokens": steps, "min_new_tokens": steps, "do_sample": False}
+    with torch.no_grad():
+        net.model.rope_deltas = None
+        own = net.generate(
+            **tv.forward_kwargs(kw, own_positions=True),
+            **options,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        net.model.rope_deltas = None
+        ours = net.generate(**tv.forward_kwargs(kw, own_positions=False), **options)
+    assert torch.equal(ours, own.sequences)
+
+    # the decode call, by hand: prefill with the built positions, then n_valid + delta per row
+    net.model.rope_deltas = None
+    prompt = kw["input_ids"].shape[1]
+    mask = kw["attention_mask"]
+    with torch.no_grad():
+        out = net(**tv.forward_kwargs(kw, own_positions=False), use_cache=True)
+        cache = out.cache
+        for j in range(steps):
+            torch.testing.assert_close(out.logits[:, -1], own.logits[j], rtol=0, atol=1e-5)
+            token = own.sequences[:, prompt + j : prompt + j + 1]
+            position = (mask.sum(-1, keepdim=True) + kw["deltas"]).expand(3, -1, -1)  # [3, B, 1]
+            mask = torch.cat([mask, torch.ones_like(token)], dim=-1)
+            out = net(
+                input_ids=token, attention_mask=mask, position_ids=position, cache=cache, use_cache=True
+            )
+            cache = out.cache
+    net.model.rope_deltas = None

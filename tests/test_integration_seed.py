@@ -1,0 +1,208 @@
+"""The seed's validation table (shared/seeds), at model level, on patched tiny models.
+
+| seed check      | here                                                                              |
+|-----------------|-----------------------------------------------------------------------------------|
+| prefill-decode  | full-sequence logits == prefill + token-by-token decode with the KV cache          |
+| batch padding   | left and right padding give the same valid-token logits (and == each row alone)    |
+| (cache/chunks)  | chunked prefill with sliced positions == one prefill                               |
+| relativity/text | a text-only prompt == plain 1-D RoPE (a rotary written out here, unpatched model)  |
+| pairing         | every layer's rotated q and k == the model's own apply_rotary_pos_emb, elementwise |
+
+Vision placeholders carry their token embeddings in the decode and chunk checks (no pixels): the
+positions and the rotation are what is checked; pixels would only change the embeddings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+
+import pytest
+import tiny_vlm as tv
+import torch
+from tiny_vlm import FAMILIES
+
+import mrope
+from mrope.integrations import transformers as mt
+
+ATOL = 1e-5
+
+
+@contextlib.contextmanager
+def patched(net: torch.nn.Module, **options: object) -> Iterator[torch.nn.Module]:
+    mt.patch(net, **options)
+    try:
+        yield net
+    finally:
+        mt.unpatch(net)
+        net.model.rope_deltas = None
+
+
+def _decode_logits(net: torch.nn.Module, kw: dict[str, torch.Tensor], prompt: int) -> torch.Tensor:
+    """Logits of a single row: prefill ``prompt`` tokens (the model computes their positions), then one
+    token per call with the KV cache (the model places it from its rope_deltas)."""
+    ids = kw["input_ids"]
+    first = {
+        k: v[:, :prompt] if k in ("input_ids", "mm_token_type_ids", "attention_mask") else v
+        for k, v in kw.items()
+    }
+    net.model.rope_deltas = None
+    out = net(**tv.forward_kwargs(first, own_positions=True), use_cache=True)
+    pieces, cache = [out.logits], out.cache
+    for j in range(prompt, ids.shape[1]):
+        out = net(input_ids=ids[:, j : j + 1], cache=cache, use_cache=True)
+        pieces.append(out.logits)
+        cache = out.cache
+    net.model.rope_deltas = None
+    return torch.cat(pieces, dim=1)
+
+
+def _with_continuation(
+    name: str, convention: str | None, video_t: int
+) -> tuple[dict[str, torch.Tensor], int]:
+    rules = mt.model_rules(tv.model(name), convention)
+    sample = tv.segments(rules, video_t=video_t)
+    prompt = mrope.build_positions(sample, model=name, rules=rules, tokenizer=tv.tokenize).num_tokens
+    sample.append(mrope.Text(tv.tokenize("gen")))  # three "generated" text tokens
+    return tv.inputs(name, [sample], convention=convention, with_pixels=False), prompt
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_full_sequence_equals_token_by_token_decode(name: str) -> None:
+    net = tv.model(name)
+    kw, prompt = _with_continuation(name, None, video_t=2)
+    with patched(net), torch.no_grad():
+        full = tv.logits(name, kw)
+        decoded = _decode_logits(net, kw, prompt)
+    torch.testing.assert_close(decoded, full, rtol=0, atol=ATOL)
+
+
+def test_after_a_long_video_decode_matches_full_only_under_the_released_convention() -> None:
+    """transformers 5.x resumes text after a video at s + max(H', W') but decodes at max + 1: after a
+    video longer in time than in space the two disagree (by the video's excess length). The released
+    rule (max + 1 everywhere) keeps prefill and decode in one coordinate system."""
+    name = "qwen2-vl"
+    net = tv.model(name)
+    kw, prompt = _with_continuation(name, "released", video_t=12)
+    with patched(net, convention="released"), torch.no_grad():
+        torch.testing.assert_close(_decode_logits(net, kw, prompt), tv.logits(name, kw), rtol=0, atol=ATOL)
+    kw5, prompt5 = _with_continuation(name, None, video_t=12)
+    with patched(net), torch.no_grad():
+        gap = (_decode_logits(net, kw5, prompt5) - tv.logits(name, kw5))[:, prompt5:].abs().max()
+    assert gap > 1e-3
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_left_and_right_padding_give_the_same_valid_logits(name: str) -> None:
+    net = tv.model(name)
+    rules = mt.model_rules(net)
+    m = rules.merge_size
+    rows = [tv.segments(rules), [mrope.Text(tv.tokenize("x")), mrope.Image(grid=(1, 2 * m, 2 * m))]]
+    with patched(net):
+        per_side = {}
+        for side in ("left", "right"):
+            kw = tv.inputs(name, rows, padding_side=side, with_pixels=False)
+            valid = kw["attention_mask"].bool()
+            out = tv.logits(name, kw)
+            per_side[side] = [out[b][valid[b]] for b in range(len(rows))]
+        alone = [tv.logits(name, tv.inputs(name, [row], with_pixels=False))[0] for row in rows]
+    for b in range(len(rows)):
+        torch.testing.assert_close(per_side["left"][b], per_side["right"][b], rtol=0, atol=ATOL)
+        torch.testing.assert_close(per_side["left"][b], alone[b], rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_chunked_prefill_equals_one_prefill(name: str) -> None:
+    net = tv.model(name)
+    kw = tv.inputs(name, [tv.segments(mt.model_rules(net))], with_pixels=False)
+    length = kw["input_ids"].shape[1]
+    cuts = [0, 5, length // 2, length]  # the second cut falls inside the image or the video
+    with patched(net), torch.no_grad():
+        full = tv.logits(name, kw, own_positions=False)
+        cache, pieces = None, []
+        for a, z in zip(cuts, cuts[1:], strict=False):
+            out = net(
+                input_ids=kw["input_ids"][:, a:z],
+                attention_mask=kw["attention_mask"][:, :z],
+                position_ids=kw["position_ids"][..., a:z],  # slice the prompt's positions, never rebuild
+                cache=cache,
+                use_cache=True,
+            )
+            cache = out.cache
+            pieces.append(out.logits)
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=ATOL)
+
+
+def _plain_rope(net: torch.nn.Module, pairing: str):  # noqa: ANN202
+    """A standard 1-D rotary (transformers' Llama formula, or its adjacent-pair form for gptj), written out
+    here: ``inv_freq[i] = theta ** (-2i / d_r)``, angle = position * inv_freq."""
+    rope = net.config.text_config.rope_parameters
+    text = net.config.text_config
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    rotary = int(head_dim * rope.get("partial_rotary_factor", 1.0))
+    inv_freq = 1.0 / (rope["rope_theta"] ** (torch.arange(0, rotary, 2, dtype=torch.float32) / rotary))
+
+    def forward(x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        pos = position_ids[0] if position_ids.dim() == 3 else position_ids  # [B, S]
+        assert position_ids.dim() == 2 or bool((position_ids == pos).all())  # text: t = h = w
+        angle = pos[..., None].float() * inv_freq
+        emb = torch.cat((angle, angle), -1) if pairing == "neox" else angle.repeat_interleave(2, -1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    return forward
+
+
+PAIRING = {"qwen2-vl": "neox", "qwen2.5-vl": "neox", "qwen3-vl": "neox", "glm-4.1v": "gptj"}
+"""Released pairings (SPEC section 4): GLM-4.1V rotates adjacent channels, the Qwen models split halves."""
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_text_only_prompt_equals_plain_1d_rope(name: str) -> None:
+    net = tv.model(name)
+    ids = torch.tensor([tv.tokenize("a text-only prompt")])
+    with patched(net), torch.no_grad():
+        got = net(input_ids=ids, use_cache=False).logits
+    rotary = net.model.language_model.rotary_emb
+    rotary.forward = _plain_rope(net, PAIRING[name])
+    try:
+        with torch.no_grad():
+            want = net(input_ids=ids, use_cache=False).logits
+    finally:
+        del rotary.forward
+    torch.testing.assert_close(got, want, rtol=0, atol=2e-6)
+
+
+@contextlib.contextmanager
+def recording(module: object, records: list[tuple[torch.Tensor, torch.Tensor]]) -> Iterator[None]:
+    """Record what the modeling module's apply_rotary_pos_emb (whatever is installed) returns."""
+    inner = module.apply_rotary_pos_emb
+
+    def apply(q, k, cos, sin, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        q_out, k_out = inner(q, k, cos, sin, *args, **kwargs)
+        records.append((q_out.clone(), k_out.clone()))
+        return q_out, k_out
+
+    module.apply_rotary_pos_emb = apply
+    try:
+        yield
+    finally:
+        module.apply_rotary_pos_emb = inner
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_pairing_equals_the_models_own_rotation_elementwise(name: str) -> None:
+    net = tv.model(name)
+    module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
+    kw = tv.inputs(name, [tv.segments(mt.model_rules(net))])
+    own: list[tuple[torch.Tensor, torch.Tensor]] = []
+    got: list[tuple[torch.Tensor, torch.Tensor]] = []
+    with recording(module, own):
+        tv.logits(name, kw)
+    with patched(net), recording(module, got):  # the recorder wraps the hook: it sees the Rotation path
+        tv.logits(name, kw)
+    layers = net.config.text_config.num_hidden_layers
+    assert len(own) == len(got) == layers
+    for (q_own, k_own), (q_got, k_got) in zip(own, got, strict=True):
+        torch.testing.assert_close(q_got, q_own, rtol=0, atol=1e-5)
+        torch.testing.assert_close(k_got, k_own, rtol=0, atol=1e-5)

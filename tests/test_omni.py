@@ -1,0 +1,350 @@
+"""Qwen2.5-Omni and Qwen3-Omni: mrope against the families' own transformers 5.24 code.
+
+- ``get_rope_index``: each family's thinker model class, instantiated with a tiny text / vision / audio
+  config and the **released** token ids (the 5.24 config classes default ``vision_start_token_id`` to
+  ``None``, which cannot run, and Qwen3-Omni's ``position_id_per_seconds`` to 25 where the released
+  checkpoint and its processor use 13), on random padded batches with images, videos, audio and videos
+  carrying their audio. Expected positions and deltas are the model's.
+- ``build_positions``: token ids against the processors' own text expansion (``replace_*_token``,
+  including ``replace_video_with_audio_token``), tokenized by a ``tokenizers`` tokenizer carrying the
+  released special tokens. (The combined processor cannot be built here: its video processor needs
+  torchvision, SPEC section 7.)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import mrope
+from mrope import Audio, Image, LayoutError, Text, TokenError, Video
+from mrope.models import get_family
+
+pytestmark = pytest.mark.timeout(300)
+
+Q25 = get_family("qwen2.5-omni").rules
+Q3 = get_family("qwen3-omni").rules
+
+
+@pytest.fixture(scope="module")
+def thinkers():
+    from transformers.models.qwen2_5_omni import configuration_qwen2_5_omni as c25
+    from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni as m25
+    from transformers.models.qwen3_omni_moe import configuration_qwen3_omni_moe as c3
+    from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as m3
+
+    text = dict(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        vocab_size=152064,
+    )
+    audio = dict(d_model=16, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=32, output_dim=32)
+    vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=32)
+    torch.manual_seed(0)
+    q25 = m25.Qwen2_5OmniThinkerForConditionalGeneration(
+        c25.Qwen2_5OmniThinkerConfig(
+            text_config={
+                **text,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+            },
+            vision_config={**vision, "fullatt_block_indexes": [0]},
+            audio_config=audio,
+            vision_start_token_id=151652,  # released (class default None)
+        )
+    )
+    q3 = m3.Qwen3OmniMoeThinkerForConditionalGeneration(
+        c3.Qwen3OmniMoeThinkerConfig(
+            text_config={**text, "moe_intermediate_size": 16, "num_experts": 2, "num_experts_per_tok": 1},
+            vision_config={**vision, "deepstack_visual_indexes": []},
+            audio_config={**audio, "downsample_hidden_size": 8},
+            # released thinker_config values (class defaults: vision_start None, pps 25, audio 151646/151647)
+            vision_start_token_id=151652,
+            position_id_per_seconds=13,
+            audio_token_id=151675,
+            audio_start_token_id=151669,
+        )
+    )
+    assert q25.config.position_id_per_seconds == 25 and q25.config.audio_token_id == Q25.audio_pad_id
+    assert q3.config.audio_config.n_window == 50
+    return {"qwen2.5-omni": q25, "qwen3-omni": q3}
+
+
+SPGS = [1.0, 2.0, 0.5, 2 / 0.9, 2 / 0.7, 0.3, 0.04, 3.7]
+
+
+def _sample(rng: random.Random, with_audio_in_video: bool) -> list:
+    segs: list = []
+    kinds = ["text", "image", "audio", "av" if with_audio_in_video else "video"]
+    for _ in range(rng.randint(1, 4)):
+        kind = rng.choice(kinds)
+        if kind == "text":
+            segs.append(Text([rng.randint(10, 5000) for _ in range(rng.randint(1, 4))]))
+        elif kind == "image":
+            segs.append(Image((rng.choice([1, 1, 2]), 2 * rng.randint(1, 3), 2 * rng.randint(1, 3))))
+        elif kind == "audio":
+            segs.append(Audio(mel_frames=rng.randint(5, 400)))
+        else:
+            grid = (rng.randint(1, 8), 2 * rng.randint(1, 2), 2 * rng.randint(1, 2))
+            audio = Audio(mel_frames=rng.randint(5, 900)) if kind == "av" else None
+            segs.append(Video(grid, second_per_grid=rng.choice(SPGS), audio=audio))
+    segs.append(Text(rng.randint(1, 3)))
+    return segs
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-omni", "qwen3-omni"])
+def test_get_rope_index_equals_transformers(thinkers, model):
+    thinker, rules = thinkers[model], get_family(model).rules
+    rng = random.Random(11)
+    compared = 0
+    for case in range(36):
+        av = case % 2 == 1
+        samples = [_sample(rng, av) for _ in range(rng.randint(1, 3))]
+        side = rng.choice(["left", "right"])
+        batch = mrope.build_batch(samples, model=model, padding_side=side)
+        images = [g for p in batch.sequences for g in p.image_grid_thw.tolist()]
+        videos = [g for p in batch.sequences for g in p.video_grid_thw.tolist()]
+        spg = [s for p in batch.sequences for s in p.second_per_grid_ts.tolist()]
+        mel = [
+            a.mel_frames
+            for s in samples
+            for seg in s
+            for a in ([seg] if isinstance(seg, Audio) else [seg.audio] if isinstance(seg, Video) else [])
+            if a is not None
+        ]
+        if not images and not videos:
+            continue  # 5.24 then takes its text-only branch (cumsum positions)
+        args = dict(
+            image_grid_thw=torch.tensor(images).reshape(-1, 3) if images else None,
+            video_grid_thw=torch.tensor(videos).reshape(-1, 3) if videos else None,
+            attention_mask=torch.from_numpy(batch.attention_mask),
+        )
+        extra = dict(
+            use_audio_in_video=av,
+            audio_seqlens=torch.tensor(mel) if mel else None,
+            second_per_grids=torch.tensor(spg, dtype=torch.float32) if spg else None,
+        )
+        ids = torch.from_numpy(batch.input_ids)
+        want, want_d = thinker.get_rope_index(ids, **args, **extra)
+        got, got_d = mrope.get_rope_index(ids, **args, **extra, model=model)
+        assert got.dtype == want.dtype == (torch.float32 if rules.fractional_time else torch.int64)
+        assert torch.equal(got, want), (model, case)
+        assert torch.equal(got_d.to(want_d.dtype), want_d), (model, case)
+        assert np.array_equal(batch.ids, want.numpy())  # the segment path gives the same
+        if case % 3 == 0:  # audio lengths read from the ids when audio_seqlens is not given
+            again, _ = mrope.get_rope_index(
+                ids, **args, second_per_grids=extra["second_per_grids"], model=model
+            )
+            assert torch.equal(again, want)
+        compared += 1
+    assert compared >= 25
+
+
+def test_qwen3_omni_positions_are_fractional(thinkers):
+    # 3 patches at 0.9 s and 13 per second: t offsets 0, 11.7, 23.4 (float32), never truncated
+    segs = [Text(2), Video((3, 4, 4), second_per_grid=0.9), Text(3)]
+    p = mrope.build_positions(segs, model="qwen3-omni")
+    assert p.ids.dtype == np.float32 and isinstance(p.delta, float)
+    video = next(s for s in p.spans if s.kind == "video")
+    t = p.ids[0, video.start : video.stop : 4]
+    expected = (np.arange(3, dtype=np.float32) * np.float32(0.9)) * np.float32(13) + np.float32(3)
+    assert np.array_equal(t, expected) and t[1] != np.trunc(t[1])
+    # vision_end is one past the block's largest (fractional) position, the text after it one more
+    assert p.ids[0, video.stop] == np.float32(expected[-1] + 1)
+    assert p.ids[0, video.stop + 1] == np.float32(expected[-1] + 2)
+    ids = torch.from_numpy(p.input_ids)[None]
+    want, want_d = thinkers["qwen3-omni"].get_rope_index(
+        ids,
+        video_grid_thw=torch.tensor([[3, 4, 4]]),
+        attention_mask=torch.ones_like(ids),
+        second_per_grids=torch.tensor([0.9]),
+    )
+    assert np.array_equal(p.ids, want[:, 0].numpy())
+    assert p.delta == float(want_d[0, 0])
+    # JSON carries floats; decode continues in float32 from the float delta
+    d = json.loads(json.dumps(p.to_dict()))
+    assert d["positions"][0][video.start + 4] == pytest.approx(float(expected[1]))
+    assert isinstance(d["delta"], float)
+    nxt = p.window(p.num_tokens, p.num_tokens + 2)
+    assert nxt.dtype == np.float32
+    assert np.array_equal(
+        nxt[0], np.float32(p.num_tokens) + np.float32(p.delta) + np.arange(2, dtype=np.float32)
+    )
+    # Qwen2.5-Omni truncates the same times: 0, 22, 45 at 25 per second
+    p25 = mrope.build_positions(segs, model="qwen2.5-omni")
+    assert p25.ids.dtype == np.int64
+    v25 = next(s for s in p25.spans if s.kind == "video")
+    assert (p25.ids[0, v25.start : v25.stop : 4] - 3).tolist() == [0, 22, 45]
+
+
+def test_batch_pads_and_dtypes():
+    samples = [[Text(2), Audio(5)], [Text(12)]]  # 9 and 12 tokens
+    b3 = mrope.build_batch(samples, model="qwen3-omni", padding_side="right")
+    assert b3.ids.dtype == np.float32 and b3.deltas.dtype == np.float32
+    assert np.all(b3.ids[:, 1] == np.arange(12)) and np.all(b3.ids[:, 0, 9:] == 0)  # pads 0
+    b25 = mrope.build_batch(samples, model="qwen2.5-omni", padding_side="left")
+    assert b25.ids.dtype == np.int64 and np.all(b25.ids[:, 0, :3] == 1)  # pads 1
+    assert np.all(b25.ids[:, 0, 3:] == np.arange(9)) and b25.deltas.tolist() == [0, 0]
+    assert mrope.count_tokens([Text(2), Audio(5), Video((2, 4, 4), audio=Audio(7))], model="qwen3-omni") == (
+        2 + 7 + 8 + 7 + 4
+    )
+
+
+# ------------------------------------------------------------------------------- processor text
+
+
+def _tokenizer(model: str):
+    """A ``tokenizers`` tokenizer carrying the family's released special tokens (and nothing else)."""
+    from tokenizers import AddedToken, Tokenizer
+    from tokenizers.models import WordLevel
+
+    specials = {"<|vision_bos|>": 151652, "<|vision_eos|>": 151653}
+    if model == "qwen2.5-omni":
+        specials |= {"<|IMAGE|>": 151655, "<|VIDEO|>": 151656, "<|AUDIO|>": 151646}
+        specials |= {"<|audio_bos|>": 151647, "<|audio_eos|>": 151648}
+    else:
+        specials |= {"<|image_pad|>": 151655, "<|video_pad|>": 151656, "<|audio_pad|>": 151675}
+        specials |= {"<|audio_start|>": 151669, "<|audio_end|>": 151670}
+    tok = Tokenizer(WordLevel({**specials, "[UNK]": 0}, unk_token="[UNK]"))
+    tok.add_special_tokens([AddedToken(t, special=True) for t in specials])
+    return tok
+
+
+def _processor(model: str):
+    """The family's processor object with only what its text-expansion methods read (the combined
+    processor needs a video processor, which needs torchvision)."""
+    from types import SimpleNamespace
+
+    if model == "qwen2.5-omni":
+        from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import Qwen2_5OmniProcessor as cls
+
+        names = ("<|IMAGE|>", "<|VIDEO|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>")
+    else:
+        from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import Qwen3OmniMoeProcessor as cls
+
+        names = ("<|image_pad|>", "<|video_pad|>", "<|audio_pad|>", "<|audio_start|>", "<|audio_end|>")
+    proc = object.__new__(cls)
+    proc.image_token, proc.video_token, proc.audio_token, proc.audio_bos_token, proc.audio_eos_token = names
+    proc.vision_bos_token, proc.vision_eos_token = "<|vision_bos|>", "<|vision_eos|>"
+    proc.image_processor = proc.video_processor = SimpleNamespace(merge_size=2, temporal_patch_size=2)
+    return cls, proc
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-omni", "qwen3-omni"])
+def test_build_positions_ids_equal_the_processors_text(model):
+    cls, proc = _processor(model)
+    tok = _tokenizer(model)
+    rules = get_family(model).rules
+    pps = rules.tokens_per_second
+    rng = random.Random(5)
+    for _ in range(12):
+        grid = (rng.randint(1, 9), 2 * rng.randint(1, 3), 2 * rng.randint(1, 3))
+        spg = rng.choice(SPGS)
+        n_audio = rng.randint(1, 160)
+        video_inputs = {"video_grid_thw": np.array([grid]), "video_second_per_grid": [spg]}
+        text = cls.replace_video_with_audio_token(
+            proc,
+            video_inputs,
+            0,
+            {"num_audio_tokens": [n_audio]},
+            0,
+            position_id_per_seconds=pps,
+            seconds_per_chunk=2.0,
+        )
+        text = "<|vision_bos|>" + text + "<|vision_eos|>"
+        text += proc.audio_bos_token + cls.replace_audio_token(proc, {"num_audio_tokens": [n_audio + 3]}, 0)
+        text += proc.audio_eos_token
+        text += "<|vision_bos|>" + cls.replace_image_token(proc, {"image_grid_thw": np.array([[1, 4, 6]])}, 0)
+        text += "<|vision_eos|>"
+        text += (
+            "<|vision_bos|>"
+            + cls.replace_video_token(proc, video_inputs, 0, load_audio_from_video=False)
+            + "<|vision_eos|>"
+        )
+        want = tok.encode(text).ids
+        segs = [
+            Video(grid, second_per_grid=spg, audio=Audio(n_audio)),
+            Audio(n_audio + 3),
+            Image((1, 4, 6)),
+            Video(grid, second_per_grid=spg),
+        ]
+        got = mrope.build_positions(segs, model=model).input_ids.tolist()
+        assert got == want, (grid, spg, n_audio)
+
+
+# ---------------------------------------------------------------------------------------- errors
+
+
+def test_token_errors():
+    p = mrope.build_positions(
+        [Text(2), Video((2, 4, 4), second_per_grid=1.0, audio=Audio(9)), Text(1)], model="qwen2.5-omni"
+    )
+    ids, grid = p.input_ids[None], [[2, 4, 4]]
+    with pytest.raises(TokenError, match="no audio_seqlens values left"):
+        mrope.rope_index(ids, None, grid, model="qwen2.5-omni", second_per_grid_ts=[1.0], audio_seqlens=[])
+    with pytest.raises(TokenError, match="video tokens"):  # 40 frames -> 9 tokens, not the 10 written
+        mrope.rope_index(ids, None, grid, model="qwen2.5-omni", second_per_grid_ts=[1.0], audio_seqlens=[40])
+    with pytest.raises(TokenError, match="second_per_grid"):
+        mrope.rope_index(ids, None, grid, model="qwen2.5-omni")
+    silent = mrope.build_positions([Video((2, 4, 4), second_per_grid=1.0)], model="qwen2.5-omni")
+    with pytest.raises(TokenError, match="carries no audio"):
+        mrope.rope_index(
+            silent.input_ids[None],
+            None,
+            grid,
+            model="qwen2.5-omni",
+            second_per_grid_ts=[1.0],
+            use_audio_in_video=True,
+        )
+    stray = np.array([[5, Q25.audio_pad_id, 6]])
+    with pytest.raises(TokenError, match="outside a start / end block"):
+        mrope.rope_index(stray, model="qwen2.5-omni")
+    with pytest.raises(LayoutError, match="wrap=False"):
+        mrope.build_positions([Image((1, 4, 4), wrap=False)], model="qwen3-omni")
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_apply_mrope_takes_qwen3_omni_float_positions(backend, monkeypatch):
+    """Fractional positions rotate q and k as Qwen3-Omni's own rotary embedding does (released values:
+    head_dim 128, interleaved [24, 20, 20], theta 1e6), in both backends (Triton under its interpreter)."""
+    from transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe import Qwen3OmniMoeTextConfig
+    from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import (
+        Qwen3OmniMoeThinkerTextRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
+
+    if backend == "triton":
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+    p = mrope.build_positions(
+        [Text(3), Video((3, 4, 4), second_per_grid=0.9), Audio(6), Text(2)], model="qwen3-omni"
+    )
+    assert p.ids.dtype == np.float32 and np.any(p.ids != np.trunc(p.ids))
+    pos = torch.from_numpy(p.ids)[:, None]  # [3, 1, S]
+    cfg = Qwen3OmniMoeTextConfig(
+        hidden_size=256,
+        num_attention_heads=2,
+        head_dim=128,
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 1e6,
+            "mrope_section": [24, 20, 20],
+            "interleaved": True,
+        },
+    )
+    rotary = Qwen3OmniMoeThinkerTextRotaryEmbedding(cfg)
+    torch.manual_seed(1)
+    q = torch.randn(1, 2, p.num_tokens, 128)
+    k = torch.randn(1, 1, p.num_tokens, 128)
+    cos, sin = rotary(q, pos)
+    want_q, want_k = apply_rotary_pos_emb(q, k, cos, sin)
+    spec = get_family("qwen3-omni").spec
+    got_q, got_k = mrope.apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
+    torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_k, want_k, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,98 @@
+"""Shared fixtures of the integration tests: tiny random-weight models and prompts built with mrope.
+
+Models are built once per test session (``functools.lru_cache``) from configs by
+:func:`mrope.integrations.tiny.tiny_model`: the family's own transformers class, hidden 64, 2 layers, a
+one-block vision tower, the real vocabulary, fp32, ``torch.manual_seed(0)``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+import mrope
+from mrope import Image, Text, Video
+from mrope.integrations import transformers as mt
+from mrope.integrations.tiny import tiny_model
+
+FAMILIES: tuple[str, ...] = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v")
+"""The families every integration check runs on."""
+
+PIXELS_TOGETHER: dict[str, bool] = {"glm-4.1v": False}
+"""transformers 5.24's GLM-4.1V scatters image and video features into the same placeholder mask
+(``get_placeholder_mask``: the video mask is the image mask), so a prompt holding both cannot carry pixels;
+those prompts run on the placeholder tokens' embeddings (the positions and the rotation, the parts mrope
+replaces, do not depend on pixels)."""
+
+
+def tokenize(text: str) -> list[int]:
+    """A stand-in tokenizer (ids 1000..1499): only the number and identity of text tokens matter here."""
+    return [1000 + ord(c) % 500 for c in text]
+
+
+@functools.cache
+def model(name: str) -> Any:
+    return tiny_model(name)
+
+
+def segments(rules: Any, *, video_t: int = 2, text: str = "look") -> list[Any]:
+    """Text, an image (2m x 3m patches), text, a video (``video_t`` x 2m x 2m), text."""
+    m = rules.merge_size
+    return [
+        Text(tokenize(text)),
+        Image(grid=(1, 2 * m, 3 * m)),
+        Text(tokenize("and")),
+        Video(grid=(video_t, 2 * m, 2 * m), fps=2.0),
+        Text(tokenize("say?")),
+    ]
+
+
+def pixels(net: Any, grids: torch.Tensor, seed: int) -> torch.Tensor:
+    """Random pixel patches for encoder grids ``[n, 3]``: ``[sum(t*h*w), 3 * tps * ps * ps]``."""
+    vc = net.config.vision_config
+    gen = torch.Generator().manual_seed(seed)
+    rows = int(grids.prod(-1).sum())
+    return torch.randn(rows, 3 * vc.temporal_patch_size * vc.patch_size**2, generator=gen)
+
+
+def inputs(
+    name: str,
+    samples: list[list[Any]],
+    *,
+    padding_side: str = "left",
+    convention: str | None = None,
+    with_pixels: bool = True,
+) -> dict[str, torch.Tensor]:
+    """forward/generate kwargs for ``samples`` (lists of segments) built by mrope.build_batch, with
+    ``position_ids`` (drop it to let the model compute its own) and, where the family allows, pixels."""
+    net = model(name)
+    rules = mt.model_rules(net, convention)
+    batch = mrope.build_batch(
+        samples, model=name, rules=rules, padding_side=padding_side, tokenizer=tokenize, pad_token_id=0
+    )
+    out = mt.model_inputs(batch)
+    out["deltas"] = torch.from_numpy(batch.deltas)[:, None]
+    has_image, has_video = "image_grid_thw" in out, "video_grid_thw" in out
+    if with_pixels and (PIXELS_TOGETHER.get(name, True) or not (has_image and has_video)):
+        if has_image:
+            out["pixel_values"] = pixels(net, out["image_grid_thw"], 1)
+        if has_video:
+            out["pixel_values_videos"] = pixels(net, out["video_grid_thw"], 2)
+    return out
+
+
+def forward_kwargs(kw: dict[str, torch.Tensor], *, own_positions: bool) -> dict[str, torch.Tensor]:
+    """kwargs for ``model(...)``: without ``position_ids`` when the model computes its own."""
+    drop = {"deltas"} | ({"position_ids"} if own_positions else set())
+    return {k: v for k, v in kw.items() if k not in drop}
+
+
+def logits(name: str, kw: dict[str, torch.Tensor], *, own_positions: bool = True) -> torch.Tensor:
+    net = model(name)
+    net.model.rope_deltas = None  # no state from an earlier call
+    with torch.no_grad():
+        out = net(**forward_kwargs(kw, own_positions=own_positions), use_cache=False).logits
+    net.model.rope_deltas = None
+    return out
