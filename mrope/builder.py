@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from mrope.canvas import canvas_row
 from mrope.errors import LayoutError
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
@@ -428,6 +429,8 @@ class _Plan:
         if isinstance(seg, Text):
             ids = seg.token_ids if seg.token_ids is not None else TEXT_FILL_ID
             self.text(seg.num_tokens, ids, "text", index)
+        elif self.rules.positions_base == "canvas" and isinstance(seg, (Image, Video)):
+            self._canvas(seg, index)
         elif isinstance(seg, Image):
             self.image_grids.append(seg.grid)
             self.wrapped(index, seg.wrap, lambda: self._image(seg, index))
@@ -444,18 +447,66 @@ class _Plan:
                 f"segment {index} is a {type(seg).__name__}; expected mrope.Text, mrope.Image or mrope.Video"
             )
 
+    def _canvas(self, seg: Image | Video, index: int) -> None:
+        """A picture or the frames of a video under the canvas rule (:mod:`mrope.canvas`): each frame is
+        ``<image>`` thumbnail ``</image>``, then for a tiled image its rows of ``<slice>`` tile ``</slice>``
+        joined by the newline token. Grids are reported per crop ``(1, h, w)``, in order, as the token
+        interface takes them; positions are written by :func:`mrope.canvas.canvas_row` over the tokens."""
+        rules = self.rules
+        if isinstance(seg, Video) and (seg.audio is not None or not seg.wrap):
+            raise LayoutError(
+                f"video (segment {index}): the canvas rule takes wrapped video frames without audio"
+            )
+        if isinstance(seg, Image) and (
+            not seg.wrap or seg.generate or (seg.tiles and seg.thumbnail_grid is None)
+        ):
+            raise LayoutError(
+                f"image (segment {index}): the canvas rule takes a wrapped image, alone or with tiles=(cols, rows) "
+                "and its thumbnail_grid"
+            )
+        kind, pad = ("image", rules.image_pad_id) if isinstance(seg, Image) else ("video", rules.video_pad_id)
+        grids = self.image_grids if kind == "image" else self.video_grids
+        m = rules.merge_size
+
+        def crop(grid: tuple[int, int, int]) -> None:
+            _, hh, ww = merged_grid(grid, m, f"{kind} (segment {index})")
+            grids.append((1, grid[1], grid[2]))
+            self.text(hh * ww, pad, kind, index)
+
+        frames = [seg.grid] if isinstance(seg, Image) else [(1, seg.grid[1], seg.grid[2])] * seg.grid[0]
+        for grid in frames:
+            self.text(1, rules.vision_start_id, "wrapper", index)
+            crop(seg.thumbnail_grid if isinstance(seg, Image) and seg.thumbnail_grid else grid)
+            self.text(1, rules.vision_end_id, "wrapper", index)
+            if isinstance(seg, Image) and seg.tiles is not None:
+                cols, rows = seg.tiles
+                _, hh, ww = merged_grid(seg.grid, m, f"image (segment {index})")
+                if hh % rows or ww % cols:
+                    raise LayoutError(
+                        f"image (segment {index}): merged grid {hh}x{ww} (h x w) does not split into {rows} "
+                        f"rows and {cols} columns of equal tiles"
+                    )
+                tile = (1, seg.grid[1] // rows, seg.grid[2] // cols)
+                for r in range(rows):
+                    if r:
+                        self.text(1, rules.newline_id, "wrapper", index)  # type: ignore[arg-type]
+                    for _ in range(cols):
+                        self.text(1, rules.slice_start_id, "wrapper", index)  # type: ignore[arg-type]
+                        crop(tile)
+                        self.text(1, rules.slice_end_id, "wrapper", index)  # type: ignore[arg-type]
+
     def _image(self, img: Image, index: int) -> None:
         rules = self.rules
         merged = merged_grid(img.grid, rules.merge_size, f"image (segment {index})")
         tau = np.arange(merged[0], dtype=np.int64)
         if img.tiles is None:
-            if rules.grid_border:
-                self.text(1, rules.image_pad_id, "wrapper", index)
+            if rules.grid_border:  # placeholders too (type 1 for the processor), outside the grid
+                self.text(1, rules.image_pad_id, "image", index)
             self.pieces.append(
                 _untiled_block(merged, tau, rules, "image", index, rules.image_pad_id, img.origin)
             )
             if rules.grid_border:
-                self.text(1, rules.image_pad_id, "wrapper", index)
+                self.text(1, rules.image_pad_id, "image", index)
             return
         if rules.row_newline or rules.grid_border or rules.positions_base != "counter":
             raise LayoutError(
@@ -602,6 +653,10 @@ class _Plan:
         spans: list[Span] = []
         if lay.positions_base == "sequence":
             top, _ = fill_sequence_pieces(self.pieces, ids, tokens, spans, image_index)
+        elif lay.positions_base == "canvas":
+            fill_pieces(self.pieces, ids, tokens, spans, lay.advance)  # token ids and spans
+            ids[:] = canvas_positions(tokens, lay, self.image_grids, self.video_grids)
+            top = int(ids.max()) if total else -1
         else:
             top = fill_pieces(self.pieces, ids, tokens, spans, lay.advance)
         generation = None
@@ -739,6 +794,23 @@ def fill_pieces(
     return top
 
 
+def canvas_positions(
+    tokens: np.ndarray,
+    rules: LayoutRules,
+    image_grids: Sequence[Sequence[int]],
+    video_grids: Sequence[Sequence[int]],
+) -> np.ndarray:
+    """Positions ``[3, T]`` of one sequence's tokens under the canvas rule, the crops' grids taken in order."""
+    queues = {1: iter(image_grids), 2: iter(video_grids)}
+    types = (tokens == rules.image_pad_id).astype(np.int64) + 2 * (tokens == rules.video_pad_id)
+
+    def take(kind: int, at: int, count: int) -> tuple[int, int]:
+        _, h, w = next(queues[kind])
+        return h, w
+
+    return canvas_row(tokens.tolist(), types.tolist(), take, rules)
+
+
 def fill_sequence_pieces(
     pieces: Sequence[_Text | _Block],
     ids: np.ndarray,
@@ -850,8 +922,10 @@ def count_tokens(
         return count_omni_tokens(segments, lay)
     total = 0
     for i, seg in enumerate(segments):
-        if isinstance(seg, Video) and not (
-            lay.temporal == "timestamps" and seg.wrap and tokenizer is not None
+        if (
+            isinstance(seg, Video)
+            and lay.positions_base != "canvas"
+            and not (lay.temporal == "timestamps" and seg.wrap and tokenizer is not None)
         ):
             # arithmetic, so a video of any length costs the same
             t, hh, ww = merged_grid(seg.grid, lay.merge_size, f"video (segment {i})", lay.temporal_merge_size)

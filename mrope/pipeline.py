@@ -35,17 +35,16 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mrope import schema
 from mrope.builder import Positions, build_positions, count_tokens
 from mrope.errors import MRopeError
 from mrope.rules import LayoutRules, resolve_rules
-from mrope.segments import Image, Segment, Text, Video
-from mrope.tokenizer import encode_text as _encode
-from mrope.vision import image_grid, load_image, load_video
+from mrope.schema import MediaAccess, Record, RequestError
+from mrope.segments import Segment
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,8 +69,8 @@ DEFAULT_MAX_TOKENS = 1 << 24
 """Most tokens one record may make by default (16,777,216: 400 MB of int64 positions)."""
 
 
-class RecordError(MRopeError):
-    """A record that does not have the documented shape (missing keys, unknown fields, wrong types)."""
+RecordError = RequestError
+"""A record that does not have the documented shape (the schema's :class:`mrope.schema.RequestError`)."""
 
 
 # ------------------------------------------------------------------------------------------ values
@@ -120,277 +119,8 @@ def load_tokenizer(tokenizer: Any) -> Any:
 
 def encode_text(tokenizer: Any, text: str, where: str) -> list[int]:
     """Token ids of ``text`` (no special tokens added) with a ``tokenizers.Tokenizer``, a transformers
-    tokenizer or a callable ``str -> list[int]``."""
-    if tokenizer is None:
-        raise RecordError(
-            f"{where}: text needs a tokenizer to count its tokens: pass tokenizer= (a tokenizer.json path, "
-            "a tokenizers.Tokenizer or a callable str -> list[int]), or give a 'tokens' count"
-        )
-    try:
-        return _encode(tokenizer, text)
-    except MRopeError as exc:
-        raise RecordError(f"{where}: {exc}") from None
-
-
-# ----------------------------------------------------------------------------------- JSON segments
-
-_TEXT_KEYS = {"type", "tokens", "ids", "text"}
-_IMAGE_KEYS = {
-    "grid": {"type", "grid", "tiles", "thumbnail", "tile_order", "origin", "wrap"},
-    "size": {"type", "height", "width", "tiles", "thumbnail", "tile_order", "origin", "wrap"},
-    "path": {"type", "path", "tiling", "crop", "wrap"},
-}
-_VIDEO_KEYS = {
-    "grid": {"type", "grid", "fps", "second_per_grid", "frame_times", "wrap"},
-    "path": {"type", "path", "fps", "nframes", "min_frames", "max_frames", "wrap"},
-}
-
-
-def _given(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in item.items() if v is not None}
-
-
-def _check_keys(item: Mapping[str, Any], allowed: set[str], where: str, form: str) -> None:
-    unknown = sorted(set(item) - allowed)
-    if unknown:
-        raise RecordError(
-            f"{where}: unknown field(s) {unknown} for {form}; expected some of {sorted(allowed - {'type'})}"
-        )
-
-
-def _int(value: Any, name: str, where: str, lo: int = 0) -> int:
-    """An int field; a whole float (``12.0``) counts, as Arrow turns int columns with nulls into floats."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise RecordError(f"{where}: {name} must be an int >= {lo}; got {value!r}")
-    return value
-
-
-def _bool(value: Any, name: str, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise RecordError(f"{where}: {name} must be true or false; got {value!r}")
-    return value
-
-
-def _number(value: Any, name: str, where: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise RecordError(f"{where}: {name} must be a finite number > 0; got {value!r}")
-    return float(value)
-
-
-def _resolve_path(value: Any, base_dir: str | os.PathLike[str] | None, where: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise RecordError(f"{where}: a media path must be a non-empty string; got {value!r}")
-    if "://" in value:
-        raise RecordError(f"{where}: {value!r} is a URL; mrope reads local files (download it first)")
-    path = Path(value).expanduser()
-    if not path.is_absolute() and base_dir is not None:
-        path = Path(base_dir) / path
-    return str(path)
-
-
-def _text(item: dict[str, Any], where: str, tokenizer: Any) -> Text:
-    _check_keys(item, _TEXT_KEYS, where, "a text segment")
-    given = [k for k in ("tokens", "ids", "text") if k in item]
-    if len(given) != 1:
-        raise RecordError(
-            f"{where}: a text segment takes exactly one of tokens, ids, text; got {given or 'none'}"
-        )
-    if "tokens" in item:
-        return Text(_int(item["tokens"], "tokens", where))
-    if "ids" in item:
-        ids = item["ids"]
-        if not isinstance(ids, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
-            raise RecordError(f"{where}: ids must be a list of int token ids; got {ids!r}")
-        return Text(ids)
-    if not isinstance(item["text"], str):
-        raise RecordError(f"{where}: text must be a string; got {item['text']!r}")
-    return Text(encode_text(tokenizer, item["text"], where))
-
-
-def _image(item: dict[str, Any], where: str, rules: LayoutRules, base_dir: Any) -> Image:
-    form = "path" if "path" in item else "grid" if "grid" in item else "size"
-    _check_keys(item, _IMAGE_KEYS[form], where, f"an image given by {form}")
-    wrap = _bool(item.get("wrap", True), "wrap", where)
-    if form == "path":
-        tiling = item.get("tiling")
-        if tiling is not None and not isinstance(tiling, (bool, Mapping)):
-            raise RecordError(
-                f"{where}: tiling must be true, false or an object of TilePlan fields; got {tiling!r}"
-            )
-        crop = item.get("crop")
-        if crop is not None and not isinstance(crop, list):
-            raise RecordError(f"{where}: crop must be [top, left, height, width] in pixels; got {crop!r}")
-        path = _resolve_path(item["path"], base_dir, where)
-        return load_image(path, rules=rules, tiling=tiling, crop=crop, wrap=wrap)
-    if form == "grid":
-        grid = item["grid"]
-    else:
-        if "height" not in item or "width" not in item:
-            raise RecordError(f"{where}: an image needs a path, a grid [t, h, w], or both height and width")
-        grid = image_grid(
-            _int(item["height"], "height", where, 1), _int(item["width"], "width", where, 1), rules=rules
-        )
-    order = item.get("tile_order")
-    if order is not None and (
-        not isinstance(order, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in order)
-    ):
-        raise RecordError(f"{where}: tile_order must be a list of int tile indices; got {order!r}")
-    return Image(
-        grid=grid,
-        tiles=item.get("tiles"),
-        thumbnail=_bool(item.get("thumbnail", False), "thumbnail", where),
-        tile_order=order,
-        origin=item.get("origin", (0, 0)),
-        wrap=wrap,
-    )
-
-
-def _video(item: dict[str, Any], where: str, rules: LayoutRules, base_dir: Any) -> Video:
-    form = "path" if "path" in item else "grid"
-    _check_keys(item, _VIDEO_KEYS[form], where, f"a video given by {form}")
-    wrap = _bool(item.get("wrap", True), "wrap", where)
-    fps = _number(item["fps"], "fps", where) if "fps" in item else None
-    if form == "path":
-        counts = {k: _int(item[k], k, where, 1) for k in ("nframes", "min_frames", "max_frames") if k in item}
-        path = _resolve_path(item["path"], base_dir, where)
-        return load_video(path, rules=rules, fps=fps, wrap=wrap, **counts)
-    if "grid" not in item:
-        raise RecordError(f"{where}: a video needs a path or a grid [t, h, w]")
-    spg = item.get("second_per_grid")
-    return Video(
-        grid=item["grid"],
-        fps=fps,
-        second_per_grid=None if spg is None else _number(spg, "second_per_grid", where),
-        frame_times=item.get("frame_times"),
-        wrap=wrap,
-    )
-
-
-def segment_from_json(
-    item: Any, where: str, rules: LayoutRules, *, tokenizer: Any = None, base_dir: Any = None
-) -> Segment:
-    """One JSON segment -> :class:`Text`, :class:`Image` or :class:`Video` (media files are read here)."""
-    if not isinstance(item, Mapping):
-        raise RecordError(f"{where} must be an object with a 'type'; got {type(item).__name__}")
-    item = _given(item)
-    kind = item.get("type")
-    if kind == "text":
-        return _text(item, where, tokenizer)
-    if kind == "image":
-        return _image(item, where, rules, base_dir)
-    if kind == "video":
-        return _video(item, where, rules, base_dir)
-    raise RecordError(f"{where}: type must be 'text', 'image' or 'video'; got {kind!r}")
-
-
-def segments_from_json(
-    items: Any, rules: LayoutRules, *, tokenizer: Any = None, base_dir: Any = None
-) -> list[Segment]:
-    """The JSON segments of a record (or of a ``POST /v1/positions`` body) -> library segments."""
-    if not isinstance(items, list):
-        raise RecordError(f"segments must be a list of segment objects; got {type(items).__name__}")
-    return [
-        segment_from_json(item, f"segment {i}", rules, tokenizer=tokenizer, base_dir=base_dir)
-        for i, item in enumerate(items)
-    ]
-
-
-# ----------------------------------------------------------------------------------------- messages
-
-
-def segments_from_messages(
-    messages: Any,
-    rules: LayoutRules,
-    *,
-    tokenizer: Any = None,
-    base_dir: Any = None,
-    turn_format: tuple[str, str] | None = None,
-    generation_prompt: str | None = None,
-) -> list[Segment]:
-    """Chat-style messages -> library segments, in order.
-
-    Text items are ``{"type": "text", "text": "..."}`` (tokenized) or carry ``"tokens": n``; a message's
-    ``content`` may also be a plain string. Image and video items name their file with ``"image"`` /
-    ``"video"`` (or ``"path"``) and take the JSON segment options (``tiling``, ``crop``, ``fps``,
-    ``nframes``, ``grid``, ...). ``turn_format = (prefix, suffix)`` wraps each message's content
-    (``{role}`` is filled in, e.g. :data:`QWEN_TURN`) and ``generation_prompt`` is text appended at the
-    end; both need a tokenizer. Adjacent strings are tokenized together, as a chat template would render
-    them.
-    """
-    if not isinstance(messages, list):
-        raise RecordError(
-            f"messages must be a list of {{role, content}} objects; got {type(messages).__name__}"
-        )
-    out: list[Segment] = []
-    pending: list[str] = []  # strings rendered since the last vision item or count
-    origin: list[str] = []  # where the first of them came from, for messages
-
-    def add_text(text: str, where: str) -> None:
-        if not pending:
-            origin[:] = [where]
-        pending.append(text)
-
-    def flush() -> None:
-        if pending:
-            out.append(Text(encode_text(tokenizer, "".join(pending), origin[0])))
-            pending.clear()
-
-    for m, message in enumerate(messages):
-        where = f"message {m}"
-        if not isinstance(message, Mapping):
-            raise RecordError(
-                f"{where} must be an object with role and content; got {type(message).__name__}"
-            )
-        message = _given(message)
-        role, content = message.get("role", ""), message.get("content", [])
-        if not isinstance(role, str):
-            raise RecordError(f"{where}: role must be a string; got {role!r}")
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        if not isinstance(content, list):
-            raise RecordError(
-                f"{where}: content must be a string or a list of items; got {type(content).__name__}"
-            )
-        if turn_format is not None:
-            add_text(turn_format[0].format(role=role), f"{where} (its turn prefix)")
-        for c, raw in enumerate(content):
-            at = f"{where} item {c}"
-            if not isinstance(raw, Mapping):
-                raise RecordError(f"{at} must be an object with a 'type'; got {type(raw).__name__}")
-            item = _given(raw)
-            kind = item.get("type")
-            if kind == "text":
-                _check_keys(item, {"type", "text", "tokens"}, at, "a text item")
-                if "tokens" in item:
-                    flush()
-                    out.append(Text(_int(item["tokens"], "tokens", at)))
-                elif isinstance(item.get("text"), str):
-                    add_text(item["text"], at)
-                else:
-                    raise RecordError(f"{at}: a text item needs a 'text' string or a 'tokens' count")
-                continue
-            if kind in ("image", "video"):
-                if kind in item:
-                    if "path" in item:
-                        raise RecordError(f"{at}: give the file as {kind!r} or 'path', not both")
-                    item["path"] = item.pop(kind)
-                flush()
-                out.append(segment_from_json(item, at, rules, tokenizer=tokenizer, base_dir=base_dir))
-                continue
-            raise RecordError(f"{at}: type must be 'text', 'image' or 'video'; got {kind!r}")
-        if turn_format is not None:
-            add_text(turn_format[1].format(role=role), f"{where} (its turn suffix)")
-    if generation_prompt:
-        add_text(generation_prompt, "the generation prompt")
-    flush()
-    return out
+    tokenizer or a callable ``str -> list[int]``; no tokenizer is a :class:`RecordError`."""
+    return schema.tokenize(tokenizer, text, where)
 
 
 # ------------------------------------------------------------------------------------------ records
@@ -407,7 +137,8 @@ class Preprocessor:
             a transformers tokenizer or a callable ``str -> list[int]``; needed for text given as a string
             and for Qwen3-VL / GLM-4.1V video timestamps.
         base_dir: folder that relative media paths are resolved against (default: the working directory).
-        turn_format, generation_prompt: chat wrapping of ``messages`` (see :func:`segments_from_messages`).
+        turn_format, generation_prompt: chat wrapping of ``messages`` (see
+            :func:`mrope.schema.message_segments`).
         input_ids: also return the ``input_ids`` column (the token ids the model would see).
         keep: input columns that :meth:`batch` copies to its output (when present).
         max_tokens: a record that would make more tokens fails (counted before any array is allocated,
@@ -424,40 +155,40 @@ class Preprocessor:
     keep: tuple[str, ...] = ("id",)
     max_tokens: int | None = DEFAULT_MAX_TOKENS
 
-    def rules_for(self, record: Mapping[str, Any]) -> LayoutRules:
-        """The layout rules of one record: the job's model and overrides over the record's."""
+    def rules_for(self, record: Record | Mapping[str, Any]) -> LayoutRules:
+        """The layout rules of one record: the job's model and overrides over the record's. A model is
+        required (the job's or the record's): there is no default model."""
         if isinstance(self.rules, LayoutRules):
             return self.rules
-        model = self.model if self.model is not None else record.get("model")
-        if model is None:
-            raise RecordError("no model: pass model= to the job, or give the record a 'model'")
-        if not isinstance(model, str):
-            raise RecordError(f"model must be a preset name; got {model!r}")
-        own = record.get("rules")
-        if own is not None and not isinstance(own, Mapping):
-            raise RecordError(f"a record's rules must be an object of LayoutRules overrides; got {own!r}")
-        merged = {**_given(own or {}), **dict(self.rules or {})}
+        if not isinstance(record, Record):
+            record = schema.parse_record(plain(record))
+        model = schema.require_model(
+            self.model if self.model is not None else record.model,
+            "model=",
+            missing="no model: pass model= to the job, or give the record a 'model'",
+        )
+        merged = {**(schema.rules_dict(record.rules) or {}), **dict(self.rules or {})}
         return resolve_rules(model, merged or None)
 
+    def media(self) -> MediaAccess:
+        """Records read local files (relative to ``base_dir``), URLs and ``data:`` URIs."""
+        return MediaAccess.everything(self.base_dir)
+
     def segments(self, record: Mapping[str, Any]) -> tuple[list[Segment], LayoutRules]:
-        """The library segments of one record (media files are read here) and its layout rules."""
-        if not isinstance(record, Mapping):
-            raise RecordError(f"a record must be an object; got {type(record).__name__}")
-        record = plain(record)
-        has_segments, has_messages = record.get("segments") is not None, record.get("messages") is not None
-        if has_segments == has_messages:
-            raise RecordError("a record needs exactly one of 'segments' and 'messages'")
-        rules = self.rules_for(record)
+        """The library segments of one record (media files are read here) and its layout rules.
+
+        The record is validated by :class:`mrope.schema.Record`, the one definition every face uses.
+        """
+        parsed = schema.parse_record(plain(record) if isinstance(record, Mapping) else record)
+        rules = self.rules_for(parsed)
         tokenizer = load_tokenizer(self.tokenizer)
-        if has_segments:
-            return segments_from_json(
-                record["segments"], rules, tokenizer=tokenizer, base_dir=self.base_dir
-            ), rules
-        segments = segments_from_messages(
-            record["messages"],
+        if parsed.segments is not None:
+            return schema.to_segments(parsed.segments, rules, tokenizer=tokenizer, media=self.media()), rules
+        segments = schema.message_segments(
+            parsed.messages or [],
             rules,
             tokenizer=tokenizer,
-            base_dir=self.base_dir,
+            media=self.media(),
             turn_format=self.turn_format,
             generation_prompt=self.generation_prompt,
         )
@@ -594,20 +325,42 @@ def _missing(value: Any) -> bool:
     return (isinstance(value, float) and math.isnan(value)) or type(value).__name__ in ("NAType", "NaTType")
 
 
+def whole_floats_as_ints(value: Any) -> Any:
+    """``value`` (already :func:`plain`) with whole floats turned into ints, recursively.
+
+    Arrow's numpy and pandas conversions turn an int field that is null in some row into a float column
+    (``12`` arrives as ``12.0``), so in such a batch a whole float cannot be told from an int. Float fields
+    (``fps``, ``frame_times``, ...) take ints as well, so the conversion loses nothing. Plain records
+    (JSON, ``datasets.map``) keep their types: there ``12.0`` is not a token count, as on every face.
+    """
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: whole_floats_as_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_floats_as_ints(v) for v in value]
+    return value
+
+
 def batch_records(batch: Any) -> list[dict[str, Any]]:
-    """The rows of a batch given as a dict of columns, a pandas ``DataFrame`` or a ``pyarrow.Table``."""
-    if hasattr(batch, "to_pylist"):  # pyarrow.Table
+    """The rows of a batch given as a dict of columns, a pandas ``DataFrame`` or a ``pyarrow.Table``.
+
+    The rows of numpy and pandas batches go through :func:`plain` and :func:`whole_floats_as_ints`
+    (Arrow's conversion to them turns int fields with nulls into floats).
+    """
+    if hasattr(batch, "to_pylist"):  # pyarrow.Table: types kept
         return list(batch.to_pylist())
     if hasattr(batch, "to_dict") and hasattr(batch, "columns"):  # pandas.DataFrame
         # pandas fills a column's missing cells with NaN (or pd.NA): they mean "absent", like None
-        return [{k: None if _missing(v) else v for k, v in r.items()} for r in batch.to_dict("records")]
+        rows = [{k: None if _missing(v) else v for k, v in r.items()} for r in batch.to_dict("records")]
+        return [whole_floats_as_ints(plain(r)) for r in rows]
     if isinstance(batch, Mapping):
         columns = {k: list(v) for k, v in batch.items()}
         sizes = {len(v) for v in columns.values()}
         if len(sizes) > 1:
             raise RecordError(f"batch columns have different lengths {sorted(sizes)}")
         n = sizes.pop() if sizes else 0
-        return [{k: v[i] for k, v in columns.items()} for i in range(n)]
+        return [whole_floats_as_ints(plain({k: v[i] for k, v in columns.items()})) for i in range(n)]
     raise RecordError(
         f"a batch must be a dict of columns, a pandas DataFrame or a pyarrow Table; got {type(batch).__name__}"
     )
@@ -679,12 +432,10 @@ __all__ = [
     "error_row",
     "load_tokenizer",
     "plain",
+    "whole_floats_as_ints",
     "process_batch",
     "process_record",
     "record_positions",
     "result_row",
     "rows_to_table",
-    "segment_from_json",
-    "segments_from_json",
-    "segments_from_messages",
 ]

@@ -34,7 +34,17 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   image_pad_id`` is allowed when a video wrapper is set: pads inside ``video_start_id .. video_end_id``
   are video (``mm_token_type_ids`` 2), the others image (1).
 - ``pad_position``: the value written at masked (padding) slots of a batch.
-- sizing of images and videos (patch size, pixel bounds, frame sampling) for the vision layer.
+- sizing of images and videos (patch size, pixel bounds, frame sampling) for the vision layer:
+  ``image_bounds`` / ``video_bounds`` say what the pixel bounds limit: ``"frame"`` (one frame's
+  ``h * w``: Qwen2-VL's image processor; for videos the qwen-vl-utils per-frame budget shared out of
+  ``video_total_pixels``) or ``"clip"`` (the clip's ``t * h * w`` with ``t`` the frame count rounded to
+  the temporal patch size, and sides below one resize factor scaled up first: GLM-4.1V's image
+  processor with ``t = temporal_patch_size``, and transformers' Qwen3-VL and GLM-4.1V video
+  processors). ``frame_sampling`` picks which frames a video processor samples: ``"qwen-vl-utils"``
+  (``smart_nframes``, float32 ``linspace``), ``"qwen3-vl"`` (transformers' Qwen3VLVideoProcessor:
+  ``int(frames / rate * fps)`` clamped to ``[min_frames, max_frames]`` and the frame count, float64
+  ``linspace``) or ``"glm4v"`` (Glm4vVideoProcessor: one frame every ``1 / fps`` s up to
+  ``max_duration`` seconds, evenly spread over the clip beyond, an even count).
 
 Rules of single families, each named by what it does and off by default:
 
@@ -85,6 +95,8 @@ PositionsBase = Literal["counter", "sequence", "canvas"]
 ImageIndexScope = Literal["sequence", "batch"]
 ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
+PixelBounds = Literal["frame", "clip"]
+FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "temporal": ("index", "seconds", "timestamps"),
@@ -98,6 +110,9 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "image_index_scope": ("sequence", "batch"),
     "image_span": ("placeholders", "between_wrappers"),
     "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
+    "image_bounds": ("frame", "clip"),
+    "video_bounds": ("frame", "clip"),
+    "frame_sampling": ("qwen-vl-utils", "qwen3-vl", "glm4v"),
 }
 
 AudioTokenRule = Literal["stride4", "window"]
@@ -200,6 +215,10 @@ class LayoutRules:
     fps: float = 2.0
     min_frames: int = 4
     max_frames: int = 768
+    image_bounds: PixelBounds = "frame"
+    video_bounds: PixelBounds = "frame"
+    frame_sampling: FrameSampling = "qwen-vl-utils"
+    max_duration: float = 300.0
     # audio and time-aligned layouts (Qwen2.5-Omni, Qwen3-Omni); audio_pad_id None: no audio
     audio_pad_id: int | None = None
     audio_start_id: int | None = None
@@ -253,7 +272,7 @@ class LayoutRules:
                 raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
         if not isinstance(self.pad_position, int) or isinstance(self.pad_position, bool):
             raise LayoutError(f"LayoutRules.pad_position must be an int; got {self.pad_position!r}")
-        for name in ("tokens_per_second", "fps"):
+        for name in ("tokens_per_second", "fps", "max_duration"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise LayoutError(f"LayoutRules.{name} must be a finite number > 0; got {value!r}")

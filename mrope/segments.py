@@ -100,6 +100,9 @@ class Image:
         origin: the crop origin ``(row, col)`` in merged-grid tokens of the source image; used by the
             ``crop="keep"`` rule, ignored by ``crop="reset"``.
         wrap: emit the preset's vision_start / vision_end tokens around the image.
+        thumbnail_grid: with tiles, a thumbnail of its own grid that comes FIRST, before the tiles (MiniCPM-V's
+            canvas rule, ``positions_base="canvas"``: the thumbnail is stretched over the tiles' canvas and
+            each tile is a detail slice).
         generate: an image the model will generate (GLM-Image's targets): it takes no prompt tokens,
             its grid is reported after the prompt's images, and its positions are decode-time
             positions (:attr:`mrope.Positions.generation_ids`). Targets come after every other segment.
@@ -112,9 +115,14 @@ class Image:
     origin: tuple[int, int] = (0, 0)
     wrap: bool = True
     generate: bool = False
+    thumbnail_grid: tuple[int, int, int] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Image"))
+        if self.thumbnail_grid is not None:
+            object.__setattr__(self, "thumbnail_grid", _grid(self.thumbnail_grid, "Image thumbnail"))
+            if self.tiles is None or self.thumbnail:
+                raise LayoutError("Image thumbnail_grid needs tiles=(cols, rows) and no thumbnail=True")
         if self.tiles is not None:
             tiles = _exact_ints(self.tiles)
             if tiles is None or len(tiles) != 2 or min(tiles) < 1:

@@ -253,13 +253,16 @@ def precheck_rope_index(data: Any, settings: Settings) -> None:
 
 def decode_positions(
     raw: bytes, state: ServiceState
-) -> tuple[PositionsRequest, LayoutRules, list[mrope.Text | mrope.Image | mrope.Video]]:
-    """A positions body: bounded decode and validation, then the library segments."""
+) -> tuple[PositionsRequest, LayoutRules, list[mrope.Text | mrope.Image | mrope.Video] | None]:
+    """A positions body: bounded decode and validation, then the library segments (``None`` when a
+    segment names a media file: those are read in a media slot)."""
     settings = state.settings
     body = jsonbody.decode(
         raw, PositionsRequest, state.limits, functools.partial(precheck_positions, settings=settings)
     )
     rules = resolve_rules(body.model, rules_dict(body.rules))
+    if convert.reads_media(body.segments):
+        return body, rules, None
     return body, rules, convert.to_segments(body.segments, rules, settings, state.tokenizer)
 
 
@@ -475,6 +478,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         body, rules, segments = await state.offload(
             functools.partial(decode_positions, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
         )
+        if segments is None:  # allowlisted media URLs: off the loop, in a media slot, under its timeout
+            to_segments = functools.partial(
+                convert.to_segments, body.segments, rules, settings, state.tokenizer
+            )
+            segments = await media.run_bounded(
+                lambda _deadline: to_segments(), state.slots, settings.media_timeout_s, "the media URLs"
+            )
         return await state.offload(
             functools.partial(
                 count_build_render, segments, body.model, rules, request_format(request), state

@@ -1,7 +1,8 @@
 """Request models -> library segments, and the cheap checks that run before any array is built.
 
-Nothing here computes a coordinate: segments go to :func:`mrope.build_positions` unchanged, images given
-by pixel size are sized by :func:`mrope.vision.image_grid`, and token counts come from
+Nothing here computes a coordinate: segments are :mod:`mrope.schema`'s and become library segments by
+its converters (images given by pixel size are sized by :func:`mrope.vision.image_grid`; a media URL is
+read only from the hosts of ``MROPE_MEDIA_URL_HOSTS``, a local path never), and token counts come from
 :func:`mrope.count_tokens` (behind an arithmetic floor), so the token cap is enforced before a huge
 ``[3, T]`` array is allocated.
 """
@@ -12,9 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import mrope
+from mrope import schema
 from mrope.rules import LayoutRules
+from mrope.schema import MediaAccess
 from mrope.tokenizer import encode_text
-from mrope.vision import image_grid
+from mrope.vision import DEFAULT_MAX_IMAGE_PIXELS, image_size, load_image, load_video, open_url, probe_video
 from service.errors import ServiceError, over_cap
 from service.models import ImageSegment, TextSegment, VideoSegment
 from service.settings import Settings
@@ -36,9 +39,7 @@ def tokenize(tokenizer: Any, text: str, where: str) -> list[int]:
 def text_segment(seg: TextSegment, tokenizer: Any, where: str) -> mrope.Text:
     if seg.text is not None:
         return mrope.Text(tokenize(tokenizer, seg.text, where))
-    if seg.ids is not None:
-        return mrope.Text(seg.ids)
-    return mrope.Text(int(seg.tokens or 0))
+    return schema.text_from(seg, None, where)
 
 
 def check_image_pixels(height: int, width: int, settings: Settings, where: str) -> None:
@@ -53,31 +54,65 @@ def check_image_pixels(height: int, width: int, settings: Settings, where: str) 
         )
 
 
+def media_access(settings: Settings) -> MediaAccess:
+    """The service never reads local files; URLs only from the hosts of ``MROPE_MEDIA_URL_HOSTS``."""
+    hosts = settings.url_hosts
+    return MediaAccess(local_files=False, urls=bool(hosts), url_hosts=hosts or None)
+
+
+def _open(path: str, settings: Settings, where: str) -> Any:
+    """The allowlisted URL opened for range reads, redirects refused (a redirect could point anywhere)."""
+    try:
+        url = media_access(settings).resolve(path, where)
+    except schema.RequestError as exc:
+        raise ServiceError(422, "media_not_allowed", str(exc), cap="MROPE_MEDIA_URL_HOSTS") from None
+    return open_url(url, follow_redirects=False)
+
+
 def image_segment(seg: ImageSegment, rules: LayoutRules, settings: Settings, where: str) -> mrope.Image:
-    if seg.grid is not None:
-        grid = tuple(seg.grid)
-    else:
-        assert seg.height is not None and seg.width is not None  # the model validator guarantees it
-        check_image_pixels(seg.height, seg.width, settings, where)
-        grid = image_grid(seg.height, seg.width, rules=rules)
-    return mrope.Image(
-        grid=grid,  # type: ignore[arg-type]
-        tiles=tuple(seg.tiles) if seg.tiles is not None else None,  # type: ignore[arg-type]
-        thumbnail=seg.thumbnail,
-        tile_order=tuple(seg.tile_order) if seg.tile_order is not None else None,
-        origin=tuple(seg.origin),  # type: ignore[arg-type]
-        wrap=seg.wrap,
-    )
+    if seg.path is None:
+        if seg.grid is None:
+            assert seg.height is not None and seg.width is not None  # the model validator guarantees it
+            check_image_pixels(seg.height, seg.width, settings, where)
+        return schema.image_from(seg, rules, schema.MEDIA_NONE, where)
+    with _open(seg.path, settings, where) as f:
+        height, width = image_size(f, max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS))
+        check_image_pixels(height, width, settings, where)
+        tiling = seg.tiling.model_dump() if isinstance(seg.tiling, schema.TilingOptions) else seg.tiling
+        return load_image(f, rules=rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap)
 
 
-def video_segment(seg: VideoSegment) -> mrope.Video:
-    return mrope.Video(
-        grid=tuple(seg.grid),  # type: ignore[arg-type]
-        fps=seg.fps,
-        second_per_grid=seg.second_per_grid,
-        frame_times=tuple(seg.frame_times) if seg.frame_times is not None else None,
-        wrap=seg.wrap,
-    )
+def video_segment(seg: VideoSegment, rules: LayoutRules, settings: Settings, where: str) -> mrope.Video:
+    if seg.path is None:
+        return schema.video_from(seg, rules, schema.MEDIA_NONE, where)
+    with _open(seg.path, settings, where) as f:
+        meta = probe_video(f, max_packets=settings.max_video_frames + 1)
+    check_image_pixels(meta.height, meta.width, settings, f"the frames of {where}")
+    if meta.duration > settings.max_video_seconds:
+        raise over_cap(
+            "video_too_long",
+            f"the duration in seconds of {where}",
+            round(float(meta.duration), 3),
+            "MROPE_MAX_VIDEO_SECONDS",
+            settings.max_video_seconds,
+        )
+    if meta.num_frames > settings.max_video_frames:
+        raise over_cap(
+            "video_too_many_frames",
+            f"the frame count of {where}",
+            meta.num_frames,
+            "MROPE_MAX_VIDEO_FRAMES",
+            settings.max_video_frames,
+        )
+    counts = {
+        k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
+    }
+    return load_video(meta, rules=rules, fps=seg.fps, wrap=seg.wrap, **counts)
+
+
+def reads_media(items: Sequence[Any]) -> bool:
+    """Whether any segment names a media file (read off the event loop, under the media timeout)."""
+    return any(getattr(seg, "path", None) is not None for seg in items)
 
 
 def to_segments(
@@ -96,7 +131,7 @@ def to_segments(
         elif isinstance(seg, ImageSegment):
             out.append(image_segment(seg, rules, settings, where))
         else:
-            out.append(video_segment(seg))
+            out.append(video_segment(seg, rules, settings, where))
     return out
 
 

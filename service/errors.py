@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
+from mrope import schema
 from mrope.errors import LayoutError, MediaError, MRopeError, SpecError, TokenError
 
 log = logging.getLogger("mrope.service")
@@ -121,21 +122,27 @@ MAX_DETAILS = 20
 def describe_validation_errors(
     errors: Iterable[Mapping[str, Any]], total: int | None = None
 ) -> tuple[str, list[dict[str, Any]]]:
-    """A one-line message and a JSON-safe list (``loc``, ``msg``, ``type``) for pydantic errors.
+    """A one-line message and a JSON-safe list (``loc``, ``msg``, ``type``) for pydantic errors: the
+    wording of :func:`mrope.schema.describe_validation_errors`, shared with every face. The offending
+    input is not echoed back: it can be megabytes.
 
     At most :data:`MAX_DETAILS` details are listed; ``total`` is the full error count when ``errors``
-    holds only the first ones. The offending input is not echoed back: it can be megabytes.
+    holds only the first ones (the message says how many more there were).
     """
-    details = []
+    first = []
     for e in errors:
-        if len(details) == MAX_DETAILS:
+        if len(first) == MAX_DETAILS:
             break
-        loc = [p if isinstance(p, (int, str)) else str(p) for p in e.get("loc", ())]
-        details.append({"loc": loc, "msg": str(e.get("msg", ""))[:300], "type": str(e.get("type", ""))})
-    count = max(total or 0, len(details))
-    parts = [f"{'.'.join(str(p) for p in d['loc'])[:200] or 'body'}: {d['msg']}" for d in details[:5]]
-    more = f" (and {count - len(parts)} more)" if count > len(parts) else ""
-    return "; ".join(parts) + more, details
+        first.append(e)
+    count = max(total or 0, len(first))
+    message, details = schema.describe_validation_errors(first[:5])
+    if count > len(details):
+        message += f" (and {count - len(details)} more)"
+    if len(first) > 5:
+        details += schema.describe_validation_errors(first[5:])[1]
+    for d in details:
+        d["msg"] = d["msg"][:300]
+    return message, details
 
 
 def mrope_error_code(exc: MRopeError) -> str:

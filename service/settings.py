@@ -47,6 +47,9 @@ class Settings:
             longer one (e.g. thousands of spans) is left out and named in ``X-MRope-Omitted``.
         inline_tokens: requests of fewer tokens than this are built on the event loop; larger
             ones run in a worker thread so they do not stall other requests.
+        media_url_hosts: comma-separated hosts (``host`` or ``host:port``) whose media URLs a segment's
+            ``path`` may name; unset: every URL is refused (no server-side request forgery). Local paths
+            are always refused.
         api_keys: comma-separated API keys; when set, every endpoint but ``/healthz`` needs
             ``Authorization: Bearer <key>`` (401 otherwise). Never logged or shown.
         cors_origins: comma-separated origins allowed by CORS (``*`` for any); unset: no CORS headers.
@@ -80,6 +83,7 @@ class Settings:
     upload_timeout_s: float = 120.0
     npy_max_header_bytes: int = 8192
     inline_tokens: int = 32768
+    media_url_hosts: str | None = None
     api_keys: str | None = field(default=None, repr=False)
     cors_origins: str | None = None
     max_concurrent: int = 64
@@ -129,6 +133,12 @@ class Settings:
     def cors_origin_list(self) -> tuple[str, ...]:
         """The origins CORS allows (empty: CORS off)."""
         return tuple(o.strip() for o in (self.cors_origins or "").split(",") if o.strip())
+
+    @property
+    def url_hosts(self) -> frozenset[str]:
+        """The allowlisted media hosts, lower-case (empty: no URL is read)."""
+        raw = self.media_url_hosts or ""
+        return frozenset(h.strip().lower() for h in raw.split(",") if h.strip())
 
     @property
     def temp_root(self) -> str:

@@ -108,6 +108,8 @@ def test_modifiers_apply_to_the_segment_before_them(files, capsys) -> None:
     code, out, _ = run(
         capsys,
         "positions",
+        "--model",
+        "qwen2-vl",
         "--json",
         "--rule",
         "crop=keep",
@@ -145,9 +147,9 @@ def test_modifiers_apply_to_the_segment_before_them(files, capsys) -> None:
     )
     assert code == 0
     rules = {"crop": "keep"}
-    crop = load_image(files["png"], rules=rules, crop=(0, 448, 448, 448), model="qwen2-vl")
+    crop = load_image(files["png"], model="qwen2-vl", rules=rules, crop=(0, 448, 448, 448))
     assert crop.origin == (0, 16)
-    tiled = load_image(files["png"], rules=rules, tiling=True, model="qwen2-vl")
+    tiled = load_image(files["png"], model="qwen2-vl", rules=rules, tiling=True)
     assert tiled.tiles is not None
     expected = mrope.build_positions(
         [
@@ -157,11 +159,11 @@ def test_modifiers_apply_to_the_segment_before_them(files, capsys) -> None:
             Image(grid=(1, 8, 8), origin=(2, 3), wrap=False),
             Video(grid=(8, 12, 16), fps=1.5),
             Video(grid=(4, 4, 4), second_per_grid=0.25),
-            load_video(files["video"], rules=rules, nframes=6, model="qwen2-vl"),
+            load_video(files["video"], model="qwen2-vl", rules=rules, nframes=6),
             Text(3),
         ],
-        rules=rules,
         model="qwen2-vl",
+        rules=rules,
     )
     assert json.loads(out)["positions"] == expected.ids.tolist()
 
@@ -242,53 +244,115 @@ def test_tokenizer_for_words_and_qwen3_timestamps(files, capsys) -> None:
 # ------------------------------------------------------------------------------------------ bad input
 
 BAD = [
-    (["positions", "--model", "qwen9", "--text", "3"], "invalid choice: 'qwen9'"),
-    (["positions", "--text", "3", "--fps", "2"], "--fps applies to the segment right before it"),
-    (["positions", "--fps", "2", "--video-grid", "4,4,4"], "it came before any segment"),
-    (["positions", "--video-grid", "4,4,4", "--fps", "2", "--fps", "3"], "--fps is given twice"),
-    (["positions", "--image-grid", "1,2"], "--image-grid must be 3 comma-separated ints"),
-    (["positions", "--image-grid", "1,15,16"], "multiples of the merge size 2"),
-    (["positions", "--image-grid", "1,16,16", "--tiles"], "--tiles after --image-grid needs COLSxROWS"),
-    (["positions", "--image-grid", "1,16,16", "--tiles", "3x3"], "does not split into 3 rows"),
-    (["positions", "--video-grid", "4,4,4", "--fps", "0"], "--fps must be a finite number > 0"),
-    (["positions", "--video-grid", "4,4,4", "--fps", "nan"], "--fps must be a finite number > 0"),
-    (["positions", "--text", "-3"], "token count >= 0"),
     (
-        ["positions", "--image-grid", "1,200000,200000"],
+        ["positions", "--model", "qwen9", "--text", "3"],
+        "--model: unknown model 'qwen9'; expected a model family name (qwen2-vl",
+    ),
+    (["positions", "--text", "3"], "no model given: pass --model; name one of qwen2-vl, qwen2.5-vl"),
+    (["probe", "{video}"], "no model given: pass --model; name one of qwen2-vl"),
+    (
+        ["positions", "--model", "qwen2-vl", "--text", "3", "--fps", "2"],
+        "--fps applies to the segment right before it",
+    ),
+    (
+        ["positions", "--model", "qwen2-vl", "--fps", "2", "--video-grid", "4,4,4"],
+        "it came before any segment",
+    ),
+    (
+        ["positions", "--model", "qwen2-vl", "--video-grid", "4,4,4", "--fps", "2", "--fps", "3"],
+        "--fps is given twice",
+    ),
+    (
+        ["positions", "--model", "qwen2-vl", "--image-grid", "1,2"],
+        "--image-grid must be 3 comma-separated ints",
+    ),
+    (["positions", "--model", "qwen2-vl", "--image-grid", "1,15,16"], "multiples of the merge size 2"),
+    (
+        ["positions", "--model", "qwen2-vl", "--image-grid", "1,16,16", "--tiles"],
+        "--tiles after --image-grid needs COLSxROWS",
+    ),
+    (
+        ["positions", "--model", "qwen2-vl", "--image-grid", "1,16,16", "--tiles", "3x3"],
+        "does not split into 3 rows",
+    ),
+    (
+        ["positions", "--model", "qwen2-vl", "--video-grid", "4,4,4", "--fps", "0"],
+        "--fps must be a finite number > 0",
+    ),
+    (
+        ["positions", "--model", "qwen2-vl", "--video-grid", "4,4,4", "--fps", "nan"],
+        "--fps must be a finite number > 0",
+    ),
+    (["positions", "--model", "qwen2-vl", "--text", "-3"], "token count >= 0"),
+    (
+        ["positions", "--model", "qwen2-vl", "--image-grid", "1,200000,200000"],
         "makes 10,000,000,002 tokens, over max_tokens=16,777,216",
     ),
-    (["positions", "--text", "30", "--max-tokens", "20"], "over max_tokens=20"),
-    (["positions", "--text", "3", "--max-tokens", "0"], "--max-tokens must be an int >= 1"),
-    (["positions", "--text", "hello there"], "needs a tokenizer"),
-    (["positions", "--image", "{root}/missing.jpg"], "no such file"),
-    (["positions", "--image", "{text}"], "is not an image PIL can identify"),
-    (["positions", "--image", "{image}", "--tiles", "2x2"], "--tiles after an --image file takes no value"),
-    (["positions", "--image", "{image}", "--crop", "10,10,200,200"], "aligned to the merge grid"),
-    (["positions", "--image", "{image}", "--crop", "0,0,9999,10"], "must lie inside"),
-    (["positions", "--video", "{image}"], "still image"),
-    (["positions", "--video", "{video}", "--nframes", "999"], "cannot sample 1000 frames"),
+    (["positions", "--model", "qwen2-vl", "--text", "30", "--max-tokens", "20"], "over max_tokens=20"),
+    (
+        ["positions", "--model", "qwen2-vl", "--text", "3", "--max-tokens", "0"],
+        "--max-tokens must be an int >= 1",
+    ),
+    (["positions", "--model", "qwen2-vl", "--text", "hello there"], "needs a tokenizer"),
+    (["positions", "--model", "qwen2-vl", "--image", "{root}/missing.jpg"], "no such file"),
+    (["positions", "--model", "qwen2-vl", "--image", "{text}"], "is not an image PIL can identify"),
+    (
+        ["positions", "--model", "qwen2-vl", "--image", "{image}", "--tiles", "2x2"],
+        "--tiles after an --image file takes no value",
+    ),
+    (
+        ["positions", "--model", "qwen2-vl", "--image", "{image}", "--crop", "10,10,200,200"],
+        "aligned to the merge grid",
+    ),
+    (["positions", "--model", "qwen2-vl", "--image", "{image}", "--crop", "0,0,9999,10"], "must lie inside"),
+    (["positions", "--model", "qwen2-vl", "--video", "{image}"], "still image"),
+    (
+        ["positions", "--model", "qwen2-vl", "--video", "{video}", "--nframes", "999"],
+        "cannot sample 1000 frames",
+    ),
     (["positions", "--model", "qwen3-vl", "--video", "{video}"], "--tokenizer TOKENIZER_JSON"),
-    (["positions", "--text", "3", "--tokenizer", "{root}/nope.json"], "is not a file"),
-    (["positions", "--text", "3", "--tokenizer", "{garbage}"], "cannot load tokenizer"),
-    (["positions", "--text", "3", "--rule", "colour=red"], "unknown LayoutRules field"),
-    (["positions", "--text", "3", "--rule", "crop"], "--rule takes KEY=VALUE"),
-    (["positions", "--text", "3", "--rule", "crop=sideways"], "LayoutRules.crop must be one of"),
-    (["positions", "--text", "3", "--out", "{root}/pos.txt"], "the suffix must be .npy"),
-    (["positions", "--text", "3", "--out", "{root}/no/such/dir/pos.npy"], "cannot write"),
-    (["positions"], "no segments"),
-    (["positions", "--spec", "{root}/missing.json"], "cannot read"),
-    (["positions", "--spec", "{text}"], "is not valid JSON: Expecting value at line 1 column 1"),
-    (["positions", "--spec", "{garbage}"], "exactly one of 'segments' and 'messages'"),
-    (["positions", "--spec", "{spec_bad_field}"], "unknown field(s) ['colour']"),
-    (["positions", "--spec", "{spec_list}"], "expected a JSON object"),
-    (["positions", "--spec", "{garbage}", "--text", "3"], "not both"),
-    (["probe", "{image}"], "still image"),
-    (["probe", "{root}/missing.mp4"], "no such file"),
-    (["probe", "{video}", "--fps", "-1"], "--fps must be a finite number > 0"),
-    (["probe", "{video}", "--fps", "1", "--nframes", "4"], "not both"),
-    (["plot", "--text", "3", "--png", "{root}/x.png", "--width", "100"], "at least 600"),
-    (["plot", "--text", "3", "--png", "{root}/x.jpg"], "must end in .png"),
-    (["plot", "--text", "3"], "required: --png"),
+    (["positions", "--model", "qwen2-vl", "--text", "3", "--tokenizer", "{root}/nope.json"], "is not a file"),
+    (
+        ["positions", "--model", "qwen2-vl", "--text", "3", "--tokenizer", "{garbage}"],
+        "cannot load tokenizer",
+    ),
+    (
+        ["positions", "--model", "qwen2-vl", "--text", "3", "--rule", "colour=red"],
+        "unknown LayoutRules field",
+    ),
+    (["positions", "--model", "qwen2-vl", "--text", "3", "--rule", "crop"], "--rule takes KEY=VALUE"),
+    (
+        ["positions", "--model", "qwen2-vl", "--text", "3", "--rule", "crop=sideways"],
+        "LayoutRules.crop must be one of",
+    ),
+    (
+        ["positions", "--model", "qwen2-vl", "--text", "3", "--out", "{root}/pos.txt"],
+        "the suffix must be .npy",
+    ),
+    (
+        ["positions", "--model", "qwen2-vl", "--text", "3", "--out", "{root}/no/such/dir/pos.npy"],
+        "cannot write",
+    ),
+    (["positions", "--model", "qwen2-vl"], "no segments"),
+    (["positions", "--model", "qwen2-vl", "--spec", "{root}/missing.json"], "cannot read"),
+    (
+        ["positions", "--model", "qwen2-vl", "--spec", "{text}"],
+        "is not valid JSON: Expecting value at line 1 column 1",
+    ),
+    (["positions", "--model", "qwen2-vl", "--spec", "{garbage}"], "exactly one of 'segments' and 'messages'"),
+    (["positions", "--model", "qwen2-vl", "--spec", "{spec_bad_field}"], "segment 0: unknown field 'colour'"),
+    (["positions", "--model", "qwen2-vl", "--spec", "{spec_list}"], "expected a JSON object"),
+    (["positions", "--model", "qwen2-vl", "--spec", "{garbage}", "--text", "3"], "not both"),
+    (["probe", "{image}", "--model", "qwen2-vl"], "still image"),
+    (["probe", "{root}/missing.mp4", "--model", "qwen2-vl"], "no such file"),
+    (["probe", "{video}", "--model", "qwen2-vl", "--fps", "-1"], "--fps must be a finite number > 0"),
+    (["probe", "{video}", "--model", "qwen2-vl", "--fps", "1", "--nframes", "4"], "not both"),
+    (
+        ["plot", "--model", "qwen2-vl", "--text", "3", "--png", "{root}/x.png", "--width", "100"],
+        "at least 600",
+    ),
+    (["plot", "--model", "qwen2-vl", "--text", "3", "--png", "{root}/x.jpg"], "must end in .png"),
+    (["plot", "--model", "qwen2-vl", "--text", "3"], "required: --png"),
     (["batch", "{root}/missing.jsonl", "--out-dir", "{root}/out"], "no such file or folder"),
     (["batch", "{root}/empty.jsonl", "--out-dir", "{root}/out"], "holds no samples"),
     (["serve", "--port", "70000"], "--port must be an int in [0, 65535]"),
@@ -360,6 +424,8 @@ def test_plot_writes_a_png(files, capsys, tmp_path) -> None:
     code, out, _ = run(
         capsys,
         "plot",
+        "--model",
+        "qwen2-vl",
         "--text",
         "4",
         "--image",
@@ -384,16 +450,21 @@ def test_plot_writes_a_png(files, capsys, tmp_path) -> None:
 def test_batch_reports_failures_by_id_and_keeps_going(files, capsys, tmp_path) -> None:
     root = files["root"]
     lines = [
-        {"id": "ok-1", "segments": [{"type": "text", "tokens": 3}, {"type": "image", "path": "cat.jpg"}]},
-        {"id": "missing", "segments": [{"type": "image", "path": "nope.png"}]},
+        {
+            "id": "ok-1",
+            "model": "qwen2-vl",
+            "segments": [{"type": "text", "tokens": 3}, {"type": "image", "path": "cat.jpg"}],
+        },
+        {"id": "missing", "model": "qwen2-vl", "segments": [{"type": "image", "path": "nope.png"}]},
         "{not json",
         {
             "id": "ok-2",
             "model": "qwen2.5-vl",
             "messages": [{"role": "user", "content": [{"type": "video", "video": "clip.mp4"}]}],
         },
-        {"id": "ok-1", "segments": [{"type": "text", "tokens": 1}]},
-        {"id": "odd/../name", "segments": [{"type": "text", "tokens": 2}]},
+        {"id": "ok-1", "model": "qwen2-vl", "segments": [{"type": "text", "tokens": 1}]},
+        {"id": "odd/../name", "model": "qwen2-vl", "segments": [{"type": "text", "tokens": 2}]},
+        {"id": "no-model", "segments": [{"type": "text", "tokens": 2}]},
     ]
     jsonl = root / "samples.jsonl"
     jsonl.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
@@ -403,7 +474,8 @@ def test_batch_reports_failures_by_id_and_keeps_going(files, capsys, tmp_path) -
     assert "sample 'missing' (samples.jsonl:2) failed: no such file" in err
     assert "sample 'samples.jsonl-3' (samples.jsonl:3) failed: not valid JSON" in err
     assert "sample 'ok-1' (samples.jsonl:5) failed: its output name 'ok-1' is taken" in err
-    assert err.strip().splitlines()[-1].startswith("mrope batch: 6 samples, 3 ok, 3 failed")
+    assert "sample 'no-model' (samples.jsonl:7) failed: no model: pass model= to the job" in err
+    assert err.strip().splitlines()[-1].startswith("mrope batch: 7 samples, 3 ok, 4 failed")
     manifest = [json.loads(x) for x in (out_dir / "manifest.jsonl").read_text().splitlines()]
     assert [m["id"] for m in manifest] == [
         "ok-1",
@@ -412,8 +484,9 @@ def test_batch_reports_failures_by_id_and_keeps_going(files, capsys, tmp_path) -
         "ok-2",
         "ok-1",
         "odd/../name",
+        "no-model",
     ]
-    assert [bool(m["error"]) for m in manifest] == [False, True, True, False, True, False]
+    assert [bool(m["error"]) for m in manifest] == [False, True, True, False, True, False, True]
     first = mrope.build_positions([Text(3), load_image(files["image"], model="qwen2-vl")], model="qwen2-vl")
     np.testing.assert_array_equal(np.load(out_dir / "ok-1.npy"), first.ids)
     second = mrope.build_positions([load_video(files["video"], model="qwen2.5-vl")], model="qwen2.5-vl")
@@ -436,15 +509,22 @@ def test_batch_folder_json_format_and_quiet(files, capsys, tmp_path) -> None:
     (folder / "more.jsonl").write_text(
         json.dumps({"id": "t", "segments": [{"type": "text", "tokens": 5}]}) + "\n"
     )
-    code, out, err = run(capsys, "batch", folder, "--out-dir", tmp_path / "o", "--format", "json", "--quiet")
+    code, out, err = run(
+        capsys,
+        "batch",
+        folder,
+        "--out-dir",
+        tmp_path / "o",
+        "--format",
+        "json",
+        "--quiet",
+        "--model",
+        "qwen2_vl",
+    )
     assert (code, out, err) == (0, "", "")
     doc = json.loads((tmp_path / "o" / "one.json").read_text())
-    assert (
-        doc["positions"]
-        == mrope.build_positions(
-            [load_image(files["image"], model="qwen2-vl")], model="qwen2-vl"
-        ).ids.tolist()
-    )
+    expected = mrope.build_positions([load_image(files["image"], model="qwen2-vl")], model="qwen2-vl")
+    assert doc["positions"] == expected.ids.tolist() and doc["model"] == "qwen2-vl"
     assert json.loads((tmp_path / "o" / "t.json").read_text())["num_tokens"] == 5
 
 
@@ -493,7 +573,7 @@ def test_installed_script_and_python_m(files, tmp_path) -> None:
     assert os.path.exists(script), "the console script 'mrope' is not installed (pip install -e .)"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     done = subprocess.run(
-        [script, "positions", "--text", "3", "--image-grid", "1,4,4", "--json"],
+        [script, "positions", "--model", "qwen2-vl", "--text", "3", "--image-grid", "1,4,4", "--json"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -503,7 +583,16 @@ def test_installed_script_and_python_m(files, tmp_path) -> None:
     expected = mrope.build_positions([Text(3), Image(grid=(1, 4, 4))], model="qwen2-vl")
     assert json.loads(done.stdout)["positions"] == expected.ids.tolist()
     bad = subprocess.run(
-        [sys.executable, "-m", "mrope", "positions", "--image", str(tmp_path / "nope.png")],
+        [
+            sys.executable,
+            "-m",
+            "mrope",
+            "positions",
+            "--model",
+            "qwen2-vl",
+            "--image",
+            str(tmp_path / "nope.png"),
+        ],
         capture_output=True,
         text=True,
         timeout=60,

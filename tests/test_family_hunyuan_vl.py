@@ -74,7 +74,7 @@ def _sample(rng: np.random.Generator) -> list:
 def _call(shim: _Shim, ids: np.ndarray, mask: np.ndarray, grids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pos, deltas = shim.get_rope_index(
         torch.from_numpy(ids),
-        torch.from_numpy((ids == IMAGE) * mask),
+        torch.from_numpy((ids == IMAGE) * mask),  # the processor's types: every placeholder is 1
         torch.from_numpy(grids),
         torch.from_numpy(mask),
     )
@@ -93,6 +93,9 @@ def test_get_rope_index_equals_transformers(side: str) -> None:
         batch = build_batch(samples, rules=batch_rules, padding_side=side)
         want, want_deltas = _call(shim, batch.input_ids, batch.attention_mask, grids)
         np.testing.assert_array_equal(batch.ids, want)
+        np.testing.assert_array_equal(
+            batch.mm_token_type_ids, (batch.input_ids == IMAGE) * batch.attention_mask
+        )
         got, deltas = rope_index(
             batch.input_ids, grids, None, batch.attention_mask, rules=batch_rules, pad_position=0
         )
@@ -186,6 +189,23 @@ def test_rotary_is_the_official_xdrope() -> None:
     torch.testing.assert_close(got_k, want_k, rtol=1e-5, atol=1e-5)
     # 5.24's recomposition differs on the image tokens (axis 0 with axis 2 in one pair): not followed
     cos524, _ = rotary(q, positions[:, None, :])
-    image = [i for i, s in enumerate(p.spans) if s.kind == "image"][0]
+    image = [i for i, s in enumerate(p.spans) if s.grid is not None][0]
     a = p.spans[image].start
     assert not torch.allclose(cos524[0, a], emb.cos()[a])
+
+
+def test_segments_give_the_processors_placeholders() -> None:
+    """HunYuanVLProcessor's own expansion (``cat_extra_token`` on, as released), inside the start / end
+    tokens its chat template writes."""
+    from types import SimpleNamespace
+
+    from special_text import encode_specials
+    from transformers.models.hunyuan_vl.processing_hunyuan_vl import HunYuanVLProcessor
+
+    proc = object.__new__(HunYuanVLProcessor)
+    proc.image_token, proc.cat_extra_token = "<image>", True
+    proc.image_processor = SimpleNamespace(merge_size=2, spatial_patch_size=1)
+    for grid in [(1, 4, 6), (1, 10, 2)]:
+        text = proc.replace_image_token({"image_grid_thw": np.array([grid])}, 0)
+        p = build_positions([Image(grid)], rules=RULES)
+        assert p.input_ids.tolist() == [START, *encode_specials(text, {"<image>": IMAGE}), END]

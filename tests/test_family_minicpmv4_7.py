@@ -169,3 +169,82 @@ def test_bad_input() -> None:
         rope_index([[1, IMAGE]], [[1, 4, 4]], rules=RULES.replace(newline_id=None))
     with pytest.raises(TokenError, match="canvas rule takes one"):
         rope_index([[IM_START, IMAGE, IM_END]], [[1, 8, 8]], rules=RULES)
+
+
+def test_segments_give_the_model_positions() -> None:
+    from mrope import Image, Text, Video, build_batch, count_tokens
+
+    samples = [
+        [
+            Text([5, 6]),
+            Image((1, 8, 12)),
+            Text([7]),
+            Image((1, 16, 24), tiles=(3, 2), thumbnail_grid=(1, 12, 8)),
+        ],
+        [
+            Text([9]),
+            Video((3, 8, 8)),
+            Text([NEWLINE, 7, 8]),
+            Image((1, 8, 8), tiles=(1, 2), thumbnail_grid=(1, 4, 4)),
+        ],
+    ]
+    shim = _Shim()
+    for side in ("left", "right"):
+        batch = build_batch(samples, rules=RULES, padding_side=side)
+        first = batch.sequences[0]
+        # <image> 2x3 thumbnail </image>, then <image> 3x2 thumbnail </image> and two rows of three 2x2 slices
+        assert first.input_ids[2:11].tolist() == [IM_START, *[IMAGE] * 6, IM_END, 7]
+        assert first.input_ids[11:19].tolist() == [IM_START, *[IMAGE] * 6, IM_END]
+        assert (
+            first.input_ids.tolist().count(NEWLINE) == 1 and first.input_ids.tolist().count(SLICE_START) == 6
+        )
+        images = np.concatenate([p.image_grid_thw for p in batch.sequences])
+        videos = np.concatenate([p.video_grid_thw for p in batch.sequences])
+        assert images[:3].tolist() == [[1, 8, 12], [1, 12, 8], [1, 8, 8]]
+        want, want_deltas = shim.get_rope_index(
+            torch.from_numpy(batch.input_ids),
+            torch.from_numpy(batch.mm_token_type_ids),
+            torch.from_numpy(images[:, 1:]),
+            torch.from_numpy(videos[:, 1:]),
+            "16x",
+            torch.from_numpy(batch.attention_mask),
+        )
+        np.testing.assert_array_equal(batch.ids, want.numpy())
+        np.testing.assert_array_equal(batch.deltas, want_deltas.numpy()[:, 0])
+        assert [count_tokens(s, rules=RULES) for s in samples] == [p.num_tokens for p in batch.sequences]
+
+
+def test_segments_give_the_processors_placeholders() -> None:
+    """MiniCPMV4_7Processor's own expansion (``replace_image_token`` / ``replace_video_token``)."""
+    from special_text import encode_specials
+    from transformers.models.minicpmv4_7.processing_minicpmv4_7 import MiniCPMV4_7Processor
+
+    from mrope import Image, Video, build_positions
+
+    proc = object.__new__(MiniCPMV4_7Processor)
+    proc.slice_mode = proc.video_slice_mode = True
+    names = ("<image>", "</image>", "<slice>", "</slice>", "<unk>", "<vid>")
+    proc.image_start_token, proc.image_end_token, proc.slice_start_token, proc.slice_end_token = names[:4]
+    proc.image_token, proc.video_token = "<unk>", "<vid>"
+    specials = dict(
+        zip([*names, "\n"], [IM_START, IM_END, SLICE_START, SLICE_END, IMAGE, VIDEO, NEWLINE], strict=True)
+    )
+    # a 12x8-patch thumbnail and 2 rows x 3 columns of 8x8-patch slices (merge 4)
+    inputs = {
+        "grids": np.array([[2, 3]]),
+        "num_patches_per_image": np.array([7]),
+        "target_sizes": np.array([[12, 8]] + [[8, 8]] * 6),
+    }
+    text = proc.replace_image_token(inputs, 0, image_token_divisor=16)
+    p = build_positions([Image((1, 16, 24), tiles=(3, 2), thumbnail_grid=(1, 12, 8))], rules=RULES)
+    assert p.input_ids.tolist() == encode_specials(text, specials)
+    assert p.image_grid_thw[:, 1:].tolist() == inputs["target_sizes"].tolist()
+    # a clip of three 8x12-patch frames without slices
+    inputs = {
+        "target_sizes_videos": np.array([[8, 12]] * 3),
+        "num_frames_per_video": np.array([3]),
+        "grids_videos": np.zeros((3, 2), dtype=np.int64),
+    }
+    text = proc.replace_video_token(inputs, 0, video_token_divisor=16)
+    p = build_positions([Video((3, 8, 12))], rules=RULES)
+    assert p.input_ids.tolist() == encode_specials(text, specials)

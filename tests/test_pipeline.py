@@ -164,7 +164,7 @@ def test_single_process_equals_the_library(root) -> None:
 
 def test_failures_are_recorded_per_record(root) -> None:
     recs = {r["id"]: r for r in records()}
-    for rid, phrase in (("bad-file", "no such file"), ("bad-field", "unknown field(s) ['speed']")):
+    for rid, phrase in (("bad-file", "no such file"), ("bad-field", "segment 0: unknown field 'speed'")):
         row = process_record(recs[rid], **options(root))
         assert phrase in row["error"]
         assert set(row) == set(RESULT_COLUMNS)
@@ -179,56 +179,72 @@ BAD_RECORDS = [
     ({"segments": [{"type": "text", "tokens": 1}]}, {}, "no model: pass model="),
     ({"segments": [], "messages": []}, {"model": MODEL}, "exactly one of 'segments' and 'messages'"),
     ({"id": 1}, {"model": MODEL}, "exactly one of 'segments' and 'messages'"),
-    ({"segments": {"type": "text"}}, {"model": MODEL}, "segments must be a list"),
-    ({"segments": [{"type": "audio"}]}, {"model": MODEL}, "type must be 'text', 'image' or 'video'"),
+    ({"segments": {"type": "text"}}, {"model": MODEL}, "segments: Input should be a valid list"),
+    (
+        {"segments": [{"type": "audio"}]},
+        {"model": MODEL},
+        "segment 0: type must be one of 'text', 'image', 'video'; got 'audio'",
+    ),
     ({"segments": [{"type": "text"}]}, {"model": MODEL}, "exactly one of tokens, ids, text; got none"),
     (
         {"segments": [{"type": "text", "tokens": 2, "ids": [1]}]},
         {"model": MODEL},
         "exactly one of tokens, ids",
     ),
-    ({"segments": [{"type": "text", "tokens": -1}]}, {"model": MODEL}, "tokens must be an int >= 0"),
+    (
+        {"segments": [{"type": "text", "tokens": -1}]},
+        {"model": MODEL},
+        "segment 0 tokens: Input should be greater than or equal to 0",
+    ),
     (
         {"segments": [{"type": "text", "ids": [1, "x"]}]},
         {"model": MODEL},
-        "ids must be a list of int token ids",
+        "segment 0 ids 1: Input should be a valid integer",
     ),
     ({"segments": [{"type": "text", "text": "hi"}]}, {"model": MODEL}, "segment 0: text needs a tokenizer"),
-    ({"segments": [{"type": "image", "path": "https://x/cat.jpg"}]}, {"model": MODEL}, "is a URL"),
+    ({"segments": [{"type": "image", "path": "memory://nowhere/cat.jpg"}]}, {"model": MODEL}, "no such file"),
     (
         {"segments": [{"type": "image", "path": "a.png", "grid": [1, 4, 4]}]},
         {"model": MODEL},
-        "unknown field(s) ['grid']",
+        "takes one of grid, height+width, path; got grid and path",
     ),
     ({"segments": [{"type": "image", "height": 480}]}, {"model": MODEL}, "both height and width"),
     (
         {"segments": [{"type": "image", "grid": [1, 4, 4], "tile_order": "01"}]},
         {"model": MODEL},
-        "tile_order must be",
+        "segment 0 tile_order: Input should be a valid list",
     ),
     (
         {"segments": [{"type": "image", "grid": [1, 4, 4], "wrap": "no"}]},
         {"model": MODEL},
-        "wrap must be true or false",
+        "segment 0 wrap: Input should be a valid boolean",
     ),
     (
         {"segments": [{"type": "video", "grid": [2, 4, 4], "fps": 0}]},
         {"model": MODEL},
-        "fps must be a finite number > 0",
+        "segment 0 fps: Input should be greater than or equal to 0.001",
     ),
     (
         {"segments": [{"type": "video", "path": "clip.mp4", "nframes": 0}]},
         {"model": MODEL},
-        "nframes must be an int >= 1",
+        "segment 0 nframes: Input should be greater than or equal to 1",
     ),
-    ({"segments": [{"type": "video", "fps": 2.0}]}, {"model": MODEL}, "a video needs a path or a grid"),
+    (
+        {"segments": [{"type": "video", "fps": 2.0}]},
+        {"model": MODEL},
+        "a video segment takes a grid [t, h, w] or a path",
+    ),
     (
         {"segments": [{"type": "image", "path": "a.png", "crop": "0,0"}]},
         {"model": MODEL},
-        "crop must be [top, left",
+        "segment 0 crop: Input should be a valid list",
     ),
-    ({"messages": "hi"}, {"model": MODEL}, "messages must be a list"),
-    ({"messages": [{"role": "user", "content": 3}]}, {"model": MODEL}, "content must be a string or a list"),
+    ({"messages": "hi"}, {"model": MODEL}, "messages: Input should be a valid list"),
+    (
+        {"messages": [{"role": "user", "content": 3}]},
+        {"model": MODEL},
+        "message 0 content: Input should be a valid list",
+    ),
     (
         {"messages": [{"role": "user", "content": [{"type": "image", "image": "a.png", "path": "b.jpg"}]}]},
         {"model": MODEL},
@@ -237,13 +253,17 @@ BAD_RECORDS = [
     (
         {"messages": [{"role": "user", "content": [{"type": "text"}]}]},
         {"model": MODEL},
-        "needs a 'text' string",
+        "message 0 item 0: a text item takes a 'text' string or a 'tokens' count",
     ),
     ({"messages": [{"content": "hello"}]}, {"model": MODEL}, "message 0 item 0: text needs a tokenizer"),
-    ({"model": 3, "segments": []}, {}, "model must be a preset name"),
-    ({"model": "qwen9", "segments": []}, {}, "unknown model 'qwen9'"),
-    ({"segments": [], "rules": ["crop"]}, {"model": MODEL}, "rules must be an object"),
-    ({"segments": [], "rules": {"colour": 1}}, {"model": MODEL}, "unknown LayoutRules fields"),
+    ({"model": 3, "segments": []}, {}, "model: Input should be a valid string"),
+    (
+        {"model": "qwen9", "segments": []},
+        {},
+        "model: unknown model 'qwen9'; expected a model family name (qwen2-vl",
+    ),
+    ({"segments": [], "rules": ["crop"]}, {"model": MODEL}, "rules: Input should be a valid dictionary"),
+    ({"segments": [], "rules": {"colour": 1}}, {"model": MODEL}, "rules: unknown field 'colour'"),
 ]
 
 

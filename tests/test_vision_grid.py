@@ -11,7 +11,20 @@ from mrope.vision import image_grid, load_image
 
 def test_spec_examples() -> None:
     assert image_grid(750, 1000, model="qwen2-vl") == (1, 54, 72)  # 756 x 1008 -> 972 merged tokens
-    assert image_grid(1080, 1920, model="qwen2-vl") == (1, 52, 94)  # 728 x 1316
+    # SPEC's example uses transformers' class-default bound 28*28*1280: 728 x 1316
+    assert image_grid(1080, 1920, model="qwen2-vl", rules={"image_max_pixels": 28 * 28 * 1280}) == (1, 52, 94)
+    # the released checkpoints' bounds (3136 .. 12845056): no downscale, 1092 x 1932
+    assert image_grid(1080, 1920, model="qwen2-vl") == (1, 78, 138)
+
+
+def test_checkpoint_bounds_issue_9_photo() -> None:
+    # a 1280 x 853 (w x h) photo: 840 x 1288 px -> 30 x 46 = 1380 tokens under the checkpoint's bounds;
+    # the class default 1003520 gives beta = sqrt(853 * 1280 / 1003520), 812 x 1204 -> 29 x 43 = 1247
+    for model in ("qwen2-vl", "qwen2.5-vl"):
+        t, h, w = image_grid(853, 1280, model=model)
+        assert h * w // 4 == 1380
+    t, h, w = image_grid(853, 1280, model="qwen2-vl", rules={"image_max_pixels": 28 * 28 * 1280})
+    assert h * w // 4 == 1247
     assert image_grid(1080, 1920, model="qwen3-vl")[1:] == (68, 120)  # factor 32, patch 16
 
 

@@ -194,7 +194,7 @@ def test_load_image_grids(tmp_path):
     assert load_image(rotated, model="qwen2-vl").grid == (1, 72, 54)
     path = media.write_image(tmp_path / "a.png", 1920, 1080)
     img = load_image(path, model="qwen2-vl")
-    assert img.grid == (1, 52, 94) and img.tiles is None and img.origin == (0, 0) and img.wrap
+    assert img.grid == (1, 78, 138) and img.tiles is None and img.origin == (0, 0) and img.wrap  # 1092 x 1932
     assert load_image(path, wrap=False, model="qwen2-vl").wrap is False
     tight = load_image(path, rules={"image_max_pixels": 28 * 28 * 16}, model="qwen2-vl")
     assert tight.grid[1] * tight.grid[2] // 4 <= 16
@@ -354,11 +354,13 @@ def test_crop_keep_and_reset():
 
 def test_crop_origin_at_the_crops_scale():
     data = media.image_bytes(2000, 2000, "PNG")
-    # a 1000 px crop is resized to 980 px (scale 0.98): an offset of 1000 px is 35 merged tokens
-    crop = load_image(data, crop=(1000, 1000, 1000, 1000), model="qwen2-vl")
+    # under transformers' class-default bound (28*28*1280) a 1000 px crop is resized to 980 px (scale
+    # 0.98): an offset of 1000 px is 35 merged tokens
+    bound = {"image_max_pixels": 28 * 28 * 1280}
+    crop = load_image(data, crop=(1000, 1000, 1000, 1000), model="qwen2-vl", rules=bound)
     assert crop.grid == (1, 70, 70) and crop.origin == (35, 35)
     with pytest.raises(MediaError, match="aligned to the merge grid.*multiple of 200 source pixels"):
-        load_image(data, crop=(500, 0, 1000, 1000), model="qwen2-vl")
+        load_image(data, crop=(500, 0, 1000, 1000), model="qwen2-vl", rules=bound)
     with pytest.raises(MediaError, match="inside"):
         load_image(data, crop=(1500, 0, 1000, 1000), model="qwen2-vl")
     with pytest.raises(MediaError, match="4 ints"):

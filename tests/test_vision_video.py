@@ -318,12 +318,18 @@ def test_load_video_pixel_budget():
     t0 = time.perf_counter()
     v = load_video(hour, model="qwen2-vl")
     assert time.perf_counter() - t0 < 2.0
-    # budget: max(min(768 * 784, 24576 * 784 / 768 * 2 = 50176), int(128 * 784 * 1.05) = 105369): the floor
-    # binds; smart_resize(1080, 1920, max_pixels=105369) = 224 x 420 (beta 4.436)
-    assert v.grid == (384, 16, 30)
+    # budget (qwen-vl-utils, total = int(128000 * 784 * 0.9) = 90316800 px): max(min(768 * 784 = 602112,
+    # 90316800 / 768 * 2 = 235200), int(128 * 784 * 1.05) = 105369) = 235200;
+    # smart_resize(1080, 1920, max_pixels=235200) = 336 x 644 (beta 2.969)
+    assert v.grid == (384, 24, 46)
     assert len(v.frame_times) == 768 and v.frame_times[-1] == pytest.approx(107_999 / 30)
     assert v.fps == pytest.approx(768 / 108_000 * 30)
-    assert load_video(hour, rules={"video_total_pixels": 28 * 28 * 100}, model="qwen2-vl").grid == v.grid
+    # a small total budget: the floor int(128 * 784 * 1.05) = 105369 binds -> 224 x 420 (beta 4.436)
+    assert load_video(hour, rules={"video_total_pixels": 28 * 28 * 100}, model="qwen2-vl").grid == (
+        384,
+        16,
+        30,
+    )
     # a total budget of 300000 px per frame binds instead: beta = sqrt(2073600 / 300000) -> 392 x 728
     roomy = load_video(hour, rules={"video_total_pixels": 300_000 * 768 // 2}, model="qwen2-vl")
     assert roomy.grid == (384, 28, 52)

@@ -181,8 +181,10 @@ def add_model_options(p: argparse.ArgumentParser, tokenizer: bool = True) -> Non
     """``--model``, ``--rule`` and ``--tokenizer``."""
     p.add_argument(
         "--model",
-        choices=PRESET_NAMES,
-        help="model preset (default: the spec file's model, else qwen2-vl)",
+        metavar="MODEL",
+        help="the model, required (here or in the spec file / record): "
+        + ", ".join(PRESET_NAMES)
+        + ", or a Hugging Face model_type or repo id naming one",
     )
     p.add_argument(
         "--rule",

@@ -22,7 +22,7 @@ import numpy as np
 from mrope.cli._args import CliError, add_model_options, rule_overrides
 from mrope.cli._output import positions_document
 from mrope.cli._progress import progress
-from mrope.cli._sequence import DEFAULT_MODEL, max_tokens_from_arg, tokenizer_from_arg
+from mrope.cli._sequence import max_tokens_from_arg, model_from_args, tokenizer_from_arg
 from mrope.pipeline import Preprocessor, describe_error
 
 MANIFEST = "manifest.jsonl"
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     base = Preprocessor(
-        model=args.model,
+        model=None if args.model is None else model_from_args(args.model),
         rules=rule_overrides(args.rule) or None,
         tokenizer=tokenizer_from_arg(args.tokenizer),
         max_tokens=max_tokens_from_arg(args.max_tokens),
@@ -170,11 +170,9 @@ def run(args: argparse.Namespace) -> int:
                     raise CliError(
                         f"its output name {stem!r} is taken by sample {used[stem]!r} (ids must be unique)"
                     )
-                if isinstance(record, dict) and args.model is None and record.get("model") is None:
-                    record = {**record, "model": DEFAULT_MODEL}
                 pre = base.with_options(base_dir=sample.base_dir)
                 p = pre.positions(record)
-                model = args.model or record.get("model")
+                model = p.rules.name
                 entry["file"] = _write(out_dir, stem, args.format, p, model)
                 used[stem] = sample_id
                 entry.update(

@@ -9,10 +9,9 @@ from typing import Any
 
 from mrope.builder import temporal_index
 from mrope.cli._args import CliError, positive_int, positive_number, rule_overrides
+from mrope.cli._sequence import model_from_args
 from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
 from mrope.vision import VideoInfo, load_video, probe_video, sample_frame_indices
-
-DEFAULT_MODEL = "qwen2-vl"
 
 
 def add_parser(sub: Any) -> None:
@@ -24,7 +23,9 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("video", help="a video file")
     p.add_argument(
-        "--model", default=DEFAULT_MODEL, choices=PRESET_NAMES, help=f"model preset (default {DEFAULT_MODEL})"
+        "--model",
+        metavar="MODEL",
+        help="the model, required: " + ", ".join(PRESET_NAMES) + " (or a Hugging Face model_type / repo id)",
     )
     p.add_argument("--fps", help="sampling rate, frames per second (default: the preset's, 2.0)")
     p.add_argument("--nframes", help="sample exactly this many frames instead of a rate")
@@ -116,8 +117,9 @@ def render(doc: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     fps = None if args.fps is None else positive_number(args.fps, "--fps")
     nframes = None if args.nframes is None else positive_int(args.nframes, "--nframes")
-    rules = resolve_rules(args.model, rule_overrides(args.rule) or None)
-    doc = describe(args.video, args.model, rules, fps, nframes)
+    model = model_from_args(args.model)
+    rules = resolve_rules(model, rule_overrides(args.rule) or None)
+    doc = describe(args.video, model, rules, fps, nframes)
     if args.json:
         print(json.dumps(doc))
     else:

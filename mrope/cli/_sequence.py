@@ -14,10 +14,8 @@ from mrope.builder import Positions
 from mrope.cli._args import CliError, items_from_flags, positive_int, rule_overrides
 from mrope.errors import MRopeError
 from mrope.pipeline import Preprocessor, load_tokenizer
+from mrope.schema import RequestError, require_model
 from mrope.segments import Image, Segment, Text, Video
-
-DEFAULT_MODEL = "qwen2-vl"
-"""The preset used when neither ``--model`` nor the spec file names one (the library's default)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +55,17 @@ def tokenizer_from_arg(path: str | None) -> Any:
     if not os.path.isfile(path):
         raise CliError(f"--tokenizer {path!r} is not a file (expected a tokenizer.json)")
     return load_tokenizer(path)
+
+
+def model_from_args(option: str | None, fallback: object = None) -> str:
+    """``--model`` (or the spec file's / record's model): required, there is no default model; an alias
+    (a Hugging Face model_type or repo id) gives the canonical name."""
+    chosen = option if option is not None else fallback
+    where = "--model" if option is not None else "the spec's model"
+    try:
+        return require_model(chosen, where, missing="no model given: pass --model")
+    except RequestError as exc:
+        raise CliError(str(exc)) from None
 
 
 def max_tokens_from_arg(text: str) -> int | None:
@@ -107,7 +116,7 @@ def build_from_args(args: argparse.Namespace) -> Built:
         base_dir = None
     else:
         raise CliError("no segments: give --text / --image / --video ... in order, or --spec FILE.json")
-    model = args.model or record.get("model") or DEFAULT_MODEL
+    model = model_from_args(args.model, record.get("model"))
     tokenizer = tokenizer_from_arg(getattr(args, "tokenizer", None))
     pre = Preprocessor(
         model=model,

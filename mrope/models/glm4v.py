@@ -41,8 +41,20 @@ FAMILY = ModelFamily(
         video_pad_id=151343,
         video_start_id=151341,
         video_end_id=151342,
+        # Glm4vImageProcessor: size shortest_edge 112*112, longest_edge 28*28*15000 (the class default; the
+        # released preprocessor_config.json could not be read offline), and the bounds hold for
+        # temporal_patch_size (2) copies of the image: t * h * w, smart_resize over frames
         image_min_pixels=112 * 112,
-        image_max_pixels=14 * 14 * 4 * 15000,
+        image_max_pixels=28 * 28 * 15000,
+        image_bounds="clip",
+        # Glm4vVideoProcessor class defaults: size 112*112 .. 28*28*2*30000 over the clip (t * h * w), fps 2,
+        # at most 300 s sampled at fps (longer clips: 600 frames spread evenly), an even frame count
+        video_min_pixels=112 * 112,
+        video_max_pixels=28 * 28 * 2 * 30000,
+        fps=2.0,
+        frame_sampling="glm4v",
+        video_bounds="clip",
+        max_duration=300.0,
     ),
     spec=RopeSpec(
         head_dim=128,

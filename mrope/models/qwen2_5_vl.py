@@ -17,7 +17,12 @@ FAMILY = ModelFamily(
         "Qwen/Qwen2.5-VL-32B-Instruct",
         "Qwen/Qwen2.5-VL-72B-Instruct",
     ),
-    rules=qwen2_vl.FAMILY.rules.replace(name="qwen2.5-vl", temporal="seconds", tokens_per_second=2.0),
+    # sizing as Qwen2-VL (same preprocessor_config.json values, same qwen-vl-utils video rule);
+    # tokens_per_second: config.json vision_config.tokens_per_second of every released checkpoint is 2
+    # (the 5.24 config class defaults to 4); video time in float32 as the release computes it
+    rules=qwen2_vl.FAMILY.rules.replace(
+        name="qwen2.5-vl", temporal="seconds", tokens_per_second=2.0, seconds_grouping="(i*spg)*tps"
+    ),
     spec=qwen2_vl.FAMILY.spec,
     transformers5=qwen2_vl.TRANSFORMERS5,
     exactness="official Qwen2.5-VL rule (max+1, pads 1); transformers 5.24 get_rope_index under convention='transformers5'",

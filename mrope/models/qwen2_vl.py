@@ -32,7 +32,29 @@ FAMILY = ModelFamily(
         "Qwen/Qwen2-VL-72B",
         "Qwen/Qwen2-VL-72B-Instruct",
     ),
-    rules=LayoutRules(name="qwen2-vl"),
+    rules=LayoutRules(
+        name="qwen2-vl",
+        merge_size=2,  # config.json vision_config.spatial_merge_size
+        temporal_patch_size=2,  # config.json vision_config.temporal_patch_size
+        patch_size=14,  # config.json vision_config.patch_size
+        # the released preprocessor_config.json (Qwen2-VL and Qwen2.5-VL): 4 to 16384 image tokens, as
+        # qwen-vl-utils (IMAGE_MIN/MAX_TOKEN_NUM x 28^2); transformers' class default 28*28*1280 applies
+        # only to a processor built without a checkpoint (SPEC.md section 5)
+        image_min_pixels=3136,
+        image_max_pixels=12845056,
+        # videos: qwen-vl-utils (fetch_video), which the model cards use: frames sampled by smart_nframes
+        # (fps 2, 4..768 frames), each frame within 128..768 tokens x 28^2, and the clip within
+        # MODEL_SEQ_LEN 128000 x 28^2 x 0.9 pixels shared by its frames (SPEC.md sections 5, 6)
+        video_min_pixels=128 * 28 * 28,
+        video_max_pixels=768 * 28 * 28,
+        video_total_pixels=int(128000 * 28 * 28 * 0.9),
+        fps=2.0,
+        min_frames=4,
+        max_frames=768,
+        frame_sampling="qwen-vl-utils",
+        video_bounds="frame",
+        image_bounds="frame",
+    ),
     spec=RopeSpec(head_dim=128, rotary_dim=128, theta=1_000_000.0, mrope_section=(16, 24, 24)),
     transformers5=TRANSFORMERS5,
     exactness="official Qwen2-VL rule (max+1, pads 1); transformers 5.24 get_rope_index under convention='transformers5'",

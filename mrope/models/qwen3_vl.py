@@ -25,12 +25,21 @@ FAMILY = ModelFamily(
     rules=qwen2_vl.FAMILY.rules.replace(
         name="qwen3-vl",
         temporal="timestamps",
-        patch_size=16,
+        patch_size=16,  # config.json vision_config.patch_size (the image processor class default is 14)
+        # preprocessor_config.json size: shortest_edge 65536, longest_edge 16777216 (per image)
         image_min_pixels=65536,
         image_max_pixels=16777216,
+        # video_preprocessor_config.json: size shortest_edge 4096, longest_edge 25165824, fps 2, frames
+        # 4..768, do_sample_frames on. transformers' Qwen3VLVideoProcessor bounds the whole sampled clip
+        # (t * h * w, smart_resize over frames) and samples int(frames / rate * 2) frames
         video_min_pixels=4096,
         video_max_pixels=25165824,
-        video_total_pixels=25165824,
+        video_total_pixels=25165824,  # unused under video_bounds="clip"
+        fps=2.0,
+        min_frames=4,
+        max_frames=768,
+        frame_sampling="qwen3-vl",
+        video_bounds="clip",
     ),
     spec=RopeSpec(
         head_dim=128,

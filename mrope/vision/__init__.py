@@ -8,14 +8,17 @@ omni models, from container metadata.
 :class:`mrope.MediaError` whose message says what was expected and what came.
 """
 
+from mrope.vision._source import decode_data_uri, is_url, open_url
 from mrope.vision.audio import AudioInfo, has_audio_stream, load_audio, probe_audio
 from mrope.vision.detect import MediaKind, detect_media_kind
 from mrope.vision.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
-from mrope.vision.resize import MAX_ASPECT_RATIO, smart_resize, video_max_pixels
+from mrope.vision.resize import MAX_ASPECT_RATIO, smart_resize, smart_resize_clip, video_max_pixels
 from mrope.vision.sampling import (
     FRAME_FACTOR,
     MAX_SAMPLED_VIDEO_FRAMES,
+    glm4v_frame_indices,
     num_sampled_frames,
+    qwen3_vl_frame_indices,
     sample_fps,
     sample_frame_indices,
     sampled_times,
@@ -42,18 +45,24 @@ __all__ = [
     "MediaKind",
     "TilePlan",
     "VideoInfo",
+    "decode_data_uri",
     "decode_frames",
     "detect_media_kind",
+    "glm4v_frame_indices",
     "image_grid",
     "image_size",
+    "is_url",
     "load_image",
     "load_video",
     "num_sampled_frames",
+    "open_url",
     "plan_tiles",
     "probe_video",
+    "qwen3_vl_frame_indices",
     "sample_fps",
     "sample_frame_indices",
     "sampled_times",
     "smart_resize",
+    "smart_resize_clip",
     "video_max_pixels",
 ]

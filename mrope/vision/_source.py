@@ -1,24 +1,103 @@
-"""Normalise a media source (a path, bytes, or a binary file-like object) into a seekable binary file.
+"""Normalise a media source (a path, a URL, bytes, or a binary file-like object) into a seekable binary file.
 
-Every reader in :mod:`mrope.vision` goes through :func:`open_source`, so paths are opened by Python and
-never handed to FFmpeg as a URL (a string like ``http://...`` or ``concat:a|b`` is a file name here,
-nothing else), and every error on the way is a :class:`~mrope.MediaError`.
+Every reader in :mod:`mrope.vision` goes through :func:`open_source`, so sources are opened by Python and
+FFmpeg only ever sees a byte stream (a string like ``concat:a|b`` is a file name here, nothing else), and
+every error on the way is a :class:`~mrope.MediaError`.
+
+URLs (``s3://``, ``gs://``, ``https://``, ``memory://``, ... and ``file://``) are opened with fsspec as
+random-access files that fetch byte ranges on demand (:data:`URL_BLOCK_SIZE` at a time), so reading a
+header costs a few small requests, not a download; ``data:`` URIs carry their bytes.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, Union
+from urllib.parse import unquote_to_bytes, urlsplit
+from urllib.request import url2pathname
 
 from mrope.errors import MediaError
 
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
-"""What the readers accept: a file path, the file's bytes, or a binary file-like object (read from
-offset 0, left open)."""
+"""What the readers accept: a file path, a URL or ``data:`` URI, the file's bytes, or a binary file-like
+object (read from offset 0, left open)."""
+
+URL_BLOCK_SIZE = 1 << 18
+"""Bytes fetched per range request when a URL is read (256 KiB): a header read costs one or two."""
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def is_url(text: str) -> bool:
+    """Whether a string source is a URL (``scheme://``) or a ``data:`` URI rather than a local path."""
+    return bool(_SCHEME.match(text)) or text[:5].lower() == "data:"
+
+
+def _short(text: str) -> str:
+    if text[:5].lower() == "data:":
+        return f"<data: URI of {len(text)} characters>"
+    return repr(text if len(text) <= 120 else text[:117] + "...")
+
+
+def decode_data_uri(uri: str) -> bytes:
+    """The bytes of a ``data:[<type>][;base64],<data>`` URI (RFC 2397)."""
+    head, sep, payload = uri[5:].partition(",")
+    if not sep:
+        raise MediaError(f"{_short(uri)} is not a data: URI (expected data:[<type>][;base64],<data>)")
+    try:
+        if head.lower().endswith(";base64"):
+            return base64.b64decode(unquote_to_bytes(payload), validate=True)
+        return unquote_to_bytes(payload)
+    except (binascii.Error, ValueError) as exc:
+        raise MediaError(f"{_short(uri)} holds invalid base64 data ({exc})") from None
+
+
+def open_url(url: str, *, follow_redirects: bool = True, block_size: int = URL_BLOCK_SIZE) -> IO[bytes]:
+    """A seekable binary file for a URL, read in ranges through fsspec (``data:`` URIs in memory).
+
+    Args:
+        url: ``s3://``, ``gs://``, ``http(s)://``, ``memory://``, ``file://`` (any fsspec protocol whose
+            package is installed), or ``data:``.
+        follow_redirects: HTTP(S) only; ``False`` refuses a redirect (a server must not be steered to a
+            host the caller did not allow).
+        block_size: bytes per range request.
+
+    Raises:
+        MediaError: no fsspec, no package for the protocol, a missing object, or a failed request.
+    """
+    if url[:5].lower() == "data:":
+        return io.BytesIO(decode_data_uri(url))
+    try:
+        import fsspec
+    except ImportError:
+        raise MediaError(f"reading {_short(url)} needs fsspec (pip install fsspec)") from None
+    scheme = (_SCHEME.match(url) or [None, ""])[1].lower()
+    options: dict[str, Any] = {}
+    if scheme in ("http", "https") and not follow_redirects:
+        options["allow_redirects"] = False
+    try:
+        f = fsspec.open(url, "rb", block_size=block_size, **options).open()
+    except FileNotFoundError:
+        raise MediaError(f"no such file: {_short(url)}") from None
+    except ImportError as exc:
+        raise MediaError(f"reading {_short(url)} needs a package for {scheme}:// ({exc})") from None
+    except Exception as exc:  # fsspec backends raise their own error types (aiohttp, botocore, ...)
+        raise MediaError(f"cannot open {_short(url)}: {type(exc).__name__}: {exc}") from None
+    try:  # no size, or a redirect not followed: only a whole (unbounded) download would do
+        f.seek(0, io.SEEK_END)
+        f.seek(0)
+    except Exception:
+        f.close()
+        why = "" if follow_redirects else " (or it answers with a redirect, which is not followed here)"
+        raise MediaError(f"{_short(url)} cannot be read in ranges: the server gives no size{why}") from None
+    return f  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -38,6 +117,8 @@ class OpenSource:
 
 def describe(source: Any) -> str:
     """A short name of ``source`` for error messages."""
+    if isinstance(source, str) and is_url(source):
+        return _short(source)
     if isinstance(source, (str, os.PathLike)):
         return repr(os.fspath(source))
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -62,21 +143,24 @@ def open_source(source: Any) -> Iterator[OpenSource]:
     """
     name = describe(source)
     owned: IO[bytes] | None = None
-    if isinstance(source, (str, os.PathLike)):
+    if isinstance(source, str) and is_url(source) and not source.lower().startswith("file://"):
+        owned = open_url(source)
+        f: IO[bytes] = owned
+    elif isinstance(source, (str, os.PathLike)):
+        if isinstance(source, str) and source.lower().startswith("file://"):
+            source = url2pathname(urlsplit(source).path)
         path = os.fspath(source)
         if not isinstance(path, str):
             raise MediaError(f"a media path must be a str path; got {path!r}")
         try:
             owned = open(path, "rb")  # noqa: SIM115 (closed below)
         except FileNotFoundError:
-            raise MediaError(
-                f"no such file: {name} (mrope.vision reads local files, bytes or file objects)"
-            ) from None
+            raise MediaError(f"no such file: {name}") from None
         except IsADirectoryError:
             raise MediaError(f"{name} is a directory; expected a media file") from None
         except OSError as exc:
             raise MediaError(f"cannot open {name}: {exc.strerror or exc}") from None
-        f: IO[bytes] = owned
+        f = owned
     elif isinstance(source, (bytes, bytearray, memoryview)):
         f = io.BytesIO(bytes(source))
     elif hasattr(source, "read"):

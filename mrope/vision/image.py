@@ -19,7 +19,7 @@ from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
 from mrope.segments import Image
 from mrope.vision._source import open_source
-from mrope.vision.resize import smart_resize
+from mrope.vision.resize import smart_resize, smart_resize_clip
 from mrope.vision.tiling import TilePlan
 
 DEFAULT_MAX_IMAGE_PIXELS = 2 * 89_478_485
@@ -202,6 +202,11 @@ def _crop_origin(offset: int, crop_side: int, resized_side: int, factor: int, wh
 
 
 def _resized(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
+    if lay.image_bounds == "clip":  # GLM-4.1V: the bounds hold for temporal_patch_size copies of the image
+        tps = lay.temporal_patch_size
+        return smart_resize_clip(
+            tps, height, width, tps, lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels
+        )
     return smart_resize(height, width, lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels)
 
 
@@ -227,7 +232,8 @@ def load_image(
     """Size an image file by a model's rules: the :class:`mrope.Image` its processor would produce.
 
     The image (or the crop) is resized with :func:`smart_resize` (``factor = rules.resize_factor``,
-    ``rules.image_min_pixels .. rules.image_max_pixels``) and its grid is
+    ``rules.image_min_pixels .. rules.image_max_pixels``; :func:`smart_resize_clip` over
+    ``temporal_patch_size`` frames when ``rules.image_bounds`` is ``"clip"``) and its grid is
     ``(1, resized_h / patch_size, resized_w / patch_size)``. No pixel is decoded.
 
     Args:

@@ -97,3 +97,70 @@ def video_max_pixels(
         ),
         int(lo * 1.05),
     )
+
+
+def smart_resize_clip(
+    num_frames: int,
+    height: int,
+    width: int,
+    temporal_factor: int = 2,
+    factor: int = 28,
+    min_pixels: float = 112 * 112,
+    max_pixels: float = 28 * 28 * 2 * 30000,
+) -> tuple[int, int]:
+    """The frame size, in pixels, when the pixel bounds limit a whole clip (transformers' Qwen3-VL and
+    GLM-4.1V video processors; GLM-4.1V's image processor with ``num_frames = temporal_patch_size``).
+
+    A side shorter than ``factor`` first scales both sides up by ``max(factor / h, factor / w)``
+    (truncated to ints). Each side is rounded to a multiple of ``factor`` and the frame count to a
+    multiple of ``temporal_factor`` (``t``). If ``t * h * w`` exceeds ``max_pixels``,
+    ``beta = sqrt(num_frames * height * width / max_pixels)`` and each side becomes
+    ``max(factor, floor(side / beta / factor) * factor)``; below ``min_pixels``,
+    ``beta = sqrt(min_pixels / (num_frames * height * width))`` and each side becomes
+    ``ceil(side * beta / factor) * factor``.
+
+    Args:
+        num_frames: frames in the clip (at least ``temporal_factor``).
+        height, width: frame size in pixels.
+        temporal_factor: frames per temporal patch.
+        factor: patch size times merge size.
+        min_pixels, max_pixels: bounds on ``t * h * w``.
+
+    Returns:
+        ``(resized_height, resized_width)``.
+
+    Raises:
+        MediaError: fewer than ``temporal_factor`` frames, a non-positive size or bound, or an aspect
+            ratio above 200.
+    """
+    n, tf = _int(num_frames, "num_frames"), _int(temporal_factor, "temporal_factor")
+    height, width, factor = _int(height, "height"), _int(width, "width"), _int(factor, "factor")
+    if tf < 1 or factor < 1:
+        raise MediaError(f"temporal_factor and factor must be >= 1; got {tf} and {factor}")
+    if n < tf:
+        raise MediaError(f"a clip needs at least {tf} frames (one temporal patch); got {n}")
+    if height < 1 or width < 1:
+        raise MediaError(f"frame size must be positive; got {height}x{width} (h x w)")
+    lo, hi = _pixels(min_pixels, "min_pixels"), _pixels(max_pixels, "max_pixels")
+    if lo > hi:
+        raise MediaError(f"min_pixels ({min_pixels}) exceeds max_pixels ({max_pixels})")
+    if height < factor or width < factor:
+        scale = max(factor / height, factor / width)
+        height, width = int(height * scale), int(width * scale)
+    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
+        raise MediaError(
+            f"aspect ratio must be at most {MAX_ASPECT_RATIO}; got {height}x{width} (h x w), ratio "
+            f"{max(height, width) / min(height, width):.1f}"
+        )
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    t_bar = round(n / tf) * tf
+    if t_bar * h_bar * w_bar > hi:
+        beta = math.sqrt(n * height * width / hi)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif t_bar * h_bar * w_bar < lo:
+        beta = math.sqrt(lo / (n * height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar

@@ -170,3 +170,104 @@ def sampled_times(info: VideoInfo, indices: Any) -> np.ndarray:
     if info.frame_times is not None:
         return np.asarray(info.frame_times, dtype=np.float64)[idx]
     return idx / float(info.fps)
+
+
+MAX_SAMPLING_STEPS = 10_000_000
+"""Most sampling steps :func:`glm4v_frame_indices` takes (a rate far above the video's is refused)."""
+
+
+def qwen3_vl_frame_indices(
+    num_frames: int,
+    video_fps: float,
+    fps: float = 2.0,
+    nframes: int | None = None,
+    min_frames: int = 4,
+    max_frames: int = 768,
+) -> np.ndarray:
+    """The frame indices transformers' Qwen3-VL video processor samples (``sample_frames``).
+
+    ``n = int(num_frames / video_fps * fps)`` clamped to ``[min_frames, max_frames]`` and to
+    ``num_frames`` (``nframes``, when given, is used as is); indices ``round(linspace(0, num_frames - 1,
+    n))`` in float64 (numpy's round: halves to even). The count is not rounded to a multiple of 2: the
+    processor pads the last temporal patch by repeating the last frame.
+
+    Returns:
+        int64 ``[n]``, non-decreasing.
+
+    Raises:
+        MediaError: fewer than 2 frames to sample (one temporal patch needs 2), bad counts or rates.
+    """
+    total = _positive_int(num_frames, "num_frames")
+    if nframes is not None:
+        n = _positive_int(nframes, "nframes")
+    else:
+        rate = _positive_real(video_fps, "video fps")
+        want = _positive_real(fps, "sampling fps")
+        lo, hi = _positive_int(min_frames, "min_frames"), _positive_int(max_frames, "max_frames")
+        n = min(max(int(total / rate * want), lo), hi, total)
+    if n < FRAME_FACTOR:
+        raise MediaError(
+            f"cannot sample {n} frame(s) from a video of {total} frames: one temporal patch needs "
+            f"{FRAME_FACTOR} frames"
+        )
+    return np.linspace(0, total - 1, n).round().astype(np.int64)
+
+
+def glm4v_frame_indices(
+    num_frames: int,
+    video_fps: float,
+    fps: float = 2.0,
+    max_duration: float = 300.0,
+    duration: float | None = None,
+) -> np.ndarray:
+    """The frame indices transformers' GLM-4.1V video processor samples (``sample_frames``).
+
+    With ``duration`` (seconds; default ``num_frames / video_fps``, what transformers' PyAV reader
+    reports) up to ``max_duration``: frame ``min(last, ceil(i * video_fps / fps))`` for
+    ``i < max(floor(duration * fps), 1)``. Longer clips: ``int(max_duration * fps)`` frames, every frame
+    if the video has no more than that, else ``min(last, ceil(t * video_fps))`` for ``t`` in
+    ``linspace(0, duration, int(max_duration * fps))``. Repeats are dropped (first occurrence kept) and
+    an odd count gets its last index once more.
+
+    Returns:
+        int64 ``[n]``, ``n`` even, non-decreasing.
+
+    Raises:
+        MediaError: bad counts or rates, or a sampling rate so far above the video's that more than
+            :data:`MAX_SAMPLING_STEPS` steps would be needed.
+    """
+    total = _positive_int(num_frames, "num_frames")
+    rate = _positive_real(video_fps, "video fps")
+    want = _positive_real(fps, "sampling fps")
+    limit = _positive_real(max_duration, "max_duration")
+    last = total - 1
+    clip = _positive_real(duration, "duration") if duration is not None else total / rate
+    if clip <= limit:
+        n = max(int(math.floor(clip * want)), 1)
+        # indices stop changing once they reach the last frame: later steps would only repeat it
+        steps = min(n, int(math.floor(last * want / rate)) + 2)
+        if steps > MAX_SAMPLING_STEPS:
+            raise MediaError(
+                f"sampling {want:g} fps from a {rate:g} fps video of {total} frames needs {steps:,} steps; "
+                f"at most {MAX_SAMPLING_STEPS:,}"
+            )
+        raw = [min(last, math.ceil(i * rate / want)) for i in range(steps)]
+    else:
+        count = int(limit * want)
+        if count >= total:
+            raw = list(range(total))
+        else:
+            raw = [
+                min(last, math.ceil(t * rate)) for t in np.linspace(0, clip, count, endpoint=True).tolist()
+            ]
+    if not raw:
+        raise MediaError(f"max_duration {limit:g} s at {want:g} fps samples no frame")
+    seen: set[int] = set()
+    out: list[int] = []
+    for i in raw:
+        if i not in seen:
+            seen.add(i)
+            out.append(i)
+    if len(out) % 2:
+        out.append(out[-1])
+    return np.asarray(out, dtype=np.int64)

@@ -32,8 +32,14 @@ from mrope.rules import LayoutRules
 from mrope.segments import Video
 from mrope.vision._containers import iso_rotations, matroska_rotation, normalise_rotation
 from mrope.vision._source import OpenSource, open_source
-from mrope.vision.resize import smart_resize, video_max_pixels
-from mrope.vision.sampling import sample_fps, sample_frame_indices, sampled_times
+from mrope.vision.resize import smart_resize, smart_resize_clip, video_max_pixels
+from mrope.vision.sampling import (
+    glm4v_frame_indices,
+    qwen3_vl_frame_indices,
+    sample_fps,
+    sample_frame_indices,
+    sampled_times,
+)
 
 DEFAULT_MAX_PACKETS = 500_000
 """Most packets :func:`probe_video` demuxes when it must count or time frames (about 4.6 hours at
@@ -569,6 +575,32 @@ def decode_frames(
 # ------------------------------------------------------------------------------------------- sizing
 
 
+def _sample(
+    info: VideoInfo,
+    lay: LayoutRules,
+    fps: float | None,
+    nframes: int | None,
+    min_frames: int | None,
+    max_frames: int | None,
+) -> np.ndarray:
+    """The sampled frame indices under ``lay.frame_sampling``."""
+    rate = lay.fps if fps is None else fps
+    lo = lay.min_frames if min_frames is None else min_frames
+    hi = lay.max_frames if max_frames is None else max_frames
+    if lay.frame_sampling == "qwen-vl-utils":
+        return sample_frame_indices(
+            info.num_frames, info.fps, fps=rate, nframes=nframes, min_frames=lo, max_frames=hi
+        )
+    if lay.frame_sampling == "qwen3-vl" or nframes is not None:
+        idx = qwen3_vl_frame_indices(
+            info.num_frames, info.fps, fps=rate, nframes=nframes, min_frames=lo, max_frames=hi
+        )
+        if lay.frame_sampling == "glm4v" and idx.size % 2:
+            idx = np.append(idx, idx[-1])
+        return idx
+    return glm4v_frame_indices(info.num_frames, info.fps, fps=rate, max_duration=lay.max_duration)
+
+
 def load_video(
     source: Any,
     model: ModelLike | None = None,
@@ -584,11 +616,15 @@ def load_video(
     """Size a video by a model's rules from its metadata alone: the :class:`mrope.Video` its processor
     would produce.
 
-    Frames are sampled with :func:`sample_frame_indices` (``fps`` / ``min_frames`` / ``max_frames``
-    default to the rules'). Every sampled frame is resized with :func:`smart_resize`
-    (``factor = rules.resize_factor``, ``min_pixels = rules.video_min_pixels``) under the qwen-vl-utils
-    per-frame budget ``max(min(video_max_pixels, video_total_pixels / n * temporal_patch_size),
-    int(video_min_pixels * 1.05))`` for ``n`` sampled frames. The grid is
+    Frames are sampled by ``rules.frame_sampling``: :func:`sample_frame_indices` (qwen-vl-utils),
+    :func:`qwen3_vl_frame_indices` or :func:`glm4v_frame_indices` (transformers' video processors; with
+    ``nframes``, evenly spaced as Qwen3-VL does, an even count for GLM). ``fps`` / ``min_frames`` /
+    ``max_frames`` default to the rules'. Under ``rules.video_bounds == "frame"`` every sampled frame is
+    resized with :func:`smart_resize` (``factor = rules.resize_factor``, ``min_pixels =
+    rules.video_min_pixels``) under the qwen-vl-utils per-frame budget ``max(min(video_max_pixels,
+    video_total_pixels / n * temporal_patch_size), int(video_min_pixels * 1.05))`` for ``n`` sampled
+    frames; under ``"clip"`` with :func:`smart_resize_clip` (``video_min_pixels .. video_max_pixels``
+    bound the clip's ``t * h * w``). The grid is
     ``(ceil(n / temporal_patch_size), H / patch_size, W / patch_size)``; ``fps`` is the sampling rate
     ``n / num_frames * video_fps``, ``second_per_grid = temporal_patch_size / fps``, and
     ``frame_times`` are the sampled frames' times (seconds; real timestamps for a variable-rate file).
@@ -611,18 +647,16 @@ def load_video(
     if fps is not None and nframes is not None:
         raise MediaError(f"pass fps or nframes, not both; got fps={fps!r}, nframes={nframes!r}")
     info = source if isinstance(source, VideoInfo) else probe_video(source)
-    idx = sample_frame_indices(
-        info.num_frames,
-        info.fps,
-        fps=lay.fps if fps is None else fps,
-        nframes=nframes,
-        min_frames=lay.min_frames if min_frames is None else min_frames,
-        max_frames=lay.max_frames if max_frames is None else max_frames,
-    )
+    idx = _sample(info, lay, fps, nframes, min_frames, max_frames)
     n = int(idx.size)
     tps = lay.temporal_patch_size
-    ceiling = video_max_pixels(n, lay.video_min_pixels, lay.video_max_pixels, lay.video_total_pixels, tps)
-    new_h, new_w = smart_resize(info.height, info.width, lay.resize_factor, lay.video_min_pixels, ceiling)
+    if lay.video_bounds == "clip":
+        new_h, new_w = smart_resize_clip(
+            n, info.height, info.width, tps, lay.resize_factor, lay.video_min_pixels, lay.video_max_pixels
+        )
+    else:
+        ceiling = video_max_pixels(n, lay.video_min_pixels, lay.video_max_pixels, lay.video_total_pixels, tps)
+        new_h, new_w = smart_resize(info.height, info.width, lay.resize_factor, lay.video_min_pixels, ceiling)
     rate = sample_fps(n, info.num_frames, info.fps)
     times = sampled_times(info, idx)
     audio = None
