@@ -286,6 +286,8 @@ def compute_rope_index(body: RopeIndexRequest, fmt: OutputFormat, state: Service
         second_per_grid_ts=body.second_per_grid_ts,
         mm_token_type_ids=body.mm_token_type_ids,
         pad_position=body.pad_position,
+        audio_seqlens=body.audio_seqlens,
+        use_audio_in_video=body.use_audio_in_video,
     )
     state.metrics.tokens.inc(position_ids.shape[1] * position_ids.shape[2])
     return render.render_rope_index(position_ids, deltas, fmt, state.settings.npy_max_header_bytes)
