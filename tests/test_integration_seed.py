@@ -153,8 +153,16 @@ def _plain_rope(net: torch.nn.Module, pairing: str):  # noqa: ANN202
     return forward
 
 
-PAIRING = {"qwen2-vl": "neox", "qwen2.5-vl": "neox", "qwen3-vl": "neox", "glm-4.1v": "gptj"}
-"""Released pairings (SPEC section 4): GLM-4.1V rotates adjacent channels, the Qwen models split halves."""
+PAIRING = {
+    "qwen2-vl": "neox",
+    "qwen2.5-vl": "neox",
+    "qwen3-vl": "neox",
+    "glm-4.1v": "gptj",
+    "qwen2.5-omni": "neox",
+    "qwen3-omni": "neox",
+}
+"""Released pairings (SPEC section 4, FAMILIES.md): GLM-4.1V rotates adjacent channels, the Qwen models
+(the omni thinkers included) split halves."""
 
 
 @pytest.mark.parametrize("name", FAMILIES)

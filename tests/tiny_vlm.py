@@ -17,7 +17,7 @@ from mrope import Image, Text, Video
 from mrope.integrations import transformers as mt
 from mrope.integrations.tiny import tiny_model
 
-FAMILIES: tuple[str, ...] = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v")
+FAMILIES: tuple[str, ...] = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v", "qwen2.5-omni", "qwen3-omni")
 """The families every integration check runs on."""
 
 PIXELS_TOGETHER: dict[str, bool] = {"glm-4.1v": False}
@@ -72,7 +72,7 @@ def inputs(
     batch = mrope.build_batch(
         samples, model=name, rules=rules, padding_side=padding_side, tokenizer=tokenize, pad_token_id=0
     )
-    out = mt.model_inputs(batch)
+    out = mt.model_inputs(batch, net)
     out["deltas"] = torch.from_numpy(batch.deltas)[:, None]
     has_image, has_video = "image_grid_thw" in out, "video_grid_thw" in out
     if with_pixels and (PIXELS_TOGETHER.get(name, True) or not (has_image and has_video)):

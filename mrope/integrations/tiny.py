@@ -33,6 +33,31 @@ _VISION_SHRINK: dict[str, Any] = {
 }
 """Vision-config fields shrunk when the family's vision config has them."""
 
+_AUDIO_SHRINK: dict[str, Any] = {
+    "encoder_layers": 1,
+    "encoder_attention_heads": 2,
+    "encoder_ffn_dim": 64,
+    "d_model": 32,
+    "output_dim": TEXT_HIDDEN,
+    "downsample_hidden_size": 32,
+}
+"""Audio-config fields shrunk (omni thinkers)."""
+
+_TEXT_MOE_SHRINK: dict[str, Any] = {
+    "num_experts": 2,
+    "num_experts_per_tok": 1,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 32,
+}
+"""Mixture-of-experts text-config fields shrunk when present."""
+
+_BUILD: dict[str, tuple[str, str]] = {
+    "qwen2_5_omni": ("qwen2_5_omni_thinker", "Qwen2_5OmniThinkerForConditionalGeneration"),
+    "qwen3_omni_moe": ("qwen3_omni_moe_thinker", "Qwen3OmniMoeThinkerForConditionalGeneration"),
+}
+"""Families whose M-RoPE text model is not what ``AutoModelForImageTextToText`` builds: model_type ->
+(config model_type, transformers class) of the part that holds it (the omni thinkers)."""
+
 
 def _tiny_rotary(spec: Any) -> tuple[int, tuple[int, ...], float]:
     """``(head_dim, mrope_section, partial_rotary_factor)``: the released layout scaled down to a head of
@@ -47,6 +72,11 @@ def _tiny_rotary(spec: Any) -> tuple[int, tuple[int, ...], float]:
     return spec.head_dim // factor, tuple(s // factor for s in section), spec.rotary_dim / spec.head_dim
 
 
+def _as_number(value: float) -> int | float:
+    """An integral float as int (config classes type these fields int)."""
+    return int(value) if float(value).is_integer() else value
+
+
 def tiny_config(model: Any, *, layers: int = 2) -> Any:
     """The transformers config of a tiny model of ``model`` (a family name, model_type or ModelFamily)."""
     from transformers import AutoConfig
@@ -57,7 +87,7 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
         family = get_family(model)
     except MRopeError as exc:
         raise PatchError(f"tiny_config: {exc}") from None
-    model_type = family.model_types[0]
+    model_type = _BUILD.get(family.model_types[0], (family.model_types[0], ""))[0]
     try:
         base = AutoConfig.for_model(model_type)
     except (KeyError, ValueError) as exc:
@@ -88,14 +118,30 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
     }
     if has_head_dim:
         text["head_dim"] = head_dim
+    text_defaults = base.text_config.to_dict()
+    text.update({k: v for k, v in _TEXT_MOE_SHRINK.items() if k in text_defaults})
+    rules = family.rules
+    top_id = max(rules.image_pad_id, rules.video_pad_id, rules.vision_start_id, rules.vision_end_id)
+    if text_defaults.get("vocab_size", 0) <= top_id:
+        text["vocab_size"] = (top_id // 64 + 1) * 64  # the class default is too small for the real ids
     vision_defaults = base.vision_config.to_dict()
     vision = {k: v for k, v in _VISION_SHRINK.items() if k in vision_defaults}
     if "embed_dim" in vision_defaults and "out_hidden_size" not in vision_defaults:
         vision["hidden_size"] = TEXT_HIDDEN  # Qwen2-VL: the merger's output size is the vision hidden_size
     if "tokens_per_second" in vision_defaults:
-        tps = family.rules.tokens_per_second
-        vision["tokens_per_second"] = int(tps) if float(tps).is_integer() else tps
-    return AutoConfig.for_model(model_type, text_config=text, vision_config=vision)
+        vision["tokens_per_second"] = _as_number(family.rules.tokens_per_second)
+    subconfigs = {"text_config": text, "vision_config": vision}
+    if getattr(base, "audio_config", None) is not None:
+        audio_defaults = base.audio_config.to_dict()
+        subconfigs["audio_config"] = {k: v for k, v in _AUDIO_SHRINK.items() if k in audio_defaults}
+    top: dict[str, Any] = {}
+    defaults = base.to_dict()
+    for key, rule_field in dict(family.config_ids).items():  # released ids where the class has none
+        if defaults.get(key) is None:
+            top[key] = getattr(rules, rule_field)
+    if "position_id_per_seconds" in defaults:  # omni: time scale of the released checkpoints
+        top["position_id_per_seconds"] = _as_number(rules.tokens_per_second)
+    return AutoConfig.for_model(model_type, **subconfigs, **top)
 
 
 def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype = torch.float32) -> Any:
@@ -110,11 +156,16 @@ def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype
     Raises:
         PatchError: the family has no transformers class this builder can shrink.
     """
-    from transformers import AutoModelForImageTextToText
+    import transformers
+
+    from mrope.models import get_family
 
     config = tiny_config(model, layers=layers)
+    class_name = _BUILD.get(get_family(model).model_types[0], ("", ""))[1]
     torch.manual_seed(seed)
-    return AutoModelForImageTextToText.from_config(config, dtype=dtype).eval()
+    if class_name:
+        return getattr(transformers, class_name)._from_config(config, dtype=dtype).eval()
+    return transformers.AutoModelForImageTextToText.from_config(config, dtype=dtype).eval()
 
 
 __all__ = ["TEXT_HIDDEN", "tiny_config", "tiny_model"]

@@ -133,8 +133,7 @@ class _State:
     spec: RopeSpec
     backend: str
     angle_precision: str
-    owner: torch.nn.Module
-    owner_attr: Any
+    owners: list[tuple[torch.nn.Module, Any]] = field(default_factory=list)
     rotaries: list[tuple[torch.nn.Module, Any]] = field(default_factory=list)
     hook_module: str = ""
 
@@ -178,14 +177,27 @@ def _family_of(config: Any) -> Any:
         raise PatchError(f"cannot patch model_type {model_type!r}: {exc}") from None
 
 
-def _position_owner(model: torch.nn.Module) -> torch.nn.Module:
+def _position_owners(model: torch.nn.Module) -> tuple[torch.nn.Module, list[torch.nn.Module]]:
+    """``(text_owner, owners)``: the module whose ``language_model`` M-RoPE positions feed (it holds
+    ``rope_deltas``), and every module with a ``get_rope_index`` (that one and its wrappers, e.g. a
+    ``...ForConditionalGeneration`` whose ``generate`` calls its own)."""
     owners = [m for m in model.modules() if callable(getattr(type(m), "get_rope_index", None))]
-    if len(owners) != 1:
+    texts = [m for m in owners if isinstance(getattr(m, "language_model", None), torch.nn.Module)]
+    if len(texts) != 1:
         raise PatchError(
-            f"{type(model).__name__}: expected exactly one submodule with a get_rope_index method (the model "
-            f"that computes M-RoPE positions); found {len(owners)}: {[type(m).__name__ for m in owners]}"
+            f"{type(model).__name__}: expected exactly one module with a get_rope_index method and a "
+            f"language_model (the model whose M-RoPE positions mrope computes); found {len(texts)} among "
+            f"{[type(m).__name__ for m in owners]}"
         )
-    return owners[0]
+    text_owner = texts[0]
+    for other in owners:
+        if other is not text_owner and not any(m is text_owner for m in other.modules()):
+            raise PatchError(
+                f"{type(model).__name__}: {type(other).__name__} computes positions for a model other than "
+                f"{type(text_owner).__name__}.language_model (e.g. a speech talker); patch that text model's "
+                "owner (e.g. model.thinker) instead"
+            )
+    return text_owner, owners
 
 
 def _text_rotaries(owner: torch.nn.Module) -> list[torch.nn.Module]:
@@ -236,6 +248,8 @@ def _rules_of(config: Any, family: Any, convention: str) -> Any:
     for key, rule_field in dict(getattr(family, "config_ids", {}) or {}).items():
         if data.get(key) is not None:
             changes[rule_field] = int(data[key])
+    if data.get("position_id_per_seconds") is not None:  # omni thinkers: the time scale of video t
+        changes["tokens_per_second"] = data["position_id_per_seconds"]
     for key, rule_field in (
         ("spatial_merge_size", "merge_size"),
         ("temporal_patch_size", "temporal_patch_size"),
@@ -291,50 +305,67 @@ def _check_rotary(rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, 
             )
 
 
-def _probe_batch(rules: Any) -> dict[str, torch.Tensor]:
-    """Two left-padded rows: text, an image, text, a 2-frame video, text; text, an image, text."""
-    merge = rules.merge_size
-    image = [1, 2 * merge, 2 * merge]  # 4 tokens
-    video = [2, 2 * merge, 2 * merge]  # 2 frames of 4 tokens
-    per_frame = rules.temporal == "timestamps"
-    row0 = [0] * 3 + [1] * 4 + [0] * 2
-    row0 += ([2] * 4 + [0] * 2 + [2] * 4) if per_frame else [2] * 8
-    row0 += [0] * 3
-    row1 = [0] * 2 + [1] * 4 + [0] * 5
-    width = len(row0)
-    types = torch.zeros(2, width, dtype=torch.int64)
-    mask = torch.zeros(2, width, dtype=torch.int64)
-    types[0] = torch.tensor(row0)
-    types[1, width - len(row1) :] = torch.tensor(row1)
-    mask[0] = 1
-    mask[1, width - len(row1) :] = 1
-    ids = torch.full((2, width), 9, dtype=torch.int64)
-    ids[types == 1] = rules.image_pad_id
-    ids[types == 2] = rules.video_pad_id
-    return {
-        "input_ids": ids,
-        "mm_token_type_ids": types,
-        "attention_mask": mask,
-        "image_grid_thw": torch.tensor([image, image]),
-        "video_grid_thw": torch.tensor([video]),
-    }
+def _probe_tokenize(text: str) -> list[int]:
+    return [1000 + ord(c) % 500 for c in text]
 
 
-def _check_positions(owner: torch.nn.Module, replacement: Any, rules: Any) -> None:
-    probe = _probe_batch(rules)
+def _probe_inputs(family: Any, rules: Any) -> dict[str, torch.Tensor]:
+    """Two left-padded rows built by mrope: text, an image, text, a 2-patch video, text; text, an image."""
+    from mrope.builder import build_batch
+    from mrope.segments import Image, Text, Video
+
+    m = rules.merge_size
+    word = _probe_tokenize("probe")
+    samples = [
+        [
+            Text(word),
+            Image(grid=(1, 2 * m, 3 * m)),
+            Text(word),
+            Video(grid=(2, 2 * m, 2 * m), fps=2.0),
+            Text(word),
+        ],
+        [Text(word[:2]), Image(grid=(1, 2 * m, 2 * m)), Text(word[:3])],
+    ]
+    batch = build_batch(samples, model=family, rules=rules, tokenizer=_probe_tokenize)
+    inputs = model_inputs(batch)
+    inputs.pop("position_ids")
+    if "second_per_grid_ts" in inputs:
+        inputs["second_per_grids"] = inputs["second_per_grid_ts"]
+    return inputs
+
+
+def _accepted(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The items of ``kwargs`` that ``fn`` takes by name (all of them if it has ``**kwargs``)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        named = {k: v for k, v in kwargs.items() if k in params}
+        return named or kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
+def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rules: Any) -> None:
+    try:
+        probe = _probe_inputs(family, rules)
+    except MRopeError as exc:
+        raise PatchError(f"cannot build a probe batch under rules {rules.name!r}: {exc}") from None
+    original = type(owner).get_rope_index
+    params = inspect.signature(original).parameters
+    args = {k: v for k, v in probe.items() if k in params}
     try:
         with torch.no_grad():
-            want_pos, want_delta = type(owner).get_rope_index(owner, **probe)
+            want_pos, want_delta = original(owner, **args)
     except Exception as exc:
         raise PatchError(
             f"{type(owner).__name__}.get_rope_index failed on a probe batch ({type(exc).__name__}: {exc}); "
             "cannot check mrope's positions against it"
         ) from None
     try:
-        got_pos, got_delta = replacement(**probe)
+        got_pos, got_delta = replacement(**args)
     except MRopeError as exc:
         raise PatchError(f"mrope cannot compute this model's positions: {exc}") from None
-    if not (torch.equal(got_pos.cpu(), want_pos.cpu()) and torch.equal(got_delta.cpu(), want_delta.cpu())):
+    same = got_pos.shape == want_pos.shape and torch.equal(got_pos.cpu(), want_pos.cpu().to(got_pos.dtype))
+    same = same and torch.equal(got_delta.cpu().reshape(-1), want_delta.cpu().reshape(-1).to(got_delta.dtype))
+    if not same:
         raise PatchError(
             f"mrope's positions (rules {rules.name!r}) differ from {type(owner).__name__}.get_rope_index on a probe "
             f"batch; refusing to patch.\nmrope: {got_pos.tolist()} {got_delta.tolist()}\n"
@@ -345,34 +376,41 @@ def _check_positions(owner: torch.nn.Module, replacement: Any, rules: Any) -> No
 # ------------------------------------------------------------------------------------------ replacements
 
 
-def _make_get_rope_index(family: Any, rules: Any) -> Any:
+def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any:
+    """A drop-in for ``owner.get_rope_index`` (same signature, positional or keyword) that calls
+    :func:`mrope.get_rope_index` with the family and this model's rules."""
     from mrope.tokens import get_rope_index
 
-    def mrope_get_rope_index(
-        input_ids: torch.Tensor,
-        mm_token_type_ids: torch.Tensor | None = None,
-        image_grid_thw: torch.Tensor | None = None,
-        video_grid_thw: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        second_per_grid_ts: torch.Tensor | None = None,
-        **_: Any,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """mrope.get_rope_index with this model's rules: ``([3, B, L], [B, 1])`` on input_ids' device."""
-        mask = (
-            attention_mask if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 2 else None
-        )
-        positions, deltas = get_rope_index(
-            input_ids,
-            image_grid_thw,
-            video_grid_thw,
-            mask,
-            model=family,
-            rules=rules,
-            second_per_grid_ts=second_per_grid_ts,
-            mm_token_type_ids=mm_token_type_ids,
-        )
-        return positions.to(device=input_ids.device, dtype=input_ids.dtype), deltas.to(input_ids.device)
+    signature = inspect.signature(type(owner).get_rope_index)
+    takes = set(inspect.signature(get_rope_index).parameters) - {
+        "model",
+        "rules",
+        "convention",
+        "pad_position",
+    }
 
+    def mrope_get_rope_index(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """mrope.get_rope_index with this model's rules: ``([3, B, L], [B, 1])`` on input_ids' device."""
+        bound = signature.bind(owner, *args, **kwargs)
+        given: dict[str, Any] = {}
+        for name, value in list(bound.arguments.items())[1:]:
+            if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                given.update(value)
+            else:
+                given[name] = value
+        call = {k: v for k, v in given.items() if v is not None and k in takes}
+        mask = call.get("attention_mask")
+        if not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
+            call.pop("attention_mask", None)
+        input_ids = call.pop("input_ids")
+        positions, deltas = get_rope_index(input_ids, model=family, rules=rules, **call)
+        if not positions.is_floating_point():
+            positions = positions.to(input_ids.dtype)
+        return positions.to(input_ids.device), deltas.to(input_ids.device)
+
+    mrope_get_rope_index.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=list(signature.parameters.values())[1:]
+    )
     return mrope_get_rope_index
 
 
@@ -380,9 +418,8 @@ def _make_rotary_forward(spec: RopeSpec, backend: str, precision: str) -> Any:
     def forward(x: torch.Tensor, position_ids: torch.Tensor) -> tuple[Rotation, Rotation]:
         """Positions ``[3, B, S]`` (or ``[B, S]``) -> a :class:`Rotation` in both the cos and sin slots."""
         if position_ids.dim() == 2:
-            position_ids = position_ids.unsqueeze(0)
-        positions = position_ids.expand(3, -1, -1)
-        rotation = Rotation(positions, spec, backend, precision)
+            position_ids = position_ids.unsqueeze(0).expand(len(spec.mrope_section), -1, -1)
+        rotation = Rotation(position_ids, spec, backend, precision)
         return rotation, rotation
 
     return forward
@@ -408,7 +445,23 @@ def model_rules(model: torch.nn.Module, convention: str | None = None) -> Any:
     return _rules_of(config, _family_of(config), conv)
 
 
-def model_inputs(batch: Any) -> dict[str, torch.Tensor]:
+_FORWARD_ALIASES: dict[str, tuple[str, ...]] = {
+    "second_per_grid_ts": ("second_per_grid_ts", "video_second_per_grid")
+}
+"""mrope's input names -> the names families' ``forward`` use for them (the omni thinkers rename some)."""
+
+
+def _for_forward(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    params = inspect.signature(type(model).forward).parameters
+    out = {}
+    for key, value in inputs.items():
+        name = next((n for n in _FORWARD_ALIASES.get(key, (key,)) if n in params), None)
+        if name is not None:
+            out[name] = value
+    return out
+
+
+def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
     """The keyword arguments a transformers M-RoPE model takes for a :class:`mrope.Batch`.
 
     Returns:
@@ -418,7 +471,9 @@ def model_inputs(batch: Any) -> dict[str, torch.Tensor]:
         are any) and ``second_per_grid_ts`` ``[n_videos]`` (for rules whose video time is in seconds).
         Add ``pixel_values`` / ``pixel_values_videos`` from the processor; pass the whole dict to
         ``forward`` or ``generate``. The decode continuation of row ``b`` after ``n_b`` valid tokens is
-        ``n_b + batch.deltas[b]`` on every axis.
+        ``n_b + batch.deltas[b]`` on every axis. With ``model`` given, the names are those its
+        ``forward`` takes (e.g. the omni thinkers' ``video_second_per_grid``; no ``mm_token_type_ids``
+        where it takes none).
     """
     position_ids, attention_mask, _ = batch.torch()
     input_ids = torch.from_numpy(batch.input_ids)
@@ -447,7 +502,7 @@ def model_inputs(batch: Any) -> dict[str, torch.Tensor]:
         out["video_grid_thw"] = torch.from_numpy(video_grid)
         if batch.sequences[0].rules.temporal == "seconds":
             out["second_per_grid_ts"] = torch.from_numpy(np.concatenate(seconds)).to(torch.float32)
-    return out
+    return out if model is None else _for_forward(model, out)
 
 
 def patch(
@@ -488,7 +543,7 @@ def patch(
         raise PatchError(f"{type(model).__name__} is already patched by mrope; unpatch it first")
     config = getattr(model, "config", None)
     family = _family_of(config)
-    owner = _position_owner(model)
+    owner, owners = _position_owners(model)
     rotaries = _text_rotaries(owner)
     module_name = type(rotaries[0]).__module__
     module = sys.modules.get(module_name)
@@ -510,9 +565,10 @@ def patch(
     rules = _rules_of(config, family, conv)
     original_apply = _original_apply(module)
     _check_rotary(rotaries[0], original_apply, spec, backend)
-    replacement = _make_get_rope_index(family, rules)
+    replacements = [(o, _make_get_rope_index(o, family, rules)) for o in owners]
     if conv == "transformers5":
-        _check_positions(owner, replacement, rules)
+        for o, replacement in replacements:
+            _check_positions(o, replacement, family, rules)
 
     # every check passed: mutate (instance attributes only, plus the shared pass-through hook)
     state = _State(
@@ -522,8 +578,6 @@ def patch(
         spec=spec,
         backend=backend,
         angle_precision=angle_precision,
-        owner=owner,
-        owner_attr=owner.__dict__.get("get_rope_index", _MISSING),
         hook_module=module_name,
     )
     hook = _HOOKS.get(module_name)
@@ -531,7 +585,9 @@ def patch(
         hook = _HOOKS[module_name] = _Hook(module=module, original=getattr(module, APPLY_FUNCTION))
         setattr(module, APPLY_FUNCTION, _dispatching(hook.original))
     hook.users += 1
-    owner.get_rope_index = replacement  # type: ignore[method-assign]
+    for o, replacement in replacements:
+        state.owners.append((o, o.__dict__.get("get_rope_index", _MISSING)))
+        o.get_rope_index = replacement  # type: ignore[method-assign]
     forward = _make_rotary_forward(spec, backend, angle_precision)
     for rotary in rotaries:
         state.rotaries.append((rotary, rotary.__dict__.get("forward", _MISSING)))
@@ -554,10 +610,11 @@ def unpatch(model: torch.nn.Module) -> torch.nn.Module:
             del rotary.forward
         else:
             rotary.forward = previous  # type: ignore[method-assign]
-    if state.owner_attr is _MISSING:
-        del state.owner.get_rope_index
-    else:
-        state.owner.get_rope_index = state.owner_attr  # type: ignore[method-assign]
+    for o, previous in state.owners:
+        if previous is _MISSING:
+            del o.get_rope_index
+        else:
+            o.get_rope_index = previous  # type: ignore[method-assign]
     hook = _HOOKS[state.hook_module]
     hook.users -= 1
     if hook.users == 0:
