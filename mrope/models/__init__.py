@@ -35,6 +35,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "ernie4_5_vl",
     "hy_v4_vl",
     "hunyuan_vl",
+    "minicpmv4_7",
     "qwen2_5_omni",
     "qwen3_omni",
 )
