@@ -20,6 +20,7 @@ from mrope.errors import ApplyError, LayoutError, MediaError, MRopeError, PatchE
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Text, Video
 from mrope.spec import RopeScaling, RopeSpec
+from mrope.timeline import audio_tokens
 from mrope.tokens import generation_index, get_rope_index, rope_index
 
 __version__ = "0.1.0"
@@ -58,6 +59,7 @@ __all__ = [
     "TokenError",
     "Video",
     "apply_mrope",
+    "audio_tokens",
     "build_batch",
     "generation_index",
     "get_rope_index",

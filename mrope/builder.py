@@ -195,10 +195,10 @@ class Batch:
     """Positions of a padded batch.
 
     Attributes:
-        ids: int64 ``[A, B, L]`` (A = ``rules.num_axes``, 3 but for HunyuanOCR); pad slots hold
-            ``pad_position``.
+        ids: int64 ``[A, B, L]`` (A = ``rules.num_axes``, 3 but for HunyuanOCR; float32 for fractional
+            time, Qwen3-Omni); pad slots hold ``pad_position``.
         attention_mask: int64 ``[B, L]``, 1 at valid tokens.
-        deltas: int64 ``[B]``.
+        deltas: int64 ``[B]`` (float32 with fractional time).
         input_ids: int64 ``[B, L]`` (pad slots hold ``pad_token_id``).
         sequences: the per-sample :class:`Positions`; their ``ids`` and ``input_ids`` are views of this
             batch's rows (they share memory with ``ids`` and ``input_ids``).

@@ -76,8 +76,8 @@ def test_token_formulas_equal_transformers():
     from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import (
         _get_feat_extract_output_lengths as q25_len,
     )
-    from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import (
-        _get_feat_extract_output_lengths as q3_len,
+    from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import (
+        _get_feat_extract_output_lengths as q3_len,  # the same formula as modeling_qwen3_omni_moe.py:150
     )
 
     frames = np.arange(1, 2600)
@@ -221,3 +221,11 @@ def test_cli_probe_reports_audio(tmp_path, capsys):
     assert main(["probe", str(clip), "--model", "qwen2.5-vl", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["audio"]["sample_rate"] == 44100 and "audio_tokens" not in doc["audio"]
+
+
+def test_public_audio_tokens():
+    assert mrope.audio_tokens(Audio(seconds=2.0), model="qwen2.5-omni") == 50  # 200 frames
+    assert mrope.audio_tokens(Audio(seconds=2.0), "Qwen/Qwen3-Omni-30B-A3B-Instruct") == 26  # 2 x 13
+    assert mrope.audio_tokens(Audio(9), model="qwen3-omni") == 9
+    with pytest.raises(LayoutError, match="no audio"):
+        mrope.audio_tokens(Audio(9), model="qwen2-vl")
