@@ -25,8 +25,8 @@ from mrope.tokens import generation_index, get_rope_index, rope_index
 
 __version__ = "0.1.0"
 
-_LAZY = {"apply_mrope": "mrope.ops", "cos_sin": "mrope.ops"}
-_SUBMODULES = ("ops", "vision", "testing", "pipeline", "plot", "cli", "integrations")
+_LAZY = {"apply_mrope": "mrope.ops", "cos_sin": "mrope.ops", "from_pretrained": "mrope.checkpoint"}
+_SUBMODULES = ("models", "ops", "vision", "testing", "pipeline", "plot", "cli", "integrations")
 
 
 def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part is used
@@ -66,6 +66,7 @@ __all__ = [
     "rope_index",
     "build_positions",
     "cos_sin",
+    "from_pretrained",
     "count_tokens",
     "next_positions",
     "text_positions",
