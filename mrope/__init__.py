@@ -21,7 +21,7 @@ from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Text, Video
 from mrope.spec import RopeScaling, RopeSpec
 from mrope.timeline import audio_tokens
-from mrope.tokens import get_rope_index, rope_index
+from mrope.tokens import generation_index, get_rope_index, rope_index
 
 __version__ = "0.1.0"
 
@@ -66,6 +66,7 @@ __all__ = [
     "apply_mrope",
     "audio_tokens",
     "build_batch",
+    "generation_index",
     "get_rope_index",
     "rope_index",
     "build_positions",
