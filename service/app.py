@@ -49,6 +49,7 @@ from service.models import (
     rules_dict,
     upload_form_schema,
 )
+from service.page import install_page
 from service.render import OutputFormat
 from service.settings import Settings
 from service.uploads import TempBudget, UploadForm, receive_upload
@@ -286,6 +287,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         },
         default=Route(settings.max_body_bytes, "MROPE_MAX_BODY_BYTES"),
     )
+
+    install_page(app)  # GET /inspect: the inspection page
 
     @app.get("/healthz", response_model=HealthResponse, tags=["meta"])
     async def healthz() -> Response:
