@@ -338,6 +338,17 @@ def test_processor_and_model_equal_mrope(family: str, media_files, monkeypatch) 
     )
     np.testing.assert_array_equal(pos.numpy(), hf_pos.numpy())
     assert delta.tolist() == hf_delta.tolist()
+    # and its token scan (no mm_token_type_ids): GLM-4.1V's image-id runs inside the video wrapper are video
+    scanned, _ = get_rope_index(
+        out["input_ids"],
+        out["image_grid_thw"],
+        out["video_grid_thw"],
+        out["attention_mask"],
+        model=family,
+        convention="transformers5",
+        second_per_grid_ts=spg,
+    )
+    np.testing.assert_array_equal(scanned.numpy(), hf_pos.numpy())
     released = build_positions(segments, model=family, tokenizer=tok)
     if family == "qwen2.5-vl":
         # the 1.2 fps video's time runs to t = trunc(5 * 1.6667 * 2) = 16 > max(H', W'): the released max + 1
