@@ -51,6 +51,10 @@ FAMILY = ModelFamily(
     transformers5=qwen2_vl.TRANSFORMERS5,
     exactness="official Qwen3-VL rule (pads 1); transformers 5.24 get_rope_index under convention='transformers5'",
     config_ids=qwen2_vl.QWEN_CONFIG_IDS,
-    # size.longest_edge bounds the whole clip: video_max_pixels under video_bounds="clip"
-    video_size_fields=("video_max_pixels", "video_total_pixels"),
+    # Qwen3VLVideoProcessor: size.longest_edge bounds the whole sampled clip (t * h * w), the bound that
+    # video_bounds="clip" reads from video_max_pixels; video_total_pixels follows for readers of the old field
+    checkpoint_fields={
+        "video:size.longest_edge": ("video_max_pixels", "video_total_pixels"),
+        "video:max_pixels": ("video_max_pixels", "video_total_pixels"),
+    },
 )
