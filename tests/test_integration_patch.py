@@ -257,3 +257,12 @@ def test_positions_mrope_does_not_reproduce_are_refused_untouched(monkeypatch: p
     with pytest.raises(PatchError, match="differ from"):
         mt.patch(net)
     assert _untouched(net)
+
+
+def test_glm_image_is_refused_untouched() -> None:
+    """GLM-Image's get_rope_index is prefill-only and plans generation targets (it also caches decode
+    positions on the model); mrope's probe does not match it, so patch refuses and changes nothing."""
+    net = tiny_model("glm-image")
+    with pytest.raises(PatchError, match="GlmImageModel.get_rope_index"):
+        mt.patch(net)
+    assert _untouched(net) and net.model._cached_decode_position_ids is None

@@ -54,9 +54,11 @@ _TEXT_MOE_SHRINK: dict[str, Any] = {
 _BUILD: dict[str, tuple[str, str]] = {
     "qwen2_5_omni": ("qwen2_5_omni_thinker", "Qwen2_5OmniThinkerForConditionalGeneration"),
     "qwen3_omni_moe": ("qwen3_omni_moe_thinker", "Qwen3OmniMoeThinkerForConditionalGeneration"),
+    "glm_image": ("glm_image", "GlmImageForConditionalGeneration"),
 }
 """Families whose M-RoPE text model is not what ``AutoModelForImageTextToText`` builds: model_type ->
-(config model_type, transformers class) of the part that holds it (the omni thinkers)."""
+(config model_type, transformers class) of the part that holds it (the omni thinkers; GLM-Image is an
+image generator, not an image-text-to-text model)."""
 
 
 def _tiny_rotary(spec: Any) -> tuple[int, tuple[int, ...], float]:

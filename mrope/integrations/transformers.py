@@ -343,6 +343,21 @@ def _accepted(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in params}
 
 
+def _restore(module: torch.nn.Module, before: dict[str, Any]) -> list[str]:
+    """Put back the instance attributes a call changed; return their names."""
+    changed = sorted(
+        k
+        for k in set(module.__dict__) | set(before)
+        if module.__dict__.get(k, _MISSING) is not before.get(k, _MISSING)
+    )
+    for key in changed:
+        if key in before:
+            module.__dict__[key] = before[key]
+        else:
+            del module.__dict__[key]
+    return changed
+
+
 def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rules: Any) -> None:
     try:
         probe = _probe_inputs(family, rules)
@@ -351,6 +366,7 @@ def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rule
     original = type(owner).get_rope_index
     params = inspect.signature(original).parameters
     args = {k: v for k, v in probe.items() if k in params}
+    before = dict(owner.__dict__)
     try:
         with torch.no_grad():
             want_pos, want_delta = original(owner, **args)
@@ -359,6 +375,13 @@ def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rule
             f"{type(owner).__name__}.get_rope_index failed on a probe batch ({type(exc).__name__}: {exc}); "
             "cannot check mrope's positions against it"
         ) from None
+    finally:
+        changed = _restore(owner, before)
+    if changed:
+        raise PatchError(
+            f"{type(owner).__name__}.get_rope_index keeps state between calls (it sets {changed}); mrope's "
+            "stand-in computes positions only, so this model cannot be patched"
+        )
     try:
         got_pos, got_delta = replacement(**args)
     except MRopeError as exc:
