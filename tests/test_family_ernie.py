@@ -146,3 +146,34 @@ def test_rotary_rotates_like_the_model() -> None:
     got_q, got_k = mrope.apply_mrope(q, k, positions, FAMILY.spec, backend="torch")
     torch.testing.assert_close(got_q, want_q[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_k, want_k[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
+
+
+def test_segments_give_the_processors_placeholders() -> None:
+    """The processor's own expansion (``replace_image_token`` / ``replace_video_token``) between the
+    wrappers its chat template writes; the combined processor needs torchvision for its video part."""
+    from types import SimpleNamespace
+
+    from special_text import encode_specials
+    from transformers.models.ernie4_5_vl_moe.processing_ernie4_5_vl_moe import Ernie4_5_VLMoeProcessor
+
+    proc = object.__new__(Ernie4_5_VLMoeProcessor)
+    proc.image_token, proc.video_token = "<|IMAGE_PLACEHOLDER|>", "<|VIDEO_PLACEHOLDER|>"
+    proc.image_processor = SimpleNamespace(merge_size=2)
+    proc.video_processor = SimpleNamespace(merge_size=2, temporal_patch_size=2)
+    specials = {"<|IMAGE_PLACEHOLDER|>": IMAGE, "<|VIDEO_PLACEHOLDER|>": VIDEO}
+    for grid in [(1, 4, 6), (1, 10, 2)]:
+        text = proc.replace_image_token({"image_grid_thw": np.array([grid])}, 0)
+        p = build_positions([Image(grid)], rules=RULES)
+        assert p.input_ids.tolist() == [
+            RULES.vision_start_id,
+            *encode_specials(text, specials),
+            RULES.vision_end_id,
+        ]
+    for grid in [(2, 4, 4), (6, 8, 2)]:
+        text = proc.replace_video_token({"video_grid_thw": np.array([grid])}, 0)
+        p = build_positions([Video(grid)], rules=RULES)
+        assert p.input_ids.tolist() == [
+            RULES.video_start_id,
+            *encode_specials(text, specials),
+            RULES.video_end_id,
+        ]

@@ -172,3 +172,20 @@ def test_rotary_from_config_rotates_like_the_model() -> None:
     got_q, got_k = mrope.apply_mrope(q, k, positions, spec, backend="torch")
     torch.testing.assert_close(got_q, want_q[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_k, want_k[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
+
+
+def test_segments_give_the_processors_placeholders() -> None:
+    """GlmImageProcessor's own expansion with the checkpoint's merge 1 (the class default 2 contradicts its
+    model's positions, FAMILIES.md), between the start / end tokens of its template."""
+    from types import SimpleNamespace
+
+    from special_text import encode_specials
+    from transformers.models.glm_image.processing_glm_image import GlmImageProcessor
+
+    proc = object.__new__(GlmImageProcessor)
+    proc.image_token = "<|image|>"
+    proc.image_processor = SimpleNamespace(merge_size=1)
+    for grid in [(1, 4, 6), (1, 3, 5)]:
+        text = proc.replace_image_token({"image_grid_thw": torch.tensor([grid])}, 0)
+        p = build_positions([Image(grid)], rules=RULES)
+        assert p.input_ids.tolist() == [START, *encode_specials(text, {"<|image|>": PAD}), END]

@@ -192,3 +192,20 @@ def test_rotary_is_the_official_xdrope() -> None:
     image = [i for i, s in enumerate(p.spans) if s.grid is not None][0]
     a = p.spans[image].start
     assert not torch.allclose(cos524[0, a], emb.cos()[a])
+
+
+def test_segments_give_the_processors_placeholders() -> None:
+    """HunYuanVLProcessor's own expansion (``cat_extra_token`` on, as released), inside the start / end
+    tokens its chat template writes."""
+    from types import SimpleNamespace
+
+    from special_text import encode_specials
+    from transformers.models.hunyuan_vl.processing_hunyuan_vl import HunYuanVLProcessor
+
+    proc = object.__new__(HunYuanVLProcessor)
+    proc.image_token, proc.cat_extra_token = "<image>", True
+    proc.image_processor = SimpleNamespace(merge_size=2, spatial_patch_size=1)
+    for grid in [(1, 4, 6), (1, 10, 2)]:
+        text = proc.replace_image_token({"image_grid_thw": np.array([grid])}, 0)
+        p = build_positions([Image(grid)], rules=RULES)
+        assert p.input_ids.tolist() == [START, *encode_specials(text, {"<image>": IMAGE}), END]

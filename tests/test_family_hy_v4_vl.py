@@ -117,3 +117,26 @@ def test_rotary_rotates_like_the_model() -> None:
     got_q, got_k = mrope.apply_mrope(q, k, positions, FAMILY.spec, backend="torch")
     torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_k, want_k, rtol=1e-5, atol=1e-5)
+
+
+def test_segments_give_the_processors_placeholders() -> None:
+    """The processor's own expansion; the combined processor needs torchvision for its video part."""
+    from types import SimpleNamespace
+
+    from special_text import encode_specials
+    from transformers.models.hy_v4_vl.processing_hy_v4_vl import HYV4VLProcessor
+
+    proc = object.__new__(HYV4VLProcessor)
+    proc.image_token, proc.video_token = "<|image_pad|>", "<|video_pad|>"
+    proc.image_processor = proc.video_processor = SimpleNamespace(merge_size=2)
+    specials = {"<|image_pad|>": IMAGE, "<|video_pad|>": VIDEO}
+    for grid in [(1, 4, 6), (1, 10, 2)]:
+        text = proc.replace_image_token({"image_grid_thw": np.array([grid])}, 0)
+        assert build_positions([Image(grid, wrap=False)], rules=RULES).input_ids.tolist() == encode_specials(
+            text, specials
+        )
+    for grid in [(2, 4, 4), (3, 8, 2)]:
+        text = proc.replace_video_token({"video_grid_thw": np.array([grid])}, 0)
+        assert build_positions([Video(grid, wrap=False)], rules=RULES).input_ids.tolist() == encode_specials(
+            text, specials
+        )

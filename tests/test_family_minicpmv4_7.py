@@ -212,3 +212,39 @@ def test_segments_give_the_model_positions() -> None:
         np.testing.assert_array_equal(batch.ids, want.numpy())
         np.testing.assert_array_equal(batch.deltas, want_deltas.numpy()[:, 0])
         assert [count_tokens(s, rules=RULES) for s in samples] == [p.num_tokens for p in batch.sequences]
+
+
+def test_segments_give_the_processors_placeholders() -> None:
+    """MiniCPMV4_7Processor's own expansion (``replace_image_token`` / ``replace_video_token``)."""
+    from special_text import encode_specials
+    from transformers.models.minicpmv4_7.processing_minicpmv4_7 import MiniCPMV4_7Processor
+
+    from mrope import Image, Video, build_positions
+
+    proc = object.__new__(MiniCPMV4_7Processor)
+    proc.slice_mode = proc.video_slice_mode = True
+    names = ("<image>", "</image>", "<slice>", "</slice>", "<unk>", "<vid>")
+    proc.image_start_token, proc.image_end_token, proc.slice_start_token, proc.slice_end_token = names[:4]
+    proc.image_token, proc.video_token = "<unk>", "<vid>"
+    specials = dict(
+        zip([*names, "\n"], [IM_START, IM_END, SLICE_START, SLICE_END, IMAGE, VIDEO, NEWLINE], strict=True)
+    )
+    # a 12x8-patch thumbnail and 2 rows x 3 columns of 8x8-patch slices (merge 4)
+    inputs = {
+        "grids": np.array([[2, 3]]),
+        "num_patches_per_image": np.array([7]),
+        "target_sizes": np.array([[12, 8]] + [[8, 8]] * 6),
+    }
+    text = proc.replace_image_token(inputs, 0, image_token_divisor=16)
+    p = build_positions([Image((1, 16, 24), tiles=(3, 2), thumbnail_grid=(1, 12, 8))], rules=RULES)
+    assert p.input_ids.tolist() == encode_specials(text, specials)
+    assert p.image_grid_thw[:, 1:].tolist() == inputs["target_sizes"].tolist()
+    # a clip of three 8x12-patch frames without slices
+    inputs = {
+        "target_sizes_videos": np.array([[8, 12]] * 3),
+        "num_frames_per_video": np.array([3]),
+        "grids_videos": np.zeros((3, 2), dtype=np.int64),
+    }
+    text = proc.replace_video_token(inputs, 0, video_token_divisor=16)
+    p = build_positions([Video((3, 8, 12))], rules=RULES)
+    assert p.input_ids.tolist() == encode_specials(text, specials)
