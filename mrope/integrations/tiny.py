@@ -48,6 +48,9 @@ _TEXT_MOE_SHRINK: dict[str, Any] = {
     "num_experts_per_tok": 1,
     "moe_intermediate_size": 32,
     "shared_expert_intermediate_size": 32,
+    "moe_num_experts": 2,
+    "moe_k": 1,
+    "moe_num_shared_experts": 1,
 }
 """Mixture-of-experts text-config fields shrunk when present."""
 
@@ -100,6 +103,8 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
         raise PatchError(f"tiny_config: {model_type!r} has no text_config / vision_config pair to shrink")
     spec = family.spec
     head_dim, section, partial = _tiny_rotary(spec)
+    if spec.section_layout == "hw_alternating":
+        section = (section[1], section[2], section[0])  # ERNIE's config lists (h, w, t)
     rope: dict[str, Any] = {
         "rope_type": "default",
         "rope_theta": float(spec.theta),
@@ -121,7 +126,10 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
     if has_head_dim:
         text["head_dim"] = head_dim
     text_defaults = base.text_config.to_dict()
-    text.update({k: v for k, v in _TEXT_MOE_SHRINK.items() if k in text_defaults})
+    for key, value in _TEXT_MOE_SHRINK.items():
+        if key in text_defaults:
+            default = text_defaults[key]
+            text[key] = [value] * len(default) if isinstance(default, list) else value
     rules = family.rules
     top_id = max(rules.image_pad_id, rules.video_pad_id, rules.vision_start_id, rules.vision_end_id)
     if text_defaults.get("vocab_size", 0) <= top_id:
@@ -143,7 +151,12 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
             top[key] = getattr(rules, rule_field)
     if "position_id_per_seconds" in defaults:  # omni: time scale of the released checkpoints
         top["position_id_per_seconds"] = _as_number(rules.tokens_per_second)
-    return AutoConfig.for_model(model_type, **subconfigs, **top)
+    try:
+        return AutoConfig.for_model(model_type, **subconfigs, **top)
+    except Exception as exc:  # the config class rejects the shrunk values (its own validators' errors)
+        raise PatchError(
+            f"tiny_config: cannot shrink {model_type!r} generically ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype = torch.float32) -> Any:
