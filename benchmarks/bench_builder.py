@@ -153,6 +153,37 @@ def main() -> None:
             f"{t_hf / t_ours:.1f}x | {t_hf / t_types:.1f}x |"
         )
 
+    # issue 14: the segment path against the token-id path on the same prompts (both mrope, both with
+    # the ids, spans and grids they return; the token path is given the ids the segment path made)
+    print("\nsegments -> positions vs token ids -> positions, same prompts (medians)")
+    print("| batch | build from segments | get_rope_index (ids + mask + types) | segments / tokens |")
+    print("|---|---|---|---|")
+    for batch in (1, 8):
+        samples = [sample_segments(500 if row % 2 == 0 else 100) for row in range(batch)]
+        b = mrope.build_batch(samples, model="qwen2-vl", padding_side="left")
+        ids, mask = torch.from_numpy(b.input_ids), torch.from_numpy(b.attention_mask)
+        types = torch.from_numpy(b.mm_token_type_ids)
+        grids_i = torch.from_numpy(np.concatenate([s.image_grid_thw for s in b.sequences]))
+        grids_v = torch.from_numpy(np.concatenate([s.video_grid_thw for s in b.sequences]))
+
+        def from_tokens(ids=ids, gi=grids_i, gv=grids_v, mask=mask, types=types):
+            return mrope.get_rope_index(ids, gi, gv, mask, model="qwen2-vl", mm_token_type_ids=types)
+
+        if batch == 1:
+
+            def from_segments(segs=samples[0]):
+                return mrope.build_positions(segs, model="qwen2-vl")
+
+            assert np.array_equal(from_segments().ids, from_tokens()[0][:, 0].numpy())
+        else:
+
+            def from_segments(samples=samples):
+                return mrope.build_batch(samples, model="qwen2-vl", padding_side="left")
+
+            assert np.array_equal(from_segments().ids, from_tokens()[0].numpy())
+        t_seg, t_tok = paired_medians([from_segments, from_tokens])
+        print(f"| {batch} | {t_seg * 1e3:.3f} ms | {t_tok * 1e3:.3f} ms | {t_seg / t_tok:.2f} |")
+
     # 1M tokens: text only, and a mixed sequence of images and text
     for label, segs in (
         ("1M text tokens", [Text(1_000_000)]),

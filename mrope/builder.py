@@ -164,8 +164,10 @@ class Positions:
         return {"positions": self.ids.tolist(), **self.metadata()}
 
     def window(self, start: int, stop: int) -> np.ndarray:
-        """Positions ``[3, stop - start]`` of tokens ``start .. stop-1`` of a sequence that begins with
-        this prompt: the prompt's own positions where they exist, decode continuation past its end.
+        """Positions ``[A, stop - start]`` of tokens ``start .. stop-1`` of a sequence that begins with
+        this prompt: the prompt's own positions where they exist, decode continuation past its end
+        (``i + delta`` on every axis; under ``generates_images`` rules the :attr:`generation_ids`, which
+        end after the generated images' end marker).
 
         This is how chunked prefill and decode stay in one coordinate system: slice, never rebuild.
         """
@@ -176,7 +178,16 @@ class Positions:
         if stop <= t:
             return inside.copy()
         first = max(start, t)
-        return np.concatenate([inside, next_positions(self.delta, first, stop - first)], axis=1)
+        if self.generation_ids is not None:
+            if stop - t > self.generation_ids.shape[1]:
+                raise LayoutError(
+                    f"window up to token {stop}: this prompt of {t} tokens decodes "
+                    f"{self.generation_ids.shape[1]} generated tokens (its images and one end marker)"
+                )
+            after = self.generation_ids[:, first - t : stop - t]
+        else:
+            after = next_positions(self.delta, first, stop - first)[:1]
+        return np.concatenate([inside, np.broadcast_to(after, (self.ids.shape[0], stop - first))], axis=1)
 
 
 @dataclass(frozen=True, eq=False)

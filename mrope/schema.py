@@ -43,7 +43,7 @@ from pydantic import (
 
 from mrope.errors import MRopeError
 from mrope.rules import PRESET_NAMES, LayoutRules
-from mrope.segments import Image, Segment, Text, Video
+from mrope.segments import Audio, Image, Segment, Text, Video
 
 
 class RequestError(MRopeError):
@@ -63,6 +63,7 @@ MAX_FPS = 1000.0
 MIN_FPS = 1e-3
 MAX_SECONDS_PER_PATCH = 3600.0
 MAX_FRAME_TIME = 1e7
+MAX_AUDIO_SECONDS = 48 * 3600.0  # the longest audio clip mrope.vision.load_audio accepts
 MAX_TOKENS_PER_SECOND = 1000.0
 MAX_PATH_CHARS = 1 << 20  # a data: URI of a small image fits
 Fps = Annotated[float, Field(ge=MIN_FPS, le=MAX_FPS, allow_inf_nan=False, description="frames per second")]
@@ -318,6 +319,45 @@ class ImageSegment(StrictModel):
         return self
 
 
+class AudioSegment(StrictModel):
+    """An audio clip (omni models): its ``tokens``, its duration in ``seconds``, its length in
+    ``mel_frames``, or a media ``path`` (an audio file, or a video's audio track) read from its
+    container."""
+
+    type: Literal["audio"]
+    tokens: Count | None = None
+    seconds: Annotated[float, Field(gt=0, le=MAX_AUDIO_SECONDS, allow_inf_nan=False)] | None = None
+    mel_frames: Count | None = None
+    path: MediaPath | None = None
+    wrap: bool = True
+
+    @model_validator(mode="after")
+    def _one_form(self) -> AudioSegment:
+        forms = [k for k in ("tokens", "seconds", "mel_frames", "path") if getattr(self, k) is not None]
+        if len(forms) != 1:
+            raise ValueError(
+                f"an audio segment takes exactly one of tokens, seconds, mel_frames, path; got {forms or 'none'}"
+            )
+        return self
+
+
+class VideoAudio(StrictModel):
+    """A video's own audio track given by its length (a grid video's ``audio``)."""
+
+    tokens: Count | None = None
+    seconds: Annotated[float, Field(gt=0, le=MAX_AUDIO_SECONDS, allow_inf_nan=False)] | None = None
+    mel_frames: Count | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> VideoAudio:
+        forms = [k for k in ("tokens", "seconds", "mel_frames") if getattr(self, k) is not None]
+        if len(forms) != 1:
+            raise ValueError(
+                f"a video's audio takes exactly one of tokens, seconds, mel_frames; got {forms or 'none'}"
+            )
+        return self
+
+
 class VideoSegment(StrictModel):
     """A video: its encoder ``grid`` (with the rate or frame times that made it), or a media ``path``
     (sampled at ``fps`` or to ``nframes`` frames, within ``min_frames .. max_frames``)."""
@@ -332,11 +372,17 @@ class VideoSegment(StrictModel):
     min_frames: Count | None = None
     max_frames: Count | None = None
     wrap: bool = True
+    audio: VideoAudio | None = Field(None, description="omni models: a grid video's own audio track")
+    use_audio_in_video: bool | None = Field(None, description="omni models: a video path's own audio track")
 
     @model_validator(mode="after")
     def _one_form(self) -> VideoSegment:
         if (self.grid is None) == (self.path is None):
             raise ValueError("a video segment takes a grid [t, h, w] or a path, exactly one of them")
+        if self.audio is not None and self.path is not None:
+            raise ValueError("audio goes with a grid; a video path takes use_audio_in_video")
+        if self.use_audio_in_video is not None and self.path is None:
+            raise ValueError("use_audio_in_video goes with a path; a grid video takes audio")
         if self.path is not None:
             extra = [k for k in ("second_per_grid", "frame_times") if getattr(self, k) is not None]
             if extra:
@@ -350,7 +396,7 @@ class VideoSegment(StrictModel):
         return self
 
 
-Segment_ = Annotated[Union[TextSegment, ImageSegment, VideoSegment], Field(discriminator="type")]  # noqa: UP007
+Segment_ = Annotated[TextSegment | ImageSegment | VideoSegment | AudioSegment, Field(discriminator="type")]  # noqa: UP007
 """One JSON segment (the union, told apart by ``type``)."""
 
 
@@ -403,6 +449,7 @@ class FileItem(StrictModel):
     wrap: bool = True
     fps: Fps | None = Field(None, description="video sampling rate (default: the model's rules)")
     nframes: Count | None = Field(None, description="video frames to sample (instead of fps)")
+    use_audio_in_video: bool = Field(False, description="omni models: a video's own audio track")
 
 
 LayoutItem = Annotated[Union[TextSegment, FileItem], Field(discriminator="type")]  # noqa: UP007
@@ -750,14 +797,34 @@ def video_from(seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where:
         counts = {
             k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
         }
-        return load_video(source, rules=rules, fps=seg.fps, wrap=seg.wrap, **counts)
+        return load_video(
+            source,
+            rules=rules,
+            fps=seg.fps,
+            wrap=seg.wrap,
+            use_audio_in_video=bool(seg.use_audio_in_video),
+            **counts,
+        )
+    audio = seg.audio
     return Video(
         grid=tuple(seg.grid),  # type: ignore[arg-type]
         fps=seg.fps,
         second_per_grid=seg.second_per_grid,
         frame_times=tuple(seg.frame_times) if seg.frame_times is not None else None,
         wrap=seg.wrap,
+        audio=None
+        if audio is None
+        else Audio(audio.tokens, seconds=audio.seconds, mel_frames=audio.mel_frames),
     )
+
+
+def audio_from(seg: AudioSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Audio:
+    """A :class:`mrope.Audio`: a length as given, a path read from its container (omni models)."""
+    if seg.path is not None:
+        from mrope.vision import load_audio
+
+        return load_audio(media.resolve(seg.path, where), rules=rules, wrap=seg.wrap)
+    return Audio(seg.tokens, seconds=seg.seconds, mel_frames=seg.mel_frames, wrap=seg.wrap)
 
 
 def to_segment(
@@ -773,6 +840,8 @@ def to_segment(
         return text_from(seg, tokenizer, where)
     if isinstance(seg, ImageSegment):
         return image_from(seg, rules, media, where)
+    if isinstance(seg, AudioSegment):
+        return audio_from(seg, rules, media, where)
     return video_from(seg, rules, media, where)
 
 
@@ -850,6 +919,7 @@ def message_segments(
 
 
 __all__ = [
+    "AudioSegment",
     "FileItem",
     "ImageSegment",
     "LayoutItem",

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -329,17 +328,21 @@ class RopeSpec:
         return replace(self, scaling=RopeScaling(**kwargs))
 
     @classmethod
-    def from_hf_config(cls, config: dict[str, Any] | str | os.PathLike[str]) -> RopeSpec:
-        """Read a Hugging Face ``config.json`` (a dict, or a path to the file or its folder).
+    def from_hf_config(
+        cls, config: dict[str, Any], *, layer_type: str | None = None, family: Any = None
+    ) -> RopeSpec:
+        """The rotary spec of a Hugging Face model config, given as a dict (the parsed ``config.json``;
+        :func:`mrope.from_pretrained` reads checkpoint folders).
 
-        Understands the nested ``text_config`` of VL models, both ``rope_scaling`` (transformers 4.x) and
-        ``rope_parameters`` (5.x), ``mrope_section``, ``mrope_interleaved``, ``rope_theta``, ``head_dim``
-        or ``hidden_size / num_attention_heads``, ``partial_rotary_factor``, and the model type (Qwen3-VL
-        interleaves sections, GLM-4V pairs adjacent channels).
+        Reads nested ``text_config`` / ``thinker_config.text_config``, ``rope_scaling`` and
+        ``rope_parameters`` (per layer type too: ``layer_type=`` picks one, default ``"full_attention"``),
+        ``rope_theta``, ``mrope_section``, ``mrope_interleaved``, ``partial_rotary_factor`` and ``head_dim``.
+        Pairing and section layout follow the family of the text config's ``model_type`` (``family=``
+        overrides it); see :mod:`mrope.models.config`.
         """
-        from mrope._hf_config import spec_kwargs_from_hf_config
+        from mrope.models.config import spec_from_config
 
-        return cls(**spec_kwargs_from_hf_config(config))
+        return spec_from_config(config, layer_type=layer_type, family=family)
 
 
 def __getattr__(name: str) -> Any:

@@ -180,6 +180,8 @@ def compute_rope_index(body: RopeIndexRequest, fmt: OutputFormat, settings: Sett
         second_per_grid_ts=body.second_per_grid_ts,
         mm_token_type_ids=body.mm_token_type_ids,
         pad_position=body.pad_position,
+        audio_seqlens=body.audio_seqlens,
+        use_audio_in_video=body.use_audio_in_video,
     )
     return render.render_rope_index(position_ids, deltas, fmt, settings.npy_max_header_bytes)
 

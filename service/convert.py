@@ -9,6 +9,7 @@ read only from the hosts of ``MROPE_MEDIA_URL_HOSTS``, a local path never), and 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,8 +17,19 @@ import mrope
 from mrope import schema
 from mrope.rules import LayoutRules
 from mrope.schema import MediaAccess
+from mrope.timeline import audio_tokens, require_audio
 from mrope.tokenizer import encode_text
-from mrope.vision import DEFAULT_MAX_IMAGE_PIXELS, image_size, load_image, load_video, open_url, probe_video
+from mrope.vision import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    has_audio_stream,
+    image_size,
+    load_audio,
+    load_image,
+    load_video,
+    open_url,
+    probe_audio,
+    probe_video,
+)
 from service.errors import ServiceError, over_cap
 from service.models import ImageSegment, TextSegment, VideoSegment
 from service.settings import Settings
@@ -107,7 +119,36 @@ def video_segment(seg: VideoSegment, rules: LayoutRules, settings: Settings, whe
     counts = {
         k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
     }
-    return load_video(meta, rules=rules, fps=seg.fps, wrap=seg.wrap, **counts)
+    video = load_video(meta, rules=rules, fps=seg.fps, wrap=seg.wrap, **counts)
+    if seg.use_audio_in_video:  # omni models: the video's own audio track, from the same URL
+        with _open(seg.path, settings, where) as f:
+            if has_audio_stream(f):
+                video = dataclasses.replace(video, audio=audio_file(f, rules, settings, where, True))
+    return video
+
+
+def audio_file(f: Any, rules: LayoutRules, settings: Settings, where: str, wrap: bool) -> mrope.Audio:
+    """An audio track read from its container, under the duration cap (``MROPE_MAX_VIDEO_SECONDS``)."""
+    require_audio(rules, where)
+    meta = probe_audio(f, max_packets=max(settings.max_video_frames, 1) * 64)
+    if meta.duration > settings.max_video_seconds:
+        raise over_cap(
+            "audio_too_long",
+            f"the duration in seconds of {where}",
+            round(float(meta.duration), 3),
+            "MROPE_MAX_VIDEO_SECONDS",
+            settings.max_video_seconds,
+        )
+    return load_audio(meta, rules=rules, wrap=wrap)
+
+
+def audio_segment(
+    seg: schema.AudioSegment, rules: LayoutRules, settings: Settings, where: str
+) -> mrope.Audio:
+    if seg.path is None:
+        return schema.audio_from(seg, rules, schema.MEDIA_NONE, where)
+    with _open(seg.path, settings, where) as f:
+        return audio_file(f, rules, settings, where, seg.wrap)
 
 
 def reads_media(items: Sequence[Any]) -> bool:
@@ -130,6 +171,8 @@ def to_segments(
             out.append(text_segment(seg, tokenizer, where))
         elif isinstance(seg, ImageSegment):
             out.append(image_segment(seg, rules, settings, where))
+        elif isinstance(seg, schema.AudioSegment):
+            out.append(audio_segment(seg, rules, settings, where))
         else:
             out.append(video_segment(seg, rules, settings, where))
     return out
@@ -154,9 +197,13 @@ def token_floor(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rule
     for seg in segments:
         if isinstance(seg, mrope.Text):
             total += seg.num_tokens
+        elif isinstance(seg, mrope.Audio):  # omni models: arithmetic (a LayoutError without audio rules)
+            total += audio_tokens(seg, rules)
         else:
             t, h, w = seg.grid
             total += t * h * w // m2
+            if isinstance(seg, mrope.Video) and seg.audio is not None:
+                total += audio_tokens(seg.audio, rules)
     return total
 
 

@@ -7,6 +7,7 @@ All file work runs in worker threads (at most ``MROPE_MEDIA_THREADS`` at once), 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -24,9 +25,12 @@ from mrope.rules import LayoutRules
 from mrope.vision import (
     DEFAULT_MAX_IMAGE_PIXELS,
     detect_media_kind,
+    has_audio_stream,
     image_size,
+    load_audio,
     load_image,
     load_video,
+    probe_audio,
     probe_video,
 )
 from service.convert import check_image_pixels
@@ -48,7 +52,7 @@ _BYTES_NAME = re.compile(r"<\d+ bytes>")
 class LoadedFile:
     """A file placed in the sequence: its segment and what the service learned about it."""
 
-    segment: mrope.Image | mrope.Video
+    segment: mrope.Image | mrope.Video | mrope.Audio
     info: dict[str, Any]
 
 
@@ -57,7 +61,7 @@ def _name(stored: StoredFile) -> str:
 
 
 def detect_kind(stored: StoredFile, settings: Settings) -> tuple[str, Any]:
-    """``("image", None)`` or ``("video", VideoInfo | None)`` from the file's bytes (its name and declared
+    """``("image", None)``, ``("audio", None)`` or ``("video", VideoInfo | None)`` from the file's bytes (its name and declared
     type are ignored).
 
     The leading :data:`SNIFF_BYTES` go to :func:`mrope.vision.detect_media_kind`. A video whose index
@@ -120,6 +124,8 @@ def load_video_file(
             settings.max_video_frames,
         )
     video = load_video(meta, model=model, rules=rules, fps=item.fps, nframes=item.nframes, wrap=item.wrap)
+    if item.use_audio_in_video and has_audio_stream(stored.path):  # omni models: the video's own track
+        video = dataclasses.replace(video, audio=load_audio(stored.path, model=model, rules=rules))
     sampled = len(video.frame_times) if video.frame_times is not None else None
     info = {
         "kind": "video",
@@ -131,7 +137,39 @@ def load_video_file(
         "num_frames": int(meta.num_frames),
         "sampled_frames": sampled,
     }
+    if video.audio is not None:
+        info["audio_mel_frames"] = video.audio.mel_frames
     return LoadedFile(video, info)
+
+
+def load_audio_file(
+    stored: StoredFile, item: FileItem, model: str, rules: LayoutRules, settings: Settings
+) -> LoadedFile:
+    """Container metadata -> duration cap (``MROPE_MAX_VIDEO_SECONDS``) -> :func:`mrope.vision.load_audio`
+    (omni models only)."""
+    if not rules.has_audio:
+        raise MediaError(
+            f"{_name(stored)} is an audio file (no video stream), but the {rules.name!r} rules have no audio; "
+            "expected an image or a video, or an omni model such as 'qwen2.5-omni'"
+        )
+    meta = probe_audio(stored.path, max_packets=max(settings.max_video_frames, 1) * 64)
+    name = _name(stored)
+    if meta.duration > settings.max_video_seconds:
+        raise over_cap(
+            "audio_too_long",
+            f"the duration in seconds of {name}",
+            round(float(meta.duration), 3),
+            "MROPE_MAX_VIDEO_SECONDS",
+            settings.max_video_seconds,
+        )
+    audio = load_audio(meta, model=model, rules=rules, wrap=item.wrap)
+    info = {
+        "kind": "audio",
+        "duration": float(meta.duration),
+        "sample_rate": int(meta.sample_rate),
+        "mel_frames": audio.mel_frames,
+    }
+    return LoadedFile(audio, info)
 
 
 def load_file(
@@ -148,6 +186,8 @@ def load_file(
         kind, meta = detect_kind(stored, settings)
         if kind == "image":
             loaded = load_image_file(stored, item, model, rules, settings)
+        elif kind == "audio":
+            loaded = load_audio_file(stored, item, model, rules, settings)
         else:
             loaded = load_video_file(stored, item, model, rules, settings, meta)
     except ServiceError:
@@ -206,7 +246,7 @@ async def load_files(
     done: dict[tuple[Any, ...], LoadedFile] = {}
     out = []
     for item in items:
-        key = (item.index, item.wrap, item.fps, item.nframes)
+        key = (item.index, item.wrap, item.fps, item.nframes, item.use_audio_in_video)
         if key not in done:
             stored = files[item.index]
             fn = functools.partial(load_file, stored, item, model, rules, settings)

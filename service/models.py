@@ -74,6 +74,10 @@ class RopeIndexRequest(BaseModel):
     attention_mask: list[list[Annotated[int, Field(ge=0, le=1)]]] | None = None
     second_per_grid_ts: list[SecondsPerPatch] | None = None
     mm_token_type_ids: list[list[Annotated[int, Field(ge=0, le=2)]]] | None = None
+    audio_seqlens: Annotated[list[Annotated[int, Field(ge=1, le=2**31)]], Field(max_length=65536)] | None = (
+        Field(None, description="omni models: mel-frame length of every audio clip in order")
+    )
+    use_audio_in_video: bool | None = None
     pad_position: Int64 = 1
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
 

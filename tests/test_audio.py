@@ -180,6 +180,15 @@ def test_load_video_attaches_its_audio(tmp_path):
     assert np.count_nonzero(p.input_ids == Q25.audio_pad_id) == p.audio_tokens[0]
 
 
+def test_detect_media_kind_tells_audio(tmp_path):
+    from mrope.vision import detect_media_kind
+
+    assert detect_media_kind(media.write_audio(tmp_path / "a.wav", 0.3).read_bytes()) == "audio"
+    assert detect_media_kind(media.write_audio(tmp_path / "a.m4a", 0.3).read_bytes()) == "audio"
+    both = media.write_video_with_audio(tmp_path / "v.mp4", 6, 12, audio_seconds=0.5).read_bytes()
+    assert detect_media_kind(both) == "video"
+
+
 def test_load_audio_bad_input(tmp_path):
     with pytest.raises(MediaError, match="no audio stream"):
         load_audio(media.write_video(tmp_path / "s.mp4", 6, 12), model="qwen2.5-omni")
@@ -192,3 +201,23 @@ def test_load_audio_bad_input(tmp_path):
             load_audio(bad, model="qwen2.5-omni")
     with pytest.raises(MediaError, match="max_packets"):
         probe_audio(media.write_audio(tmp_path / "x.wav", 0.1), max_packets=0)
+
+
+def test_cli_probe_reports_audio(tmp_path, capsys):
+    import json
+
+    from mrope.cli import main
+
+    wav = media.write_audio(tmp_path / "a.wav", 1.3, 44100)
+    assert main(["probe", str(wav), "--model", "qwen3-omni", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    at16k = math.ceil(int(1.3 * 44100) * (16000 / 44100))
+    assert doc["audio"]["num_samples"] == int(1.3 * 44100) and doc["audio"]["mel_frames"] == at16k // 160
+    assert doc["audio"]["audio_tokens"] == audio_tokens(Audio(mel_frames=at16k // 160), Q3)
+    clip = media.write_video_with_audio(tmp_path / "v.mkv", 24, 12, audio_seconds=1.9)
+    assert main(["probe", str(clip), "--model", "qwen2.5-omni", "--fps", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "audio: aac, 44100 Hz" in out and "audio tokens for qwen2.5-omni" in out
+    assert main(["probe", str(clip), "--model", "qwen2.5-vl", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["audio"]["sample_rate"] == 44100 and "audio_tokens" not in doc["audio"]

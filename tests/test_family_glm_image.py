@@ -189,3 +189,10 @@ def test_segments_give_the_processors_placeholders() -> None:
         text = proc.replace_image_token({"image_grid_thw": torch.tensor([grid])}, 0)
         p = build_positions([Image(grid)], rules=RULES)
         assert p.input_ids.tolist() == [START, *encode_specials(text, {"<|image|>": PAD}), END]
+
+
+def test_decode_window_follows_the_generated_images() -> None:
+    p = build_positions([Text(3), Image((1, 1, 2), generate=True)], rules=RULES)
+    np.testing.assert_array_equal(p.window(2, 6), [[2, 3, 3, 5], [2, 3, 3, 5], [2, 3, 4, 5]])
+    with pytest.raises(LayoutError, match="decodes 3 generated tokens"):
+        p.window(0, 7)

@@ -209,3 +209,9 @@ def test_segments_give_the_processors_placeholders() -> None:
         text = proc.replace_image_token({"image_grid_thw": np.array([grid])}, 0)
         p = build_positions([Image(grid)], rules=RULES)
         assert p.input_ids.tolist() == [START, *encode_specials(text, {"<image>": IMAGE}), END]
+
+
+def test_decode_window_has_four_axes() -> None:
+    p = build_positions([Text(2), Image((1, 2, 2)), Text(1)], rules=RULES)
+    w = p.window(p.num_tokens - 1, p.num_tokens + 2)
+    assert w.shape == (4, 3) and (w[:, 1:] == np.arange(p.num_tokens, p.num_tokens + 2) + p.delta).all()

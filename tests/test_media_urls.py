@@ -170,6 +170,10 @@ def test_pipeline_reads_urls(files, memory, server) -> None:
         model=MODEL,
     )
     np.testing.assert_array_equal(record_positions(record, model=MODEL).ids, expected.ids)
+    # a URL prefix as base_dir: relative paths are read from there
+    relative = {"segments": [{"type": "text", "tokens": 3}, {"type": "image", "path": "cat.png"}]}
+    got = record_positions(relative, model=MODEL, base_dir=memory)
+    np.testing.assert_array_equal(got.ids, expected.ids[:, : got.num_tokens])
 
 
 def test_service_refuses_urls_and_paths_without_an_allowlist(files, server) -> None:

@@ -348,3 +348,132 @@ def test_apply_mrope_takes_qwen3_omni_float_positions(backend, monkeypatch):
     got_q, got_k = mrope.apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
     torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_k, want_k, rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------------------------------------- service
+
+
+def test_service_uploads_audio_and_videos_with_audio(tmp_path):
+    """A real server app: an audio file and a video with an audio track uploaded for an omni model give
+    the library's positions (float32 in the npy form for Qwen3-Omni, floats in JSON)."""
+    import io as _io
+    import json as _json
+
+    import media as tm
+    from fastapi.testclient import TestClient
+
+    from mrope.vision import load_audio, load_video
+    from service.app import create_app
+    from service.settings import Settings
+
+    wav = tm.write_audio(tmp_path / "a.wav", 1.3, 44100)
+    clip = tm.write_video_with_audio(tmp_path / "v.mp4", 24, 12, audio_seconds=1.9)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+
+    def post(client, model, layout, fmt="application/json"):
+        files = [
+            ("files", ("a.wav", wav.read_bytes(), "audio/wav")),
+            ("files", ("v.mp4", clip.read_bytes(), "video/mp4")),
+        ]
+        data = {"model": model, "layout": _json.dumps(layout)}
+        return client.post("/v1/positions/upload", data=data, files=files, headers={"accept": fmt})
+
+    layout = [
+        {"type": "text", "tokens": 3},
+        {"type": "file", "index": 1, "use_audio_in_video": True},
+        {"type": "file", "index": 0},
+        {"type": "text", "tokens": 2},
+    ]
+    with TestClient(create_app(Settings(tmp_dir=str(spool)))) as client:
+        for model in ("qwen2.5-omni", "qwen3-omni"):
+            segs = [
+                Text(3),
+                load_video(clip, model=model, use_audio_in_video=True),
+                load_audio(wav, model=model),
+                Text(2),
+            ]
+            want = mrope.build_positions(segs, model=model)
+            assert segs[1].audio is not None
+            resp = post(client, model, layout)
+            assert resp.status_code == 200, resp.text
+            body = resp.json()
+            assert (
+                body["positions"] == want.ids.tolist() and body["audio_tokens"] == want.audio_tokens.tolist()
+            )
+            npy = post(client, model, layout, "application/x-npy")
+            assert npy.status_code == 200, npy.text
+            arr = np.load(_io.BytesIO(npy.content))
+            assert arr.dtype == want.ids.dtype and np.array_equal(arr, want.ids)
+        # an audio file for a model without audio is a clear 422
+        resp = client.post(
+            "/v1/positions/upload",
+            data={"model": "qwen2-vl"},
+            files=[("files", ("a.wav", wav.read_bytes(), "audio/wav"))],
+        )
+        assert resp.status_code == 422 and "audio" in resp.json()["error"]["message"]
+    assert list(spool.iterdir()) == []
+
+
+def test_service_rope_index_takes_audio(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    segs = [Text(2), Video((2, 4, 4), second_per_grid=0.9, audio=Audio(mel_frames=150)), Audio(mel_frames=90)]
+    p = mrope.build_positions(segs, model="qwen3-omni")
+    body = {
+        "model": "qwen3-omni",
+        "input_ids": [p.input_ids.tolist()],
+        "video_grid_thw": [[2, 4, 4]],
+        "second_per_grid_ts": [0.9],
+        "audio_seqlens": [150, 90],
+        "use_audio_in_video": True,
+    }
+    with TestClient(create_app(Settings(tmp_dir=str(tmp_path)))) as client:
+        resp = client.post("/v1/rope-index", json=body)
+        assert resp.status_code == 200, resp.text
+        # JSON carries each float32 as its shortest decimal: read back as float32 it is the same value
+        got = np.asarray(resp.json()["position_ids"], dtype=np.float32)
+        assert np.array_equal(got, p.ids[:, None]) and np.any(got != np.trunc(got))
+        bad = client.post("/v1/rope-index", json={**body, "audio_seqlens": [150]})
+        assert bad.status_code == 422 and "audio_seqlens" in bad.json()["error"]["message"]
+
+
+def test_json_segments_carry_audio(tmp_path):
+    """The one JSON form (mrope.schema) takes audio segments and a grid video's audio, for every face."""
+    from fastapi.testclient import TestClient
+
+    from mrope import schema
+    from service.app import create_app
+    from service.settings import Settings
+
+    body = {
+        "model": "qwen2.5-omni",
+        "segments": [
+            {"type": "text", "tokens": 2},
+            {"type": "video", "grid": [3, 4, 4], "second_per_grid": 0.9, "audio": {"seconds": 2.7}},
+            {"type": "audio", "mel_frames": 130},
+        ],
+    }
+    want = mrope.build_positions(
+        [Text(2), Video((3, 4, 4), second_per_grid=0.9, audio=Audio(seconds=2.7)), Audio(mel_frames=130)],
+        model="qwen2.5-omni",
+    )
+    parsed = schema.PositionsRequest.model_validate(body)
+    segs = schema.to_segments(parsed.segments, want.rules)
+    assert np.array_equal(mrope.build_positions(segs, model="qwen2.5-omni").ids, want.ids)
+    with TestClient(create_app(Settings(tmp_dir=str(tmp_path)))) as client:
+        resp = client.post("/v1/positions", json=body)
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["positions"] == want.ids.tolist()
+        for bad in (
+            {"type": "audio"},
+            {"type": "audio", "tokens": 3, "seconds": 1.0},
+            {"type": "audio", "tokens": 0},
+        ):
+            assert client.post("/v1/positions", json={**body, "segments": [bad]}).status_code == 422
+        no_audio = {**body, "model": "qwen2.5-vl"}
+        resp = client.post("/v1/positions", json=no_audio)
+        assert resp.status_code == 422 and "no audio" in resp.json()["error"]["message"]

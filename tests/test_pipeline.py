@@ -181,9 +181,9 @@ BAD_RECORDS = [
     ({"id": 1}, {"model": MODEL}, "exactly one of 'segments' and 'messages'"),
     ({"segments": {"type": "text"}}, {"model": MODEL}, "segments: Input should be a valid list"),
     (
-        {"segments": [{"type": "audio"}]},
+        {"segments": [{"type": "sound"}]},
         {"model": MODEL},
-        "segment 0: type must be one of 'text', 'image', 'video'; got 'audio'",
+        "segment 0: type must be one of 'text', 'image', 'video', 'audio'; got 'sound'",
     ),
     ({"segments": [{"type": "text"}]}, {"model": MODEL}, "exactly one of tokens, ids, text; got none"),
     (

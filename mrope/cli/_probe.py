@@ -1,4 +1,5 @@
-"""``mrope probe VIDEO``: the video's metadata and the frames a preset would sample, with their times."""
+"""``mrope probe VIDEO``: the video's metadata and the frames a preset would sample, with their times;
+its audio track (and an audio-only file's), with the audio tokens of an omni model."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from mrope.builder import temporal_index
 from mrope.cli._args import CliError, positive_int, positive_number, rule_overrides
 from mrope.cli._sequence import model_from_args
+from mrope.errors import MRopeError
 from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
 from mrope.vision import VideoInfo, load_video, probe_video, sample_frame_indices
 
@@ -39,18 +41,43 @@ def _patch_column(rules: LayoutRules, video: Any, n_patches: int) -> tuple[str, 
     if rules.temporal == "timestamps":
         times = video.patch_times(rules.temporal_patch_size, rules.fps, rules.timestamp_time)
         return "timestamp", [rules.format_timestamp(x) for x in times]
-    tau = temporal_index(
-        n_patches, rules, video.resolved_second_per_grid(rules.temporal_patch_size, rules.fps)
-    )
+    spg = video.resolved_second_per_grid(rules.temporal_patch_size, rules.fps)
+    if rules.has_audio:  # the omni timeline: float32 time, fractional for Qwen3-Omni
+        from mrope.timeline import video_time
+
+        return "t offset", [f"{v:g}" for v in video_time(n_patches, spg, rules).tolist()]
+    tau = temporal_index(n_patches, rules, spg)
     return "t offset", [str(int(v)) for v in tau]
+
+
+def _audio(path: str, rules: LayoutRules) -> dict[str, Any]:
+    """An audio track's metadata, and its mel frames and tokens under rules with audio."""
+    from mrope.timeline import audio_tokens
+    from mrope.vision.audio import audio_from_info, probe_audio
+
+    info = probe_audio(path)
+    doc: dict[str, Any] = {**asdict(info), "duration": info.duration}
+    if rules.has_audio:
+        audio = audio_from_info(info, rules)
+        doc["mel_frames"] = audio.mel_frames
+        doc["audio_tokens"] = audio_tokens(audio, rules)
+    return doc
 
 
 def describe(
     path: str, model: str, rules: LayoutRules, fps: float | None, nframes: int | None
 ) -> dict[str, Any]:
     """Everything ``probe`` reports, as plain JSON values."""
+    from mrope.vision.audio import stream_types
+
     if fps is not None and nframes is not None:
         raise CliError("give --fps or --nframes, not both")
+    try:
+        kinds = stream_types(path)
+    except MRopeError:
+        kinds = ()  # probe_video says what is wrong with the file
+    if "audio" in kinds and "video" not in kinds:  # an audio file
+        return {"file": path, "model": model, "audio": _audio(path, rules)}
     info: VideoInfo = probe_video(path)
     idx = sample_frame_indices(
         info.num_frames,
@@ -87,11 +114,25 @@ def describe(
         },
         "frames": frames,
         "patches": [{"patch": k, column.replace(" ", "_"): v} for k, v in enumerate(values)],
+        **({"audio": _audio(path, rules)} if "audio" in kinds else {}),
     }
+
+
+def _render_audio(doc: dict[str, Any]) -> str:
+    a = doc["audio"]
+    line = (
+        f"  audio: {a['codec'] or '?'}, {a['sample_rate']} Hz, {a['channels']} channel(s), {a['duration']:.3f} s "
+        f"({a['num_samples']} samples, from the {a['timing']})"
+    )
+    if "audio_tokens" in a:
+        line += f" -> {a['mel_frames']} mel frames, {a['audio_tokens']} audio tokens for {doc['model']}"
+    return line
 
 
 def render(doc: dict[str, Any]) -> str:
     """The human-readable form of :func:`describe`'s result."""
+    if "video" not in doc:
+        return f"{doc['file']}: an audio file\n" + _render_audio(doc)
     v, s = doc["video"], doc["sampling"]
     rate = "variable rate (timed by frame timestamps)" if v["variable_rate"] else "constant rate"
     lines = [
@@ -111,6 +152,8 @@ def render(doc: dict[str, Any]) -> str:
         shown = per_patch[f["patch"]] if f["patch"] != last else ""
         last = f["patch"]
         lines.append(f"{f['frame']:>6} {f['index']:>7} {f['time']:>9.3f} {f['patch']:>6}  {shown}")
+    if "audio" in doc:
+        lines.append(_render_audio(doc))
     return "\n".join(lines)
 
 

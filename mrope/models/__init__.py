@@ -21,6 +21,16 @@ FAMILY_MODULES: tuple[str, ...] = (
     "qwen2_5_vl",
     "qwen3_vl",
     "glm4v",
+    "qwen3_vl_moe",
+    "cosmos3_omni",
+    "qwen3_5",
+    "qwen3_5_moe",
+    "cosmos3_edge",
+    "cohere_compass",
+    "glm4v_moe",
+    "glm46v",
+    "glm_ocr",
+    "paddleocr_vl",
     "glm_image",
     "ernie4_5_vl",
     "hy_v4_vl",
@@ -48,6 +58,7 @@ def _load() -> tuple[tuple[ModelFamily, ...], dict[str, ModelFamily]]:
 
 
 _FAMILIES, _INDEX = _load()
+_BY_MODEL_TYPE: dict[str, ModelFamily] = {t.lower(): f for f in _FAMILIES for t in f.model_types}
 
 
 def families() -> tuple[ModelFamily, ...]:
@@ -92,10 +103,12 @@ def get_family(model: Any) -> ModelFamily:
 
 def family_for_model_type(model_type: str) -> ModelFamily | None:
     """The family a Hugging Face ``model_type`` belongs to, or ``None``."""
-    fam = _INDEX.get(str(model_type).lower())
-    return (
-        fam if fam is not None and str(model_type).lower() in {t.lower() for t in fam.model_types} else None
-    )
+    return _BY_MODEL_TYPE.get(str(model_type).lower())
+
+
+def model_types() -> tuple[str, ...]:
+    """Every Hugging Face ``model_type`` a registered family answers to."""
+    return tuple(_BY_MODEL_TYPE)
 
 
 def resolve_rules(
@@ -148,6 +161,7 @@ __all__ = [
     "families",
     "family_for_model_type",
     "get_family",
+    "model_types",
     "names",
     "resolve_rules",
     "resolve_spec",

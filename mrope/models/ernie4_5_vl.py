@@ -53,6 +53,7 @@ FAMILY = ModelFamily(
         pairing="gptj",
     ),
     transformers5={"advance": "spatial"},
+    config_section_axes=(1, 2, 0),  # config.json's mrope_section is (h, w, t)
     exactness="official max+1 advance (as vLLM); transformers 5.24 get_rope_index under convention='transformers5'",
     config_ids={
         "image_start_token_id": "vision_start_id",

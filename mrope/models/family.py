@@ -38,8 +38,14 @@ class ModelFamily:
         transformers5: :class:`LayoutRules` field overrides (pad value included) that reproduce the
             family's own transformers 5.24 ``get_rope_index``; applied by ``convention="transformers5"``.
         exactness: one line for the README family table: what is exact against what.
-        config_ids: ``config.json`` token-id keys -> the :class:`LayoutRules` fields they set (read by
-            :func:`mrope.from_pretrained`).
+        config_ids: ``config.json`` token-id keys -> the :class:`LayoutRules` field (or fields) they set
+            (read by :func:`mrope.from_pretrained`).
+        video_size_fields: the :class:`LayoutRules` fields a video processor's ``size.longest_edge``
+            (``max_pixels``) sets: ``("video_max_pixels",)`` where it bounds each frame, plus
+            ``"video_total_pixels"`` where it is the budget of the whole clip (Qwen3-VL's processor).
+        config_section_axes: the axis (0 = t, 1 = h, 2 = w, ...) of each entry of the config's
+            ``mrope_section``, when the config orders them otherwise than :class:`RopeSpec` (ERNIE-4.5-VL
+            writes (h, w, t): ``(1, 2, 0)``); ``None``: the same order.
         source: where the values come from (a checkpoint folder for :func:`mrope.from_pretrained`).
     """
 
@@ -50,7 +56,9 @@ class ModelFamily:
     spec: RopeSpec
     transformers5: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=True)
     exactness: str = ""
-    config_ids: Mapping[str, str] = field(default_factory=dict, hash=False, compare=True)
+    config_ids: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict, hash=False, compare=True)
+    video_size_fields: tuple[str, ...] = ("video_max_pixels",)
+    config_section_axes: tuple[int, ...] | None = None
     source: str = "registry"
     _transformers5_rules: LayoutRules | None = field(default=None, init=False, repr=False, compare=False)
 

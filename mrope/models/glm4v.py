@@ -16,11 +16,11 @@ GLM_CONFIG_IDS = {
     "image_end_token_id": "vision_end_id",
     "video_start_token_id": "video_start_id",
     "video_end_token_id": "video_end_id",
-    "image_token_id": "image_pad_id",
+    "image_token_id": ("image_pad_id", "video_pad_id"),
 }
 """config.json keys of GLM-V's wrapper and placeholder ids. ``video_token_id`` is left out on purpose: the
-processor never writes it (frames carry ``image_token_id``), so a reader that sets ``image_pad_id`` from
-a config must set ``video_pad_id`` to the same value."""
+processor never writes it (frames carry ``image_token_id``), so ``image_token_id`` sets ``video_pad_id``
+too."""
 
 FAMILY = ModelFamily(
     name="glm-4.1v",

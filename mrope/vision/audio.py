@@ -139,14 +139,19 @@ def probe_audio(source: Any, *, max_packets: int = DEFAULT_MAX_AUDIO_PACKETS) ->
         return _probe(src, max_packets)
 
 
-def has_audio_stream(source: Any) -> bool:
-    """Whether a media file has an audio stream (headers only)."""
+def stream_types(source: Any) -> tuple[str, ...]:
+    """The types of a media file's streams (``"video"``, ``"audio"``, ...; headers only)."""
     with open_source(source) as src:
         container = _open_container(src)
         try:
-            return bool(container.streams.audio)
+            return tuple(s.type for s in container.streams)
         finally:
             container.close()
+
+
+def has_audio_stream(source: Any) -> bool:
+    """Whether a media file has an audio stream (headers only)."""
+    return "audio" in stream_types(source)
 
 
 def resampled_length(num_samples: int, sample_rate: int, target_rate: int) -> int:
@@ -195,4 +200,5 @@ __all__ = [
     "load_audio",
     "probe_audio",
     "resampled_length",
+    "stream_types",
 ]

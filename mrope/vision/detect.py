@@ -1,4 +1,4 @@
-"""Tell an image from a video by content (the HTTP service uses it for uploads)."""
+"""Tell an image from a video or an audio file by content (the HTTP service uses it for uploads)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from mrope.errors import MediaError
 from mrope.vision._source import OpenSource
 from mrope.vision.video import _STILL_FORMATS, _open_container, _video_stream
 
-MediaKind = Literal["image", "video"]
+MediaKind = Literal["image", "video", "audio"]
 
 _NOT_IMAGES = {"MPEG"}
 """PIL formats it can identify but not read as a picture (an MPEG-1 video stream)."""
 
 
 def detect_media_kind(data: bytes) -> MediaKind:
-    """``"image"`` if PIL can read ``data``'s header, else ``"video"`` if FFmpeg finds a video stream.
+    """``"image"`` if PIL can read ``data``'s header, else ``"video"`` if FFmpeg finds a video stream,
+    else ``"audio"`` if it finds an audio stream (an audio-only file, for the omni models).
 
     Only headers are read; nothing is decoded. Animated GIF / WebP / PNG count as images.
 
@@ -26,7 +27,7 @@ def detect_media_kind(data: bytes) -> MediaKind:
         data: the file's bytes.
 
     Raises:
-        MediaError: empty data, or neither an image nor a video (an audio-only file says so).
+        MediaError: empty data, or neither an image, a video nor audio.
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise MediaError(f"detect_media_kind takes the file's bytes; got {type(data).__name__}")
@@ -62,6 +63,8 @@ def detect_media_kind(data: bytes) -> MediaKind:
                 f"{src.name} looks like a still image ({fmt}) whose header cannot be read (truncated or "
                 "corrupt?); expected a readable image or a video"
             )
+        if not container.streams.video and container.streams.audio:
+            return "audio"
         _video_stream(container, src.name)
     finally:
         container.close()

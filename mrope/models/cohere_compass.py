@@ -1,0 +1,40 @@
+"""Cohere Compass (``cohere_compass``, North-Micro-Vision): Qwen3-VL's rules with Cohere's ids.
+
+transformers 5.24: get_rope_index (modeling_cohere_compass.py:1029) equals Qwen3-VL's. Ids: vision start
+255028 (``<|VISION_START|>``), end 255029, image 255031, video 255032. The processor writes Qwen3-VL's
+timestamp text, averaged over the 2 frames of a temporal patch (processing 70-97, 168). Video: patch 16,
+temporal 2, 128 * 32^2 .. 768 * 32^2 px per frame.
+Rotary (70-150): Qwen3-VL interleaved, per layer type: ``rope_parameters`` is keyed by layer type and a
+``None`` entry is a layer without rotary (NoPE); head_dim 128, no partial factor. The class default
+``rope_parameters`` is ``{}`` (not runnable); the spec below is the full-attention layers' with the
+Qwen3-VL sections and theta 1e6 (no released value known: read the checkpoint with
+:func:`mrope.from_pretrained`).
+"""
+
+from mrope.models import qwen2_vl, qwen3_vl
+from mrope.spec import RopeSpec
+
+FAMILY = qwen3_vl.FAMILY.replace(
+    name="cohere-compass",
+    model_types=("cohere_compass", "cohere_compass_text"),
+    aliases=(),
+    rules=qwen3_vl.FAMILY.rules.replace(
+        name="cohere-compass",
+        vision_start_id=255028,
+        vision_end_id=255029,
+        image_pad_id=255031,
+        video_pad_id=255032,
+        video_min_pixels=128 * 32 * 32,
+        video_max_pixels=768 * 32 * 32,
+    ),
+    spec=RopeSpec(
+        head_dim=128,
+        rotary_dim=128,
+        theta=1_000_000.0,
+        mrope_section=(24, 20, 20),
+        section_layout="interleaved",
+    ),
+    exactness="Qwen3-VL rules, own ids; transformers 5.24 CohereCompass get_rope_index under convention='transformers5'",
+    config_ids=qwen2_vl.QWEN_CONFIG_IDS,
+    video_size_fields=("video_max_pixels",),
+)

@@ -1,0 +1,22 @@
+"""Qwen3-VL-MoE (``qwen3_vl_moe``): Qwen3-VL's rules, ids and rotary.
+
+transformers 5.24: get_rope_index (modeling_qwen3_vl_moe.py:1038) is byte-identical to Qwen3-VL's; the
+rotary (781) is Qwen3-VL's interleaved [24, 20, 20] (class default theta 5e5; released 5e6, head_dim 128).
+"""
+
+from mrope.models import qwen3_vl
+from mrope.models.family import ModelFamily
+
+FAMILY = qwen3_vl.FAMILY.replace(
+    name="qwen3-vl-moe",
+    model_types=("qwen3_vl_moe", "qwen3_vl_moe_text"),
+    aliases=(
+        "Qwen/Qwen3-VL-30B-A3B-Instruct",
+        "Qwen/Qwen3-VL-30B-A3B-Thinking",
+        "Qwen/Qwen3-VL-235B-A22B-Instruct",
+        "Qwen/Qwen3-VL-235B-A22B-Thinking",
+    ),
+    rules=qwen3_vl.FAMILY.rules.replace(name="qwen3-vl-moe"),
+    exactness="Qwen3-VL rules; transformers 5.24 Qwen3VLMoe get_rope_index under convention='transformers5'",
+)
+assert isinstance(FAMILY, ModelFamily)
