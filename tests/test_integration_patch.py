@@ -8,6 +8,7 @@ out below. The tiny models are built from configs (no hub), fp32, seed 0.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from collections.abc import Iterator
 
@@ -47,11 +48,21 @@ def apply_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
+def _rotary_layers(net: torch.nn.Module) -> int:
+    """Text layers whose attention calls apply_rotary_pos_emb (hybrid stacks have others)."""
+    calls = [
+        m
+        for m in net.model.language_model.modules()
+        if "apply_rotary_pos_emb" in getattr(inspect.unwrap(type(m).forward), "__code__", None).co_names
+    ]
+    return len(calls)
+
+
 def _two_rows(name: str) -> list[list[object]]:
     rules = mt.model_rules(tv.model(name))
     m = rules.merge_size
     return [
-        tv.segments(rules),
+        tv.prompt(name),
         [mrope.Text(tv.tokenize("hi")), mrope.Image(grid=(1, 2 * m, 2 * m)), mrope.Text(tv.tokenize("ok"))],
     ]
 
@@ -64,7 +75,7 @@ def test_patched_prefill_equals_unpatched(name: str, apply_calls: list[str]) -> 
     with patched(net):
         apply_calls.clear()  # patch's own probe called it once
         got = tv.logits(name, kw)
-    assert apply_calls == ["bhsd"] * net.config.text_config.num_hidden_layers  # the patched path ran
+    assert apply_calls == ["bhsd"] * _rotary_layers(net)  # the patched path ran
     torch.testing.assert_close(got, want, rtol=0, atol=ATOL)  # every slot, pads included
 
 
@@ -284,7 +295,7 @@ def test_other_families_patch_exactly_or_refuse_untouched(name: str) -> None:
         assert _untouched(net)
         return
     try:
-        kw = tv.forward_kwargs(tv.inputs(name, _two_rows(name)), own_positions=True)
+        kw = tv.forward_kwargs(tv.inputs(name, _two_rows(name), with_pixels=False), own_positions=True)
     finally:
         mt.unpatch(net)
     with torch.no_grad():

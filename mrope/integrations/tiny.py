@@ -126,6 +126,10 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
     if has_head_dim:
         text["head_dim"] = head_dim
     text_defaults = base.text_config.to_dict()
+    kinds = list(dict.fromkeys(text_defaults.get("layer_types") or ()))
+    if len(kinds) > 1:  # hybrid stacks (e.g. linear + full attention): one layer of each kind at least
+        text["layer_types"] = [kinds[i % len(kinds)] for i in range(max(layers, len(kinds)))]
+        text["num_hidden_layers"] = len(text["layer_types"])
     for key, value in _TEXT_MOE_SHRINK.items():
         if key in text_defaults:
             default = text_defaults[key]
@@ -146,9 +150,9 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
         subconfigs["audio_config"] = {k: v for k, v in _AUDIO_SHRINK.items() if k in audio_defaults}
     top: dict[str, Any] = {}
     defaults = base.to_dict()
-    for key, rule_field in dict(family.config_ids).items():  # released ids where the class has none
+    for key, rule_fields in dict(family.config_ids).items():  # released ids where the class has none
         if defaults.get(key) is None:
-            top[key] = getattr(rules, rule_field)
+            top[key] = getattr(rules, rule_fields if isinstance(rule_fields, str) else rule_fields[0])
     if "position_id_per_seconds" in defaults:  # omni: time scale of the released checkpoints
         top["position_id_per_seconds"] = _as_number(rules.tokens_per_second)
     try:

@@ -245,9 +245,10 @@ def _rules_of(config: Any, family: Any, convention: str) -> Any:
     data = config.to_dict()
     vision = data.get("vision_config") if isinstance(data.get("vision_config"), dict) else {}
     changes: dict[str, Any] = {}
-    for key, rule_field in dict(getattr(family, "config_ids", {}) or {}).items():
+    for key, rule_fields in dict(getattr(family, "config_ids", {}) or {}).items():
         if data.get(key) is not None:
-            changes[rule_field] = int(data[key])
+            for rule_field in (rule_fields,) if isinstance(rule_fields, str) else rule_fields:
+                changes[rule_field] = int(data[key])
     if data.get("position_id_per_seconds") is not None:  # omni thinkers: the time scale of video t
         changes["tokens_per_second"] = data["position_id_per_seconds"]
     for key, rule_field in (
@@ -272,7 +273,8 @@ def _check_rotary(rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, 
     device = rotary.inv_freq.device
     gen = torch.Generator().manual_seed(1234)
     length = 29
-    positions = torch.randint(0, _PROBE_MAX_POSITION, (3, 1, length), generator=gen).to(device)
+    axes = len(spec.mrope_section)
+    positions = torch.randint(0, _PROBE_MAX_POSITION, (axes, 1, length), generator=gen).to(device)
     q = torch.randn(1, 2, length, spec.head_dim, generator=gen).to(device)
     k = torch.randn(1, 1, length, spec.head_dim, generator=gen).to(device)
     with torch.no_grad():
