@@ -20,12 +20,13 @@ from mrope.errors import ApplyError, LayoutError, MediaError, MRopeError, PatchE
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Text, Video
 from mrope.spec import RopeScaling, RopeSpec
+from mrope.timeline import audio_tokens
 from mrope.tokens import get_rope_index, rope_index
 
 __version__ = "0.1.0"
 
-_LAZY = {"apply_mrope": "mrope.ops", "cos_sin": "mrope.ops"}
-_SUBMODULES = ("ops", "vision", "testing", "pipeline", "plot", "cli", "integrations")
+_LAZY = {"apply_mrope": "mrope.ops", "cos_sin": "mrope.ops", "from_pretrained": "mrope.checkpoint"}
+_SUBMODULES = ("models", "ops", "vision", "testing", "pipeline", "plot", "cli", "integrations")
 
 
 def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part is used
@@ -58,11 +59,13 @@ __all__ = [
     "TokenError",
     "Video",
     "apply_mrope",
+    "audio_tokens",
     "build_batch",
     "get_rope_index",
     "rope_index",
     "build_positions",
     "cos_sin",
+    "from_pretrained",
     "count_tokens",
     "next_positions",
     "text_positions",

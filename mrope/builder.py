@@ -21,7 +21,7 @@ import numpy as np
 
 from mrope.canvas import canvas_row
 from mrope.errors import LayoutError
-from mrope.models import ModelLike, resolve_rules
+from mrope.models import ModelLike, resolve_rules, resolve_tokenizer
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Segment, Text, Video
 from mrope.tokenizer import encode_text
@@ -195,10 +195,10 @@ class Batch:
     """Positions of a padded batch.
 
     Attributes:
-        ids: int64 ``[A, B, L]`` (A = ``rules.num_axes``, 3 but for HunyuanOCR); pad slots hold
-            ``pad_position``.
+        ids: int64 ``[A, B, L]`` (A = ``rules.num_axes``, 3 but for HunyuanOCR; float32 for fractional
+            time, Qwen3-Omni); pad slots hold ``pad_position``.
         attention_mask: int64 ``[B, L]``, 1 at valid tokens.
-        deltas: int64 ``[B]``.
+        deltas: int64 ``[B]`` (float32 with fractional time).
         input_ids: int64 ``[B, L]`` (pad slots hold ``pad_token_id``).
         sequences: the per-sample :class:`Positions`; their ``ids`` and ``input_ids`` are views of this
             batch's rows (they share memory with ``ids`` and ``input_ids``).
@@ -885,13 +885,14 @@ def build_positions(
             :class:`LayoutRules`.
         rules: a :class:`LayoutRules` (replaces the model's) or a dict of overrides of the model's.
         tokenizer: a callable ``str -> list[int]`` or a ``tokenizers.Tokenizer``; needed for Qwen3-VL
-            video timestamps.
+            video timestamps (default: the tokenizer of a :func:`mrope.from_pretrained` checkpoint).
         convention: ``"released"`` (the official semantics) or ``"transformers5"`` (the family's own
             transformers 5.24 ``get_rope_index``: ``s + max(H', W')`` advance, its pad value).
 
     Returns:
         :class:`Positions` with ``ids`` int64 ``[3, T]``.
     """
+    tokenizer = resolve_tokenizer(model, tokenizer)
     plan = _plan_sequence(segments, resolve_rules(model, rules, convention), tokenizer)
     for note in plan.notes:
         warnings.warn(note, MRopeWarning, stacklevel=2)
@@ -926,6 +927,7 @@ def count_tokens(
     (a lower bound for Qwen3-VL / GLM-4.1V videos). Cheap for any grid size: use it to enforce caps
     before building. ``model`` is required, as in :func:`build_positions`.
     """
+    tokenizer = resolve_tokenizer(model, tokenizer)
     lay = resolve_rules(model, rules)
     if lay.has_audio:
         from mrope.timeline import count_omni_tokens
@@ -984,6 +986,7 @@ def build_batch(
     """
     if padding_side not in ("left", "right"):
         raise LayoutError(f"padding_side must be 'left' or 'right'; got {padding_side!r}")
+    tokenizer = resolve_tokenizer(model, tokenizer)
     lay = resolve_rules(model, rules, convention)
     if pad_position is None:
         pad_position = lay.pad_position

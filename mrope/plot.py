@@ -4,8 +4,8 @@
 
 - the token sequence: a bar of span kinds (text, wrappers, timestamps, image, video, thumbnail), the t, h
   and w coordinates as three colour strips on one value scale, a row marking tokens that share their
-  whole ``(t, h, w)`` with another token, and a chart of the three coordinates against the token index
-  (the dotted diagonal is the token index itself): jumps (text resuming past an image), resets (a block
+  whole ``(t, h, w)`` with another token, and a chart of the three coordinates against the token index:
+  jumps (text resuming past an image), resets (a block
   restarting at 0) and overlaps (two segments on the same values) show at a glance;
 - every image (and tile grid, and the first frame of every video) as heat maps of its h and w, in the
   image's own geometry, tiles outlined and numbered in emission order, each map with its value range.
@@ -104,20 +104,54 @@ def _nice_ticks(hi: float, n: int = 6) -> list[int]:
 # ---------------------------------------------------------------------------------------- sequence
 
 
+MIN_SEGMENT_PX = 8
+"""Narrowest a segment is drawn on the token axis, however few tokens it has (when the width allows)."""
+
+
 @dataclass
 class _Axis:
-    """Maps token indices to pixel columns ``[x0, x0 + width)``."""
+    """Maps token indices to pixel columns ``[x0, x0 + width)``, piecewise linear by segment.
+
+    Every segment gets ``min_px`` columns plus a share of the rest proportional to its tokens, so a
+    12-token prompt next to a 1M-token video stays visible. ``knots_token`` / ``knots_px`` are the
+    segment boundaries (token index -> column offset), increasing.
+    """
 
     x0: int
     width: int
     n: int
+    knots_token: np.ndarray  # float64 [K]
+    knots_px: np.ndarray  # float64 [K]
+
+    @classmethod
+    def build(cls, x0: int, width: int, n: int, bounds: Sequence[tuple[int, int]]) -> _Axis:
+        if n == 0 or not bounds:
+            return cls(x0, width, max(n, 1), np.array([0.0, max(n, 1)]), np.array([0.0, float(width)]))
+        sizes = np.array([b - a for a, b in bounds], dtype=np.float64)
+        min_px = min(float(MIN_SEGMENT_PX), width / len(bounds))
+        px = min_px + (width - min_px * len(bounds)) * sizes / max(sizes.sum(), 1.0)
+        knots_px = np.concatenate([[0.0], np.cumsum(px)])
+        knots_token = np.array([bounds[0][0]] + [b for _, b in bounds], dtype=np.float64)
+        return cls(x0, width, n, knots_token, knots_px)
 
     def columns(self) -> np.ndarray:
-        """The token shown in each pixel column (nearest)."""
-        return np.minimum((np.arange(self.width) * self.n) // max(self.width, 1), max(self.n - 1, 0))
+        """The first token shown in each pixel column (int64 ``[width]``, non-decreasing)."""
+        tok = np.interp(np.arange(self.width) + 1e-9, self.knots_px, self.knots_token)
+        return np.minimum(np.floor(tok).astype(np.int64), max(self.n - 1, 0))
 
     def x(self, token: float) -> int:
-        return self.x0 + int(round(token * self.width / max(self.n, 1)))
+        return self.x0 + int(round(float(np.interp(token, self.knots_token, self.knots_px))))
+
+
+def _segment_bounds(p: Positions) -> list[tuple[int, int, int]]:
+    """``(index, start, stop)`` of every segment's tokens, in order (spans merged by segment)."""
+    out: list[list[int]] = []
+    for s in p.spans:
+        if out and out[-1][0] == s.index and out[-1][2] == s.start:
+            out[-1][2] = s.stop
+        else:
+            out.append([s.index, s.start, s.stop])
+    return [(i, a, b) for i, a, b in out if b > a]
 
 
 def _column_reduce(values: np.ndarray, axis: _Axis, how: str) -> np.ndarray:
@@ -128,28 +162,95 @@ def _column_reduce(values: np.ndarray, axis: _Axis, how: str) -> np.ndarray:
     return np.minimum.reduceat(values, starts)
 
 
+MIN_SEGMENT_CHART_FRACTION = 0.1
+"""Each segment's share of the chart height is at least this (or half the height over the segment
+count, when there are more than five), the rest by value range."""
+
+
+def _value_knots(p: Positions) -> tuple[np.ndarray, np.ndarray]:
+    """The chart's compressed value axis: knots ``(value, height fraction)`` at every segment's lowest
+    value. Every segment gets a minimum stretch of the height plus a share of the rest proportional
+    to its value range, so a 32-value image next to a 2000-value video keeps a legible h and w."""
+    vals = [float(p.ids[:, a:b].min()) for _, a, b in _segment_bounds(p)]
+    vals.append(float(p.ids.max()) + 1.0)
+    v = np.maximum.accumulate(np.asarray(vals))
+    v = v[np.concatenate([[True], np.diff(v) > 0])]  # strictly increasing values for np.interp
+    ranges = np.diff(v)
+    n = ranges.size
+    min_f = min(MIN_SEGMENT_CHART_FRACTION, 0.5 / max(n, 1))
+    steps = min_f + (1.0 - n * min_f) * ranges / ranges.sum()
+    return v, np.concatenate([[0.0], np.cumsum(steps)])
+
+
+def _segment_name(p: Positions, index: int, labels: Sequence[str]) -> str:
+    kinds = {s.kind for s in p.spans if s.index == index}
+    kind = next(
+        (k for k in ("video", "image", "audio", "text") if k in kinds), sorted(kinds)[0] if kinds else ""
+    )
+    short = {"video": "vid", "image": "img", "audio": "aud", "text": "txt"}.get(kind, kind[:3])
+    return f"{index} {short}"
+
+
+def _place_labels(
+    draw: ImageDraw.ImageDraw,
+    segments: list[tuple[int, int, int]],
+    axis: _Axis,
+    names: dict[int, str],
+    font: Any,
+) -> list[dict[str, Any]]:
+    """Every segment's label, centred under it, in the first row where it overlaps no other label."""
+    rows: list[list[tuple[int, int]]] = []
+    placed = []
+    right_edge = axis.x0 + axis.width
+    for index, a, b in segments:
+        text = names[index]
+        tw, _ = _text_size(draw, text, font)
+        centre = (axis.x(a) + axis.x(b)) // 2
+        lx = min(max(centre - tw // 2, axis.x0), right_edge - tw)
+        box = (lx - 2, lx + tw + 2)
+        for r, taken in enumerate(rows):
+            if all(box[1] < t0 or box[0] > t1 for t0, t1 in taken):
+                taken.append(box)
+                row = r
+                break
+        else:
+            rows.append([box])
+            row = len(rows) - 1
+        placed.append({"segment": index, "text": text, "x0": lx, "x1": lx + tw, "row": row, "centre": centre})
+    return placed
+
+
 def _sequence_section(
-    p: Positions, width: int, fonts: _Fonts, title: str, rows: dict[str, tuple[int, int]]
+    p: Positions,
+    width: int,
+    fonts: _Fonts,
+    title: str,
+    rows: dict[str, tuple[int, int]],
+    labels: Sequence[str],
+    geometry: dict[str, Any],
 ) -> PILImage.Image:
     ids = p.ids
     n = p.num_tokens
-    vmax = max(int(ids.max()), 1) if n else 1
-    axis = _Axis(_LEFT, width - _LEFT - _RIGHT, max(n, 1))
-    strip_h, bar_h, shared_h, chart_h = 26, 20, 10, 170
-    height = 560
+    vmax = max(float(ids.max()), 1.0) if n else 1.0
+    segments = _segment_bounds(p) if n else []
+    axis = _Axis.build(_LEFT, width - _LEFT - _RIGHT, n, [(a, b) for _, a, b in segments])
+    strip_h, bar_h, shared_h, chart_h = 26, 20, 10, 190
+    # the picture's height: everything above the label rows, the label rows, the chart
+    scratch = ImageDraw.Draw(PILImage.new("RGB", (8, 8)))
+    names = {i: _segment_name(p, i, labels) for i, _, _ in segments}
+    placed = _place_labels(scratch, segments, axis, names, fonts.small)
+    label_rows = 1 + max((pl["row"] for pl in placed), default=0)
+    height = 620 + 15 * label_rows
     img = PILImage.new("RGB", (width, height), BACKGROUND)
     draw = ImageDraw.Draw(img)
     y = 12
     draw.text((16, y), title, fill=INK, font=fonts.title)
     y += _text_size(draw, title, fonts.title)[1] + 10
-    per_px = n / axis.width if n else 0
-    scale = (
-        f"1 px = {per_px:.2g} tokens" if per_px > 1 else f"1 token = {1 / per_px:.2g} px" if per_px else ""
-    )
     r = p.rules
     subtitle = (
         f"rules: temporal={r.temporal}, spatial={r.spatial}, crop={r.crop}, tiles={r.tiles}, advance={r.advance}"
-        f"  ·  token sequence: {scale}; t, h, w coloured on one scale 0 .. {vmax}"
+        f"  ·  token axis compressed by segment (each at least {MIN_SEGMENT_PX} px, the rest by token count);"
+        f" t, h, w coloured on one scale 0 .. {vmax:g}"
     )
     draw.text((16, y), subtitle, fill=MUTED, font=fonts.small)
     y += 22
@@ -164,21 +265,22 @@ def _sequence_section(
     img.paste(PILImage.fromarray(np.repeat(bar[None], bar_h, axis=0)), (axis.x0, y))
     rows["span"] = (y, y + bar_h)
     draw.text((16, y + 3), "span", fill=INK, font=fonts.text)
-    extent: dict[int, tuple[int, int]] = {}
-    for s in p.spans:
-        if s.kind in ("image", "video", "thumbnail"):
-            if axis.x(s.start) > axis.x0:
-                draw.line([(axis.x(s.start), y), (axis.x(s.start), y + bar_h - 1)], fill=BACKGROUND)
-            a, b = extent.get(s.index, (s.start, s.stop))
-            extent[s.index] = (min(a, s.start), max(b, s.stop))
-    for index, (a, b) in extent.items():  # the segment number, as in the heat-map captions
-        label = str(index)
-        tw, _ = _text_size(draw, label, fonts.small)
-        if axis.x(b) - axis.x(a) >= tw + 10:
-            lx = (axis.x(a) + axis.x(b) - tw) // 2
-            draw.rectangle([lx - 3, y + 3, lx + tw + 2, y + bar_h - 4], fill=INK)
-            draw.text((lx, y + 3), label, fill=BACKGROUND, font=fonts.small)
-    y += bar_h + 4
+    for _, a, _ in segments[1:]:  # segment boundaries
+        draw.line([(axis.x(a), y), (axis.x(a), y + bar_h - 1)], fill=BACKGROUND)
+    y += bar_h + 2
+
+    # every segment's label (index and kind), staggered into rows where labels would overlap
+    rows["labels"] = (y, y + 15 * label_rows)
+    draw.text((16, y), "segment", fill=MUTED, font=fonts.small)
+    for pl in placed:  # leader lines first, so no line crosses a label
+        if pl["row"]:
+            draw.line([(pl["centre"], y), (pl["centre"], y + 15 * pl["row"] + 1)], fill=GRID_LINE)
+    for pl in placed:
+        ly = y + 15 * pl["row"]
+        draw.rectangle([pl["x0"] - 1, ly, pl["x1"] + 1, ly + 13], fill=BACKGROUND)
+        draw.text((pl["x0"], ly), pl["text"], fill=INK, font=fonts.small)
+        pl["y0"], pl["y1"] = ly, ly + 13
+    y += 15 * label_rows + 4
 
     # t, h, w strips
     for row, name in enumerate("thw"):
@@ -204,19 +306,18 @@ def _sequence_section(
     n_shared = int(shared[:n].sum())
     y += shared_h + 3
 
-    # token index ticks
-    for tick in _nice_ticks(max(n - 1, 1), 8):
-        x = axis.x(tick)
-        draw.line([(x, y), (x, y + 4)], fill=MUTED)
-        label = str(tick)
-        tw, _ = _text_size(draw, label, fonts.small)
-        draw.text(
-            (min(max(x - tw // 2, axis.x0), axis.x0 + axis.width - tw), y + 5),
-            label,
-            fill=MUTED,
-            font=fonts.small,
-        )
+    # token index ticks at segment starts (those that fit), and the last token
     draw.text((16, y + 3), "token", fill=MUTED, font=fonts.small)
+    taken_until = -1
+    for tick in [a for _, a, _ in segments] + [max(n - 1, 0)]:
+        x = axis.x(tick)
+        label = f"{tick:,}"
+        tw, _ = _text_size(draw, label, fonts.small)
+        lx = min(max(x - tw // 2, axis.x0), axis.x0 + axis.width - tw)
+        draw.line([(x, y), (x, y + 4)], fill=MUTED)
+        if lx > taken_until + 6:
+            draw.text((lx, y + 5), label, fill=MUTED, font=fonts.small)
+            taken_until = lx + tw
     y += 26
 
     # value scale
@@ -245,45 +346,56 @@ def _sequence_section(
     draw.text((axis.x0 + scale_w + 30, y + 18), note, fill=SHARED if n_shared else MUTED, font=fonts.small)
     y += 44
 
-    # coordinates against the token index
-    top = y
+    # coordinates against the token index, both axes compressed by segment; the legend above the box
+    lx = axis.x0
+    for name in "thw":
+        draw.line([(lx, y + 7), (lx + 16, y + 7)], fill=AXIS_COLOURS[name], width=3)
+        draw.text((lx + 20, y), name, fill=INK, font=fonts.small)
+        lx += 44
+    draw.text(
+        (lx, y),
+        "y: compressed by segment (each its own stretch, from its lowest value)",
+        fill=MUTED,
+        font=fonts.small,
+    )
+    top = y + 20
+    rows["chart"] = (top, top + chart_h)
     draw.text((16, top), "value", fill=MUTED, font=fonts.small)
     draw.rectangle([axis.x0, top, axis.x0 + axis.width, top + chart_h], outline=GRID_LINE)
-    for tick in _nice_ticks(vmax, 5):
-        yy = top + chart_h - int(round(tick / vmax * chart_h))
+    knots_v, knots_f = _value_knots(p) if n else (np.array([0.0, 1.0]), np.array([0.0, 1.0]))
+
+    def y_of(values: Any) -> np.ndarray:
+        frac = np.interp(np.asarray(values, dtype=np.float64), knots_v, knots_f)
+        return top + chart_h - np.round(frac * chart_h).astype(np.int64)
+
+    taken_above = top + chart_h + 100
+    for v in knots_v:  # a grid line at every segment's lowest value; labels where they fit
+        if v > vmax:
+            break
+        yy = int(y_of(v))
         draw.line([(axis.x0, yy), (axis.x0 + axis.width, yy)], fill=GRID_LINE)
-        label = str(tick)
-        draw.text(
-            (axis.x0 - 6 - _text_size(draw, label, fonts.small)[0], yy - 6),
-            label,
-            fill=MUTED,
-            font=fonts.small,
-        )
-    # the token index itself (where text would be without any vision): dotted
-    for x in range(0, axis.width, 4):
-        token = x * n / axis.width
-        yy = top + chart_h - int(round(min(token, vmax) / vmax * chart_h))
-        if token <= vmax:
-            draw.point((axis.x0 + x, yy), fill=MUTED)
+        if yy <= taken_above - 12:
+            label = f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
+            tw = _text_size(draw, label, fonts.small)[0]
+            draw.text((axis.x0 - 6 - tw, yy - 6), label, fill=MUTED, font=fonts.small)
+            taken_above = yy
     if n:
         for row, name in ((2, "w"), (1, "h"), (0, "t")):
-            lo = _column_reduce(ids[row], axis, "min")
-            hi = _column_reduce(ids[row], axis, "max")
-            prev = ids[row][0]
+            lo = y_of(_column_reduce(ids[row], axis, "min"))
+            hi = y_of(_column_reduce(ids[row], axis, "max"))
+            last = y_of(ids[row][np.minimum(np.maximum(np.append(cols[1:], n) - 1, cols), n - 1)])
+            prev = int(y_of(ids[row][0]))
             for x in range(axis.width):
                 # one vertical stroke per column covering its tokens and joining the previous column
-                a, b = min(lo[x], prev), max(hi[x], prev)
-                prev = ids[row][min(cols[x + 1] - 1, n - 1)] if x + 1 < axis.width else hi[x]
-                y_lo = top + chart_h - int(round(a / vmax * chart_h))
-                y_hi = top + chart_h - int(round(b / vmax * chart_h))
-                draw.line([(axis.x0 + x, y_hi), (axis.x0 + x, y_lo)], fill=AXIS_COLOURS[name], width=2)
-    lx = axis.x0 + 8
-    for name in "thw":
-        draw.line([(lx, top + 10), (lx + 16, top + 10)], fill=AXIS_COLOURS[name], width=3)
-        draw.text((lx + 20, top + 3), name, fill=INK, font=fonts.small)
-        lx += 44
-    draw.text((lx, top + 3), "····· token index", fill=MUTED, font=fonts.small)
+                a, b = min(int(lo[x]), prev), max(int(hi[x]), prev)
+                draw.line([(axis.x0 + x, b), (axis.x0 + x, a)], fill=AXIS_COLOURS[name], width=2)
+                prev = int(last[x])
     y = top + chart_h + 12
+    geometry["columns"] = cols
+    geometry["segments"] = [
+        {"segment": i, "start": a, "stop": b, "x0": axis.x(a), "x1": axis.x(b)} for i, a, b in segments
+    ]
+    geometry["labels"] = placed
     return img.crop((0, 0, width, y))
 
 
@@ -501,9 +613,11 @@ def render_layout(
 
     Returns:
         an RGB ``PIL.Image.Image``; ``image.info["mrope_layout"]`` holds the geometry of the sequence
-        rows: ``x0`` and ``width`` of the token axis (pixel column ``c`` shows token
-        ``c * T // width``) and ``rows``, the ``(top, bottom)`` pixel rows of ``span``, ``t``, ``h``, ``w``
-        and ``shared``.
+        rows: ``x0`` and ``width`` of the token axis, ``columns`` (int64 ``[width]``: the first token
+        each pixel column shows; the axis is compressed by segment, each segment at least
+        :data:`MIN_SEGMENT_PX` wide), ``segments`` (``segment``, ``start``, ``stop``, ``x0``, ``x1`` of
+        each), ``labels`` (the text and box of every segment's label) and ``rows``, the ``(top, bottom)``
+        pixel rows of ``span``, ``labels``, ``t``, ``h``, ``w``, ``shared`` and ``chart``.
     """
     if not isinstance(positions, Positions):
         raise LayoutError(f"render_layout takes mrope.Positions; got {type(positions).__name__}")
@@ -515,7 +629,8 @@ def render_layout(
     if title is None:
         title = f"{positions.rules.name}: {n} tokens, max position {top}, delta {positions.delta}"
     rows: dict[str, tuple[int, int]] = {}
-    parts = [_sequence_section(positions, width, fonts, title, rows)]
+    geometry: dict[str, Any] = {}
+    parts = [_sequence_section(positions, width, fonts, title, rows, labels or (), geometry)]
     grids = _grid_section(vision_maps(positions, labels or ()), width, fonts, max_panels)
     if grids is not None:
         parts.append(grids)
@@ -524,7 +639,7 @@ def render_layout(
     for part in parts:
         out.paste(part, (0, y))
         y += part.height
-    out.info["mrope_layout"] = {"x0": _LEFT, "width": width - _LEFT - _RIGHT, "rows": rows}
+    out.info["mrope_layout"] = {"x0": _LEFT, "width": width - _LEFT - _RIGHT, "rows": rows, **geometry}
     return out
 
 
@@ -535,4 +650,12 @@ def save_layout(positions: Positions, path: str | os.PathLike[str], **options: A
     return img
 
 
-__all__ = ["KIND_COLOURS", "VisionMap", "colourise", "render_layout", "save_layout", "vision_maps"]
+__all__ = [
+    "KIND_COLOURS",
+    "MIN_SEGMENT_PX",
+    "VisionMap",
+    "colourise",
+    "render_layout",
+    "save_layout",
+    "vision_maps",
+]

@@ -156,7 +156,7 @@ class Audio:
     """One audio clip: a 1-D run of audio tokens, wrapped in the model's audio start / end tokens.
 
     Give exactly one of ``tokens``, ``seconds`` or ``mel_frames``; the model's rules turn the last two
-    into a token count (see :func:`mrope.audio_tokens`), the segment only carries what was given.
+    into a token count (:func:`mrope.audio_tokens`); the segment only carries what was given.
 
     Attributes:
         tokens: the number of audio tokens (what the processor writes between the audio start / end).

@@ -96,12 +96,24 @@ def frames_from_samples(samples: int, rules: LayoutRules) -> int:
     return frames
 
 
-def audio_tokens(audio: Audio, rules: LayoutRules) -> int:
-    """How many audio tokens ``audio`` has under ``rules`` (given, or from its seconds / mel frames).
+def audio_tokens(audio: Audio, model: Any = None, rules: Any = None) -> int:
+    """How many audio tokens ``audio`` has for a model (given, or from its seconds / mel frames by the
+    family's rule): ``mrope.audio_tokens(Audio(seconds=2.0), model="qwen2.5-omni") == 50``.
+
+    Args:
+        audio: an :class:`mrope.Audio`.
+        model: a model (name, model_type, repo id, family) or a :class:`~mrope.LayoutRules`.
+        rules: overrides of the model's rules (or full rules).
 
     Raises:
         LayoutError: the rules have no audio, or the clip is too short for one token.
     """
+    if isinstance(model, LayoutRules) and rules is None:
+        rules = model
+    else:
+        from mrope.models import resolve_rules
+
+        rules = resolve_rules(model, rules)
     require_audio(rules, "an Audio segment")
     if not isinstance(audio, Audio):
         raise LayoutError(f"expected an mrope.Audio; got {type(audio).__name__}")

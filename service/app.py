@@ -13,16 +13,18 @@ rendered. Work over ``MROPE_INLINE_TOKENS`` tokens (or many video patches, or a 
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import anyio
 import orjson
 from fastapi import Depends, FastAPI, Request
-from pydantic import ValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
@@ -30,10 +32,11 @@ import mrope
 from mrope.builder import MRopeWarning
 from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
 from mrope.spec import RopeSpec
-from service import convert, media, render
-from service.errors import ServiceError, describe_validation_errors, install_handlers, over_cap
-from service.guards import RequestGuard, Route, output_format
+from service import convert, docs, jsonbody, media, render
+from service.errors import ServiceError, install_handlers, over_cap
+from service.guards import BodyPace, RequestGuard, Route, output_format, request_format
 from service.memory import pin_mmap_threshold
+from service.metrics import CONTENT_TYPE, Metrics
 from service.models import (
     ErrorResponse,
     FileItem,
@@ -49,17 +52,36 @@ from service.models import (
     rules_dict,
     upload_form_schema,
 )
+from service.operator import AccessLog, ApiKeys, ConcurrencyLimit
 from service.render import OutputFormat
 from service.settings import Settings
-from service.uploads import TempBudget, UploadForm, receive_upload
+from service.uploads import TempBudget, UploadForm, receive_upload, sweep_stale_spools
 
 POSITIONS_PATH = "/v1/positions"
 ROPE_INDEX_PATH = "/v1/rope-index"
 UPLOAD_PATH = "/v1/positions/upload"
+PRESETS_PATH = "/v1/presets"
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
+METRICS_PATH = "/metrics"
+PROBE_PATHS = (HEALTH_PATH, READY_PATH, METRICS_PATH)
+"""Not counted against MROPE_MAX_CONCURRENT: an overloaded worker still answers its probes."""
+ENDPOINTS = (
+    POSITIONS_PATH,
+    ROPE_INDEX_PATH,
+    UPLOAD_PATH,
+    PRESETS_PATH,
+    *PROBE_PATHS,
+    docs.DOCS_PATH,
+    docs.REDOC_PATH,
+    "/openapi.json",
+)
+"""The paths metrics are labelled with (any other is "other")."""
 INLINE_BODY_BYTES = 64 * 1024
 """JSON bodies up to this size are converted on the event loop; larger ones in a worker thread."""
 
 T = TypeVar("T")
+log = logging.getLogger("mrope.service")
 
 _ERRORS = {
     status: {"model": ErrorResponse, "description": text}
@@ -84,6 +106,36 @@ def _ok(model: type, description: str) -> dict[int | str, dict[str, Any]]:
     }
 
 
+def _json_body(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI request body of a route that reads its JSON itself (see :mod:`service.jsonbody`)."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}},
+        }
+    }
+
+
+def _add_body_schemas(app: FastAPI, models: tuple[type[BaseModel], ...]) -> None:
+    """Put the request models' schemas into the app's OpenAPI components (FastAPI only collects the
+    models of the parameters it parses itself)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in models:
+                found = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                for name, sub in found.pop("$defs", {}).items():
+                    components.setdefault(name, sub)
+                components[model.__name__] = found
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def load_tokenizer(path: str | None) -> Any:
     """``tokenizers.Tokenizer.from_file(path)``, or ``None`` without a path."""
     if path is None:
@@ -98,20 +150,17 @@ def load_tokenizer(path: str | None) -> Any:
 
 @dataclass
 class ServiceState:
-    """What the routes share: settings, the tokenizer, the temp budget, the media thread limiter."""
+    """What the routes share: settings, the tokenizer, the temp budget, the media reader slots, the
+    metrics, and whether the worker is ready."""
 
     settings: Settings
     tokenizer: Any
     budget: TempBudget
     presets_body: bytes
-    _limiter: anyio.CapacityLimiter | None = field(default=None, repr=False)
-
-    @property
-    def limiter(self) -> anyio.CapacityLimiter:
-        # created on first use: anyio limiters belong to the running event loop
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.settings.media_threads)
-        return self._limiter
+    limits: jsonbody.BodyLimits
+    metrics: Metrics
+    slots: media.MediaSlots
+    ready: bool = False
 
     async def offload(self, fn: Callable[[], T], inline: bool) -> T:
         """Run ``fn`` here when it is small, else in a worker thread."""
@@ -150,6 +199,7 @@ def count_build_render(
     """Token cap (exact count, before any position is written), then the library's positions, rendered."""
     convert.count_tokens(segments, rules, state.settings, state.tokenizer)
     pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
+    state.metrics.tokens.inc(pos.num_tokens)
     return render.render_positions(pos, fmt, state.settings.npy_max_header_bytes, extra)
 
 
@@ -160,7 +210,15 @@ def check_rope_index_size(body: RopeIndexRequest, rules: LayoutRules, settings: 
         raise over_cap(
             "too_many_rows", "the batch size (input_ids rows)", rows, "MROPE_MAX_BATCH", settings.max_batch
         )
-    size = rows * max((len(r) for r in body.input_ids), default=0)
+    length = max((len(r) for r in body.input_ids), default=0)
+    if rows == 0 or length == 0:
+        raise ServiceError(
+            422,
+            "invalid_input",
+            f"input_ids must hold at least one row of at least one token id; got {rows} row(s) of "
+            f"{length} id(s)",
+        )
+    size = rows * length
     convert.check_tokens(size, settings, "the token count B*L of input_ids")
     m2 = rules.merge_size * rules.merge_size
     for name in ("image_grid_thw", "video_grid_thw"):
@@ -169,7 +227,55 @@ def check_rope_index_size(body: RopeIndexRequest, rules: LayoutRules, settings: 
     return size
 
 
-def compute_rope_index(body: RopeIndexRequest, fmt: OutputFormat, settings: Settings) -> Response:
+def precheck_positions(data: Any, settings: Settings) -> None:
+    """The segment cap on the raw body, before any segment is validated."""
+    segments = data.get("segments") if isinstance(data, dict) else None
+    if isinstance(segments, list):
+        convert.check_segment_count(len(segments), settings)
+
+
+def precheck_rope_index(data: Any, settings: Settings) -> None:
+    """The batch and token caps on the raw body, before any id is validated."""
+    ids = data.get("input_ids") if isinstance(data, dict) else None
+    if not isinstance(ids, list):
+        return
+    if len(ids) > settings.max_batch:
+        raise over_cap(
+            "too_many_rows",
+            "the batch size (input_ids rows)",
+            len(ids),
+            "MROPE_MAX_BATCH",
+            settings.max_batch,
+        )
+    longest = max((len(row) for row in ids if isinstance(row, list)), default=0)
+    convert.check_tokens(len(ids) * longest, settings, "the token count B*L of input_ids")
+
+
+def decode_positions(
+    raw: bytes, state: ServiceState
+) -> tuple[PositionsRequest, LayoutRules, list[mrope.Text | mrope.Image | mrope.Video] | None]:
+    """A positions body: bounded decode and validation, then the library segments (``None`` when a
+    segment names a media file: those are read in a media slot)."""
+    settings = state.settings
+    body = jsonbody.decode(
+        raw, PositionsRequest, state.limits, functools.partial(precheck_positions, settings=settings)
+    )
+    rules = resolve_rules(body.model, rules_dict(body.rules))
+    if convert.reads_media(body.segments):
+        return body, rules, None
+    return body, rules, convert.to_segments(body.segments, rules, settings, state.tokenizer)
+
+
+def decode_rope_index(raw: bytes, state: ServiceState) -> tuple[RopeIndexRequest, int]:
+    """A rope-index body: bounded decode and validation, then its caps; returns it and ``B * L``."""
+    body = jsonbody.decode(
+        raw, RopeIndexRequest, state.limits, functools.partial(precheck_rope_index, settings=state.settings)
+    )
+    rules = resolve_rules(body.model, rules_dict(body.rules))
+    return body, check_rope_index_size(body, rules, state.settings)
+
+
+def compute_rope_index(body: RopeIndexRequest, fmt: OutputFormat, state: ServiceState) -> Response:
     position_ids, deltas = mrope.rope_index(
         body.input_ids,
         body.image_grid_thw,
@@ -183,29 +289,35 @@ def compute_rope_index(body: RopeIndexRequest, fmt: OutputFormat, settings: Sett
         audio_seqlens=body.audio_seqlens,
         use_audio_in_video=body.use_audio_in_video,
     )
-    return render.render_rope_index(position_ids, deltas, fmt, settings.npy_max_header_bytes)
+    state.metrics.tokens.inc(position_ids.shape[1] * position_ids.shape[2])
+    return render.render_rope_index(position_ids, deltas, fmt, state.settings.npy_max_header_bytes)
 
 
-def parse_upload_fields(form: UploadForm) -> UploadFields:
-    """The ``model``, ``layout`` and ``rules`` form fields, validated (422 with the pydantic details)."""
+def parse_upload_fields(form: UploadForm, state: ServiceState) -> UploadFields:
+    """The ``model``, ``layout`` and ``rules`` form fields, validated like a JSON body (bounded walk,
+    no repeated keys, skeleton first; 422 with at most a few pydantic details)."""
     data: dict[str, Any] = {}
+    shape = jsonbody.Shape()
     for name, text in form.fields.items():
         if name == "model":
             data[name] = text.strip()
             continue
+        raw = text.encode("utf-8")
         try:
-            data[name] = orjson.loads(text)
+            value = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise ServiceError(422, "invalid_form", f"form field {name!r} is not valid JSON: {exc}") from None
+        if name == "layout" and isinstance(value, list):
+            convert.check_segment_count(len(value), state.settings)
+        found = jsonbody.inspect(value, state.limits)
+        jsonbody.check_duplicate_keys(raw, found)
+        shape.scalar_lists.extend((name, *path) for path in found.scalar_lists)
+        data[name] = value
     if "model" not in data:
         raise ServiceError(
             422, "invalid_form", "the form has no 'model' field (one of " + ", ".join(PRESET_NAMES) + ")"
         )
-    try:
-        return UploadFields.model_validate(data)
-    except ValidationError as exc:
-        message, details = describe_validation_errors(exc.errors())
-        raise ServiceError(422, "validation_error", message, details=details) from None
+    return jsonbody.validate(UploadFields, data, shape)
 
 
 def place_files(fields: UploadFields, form: UploadForm, settings: Settings) -> list[TextSegment | FileItem]:
@@ -242,11 +354,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """The service app for ``settings`` (default: from the environment)."""
     settings = settings if settings is not None else Settings.from_env()
     settings.check()
+    metrics = Metrics()
     state = ServiceState(
         settings=settings,
         tokenizer=load_tokenizer(settings.tokenizer),
         budget=TempBudget(settings.max_temp_bytes),
         presets_body=_presets_body(),
+        limits=jsonbody.BodyLimits.from_settings(settings),
+        metrics=metrics,
+        slots=media.MediaSlots(settings.media_threads, metrics.media_busy),
     )
 
     @asynccontextmanager
@@ -254,13 +370,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # notes are returned in every response; the warning copies would only flood the server log
         warnings.filterwarnings("ignore", category=MRopeWarning)
         pin_mmap_threshold()
-        yield
+        swept = sweep_stale_spools(settings.temp_root)
+        if swept:
+            log.warning(
+                "removed %d upload folder(s) left by dead processes: %s", len(swept), ", ".join(swept)
+            )
+        state.ready = True
+        try:
+            yield
+        finally:
+            state.ready = False
 
     app = FastAPI(
         title="mrope",
         version=mrope.__version__,
         summary="Multimodal M-RoPE position ids (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4.1V) over HTTP",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.service = state
     install_handlers(app)
@@ -270,6 +397,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ("application/json",),
         "a JSON body (Content-Type: application/json)",
         negotiates=True,
+        body_timeout_s=settings.body_timeout_s,
     )
     app.add_middleware(
         RequestGuard,
@@ -282,17 +410,59 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 ("multipart/form-data",),
                 "a multipart form (Content-Type: multipart/form-data)",
                 negotiates=True,
+                body_timeout_s=settings.upload_timeout_s,
+                body_timeout_cap="MROPE_UPLOAD_TIMEOUT_S",
             ),
         },
-        default=Route(settings.max_body_bytes, "MROPE_MAX_BODY_BYTES"),
+        default=Route(
+            settings.max_body_bytes, "MROPE_MAX_BODY_BYTES", body_timeout_s=settings.body_timeout_s
+        ),
+        pace=BodyPace(settings.read_timeout_s, float(settings.min_upload_rate)),
     )
+    app.add_middleware(ConcurrencyLimit, limit=settings.max_concurrent, metrics=metrics, exempt=PROBE_PATHS)
+    if settings.api_key_list:
+        app.add_middleware(ApiKeys, keys=settings.api_key_list, open_paths=(HEALTH_PATH,))
+    if settings.cors_origin_list:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origin_list),
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type", "accept", "x-request-id"],
+            expose_headers=["x-request-id", "x-mrope-delta", "x-mrope-num-tokens"],
+        )
+    build_stack = app.build_middleware_stack
 
-    @app.get("/healthz", response_model=HealthResponse, tags=["meta"])
+    def with_access_log() -> Any:
+        # outermost, around Starlette's own error middleware: even a 500 gets its id and its line
+        return AccessLog(build_stack(), metrics, ENDPOINTS)
+
+    app.build_middleware_stack = with_access_log  # type: ignore[method-assign]
+    docs.install(app)
+
+    @app.get(HEALTH_PATH, response_model=HealthResponse, tags=["meta"])
     async def healthz() -> Response:
-        """Liveness: the process answers."""
+        """Liveness: the process answers (no API key needed)."""
         return Response(_HEALTH, media_type=render.JSON)
 
-    @app.get("/v1/presets", response_model=PresetsResponse, tags=["meta"])
+    @app.get(READY_PATH, response_model=HealthResponse, tags=["meta"])
+    async def readyz() -> Response:
+        """Readiness: started (tokenizer loaded, stale uploads swept), not shutting down, and the upload
+        folder writable; 503 otherwise."""
+        problem = None
+        if not state.ready:
+            problem = "the worker is starting or shutting down"
+        elif not os.access(settings.temp_root, os.W_OK | os.X_OK):
+            problem = f"the upload folder {settings.temp_root!r} is not writable"
+        if problem is not None:
+            raise ServiceError(503, "not_ready", problem, headers={"Retry-After": "1"})
+        return Response(_HEALTH, media_type=render.JSON)
+
+    @app.get(METRICS_PATH, tags=["meta"], response_class=Response)
+    async def metrics_text() -> Response:
+        """Prometheus metrics of this worker (text exposition format)."""
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    @app.get(PRESETS_PATH, response_model=PresetsResponse, tags=["meta"])
     async def presets() -> Response:
         """The RopeSpec and LayoutRules of every model preset."""
         return Response(state.presets_body, media_type=render.JSON)
@@ -301,22 +471,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         POSITIONS_PATH,
         response_model=PositionsResponse,
         responses=_ok(PositionsResponse, "Positions [3][T] (JSON), or the int64 array (npy) with headers"),
+        openapi_extra=_json_body(PositionsRequest),
         tags=["positions"],
     )
-    async def positions(
-        body: PositionsRequest, request: Request, fmt: OutputFormat = Depends(output_format)
-    ) -> Response:
+    async def positions(request: Request) -> Response:
         """Positions of a sequence of segments: identical to ``mrope.build_positions``."""
-        rules = resolve_rules(body.model, rules_dict(body.rules))
-        to_segments = functools.partial(convert.to_segments, body.segments, rules, settings, state.tokenizer)
-        if convert.reads_media(body.segments):  # allowlisted URLs: off the loop, under the media timeout
-            segments = await media.run_bounded(
-                to_segments, state.limiter, settings.media_timeout_s, "the media URLs"
+        raw = await request.body()
+        body, rules, segments = await state.offload(
+            functools.partial(decode_positions, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
+        )
+        if segments is None:  # allowlisted media URLs: off the loop, in a media slot, under its timeout
+            to_segments = functools.partial(
+                convert.to_segments, body.segments, rules, settings, state.tokenizer
             )
-        else:
-            segments = await state.offload(to_segments, inline=_body_size(request) <= INLINE_BODY_BYTES)
+            segments = await media.run_bounded(
+                lambda _deadline: to_segments(), state.slots, settings.media_timeout_s, "the media URLs"
+            )
         return await state.offload(
-            functools.partial(count_build_render, segments, body.model, rules, fmt, state),
+            functools.partial(
+                count_build_render, segments, body.model, rules, request_format(request), state
+            ),
             inline=convert.is_light(segments, rules, settings),
         )
 
@@ -324,14 +498,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ROPE_INDEX_PATH,
         response_model=RopeIndexResponse,
         responses=_ok(RopeIndexResponse, "position_ids [3][B][L] and deltas [B] (JSON), or the array (npy)"),
+        openapi_extra=_json_body(RopeIndexRequest),
         tags=["positions"],
     )
-    async def rope_index(body: RopeIndexRequest, fmt: OutputFormat = Depends(output_format)) -> Response:
+    async def rope_index(request: Request) -> Response:
         """The token-id form: identical to ``mrope.get_rope_index`` (numpy core ``mrope.rope_index``)."""
-        rules = resolve_rules(body.model, rules_dict(body.rules))
-        size = check_rope_index_size(body, rules, settings)
+        raw = await request.body()
+        body, size = await state.offload(
+            functools.partial(decode_rope_index, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
+        )
         return await state.offload(
-            functools.partial(compute_rope_index, body, fmt, settings), inline=size < settings.inline_tokens
+            functools.partial(compute_rope_index, body, request_format(request), state),
+            inline=size < settings.inline_tokens,
         )
 
     @app.post(
@@ -349,12 +527,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def upload(request: Request, fmt: OutputFormat = Depends(output_format)) -> Response:
         """Positions of images and videos sent as files (sizes and metadata are read, nothing decoded)."""
         async with receive_upload(request, settings, state.budget) as form:
-            fields = parse_upload_fields(form)
+            fields = parse_upload_fields(form, state)
             rules = resolve_rules(fields.model, rules_dict(fields.rules))
             layout = place_files(fields, form, settings)
             file_items = [item for item in layout if isinstance(item, FileItem)]
             loaded = iter(
-                await media.load_files(form.files, file_items, fields.model, rules, settings, state.limiter)
+                await media.load_files(
+                    form.files, file_items, fields.model, rules, settings, state.slots, metrics.media_seconds
+                )
             )
             segments: list[mrope.Text | mrope.Image | mrope.Video] = []
             infos: dict[int, dict[str, Any]] = {}  # one entry per distinct load, in layout order
@@ -371,6 +551,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 inline=convert.is_light(segments, rules, settings),
             )
 
+    _add_body_schemas(app, (PositionsRequest, RopeIndexRequest))
     return app
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -81,10 +83,27 @@ def over_cap(code: str, what: str, value: int | float, cap: str, limit: int | fl
     )
 
 
+@dataclass
+class RequestInfo:
+    """What the access log learns about the request being answered: its id, and the error code of
+    an error response."""
+
+    request_id: str
+    error_code: str | None = None
+
+
+CURRENT_REQUEST: ContextVar[RequestInfo | None] = ContextVar("mrope_request", default=None)
+"""The request being answered (set by :class:`service.operator.AccessLog`)."""
+
+
 def error_body(code: str, message: str, **extra: Any) -> bytes:
-    """The JSON body of an error response."""
+    """The JSON body of an error response; it carries the request id when there is one."""
     err: dict[str, Any] = {"code": code, "message": message}
     err.update({k: v for k, v in extra.items() if v is not None})
+    info = CURRENT_REQUEST.get()
+    if info is not None:
+        err["request_id"] = info.request_id
+        info.error_code = code
     return orjson.dumps({"error": err})
 
 
@@ -96,11 +115,34 @@ def error_response(
     )
 
 
-def describe_validation_errors(errors: Iterable[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+MAX_DETAILS = 20
+"""Most validation error details in one response; the message gives the total."""
+
+
+def describe_validation_errors(
+    errors: Iterable[Mapping[str, Any]], total: int | None = None
+) -> tuple[str, list[dict[str, Any]]]:
     """A one-line message and a JSON-safe list (``loc``, ``msg``, ``type``) for pydantic errors: the
     wording of :func:`mrope.schema.describe_validation_errors`, shared with every face. The offending
-    input is not echoed back: it can be megabytes."""
-    return schema.describe_validation_errors(list(errors))
+    input is not echoed back: it can be megabytes.
+
+    At most :data:`MAX_DETAILS` details are listed; ``total`` is the full error count when ``errors``
+    holds only the first ones (the message says how many more there were).
+    """
+    first = []
+    for e in errors:
+        if len(first) == MAX_DETAILS:
+            break
+        first.append(e)
+    count = max(total or 0, len(first))
+    message, details = schema.describe_validation_errors(first[:5])
+    if count > len(details):
+        message += f" (and {count - len(details)} more)"
+    if len(first) > 5:
+        details += schema.describe_validation_errors(first[5:])[1]
+    for d in details:
+        d["msg"] = d["msg"][:300]
+    return message, details
 
 
 def mrope_error_code(exc: MRopeError) -> str:
@@ -110,7 +152,9 @@ def mrope_error_code(exc: MRopeError) -> str:
 
 async def _service_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, ServiceError)
-    return error_response(exc.status_code, exc.code, exc.message, exc.headers, cap=exc.cap, limit=exc.limit)
+    return error_response(
+        exc.status_code, exc.code, exc.message, exc.headers, cap=exc.cap, limit=exc.limit, details=exc.details
+    )
 
 
 async def _validation_error(_: Request, exc: Exception) -> Response:
@@ -120,7 +164,7 @@ async def _validation_error(_: Request, exc: Exception) -> Response:
         ctx = errors[0].get("ctx") or {}
         detail = ctx.get("error", "") if isinstance(ctx, dict) else ""
         return error_response(400, "invalid_json", f"request body is not valid JSON: {detail}".rstrip(": "))
-    message, details = describe_validation_errors(errors)
+    message, details = describe_validation_errors(errors[:MAX_DETAILS], total=len(errors))
     return error_response(422, "validation_error", message, details=details)
 
 

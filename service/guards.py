@@ -9,9 +9,11 @@ memory. The negotiated output format is left in the ASGI scope for the route (:f
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import anyio
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -28,7 +30,9 @@ class Route:
 
     Attributes:
         limit, cap: most body bytes, and the environment variable that sets it.
-        content_types: media types a POST body may have (empty: not checked); ``+json`` counts as JSON.
+        body_timeout_s, body_timeout_cap: longest time to receive the whole body, and its variable.
+        content_types: media types a POST body may have (empty: not checked); exactly these (a
+            ``+json`` type such as ``application/evil+json`` is not JSON to this service).
         describe: the accepted body in words, for the 415 message.
         negotiates: the route answers JSON or npy by ``Accept``.
     """
@@ -38,15 +42,34 @@ class Route:
     content_types: tuple[str, ...] = ()
     describe: str = ""
     negotiates: bool = False
+    body_timeout_s: float = 30.0
+    body_timeout_cap: str = "MROPE_BODY_TIMEOUT_S"
+
+
+@dataclass(frozen=True)
+class BodyPace:
+    """How slowly a body may arrive (see :func:`counting_receive`).
+
+    Attributes:
+        read_timeout_s: longest wait for the next piece of the body (``MROPE_READ_TIMEOUT_S``).
+        min_rate: slowest average bytes per second once the body has taken ``read_timeout_s``
+            (``MROPE_MIN_UPLOAD_RATE``).
+    """
+
+    read_timeout_s: float = 10.0
+    min_rate: float = 32768.0
 
 
 class RequestGuard:
     """Pure ASGI middleware: ``routes`` maps a path to its :class:`Route`; other paths get ``default``."""
 
-    def __init__(self, app: ASGIApp, routes: Mapping[str, Route], default: Route) -> None:
+    def __init__(
+        self, app: ASGIApp, routes: Mapping[str, Route], default: Route, pace: BodyPace | None = None
+    ) -> None:
         self.app = app
         self.routes = dict(routes)
         self.default = default
+        self.pace = pace if pace is not None else BodyPace()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -54,7 +77,9 @@ class RequestGuard:
             return
         route = self.routes.get(scope.get("path", ""), self.default)
         headers = {
-            k: v for k, v in scope.get("headers", ()) if k in (b"content-length", b"content-type", b"accept")
+            k: v
+            for k, v in scope.get("headers", ())
+            if k in (b"content-length", b"content-type", b"accept", b"transfer-encoding")
         }
         try:
             if scope.get("method") == "POST":
@@ -72,7 +97,23 @@ class RequestGuard:
             )
             await response(scope, receive, send)
             return
-        await self.app(scope, counting_receive(receive, route.limit, route.cap), send)
+        body = BodyState(complete=not has_body(headers))
+
+        async def send_closing(message: Message) -> None:
+            # an answer given before the body was read to its end (a cap, a deadline, an early error)
+            # closes the connection: the rest of the body is never read
+            if message["type"] == "http.response.start" and not body.complete:
+                message["headers"] = [*message.get("headers", ()), (b"connection", b"close")]
+            await send(message)
+
+        await self.app(scope, counting_receive(receive, route, self.pace, body), send_closing)
+
+
+def has_body(headers: Mapping[bytes, bytes]) -> bool:
+    """Whether a request announces a body (a non-zero Content-Length, or chunked)."""
+    if b"transfer-encoding" in headers:
+        return True
+    return headers.get(b"content-length", b"0").strip() not in (b"0", b"")
 
 
 def check_content_type(value: str, route: Route) -> None:
@@ -80,9 +121,7 @@ def check_content_type(value: str, route: Route) -> None:
     if not route.content_types:
         return
     media = value.split(";", 1)[0].strip().lower()
-    if media in route.content_types or (
-        "application/json" in route.content_types and media.endswith("+json")
-    ):
+    if media in route.content_types:
         return
     got = f"Content-Type {media!r}" if media else "no Content-Type"
     raise ServiceError(415, "unsupported_media_type", f"this endpoint takes {route.describe}; got {got}")
@@ -104,20 +143,79 @@ def too_big(size: int, limit: int, cap: str) -> ServiceError:
     return over_cap("payload_too_large", "the request body size in bytes", size, cap, limit)
 
 
-def counting_receive(receive: Receive, limit: int, cap: str) -> Receive:
-    """A ``receive`` that raises a 413 once more than ``limit`` body bytes have arrived."""
+def too_slow(what: str, cap: str, limit: float) -> ServiceError:
+    return ServiceError(
+        408, "request_timeout", f"the request body {what}; the connection is closed", cap=cap, limit=limit
+    )
+
+
+@dataclass
+class BodyState:
+    """Whether a request's body has been read to its end."""
+
+    complete: bool = False
+
+
+def counting_receive(
+    receive: Receive, route: Route, pace: BodyPace, state: BodyState | None = None
+) -> Receive:
+    """A ``receive`` that bounds the body: a 413 once more than ``route.limit`` bytes have arrived, a
+    408 when the next piece takes longer than ``pace.read_timeout_s``, when the whole body takes longer
+    than ``route.body_timeout_s``, or when, after ``pace.read_timeout_s``, it arrives slower than
+    ``pace.min_rate`` bytes per second on average. Once the body is complete, calls pass through
+    untimed (a response may wait for the client to disconnect)."""
     seen = 0
+    start: float | None = None
+    body = state if state is not None else BodyState()
 
     async def wrapped() -> Message:
-        nonlocal seen
-        message = await receive()
+        nonlocal seen, start
+        if body.complete:
+            return await receive()
+        now = time.monotonic()
+        if start is None:
+            start = now
+        left = route.body_timeout_s - (now - start)
+        wait = min(pace.read_timeout_s, left)
+        try:
+            with anyio.fail_after(max(wait, 0.0)):
+                message = await receive()
+        except TimeoutError:
+            if wait < pace.read_timeout_s:
+                raise too_slow(
+                    f"took longer than {route.body_timeout_s:g} s",
+                    route.body_timeout_cap,
+                    route.body_timeout_s,
+                ) from None
+            raise too_slow(
+                f"stalled: no data for {pace.read_timeout_s:g} s", "MROPE_READ_TIMEOUT_S", pace.read_timeout_s
+            ) from None
         if message["type"] == "http.request":
             seen += len(message.get("body", b""))
-            if seen > limit:
-                raise too_big(seen, limit, cap)
+            if seen > route.limit:
+                raise too_big(seen, route.limit, route.cap)
+            if not message.get("more_body", False):
+                body.complete = True
+            else:
+                elapsed = time.monotonic() - start
+                if elapsed > pace.read_timeout_s and seen < pace.min_rate * elapsed:
+                    raise too_slow(
+                        f"arrives at {seen / elapsed:,.0f} bytes/s, slower than the {pace.min_rate:,.0f} "
+                        "bytes/s required",
+                        "MROPE_MIN_UPLOAD_RATE",
+                        pace.min_rate,
+                    )
+        else:
+            body.complete = True
         return message
 
     return wrapped
+
+
+def request_format(request: Request) -> OutputFormat:
+    """The output format the guard negotiated for ``request``."""
+    fmt = request.scope.get(FORMAT_KEY)
+    return fmt if fmt is not None else negotiate(request.headers.get("accept"))
 
 
 async def output_format(request: Request) -> OutputFormat:

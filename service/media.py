@@ -1,8 +1,10 @@
 """Uploaded files -> segments: kind by content, size or metadata checked against the caps, then sized by
 :mod:`mrope.vision` (headers and container metadata only, never a full decode).
 
-All file work runs in worker threads (at most ``MROPE_MEDIA_THREADS`` at once), each bounded by
-``MROPE_MEDIA_TIMEOUT_S``, so a slow or hostile file never stalls the event loop or other requests.
+All file work runs in worker threads (at most ``MROPE_MEDIA_THREADS`` at once, timed-out ones
+included until they stop: :class:`MediaSlots`), each bounded by ``MROPE_MEDIA_TIMEOUT_S`` (the request
+answers then, and packet counting stops at the same deadline), so a slow or hostile file never stalls
+the event loop or other requests, and never leaves work running past the thread budget.
 """
 
 from __future__ import annotations
@@ -12,12 +14,16 @@ import functools
 import logging
 import os
 import re
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
+from PIL import Image as PILImage
+from prometheus_client import Gauge, Histogram
 
 import mrope
 from mrope.errors import MediaError, MRopeError
@@ -33,6 +39,8 @@ from mrope.vision import (
     probe_audio,
     probe_video,
 )
+from mrope.vision.detect import NOT_PICTURE_FORMATS
+from mrope.vision.video import ProbeDeadlineError
 from service.convert import check_image_pixels
 from service.errors import ServiceError, over_cap
 from service.models import FileItem
@@ -60,13 +68,15 @@ def _name(stored: StoredFile) -> str:
     return f"file {stored.index}" + (f" ({stored.filename!r})" if stored.filename else "")
 
 
-def detect_kind(stored: StoredFile, settings: Settings) -> tuple[str, Any]:
+def detect_kind(stored: StoredFile, settings: Settings, deadline: float | None = None) -> tuple[str, Any]:
     """``("image", None)``, ``("audio", None)`` or ``("video", VideoInfo | None)`` from the file's bytes (its name and declared
     type are ignored).
 
-    The leading :data:`SNIFF_BYTES` go to :func:`mrope.vision.detect_media_kind`. A video whose index
+    The leading :data:`SNIFF_BYTES` go to :func:`mrope.vision.detect_media_kind`. An image whose header
+    is longer (a JPEG with a 100 KB ICC profile, a PNG with a large XMP chunk) or a video whose index
     sits at its end (an MP4 with ``moov`` last) cannot be recognised from its head, so when the head
-    is not enough the whole file is probed as a video before giving up.
+    is not enough the whole file's header is read by PIL, then the file is probed as a video, before
+    giving up.
     """
     if stored.size == 0:
         raise ServiceError(
@@ -79,10 +89,29 @@ def detect_kind(stored: StoredFile, settings: Settings) -> tuple[str, Any]:
     except MediaError:
         if stored.size <= len(head):
             raise
+    if pil_identifies(stored.path):  # an image header longer than the head (a 100 KB ICC profile)
+        return "image", None
     try:
-        return "video", probe_video(stored.path, max_packets=settings.max_video_frames + 1)
+        return "video", probe_video(stored.path, max_packets=settings.max_video_frames + 1, deadline=deadline)
+    except ProbeDeadlineError:
+        raise
     except MediaError as exc:
         raise MediaError(f"{_name(stored)} is neither a readable image nor a readable video: {exc}") from None
+
+
+def pil_identifies(path: str) -> bool:
+    """Whether PIL reads ``path``'s header as a picture (headers only: PIL reads pixels lazily).
+
+    An image whose declared size trips PIL's bomb guard counts: its size is refused with a clear error
+    by the pixel cap afterwards.
+    """
+    try:
+        with PILImage.open(path) as im:
+            return im.format not in NOT_PICTURE_FORMATS
+    except PILImage.DecompressionBombError:
+        return True
+    except Exception:  # noqa: BLE001 - PIL raises many types on bytes that are not an image
+        return False
 
 
 def load_image_file(
@@ -100,11 +129,17 @@ def load_image_file(
 
 
 def load_video_file(
-    stored: StoredFile, item: FileItem, model: str, rules: LayoutRules, settings: Settings, meta: Any
+    stored: StoredFile,
+    item: FileItem,
+    model: str,
+    rules: LayoutRules,
+    settings: Settings,
+    meta: Any,
+    deadline: float | None = None,
 ) -> LoadedFile:
     """Container metadata -> duration / frame / frame-size caps -> :func:`mrope.vision.load_video`."""
     if meta is None:
-        meta = probe_video(stored.path, max_packets=settings.max_video_frames + 1)
+        meta = probe_video(stored.path, max_packets=settings.max_video_frames + 1, deadline=deadline)
     name = _name(stored)
     check_image_pixels(meta.height, meta.width, settings, f"the frames of {name}")
     if meta.duration > settings.max_video_seconds:
@@ -173,7 +208,12 @@ def load_audio_file(
 
 
 def load_file(
-    stored: StoredFile, item: FileItem, model: str, rules: LayoutRules, settings: Settings
+    stored: StoredFile,
+    item: FileItem,
+    model: str,
+    rules: LayoutRules,
+    settings: Settings,
+    deadline: float | None = None,
 ) -> LoadedFile:
     """Kind, caps and segment of one file (blocking: call it in a worker thread).
 
@@ -183,14 +223,14 @@ def load_file(
     """
     name = _name(stored)
     try:
-        kind, meta = detect_kind(stored, settings)
+        kind, meta = detect_kind(stored, settings, deadline)
         if kind == "image":
             loaded = load_image_file(stored, item, model, rules, settings)
         elif kind == "audio":
             loaded = load_audio_file(stored, item, model, rules, settings)
         else:
-            loaded = load_video_file(stored, item, model, rules, settings, meta)
-    except ServiceError:
+            loaded = load_video_file(stored, item, model, rules, settings, meta, deadline)
+    except (ServiceError, ProbeDeadlineError):
         raise
     except MRopeError as exc:
         raise type(exc)(_rename(str(exc), stored)) from None
@@ -211,23 +251,61 @@ def _rename(message: str, stored: StoredFile) -> str:
     return message if name in message else f"{name}: {message}"
 
 
-async def run_bounded(fn: Callable[[], T], limiter: anyio.CapacityLimiter, timeout_s: float, what: str) -> T:
-    """Run blocking ``fn`` in a worker thread, giving up (422) after ``timeout_s``.
+class MediaSlots:
+    """At most ``n`` media readers at once, counted from the thread itself: a reader the request gave
+    up on (timed out) keeps its slot until it really stops, so abandoned work can never pile up past
+    ``MROPE_MEDIA_THREADS``."""
 
-    A thread cannot be killed: on timeout it is abandoned and finishes in the background, while the
-    request answers at once.
+    def __init__(self, n: int, busy: Gauge | None = None) -> None:
+        self.n = n
+        self._slots = threading.BoundedSemaphore(n)
+        self._busy = busy
+
+    def run(self, fn: Callable[[float], T], deadline: float) -> T | None:
+        """``fn(deadline)`` once a slot is free; ``None`` when none frees up before ``deadline``
+        (``time.monotonic()``)."""
+        if not self._slots.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return None
+        if self._busy is not None:
+            self._busy.inc()
+        try:
+            return fn(deadline)
+        finally:
+            if self._busy is not None:
+                self._busy.dec()
+            self._slots.release()
+
+
+def _timeout(what: str, timeout_s: float) -> ServiceError:
+    return ServiceError(
+        422,
+        "media_timeout",
+        f"reading {what} took longer than {timeout_s:g} s (MROPE_MEDIA_TIMEOUT_S)",
+        cap="MROPE_MEDIA_TIMEOUT_S",
+        limit=timeout_s,
+    )
+
+
+async def run_bounded(fn: Callable[[float], T], slots: MediaSlots, timeout_s: float, what: str) -> T:
+    """Run blocking ``fn(deadline)`` in a worker thread holding one of ``slots``; 422 after ``timeout_s``
+    (waiting for a slot included).
+
+    A thread cannot be killed: on timeout the request answers at once, the thread is abandoned and
+    keeps its slot until it returns. ``fn`` gets the deadline (``time.monotonic()``) and stops its
+    own long loops there (:func:`mrope.vision.probe_video` counts packets against it), so the work
+    ends soon after the answer.
     """
+    deadline = time.monotonic() + timeout_s
     try:
         with anyio.fail_after(timeout_s):
-            return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True, limiter=limiter)
+            result = await anyio.to_thread.run_sync(slots.run, fn, deadline, abandon_on_cancel=True)
     except TimeoutError:
-        raise ServiceError(
-            422,
-            "media_timeout",
-            f"reading {what} took longer than {timeout_s:g} s (MROPE_MEDIA_TIMEOUT_S)",
-            cap="MROPE_MEDIA_TIMEOUT_S",
-            limit=timeout_s,
-        ) from None
+        raise _timeout(what, timeout_s) from None
+    except ProbeDeadlineError:
+        raise _timeout(what, timeout_s) from None
+    if result is None:
+        raise _timeout(what, timeout_s)
+    return result
 
 
 async def load_files(
@@ -236,7 +314,8 @@ async def load_files(
     model: str,
     rules: LayoutRules,
     settings: Settings,
-    limiter: anyio.CapacityLimiter,
+    slots: MediaSlots,
+    seconds: Histogram | None = None,
 ) -> list[LoadedFile]:
     """The loaded file of every placement in ``items``, in order (one load per distinct placement).
 
@@ -250,6 +329,13 @@ async def load_files(
         if key not in done:
             stored = files[item.index]
             fn = functools.partial(load_file, stored, item, model, rules, settings)
-            done[key] = await run_bounded(fn, limiter, settings.media_timeout_s, _name(stored))
+            start = time.perf_counter()
+            kind = "failed"
+            try:
+                done[key] = await run_bounded(fn, slots, settings.media_timeout_s, _name(stored))
+                kind = done[key].info["kind"]
+            finally:
+                if seconds is not None:
+                    seconds.labels(kind).observe(time.perf_counter() - start)
         out.append(done[key])
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 MiB = 1024 * 1024
@@ -50,6 +50,20 @@ class Settings:
         media_url_hosts: comma-separated hosts (``host`` or ``host:port``) whose media URLs a segment's
             ``path`` may name; unset: every URL is refused (no server-side request forgery). Local paths
             are always refused.
+        api_keys: comma-separated API keys; when set, every endpoint but ``/healthz`` needs
+            ``Authorization: Bearer <key>`` (401 otherwise). Never logged or shown.
+        cors_origins: comma-separated origins allowed by CORS (``*`` for any); unset: no CORS headers.
+        max_concurrent: most requests in progress at once (``/healthz``, ``/readyz`` and ``/metrics``
+            not counted); past it 503 with ``Retry-After``.
+        max_connections: most open connections per worker process; more are closed at once.
+        header_timeout_s: longest time from a connection's (or a request's) first byte to the end of
+            its request headers; the connection is closed after it.
+        read_timeout_s: longest wait for the next piece of a request body (408 after it).
+        body_timeout_s: longest time to receive a whole JSON body (408 after it).
+        min_upload_rate: slowest average upload rate in bytes per second, checked once an upload has
+            run ``read_timeout_s`` seconds (408 below it), so slow uploads cannot hold the temp budget.
+        shutdown_grace_s: after SIGTERM, requests in progress get this long to finish; then they are
+            cancelled and the process exits (``mrope serve`` / :func:`service.server.run`).
     """
 
     max_tokens: int = 1 << 20
@@ -70,6 +84,15 @@ class Settings:
     npy_max_header_bytes: int = 8192
     inline_tokens: int = 32768
     media_url_hosts: str | None = None
+    api_keys: str | None = field(default=None, repr=False)
+    cors_origins: str | None = None
+    max_concurrent: int = 64
+    max_connections: int = 1024
+    header_timeout_s: float = 10.0
+    read_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    min_upload_rate: int = 32768
+    shutdown_grace_s: float = 10.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -96,8 +119,20 @@ class Settings:
             raise SettingsError(
                 f"MROPE_TOKENIZER={self.tokenizer!r} is not a file (expected a tokenizer.json)"
             )
+        if self.api_keys is not None and not self.api_key_list:
+            raise SettingsError("MROPE_API_KEYS is set but holds no key (expected comma-separated keys)")
         if self.tmp_dir is not None and not os.path.isdir(self.tmp_dir):
             raise SettingsError(f"MROPE_TMP_DIR={self.tmp_dir!r} is not a folder")
+
+    @property
+    def api_key_list(self) -> tuple[str, ...]:
+        """The configured API keys (empty: no authentication)."""
+        return tuple(k.strip() for k in (self.api_keys or "").split(",") if k.strip())
+
+    @property
+    def cors_origin_list(self) -> tuple[str, ...]:
+        """The origins CORS allows (empty: CORS off)."""
+        return tuple(o.strip() for o in (self.cors_origins or "").split(",") if o.strip())
 
     @property
     def url_hosts(self) -> frozenset[str]:

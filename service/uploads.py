@@ -3,13 +3,17 @@
 The body is parsed as it arrives (python-multipart's push parser). File parts go straight to files in a
 per-request temp folder; every byte is counted against the per-upload cap (``MROPE_MAX_UPLOAD_BYTES``,
 also enforced by the body guard) and against the process-wide temp budget (``MROPE_MAX_TEMP_BYTES``).
-The folder is removed when the request ends, whatever happened.
+The folder is removed when the request ends, whatever happened; folders of a process that died (a
+crash, ``kill -9``) are removed when the next one starts (:func:`sweep_stale_spools`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
+import stat
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -72,6 +76,61 @@ class TempBudget:
 
     def give(self, n: int) -> None:
         self.used -= n
+
+
+SPOOL_PREFIX = "mrope-upload-"
+_SPOOL_NAME = re.compile(
+    re.escape(SPOOL_PREFIX) + r"(?P<host>[A-Za-z0-9.-]{1,64})-(?P<pid>\d{1,10})-[A-Za-z0-9_]+"
+)
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())[:64] or "host"
+
+
+def spool_prefix() -> str:
+    """``mrope-upload-<host>-<pid>-``: the owner of an upload folder is in its name."""
+    return f"{SPOOL_PREFIX}{_host()}-{os.getpid()}-"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (a process of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_spools(root: str) -> list[str]:
+    """Remove the upload folders under ``root`` that a dead mrope process left (a crash, ``kill -9``).
+
+    Only folders named by :func:`spool_prefix` are touched, only real folders (not links) owned by this
+    user, only those of this host whose process is gone; anything else in ``root`` is left alone.
+    Returns the removed paths.
+    """
+    removed = []
+    me, host = os.getuid(), _host()
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _SPOOL_NAME.fullmatch(entry.name)
+        if m is None or m["host"] != host:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        pid = int(m["pid"])
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != me or pid == os.getpid() or pid_alive(pid):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    return removed
 
 
 class _FormReader:
@@ -219,7 +278,7 @@ async def receive_upload(
             ``MROPE_UPLOAD_TIMEOUT_S``, 413 past a cap, 422 for unknown or repeated parts, 503 when the
             temp budget is exhausted.
     """
-    folder = tempfile.mkdtemp(prefix="mrope-upload-", dir=settings.temp_root)
+    folder = tempfile.mkdtemp(prefix=spool_prefix(), dir=settings.temp_root)
     reader = _FormReader(folder, settings, budget)
     try:
         parser = MultipartParser(_boundary(request), reader.callbacks())  # type: ignore[arg-type]

@@ -76,8 +76,8 @@ def test_token_formulas_equal_transformers():
     from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import (
         _get_feat_extract_output_lengths as q25_len,
     )
-    from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import (
-        _get_feat_extract_output_lengths as q3_len,
+    from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import (
+        _get_feat_extract_output_lengths as q3_len,  # the same formula as modeling_qwen3_omni_moe.py:150
     )
 
     frames = np.arange(1, 2600)
@@ -221,3 +221,37 @@ def test_cli_probe_reports_audio(tmp_path, capsys):
     assert main(["probe", str(clip), "--model", "qwen2.5-vl", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["audio"]["sample_rate"] == 44100 and "audio_tokens" not in doc["audio"]
+
+
+def test_public_audio_tokens():
+    assert mrope.audio_tokens(Audio(seconds=2.0), model="qwen2.5-omni") == 50  # 200 frames
+    assert mrope.audio_tokens(Audio(seconds=2.0), "Qwen/Qwen3-Omni-30B-A3B-Instruct") == 26  # 2 x 13
+    assert mrope.audio_tokens(Audio(9), model="qwen3-omni") == 9
+    with pytest.raises(LayoutError, match="no audio"):
+        mrope.audio_tokens(Audio(9), model="qwen2-vl")
+
+
+def test_cli_positions_shows_fractional_time(tmp_path, capsys):
+    import json
+
+    from mrope.cli import main
+
+    spec = tmp_path / "s.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "model": "qwen3-omni",
+                "segments": [
+                    {"type": "text", "tokens": 2},
+                    {"type": "video", "grid": [3, 4, 4], "second_per_grid": 0.9, "audio": {"seconds": 1.5}},
+                    {"type": "audio", "mel_frames": 120},
+                ],
+            }
+        )
+    )
+    assert main(["positions", "--spec", str(spec), "--out", str(tmp_path / "p.npy")]) == 0
+    assert "float32 [3, 56]" in capsys.readouterr().out
+    assert np.load(tmp_path / "p.npy").dtype == np.float32
+    assert main(["positions", "--spec", str(spec)]) == 0
+    out = capsys.readouterr().out
+    assert "15.7" in out and "27.4" in out and "delta -7.6" in out  # 4 + 0.9 * 13, 4 + 1.8 * 13

@@ -147,6 +147,7 @@ TOP_TO_TEXT = {
     "ernie4_5_vl_moe": "ernie4_5_vl_moe_text",
     "hy_v4_vl": "hy_v4_vl_text",
     "hunyuan_vl": "hunyuan_vl_text",
+    "minicpmv4_7": "qwen3_5_text",
 }
 # 5.24's HunyuanOCR rotary pairs channels of different axes (FAMILIES.md, "5.24 bugs" 1); the family follows
 # Tencent's layout (tests/test_family_hunyuan_vl.py), so here only its frequencies are compared with 5.24's

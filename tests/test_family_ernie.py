@@ -134,8 +134,21 @@ def test_odd_frame_counts_are_refused() -> None:
         rope_index(np.full((1, 4), VIDEO), None, [[3, 4, 4]], rules=RULES)
 
 
-def test_rotary_rotates_like_the_model() -> None:
+RELEASED_CONFIG = {
+    "model_type": "ernie4_5_vl_moe",
+    "text_config": {
+        "model_type": "ernie4_5_vl_moe_text",
+        "hidden_size": 2560,
+        "num_attention_heads": 20,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0, "mrope_section": [22, 22, 20]},
+    },
+}
+
+
+def test_rotary_from_config_rotates_like_the_model() -> None:
     # class-default text config = the released rotary: theta 5e5, head_dim 128, mrope_section (22, 22, 20)
+    spec = mrope.RopeSpec.from_hf_config(RELEASED_CONFIG)
+    assert spec == FAMILY.spec
     p = build_positions([Text(3), Video((8, 6, 4)), Image((1, 4, 8)), Text(2)], rules=RULES)
     positions = torch.from_numpy(p.ids)
     n = positions.shape[1]
@@ -143,7 +156,7 @@ def test_rotary_rotates_like_the_model() -> None:
     q, k = torch.randn(n, 4, 128, generator=gen), torch.randn(n, 2, 128, generator=gen)
     cos, sin = Ernie4_5_VLMoeTextRotaryEmbedding(Ernie4_5_VLMoeTextConfig())(q, positions[:, None, :])
     want_q, want_k = apply_rotary_pos_emb(q.transpose(0, 1)[None], k.transpose(0, 1)[None], cos, sin)
-    got_q, got_k = mrope.apply_mrope(q, k, positions, FAMILY.spec, backend="torch")
+    got_q, got_k = mrope.apply_mrope(q, k, positions, spec, backend="torch")
     torch.testing.assert_close(got_q, want_q[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_k, want_k[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
 

@@ -162,7 +162,17 @@ RELEASED_TEXT = {
 }
 
 
-def test_rotary_is_the_official_xdrope() -> None:
+RELEASED_CONFIG = {  # HunyuanOCR's flat config.json shape (4.x rope_scaling with the xdrope section)
+    "model_type": "hunyuan_vl",
+    "hidden_size": 1024,
+    "num_attention_heads": 16,
+    "head_dim": 128,
+    "rope_theta": 10000.0,
+    "rope_scaling": {"type": "dynamic", "alpha": 1000.0, "factor": 1.0, "xdrope_section": [16, 16, 16, 16]},
+}
+
+
+def test_rotary_from_config_is_the_official_xdrope() -> None:
     """Frequencies: 5.24's own NTK-alpha. Layout: Tencent's xdrope apply written out (the section list
     repeated for the two halves of ``cat(f, f)``, then ``rotate_half``), not 5.24's recomposition."""
     text = HunYuanVLTextConfig(
@@ -184,7 +194,9 @@ def test_rotary_is_the_official_xdrope() -> None:
     gen = torch.Generator().manual_seed(3)
     q, k = torch.randn(n, 4, 128, generator=gen), torch.randn(n, 2, 128, generator=gen)
     want_q, want_k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-    got_q, got_k = mrope.apply_mrope(q, k, positions, FAMILY.spec, backend="torch")
+    spec = mrope.RopeSpec.from_hf_config(RELEASED_CONFIG)
+    assert spec == FAMILY.spec
+    got_q, got_k = mrope.apply_mrope(q, k, positions, spec, backend="torch")
     torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_k, want_k, rtol=1e-5, atol=1e-5)
     # 5.24's recomposition differs on the image tokens (axis 0 with axis 2 in one pair): not followed

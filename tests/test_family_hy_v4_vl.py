@@ -99,7 +99,21 @@ def test_run_that_misses_the_newline_column_is_refused() -> None:
         rope_index(np.full((1, 4), IMAGE), [[1, 4, 4]], rules=RULES)
 
 
-def test_rotary_rotates_like_the_model() -> None:
+RELEASED_CONFIG = {
+    "model_type": "hy_v4_vl",
+    "text_config": {
+        "model_type": "hy_v4_vl_text",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "qk_nope_head_dim": 192,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 256,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [12, 10, 10]},
+    },
+}
+
+
+def test_rotary_from_config_rotates_like_the_model() -> None:
     # the class-default text config is the released rotary: a 64-channel rope slice (theta 1e4, interleaved
     # [12, 10, 10], adjacent pairs) after 192 pass-through channels of the 256-channel query and key
     text = HYV4VLTextConfig()
@@ -114,7 +128,9 @@ def test_rotary_rotates_like_the_model() -> None:
     rot_q, rot_k = apply_rotary_pos_emb(q[None, ..., 192:], k[None, ..., 192:], cos, sin, unsqueeze_dim=2)
     want_q = torch.cat([q[..., :192], rot_q[0]], dim=-1)
     want_k = torch.cat([k[..., :192], rot_k[0]], dim=-1)
-    got_q, got_k = mrope.apply_mrope(q, k, positions, FAMILY.spec, backend="torch")
+    spec = mrope.RopeSpec.from_hf_config(RELEASED_CONFIG)
+    assert spec == FAMILY.spec
+    got_q, got_k = mrope.apply_mrope(q, k, positions, spec, backend="torch")
     torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_k, want_k, rtol=1e-5, atol=1e-5)
 

@@ -248,3 +248,46 @@ def test_segments_give_the_processors_placeholders() -> None:
     text = proc.replace_video_token(inputs, 0, video_token_divisor=16)
     p = build_positions([Video((3, 8, 12))], rules=RULES)
     assert p.input_ids.tolist() == encode_specials(text, specials)
+
+
+def test_family_rules_and_rotary() -> None:
+    from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5TextRotaryEmbedding, apply_rotary_pos_emb
+
+    import mrope
+    from mrope import Image, Text, build_positions
+    from mrope.models import get_family
+
+    family = get_family("minicpmv4_7")
+    ids = {k: getattr(RULES, k) for k in ("vision_start_id", "vision_end_id", "image_pad_id", "video_pad_id")}
+    ids |= {k: getattr(RULES, k) for k in ("slice_start_id", "slice_end_id", "newline_id")}
+    assert family.rules.replace(name=RULES.name, **ids) == RULES  # the tested rules are the family's + ids
+    with pytest.raises(TokenError, match="marker ids"):  # ids come from the checkpoint config
+        rope_index([[1, family.rules.image_pad_id]], [[1, 4, 4]], model="minicpm-v-4.7")
+    # the text model is qwen3_5_text: Qwen3.5's rotary, read from the config's text part
+    rope = {
+        "rope_type": "default",
+        "rope_theta": 1e7,
+        "partial_rotary_factor": 0.25,
+        "mrope_section": [11, 11, 10],
+    }
+    text = {"hidden_size": 4096, "num_attention_heads": 16, "head_dim": 256, "rope_parameters": rope}
+    spec = mrope.RopeSpec.from_hf_config(
+        {
+            "model_type": "minicpmv4_7",
+            "text_config": {"model_type": "qwen3_5_text", **text, "mrope_interleaved": True},
+        }
+    )
+    assert spec == family.spec
+    p = build_positions(
+        [Text([5]), Image((1, 16, 24), tiles=(3, 2), thumbnail_grid=(1, 12, 8)), Text([6])], rules=RULES
+    )
+    positions = torch.from_numpy(p.ids)
+    n = positions.shape[1]
+    gen = torch.Generator().manual_seed(4)
+    q, k = torch.randn(n, 2, 256, generator=gen), torch.randn(n, 1, 256, generator=gen)
+    cos, sin = Qwen3_5TextRotaryEmbedding(Qwen3_5TextConfig(**text))(q, positions[:, None, :])
+    want_q, want_k = apply_rotary_pos_emb(q.transpose(0, 1)[None], k.transpose(0, 1)[None], cos, sin)
+    got_q, got_k = mrope.apply_mrope(q, k, positions, spec, backend="torch")
+    torch.testing.assert_close(got_q, want_q[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_k, want_k[0].transpose(0, 1), rtol=1e-5, atol=1e-5)

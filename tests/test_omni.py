@@ -477,3 +477,40 @@ def test_json_segments_carry_audio(tmp_path):
         no_audio = {**body, "model": "qwen2.5-vl"}
         resp = client.post("/v1/positions", json=no_audio)
         assert resp.status_code == 422 and "no audio" in resp.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-omni", "qwen3-omni"])
+def test_audio_only_batches(thinkers, model):
+    """Without image or video grids 5.24 takes its text-only branch (cumsum positions, pads 1): the
+    valid positions agree; Qwen2.5-Omni's pads too (1), Qwen3-Omni's pads are 1 there and 0 (its
+    released rule with grids) here."""
+    samples = [
+        [Text(3), Audio(mel_frames=210), Text(2)],
+        [Audio(mel_frames=57), Text(4), Audio(mel_frames=99)],
+    ]
+    batch = mrope.build_batch(samples, model=model, padding_side="left")
+    mask = torch.from_numpy(batch.attention_mask)
+    mel = torch.tensor([210, 57, 99])
+    want, want_d = thinkers[model].get_rope_index(
+        torch.from_numpy(batch.input_ids), attention_mask=mask, audio_seqlens=mel
+    )
+    valid = batch.attention_mask.astype(bool)
+    assert np.array_equal(batch.ids[:, valid], want.numpy()[:, valid])
+    assert np.array_equal(batch.deltas, want_d[:, 0].numpy())
+    pad = get_family(model).rules.pad_position
+    assert np.all(batch.ids[:, ~valid] == pad) and np.all(want.numpy()[:, ~valid] == 1)
+    got, _ = mrope.get_rope_index(
+        torch.from_numpy(batch.input_ids), attention_mask=mask, audio_seqlens=mel, model=model
+    )
+    assert np.array_equal(got.numpy(), batch.ids)
+
+
+def test_audio_bounds():
+    with pytest.raises(LayoutError, match="at most"):
+        mrope.count_tokens([Audio(seconds=1e9)], model="qwen3-omni")
+    with pytest.raises(LayoutError, match="below 2\\*\\*32"):
+        Audio(seconds=2.0**33)
+    with pytest.raises(TokenError):  # a clip longer than its row
+        mrope.rope_index(
+            [[Q3.audio_start_id, Q3.audio_pad_id, Q3.audio_end_id]], model="qwen3-omni", audio_seqlens=[2**31]
+        )

@@ -35,6 +35,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "ernie4_5_vl",
     "hy_v4_vl",
     "hunyuan_vl",
+    "minicpmv4_7",
     "qwen2_5_omni",
     "qwen3_omni",
 )
@@ -145,6 +146,14 @@ def resolve_rules(
     return base.replace(**rules)
 
 
+def resolve_tokenizer(model: Any, tokenizer: Any = None) -> Any:
+    """``tokenizer`` if given, else the tokenizer a :class:`ModelFamily` carries (a checkpoint's
+    ``tokenizer.json`` read by :func:`mrope.from_pretrained`), else ``None``."""
+    if tokenizer is not None or not isinstance(model, ModelFamily):
+        return tokenizer
+    return model.tokenizer
+
+
 def resolve_spec(model: Any) -> RopeSpec:
     """The :class:`RopeSpec` of a ``model=`` value (a :class:`RopeSpec` is returned as is)."""
     if isinstance(model, RopeSpec):
@@ -165,4 +174,5 @@ __all__ = [
     "names",
     "resolve_rules",
     "resolve_spec",
+    "resolve_tokenizer",
 ]

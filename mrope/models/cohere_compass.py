@@ -36,5 +36,5 @@ FAMILY = qwen3_vl.FAMILY.replace(
     ),
     exactness="Qwen3-VL rules, own ids; transformers 5.24 CohereCompass get_rope_index under convention='transformers5'",
     config_ids=qwen2_vl.QWEN_CONFIG_IDS,
-    video_size_fields=("video_max_pixels",),
+    checkpoint_fields={},
 )

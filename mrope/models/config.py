@@ -72,13 +72,17 @@ def config_model_types(config: Mapping[str, Any]) -> list[str]:
     return [str(level["model_type"]) for level in config_levels(config) if level.get("model_type")]
 
 
-def family_of_config(config: Mapping[str, Any]) -> ModelFamily:
-    """The registered family whose rotary a config describes: the text config's ``model_type`` first
-    (GLM-4.6V's ``glm46v`` holds a ``glm4v_text``), then the outer ones."""
+def family_of_config(config: Mapping[str, Any], *, outer_first: bool = False) -> ModelFamily:
+    """The registered family a config belongs to.
+
+    By default the text config's ``model_type`` decides (the rotary is the text model's: GLM-4.6V's
+    ``glm46v`` holds a ``glm4v_text``); ``outer_first=True`` asks the top-level ``model_type`` first (the
+    layout rules and processor are the whole model's: GLM-4.6V's video wrapper and time text).
+    """
     from mrope.models import family_for_model_type, model_types
 
     found = config_model_types(config)
-    for model_type in found:
+    for model_type in found[::-1] if outer_first else found:
         fam = family_for_model_type(model_type)
         if fam is not None:
             return fam

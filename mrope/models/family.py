@@ -40,9 +40,12 @@ class ModelFamily:
         exactness: one line for the README family table: what is exact against what.
         config_ids: ``config.json`` token-id keys -> the :class:`LayoutRules` field (or fields) they set
             (read by :func:`mrope.from_pretrained`).
-        video_size_fields: the :class:`LayoutRules` fields a video processor's ``size.longest_edge``
-            (``max_pixels``) sets: ``("video_max_pixels",)`` where it bounds each frame, plus
-            ``"video_total_pixels"`` where it is the budget of the whole clip (Qwen3-VL's processor).
+        checkpoint_fields: overrides of :data:`mrope.checkpoint.CHECKPOINT_FIELDS`, the table of which
+            checkpoint file key sets which :class:`LayoutRules` field(s) (``"video:size.longest_edge"`` ->
+            ``"video_total_pixels"`` where the video processor's bound is the whole clip's budget, as
+            Qwen3-VL's is); ``None`` ignores a key the family's processor uses otherwise.
+        tokenizer: the checkpoint's tokenizer (``tokenizer.json``), used for timestamp text when a call
+            passes none; ``None`` for registry families.
         config_section_axes: the axis (0 = t, 1 = h, 2 = w, ...) of each entry of the config's
             ``mrope_section``, when the config orders them otherwise than :class:`RopeSpec` (ERNIE-4.5-VL
             writes (h, w, t): ``(1, 2, 0)``); ``None``: the same order.
@@ -57,9 +60,12 @@ class ModelFamily:
     transformers5: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=True)
     exactness: str = ""
     config_ids: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict, hash=False, compare=True)
-    video_size_fields: tuple[str, ...] = ("video_max_pixels",)
+    checkpoint_fields: Mapping[str, str | tuple[str, ...] | None] = field(
+        default_factory=dict, hash=False, compare=True
+    )
     config_section_axes: tuple[int, ...] | None = None
     source: str = "registry"
+    tokenizer: Any = field(default=None, hash=False, compare=False, repr=False)
     _transformers5_rules: LayoutRules | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -67,6 +73,7 @@ class ModelFamily:
         object.__setattr__(self, "aliases", tuple(self.aliases))
         object.__setattr__(self, "transformers5", _frozen(self.transformers5))
         object.__setattr__(self, "config_ids", _frozen(self.config_ids))
+        object.__setattr__(self, "checkpoint_fields", _frozen(self.checkpoint_fields))
         if not isinstance(self.rules, LayoutRules):
             raise LayoutError(f"ModelFamily.rules must be a LayoutRules; got {type(self.rules).__name__}")
         if not isinstance(self.spec, RopeSpec):

@@ -51,5 +51,9 @@ FAMILY = ModelFamily(
     transformers5=qwen2_vl.TRANSFORMERS5,
     exactness="official Qwen3-VL rule (pads 1); transformers 5.24 get_rope_index under convention='transformers5'",
     config_ids=qwen2_vl.QWEN_CONFIG_IDS,
-    video_size_fields=("video_total_pixels",),
+    # Qwen3VLVideoProcessor: size.longest_edge is the whole clip's pixel budget
+    checkpoint_fields={
+        "video:size.longest_edge": "video_total_pixels",
+        "video:max_pixels": "video_total_pixels",
+    },
 )

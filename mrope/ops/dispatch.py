@@ -324,7 +324,8 @@ def apply_mrope(
             positions such as Qwen3-Omni's float32 time; ``"fp32"`` multiplies ``float32(pos)``, ``"exact"``
             splits ``floor(pos)`` from 32 bits of fraction).
             ``angle_precision="exact"`` is exact over the whole int64 range.
-        spec: the rotary spec (e.g. ``RopeSpec.preset("qwen2-vl")``).
+        spec: the rotary spec (e.g. ``RopeSpec.preset("qwen2-vl")``), or a model description whose ``spec``
+            it is (a :class:`mrope.models.ModelFamily`, what :func:`mrope.from_pretrained` returns).
         layout: ``"thd"``, ``"bhsd"`` or ``"bshd"``.
         inplace: rotate q and k in place (they may be strided views into one packed qkv buffer) and return
             them; otherwise return new tensors, contiguous in ``layout``.
@@ -348,6 +349,8 @@ def apply_mrope(
     _check_choice("angle_precision", angle_precision, ANGLE_PRECISIONS)
     if not isinstance(inplace, bool):
         raise ApplyError(f"inplace must be a bool; got {inplace!r}")
+    if not isinstance(spec, RopeSpec) and isinstance(getattr(spec, "spec", None), RopeSpec):
+        spec = spec.spec  # a model description (mrope.models.ModelFamily, mrope.from_pretrained's result)
     q, k, pos3 = _check_inputs(q, k, positions, spec, layout)
     chosen = _choose_backend(backend, q.device)
     plan = _Plan(spec=spec, layout=layout, backend=chosen, precision=angle_precision)

@@ -13,7 +13,7 @@ from mrope.vision.video import _STILL_FORMATS, _open_container, _video_stream
 
 MediaKind = Literal["image", "video", "audio"]
 
-_NOT_IMAGES = {"MPEG"}
+NOT_PICTURE_FORMATS = {"MPEG"}
 """PIL formats it can identify but not read as a picture (an MPEG-1 video stream)."""
 
 
@@ -36,7 +36,7 @@ def detect_media_kind(data: bytes) -> MediaKind:
         raise MediaError("empty upload (0 bytes); expected an image or a video")
     try:
         im = PILImage.open(io.BytesIO(data))
-        if im.format not in _NOT_IMAGES:
+        if im.format not in NOT_PICTURE_FORMATS:
             if im.size[0] > 0 and im.size[1] > 0:
                 return "image"
             raise MediaError(

@@ -91,9 +91,9 @@ def sample_frame_indices(
     With ``nframes``: ``n = round(nframes / 2) * 2``. Otherwise ``n = num_frames / video_fps * fps``,
     clamped to ``[ceil2(min_frames), floor2(min(max_frames, num_frames))]`` and to ``num_frames``, then
     floored to a multiple of 2. ``n`` must lie in ``[2, num_frames]``. Indices are
-    ``round(linspace(0, num_frames - 1, n))``, computed like qwen-vl-utils with ``torch.linspace`` in
-    float32 and round-half-to-even (so they match it bit for bit, also past 100k frames where float32
-    and float64 disagree; numpy float64 is used only if torch is missing).
+    ``round(linspace(0, num_frames - 1, n))``, computed like qwen-vl-utils' ``torch.linspace`` in
+    float32 (:func:`linspace_float32`, no torch needed) and round-half-to-even, so they match it bit for
+    bit, also past 100k frames where float32 and float64 disagree.
 
     Args:
         num_frames: frames in the video.
@@ -116,11 +116,29 @@ def sample_frame_indices(
             f"the video claims {num_frames:,} frames; at most {MAX_SAMPLED_VIDEO_FRAMES:,} can be sampled (float32 frame indices, as qwen-vl-utils computes "
             "them, are exact only below 2**24): a header claiming this many frames is most likely corrupt"
         )
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency; float64 differs only past ~100k frames
-        return np.round(np.linspace(0, num_frames - 1, n)).astype(np.int64)
-    return torch.linspace(0, num_frames - 1, n, dtype=torch.float32).round().long().numpy()
+    return np.round(linspace_float32(num_frames - 1, n)).astype(np.int64)
+
+
+def linspace_float32(end: int, steps: int) -> np.ndarray:
+    """``torch.linspace(0, end, steps, dtype=torch.float32)`` without torch, bit for bit.
+
+    torch's CPU kernel computes ``step = float32(end / (steps - 1))`` and element ``i`` as
+    ``fma(step, i, 0)`` below ``steps // 2`` and ``fma(-step, steps - 1 - i, end)`` from there on, each
+    rounded once to float32. Products of a float32 and an integer below 2**24 are exact in float64, and
+    so is the sum with ``end`` below 2**24, so one float64 evaluation rounded to float32 is that fused
+    result (frame counts are far below 2**24).
+
+    Returns:
+        float32 ``[steps]``.
+    """
+    stop = np.float32(end)
+    if steps == 1:
+        return np.zeros(1, dtype=np.float32)
+    step = np.float64(np.float32(stop / np.float32(steps - 1)))
+    i = np.arange(steps, dtype=np.float64)
+    half = steps // 2
+    out = np.where(i < half, step * i, np.float64(stop) - step * (steps - 1 - i))
+    return out.astype(np.float32)
 
 
 def sample_fps(num_sampled: int, num_frames: int, video_fps: float) -> float:

@@ -17,6 +17,7 @@ file. Every failure is a :class:`~mrope.MediaError`.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -112,14 +113,28 @@ def _refuse_nested_open(url: str, flags: int, options: dict[str, Any]) -> Any:
     raise MediaError(f"the media file asks to open another resource ({url!r}); refused")
 
 
+_JPEG_SOI = b"\xff\xd8"
+
+
 def _open_container(src: OpenSource) -> av.container.InputContainer:
     src.file.seek(0)
+    head = src.file.read(len(_JPEG_SOI))
+    src.file.seek(0)
     try:
-        return av.open(src.file, mode="r", io_open=_refuse_nested_open, metadata_errors="replace")
+        container = av.open(src.file, mode="r", io_open=_refuse_nested_open, metadata_errors="replace")
     except MediaError:
         raise
     except Exception as exc:  # FFmpeg reports hostile bytes with many error types
         raise MediaError(f"{src.name} is not a readable video ({type(exc).__name__}: {exc})") from None
+    if container.format.name == "mjpeg" and head != _JPEG_SOI:
+        # FFmpeg's raw MJPEG reader scans for a JPEG anywhere (e.g. one stored in a zip archive); a
+        # raw MJPEG stream starts with a JPEG start-of-image marker
+        container.close()
+        raise MediaError(
+            f"{src.name} is not a video: FFmpeg found JPEG data inside it, but it does not start like an "
+            f"MJPEG stream (first bytes {head!r}, expected {_JPEG_SOI!r})"
+        )
+    return container
 
 
 def _video_stream(container: av.container.InputContainer, name: str) -> av.video.stream.VideoStream:
@@ -162,7 +177,17 @@ class _Scan:
     truncated: bool
 
 
-def _scan_packets(container: av.container.InputContainer, stream: Any, max_packets: int, name: str) -> _Scan:
+_DEADLINE_EVERY = 1024
+"""Packets demuxed between two looks at the clock when a probe has a deadline."""
+
+
+def _scan_packets(
+    container: av.container.InputContainer,
+    stream: Any,
+    max_packets: int,
+    name: str,
+    deadline: float | None = None,
+) -> _Scan:
     stamps: list[int] = []
     count = 0
     complete = True
@@ -173,11 +198,15 @@ def _scan_packets(container: av.container.InputContainer, stream: Any, max_packe
             count += 1
             if count > max_packets:
                 return _Scan(count - 1, None, True)
+            if deadline is not None and count % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
+                raise ProbeDeadlineError(f"{name}: stopped after {count} packets, past the probe's deadline")
             ts = packet.pts if packet.pts is not None else packet.dts
             if ts is None:
                 complete = False
             elif complete:
                 stamps.append(ts)
+    except ProbeDeadlineError:
+        raise
     except Exception as exc:
         raise MediaError(
             f"{name}: demuxing failed after {count} packets ({type(exc).__name__}: {exc})"
@@ -186,7 +215,7 @@ def _scan_packets(container: av.container.InputContainer, stream: Any, max_packe
     return _Scan(count, times, False)
 
 
-def _probe(src: OpenSource, max_packets: int) -> VideoInfo:
+def _probe(src: OpenSource, max_packets: int, deadline: float | None = None) -> VideoInfo:
     if isinstance(max_packets, bool) or not isinstance(max_packets, int) or max_packets < 1:
         raise MediaError(f"max_packets must be an int >= 1; got {max_packets!r}")
     iso, mkv = _header_rotations(src)
@@ -223,7 +252,7 @@ def _probe(src: OpenSource, max_packets: int) -> VideoInfo:
             return VideoInfo(
                 avg, frames, duration, width, height, rotation, None, start, timing="header", **common
             )
-        scan = _scan_packets(container, stream, max_packets, src.name)
+        scan = _scan_packets(container, stream, max_packets, src.name, deadline)
         if scan.truncated:
             if header_ok:
                 return VideoInfo(
@@ -272,7 +301,13 @@ def _probe(src: OpenSource, max_packets: int) -> VideoInfo:
         container.close()
 
 
-def probe_video(source: Any, *, max_packets: int = DEFAULT_MAX_PACKETS) -> VideoInfo:
+class ProbeDeadlineError(MediaError):
+    """:func:`probe_video` passed its ``deadline`` while counting packets."""
+
+
+def probe_video(
+    source: Any, *, max_packets: int = DEFAULT_MAX_PACKETS, deadline: float | None = None
+) -> VideoInfo:
     """Read a video's frame count, rate, duration, display size and rotation without decoding.
 
     Container and stream headers come first; packets are demuxed (never decoded) only when the header
@@ -282,13 +317,16 @@ def probe_video(source: Any, *, max_packets: int = DEFAULT_MAX_PACKETS) -> Video
         source: a path, bytes, or a binary file-like object.
         max_packets: most packets demuxed. Past it a file whose header has the frame count and duration
             keeps the header's values (timed as constant-rate); one without them is an error.
+        deadline: a ``time.monotonic()`` value; packet counting stops with
+            :class:`ProbeDeadlineError` once it is past (checked every 1024 packets), so a caller that
+            gave up on a file does not leave the work running.
 
     Raises:
         MediaError: unreadable or corrupt data, no video stream (an audio-only file), a still image,
             no frame size, no frames, or no usable frame rate.
     """
     with open_source(source) as src:
-        return _probe(src, max_packets)
+        return _probe(src, max_packets, deadline)
 
 
 # ----------------------------------------------------------------------------------------- decoding

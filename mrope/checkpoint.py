@@ -1,0 +1,251 @@
+"""``mrope.from_pretrained``: one model description from a checkpoint folder (or its parsed config).
+
+The registry (:mod:`mrope.models`) holds each family's released values; a checkpoint can differ (a
+fine-tune with other pixel bounds, another ``tokens_per_second``, other token ids). This loader reads what
+a checkpoint folder says and returns the family with those values: a :class:`~mrope.models.ModelFamily`
+that every ``model=`` argument takes (``build_positions``, ``get_rope_index``, ``load_image``,
+``load_video``) and whose ``spec`` :func:`mrope.apply_mrope` takes.
+
+Files read (all optional but ``config.json``; unknown keys are ignored):
+
+- ``config.json``: the rotary spec (:meth:`mrope.RopeSpec.from_hf_config`, pairing from the text config's
+  ``model_type``), the family (the top-level ``model_type``: GLM-4.6V's rules, not those of the
+  ``glm4v_text`` inside it), token ids (the family's ``config_ids``, at any config level), the vision tower's
+  ``patch_size`` / ``spatial_merge_size`` / ``temporal_patch_size``, ``tokens_per_second`` (Qwen2.5-VL,
+  in ``vision_config``) or ``position_id_per_seconds`` (the omni thinkers).
+- ``preprocessor_config.json`` (images) and ``video_preprocessor_config.json``: pixel bounds
+  (``min_pixels`` / ``max_pixels`` or ``size.shortest_edge`` / ``size.longest_edge``, in pixels), patch,
+  merge and temporal patch sizes, and for videos ``fps``, ``min_frames``, ``max_frames``.
+- ``tokenizer.json``: the tokenizer used for timestamp text when a call passes none.
+
+Two keys that set one field to different values (a processor's ``patch_size`` against the vision
+tower's, say) are a :class:`~mrope.LayoutError` naming both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mrope.errors import LayoutError, SpecError
+from mrope.models import ModelFamily, get_family
+from mrope.models.config import config_levels, family_of_config, spec_from_config
+
+CHECKPOINT_FIELDS: dict[str, str | tuple[str, ...] | None] = {
+    # config.json (any level: top, thinker_config, text_config; vision_config under any of them)
+    "config:vision_config.patch_size": "patch_size",
+    "config:vision_config.spatial_merge_size": "merge_size",
+    "config:vision_config.temporal_patch_size": "temporal_patch_size",
+    "config:vision_config.tokens_per_second": "tokens_per_second",
+    "config:tokens_per_second": "tokens_per_second",
+    "config:position_id_per_seconds": "tokens_per_second",
+    # preprocessor_config.json
+    "image:min_pixels": "image_min_pixels",
+    "image:max_pixels": "image_max_pixels",
+    "image:size.shortest_edge": "image_min_pixels",
+    "image:size.longest_edge": "image_max_pixels",
+    "image:size.min_pixels": "image_min_pixels",
+    "image:size.max_pixels": "image_max_pixels",
+    "image:patch_size": "patch_size",
+    "image:merge_size": "merge_size",
+    "image:temporal_patch_size": "temporal_patch_size",
+    # video_preprocessor_config.json
+    "video:min_pixels": "video_min_pixels",
+    "video:max_pixels": "video_max_pixels",
+    "video:size.shortest_edge": "video_min_pixels",
+    "video:size.longest_edge": "video_max_pixels",
+    "video:size.min_pixels": "video_min_pixels",
+    "video:size.max_pixels": "video_max_pixels",
+    "video:patch_size": "patch_size",
+    "video:merge_size": "merge_size",
+    "video:temporal_patch_size": "temporal_patch_size",
+    "video:fps": "fps",
+    "video:min_frames": "min_frames",
+    "video:max_frames": "max_frames",
+}
+"""Which checkpoint key sets which :class:`~mrope.LayoutRules` field(s); a family's ``checkpoint_fields``
+overrides entries (``None``: ignore the key)."""
+
+_FILES = {
+    "config": "config.json",
+    "image": "preprocessor_config.json",
+    "video": "video_preprocessor_config.json",
+}
+_INT_FIELDS = {
+    "patch_size",
+    "merge_size",
+    "temporal_patch_size",
+    "image_min_pixels",
+    "image_max_pixels",
+    "video_min_pixels",
+    "video_max_pixels",
+    "video_total_pixels",
+    "min_frames",
+    "max_frames",
+}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{str(path)!r} is not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{str(path)!r} must hold a JSON object; got {type(data).__name__}")
+    return data
+
+
+def _lookup(data: Mapping[str, Any], dotted: str) -> Any:
+    value: Any = data
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _config_values(config: Mapping[str, Any], dotted: str) -> list[tuple[Any, str]]:
+    """Every value of ``dotted`` at each level of the config (outer levels first), with where it is."""
+    out = []
+    levels = config_levels(config)[::-1]  # top, thinker, text
+    names = ["config.json", "thinker_config", "text_config"][: len(levels)]
+    for level, name in zip(levels, names, strict=True):
+        value = _lookup(level, dotted)
+        if value is not None:
+            out.append((value, f"{name}: {dotted}"))
+    return out
+
+
+def _number(field: str, value: Any, where: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LayoutError(f"{where} must be a number for LayoutRules.{field}; got {value!r}")
+    if field in _INT_FIELDS:
+        if value != int(value):
+            raise LayoutError(f"{where} must be a whole number for LayoutRules.{field}; got {value!r}")
+        return int(value)
+    return float(value)
+
+
+class _Collected:
+    """Field values gathered from several files; a field set twice to different values is an error."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, tuple[Any, str]] = {}
+
+    def set(self, field: str, value: Any, where: str) -> None:
+        if field in self.values and self.values[field][0] != value:
+            first, first_where = self.values[field]
+            raise LayoutError(
+                f"the checkpoint contradicts itself: {first_where} = {first!r} but {where} = {value!r} "
+                f"(both set LayoutRules.{field})"
+            )
+        self.values.setdefault(field, (value, where))
+
+
+def _fields_for(key: str, table: Mapping[str, Any]) -> tuple[str, ...]:
+    target = table.get(key)
+    if target is None:
+        return ()
+    return (target,) if isinstance(target, str) else tuple(target)
+
+
+def _load_tokenizer(path: Path) -> Any:
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:  # pragma: no cover - tokenizers ships with transformers and the dev extras
+        raise SpecError(f"{str(path)!r} needs the 'tokenizers' package to read") from None
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises its own Exception type on a malformed file
+        raise SpecError(f"{str(path)!r} is not a readable tokenizer.json: {exc}") from None
+
+
+def from_pretrained(
+    source: str | os.PathLike[str] | Mapping[str, Any],
+    *,
+    family: Any = None,
+    layer_type: str | None = None,
+) -> ModelFamily:
+    """The model description of a checkpoint: its family with the checkpoint's own values.
+
+    Args:
+        source: a checkpoint folder (``config.json`` required; ``preprocessor_config.json``,
+            ``video_preprocessor_config.json`` and ``tokenizer.json`` read when present), the path of a
+            ``config.json``, or a parsed ``config.json`` dict.
+        family: the family to read it as (a name, model_type or repo id) when the config's model_type is
+            not a registered one; by default the family of the top-level ``model_type``.
+        layer_type: for per-layer-type rotary configs, the layer type whose spec to take (see
+            :meth:`mrope.RopeSpec.from_hf_config`).
+
+    Returns:
+        A :class:`~mrope.models.ModelFamily` (its ``source`` names the folder) that ``model=`` takes
+        everywhere, with ``rules``, ``spec`` and ``tokenizer`` from the checkpoint.
+
+    Raises:
+        SpecError: a missing or unreadable config, an unknown model type, an unreadable rotary.
+        LayoutError: contradictory or malformed values.
+    """
+    files: dict[str, dict[str, Any]] = {}
+    tokenizer = None
+    if isinstance(source, Mapping):
+        files["config"] = dict(source)
+        where = "config dict"
+    else:
+        path = Path(source)
+        if path.is_dir():
+            config_path = path / _FILES["config"]
+            if not config_path.is_file():
+                raise SpecError(f"no config.json in {str(path)!r}: expected a checkpoint folder")
+            for kind, name in _FILES.items():
+                if (path / name).is_file():
+                    files[kind] = _read_json(path / name)
+            if (path / "tokenizer.json").is_file():
+                tokenizer = _load_tokenizer(path / "tokenizer.json")
+        elif path.is_file():
+            files["config"] = _read_json(path)
+        else:
+            raise SpecError(f"no checkpoint at {str(path)!r} (expected a folder with config.json)")
+        where = str(path)
+    config = files["config"]
+    try:  # the rules are the whole model's (top-level type first), the rotary the text model's
+        base = get_family(family) if family is not None else family_of_config(config, outer_first=True)
+    except LayoutError as exc:
+        raise SpecError(str(exc)) from None
+    spec = spec_from_config(config, layer_type=layer_type, family=family)
+
+    table = {**CHECKPOINT_FIELDS, **base.checkpoint_fields}
+    got = _Collected()
+    for key, ids_target in base.config_ids.items():
+        for value, at in _config_values(config, key):
+            for name in (ids_target,) if isinstance(ids_target, str) else ids_target:
+                got.set(name, _token_id(value, at), at)
+    for key in table:
+        kind, _, dotted = key.partition(":")
+        if kind == "config":
+            found = _config_values(config, dotted)
+        else:
+            value = _lookup(files.get(kind, {}), dotted)
+            found = [] if value is None else [(value, f"{_FILES[kind]}: {dotted}")]
+        for value, at in found:
+            for name in _fields_for(key, table):
+                got.set(name, _number(name, value, at), at)
+    changes = {name: value for name, (value, _) in got.values.items()}
+    try:
+        rules = base.rules.replace(**changes)
+    except LayoutError as exc:
+        raise LayoutError(f"checkpoint {where!r}: {exc}") from None
+    return base.replace(rules=rules, spec=spec, source=where, tokenizer=tokenizer)
+
+
+def _token_id(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise LayoutError(f"{where} must be a token id (an int >= 0); got {value!r}")
+    return value
+
+
+__all__ = ["CHECKPOINT_FIELDS", "from_pretrained"]

@@ -1,0 +1,47 @@
+"""MiniCPM-V 4.7 (``minicpmv4_7``): the canvas rule (:mod:`mrope.canvas`).
+
+Positions (modeling_minicpmv4_7.py:952): each picture or video frame is a thumbnail ``<image>`` ..
+``</image>``, optionally followed by detail slices ``<slice>`` .. ``</slice>`` in rows joined by a newline;
+the thumbnail is stretched over the slices' canvas, slices sit at their offsets, markers are pinned, the
+counter resumes at ``o + max(canvas) + 1``; pads 0. Grids are per crop (the processor's ``target_sizes``),
+merged by 4 (``downsample_mode="16x"``, the default) or 2 (``"4x"``: pass ``rules={"merge_size": 2}``).
+Segments: ``Image(grid, tiles=(cols, rows), thumbnail_grid=...)`` for a sliced picture, ``Video`` for
+thumbnail-only frames. ``<image_id>N</image_id>`` prefixes are text.
+Ids: the config's ``image_token_id``, ``video_token_id``, ``image_start_id``, ``image_end_id``,
+``slice_start_id``, ``slice_end_id`` and ``newline_id`` (all ``None`` in the class defaults, and no released
+config was available offline): until they are read from a checkpoint's config the marker ids stay unset
+and positions raise, naming them; the placeholder ids here are the Qwen3.5 vocabulary's stand-ins.
+Sizing: MiniCPM's slicing (scale 448, up to 9 slices) is not in :mod:`mrope.vision`; give the crops' grids.
+Rotary: the text model is ``qwen3_5_text``, so Qwen3.5's (interleaved [11, 11, 10], partial 0.25 of
+head_dim 256, theta 1e7).
+"""
+
+from mrope.models import qwen3_5
+from mrope.models.family import ModelFamily
+from mrope.rules import LayoutRules
+
+FAMILY = ModelFamily(
+    name="minicpm-v-4.7",
+    model_types=("minicpmv4_7",),
+    aliases=(),
+    rules=LayoutRules(
+        name="minicpm-v-4.7",
+        merge_size=4,
+        positions_base="canvas",
+        image_pad_id=qwen3_5.QWEN3_5_IDS["image_pad_id"],
+        video_pad_id=qwen3_5.QWEN3_5_IDS["video_pad_id"],
+        pad_position=0,
+    ),
+    spec=qwen3_5.FAMILY.spec,
+    transformers5={},
+    exactness="transformers 5.24 get_rope_index (its release code) with the checkpoint's marker ids",
+    config_ids={
+        "image_token_id": "image_pad_id",
+        "video_token_id": "video_pad_id",
+        "image_start_id": "vision_start_id",
+        "image_end_id": "vision_end_id",
+        "slice_start_id": "slice_start_id",
+        "slice_end_id": "slice_end_id",
+        "newline_id": "newline_id",
+    },
+)

@@ -1,0 +1,252 @@
+"""mrope.from_pretrained: checkpoint folders written here with released values (no hub is reachable).
+
+Expected values: transformers' own image processor reading the same folder (AutoImageProcessor), the
+family's own rotary through RopeSpec.from_hf_config's tests, and hand derivations (SPEC sections 1-2).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image as PILImage
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+import mrope
+from mrope import LayoutError, SpecError, Text, Video
+from mrope.models import ModelFamily, get_family
+from mrope.vision import load_image, load_video
+
+QWEN2_5_CONFIG = {  # Qwen/Qwen2.5-VL-7B-Instruct config.json (the fields mrope reads, plus others)
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "model_type": "qwen2_5_vl",
+    "hidden_size": 3584,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "rope_theta": 1000000.0,
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    "vision_start_token_id": 151652,
+    "vision_end_token_id": 151653,
+    "image_token_id": 151655,
+    "video_token_id": 151656,
+    "vision_config": {
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "tokens_per_second": 2,
+    },
+    "torch_dtype": "bfloat16",
+}
+QWEN2_5_PREPROCESSOR = {
+    "image_processor_type": "Qwen2VLImageProcessor",
+    "min_pixels": 3136,
+    "max_pixels": 12845056,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "image_mean": [0.48145466, 0.4578275, 0.40821073],
+}
+QWEN3_CONFIG = {  # Qwen/Qwen3-VL-8B-Instruct (5.x form)
+    "model_type": "qwen3_vl",
+    "image_token_id": 151655,
+    "video_token_id": 151656,
+    "vision_start_token_id": 151652,
+    "vision_end_token_id": 151653,
+    "text_config": {
+        "model_type": "qwen3_vl_text",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "head_dim": 128,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 5000000,
+            "mrope_section": [24, 20, 20],
+            "mrope_interleaved": True,
+        },
+    },
+    "vision_config": {"patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2},
+}
+QWEN3_PREPROCESSOR = {
+    "image_processor_type": "Qwen2VLImageProcessor",
+    "size": {"shortest_edge": 65536, "longest_edge": 16777216},
+    "patch_size": 16,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+}
+QWEN3_VIDEO_PREPROCESSOR = {
+    "video_processor_type": "Qwen3VLVideoProcessor",
+    "size": {"shortest_edge": 4096, "longest_edge": 25165824},
+    "patch_size": 16,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "fps": 2,
+    "min_frames": 4,
+    "max_frames": 768,
+    "do_sample_frames": True,
+}
+
+
+def _write(folder: Path, **files: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (folder / f"{name}.json").write_text(json.dumps(data))
+    return folder
+
+
+def _char_tokenizer() -> Tokenizer:
+    vocab = {c: i for i, c in enumerate("<>.0123456789 secondsUNK")}
+    vocab["[UNK]"] = len(vocab)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    return tok
+
+
+def test_qwen2_5_folder_sizes_images_like_its_own_processor(tmp_path: Path) -> None:
+    from transformers import AutoImageProcessor
+
+    folder = _write(tmp_path / "ckpt", config=QWEN2_5_CONFIG, preprocessor_config=QWEN2_5_PREPROCESSOR)
+    model = mrope.from_pretrained(folder)
+    assert isinstance(model, ModelFamily) and model.name == "qwen2.5-vl" and model.source == str(folder)
+    assert (model.rules.image_min_pixels, model.rules.image_max_pixels) == (3136, 12845056)
+    assert model.spec == mrope.RopeSpec.preset("qwen2.5-vl")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        processor = AutoImageProcessor.from_pretrained(str(folder))
+    for size in [(1280, 853), (640, 480), (31, 200), (4000, 3000)]:
+        photo = PILImage.new("RGB", size)
+        want = processor(images=[photo], return_tensors="np")["image_grid_thw"][0].tolist()
+        assert list(load_image(photo, model=model).grid) == want, size
+    # the checkpoint's bounds are what differ from a bare class default (SPEC section 5: 1380 vs 1247 tokens)
+    grid = load_image(PILImage.new("RGB", (1280, 853)), model=model).grid
+    assert grid[1] * grid[2] // 4 == 1380
+
+
+def test_the_description_works_everywhere_model_is_taken(tmp_path: Path) -> None:
+    folder = _write(tmp_path / "ckpt", config=QWEN2_5_CONFIG, preprocessor_config=QWEN2_5_PREPROCESSOR)
+    model = mrope.from_pretrained(folder)
+    segs = [Text(3), mrope.Image(grid=(1, 4, 6)), Text(2), Video(grid=(4, 4, 4), fps=1.0)]
+    p = mrope.build_positions(segs, model=model)
+    np.testing.assert_array_equal(p.ids, mrope.build_positions(segs, model="qwen2.5-vl").ids)
+    batch = mrope.build_batch([segs, segs[:1]], model=model)
+    pos, deltas = mrope.get_rope_index(
+        batch.input_ids,
+        p.image_grid_thw,
+        np.concatenate([p.video_grid_thw]),
+        batch.attention_mask,
+        model=model,
+        second_per_grid_ts=p.second_per_grid_ts,
+    )
+    np.testing.assert_array_equal(pos.numpy()[:, 0], batch.ids[:, 0])
+    assert mrope.count_tokens(segs, model=model) == p.num_tokens
+    q = torch.randn(p.num_tokens, 2, 128)
+    got = mrope.apply_mrope(q, q, torch.from_numpy(p.ids), model, backend="torch")
+    want = mrope.apply_mrope(q, q, torch.from_numpy(p.ids), model.spec, backend="torch")
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    info = mrope.vision.VideoInfo(fps=30.0, num_frames=120, duration=4.0, width=640, height=360)
+    assert load_video(info, model=model).grid == load_video(info, model="qwen2.5-vl").grid
+
+
+def test_tokens_per_second_of_a_fine_tune(tmp_path: Path) -> None:
+    config = json.loads(json.dumps(QWEN2_5_CONFIG))
+    config["vision_config"]["tokens_per_second"] = 4
+    model = mrope.from_pretrained(_write(tmp_path / "ckpt", config=config))
+    assert model.rules.tokens_per_second == 4
+    # hand derivation: 4 temporal patches of 1 s each, tau(i) = trunc(i * 1.0 * 4)
+    p = mrope.build_positions([Video(grid=(4, 2, 2), second_per_grid=1.0, wrap=False)], model=model)
+    assert p.ids[0].tolist() == [0, 4, 8, 12]
+
+
+def test_qwen3_folder_with_tokenizer_and_video_processor(tmp_path: Path) -> None:
+    folder = _write(
+        tmp_path / "ckpt",
+        config=QWEN3_CONFIG,
+        preprocessor_config=QWEN3_PREPROCESSOR,
+        video_preprocessor_config=QWEN3_VIDEO_PREPROCESSOR,
+    )
+    tok = _char_tokenizer()
+    tok.save(str(folder / "tokenizer.json"))
+    model = mrope.from_pretrained(folder)
+    assert model.name == "qwen3-vl" and model.spec == mrope.RopeSpec.preset("qwen3-vl")
+    r = model.rules
+    assert (r.patch_size, r.image_min_pixels, r.image_max_pixels) == (16, 65536, 16777216)
+    assert (r.video_min_pixels, r.video_total_pixels, r.fps, r.min_frames, r.max_frames) == (
+        4096,
+        25165824,
+        2.0,
+        4,
+        768,
+    )
+    # timestamp text comes from the folder's tokenizer when the call passes none
+    video = Video(grid=(2, 4, 4), fps=2.0)
+    mine = mrope.build_positions([Text(1), video], model=model)
+    explicit = mrope.build_positions([Text(1), video], model="qwen3-vl", tokenizer=tok)
+    np.testing.assert_array_equal(mine.ids, explicit.ids)
+    np.testing.assert_array_equal(mine.input_ids, explicit.input_ids)
+    stamps = [s for s in mine.spans if s.kind == "timestamp"]
+    assert [s.stop - s.start for s in stamps] == [len("<0.2 seconds>"), len("<1.2 seconds>")]
+
+
+def test_glm46v_rules_are_the_top_level_family(tmp_path: Path) -> None:
+    config = {
+        "model_type": "glm46v",
+        "image_start_token_id": 151339,
+        "image_end_token_id": 151340,
+        "video_start_token_id": 151361,
+        "video_end_token_id": 151362,
+        "image_token_id": 151343,
+        "video_token_id": 151344,
+        "text_config": {
+            "model_type": "glm4v_text",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "head_dim": 128,
+            "partial_rotary_factor": 0.5,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000, "mrope_section": [8, 12, 12]},
+        },
+    }
+    model = mrope.from_pretrained(config)
+    assert model.name == "glm-4.6v" and model.source == "config dict"
+    assert (model.rules.video_start_id, model.rules.timestamp_format) == (151361, "{:.1f} seconds")
+    assert model.rules.video_pad_id == 151343  # frames carry the image id
+    assert model.spec.pairing == "gptj"
+
+
+def test_contradictions_are_errors_and_unknown_keys_are_ignored(tmp_path: Path) -> None:
+    bad = {**QWEN3_PREPROCESSOR, "patch_size": 14, "brand_new_key": {"x": 1}}
+    folder = _write(tmp_path / "a", config={**QWEN3_CONFIG, "some_future_field": 3}, preprocessor_config=bad)
+    with pytest.raises(LayoutError, match="contradicts itself.*patch_size.*16.*14"):
+        mrope.from_pretrained(folder)
+    two = json.loads(json.dumps(QWEN2_5_CONFIG))
+    two["position_id_per_seconds"] = 25
+    with pytest.raises(LayoutError, match="tokens_per_second"):
+        mrope.from_pretrained(two)
+    ok = _write(
+        tmp_path / "b",
+        config={**QWEN3_CONFIG, "some_future_field": 3},
+        preprocessor_config={**QWEN3_PREPROCESSOR, "brand_new_key": 1},
+    )
+    assert mrope.from_pretrained(ok).rules == get_family("qwen3-vl").rules  # the released values
+
+
+def test_bad_checkpoints(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="no checkpoint at"):
+        mrope.from_pretrained(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SpecError, match="no config.json"):
+        mrope.from_pretrained(tmp_path / "empty")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    with pytest.raises(SpecError, match="not valid JSON"):
+        mrope.from_pretrained(tmp_path / "broken")
+    with pytest.raises(SpecError, match="not a registered M-RoPE family"):
+        mrope.from_pretrained({"model_type": "llama", "head_dim": 128})
+    llama_like = {"model_type": "my_vlm", **{k: v for k, v in QWEN2_5_CONFIG.items() if k != "model_type"}}
+    assert mrope.from_pretrained(llama_like, family="qwen2.5-vl").rules.tokens_per_second == 2
+    with pytest.raises(LayoutError, match="token id"):
+        mrope.from_pretrained({**QWEN2_5_CONFIG, "image_token_id": "151655"})
+    with pytest.raises(LayoutError, match="whole number"):
+        mrope.from_pretrained({**QWEN2_5_CONFIG, "vision_config": {"patch_size": 14.5}})
