@@ -26,6 +26,8 @@ _VISION_SHRINK: dict[str, Any] = {
     "hidden_size": 32,
     "intermediate_size": 64,
     "num_heads": 2,
+    "num_attention_heads": 2,
+    "num_hidden_layers": 1,
     "out_hidden_size": TEXT_HIDDEN,
     "num_position_embeddings": 64,
     "deepstack_visual_indexes": [0],
@@ -182,9 +184,14 @@ def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype
     config = tiny_config(model, layers=layers)
     class_name = _BUILD.get(get_family(model).model_types[0], ("", ""))[1]
     torch.manual_seed(seed)
-    if class_name:
-        return getattr(transformers, class_name)._from_config(config, dtype=dtype).eval()
-    return transformers.AutoModelForImageTextToText.from_config(config, dtype=dtype).eval()
+    try:
+        if class_name:
+            return getattr(transformers, class_name)._from_config(config, dtype=dtype).eval()
+        return transformers.AutoModelForImageTextToText.from_config(config, dtype=dtype).eval()
+    except Exception as exc:  # the model class rejects the shrunk config
+        raise PatchError(
+            f"tiny_model: cannot build {type(config).__name__} shrunk generically ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 __all__ = ["TEXT_HIDDEN", "tiny_config", "tiny_model"]
