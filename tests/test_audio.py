@@ -229,3 +229,29 @@ def test_public_audio_tokens():
     assert mrope.audio_tokens(Audio(9), model="qwen3-omni") == 9
     with pytest.raises(LayoutError, match="no audio"):
         mrope.audio_tokens(Audio(9), model="qwen2-vl")
+
+
+def test_cli_positions_shows_fractional_time(tmp_path, capsys):
+    import json
+
+    from mrope.cli import main
+
+    spec = tmp_path / "s.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "model": "qwen3-omni",
+                "segments": [
+                    {"type": "text", "tokens": 2},
+                    {"type": "video", "grid": [3, 4, 4], "second_per_grid": 0.9, "audio": {"seconds": 1.5}},
+                    {"type": "audio", "mel_frames": 120},
+                ],
+            }
+        )
+    )
+    assert main(["positions", "--spec", str(spec), "--out", str(tmp_path / "p.npy")]) == 0
+    assert "float32 [3, 56]" in capsys.readouterr().out
+    assert np.load(tmp_path / "p.npy").dtype == np.float32
+    assert main(["positions", "--spec", str(spec)]) == 0
+    out = capsys.readouterr().out
+    assert "15.7" in out and "27.4" in out and "delta -7.6" in out  # 4 + 0.9 * 13, 4 + 1.8 * 13

@@ -20,9 +20,14 @@ def positions_document(p: Positions, model: str) -> dict[str, Any]:
     return {"model": model, **p.to_dict()}
 
 
+def _num(v: Any) -> str:
+    """A position as text: an int, or a float32 (fractional time) in its shortest form."""
+    return f"{v.item():g}" if isinstance(v, np.floating) else str(int(v))
+
+
 def _range(row: np.ndarray) -> str:
-    lo, hi = int(row.min()), int(row.max())
-    return str(lo) if lo == hi else f"{lo}..{hi}"
+    lo, hi = _num(row.min()), _num(row.max())
+    return lo if lo == hi else f"{lo}..{hi}"
 
 
 def summary_table(p: Positions, model: str, labels: Sequence[str]) -> str:
@@ -57,13 +62,14 @@ def summary_table(p: Positions, model: str, labels: Sequence[str]) -> str:
         return "  ".join(out).rstrip()
 
     n = p.num_tokens
-    top = int(p.ids.max()) if n else -1
+    top = _num(p.ids.max()) if n else "-1"
     lines = [
         f"model {model}: {n} tokens in {len(p.spans)} span{'s' * (len(p.spans) != 1)}, max position {top}",
         line(header),
         line(["-" * w for w in widths]),
         *(line(r) for r in rows),
-        f"delta {p.delta}: decode token i (i >= {n}) gets position i + delta; the next one gets {n + p.delta}",
+        f"delta {_num(np.asarray(p.delta, dtype=p.ids.dtype)[()])}: decode token i (i >= {n}) gets position "
+        f"i + delta; the next one gets {_num(p.window(n, n + 1)[0, 0])}",
     ]
     lines.extend(f"note: {note}" for note in p.notes)
     return "\n".join(lines)
@@ -86,7 +92,7 @@ def save_positions(p: Positions, model: str, path: str) -> str:
         if suffix == ".npy":
             with open(path, "wb") as f:
                 np.save(f, p.ids, allow_pickle=False)
-            return f"positions int64 [3, {p.num_tokens}] -> {path}"
+            return f"positions {p.ids.dtype} [{p.ids.shape[0]}, {p.num_tokens}] -> {path}"
         with open(path, "w", encoding="utf-8") as f:
             json.dump(positions_document(p, model), f)
             f.write("\n")

@@ -15,7 +15,7 @@ from mrope.cli._args import CliError, items_from_flags, positive_int, rule_overr
 from mrope.errors import MRopeError
 from mrope.pipeline import Preprocessor, load_tokenizer
 from mrope.schema import RequestError, require_model
-from mrope.segments import Image, Segment, Text, Video
+from mrope.segments import Audio, Image, Segment, Text, Video
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,8 @@ def _label(item: Any) -> str:
 def _segment_label(seg: Segment) -> str:
     if isinstance(seg, Text):
         return f"{seg.num_tokens} tokens"
+    if isinstance(seg, Audio):
+        return f"audio {seg.mel_frames} frames" if seg.mel_frames is not None else "audio"
     kind = "image" if isinstance(seg, Image) else "video" if isinstance(seg, Video) else "?"
     return f"{kind} " + "x".join(str(v) for v in seg.grid)
 
