@@ -21,11 +21,16 @@ from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Text, Video
 from mrope.spec import RopeScaling, RopeSpec
 from mrope.timeline import audio_tokens
-from mrope.tokens import get_rope_index, rope_index
+from mrope.tokens import generation_index, get_rope_index, rope_index
 
 __version__ = "0.1.0"
 
-_LAZY = {"apply_mrope": "mrope.ops", "cos_sin": "mrope.ops", "from_pretrained": "mrope.checkpoint"}
+_LAZY = {
+    "apply_mrope": "mrope.ops",
+    "cos_sin": "mrope.ops",
+    "rerotate": "mrope.ops",
+    "from_pretrained": "mrope.checkpoint",
+}
 _SUBMODULES = ("models", "ops", "vision", "testing", "pipeline", "plot", "cli", "integrations")
 
 
@@ -61,10 +66,12 @@ __all__ = [
     "apply_mrope",
     "audio_tokens",
     "build_batch",
+    "generation_index",
     "get_rope_index",
     "rope_index",
     "build_positions",
     "cos_sin",
+    "rerotate",
     "from_pretrained",
     "count_tokens",
     "next_positions",
