@@ -6,14 +6,17 @@ Sized to finish within about 5 minutes on one H100/H200-class GPU (most of it Tr
    few scaled ones, both angle precisions, fp32 / bf16 / fp16, thd and bhsd layouts, in-place writes through
    views of a packed qkv buffer, partial rotary, positions up to 1e6 (exact mode); the torch path on CUDA
    too; CUDA-graph capture and replay; ``torch.compile(fullgraph=True)``; gradients (backward = inverse
-   rotation).
+   rotation). The grown op: 4 axes with NTK-alpha, a rotary slice at a channel offset (in place), float32
+   positions, exact angles at the int64 extremes (kernel = torch path), and ``mrope.rerotate`` in place
+   over shifts of +-1e6 (exact) against the raw keys rotated at the new positions.
 2. bf16 timings at T = 1, 64, 8192, 65536 tokens with Qwen2-VL-7B shapes (28 q heads, 4 kv heads,
    head_dim 128, ``thd`` layout): the kernel (fp32 and exact angles, out of place and in place), the torch
    path, transformers' rotary path, and Liger's / vLLM's M-RoPE kernels when importable. Bandwidth is the
    bytes of q and k read and written over the time, against a measured device-to-device copy of the same
    bytes.
 
-Prints markdown tables; exits 1 if a correctness check fails, 2 without CUDA.
+Prints markdown tables; exits 1 if a correctness check fails, 2 without CUDA. A check that cannot run
+(CUDA graphs in a dry run) is reported as ``skipped``, never as ok.
 
 Run: ``python benchmarks/gpu_check.py`` on a CUDA machine. ``--dry-run`` runs the same code on CPU tensors
 in Triton's interpreter at tiny sizes (a check of this script's logic, not of the GPU).
@@ -39,12 +42,17 @@ DRY_TOKENS = (1, 16)
 TOL = {torch.float32: 2e-6, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
 
 
+class Skipped(Exception):
+    """Raised by a check that cannot run here (e.g. CUDA graphs in a CPU dry run): reported as skipped."""
+
+
 class Report:
-    """Collects correctness rows; ``failed`` is set by any failing check."""
+    """Collects correctness rows; ``failed`` is set by any failing check, ``skipped`` counts skipped ones."""
 
     def __init__(self) -> None:
         self.rows: list[str] = []
         self.failed = False
+        self.skipped = 0
 
     def check(self, name: str, ok: bool, detail: str = "") -> None:
         self.failed |= not ok
@@ -53,6 +61,10 @@ class Report:
     def run(self, name: str, fn: Callable[[], tuple[bool, str]]) -> None:
         try:
             ok, detail = fn()
+        except Skipped as why:  # not run: never reported as ok
+            self.skipped += 1
+            self.rows.append(f"| {name} | skipped | {why} |")
+            return
         except Exception as exc:  # a crash is a failed check, reported with its reason
             ok, detail = False, f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300]
             traceback.print_exc(file=sys.stderr)
@@ -62,35 +74,57 @@ class Report:
 # ------------------------------------------------------------------------------------------ reference
 
 
+def ref_axis(spec) -> list[int]:
+    """Axis of every frequency, from the rules (SPEC section 4, CONTRACT 2), not from spec.axis_map()."""
+    sec, out = spec.mrope_section, []
+    a = len(sec)
+    for i in range(spec.rotary_dim // 2):
+        if spec.section_layout == "chunked":
+            axis, edge = 0, 0
+            for j, size in enumerate(sec):
+                axis = j if edge <= i < edge + size else axis
+                edge += size
+        elif spec.section_layout == "interleaved":
+            axis = next((j for j in range(1, a) if i % a == j and i < a * sec[j]), 0)
+        else:  # hw_alternating
+            axis = (1 if i % 2 == 0 else 2) if i < sec[1] + sec[2] else 0
+        out.append(axis)
+    return out
+
+
 def reference(x: torch.Tensor, positions: torch.Tensor, spec, layout: str) -> torch.Tensor:
-    """float64 rotation of one tensor in ``layout``; positions ``[3, T]``/``[3, B, S]`` or 1-D forms."""
-    p = positions.to(torch.int64)
+    """float64 rotation of one tensor in ``layout``; positions ``[A, T]``/``[A, B, S]`` or 1-D forms, integer
+    or floating; the rotary slice starts at ``spec.rotary_offset``."""
+    a = spec.num_axes
+    p = positions.to(torch.float64 if positions.dtype.is_floating_point else torch.int64)
     if layout == "thd":
         p = p.reshape(-1, 1, p.shape[-1])
     elif p.dim() == 2:
         p = p.unsqueeze(0)
-    p = p.expand(3, p.shape[1], p.shape[2])
-    f, rd = spec.rotary_dim // 2, spec.rotary_dim
-    s_t, s_h, s_w = spec.mrope_section
-    axis = []
-    for i in range(f):  # SPEC section 4
-        if spec.section_layout == "chunked":
-            axis.append(0 if i < s_t else (1 if i < s_t + s_h else 2))
-        else:
-            axis.append(1 if (i % 3 == 1 and i < 3 * s_h) else (2 if (i % 3 == 2 and i < 3 * s_w) else 0))
-    inv = torch.from_numpy(spec.inv_freq(int(p.max()) + 1)).to(x.device)
-    ang = p.permute(1, 2, 0)[..., torch.tensor(axis, device=x.device)].double() * inv  # [B, S, F]
+    p = p.expand(a, p.shape[1], p.shape[2])
+    f, o = spec.rotary_dim // 2, spec.rotary_offset
+    d = spec.rotary_dim
+    if spec.scaling.type in ("none", "ntk_alpha"):
+        base = float(spec.theta)
+        if spec.scaling.type == "ntk_alpha":
+            base *= spec.scaling.alpha ** (d / (d - 2))
+        inv = base ** (-2.0 * torch.arange(f, dtype=torch.float64) / d)
+    else:  # scaled specs: the spec's formulas (checked against transformers in tests/test_spec.py)
+        inv = torch.from_numpy(spec.inv_freq(int(p.max()) + 1))
+    inv = inv.to(x.device)
+    axis = torch.tensor(ref_axis(spec), device=x.device)
+    ang = p.permute(1, 2, 0)[..., axis].double() * inv  # [B, S, F]
     cos = (ang.cos() * spec.attention_factor())[:, :, None]
     sin = (ang.sin() * spec.attention_factor())[:, :, None]
     xc = {"thd": lambda t: t.unsqueeze(0), "bhsd": lambda t: t.transpose(1, 2), "bshd": lambda t: t}[layout](
         x.double()
     )
     out = xc.clone()
-    i1 = torch.arange(f, device=x.device) if spec.pairing == "neox" else 2 * torch.arange(f, device=x.device)
+    ar = torch.arange(f, device=x.device)
+    i1 = o + (ar if spec.pairing == "neox" else 2 * ar)
     i2 = i1 + f if spec.pairing == "neox" else i1 + 1
     out[..., i1] = xc[..., i1] * cos - xc[..., i2] * sin
     out[..., i2] = xc[..., i2] * cos + xc[..., i1] * sin
-    assert rd <= x.shape[-1]
     return {"thd": lambda t: t[0], "bhsd": lambda t: t.transpose(1, 2), "bshd": lambda t: t}[layout](out)
 
 
@@ -112,8 +146,8 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
     def rand(*shape, dtype=torch.float32):
         return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
 
-    def pos_for(layout, t=9, b=2, s=5, high=5000, base=0):
-        shape = (3, t) if layout == "thd" else (3, b, s)
+    def pos_for(layout, t=9, b=2, s=5, high=5000, base=0, axes=3):
+        shape = (axes, t) if layout == "thd" else (axes, b, s)
         return (torch.randint(0, high, shape, generator=g) + base).to(device)
 
     def qk(layout, spec, dtype, t=9, b=2, s=5, hq=4, hk=2):
@@ -125,7 +159,10 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
         return rand(b, hq, s, d, dtype=dtype), rand(b, hk, s, d, dtype=dtype)
 
     base_spec = RopeSpec.preset("qwen2-vl")
-    specs = {name: RopeSpec.preset(name) for name in PRESET_NAMES}
+    specs = {}  # one name per distinct released spec (equal specs need one run)
+    for name in PRESET_NAMES:
+        if RopeSpec.preset(name) not in specs.values():
+            specs[name] = RopeSpec.preset(name)
     specs["qwen2-vl+linear"] = base_spec.with_scaling(type="linear", factor=4.0)
     specs["qwen2-vl+dynamic"] = base_spec.with_scaling(
         type="dynamic", factor=2.0, original_max_position_embeddings=64
@@ -137,7 +174,7 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
     def one(spec, layout, dtype, precision, backend, base=0, inplace=False):
         def fn():
             q, k = qk(layout, spec, dtype)
-            pos = pos_for(layout, base=base)
+            pos = pos_for(layout, base=base, axes=spec.num_axes)
             want_q, want_k = reference(q, pos, spec, layout), reference(k, pos, spec, layout)
             out_q, out_k = apply_mrope(
                 q, k, pos, spec, layout=layout, backend=backend, angle_precision=precision, inplace=inplace
@@ -187,7 +224,7 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
 
     def graph_replay():
         if device.type != "cuda":
-            return True, "skipped on CPU (dry run)"
+            raise Skipped("needs CUDA (dry run on CPU)")
         spec = specs["qwen2-vl+dynamic"]
         q, k = qk("thd", spec, torch.bfloat16, t=64)
         pos = pos_for("thd", t=64, high=500)
@@ -208,6 +245,82 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
         return bool(torch.equal(out_q, want)), "replay with new q and positions equals eager"
 
     rep.run("CUDA graph capture + replay (dynamic NTK, no host sync)", graph_replay)
+
+    # ---- the grown op (issue 11) and rerotate (issue 15), independent of which families are registered
+    four_axes = RopeSpec(
+        head_dim=128, rotary_dim=128, theta=1e4, mrope_section=(16, 16, 16, 16)
+    ).with_scaling(type="ntk_alpha", alpha=1000.0)
+    offset_slice = RopeSpec(
+        head_dim=256,
+        rotary_dim=64,
+        theta=1e4,
+        mrope_section=(12, 10, 10),
+        section_layout="interleaved",
+        pairing="gptj",
+        rotary_offset=192,
+    )
+    for precision in ("fp32", "exact"):
+        rep.run(
+            f"4 axes chunked + ntk_alpha, {precision}, bf16",
+            one(four_axes, "thd", torch.bfloat16, precision, "triton"),
+        )
+        rep.run(
+            f"offset slice (192 + 64 of 256), gptj interleaved, {precision}, in place",
+            one(offset_slice, "bshd", torch.float32, precision, "triton", inplace=True),
+        )
+
+    def float_positions(precision):
+        def fn():
+            spec = specs["qwen3-vl"]
+            q, k = qk("thd", spec, torch.bfloat16)
+            pos = (torch.rand(3, 9, generator=g, dtype=torch.float64) * 900).float().to(device)
+            out_q, _ = apply_mrope(q, k, pos, spec, backend="triton", angle_precision=precision)
+            err = rel_err(out_q, reference(q, pos, spec, "thd"))
+            return err < TOL[torch.bfloat16], f"rel err {err:.1e}"
+
+        return fn
+
+    for precision in ("fp32", "exact"):
+        rep.run(f"float32 positions (fractional), {precision}", float_positions(precision))
+
+    def int64_ends():
+        spec = specs["qwen2-vl"]
+        q, k = qk("thd", spec, torch.float32, t=6)
+        row = [2**31 - 1, 2**31, 2**32 + 5, 2**53 + 1, 2**62, -(2**63)]
+        pos = torch.tensor([row, row[::-1], [v // 3 for v in row]], device=device)
+        exact_q, _ = apply_mrope(q, k, pos, spec, backend="triton", angle_precision="exact")
+        torch_q, _ = apply_mrope(q, k, pos, spec, backend="torch", angle_precision="exact")
+        err = float((exact_q - torch_q).abs().max())
+        small = torch.full((3, 1), 5, device=device)
+        big = torch.full((3, 1), 2**32 + 5, device=device)
+        a = apply_mrope(q[:1], k[:1], small, spec, backend="triton", angle_precision="exact")[0]
+        b = apply_mrope(q[:1], k[:1], big, spec, backend="triton", angle_precision="exact")[0]
+        moved = float((a - b).abs().max())
+        return (
+            err < 1e-5 and moved > 0.1,
+            f"kernel vs torch path {err:.1e}; 2^32+5 vs 5 differ by {moved:.2f}",
+        )
+
+    rep.run("exact angles at int64 extremes (kernel = torch path, no 2^32 wrap)", int64_ends)
+
+    def rerotated(precision, shift):
+        def fn():
+            spec = specs["qwen3-vl"]
+            raw = rand(33, 4, 128)
+            p1 = pos_for("thd", t=33, high=2000)
+            p2 = p1 + torch.tensor([[shift], [shift + 7], [2 * shift]], device=device)
+            cache, _ = apply_mrope(raw, raw[:, :0], p1, spec, backend="triton", angle_precision=precision)
+            mrope.rerotate(cache, p1, p2, spec, backend="triton", angle_precision=precision)
+            err = rel_err(cache, reference(raw, p2, spec, "thd"))
+            tol = 4e-6 if precision == "exact" else 2 * (abs(shift) + 2000) * 2**-22 + 1e-5
+            return err < tol, f"vs raw keys rotated at p2: rel err {err:.1e} (tol {tol:.0e})"
+
+        return fn
+
+    import mrope
+
+    for precision, shift in (("exact", 10**6), ("exact", -(10**6)), ("fp32", 1000)):
+        rep.run(f"rerotate in place, {precision}, shift {shift:,}", rerotated(precision, shift))
 
     def compiled():
         torch._dynamo.reset()
@@ -354,7 +467,7 @@ def time_tokens(device: torch.device, t: int, repeat: int) -> list[str]:
     from _timing import compare
 
     from mrope import RopeSpec
-    from mrope.ops import apply_mrope
+    from mrope.ops import apply_mrope, rerotate
 
     spec = RopeSpec.preset("qwen2-vl")
     hq, hk, d = QWEN2_VL_7B["hq"], QWEN2_VL_7B["hk"], QWEN2_VL_7B["head_dim"]
@@ -366,6 +479,7 @@ def time_tokens(device: torch.device, t: int, repeat: int) -> list[str]:
     src = torch.empty(q.numel() + k.numel(), dtype=q.dtype, device=device)
     dst = torch.empty_like(src)
     q_in, k_in = q.clone(), k.clone()
+    pos_moved = pos + 1_000_000
     fns: dict[str, Callable[[], object]] = {
         "device copy of the same bytes": lambda: dst.copy_(src),
         "mrope triton, fp32 angles": lambda: apply_mrope(q, k, pos, spec, backend="triton"),
@@ -374,6 +488,9 @@ def time_tokens(device: torch.device, t: int, repeat: int) -> list[str]:
         ),
         "mrope triton, in place": lambda: apply_mrope(q_in, k_in, pos, spec, backend="triton", inplace=True),
         "mrope torch path": lambda: apply_mrope(q, k, pos, spec, backend="torch"),
+        "mrope triton rerotate k in place, exact": lambda: rerotate(
+            k_in, pos, pos_moved, spec, backend="triton", angle_precision="exact"
+        ),
     }
     notes = []
     for name, fn in optional_paths(spec, q, k, pos).items():
@@ -487,7 +604,8 @@ def main() -> int:
         print("\n".join(rows))
     print("\n## patched tiny transformers models, fp32 prefill (benchmarks/bench_patch.py)\n")
     print("\n".join(model_rows))
-    print(f"\n{'FAILED' if rep.failed else 'all checks passed'}")
+    skipped = f" ({rep.skipped} skipped, see the table)" if rep.skipped else ""
+    print(f"\n{'FAILED' if rep.failed else 'all checks passed'}{skipped}")
     return 1 if rep.failed else 0
 
 

@@ -25,7 +25,12 @@ from mrope.tokens import generation_index, get_rope_index, rope_index
 
 __version__ = "0.1.0"
 
-_LAZY = {"apply_mrope": "mrope.ops", "cos_sin": "mrope.ops", "from_pretrained": "mrope.checkpoint"}
+_LAZY = {
+    "apply_mrope": "mrope.ops",
+    "cos_sin": "mrope.ops",
+    "rerotate": "mrope.ops",
+    "from_pretrained": "mrope.checkpoint",
+}
 _SUBMODULES = ("models", "ops", "vision", "testing", "pipeline", "plot", "cli", "integrations")
 
 
@@ -66,6 +71,7 @@ __all__ = [
     "rope_index",
     "build_positions",
     "cos_sin",
+    "rerotate",
     "from_pretrained",
     "count_tokens",
     "next_positions",

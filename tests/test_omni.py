@@ -514,3 +514,16 @@ def test_audio_bounds():
         mrope.rope_index(
             [[Q3.audio_start_id, Q3.audio_pad_id, Q3.audio_end_id]], model="qwen3-omni", audio_seqlens=[2**31]
         )
+
+
+def test_plot_shows_audio_and_fractional_time(tmp_path):
+    from mrope.plot import KIND_COLOURS, render_layout, vision_maps
+
+    p = mrope.build_positions(
+        [Text(2), Video((3, 4, 4), second_per_grid=0.9, audio=Audio(seconds=1.5)), Audio(mel_frames=120)],
+        model="qwen3-omni",
+    )
+    assert "audio" in KIND_COLOURS
+    maps = vision_maps(p)
+    assert maps[0].t_values == pytest.approx([4.0, 15.7, 27.4], abs=1e-5)
+    render_layout(p)  # renders without error

@@ -12,6 +12,7 @@ import torch
 import triton  # noqa: F401  (a dev dependency: the kernel tests must not be skipped)
 
 from mrope import ApplyError, MRopeError, RopeSpec
+from mrope import ops as mrope_ops
 from mrope.ops import apply_mrope, cos_sin, triton_kernel
 from mrope.ops import dispatch as ops_dispatch
 from mrope.ops.freqs import hf_inv_freq_fp32, turn_limbs
@@ -69,11 +70,17 @@ def ref_inv_freq(spec: RopeSpec, seq_len: int) -> np.ndarray:
     test_ops_parity.py and test_spec.py)."""
     d = spec.rotary_dim
     if spec.scaling.type in ("none", "ntk_alpha"):
-        base = float(spec.theta)
-        if spec.scaling.type == "ntk_alpha":
-            base *= spec.scaling.alpha ** (d / (d - 2))
-        return base ** (-2.0 * np.arange(d // 2) / d)
+        return ref_base(spec) ** (-2.0 * np.arange(d // 2) / d)
     return spec.inv_freq(seq_len)
+
+
+def ref_base(spec: RopeSpec) -> float:
+    """The frequency base: theta, or HunYuan's NTK-alpha ``theta * alpha ** (d / (d - 2))``."""
+    d = spec.rotary_dim
+    if spec.scaling.type == "ntk_alpha":
+        return float(spec.theta) * spec.scaling.alpha ** (d / (d - 2))
+    assert spec.scaling.type == "none"
+    return float(spec.theta)
 
 
 def to_canonical(x: torch.Tensor, layout: str) -> torch.Tensor:
@@ -107,7 +114,7 @@ def reference(
     pos = p.permute(1, 2, 0)[..., axis]  # [B, S, F]
     if angle_dtype == "fp32":
         d = spec.rotary_dim
-        inv32 = 1.0 / (spec.theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        inv32 = 1.0 / (ref_base(spec) ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
         ang = (pos.to(torch.float32) * inv32).double()
     else:
         ang = pos.double() * torch.from_numpy(ref_inv_freq(spec, seq_len))
@@ -168,7 +175,7 @@ def run(q, k, pos, spec, layout, backend, **kw):
 def test_presets_exact_fp32_against_reference(preset: str, layout: str, backend: str) -> None:
     spec = RopeSpec.preset(preset)
     q, k = make_qk(layout, hq=4, hk=2, d=spec.head_dim, dtype=torch.float32)
-    pos = make_positions(layout, high=5000)
+    pos = make_positions(layout, high=5000, axes=spec.num_axes)
     qr, kr = run(q, k, pos, spec, layout, backend, angle_precision="exact")
     assert qr.shape == q.shape and kr.shape == k.shape and qr.dtype == torch.float32
     assert rel_err(qr, reference(q, pos, spec, layout), q) < TOL[torch.float32]
@@ -182,7 +189,7 @@ def test_presets_fp32_angles_against_reference(preset: str, layout: str, backend
     """Default precision: the angle is transformers' fp32 product; everything after it is accurate."""
     spec = RopeSpec.preset(preset)
     q, k = make_qk(layout, hq=3, hk=1, d=spec.head_dim, dtype=torch.float32)
-    pos = make_positions(layout, high=5000)
+    pos = make_positions(layout, high=5000, axes=spec.num_axes)
     qr, kr = run(q, k, pos, spec, layout, backend)
     assert rel_err(qr, reference(q, pos, spec, layout, angle_dtype="fp32"), q) < TOL[torch.float32]
     assert rel_err(kr, reference(k, pos, spec, layout, angle_dtype="fp32"), k) < TOL[torch.float32]
@@ -517,29 +524,27 @@ def test_text_positions_are_plain_rope(preset: str, backend: str) -> None:
     for layout in LAYOUTS:
         q, k = make_qk(layout, hq=2, hk=1, d=spec.head_dim, dtype=torch.float32)
         flat = make_positions(layout)[0]
-        mrope = flat.unsqueeze(0).expand(3, *flat.shape).contiguous()
+        mrope = flat.unsqueeze(0).expand(spec.num_axes, *flat.shape).contiguous()
         a = run(q, k, mrope, spec, layout, backend)
         b = run(q, k, flat, spec, layout, backend)
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
         # plain RoPE: angle pos * theta^(-2i/d), no section logic at all
         d = spec.rotary_dim
         p = pos_canonical(flat, layout)[0]
-        ang = p.double()[..., None] * float(spec.theta) ** (
-            -2.0 * torch.arange(d // 2, dtype=torch.float64) / d
-        )
+        ang = p.double()[..., None] * ref_base(spec) ** (-2.0 * torch.arange(d // 2, dtype=torch.float64) / d)
         assert rel_err(a[0], _rope_1d(q, ang, spec, layout), q) < 5e-5  # fp32 angles, positions < 60
 
 
 def _rope_1d(x: torch.Tensor, ang: torch.Tensor, spec: RopeSpec, layout: str) -> torch.Tensor:
     xc = to_canonical(x.double(), layout).clone()
-    f = spec.rotary_dim // 2
+    f, o = spec.rotary_dim // 2, spec.rotary_offset
     c, s = ang.cos()[:, :, None], ang.sin()[:, :, None]
     if spec.pairing == "neox":
-        x1, x2 = xc[..., :f].clone(), xc[..., f : 2 * f].clone()
-        xc[..., :f], xc[..., f : 2 * f] = x1 * c - x2 * s, x2 * c + x1 * s
+        x1, x2 = xc[..., o : o + f].clone(), xc[..., o + f : o + 2 * f].clone()
+        xc[..., o : o + f], xc[..., o + f : o + 2 * f] = x1 * c - x2 * s, x2 * c + x1 * s
     else:
-        x1, x2 = xc[..., 0 : 2 * f : 2].clone(), xc[..., 1 : 2 * f : 2].clone()
-        xc[..., 0 : 2 * f : 2], xc[..., 1 : 2 * f : 2] = x1 * c - x2 * s, x2 * c + x1 * s
+        x1, x2 = xc[..., o : o + 2 * f : 2].clone(), xc[..., o + 1 : o + 2 * f : 2].clone()
+        xc[..., o : o + 2 * f : 2], xc[..., o + 1 : o + 2 * f : 2] = x1 * c - x2 * s, x2 * c + x1 * s
     return {"thd": lambda t: t[0], "bhsd": lambda t: t.transpose(1, 2), "bshd": lambda t: t}[layout](xc)
 
 
@@ -656,17 +661,18 @@ def test_exact_mode_whole_int64_range(backend: str) -> None:
 def test_cos_sin_shapes_and_rotation(preset: str) -> None:
     """cos/sin in transformers' shape rotate exactly like apply_mrope (rotate_half or adjacent pairs)."""
     spec = RopeSpec.preset(preset)
-    pos = make_positions("bshd")
+    pos = make_positions("bshd", axes=spec.num_axes)
     cos, sin = cos_sin(pos, spec, layout="bshd")
     assert cos.shape == (2, 5, spec.rotary_dim) and cos.dtype == torch.float32
     q, k = make_qk("bhsd", hq=2, hk=1, d=spec.head_dim, dtype=torch.float32)
-    rd = spec.rotary_dim
-    xr = q[..., :rd]
+    rd, o = spec.rotary_dim, spec.rotary_offset
+    xr = q[..., o : o + rd]
     if spec.pairing == "neox":
         swapped = torch.cat((-xr[..., rd // 2 :], xr[..., : rd // 2]), dim=-1)
     else:
         swapped = torch.stack((-xr[..., 1::2], xr[..., 0::2]), dim=-1).flatten(-2)
-    manual = torch.cat((xr * cos[:, None] + swapped * sin[:, None], q[..., rd:]), dim=-1)
+    rotated = xr * cos[:, None] + swapped * sin[:, None]
+    manual = torch.cat((q[..., :o], rotated, q[..., o + rd :]), dim=-1)
     got = apply_mrope(q, k, pos, spec, layout="bhsd", backend="torch")[0]
     assert float((manual - got).abs().max()) < 1e-6
     c2, s2 = cos_sin(pos[:, 0], spec, dtype=torch.bfloat16)
@@ -763,6 +769,24 @@ def test_backward_is_inverse_rotation_and_inplace_autograd(backend: str) -> None
     for grad, g in ((q.grad, g_q), (k.grad, g_k)):
         back = apply_mrope(grad, grad[:, :1], pos, spec, backend=backend)[0]  # rotate forward again
         torch.testing.assert_close(back, g, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradcheck_four_axes_offset_float_positions(backend: str) -> None:
+    """The grown op keeps autograd: 4 axes, a rotary slice at an offset, float positions."""
+    spec = RopeSpec(
+        head_dim=12, rotary_dim=8, theta=100.0, mrope_section=(1, 1, 1, 1), pairing="gptj", rotary_offset=2
+    )
+    q, k = make_qk("thd", hq=2, hk=1, d=12, dtype=torch.float64, t=3)
+    pos = torch.tensor([[0.5, 3.25, 7.0], [1.0, -2.5, 4.0], [2.0, 0.0, 9.75], [6.5, 1.0, 2.0]])
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+    for precision in ("fp32", "exact"):
+
+        def f(q, k, precision=precision):
+            return apply_mrope(q, k, pos, spec, backend=backend, angle_precision=precision)
+
+        assert torch.autograd.gradcheck(f, (q, k), fast_mode=backend == "triton")
 
 
 def test_grad_of_unused_output_is_zero() -> None:
@@ -899,3 +923,128 @@ def test_cos_sin_bad_input() -> None:
         cos_sin(torch.zeros(3, 9, dtype=torch.int64), spec, dtype=torch.int32)
     with pytest.raises(ApplyError, match="spec must be a mrope.RopeSpec"):
         cos_sin(torch.zeros(3, 9, dtype=torch.int64), "qwen2-vl")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------- rerotate (issue 15)
+
+REROTATE_SPECS = {
+    "qwen3-vl": RopeSpec.preset("qwen3-vl"),
+    "glm-4.1v (gptj, partial)": RopeSpec.preset("glm-4.1v"),
+    "HY-V4-VL offset slice": GROWN["offset slice at the end (HY-V4-VL)"],
+    "HunyuanOCR 4 axes": GROWN["4 axes chunked ntk_alpha (HunyuanOCR)"],
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(REROTATE_SPECS))
+def test_rerotate_equals_rotating_at_the_new_positions(name: str, backend: str) -> None:
+    """Keys rotated at p1 and re-rotated to p2 equal the raw keys rotated at p2 (float64 reference), each
+    axis shifted by its own amount, for shifts up to 10^6 and back, exact angles; in place on the cache."""
+    spec = REROTATE_SPECS[name]
+    a = spec.num_axes
+    for layout in ("thd", "bhsd"):
+        k, _ = make_qk(layout, hq=2, hk=1, d=spec.head_dim, dtype=torch.float32, seed=11)
+        p1 = make_positions(layout, high=300, axes=a)
+        for shift in (1, 977, 10**6, -(10**6)):
+            per_axis = torch.tensor([shift, shift + 5, 2 * shift, shift - 3][:a])
+            p2 = p1 + per_axis.reshape(a, *([1] * (p1.dim() - 1)))
+            cache = run(k, k, p1, spec, layout, backend, angle_precision="exact")[0].contiguous()
+            got = mrope_ops.rerotate(
+                cache, p1, p2, spec, layout=layout, backend=backend, angle_precision="exact"
+            )
+            assert got is cache
+            assert rel_err(got, reference(k, p2, spec, layout), k) < 4e-6, (layout, shift)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rerotate_fp32_angles_and_bf16_cache(backend: str) -> None:
+    """fp32 precision: rotating by the difference of the two fp32 angles equals transformers' rotation at
+    p2 (fp32 angles) to fp32 rounding; a bf16 cache keeps bf16 accuracy; out of place leaves k alone."""
+    spec = RopeSpec.preset("qwen2-vl")
+    k, _ = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32, t=9)
+    p1 = make_positions("thd", high=2000)
+    p2 = p1 + torch.tensor([[40], [3], [-7]])
+    cache = run(k, k, p1, spec, "thd", backend)[0]
+    got = mrope_ops.rerotate(cache, p1, p2, spec, backend=backend, inplace=False)
+    assert got is not cache and torch.equal(cache, run(k, k, p1, spec, "thd", backend)[0])
+    assert rel_err(got, reference(k, p2, spec, "thd", angle_dtype="fp32"), k) < 1e-5
+    cache16 = run(k.bfloat16(), k.bfloat16(), p1, spec, "thd", backend, angle_precision="exact")[0]
+    mrope_ops.rerotate(cache16, p1, p2, spec, backend=backend, angle_precision="exact")
+    assert rel_err(cache16, reference(k, p2, spec, "thd"), k) < 2 * TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rerotate_a_block_inside_a_larger_cache(backend: str) -> None:
+    """A transformers-style cache [B, HK, S_max, D]: an image block (slots 4..11 of row 1) moves to a new
+    offset in place through a view; every other slot is untouched."""
+    spec = RopeSpec.preset("qwen3-vl")
+    b, hk, s_max, d = 2, 2, 16, 128
+    raw = torch.randn(b, hk, s_max, d, dtype=torch.float64).float()
+    pos = make_positions("bhsd", b=b, s=s_max, high=50)
+    cache = run(raw, raw, pos, spec, "bhsd", backend, angle_precision="exact")[0].contiguous()
+    before = cache.clone()
+    block = cache[1:2, :, 4:12]
+    assert not block.is_contiguous()
+    p1 = pos[:, 1:2, 4:12]
+    p2 = p1 + torch.tensor([123_456, 99, 101]).reshape(3, 1, 1)
+    mrope_ops.rerotate(block, p1, p2, spec, layout="bhsd", backend=backend, angle_precision="exact")
+    want = reference(raw[1:2, :, 4:12], p2, spec, "bhsd")
+    assert rel_err(cache[1:2, :, 4:12], want, want) < 4e-6
+    mask = torch.ones_like(cache, dtype=torch.bool)
+    mask[1, :, 4:12] = False
+    assert torch.equal(cache[mask], before[mask])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rerotate_float_positions(backend: str) -> None:
+    spec = RopeSpec.preset("qwen3-vl")
+    k, _ = make_qk("thd", hq=1, hk=1, d=128, dtype=torch.float32, t=6)
+    p1 = torch.rand(3, 6, dtype=torch.float64) * 100
+    p2 = p1 + 12345.625
+    cache = run(k, k, p1.float(), spec, "thd", backend, angle_precision="exact")[0]
+    mrope_ops.rerotate(cache, p1.float(), p2.float(), spec, backend=backend, angle_precision="exact")
+    assert rel_err(cache, reference(k, p2.float(), spec, "thd"), k) < 4e-6
+
+
+def test_rerotate_bad_input() -> None:
+    spec = RopeSpec.preset("qwen2-vl")
+    k, _ = make_qk("thd", hq=1, hk=1, d=128, dtype=torch.float32)
+    p = make_positions("thd")
+    with pytest.raises(ApplyError, match="from_positions: positions for layout 'thd' must have shape"):
+        mrope_ops.rerotate(k, p[:, :4], p, spec)
+    with pytest.raises(ApplyError, match="must have shape"):
+        mrope_ops.rerotate(k, p, p[:2], spec)
+    with pytest.raises(ApplyError, match="dynamic NTK"):
+        mrope_ops.rerotate(k, p, p, SCALED["dynamic"])
+    with pytest.raises(ApplyError, match="k head_dim"):
+        mrope_ops.rerotate(k[..., :64], p, p, spec)
+    with pytest.raises(ApplyError, match="inplace must be a bool"):
+        mrope_ops.rerotate(k, p, p, spec, inplace=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rerotate_compiles_and_custom_ops_check(backend: str) -> None:
+    torch._dynamo.reset()
+    spec = RopeSpec.preset("qwen2-vl")
+    k, _ = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
+    p1, p2 = make_positions("thd"), make_positions("thd", seed=4)
+    want = mrope_ops.rerotate(k.clone(), p1, p2, spec, backend=backend)
+
+    def f(k, p1, p2):
+        return mrope_ops.rerotate(k, p1, p2, spec, backend=backend, inplace=False)
+
+    got = torch.compile(f, backend="aot_eager", fullgraph=True)(k, p1, p2)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+    if backend == "triton":
+        axis = torch.as_tensor(spec.axis_map(), dtype=torch.int32)
+        freq = hf_inv_freq_fp32(spec).reshape(1, -1)
+        args = (p2.reshape(3, 1, -1), p1.reshape(3, 1, -1), axis, freq, "thd", 128, False, False, 0)
+        torch.library.opcheck(torch.ops.mrope.rerotate.default, (k, *args))
+        torch.library.opcheck(torch.ops.mrope.rerotate_.default, (k.clone(), *args))
+        assert "Tensor(a0!) k" in str(torch.ops.mrope.rerotate_.default._schema)
+
+
+def test_rerotate_is_exported_lazily() -> None:
+    import mrope
+
+    assert mrope.rerotate is mrope_ops.rerotate

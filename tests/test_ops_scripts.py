@@ -30,6 +30,13 @@ def test_gpu_check_dry_run_passes() -> None:
     assert "all checks passed" in out.stdout and "FAIL" not in out.stdout
     assert "| 2 | mrope triton, fp32 angles |" in out.stdout
     assert "| 2 | device copy of the same bytes |" in out.stdout
+    assert "| 2 | mrope triton rerotate k in place, exact |" in out.stdout
+    # a check the dry run cannot do is reported as skipped, never as ok (issue 9)
+    assert "| CUDA graph capture + replay (dynamic NTK, no host sync) | skipped | needs CUDA" in out.stdout
+    assert "(1 skipped, see the table)" in out.stdout
+    for grown in ("4 axes chunked + ntk_alpha, exact", "offset slice (192 + 64 of 256)", "float32 positions"):
+        assert f"| {grown}" in out.stdout
+    assert "| rerotate in place, exact, shift 1,000,000 | ok |" in out.stdout
 
 
 def test_bench_apply_runs() -> None:

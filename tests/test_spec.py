@@ -180,7 +180,8 @@ def specs(draw: st.DrawFn) -> RopeSpec:
         rest = [rest[0], rest[0]]
     # interleaved slot j + A (s_j - 1) must exist: n >= A s_j - A + j + 1
     need = max([axes * s - axes + j + 2 for j, s in enumerate(rest, start=1) if s] + [2])
-    s_0 = draw(st.integers(max(0, need - sum(rest)), 30))
+    low = max(0, need - sum(rest))
+    s_0 = draw(st.integers(low, low + 30))
     sec = (s_0, *rest)
     n = max(sum(sec) + draw(st.integers(0, 4)), 2)
     extra = draw(st.integers(0, 8)) * 2

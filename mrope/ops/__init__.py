@@ -1,6 +1,7 @@
 """mrope.ops: apply M-RoPE to queries and keys (torch path on any device, Triton kernel on CUDA).
 
-Public API: :func:`apply_mrope` rotates q and k; :func:`cos_sin` gives transformers-shaped cos/sin tables.
+Public API: :func:`apply_mrope` rotates q and k; :func:`cos_sin` gives transformers-shaped cos/sin tables;
+:func:`rerotate` moves cached keys from one set of positions to another.
 See :mod:`mrope.ops.dispatch` for layouts, backends and autograd, :mod:`mrope.ops.freqs` for the two angle
 precisions, :mod:`mrope.ops.torch_path` and :mod:`mrope.ops.triton_kernel` for the two implementations.
 This package never imports the coordinate builder.
@@ -14,6 +15,7 @@ from mrope.ops.dispatch import (
     Layout,
     apply_mrope,
     cos_sin,
+    rerotate,
 )
 from mrope.ops.freqs import AnglePrecision
 
@@ -26,4 +28,5 @@ __all__ = [
     "Layout",
     "apply_mrope",
     "cos_sin",
+    "rerotate",
 ]

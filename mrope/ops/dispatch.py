@@ -111,17 +111,17 @@ def _check_positions(
 
 
 def _check_inputs(
-    q: object, k: object, positions: object, spec: object, layout: str
+    q: object, k: object, positions: object, spec: object, layout: str, names: tuple[str, str] = ("q", "k")
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Validate q, k, positions and spec; return ``(q, k, positions as [A, B, S])``."""
     if not isinstance(spec, RopeSpec):
         raise ApplyError(f"spec must be a mrope.RopeSpec; got {type(spec).__name__}")
-    for name, x in (("q", q), ("k", k)):
+    for name, x in zip(names, (q, k), strict=True):
         if not isinstance(x, torch.Tensor):
             raise ApplyError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
     assert isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)
     ndim = 3 if layout == "thd" else 4
-    for name, x in (("q", q), ("k", k)):
+    for name, x in zip(names, (q, k), strict=True):
         if x.dim() != ndim:
             raise ApplyError(
                 f"{name} for layout {layout!r} must be {ndim}-D {layouts.SHAPES[layout]}; got {_shape(x)}"
@@ -418,3 +418,95 @@ def cos_sin(
     if layout == "thd":
         cos, sin = cos[0], sin[0]
     return cos.to(dtype), sin.to(dtype)
+
+
+def rerotate(
+    k: torch.Tensor,
+    from_positions: torch.Tensor,
+    to_positions: torch.Tensor,
+    spec: RopeSpec,
+    *,
+    layout: Layout = "thd",
+    inplace: bool = True,
+    backend: Backend = "auto",
+    angle_precision: AnglePrecision = "fp32",
+) -> torch.Tensor:
+    """Move keys that were rotated at ``from_positions`` to ``to_positions`` (cache reuse at a new offset).
+
+    Frequency ``i`` of every key turns by ``angle(to)[i] - angle(from)[i]``, each frequency by the
+    difference on its own axis (``spec.axis_map()``). This is what moving a cached image block to a new
+    offset, or reusing a cached prefix at shifted positions, needs: the result equals rotating the raw keys
+    at ``to_positions`` (``apply_mrope``), to within fp32 rounding. In ``"exact"`` precision the two
+    fixed-point turn fractions are subtracted exactly, so that holds however far the shift (any int64
+    positions); in ``"fp32"`` precision the rotation is by the difference of the two fp32 angles a model
+    computes (transformers' arithmetic at each position). YaRN's attention factor is already in the keys
+    and is not applied again.
+
+    Args:
+        k: keys in a KV cache, rotated at ``from_positions``: ``[T, HK, D]`` (``thd``: a flat or paged cache
+            viewed as slots x heads x dim, e.g. ``cache.view(-1, HK, D)``), ``[B, HK, S, D]`` (``bhsd``:
+            transformers' ``DynamicCache`` keys of one layer) or ``[B, S, HK, D]`` (``bshd``: flash-attn's
+            cache). Any strides (views into a larger cache are rotated in place). fp32, bf16, fp16, fp64.
+        from_positions, to_positions: ``[A, T]`` / ``[A, B, S]`` (or the 1-D forms ``[T]`` / ``[B, S]``),
+            integer or floating, on k's device; ``A = len(spec.mrope_section)``.
+        spec: the rotary spec the keys were rotated with (no dynamic NTK: its frequencies depend on the
+            sequence length, so a stored key does not say which ones it used).
+        layout: as in :func:`apply_mrope`.
+        inplace: rotate ``k`` in place (default, the cache case) and return it; otherwise return a new tensor.
+        backend, angle_precision: as in :func:`apply_mrope`.
+
+    Returns:
+        The re-rotated keys (``k`` itself when ``inplace``). Not differentiable (a cache operation).
+
+    Raises:
+        ApplyError: on shapes, dtypes, devices, layouts, backends, precisions or a dynamic-NTK spec.
+    """
+    _check_choice("layout", layout, LAYOUTS)
+    _check_choice("backend", backend, BACKENDS)
+    _check_choice("angle_precision", angle_precision, ANGLE_PRECISIONS)
+    if not isinstance(inplace, bool):
+        raise ApplyError(f"inplace must be a bool; got {inplace!r}")
+    if not isinstance(k, torch.Tensor):
+        raise ApplyError(f"k must be a torch.Tensor; got {type(k).__name__}")
+    if isinstance(spec, RopeSpec) and spec.scaling.type == "dynamic":
+        raise ApplyError(
+            "rerotate needs fixed frequencies; dynamic NTK scaling changes them with the sequence length, "
+            "so keys rotated at one length cannot be moved to another by a rotation"
+        )
+    k, _, to3 = _check_inputs(k, k, to_positions, spec, layout, names=("k", "k"))
+    batch, seq, _ = layouts.dims(k, layout)
+    try:
+        from3 = _check_positions(from_positions, batch, seq, layout, k.device, spec.num_axes)
+    except ApplyError as exc:
+        raise ApplyError(f"from_positions: {exc}") from None
+    chosen = _choose_backend(backend, k.device)
+    axis, freq = _tables(spec, angle_precision, chosen, to3)
+    with torch.no_grad():
+        if chosen == "triton":
+            args = (
+                to3,
+                from3,
+                axis,
+                freq,
+                layout,
+                spec.rotary_dim,
+                spec.pairing == "gptj",
+                angle_precision == "exact",
+                spec.rotary_offset,
+            )
+            if inplace:
+                torch.ops.mrope.rerotate_(k, *args)
+                return k
+            return torch.ops.mrope.rerotate(k, *args)
+        compute = torch.float64 if k.dtype == torch.float64 else torch.float32
+        cos, sin = torch_path.cos_sin_table(to3, axis, freq, 1.0, compute, from_positions=from3)
+        out = k if inplace else torch.empty(k.shape, dtype=k.dtype, device=k.device)
+        torch_path.rotate(
+            layouts.canonical(k, layout),
+            layouts.canonical(out, layout),
+            cos.unsqueeze(2),
+            sin.unsqueeze(2),
+            spec,
+            inplace=inplace,
+        )
+        return out

@@ -17,7 +17,24 @@ from mrope.ops.freqs import AnglePrecision, axis_tensor, freq_table, turn_fracti
 from mrope.spec import RopeSpec
 
 
-def angles(positions: torch.Tensor, axis: torch.Tensor, freq: torch.Tensor) -> torch.Tensor:
+def _driving(positions: torch.Tensor, axis: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``[A, *P]`` positions -> ``[*P, F]``: the driving position of every frequency, on ``device``."""
+    index = axis.to(device=device, dtype=torch.long)
+    return positions.movedim(0, -1).to(device)[..., index]
+
+
+def _exact_turns(pos: torch.Tensor, limbs: torch.Tensor) -> torch.Tensor:
+    if pos.dtype.is_floating_point and pos.dtype != torch.float64:
+        pos = pos.to(torch.float32)
+    return turn_fraction(pos, limbs)
+
+
+def angles(
+    positions: torch.Tensor,
+    axis: torch.Tensor,
+    freq: torch.Tensor,
+    from_positions: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Rotation angles in radians, fp32 ``[*P, F]``, for positions ``[A, *P]`` (integer or floating).
 
     Args:
@@ -28,17 +45,15 @@ def angles(positions: torch.Tensor, axis: torch.Tensor, freq: torch.Tensor) -> t
             (cos/sin reduce it). int64 ``[3, F]`` turn limbs (``"exact"``, :func:`mrope.ops.freqs.turn_limbs`):
             the fraction of turns is computed exactly in fixed point (:func:`~mrope.ops.freqs.turn_fraction`),
             turned into radians in float64 and rounded to fp32 once.
+        from_positions: exact mode only: return ``angle(positions) - angle(from_positions)``, reduced (the
+            difference of the two fixed-point fractions, exact modulo one turn).
     """
     device = positions.device
-    # [A, *P] -> [*P, A] -> gather the driving row of every frequency -> [*P, F]
-    pos_t = positions.movedim(0, -1)
-    index = axis.to(device=freq.device, dtype=torch.long)
     if freq.dtype == torch.float32:
-        return pos_t.to(torch.float32)[..., index] * freq[0]
-    pos = pos_t.to(freq.device)[..., index]
-    if pos.dtype.is_floating_point and pos.dtype != torch.float64:
-        pos = pos.to(torch.float32)
-    fraction = turn_fraction(pos, freq)
+        return _driving(positions, axis, freq.device).to(torch.float32) * freq[0]
+    fraction = _exact_turns(_driving(positions, axis, freq.device), freq)
+    if from_positions is not None:
+        fraction = fraction - _exact_turns(_driving(from_positions, axis, freq.device), freq)
     ang = fraction.to(torch.float64) * (2 * math.pi / 2.0**64)
     return ang.to(device=device, dtype=torch.float32)
 
@@ -63,14 +78,23 @@ def cos_sin_table(
     freq: torch.Tensor,
     attention_factor: float,
     dtype: torch.dtype,
+    from_positions: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``cos`` and ``sin`` of :func:`angles`, times ``attention_factor``, ``[*P, F]`` each.
 
     The trig is fp32 (as in transformers); YaRN's factor multiplies in fp32; the result is cast to
-    ``dtype`` (the compute dtype of the rotation: fp32, or fp64 for fp64 inputs).
+    ``dtype`` (the compute dtype of the rotation: fp32, or fp64 for fp64 inputs). With ``from_positions``
+    the rotation is by ``angle(positions) - angle(from_positions)``: in exact mode the difference is
+    reduced exactly, in fp32 mode it is the cos/sin of the difference of the two fp32 angles (the angles a
+    model computes at each position).
     """
-    ang = angles(positions, axis, freq)
-    cos, sin = ang.cos(), ang.sin()
+    if from_positions is not None and freq.dtype == torch.float32:
+        a2, a1 = angles(positions, axis, freq), angles(from_positions, axis, freq)
+        c2, s2, c1, s1 = a2.cos(), a2.sin(), a1.cos(), a1.sin()
+        cos, sin = c2 * c1 + s2 * s1, s2 * c1 - c2 * s1
+    else:
+        ang = angles(positions, axis, freq, from_positions)
+        cos, sin = ang.cos(), ang.sin()
     if attention_factor != 1.0:
         cos, sin = cos * attention_factor, sin * attention_factor
     return cos.to(dtype), sin.to(dtype)

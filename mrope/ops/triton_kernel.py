@@ -76,6 +76,10 @@ def _mrope_kernel(
     sp_a,
     sp_b,
     sp_s,
+    POS2,  # REROTATE: the positions k was rotated at ([A, B, S]); otherwise unused
+    sp2_a,
+    sp2_b,
+    sp2_s,
     attn_factor,  # YaRN's cos/sin multiplier (1.0 otherwise)
     F: tl.constexpr,  # rotary_dim // 2
     D_PASS: tl.constexpr,  # head_dim - rotary_dim
@@ -91,6 +95,8 @@ def _mrope_kernel(
     COPY_PASS: tl.constexpr,
     F64: tl.constexpr,
     POS_KIND: tl.constexpr,  # positions: 0 integer, 1 fp32 (fp16 and bf16 too), 2 fp64
+    POS2_KIND: tl.constexpr,
+    REROTATE: tl.constexpr,  # rotate by angle(POS) - angle(POS2)
     RNE_BF16: tl.constexpr,  # bf16 output under the interpreter: round by hand (see below)
 ):
     pid_t = tl.program_id(0)
@@ -102,41 +108,63 @@ def _mrope_kernel(
     fr = tl.arange(0, BLOCK_F)
     fmask = fr < F
 
-    # ---- positions: pos[t, i] = positions[axis[i], b, s]                                  [BLOCK_T, BLOCK_F]
+    # ---- angles (radians). Source 0: POS; with REROTATE also source 1: POS2 (the positions the keys were
+    # rotated at), and the rotation is by angle(POS) - angle(POS2).
     ax = tl.load(AXIS + fr, mask=fmask, other=0).to(tl.int64)
     m2 = tmask[:, None] & fmask[None, :]
-    p = tl.load(POS + ax[None, :] * sp_a + b[:, None] * sp_b + s[:, None] * sp_s, mask=m2, other=0)
-
-    # ---- angles (radians)
-    if EXACT:
-        # Fraction of turns pos * G in signed 64-bit fixed point (value * 2^-64 turns), G = u2 2^-32 +
-        # u1 2^-64 + u0 2^-96 (limbs < 2^32). int64 products wrap modulo 2^64 on purpose: that drops whole
-        # turns. Identical integer operations to mrope.ops.freqs.turn_fraction (the torch path).
-        if POS_KIND == 0:
-            a = p.to(tl.int64)
+    for src in tl.static_range(2 if REROTATE else 1):
+        # pos[t, i] = positions[axis[i], b, s]                                            [BLOCK_T, BLOCK_F]
+        if src == 0:
+            p = tl.load(POS + ax[None, :] * sp_a + b[:, None] * sp_b + s[:, None] * sp_s, mask=m2, other=0)
+            kind = POS_KIND
         else:
-            pw = p.to(tl.float64) if POS_KIND == 2 else p.to(tl.float32)
-            whole = tl.floor(pw)
-            a = whole.to(tl.int64)
-            frac = ((pw - whole) * 4294967296.0).to(tl.int64)
-        u2 = tl.load(FREQ + fr, mask=fmask, other=0)[None, :]
-        u1 = tl.load(FREQ + F + fr, mask=fmask, other=0)[None, :]
-        u0 = tl.load(FREQ + 2 * F + fr, mask=fmask, other=0)[None, :]
-        ph = a >> 32
-        pl = a & 0xFFFFFFFF
-        acc = ((a * u2) << 32) + a * u1 + ph * u0 + (((pl * u0) >> 32) & 0xFFFFFFFF)
-        if POS_KIND != 0:
-            acc = acc + frac * u2 + (((frac * u1) >> 32) & 0xFFFFFFFF)
+            p = tl.load(
+                POS2 + ax[None, :] * sp2_a + b[:, None] * sp2_b + s[:, None] * sp2_s, mask=m2, other=0
+            )
+            kind = POS2_KIND
+        if EXACT:
+            # Fraction of turns pos * G in signed 64-bit fixed point (value * 2^-64 turns), G = u2 2^-32 +
+            # u1 2^-64 + u0 2^-96 (limbs < 2^32). int64 products wrap modulo 2^64 on purpose: that drops
+            # whole turns. Identical integer operations to mrope.ops.freqs.turn_fraction (the torch path).
+            if kind == 0:
+                a = p.to(tl.int64)
+            else:
+                pw = p.to(tl.float64) if kind == 2 else p.to(tl.float32)
+                whole = tl.floor(pw)
+                a = whole.to(tl.int64)
+                frac = ((pw - whole) * 4294967296.0).to(tl.int64)
+            u2 = tl.load(FREQ + fr, mask=fmask, other=0)[None, :]
+            u1 = tl.load(FREQ + F + fr, mask=fmask, other=0)[None, :]
+            u0 = tl.load(FREQ + 2 * F + fr, mask=fmask, other=0)[None, :]
+            ph = a >> 32
+            pl = a & 0xFFFFFFFF
+            turns = ((a * u2) << 32) + a * u1 + ph * u0 + (((pl * u0) >> 32) & 0xFFFFFFFF)
+            if kind != 0:
+                turns = turns + frac * u2 + (((frac * u1) >> 32) & 0xFFFFFFFF)
+            if src == 0:
+                acc = turns
+            else:
+                acc = acc - turns  # the difference of two fractions, modulo one turn: still exact
+        else:
+            # transformers / vLLM: the fp32 product of the position and the fp32 inverse frequency
+            inv = tl.load(FREQ + fr, mask=fmask, other=0.0)
+            ang = p.to(tl.float32) * inv[None, :]
+            if src == 0:
+                cos = tl.cos(ang)
+                sin = tl.sin(ang)
+            else:  # rotate by angle(POS) - angle(POS2): cos/sin of a difference
+                c_from = tl.cos(ang)
+                s_from = tl.sin(ang)
+                cos, sin = cos * c_from + sin * s_from, sin * c_from - cos * s_from
+    if EXACT:
         # turns = hi + lo: hi the top 24 bits (exact in fp32), lo the rest (one rounding, < 2^-24)
         hi = (acc >> 40).to(tl.float32) * 5.9604644775390625e-08  # 2^-24
         lo = (acc & 0xFFFFFFFFFF).to(tl.float32) * 5.421010862427522e-20  # 2^-64
         ang = hi * _TWO_PI_HI + (hi * _TWO_PI_LO + lo * _TWO_PI_HI)
-    else:
-        # transformers / vLLM: the fp32 product of the position and the fp32 inverse frequency
-        inv = tl.load(FREQ + fr, mask=fmask, other=0.0)
-        ang = p.to(tl.float32) * inv[None, :]
-    cos = tl.cos(ang) * attn_factor
-    sin = tl.sin(ang) * attn_factor
+        cos = tl.cos(ang)
+        sin = tl.sin(ang)
+    cos = cos * attn_factor
+    sin = sin * attn_factor
     if CONJ:
         sin = -sin
     if F64:
@@ -243,6 +271,13 @@ def launch_config(n_tokens: int, hq: int, hk: int, n_freq: int) -> dict[str, int
     }
 
 
+def _pos_kind(positions: torch.Tensor) -> int:
+    """``POS_KIND`` of a positions tensor: 0 integer, 1 fp32 / fp16 / bf16, 2 fp64."""
+    if not positions.dtype.is_floating_point:
+        return 0
+    return 2 if positions.dtype == torch.float64 else 1
+
+
 def launch(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -258,6 +293,7 @@ def launch(
     conj: bool,
     attention_factor: float,
     rotary_offset: int = 0,
+    from_positions: torch.Tensor | None = None,
 ) -> None:
     """Rotate ``q`` into ``q_out`` and ``k`` into ``k_out`` with one kernel launch.
 
@@ -268,6 +304,8 @@ def launch(
         axis, freq: the tables of :mod:`mrope.ops.freqs`, on the tensors' device.
         rotary_dim: rotating channels; ``gptj``: adjacent pairing; ``exact``: split-turn angles;
         conj: rotate by ``-angle``; attention_factor: cos/sin multiplier; rotary_offset: first rotary channel.
+        from_positions: ``[A, B, S]`` like ``positions``: rotate by ``angle(positions) - angle(from_positions)``
+            (re-rotation of keys rotated at ``from_positions``).
     """
     bsz, seq, hq = layouts.dims(q, layout)
     hk = layouts.dims(k, layout)[2]
@@ -279,6 +317,7 @@ def launch(
     d_pass = head_dim - rotary_dim
     copy_pass = d_pass > 0 and q_out is not q
     cfg = launch_config(n_tokens, hq, hk, n_freq)
+    pos2 = positions if from_positions is None else from_positions
     grid = (cfg["grid_t"], cfg["grid_h"])
     strides = [layouts.canonical_strides(x, layout) for x in (q, k, q_out, k_out)]
     # Triton launches on the current device's current stream: make that the tensors' device.
@@ -302,6 +341,10 @@ def launch(
             positions.stride(0),
             positions.stride(1),
             positions.stride(2),
+            pos2,
+            pos2.stride(0),
+            pos2.stride(1),
+            pos2.stride(2),
             float(attention_factor),
             F=n_freq,
             D_PASS=d_pass,
@@ -316,9 +359,9 @@ def launch(
             CONJ=bool(conj),
             COPY_PASS=bool(copy_pass),
             F64=q.dtype == torch.float64,
-            POS_KIND=(2 if positions.dtype == torch.float64 else 1)
-            if positions.dtype.is_floating_point
-            else 0,
+            POS_KIND=_pos_kind(positions),
+            POS2_KIND=_pos_kind(pos2),
+            REROTATE=from_positions is not None,
             RNE_BF16=q.dtype == torch.bfloat16 and interpreting(),
             num_warps=cfg["num_warps"],
             enable_fp_fusion=False,  # no mul+add contraction: the rotation rounds like the torch path
@@ -411,3 +454,89 @@ def _rotary_inplace_fake(
     q, k, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor, rotary_offset
 ):
     return None
+
+
+def _no_heads(x: torch.Tensor, layout: str) -> torch.Tensor:
+    return x.narrow(layouts.head_axis(layout), 0, 0)
+
+
+@torch.library.custom_op("mrope::rerotate_", mutates_args=("k",))
+def rerotate_(
+    k: torch.Tensor,
+    to_positions: torch.Tensor,
+    from_positions: torch.Tensor,
+    axis: torch.Tensor,
+    freq: torch.Tensor,
+    layout: str,
+    rotary_dim: int,
+    gptj: bool,
+    exact: bool,
+    rotary_offset: int,
+) -> None:
+    """Re-rotate keys in place from ``from_positions`` to ``to_positions`` (both ``[A, B, S]``), one launch."""
+    launch(
+        k,
+        _no_heads(k, layout),
+        k,
+        _no_heads(k, layout),
+        to_positions,
+        axis,
+        freq,
+        layout,
+        rotary_dim,
+        gptj,
+        exact,
+        False,
+        1.0,
+        rotary_offset,
+        from_positions,
+    )
+
+
+@rerotate_.register_fake
+def _rerotate_inplace_fake(
+    k, to_positions, from_positions, axis, freq, layout, rotary_dim, gptj, exact, rotary_offset
+):
+    return None
+
+
+@torch.library.custom_op("mrope::rerotate", mutates_args=())
+def rerotate(
+    k: torch.Tensor,
+    to_positions: torch.Tensor,
+    from_positions: torch.Tensor,
+    axis: torch.Tensor,
+    freq: torch.Tensor,
+    layout: str,
+    rotary_dim: int,
+    gptj: bool,
+    exact: bool,
+    rotary_offset: int,
+) -> torch.Tensor:
+    """Functional re-rotation: new keys, contiguous in ``layout``. Arguments as :func:`rerotate_`."""
+    out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    launch(
+        k,
+        _no_heads(k, layout),
+        out,
+        _no_heads(out, layout),
+        to_positions,
+        axis,
+        freq,
+        layout,
+        rotary_dim,
+        gptj,
+        exact,
+        False,
+        1.0,
+        rotary_offset,
+        from_positions,
+    )
+    return out
+
+
+@rerotate.register_fake
+def _rerotate_fake(
+    k, to_positions, from_positions, axis, freq, layout, rotary_dim, gptj, exact, rotary_offset
+):
+    return k.new_empty(k.shape)
