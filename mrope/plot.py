@@ -39,6 +39,7 @@ KIND_COLOURS: dict[str, tuple[int, int, int]] = {
     "image": (86, 140, 215),
     "video": (76, 175, 110),
     "thumbnail": (160, 110, 205),
+    "audio": (230, 120, 90),
 }
 AXIS_COLOURS = {"t": (214, 39, 40), "h": (31, 119, 180), "w": (44, 160, 44)}
 _LEFT, _RIGHT = 96, 24  # margins of the token axis
@@ -419,7 +420,7 @@ class VisionMap:
     h: np.ndarray  # int64 [rows, cols]
     w: np.ndarray
     tiles: list[tuple[int, int, int, int, int]]  # (row0, col0, rows, cols, emission order)
-    t_values: list[int]  # t of each temporal patch (videos)
+    t_values: list[float]  # t of each temporal patch (videos; ints but for fractional time)
     footer: str = ""  # a line under the maps (tile emission order)
 
 
@@ -458,7 +459,7 @@ def vision_maps(p: Positions, labels: Sequence[str] = ()) -> list[VisionMap]:
             _, hh, ww = first.grid
             per = hh * ww
             block = p.ids[:, first.start : first.start + per].reshape(3, hh, ww)
-            t_values = [int(v) for s in spans for v in p.ids[0, s.start : s.stop : per]]
+            t_values = [v.item() for s in spans for v in p.ids[0, s.start : s.stop : per]]
             caption = f"{name} · {len(t_values)} patches of {hh}x{ww} (first shown)"
             out.append(VisionMap(caption, block[1], block[2], [], t_values))
             continue
@@ -574,7 +575,9 @@ def _grid_section(
             ty = y + 22 + g.h.shape[0] * cell + 26
             shown_t = g.t_values[:40]
             text = (
-                "t per patch: " + ", ".join(str(v) for v in shown_t) + (" …" if len(g.t_values) > 40 else "")
+                "t per patch: "
+                + ", ".join(f"{v:g}" for v in shown_t)
+                + (" …" if len(g.t_values) > 40 else "")
             )
             draw.text((x, ty), text, fill=AXIS_COLOURS["t"], font=fonts.small)
         elif g.footer:
@@ -625,9 +628,9 @@ def render_layout(
         raise LayoutError(f"width must be an int >= 600 pixels; got {width!r}")
     fonts = _Fonts(_font(18), _font(14), _font(12))
     n = positions.num_tokens
-    top = int(positions.ids.max()) if n else -1
+    top = positions.ids.max().item() if n else -1
     if title is None:
-        title = f"{positions.rules.name}: {n} tokens, max position {top}, delta {positions.delta}"
+        title = f"{positions.rules.name}: {n} tokens, max position {top:g}, delta {positions.delta:g}"
     rows: dict[str, tuple[int, int]] = {}
     geometry: dict[str, Any] = {}
     parts = [_sequence_section(positions, width, fonts, title, rows, labels or (), geometry)]

@@ -53,6 +53,7 @@ from service.models import (
     upload_form_schema,
 )
 from service.operator import AccessLog, ApiKeys, ConcurrencyLimit
+from service.page import install_page
 from service.render import OutputFormat
 from service.settings import Settings
 from service.uploads import TempBudget, UploadForm, receive_upload, sweep_stale_spools
@@ -148,6 +149,18 @@ def load_tokenizer(path: str | None) -> Any:
         raise RuntimeError(f"MROPE_TOKENIZER={path!r} cannot be loaded as a tokenizer.json: {exc}") from exc
 
 
+def load_checkpoint(path: str | None) -> Any:
+    """``mrope.from_pretrained(path)`` (the model served as ``MROPE_MODEL_NAME``), or ``None``."""
+    if path is None:
+        return None
+    try:
+        return mrope.from_pretrained(path)
+    except mrope.MRopeError as exc:
+        raise RuntimeError(
+            f"MROPE_MODEL_DIR={path!r} cannot be loaded as a checkpoint folder: {exc}"
+        ) from exc
+
+
 @dataclass
 class ServiceState:
     """What the routes share: settings, the tokenizer, the temp budget, the media reader slots, the
@@ -160,7 +173,21 @@ class ServiceState:
     limits: jsonbody.BodyLimits
     metrics: Metrics
     slots: media.MediaSlots
+    checkpoint: Any = None
     ready: bool = False
+
+    def served_model(self, data: Any) -> Any:
+        """The checkpoint of ``MROPE_MODEL_DIR`` when a raw request names it (``MROPE_MODEL_NAME``), else
+        ``None``. The request's ``model`` becomes the checkpoint's family name, so the schema validates
+        it as usual; the caller builds with the checkpoint itself."""
+        if (
+            self.checkpoint is None
+            or not isinstance(data, dict)
+            or data.get("model") != self.settings.model_name
+        ):
+            return None
+        data["model"] = self.checkpoint.name
+        return self.checkpoint
 
     async def offload(self, fn: Callable[[], T], inline: bool) -> T:
         """Run ``fn`` here when it is small, else in a worker thread."""
@@ -190,7 +217,7 @@ def _body_size(request: Request) -> int:
 
 def count_build_render(
     segments: list[mrope.Text | mrope.Image | mrope.Video],
-    model: str,
+    model: Any,
     rules: LayoutRules,
     fmt: OutputFormat,
     state: ServiceState,
@@ -253,35 +280,49 @@ def precheck_rope_index(data: Any, settings: Settings) -> None:
 
 def decode_positions(
     raw: bytes, state: ServiceState
-) -> tuple[PositionsRequest, LayoutRules, list[mrope.Text | mrope.Image | mrope.Video] | None]:
+) -> tuple[PositionsRequest, Any, LayoutRules, list[mrope.Text | mrope.Image | mrope.Video] | None]:
     """A positions body: bounded decode and validation, then the library segments (``None`` when a
-    segment names a media file: those are read in a media slot)."""
+    segment names a media file: those are read in a media slot). Returns the body, the model (a name,
+    or the checkpoint of ``MROPE_MODEL_DIR``), its rules and the segments."""
     settings = state.settings
-    body = jsonbody.decode(
-        raw, PositionsRequest, state.limits, functools.partial(precheck_positions, settings=settings)
-    )
-    rules = resolve_rules(body.model, rules_dict(body.rules))
+    served: list[Any] = [None]
+
+    def precheck(data: Any) -> None:
+        precheck_positions(data, settings)
+        served[0] = state.served_model(data)
+
+    body = jsonbody.decode(raw, PositionsRequest, state.limits, precheck)
+    model = served[0] or body.model
+    rules = resolve_rules(model, rules_dict(body.rules))
     if convert.reads_media(body.segments):
-        return body, rules, None
-    return body, rules, convert.to_segments(body.segments, rules, settings, state.tokenizer)
+        return body, model, rules, None
+    return body, model, rules, convert.to_segments(body.segments, rules, settings, state.tokenizer)
 
 
-def decode_rope_index(raw: bytes, state: ServiceState) -> tuple[RopeIndexRequest, int]:
-    """A rope-index body: bounded decode and validation, then its caps; returns it and ``B * L``."""
-    body = jsonbody.decode(
-        raw, RopeIndexRequest, state.limits, functools.partial(precheck_rope_index, settings=state.settings)
-    )
-    rules = resolve_rules(body.model, rules_dict(body.rules))
-    return body, check_rope_index_size(body, rules, state.settings)
+def decode_rope_index(raw: bytes, state: ServiceState) -> tuple[RopeIndexRequest, Any, int]:
+    """A rope-index body: bounded decode and validation, then its caps; returns it, its model and
+    ``B * L``."""
+    served: list[Any] = [None]
+
+    def precheck(data: Any) -> None:
+        precheck_rope_index(data, state.settings)
+        served[0] = state.served_model(data)
+
+    body = jsonbody.decode(raw, RopeIndexRequest, state.limits, precheck)
+    model = served[0] or body.model
+    rules = resolve_rules(model, rules_dict(body.rules))
+    return body, model, check_rope_index_size(body, rules, state.settings)
 
 
-def compute_rope_index(body: RopeIndexRequest, fmt: OutputFormat, state: ServiceState) -> Response:
+def compute_rope_index(
+    body: RopeIndexRequest, model: Any, fmt: OutputFormat, state: ServiceState
+) -> Response:
     position_ids, deltas = mrope.rope_index(
         body.input_ids,
         body.image_grid_thw,
         body.video_grid_thw,
         body.attention_mask,
-        model=body.model,
+        model=model,
         rules=rules_dict(body.rules),
         second_per_grid_ts=body.second_per_grid_ts,
         mm_token_type_ids=body.mm_token_type_ids,
@@ -293,7 +334,7 @@ def compute_rope_index(body: RopeIndexRequest, fmt: OutputFormat, state: Service
     return render.render_rope_index(position_ids, deltas, fmt, state.settings.npy_max_header_bytes)
 
 
-def parse_upload_fields(form: UploadForm, state: ServiceState) -> UploadFields:
+def parse_upload_fields(form: UploadForm, state: ServiceState) -> tuple[UploadFields, Any]:
     """The ``model``, ``layout`` and ``rules`` form fields, validated like a JSON body (bounded walk,
     no repeated keys, skeleton first; 422 with at most a few pydantic details)."""
     data: dict[str, Any] = {}
@@ -317,7 +358,9 @@ def parse_upload_fields(form: UploadForm, state: ServiceState) -> UploadFields:
         raise ServiceError(
             422, "invalid_form", "the form has no 'model' field (one of " + ", ".join(PRESET_NAMES) + ")"
         )
-    return jsonbody.validate(UploadFields, data, shape)
+    served = state.served_model(data)
+    fields = jsonbody.validate(UploadFields, data, shape)
+    return fields, served or fields.model
 
 
 def place_files(fields: UploadFields, form: UploadForm, settings: Settings) -> list[TextSegment | FileItem]:
@@ -355,9 +398,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings if settings is not None else Settings.from_env()
     settings.check()
     metrics = Metrics()
+    checkpoint = load_checkpoint(settings.model_dir)
+    tokenizer = load_tokenizer(settings.tokenizer)
+    if tokenizer is None and checkpoint is not None:
+        tokenizer = checkpoint.tokenizer
     state = ServiceState(
         settings=settings,
-        tokenizer=load_tokenizer(settings.tokenizer),
+        tokenizer=tokenizer,
+        checkpoint=checkpoint,
         budget=TempBudget(settings.max_temp_bytes),
         presets_body=_presets_body(),
         limits=jsonbody.BodyLimits.from_settings(settings),
@@ -438,6 +486,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.build_middleware_stack = with_access_log  # type: ignore[method-assign]
     docs.install(app)
+    install_page(app)  # GET /inspect: the inspection page
 
     @app.get(HEALTH_PATH, response_model=HealthResponse, tags=["meta"])
     async def healthz() -> Response:
@@ -477,7 +526,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def positions(request: Request) -> Response:
         """Positions of a sequence of segments: identical to ``mrope.build_positions``."""
         raw = await request.body()
-        body, rules, segments = await state.offload(
+        body, model, rules, segments = await state.offload(
             functools.partial(decode_positions, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
         )
         if segments is None:  # allowlisted media URLs: off the loop, in a media slot, under its timeout
@@ -488,9 +537,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 lambda _deadline: to_segments(), state.slots, settings.media_timeout_s, "the media URLs"
             )
         return await state.offload(
-            functools.partial(
-                count_build_render, segments, body.model, rules, request_format(request), state
-            ),
+            functools.partial(count_build_render, segments, model, rules, request_format(request), state),
             inline=convert.is_light(segments, rules, settings),
         )
 
@@ -504,11 +551,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def rope_index(request: Request) -> Response:
         """The token-id form: identical to ``mrope.get_rope_index`` (numpy core ``mrope.rope_index``)."""
         raw = await request.body()
-        body, size = await state.offload(
+        body, model, size = await state.offload(
             functools.partial(decode_rope_index, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
         )
         return await state.offload(
-            functools.partial(compute_rope_index, body, request_format(request), state),
+            functools.partial(compute_rope_index, body, model, request_format(request), state),
             inline=size < settings.inline_tokens,
         )
 
@@ -527,13 +574,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def upload(request: Request, fmt: OutputFormat = Depends(output_format)) -> Response:
         """Positions of images and videos sent as files (sizes and metadata are read, nothing decoded)."""
         async with receive_upload(request, settings, state.budget) as form:
-            fields = parse_upload_fields(form, state)
-            rules = resolve_rules(fields.model, rules_dict(fields.rules))
+            fields, model = parse_upload_fields(form, state)
+            rules = resolve_rules(model, rules_dict(fields.rules))
             layout = place_files(fields, form, settings)
             file_items = [item for item in layout if isinstance(item, FileItem)]
             loaded = iter(
                 await media.load_files(
-                    form.files, file_items, fields.model, rules, settings, state.slots, metrics.media_seconds
+                    form.files, file_items, model, rules, settings, state.slots, metrics.media_seconds
                 )
             )
             segments: list[mrope.Text | mrope.Image | mrope.Video] = []
@@ -547,7 +594,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     segments.append(convert.text_segment(item, state.tokenizer, f"layout item {k}"))
             extra = {"files": list(infos.values())}
             return await state.offload(
-                functools.partial(count_build_render, segments, fields.model, rules, fmt, state, extra),
+                functools.partial(count_build_render, segments, model, rules, fmt, state, extra),
                 inline=convert.is_light(segments, rules, settings),
             )
 

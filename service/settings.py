@@ -64,6 +64,10 @@ class Settings:
             run ``read_timeout_s`` seconds (408 below it), so slow uploads cannot hold the temp budget.
         shutdown_grace_s: after SIGTERM, requests in progress get this long to finish; then they are
             cancelled and the process exits (``mrope serve`` / :func:`service.server.run`).
+        model_dir: a checkpoint folder (``config.json``, processor configs, ``tokenizer.json``) read at
+            start-up by :func:`mrope.from_pretrained`; requests name it ``"model": <model_name>``. Its
+            tokenizer serves text and timestamps when ``MROPE_TOKENIZER`` is unset.
+        model_name: the name requests give the ``MROPE_MODEL_DIR`` checkpoint.
     """
 
     max_tokens: int = 1 << 20
@@ -93,6 +97,8 @@ class Settings:
     body_timeout_s: float = 30.0
     min_upload_rate: int = 32768
     shutdown_grace_s: float = 10.0
+    model_dir: str | None = None
+    model_name: str = "checkpoint"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -119,6 +125,12 @@ class Settings:
             raise SettingsError(
                 f"MROPE_TOKENIZER={self.tokenizer!r} is not a file (expected a tokenizer.json)"
             )
+        if self.model_dir is not None and not os.path.isdir(self.model_dir):
+            raise SettingsError(
+                f"MROPE_MODEL_DIR={self.model_dir!r} is not a folder (expected a checkpoint folder)"
+            )
+        if not self.model_name.strip():
+            raise SettingsError("MROPE_MODEL_NAME must not be empty")
         if self.api_keys is not None and not self.api_key_list:
             raise SettingsError("MROPE_API_KEYS is set but holds no key (expected comma-separated keys)")
         if self.tmp_dir is not None and not os.path.isdir(self.tmp_dir):

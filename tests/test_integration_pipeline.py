@@ -21,7 +21,7 @@ def _rows(name: str) -> list[list[object]]:
     rules = mt.model_rules(tv.model(name))
     m = rules.merge_size
     return [
-        tv.segments(rules, video_t=2),
+        tv.prompt(name),
         [mrope.Text(tv.tokenize("a")), mrope.Image(grid=(1, 2 * m, 2 * m)), mrope.Text(tv.tokenize("bc"))],
     ]
 

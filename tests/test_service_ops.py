@@ -22,6 +22,8 @@ from PIL import Image as PILImage
 from prometheus_client.parser import text_string_to_metric_families
 from service_proc import serve
 
+import mrope
+import mrope.vision
 from service.app import create_app
 from service.settings import Settings, SettingsError
 
@@ -299,3 +301,72 @@ def test_slow_upload_cannot_hold_the_temp_budget(tmp_path):
             assert second.status_code == 200, second.text  # the budget is free again
             assert second.json()["files"][0]["grid"] == [1, 22, 28]  # 300x400 -> 308x392 pixels
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------- MROPE_MODEL_DIR
+
+FINE_TUNE_CONFIG = {  # Qwen2.5-VL's config.json fields mrope reads, with a fine-tune's tokens_per_second
+    "model_type": "qwen2_5_vl",
+    "hidden_size": 3584,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "rope_theta": 1000000.0,
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    "vision_start_token_id": 151652,
+    "vision_end_token_id": 151653,
+    "image_token_id": 151655,
+    "video_token_id": 151656,
+    "vision_config": {
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "tokens_per_second": 4,
+    },
+}
+FINE_TUNE_PREPROCESSOR = {"min_pixels": 3136, "max_pixels": 200_704, "patch_size": 14, "merge_size": 2}
+
+
+def test_model_dir_serves_a_checkpoint(tmp_path):
+    import json
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(FINE_TUNE_CONFIG))
+    (folder / "preprocessor_config.json").write_text(json.dumps(FINE_TUNE_PREPROCESSOR))
+    checkpoint = mrope.from_pretrained(folder)
+    settings = Settings.from_env({"MROPE_MODEL_DIR": str(folder), "MROPE_MODEL_NAME": "my-vl"})
+    segments = [
+        {"type": "text", "tokens": 4},
+        {"type": "image", "height": 1080, "width": 1920},
+        {"type": "video", "grid": [4, 8, 8], "second_per_grid": 1.0},
+    ]
+    lib_segs = [
+        mrope.Text(4),
+        mrope.Image(grid=mrope.vision.image_grid(1080, 1920, rules=checkpoint.rules)),
+        mrope.Video(grid=(4, 8, 8), second_per_grid=1.0),
+    ]
+    with TestClient(create_app(settings)) as c:
+        mine = c.post("/v1/positions", json={"model": "my-vl", "segments": segments})
+        assert mine.status_code == 200, mine.text
+        want = mrope.build_positions(lib_segs, model=checkpoint)
+        assert mine.json()["positions"] == want.ids.tolist()
+        # the checkpoint's values, not the preset's: fewer image tokens, twice the time step
+        preset = c.post("/v1/positions", json={"model": "qwen2.5-vl", "segments": segments}).json()
+        assert mine.json()["num_tokens"] < preset["num_tokens"]
+        ids = [[1, 151652, 151655, 151655, 151655, 151655, 151653, 2]]
+        ri = c.post(
+            "/v1/rope-index", json={"model": "my-vl", "input_ids": ids, "image_grid_thw": [[1, 4, 4]]}
+        )
+        assert ri.status_code == 200, ri.text
+        pos, deltas = mrope.rope_index(ids, [[1, 4, 4]], model=checkpoint)
+        assert ri.json()["position_ids"] == pos.tolist() and ri.json()["deltas"] == deltas.tolist()
+        up = c.post("/v1/positions/upload", data={"model": "my-vl"}, files=[("files", ("a.png", png()))])
+        assert up.status_code == 200, up.text
+        assert up.json()["files"][0]["grid"] == list(mrope.vision.image_grid(48, 64, rules=checkpoint.rules))
+        unknown = c.post("/v1/positions", json={"model": "other-vl", "segments": segments})
+        assert unknown.status_code == 422
+    with pytest.raises(SettingsError, match="MROPE_MODEL_DIR"):
+        Settings.from_env({"MROPE_MODEL_DIR": str(tmp_path / "missing")})
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RuntimeError, match="MROPE_MODEL_DIR"):
+        create_app(Settings(model_dir=str(tmp_path / "empty")))
