@@ -143,6 +143,8 @@ def rotate(
     allocations cost a page fault per 4 KiB on CPU, more than the arithmetic).
     """
     if x.dtype == cos.dtype and not inplace and not torch.compiler.is_compiling():
+        # straight into the output, whole tensors: four passes. (Chunking this path measured 1.07x faster
+        # on one thread but 0.4x on two busy ones: more parallel regions; so only bf16/fp16 chunk.)
         x1, x2 = _pair_views(x, spec)
         o1, o2 = _pair_views(out, spec)
         torch.mul(x1, cos, out=o1)
@@ -170,6 +172,18 @@ def rotate(
             out[..., end:].copy_(x[..., end:])
 
 
+def _step(x: torch.Tensor, spec: RopeSpec) -> int:
+    """Sequence positions per chunk: about CHUNK_ELEMENTS rotary elements per intra-op thread."""
+    budget = CHUNK_ELEMENTS * max(1, torch.get_num_threads())
+    return max(1, min(x.shape[1], budget // max(1, x.shape[0] * x.shape[2] * spec.rotary_dim)))
+
+
+def _chunks(x: torch.Tensor, spec: RopeSpec) -> list[tuple[int, int]]:
+    """``(start, end)`` sequence ranges of the chunked rotation of ``x`` ``[B, S, H, D]``."""
+    step = _step(x, spec)
+    return [(s0, min(x.shape[1], s0 + step)) for s0 in range(0, x.shape[1], step)]
+
+
 def _rotate_chunked(
     x: torch.Tensor, out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, spec: RopeSpec
 ) -> None:
@@ -178,14 +192,11 @@ def _rotate_chunked(
     o, rd = spec.rotary_offset, spec.rotary_dim
     if bsz * seq * heads == 0:
         return
-    # each thread of an op gets about CHUNK_ELEMENTS
-    budget = CHUNK_ELEMENTS * max(1, torch.get_num_threads())
-    step = max(1, min(seq, budget // max(1, bsz * heads * rd)))
+    step = _step(x, spec)
     shape = (bsz, step, heads, rd)
     src = torch.empty(shape, dtype=cos.dtype, device=x.device)
     dst = torch.empty(shape, dtype=cos.dtype, device=x.device)
-    for s0 in range(0, seq, step):
-        s1 = min(seq, s0 + step)
+    for s0, s1 in _chunks(x, spec):
         a, y = src[:, : s1 - s0], dst[:, : s1 - s0]
         a.copy_(x[:, s0:s1, :, o : o + rd])
         c, s = cos[:, s0:s1], sin[:, s0:s1]
