@@ -30,6 +30,7 @@ FAMILIES = {
     "cosmos3-omni": ("cosmos3_omni", "Cosmos3OmniModel", "Cosmos3OmniConfig", True),
     "qwen3.5": ("qwen3_5", "Qwen3_5Model", "Qwen3_5Config", True),
     "qwen3.5-moe": ("qwen3_5_moe", "Qwen3_5MoeModel", "Qwen3_5MoeConfig", True),
+    "qwen4-exp": ("qwen4_exp", "Qwen4ExpModel", "Qwen4ExpConfig", True),
     "cosmos3-edge": ("cosmos3_edge", "Cosmos3EdgeModel", "Cosmos3EdgeConfig", True),
     "cohere-compass": ("cohere_compass", "CohereCompassModel", "CohereCompassConfig", True),
     "glm-4.5v": ("glm4v_moe", "Glm4vMoeModel", "Glm4vMoeConfig", True),
