@@ -956,6 +956,7 @@ def count_tokens(
             continue
         if (
             isinstance(seg, Video)
+            and seg.audio is None  # audio needs audio rules: the planner says so
             and lay.positions_base != "canvas"
             and not (lay.temporal == "timestamps" and seg.wrap and tokenizer is not None)
         ):
