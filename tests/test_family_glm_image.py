@@ -196,3 +196,10 @@ def test_decode_window_follows_the_generated_images() -> None:
     np.testing.assert_array_equal(p.window(2, 6), [[2, 3, 3, 5], [2, 3, 3, 5], [2, 3, 4, 5]])
     with pytest.raises(LayoutError, match="decodes 3 generated tokens"):
         p.window(0, 7)
+
+
+def test_huge_generation_targets_are_refused() -> None:
+    with pytest.raises(TokenError, match="at most 4,194,304"):
+        rope_index(np.array([[5, START]]), [[1, 100_000, 100_000]], rules=RULES)
+    with pytest.raises(LayoutError, match="at most 4,194,304"):
+        build_positions([Text(1), Image((1, 4096, 4096), generate=True)], rules=RULES)

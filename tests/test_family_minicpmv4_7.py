@@ -291,3 +291,13 @@ def test_family_rules_and_rotary() -> None:
     got_q, got_k = mrope.apply_mrope(q, k, positions, spec, backend="torch")
     torch.testing.assert_close(got_q, want_q[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_k, want_k[0].transpose(0, 1), rtol=1e-5, atol=1e-5)
+
+
+def test_sizes_are_bounded() -> None:
+    from mrope import Image, LayoutError, Video, build_positions, count_tokens
+
+    assert count_tokens([Video((10**9, 4, 4))], rules=RULES) == 3 * 10**9  # arithmetic, no loop
+    with pytest.raises(LayoutError, match="at most 65536 are supported"):
+        build_positions(
+            [Image((1, 4 * 300, 4 * 300), tiles=(300, 300), thumbnail_grid=(1, 4, 4))], rules=RULES
+        )

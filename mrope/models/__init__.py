@@ -25,6 +25,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "cosmos3_omni",
     "qwen3_5",
     "qwen3_5_moe",
+    "qwen4_exp",
     "cosmos3_edge",
     "cohere_compass",
     "glm4v_moe",
