@@ -222,6 +222,19 @@ class Batch:
             out[row, self.attention_mask[row].astype(bool)] = p.mm_token_type_ids
         return out
 
+    def __repr__(self) -> str:
+        """A summary (shapes, valid lengths, deltas), never the arrays themselves."""
+        axes, rows, length = self.ids.shape
+        valid = self.attention_mask.sum(axis=1).tolist()
+        shown = 8
+        lengths = ", ".join(map(str, valid[:shown])) + (", ..." if rows > shown else "")
+        deltas = ", ".join(f"{d:g}" for d in self.deltas.tolist()[:shown]) + (", ..." if rows > shown else "")
+        rules = self.sequences[0].rules.name if self.sequences else "?"
+        return (
+            f"Batch({rules}: {rows} sequences x {length} slots, {axes} axes, {self.ids.dtype}; "
+            f"valid tokens [{lengths}]; deltas [{deltas}])"
+        )
+
     def torch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(position_ids [3, B, L], attention_mask [B, L], deltas [B, 1])`` as torch tensors."""
         import torch

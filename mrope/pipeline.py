@@ -140,7 +140,9 @@ class Preprocessor:
         turn_format, generation_prompt: chat wrapping of ``messages`` (see
             :func:`mrope.schema.message_segments`).
         input_ids: also return the ``input_ids`` column (the token ids the model would see).
-        keep: input columns that :meth:`batch` copies to its output (when present).
+        keep: input columns that :meth:`batch` copies to its output (those every row has); ``None``
+            (the default): every input column, as ``datasets.Dataset.map`` keeps them, so a Ray job
+            and a datasets job give the same columns.
         max_tokens: a record that would make more tokens fails (counted before any array is allocated,
             so a grid typo cannot exhaust a worker's memory); ``None``: no limit.
     """
@@ -152,7 +154,7 @@ class Preprocessor:
     turn_format: tuple[str, str] | None = None
     generation_prompt: str | None = None
     input_ids: bool = False
-    keep: tuple[str, ...] = ("id",)
+    keep: tuple[str, ...] | None = None
     max_tokens: int | None = DEFAULT_MAX_TOKENS
 
     def rules_for(self, record: Record | Mapping[str, Any]) -> LayoutRules:
@@ -391,17 +393,21 @@ def rows_to_table(
     rows: Sequence[Mapping[str, Any]],
     records: Sequence[Mapping[str, Any]] = (),
     *,
-    keep: Sequence[str] = ("id",),
+    keep: Sequence[str] | None = None,
     input_ids: bool = False,
     fractional: bool = False,
 ) -> pa.Table:
     """Result rows (from :func:`process_record`) as a ``pyarrow.Table`` with :func:`arrow_schema` types,
-    after the ``keep`` columns copied from ``records`` (those every record has)."""
+    after the ``keep`` columns copied from ``records`` (those every record has; ``None``: all of them, in
+    the first record's order; an input column named like a result column is replaced by the result)."""
     import pyarrow as pa
 
     schema = arrow_schema(input_ids=input_ids, fractional=fractional)
     columns: dict[str, pa.Array] = {}
-    for name in keep:
+    names = list(records[0]) if keep is None and records else list(keep or ())
+    for name in names:
+        if name in schema.names:
+            continue
         if records and all(name in r for r in records):
             columns[name] = pa.array([plain(r[name]) for r in records])
     for field in schema:
