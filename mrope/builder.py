@@ -38,6 +38,10 @@ MAX_POSITION = 2**62
 MAX_TILES = 1 << 16
 """Most tiles one image may have (InternVL-style plans use up to a few dozen)."""
 
+MAX_GENERATED_TOKENS = 1 << 22
+"""Most tokens of images to generate per sequence (GLM-Image's largest target, 2048 px at 32 px a token,
+is 4096)."""
+
 
 class MRopeWarning(UserWarning):
     """Something legal but worth knowing, e.g. two video patches that share a time coordinate."""
@@ -218,6 +222,19 @@ class Batch:
             out[row, self.attention_mask[row].astype(bool)] = p.mm_token_type_ids
         return out
 
+    def __repr__(self) -> str:
+        """A summary (shapes, valid lengths, deltas), never the arrays themselves."""
+        axes, rows, length = self.ids.shape
+        valid = self.attention_mask.sum(axis=1).tolist()
+        shown = 8
+        lengths = ", ".join(map(str, valid[:shown])) + (", ..." if rows > shown else "")
+        deltas = ", ".join(f"{d:g}" for d in self.deltas.tolist()[:shown]) + (", ..." if rows > shown else "")
+        rules = self.sequences[0].rules.name if self.sequences else "?"
+        return (
+            f"Batch({rules}: {rows} sequences x {length} slots, {axes} axes, {self.ids.dtype}; "
+            f"valid tokens [{lengths}]; deltas [{deltas}])"
+        )
+
     def torch(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(position_ids [3, B, L], attention_mask [B, L], deltas [B, 1])`` as torch tensors."""
         import torch
@@ -347,10 +364,16 @@ def target_positions(start: int, grids: Sequence[Sequence[int]], merge_size: int
     at ``d`` gets ``t = d``, ``h = d + row``, ``w = d + col`` in raster order, then ``d += max(H', W')``;
     one end-marker token at ``d`` follows. ``start`` is the first position after the prompt.
     """
+    merged = [merged_grid(g, merge_size, "generation target") for g in grids]
+    total = sum(t * hh * ww for t, hh, ww in merged)
+    if total > MAX_GENERATED_TOKENS:
+        raise LayoutError(
+            f"images to generate: {total:,} tokens for target grids {[tuple(int(v) for v in g) for g in grids]}; "
+            f"at most {MAX_GENERATED_TOKENS:,} are supported"
+        )
     parts: list[np.ndarray] = []
     d = int(start)
-    for grid in reversed(list(grids)):
-        _, hh, ww = merged_grid(grid, merge_size, "generation target")
+    for _, hh, ww in reversed(merged):
         block = np.empty((3, hh, ww), dtype=np.int64)
         block[0] = d
         block[1] = d + np.arange(hh, dtype=np.int64)[:, None]
@@ -491,6 +514,10 @@ class _Plan:
             self.text(1, rules.vision_end_id, "wrapper", index)
             if isinstance(seg, Image) and seg.tiles is not None:
                 cols, rows = seg.tiles
+                if cols * rows > MAX_TILES:
+                    raise LayoutError(
+                        f"image (segment {index}): {cols * rows} tiles; at most {MAX_TILES} are supported"
+                    )
                 _, hh, ww = merged_grid(seg.grid, m, f"image (segment {index})")
                 if hh % rows or ww % cols:
                     raise LayoutError(
@@ -935,8 +962,14 @@ def count_tokens(
         return count_omni_tokens(segments, lay)
     total = 0
     for i, seg in enumerate(segments):
+        if isinstance(seg, Video) and lay.positions_base == "canvas" and seg.audio is None:
+            # arithmetic, so a clip of any length costs the same: <image> thumbnail </image> per frame
+            t, hh, ww = merged_grid(seg.grid, lay.merge_size, f"video (segment {i})")
+            total += t * (hh * ww + 2)
+            continue
         if (
             isinstance(seg, Video)
+            and seg.audio is None  # audio needs audio rules: the planner says so
             and lay.positions_base != "canvas"
             and not (lay.temporal == "timestamps" and seg.wrap and tokenizer is not None)
         ):

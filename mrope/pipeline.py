@@ -140,7 +140,9 @@ class Preprocessor:
         turn_format, generation_prompt: chat wrapping of ``messages`` (see
             :func:`mrope.schema.message_segments`).
         input_ids: also return the ``input_ids`` column (the token ids the model would see).
-        keep: input columns that :meth:`batch` copies to its output (when present).
+        keep: input columns that :meth:`batch` copies to its output (those every row has); ``None``
+            (the default): every input column, as ``datasets.Dataset.map`` keeps them, so a Ray job
+            and a datasets job give the same columns.
         max_tokens: a record that would make more tokens fails (counted before any array is allocated,
             so a grid typo cannot exhaust a worker's memory); ``None``: no limit.
     """
@@ -152,7 +154,7 @@ class Preprocessor:
     turn_format: tuple[str, str] | None = None
     generation_prompt: str | None = None
     input_ids: bool = False
-    keep: tuple[str, ...] = ("id",)
+    keep: tuple[str, ...] | None = None
     max_tokens: int | None = DEFAULT_MAX_TOKENS
 
     def rules_for(self, record: Record | Mapping[str, Any]) -> LayoutRules:
@@ -169,6 +171,18 @@ class Preprocessor:
         )
         merged = {**(schema.rules_dict(record.rules) or {}), **dict(self.rules or {})}
         return resolve_rules(model, merged or None)
+
+    @property
+    def fractional(self) -> bool:
+        """Whether this job's positions are float32 (its model's rules keep fractional time, Qwen3-Omni).
+        The Arrow column types are fixed per job, so only a job-level model (or full rules) decides it."""
+        if isinstance(self.rules, LayoutRules):
+            return self.rules.fractional_time
+        if self.model is None:
+            return False
+        overrides = dict(self.rules) if isinstance(self.rules, Mapping) else {}
+        rounding = {k: v for k, v in overrides.items() if k == "time_rounding"}
+        return resolve_rules(self.model, rounding or None).fractional_time
 
     def media(self) -> MediaAccess:
         """Records read local files (relative to ``base_dir``), URLs and ``data:`` URIs."""
@@ -218,9 +232,15 @@ class Preprocessor:
         success, so the column is a string column from the first row on).
         """
         try:
-            return result_row(self.positions(record), input_ids=self.input_ids)
+            p = self.positions(record)
+            if p.ids.dtype.kind == "f" and not self.fractional:
+                raise RecordError(
+                    f"the {p.rules.name!r} rules give fractional (float32) positions, but this job's columns are "
+                    "int64: run such records in a job whose model= is that model"
+                )
+            return result_row(p, input_ids=self.input_ids)
         except Exception as exc:  # recorded per record, never raised through the job
-            return error_row(describe_error(exc), input_ids=self.input_ids)
+            return error_row(describe_error(exc), input_ids=self.input_ids, fractional=self.fractional)
 
     def batch(self, batch: Any) -> pa.Table:
         """A batch (dict of columns, pandas ``DataFrame`` or ``pyarrow.Table``) -> a ``pyarrow.Table`` of
@@ -228,7 +248,9 @@ class Preprocessor:
         :func:`arrow_schema` (so every batch of a Ray job has the same schema)."""
         records = batch_records(batch)
         rows = [self.record(r) for r in records]
-        return rows_to_table(rows, records, keep=self.keep, input_ids=self.input_ids)
+        return rows_to_table(
+            rows, records, keep=self.keep, input_ids=self.input_ids, fractional=self.fractional
+        )
 
     def with_options(self, **changes: Any) -> Preprocessor:
         """A copy with some options changed."""
@@ -250,7 +272,7 @@ def result_row(p: Positions, *, input_ids: bool = False) -> dict[str, Any]:
     """The columns of a successful record."""
     row: dict[str, Any] = {
         "positions": p.ids,
-        "delta": int(p.delta),
+        "delta": float(p.delta) if p.ids.dtype.kind == "f" else int(p.delta),
         "num_tokens": int(p.num_tokens),
         "image_grid_thw": p.image_grid_thw,
         "video_grid_thw": p.video_grid_thw,
@@ -262,10 +284,10 @@ def result_row(p: Positions, *, input_ids: bool = False) -> dict[str, Any]:
     return row
 
 
-def error_row(message: str, *, input_ids: bool = False) -> dict[str, Any]:
+def error_row(message: str, *, input_ids: bool = False, fractional: bool = False) -> dict[str, Any]:
     """The columns of a failed record: empty arrays of the right shapes and dtypes, and the message."""
     row: dict[str, Any] = {
-        "positions": np.zeros((3, 0), dtype=np.int64),
+        "positions": np.zeros((3, 0), dtype=np.float32 if fractional else np.int64),
         "delta": 0,
         "num_tokens": 0,
         "image_grid_thw": np.zeros((0, 3), dtype=np.int64),
@@ -281,14 +303,15 @@ def error_row(message: str, *, input_ids: bool = False) -> dict[str, Any]:
 # -------------------------------------------------------------------------------------------- Arrow
 
 
-def arrow_schema(*, input_ids: bool = False) -> pa.Schema:
-    """The Arrow types of the result columns."""
+def arrow_schema(*, input_ids: bool = False, fractional: bool = False) -> pa.Schema:
+    """The Arrow types of the result columns (``fractional``: float32 positions and a float64 delta, for
+    a job whose model keeps fractional time)."""
     import pyarrow as pa
 
     nested = pa.list_(pa.list_(pa.int64()))
     cols = [
-        ("positions", nested),
-        ("delta", pa.int64()),
+        ("positions", pa.list_(pa.list_(pa.float32())) if fractional else nested),
+        ("delta", pa.float64() if fractional else pa.int64()),
         ("num_tokens", pa.int64()),
         ("image_grid_thw", nested),
         ("video_grid_thw", nested),
@@ -310,12 +333,12 @@ def _list_column(arrays: Sequence[np.ndarray], value_type: pa.DataType) -> pa.Ar
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, type=value_type))
 
 
-def _nested_column(arrays: Sequence[np.ndarray]) -> pa.Array:
-    """``list<list<int64>>`` from 2-D int arrays (rows become inner lists)."""
+def _nested_column(arrays: Sequence[np.ndarray], value_type: pa.DataType | None = None) -> pa.Array:
+    """``list<list<int64>>`` (or ``value_type``) from 2-D arrays (rows become inner lists)."""
     import pyarrow as pa
 
     rows = [row for a in arrays for row in a]
-    inner = _list_column(rows, pa.int64())
+    inner = _list_column(rows, pa.int64() if value_type is None else value_type)
     offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
     np.cumsum([a.shape[0] for a in arrays], out=offsets[1:])
     return pa.ListArray.from_arrays(pa.array(offsets), inner)
@@ -370,21 +393,30 @@ def rows_to_table(
     rows: Sequence[Mapping[str, Any]],
     records: Sequence[Mapping[str, Any]] = (),
     *,
-    keep: Sequence[str] = ("id",),
+    keep: Sequence[str] | None = None,
     input_ids: bool = False,
+    fractional: bool = False,
 ) -> pa.Table:
     """Result rows (from :func:`process_record`) as a ``pyarrow.Table`` with :func:`arrow_schema` types,
-    after the ``keep`` columns copied from ``records`` (those every record has)."""
+    after the ``keep`` columns copied from ``records`` (those every record has; ``None``: all of them, in
+    the first record's order; an input column named like a result column is replaced by the result)."""
     import pyarrow as pa
 
-    schema = arrow_schema(input_ids=input_ids)
+    schema = arrow_schema(input_ids=input_ids, fractional=fractional)
     columns: dict[str, pa.Array] = {}
-    for name in keep:
+    names = list(records[0]) if keep is None and records else list(keep or ())
+    for name in names:
+        if name in schema.names:
+            continue
         if records and all(name in r for r in records):
             columns[name] = pa.array([plain(r[name]) for r in records])
     for field in schema:
         values = [row[field.name] for row in rows]
-        if field.name in ("positions", "image_grid_thw", "video_grid_thw"):
+        if field.name == "positions" and fractional:
+            columns[field.name] = _nested_column(
+                [np.asarray(v, dtype=np.float32) for v in values], pa.float32()
+            )
+        elif field.name in ("positions", "image_grid_thw", "video_grid_thw"):
             columns[field.name] = _nested_column([np.asarray(v, dtype=np.int64) for v in values])
         elif field.name in ("second_per_grid_ts", "input_ids"):
             columns[field.name] = _list_column([np.asarray(v) for v in values], field.type.value_type)

@@ -586,7 +586,7 @@ def describe_validation_errors(errors: Sequence[Mapping[str, Any]]) -> tuple[str
     return "; ".join(parts) + more, details
 
 
-_BRANCHES = {"body", "text", "image", "video", "file", "str", "list[...]", "int", "bool"}
+_BRANCHES = {"body", "text", "image", "video", "audio", "file", "str", "list[...]", "int", "bool"}
 
 
 def _where(loc: Sequence[Any]) -> str:

@@ -511,7 +511,10 @@ def _rope_index_full(
         deltas[row] = top + 1 - n
         if lay.generates_images and (per_sample is not None or row == b - 1):
             # grids left after the row's images are the images the model will generate
-            generation[row] = target_positions(top + 1, images.rows[images.next :], merge)
+            try:
+                generation[row] = target_positions(top + 1, images.rows[images.next :], merge)
+            except LayoutError as exc:
+                raise TokenError(f"row {row}: {exc}") from None
             images.next = len(images.rows)
     if lay.generates_images:
         deltas[:] = 0

@@ -53,6 +53,7 @@ from service.models import (
     upload_form_schema,
 )
 from service.operator import AccessLog, ApiKeys, ConcurrencyLimit
+from service.page import install_page
 from service.render import OutputFormat
 from service.settings import Settings
 from service.uploads import TempBudget, UploadForm, receive_upload, sweep_stale_spools
@@ -498,6 +499,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.build_middleware_stack = with_access_log  # type: ignore[method-assign]
     docs.install(app)
+    install_page(app)  # GET /inspect: the inspection page
 
     @app.get(HEALTH_PATH, response_model=HealthResponse, tags=["meta"])
     async def healthz() -> Response:

@@ -407,6 +407,22 @@ def test_probe_lists_the_sampled_frames_with_times(files, capsys) -> None:
     # t offset of each patch under Qwen2.5-VL: floor(i * second_per_grid * 2) = 2i at 2 fps
     assert [int(r[4]) for r in table if len(r) == 5] == [2 * i for i in range(idx.size // 2)]
 
+    # --json gives numbers as numbers: t offsets are ints, nothing numeric hides in a string
+    code, out, _ = run(capsys, "probe", files["video"], "--model", "qwen2.5-vl", "--fps", "2", "--json")
+    doc = json.loads(out)
+    assert [p["t_offset"] for p in doc["patches"]] == [2 * i for i in range(idx.size // 2)]
+
+    def strings(value):
+        if isinstance(value, dict):
+            return [s for v in value.values() for s in strings(v)]
+        if isinstance(value, list):
+            return [s for v in value for s in strings(v)]
+        return [value] if isinstance(value, str) else []
+
+    for text in strings(doc):
+        with pytest.raises(ValueError):
+            float(text)
+
     code, out, _ = run(capsys, "probe", files["video"], "--model", "qwen3-vl", "--nframes", "6", "--json")
     doc = json.loads(out)
     video = load_video(files["video"], model="qwen3-vl", nframes=6)
@@ -535,7 +551,7 @@ class FakeTTY(io.StringIO):
 
 def test_progress_bar_choice(monkeypatch) -> None:
     stream = FakeTTY()
-    assert type(progress_mod.progress(3, "x", stream=io.StringIO())) is progress_mod.Progress  # not a TTY
+    assert type(progress_mod.progress(3, "x", stream=io.StringIO())) is progress_mod.LineProgress  # not a TTY
     assert type(progress_mod.progress(3, "x", quiet=True, stream=stream)) is progress_mod.Progress
     with progress_mod.progress(3, "x", stream=stream) as bar:
         assert isinstance(bar, progress_mod.TqdmBar)
@@ -550,6 +566,57 @@ def test_progress_bar_choice(monkeypatch) -> None:
     text = stream.getvalue()
     assert "work [" + "#" * 30 + "] 4/4" in text
     assert "sample 'b' failed\n" in text and text.endswith("\n")
+
+
+def test_progress_lines_when_not_a_terminal() -> None:
+    stream = io.StringIO()
+    bar = progress_mod.LineProgress(4, "mrope batch", stream, every_s=0.0)
+    for _ in range(4):
+        bar.update()
+    assert stream.getvalue().splitlines() == [
+        "mrope batch: 1/4 (25%)",
+        "mrope batch: 2/4 (50%)",
+        "mrope batch: 3/4 (75%)",
+    ]
+
+
+def test_batch_bar_on_a_terminal_that_reports_no_size(files, tmp_path) -> None:
+    """A pty of 0 x 0 (what `script`, many CI runners and editor shells give): the bar still shows."""
+    import pty
+
+    jsonl = tmp_path / "two.jsonl"
+    jsonl.write_text(
+        "".join(json.dumps({"id": i, "segments": [{"type": "text", "tokens": 2}]}) + "\n" for i in "ab")
+    )
+    main_fd, child_fd = pty.openpty()  # a fresh pty reports 0 columns and 0 lines
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "mrope",
+        "batch",
+        str(jsonl),
+        "--out-dir",
+        str(tmp_path / "o"),
+        "--model",
+        "qwen2-vl",
+    ]
+    proc = subprocess.Popen(cmd, stdin=child_fd, stdout=child_fd, stderr=child_fd, env=env, close_fds=True)
+    os.close(child_fd)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main_fd, 4096)
+        except OSError:  # the child closed its side
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(main_fd)
+    text = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "mrope batch: 100%" in text and "2/2" in text, text
 
 
 # ---------------------------------------------------------------------------------------------- serve

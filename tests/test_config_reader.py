@@ -68,6 +68,13 @@ TEXT_CONFIGS: dict[str, dict] = {
     "qwen3_vl_moe_text": {**_QWEN3, "hidden_size": 2048},
     "qwen3_5_text": _QWEN3_5,
     "qwen3_5_moe_text": {**_QWEN3_5, "hidden_size": 2048},
+    # Qwen4-Exp: no partial factor in the class, so all 256 channels rotate; no released config known
+    "qwen4_exp_text": {
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "head_dim": 256,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [11, 11, 10]},
+    },
     "cosmos3_edge_text": {
         "hidden_size": 2048,
         "num_attention_heads": 16,
@@ -148,6 +155,7 @@ TOP_TO_TEXT = {
     "hy_v4_vl": "hy_v4_vl_text",
     "hunyuan_vl": "hunyuan_vl_text",
     "minicpmv4_7": "qwen3_5_text",
+    "qwen4_exp": "qwen4_exp_text",
 }
 # 5.24's HunyuanOCR rotary pairs channels of different axes (FAMILIES.md, "5.24 bugs" 1); the family follows
 # Tencent's layout (tests/test_family_hunyuan_vl.py), so here only its frequencies are compared with 5.24's

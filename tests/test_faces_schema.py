@@ -100,7 +100,7 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
         {"model": M, "segments": [{"type": "image", "grid": [1, 4, 4], "wrap": 1}]},
         "segment 0 wrap: Input should be a valid boolean",
     ),
-    ("unknown type", {"model": M, "segments": [{"type": "audio"}]}, "segment 0: type must be one of"),
+    ("unknown type", {"model": M, "segments": [{"type": "smell"}]}, "segment 0: type must be one of"),
     (
         "two image forms",
         {"model": M, "segments": [{"type": "image", "grid": [1, 4, 4], "height": 8, "width": 8}]},

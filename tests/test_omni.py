@@ -527,3 +527,25 @@ def test_plot_shows_audio_and_fractional_time(tmp_path):
     maps = vision_maps(p)
     assert maps[0].t_values == pytest.approx([4.0, 15.7, 27.4], abs=1e-5)
     render_layout(p)  # renders without error
+
+
+def test_pipeline_keeps_fractional_positions():
+    """A job whose model keeps fractional time writes float32 positions; a mixed job refuses such a record
+    (its columns are int64) instead of truncating it."""
+    from mrope.pipeline import Preprocessor
+
+    record = {
+        "id": 1,
+        "segments": [
+            {"type": "text", "tokens": 2},
+            {"type": "video", "grid": [3, 4, 4], "second_per_grid": 0.9},
+        ],
+    }
+    want = mrope.build_positions([Text(2), Video((3, 4, 4), second_per_grid=0.9)], model="qwen3-omni")
+    table = Preprocessor(model="qwen3-omni").batch({"id": [1], "segments": [record["segments"]]})
+    got = np.asarray(table.column("positions").to_pylist()[0], dtype=np.float32)
+    assert table.schema.field("positions").type.value_type.value_type == "float"
+    assert np.array_equal(got, want.ids) and table.column("delta").to_pylist() == [want.delta]
+    row = Preprocessor().record({**record, "model": "qwen3-omni"})
+    assert "fractional" in row["error"] and row["positions"].shape == (3, 0)
+    assert Preprocessor().record({**record, "model": "qwen2.5-omni"})["error"] == ""

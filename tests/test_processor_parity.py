@@ -50,7 +50,7 @@ from transformers.feature_extraction_utils import BatchFeature  # noqa: E402
 from transformers.processing_utils import ProcessorMixin  # noqa: E402
 from transformers.video_utils import read_video_pyav  # noqa: E402
 
-from mrope import Text, build_positions, get_rope_index  # noqa: E402
+from mrope import Text, Video, build_positions, get_rope_index  # noqa: E402
 from mrope.vision import load_image, load_video  # noqa: E402
 
 QWEN_SPECIALS = {
@@ -79,8 +79,10 @@ GLM_SPECIALS = {
 # (width, height, EXIF orientation) of the test images: landscape, the issue's 1280 x 853 photo, a phone
 # photo stored landscape and shown portrait (orientation 6), and a tiny one the lower bound scales up
 IMAGES = [(1000, 750, None), (1280, 853, None), (640, 480, 6), (40, 30, None)]
-# (frames, fps) of the test videos: 1.2 fps is one of the rates where float32 time differs from float64
-VIDEOS = [(12, Fraction(6, 5)), (25, Fraction(25, 2)), (45, 30)]
+# (frames, fps, width, height) of the test videos: 1.2 fps is one of the rates where float32 time differs
+# from float64; 105 frames at 30 fps sample 7 frames in transformers' Qwen3-VL processor and 6 in
+# qwen-vl-utils; 16 x 16 frames are scaled up differently when the lower bound holds for the clip
+VIDEOS = [(12, Fraction(6, 5), 96, 64), (25, Fraction(25, 2), 96, 64), (105, 30, 96, 64), (8, 4, 16, 16)]
 
 
 def char_tokenizer(specials: dict[str, int]) -> Tokenizer:
@@ -261,8 +263,8 @@ def media_files(tmp_path_factory) -> tuple[list[Path], list[Path]]:
     root = tmp_path_factory.mktemp("parity")
     images = [write_image(root / f"img{k}.jpg", w, h, orientation=o) for k, (w, h, o) in enumerate(IMAGES)]
     videos = [
-        write_video(root / f"vid{k}.mp4", num_frames=n, fps=fps, width=96, height=64)
-        for k, (n, fps) in enumerate(VIDEOS)
+        write_video(root / f"vid{k}.mp4", num_frames=n, fps=fps, width=w, height=h)
+        for k, (n, fps, w, h) in enumerate(VIDEOS)
     ]
     return images, videos
 
@@ -360,3 +362,26 @@ def test_processor_and_model_equal_mrope(family: str, media_files, monkeypatch) 
         # no temporal extent past max(H', W') (Qwen2-VL's T' is small; Qwen3-VL / GLM split videos into
         # frames): the released convention gives the same positions
         np.testing.assert_array_equal(released.ids, ours.ids)
+
+
+def test_glm_video_frames_carry_the_image_id(monkeypatch) -> None:
+    """Issue 9's example: Glm4vProcessor's own text expansion given ``video_grid_thw`` (1, 4, 4)."""
+    from transformers.video_utils import VideoMetadata
+
+    tok = char_tokenizer(GLM_SPECIALS)
+    processor = build_processor("glm-4.1v", tok, monkeypatch)
+    video = {
+        "video_grid_thw": torch.tensor([[1, 4, 4]]),
+        "video_metadata": [VideoMetadata(total_num_frames=2, fps=2.0, frames_indices=[0, 1])],
+    }
+    replacement = processor.replace_video_token(video, video_idx=0)
+    text, _ = processor.get_text_with_replacements(
+        ["<|begin_of_video|><|video|><|end_of_video|>"], [], [replacement]
+    )
+    ids = tok.encode(text[0]).ids
+    types = processor.create_mm_token_type_ids([ids])[0]
+    p = build_positions([Video(grid=(1, 4, 4), fps=2.0)], model="glm-4.1v", tokenizer=tok)
+    assert p.input_ids.tolist() == ids
+    assert p.mm_token_type_ids.tolist() == types
+    assert ids.count(GLM_SPECIALS["<|image|>"]) == 4 and GLM_SPECIALS["<|video|>"] not in ids
+    assert types.count(2) == 4

@@ -17,14 +17,36 @@ from mrope import Image, Text, Video
 from mrope.integrations import transformers as mt
 from mrope.integrations.tiny import tiny_model
 
-FAMILIES: tuple[str, ...] = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v", "qwen2.5-omni", "qwen3-omni")
+FAMILIES: tuple[str, ...] = (
+    "qwen2-vl",
+    "qwen2.5-vl",
+    "qwen3-vl",
+    "glm-4.1v",
+    "qwen2.5-omni",
+    "qwen3-omni",
+    "qwen3-vl-moe",
+    "qwen3.5",
+    "qwen3.5-moe",
+    "cosmos3-omni",
+    "cosmos3-edge",
+    "glm-4.5v",
+    "glm-4.6v",
+    "glm-ocr",
+    "paddleocr-vl",
+    "ernie-4.5-vl",
+)
 """The families every integration check runs on."""
 
-PIXELS_TOGETHER: dict[str, bool] = {"glm-4.1v": False}
-"""transformers 5.24's GLM-4.1V scatters image and video features into the same placeholder mask
-(``get_placeholder_mask``: the video mask is the image mask), so a prompt holding both cannot carry pixels;
-those prompts run on the placeholder tokens' embeddings (the positions and the rotation, the parts mrope
-replaces, do not depend on pixels)."""
+NO_PIXELS: frozenset[str] = frozenset({"glm-4.1v", "glm-4.5v", "glm-4.6v", "glm-ocr", "paddleocr-vl"})
+"""Families whose prompts here carry no pixels: transformers 5.24's GLM-V models scatter image and video
+features into the same placeholder mask (``get_placeholder_mask``: the video mask is the image mask), so a
+prompt holding both cannot carry pixels; PaddleOCR-VL's vision tower takes unflattened patches. Their
+placeholders keep their token embeddings: the positions and the rotation, the parts mrope replaces, do
+not depend on pixels."""
+
+
+NO_VIDEO: frozenset[str] = frozenset({"paddleocr-vl"})
+"""Families whose transformers model has no video path (PaddleOCR-VL reads images only)."""
 
 
 def tokenize(text: str) -> list[int]:
@@ -37,16 +59,24 @@ def model(name: str) -> Any:
     return tiny_model(name)
 
 
-def segments(rules: Any, *, video_t: int = 2, text: str = "look") -> list[Any]:
-    """Text, an image (2m x 3m patches), text, a video (``video_t`` x 2m x 2m), text."""
+def segments(rules: Any, *, video_t: int = 2, text: str = "look", video: bool = True) -> list[Any]:
+    """Text, an image (2m x 3m patches), text, a video (``video_t`` x 2m x 2m; a second image without
+    ``video``), text."""
     m = rules.merge_size
+    middle = Video(grid=(video_t, 2 * m, 2 * m), fps=2.0) if video else Image(grid=(1, 2 * m, 2 * m))
     return [
         Text(tokenize(text)),
         Image(grid=(1, 2 * m, 3 * m)),
         Text(tokenize("and")),
-        Video(grid=(video_t, 2 * m, 2 * m), fps=2.0),
+        middle,
         Text(tokenize("say?")),
     ]
+
+
+def prompt(name: str, *, video_t: int = 2, convention: str | None = None) -> list[Any]:
+    """:func:`segments` for a family (no video where the family has none), under its model's rules."""
+    rules = mt.model_rules(model(name), convention)
+    return segments(rules, video_t=video_t, video=name not in NO_VIDEO)
 
 
 def pixels(net: Any, grids: torch.Tensor, seed: int) -> torch.Tensor:
@@ -54,7 +84,9 @@ def pixels(net: Any, grids: torch.Tensor, seed: int) -> torch.Tensor:
     vc = net.config.vision_config
     gen = torch.Generator().manual_seed(seed)
     rows = int(grids.prod(-1).sum())
-    return torch.randn(rows, 3 * vc.temporal_patch_size * vc.patch_size**2, generator=gen)
+    temporal = getattr(vc, "temporal_patch_size", 1)
+    channels = getattr(vc, "in_channels", getattr(vc, "num_channels", 3))
+    return torch.randn(rows, channels * temporal * vc.patch_size**2, generator=gen)
 
 
 def inputs(
@@ -75,7 +107,7 @@ def inputs(
     out = mt.model_inputs(batch, net)
     out["deltas"] = torch.from_numpy(batch.deltas)[:, None]
     has_image, has_video = "image_grid_thw" in out, "video_grid_thw" in out
-    if with_pixels and (PIXELS_TOGETHER.get(name, True) or not (has_image and has_video)):
+    if with_pixels and name not in NO_PIXELS:
         if has_image:
             out["pixel_values"] = pixels(net, out["image_grid_thw"], 1)
         if has_video:

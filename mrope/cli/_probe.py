@@ -36,8 +36,9 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def _patch_column(rules: LayoutRules, video: Any, n_patches: int) -> tuple[str, list[str]]:
-    """The header and values of the per-patch time column: the t offset, or the timestamp text."""
+def _patch_column(rules: LayoutRules, video: Any, n_patches: int) -> tuple[str, list[Any]]:
+    """The header and values of the per-patch time column: the t offset (a number: int, or float for the
+    omni timeline), or the timestamp text."""
     if rules.temporal == "timestamps":
         times = video.patch_times(rules.temporal_patch_size, rules.fps, rules.timestamp_time)
         return "timestamp", [rules.format_timestamp(x) for x in times]
@@ -45,9 +46,9 @@ def _patch_column(rules: LayoutRules, video: Any, n_patches: int) -> tuple[str, 
     if rules.has_audio:  # the omni timeline: float32 time, fractional for Qwen3-Omni
         from mrope.timeline import video_time
 
-        return "t offset", [f"{v:g}" for v in video_time(n_patches, spg, rules).tolist()]
+        return "t offset", [float(v) for v in video_time(n_patches, spg, rules).tolist()]
     tau = temporal_index(n_patches, rules, spg)
-    return "t offset", [str(int(v)) for v in tau]
+    return "t offset", [int(v) for v in tau]
 
 
 def _audio(path: str, rules: LayoutRules) -> dict[str, Any]:
@@ -149,7 +150,8 @@ def render(doc: dict[str, Any]) -> str:
     lines.append(header)
     last = None
     for f in doc["frames"]:
-        shown = per_patch[f["patch"]] if f["patch"] != last else ""
+        value = per_patch[f["patch"]]
+        shown = (f"{value:g}" if isinstance(value, float) else str(value)) if f["patch"] != last else ""
         last = f["patch"]
         lines.append(f"{f['frame']:>6} {f['index']:>7} {f['time']:>9.3f} {f['patch']:>6}  {shown}")
     if "audio" in doc:

@@ -26,6 +26,8 @@ _VISION_SHRINK: dict[str, Any] = {
     "hidden_size": 32,
     "intermediate_size": 64,
     "num_heads": 2,
+    "num_attention_heads": 2,
+    "num_hidden_layers": 1,
     "out_hidden_size": TEXT_HIDDEN,
     "num_position_embeddings": 64,
     "deepstack_visual_indexes": [0],
@@ -48,15 +50,20 @@ _TEXT_MOE_SHRINK: dict[str, Any] = {
     "num_experts_per_tok": 1,
     "moe_intermediate_size": 32,
     "shared_expert_intermediate_size": 32,
+    "moe_num_experts": 2,
+    "moe_k": 1,
+    "moe_num_shared_experts": 1,
 }
 """Mixture-of-experts text-config fields shrunk when present."""
 
 _BUILD: dict[str, tuple[str, str]] = {
     "qwen2_5_omni": ("qwen2_5_omni_thinker", "Qwen2_5OmniThinkerForConditionalGeneration"),
     "qwen3_omni_moe": ("qwen3_omni_moe_thinker", "Qwen3OmniMoeThinkerForConditionalGeneration"),
+    "glm_image": ("glm_image", "GlmImageForConditionalGeneration"),
 }
 """Families whose M-RoPE text model is not what ``AutoModelForImageTextToText`` builds: model_type ->
-(config model_type, transformers class) of the part that holds it (the omni thinkers)."""
+(config model_type, transformers class) of the part that holds it (the omni thinkers; GLM-Image is an
+image generator, not an image-text-to-text model)."""
 
 
 def _tiny_rotary(spec: Any) -> tuple[int, tuple[int, ...], float]:
@@ -98,6 +105,8 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
         raise PatchError(f"tiny_config: {model_type!r} has no text_config / vision_config pair to shrink")
     spec = family.spec
     head_dim, section, partial = _tiny_rotary(spec)
+    if spec.section_layout == "hw_alternating":
+        section = (section[1], section[2], section[0])  # ERNIE's config lists (h, w, t)
     rope: dict[str, Any] = {
         "rope_type": "default",
         "rope_theta": float(spec.theta),
@@ -119,7 +128,14 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
     if has_head_dim:
         text["head_dim"] = head_dim
     text_defaults = base.text_config.to_dict()
-    text.update({k: v for k, v in _TEXT_MOE_SHRINK.items() if k in text_defaults})
+    kinds = list(dict.fromkeys(text_defaults.get("layer_types") or ()))
+    if len(kinds) > 1:  # hybrid stacks (e.g. linear + full attention): one layer of each kind at least
+        text["layer_types"] = [kinds[i % len(kinds)] for i in range(max(layers, len(kinds)))]
+        text["num_hidden_layers"] = len(text["layer_types"])
+    for key, value in _TEXT_MOE_SHRINK.items():
+        if key in text_defaults:
+            default = text_defaults[key]
+            text[key] = [value] * len(default) if isinstance(default, list) else value
     rules = family.rules
     top_id = max(rules.image_pad_id, rules.video_pad_id, rules.vision_start_id, rules.vision_end_id)
     if text_defaults.get("vocab_size", 0) <= top_id:
@@ -136,12 +152,17 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
         subconfigs["audio_config"] = {k: v for k, v in _AUDIO_SHRINK.items() if k in audio_defaults}
     top: dict[str, Any] = {}
     defaults = base.to_dict()
-    for key, rule_field in dict(family.config_ids).items():  # released ids where the class has none
+    for key, rule_fields in dict(family.config_ids).items():  # released ids where the class has none
         if defaults.get(key) is None:
-            top[key] = getattr(rules, rule_field)
+            top[key] = getattr(rules, rule_fields if isinstance(rule_fields, str) else rule_fields[0])
     if "position_id_per_seconds" in defaults:  # omni: time scale of the released checkpoints
         top["position_id_per_seconds"] = _as_number(rules.tokens_per_second)
-    return AutoConfig.for_model(model_type, **subconfigs, **top)
+    try:
+        return AutoConfig.for_model(model_type, **subconfigs, **top)
+    except Exception as exc:  # the config class rejects the shrunk values (its own validators' errors)
+        raise PatchError(
+            f"tiny_config: cannot shrink {model_type!r} generically ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype = torch.float32) -> Any:
@@ -163,9 +184,14 @@ def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype
     config = tiny_config(model, layers=layers)
     class_name = _BUILD.get(get_family(model).model_types[0], ("", ""))[1]
     torch.manual_seed(seed)
-    if class_name:
-        return getattr(transformers, class_name)._from_config(config, dtype=dtype).eval()
-    return transformers.AutoModelForImageTextToText.from_config(config, dtype=dtype).eval()
+    try:
+        if class_name:
+            return getattr(transformers, class_name)._from_config(config, dtype=dtype).eval()
+        return transformers.AutoModelForImageTextToText.from_config(config, dtype=dtype).eval()
+    except Exception as exc:  # the model class rejects the shrunk config
+        raise PatchError(
+            f"tiny_model: cannot build {type(config).__name__} shrunk generically ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 __all__ = ["TEXT_HIDDEN", "tiny_config", "tiny_model"]

@@ -245,9 +245,10 @@ def _rules_of(config: Any, family: Any, convention: str) -> Any:
     data = config.to_dict()
     vision = data.get("vision_config") if isinstance(data.get("vision_config"), dict) else {}
     changes: dict[str, Any] = {}
-    for key, rule_field in dict(getattr(family, "config_ids", {}) or {}).items():
+    for key, rule_fields in dict(getattr(family, "config_ids", {}) or {}).items():
         if data.get(key) is not None:
-            changes[rule_field] = int(data[key])
+            for rule_field in (rule_fields,) if isinstance(rule_fields, str) else rule_fields:
+                changes[rule_field] = int(data[key])
     if data.get("position_id_per_seconds") is not None:  # omni thinkers: the time scale of video t
         changes["tokens_per_second"] = data["position_id_per_seconds"]
     for key, rule_field in (
@@ -272,7 +273,8 @@ def _check_rotary(rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, 
     device = rotary.inv_freq.device
     gen = torch.Generator().manual_seed(1234)
     length = 29
-    positions = torch.randint(0, _PROBE_MAX_POSITION, (3, 1, length), generator=gen).to(device)
+    axes = len(spec.mrope_section)
+    positions = torch.randint(0, _PROBE_MAX_POSITION, (axes, 1, length), generator=gen).to(device)
     q = torch.randn(1, 2, length, spec.head_dim, generator=gen).to(device)
     k = torch.randn(1, 1, length, spec.head_dim, generator=gen).to(device)
     with torch.no_grad():
@@ -343,6 +345,21 @@ def _accepted(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in params}
 
 
+def _restore(module: torch.nn.Module, before: dict[str, Any]) -> list[str]:
+    """Put back the instance attributes a call changed; return their names."""
+    changed = sorted(
+        k
+        for k in set(module.__dict__) | set(before)
+        if module.__dict__.get(k, _MISSING) is not before.get(k, _MISSING)
+    )
+    for key in changed:
+        if key in before:
+            module.__dict__[key] = before[key]
+        else:
+            del module.__dict__[key]
+    return changed
+
+
 def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rules: Any) -> None:
     try:
         probe = _probe_inputs(family, rules)
@@ -351,6 +368,7 @@ def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rule
     original = type(owner).get_rope_index
     params = inspect.signature(original).parameters
     args = {k: v for k, v in probe.items() if k in params}
+    before = dict(owner.__dict__)
     try:
         with torch.no_grad():
             want_pos, want_delta = original(owner, **args)
@@ -359,6 +377,13 @@ def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rule
             f"{type(owner).__name__}.get_rope_index failed on a probe batch ({type(exc).__name__}: {exc}); "
             "cannot check mrope's positions against it"
         ) from None
+    finally:
+        changed = _restore(owner, before)
+    if changed:
+        raise PatchError(
+            f"{type(owner).__name__}.get_rope_index keeps state between calls (it sets {changed}); mrope's "
+            "stand-in computes positions only, so this model cannot be patched"
+        )
     try:
         got_pos, got_delta = replacement(**args)
     except MRopeError as exc:

@@ -116,20 +116,22 @@ def _mrope_kernel(
         # pos[t, i] = positions[axis[i], b, s]                                            [BLOCK_T, BLOCK_F]
         if src == 0:
             p = tl.load(POS + ax[None, :] * sp_a + b[:, None] * sp_b + s[:, None] * sp_s, mask=m2, other=0)
-            kind = POS_KIND
         else:
             p = tl.load(
                 POS2 + ax[None, :] * sp2_a + b[:, None] * sp2_b + s[:, None] * sp2_s, mask=m2, other=0
             )
-            kind = POS2_KIND
         if EXACT:
             # Fraction of turns pos * G in signed 64-bit fixed point (value * 2^-64 turns), G = u2 2^-32 +
             # u1 2^-64 + u0 2^-96 (limbs < 2^32). int64 products wrap modulo 2^64 on purpose: that drops
             # whole turns. Identical integer operations to mrope.ops.freqs.turn_fraction (the torch path).
-            if kind == 0:
+            # (the position kind of this source, as constexpr tests: no variable can hold it in both rounds)
+            if (src == 0 and POS_KIND == 0) or (src == 1 and POS2_KIND == 0):
                 a = p.to(tl.int64)
             else:
-                pw = p.to(tl.float64) if kind == 2 else p.to(tl.float32)
+                if (src == 0 and POS_KIND == 2) or (src == 1 and POS2_KIND == 2):
+                    pw = p.to(tl.float64)
+                else:
+                    pw = p.to(tl.float32)
                 whole = tl.floor(pw)
                 a = whole.to(tl.int64)
                 frac = ((pw - whole) * 4294967296.0).to(tl.int64)
@@ -139,7 +141,7 @@ def _mrope_kernel(
             ph = a >> 32
             pl = a & 0xFFFFFFFF
             turns = ((a * u2) << 32) + a * u1 + ph * u0 + (((pl * u0) >> 32) & 0xFFFFFFFF)
-            if kind != 0:
+            if (src == 0 and POS_KIND != 0) or (src == 1 and POS2_KIND != 0):
                 turns = turns + frac * u2 + (((frac * u1) >> 32) & 0xFFFFFFFF)
             if src == 0:
                 acc = turns
@@ -182,10 +184,7 @@ def _mrope_kernel(
     d1 = d1[None, None, :]
     d2 = d2[None, None, :]
     if COPY_PASS:
-        # pass-through channels: [0, ROT_OFF) then [ROT_OFF + 2F, head_dim)
         jp = tl.arange(0, BLOCK_P)
-        dp = tl.where(jp < ROT_OFF, jp, jp + 2 * F)[None, None, :]
-        pmask = (jp < D_PASS)[None, None, :]
 
     # ---- q heads, then k heads (unrolled at compile time)                     [BLOCK_T, BLOCK_H, BLOCK_F]
     for which in tl.static_range(2):
@@ -220,11 +219,18 @@ def _mrope_kernel(
         tl.store(o_base + d1 * os_d, y1.to(Y.dtype.element_ty), mask=mask)
         tl.store(o_base + d2 * os_d, y2.to(Y.dtype.element_ty), mask=mask)
         if COPY_PASS:
-            xp = tl.load(x_base + dp * xs_d, mask=mth & pmask, other=0.0)
-            tl.store(o_base + dp * os_d, xp, mask=mth & pmask)
+            # pass-through channels [0, ROT_OFF) and [ROT_OFF + 2F, head_dim), BLOCK_P at a time
+            for c0 in tl.static_range(0, D_PASS, BLOCK_P):
+                j = c0 + jp
+                dp = tl.where(j < ROT_OFF, j, j + 2 * F)[None, None, :]
+                pmask = mth & (j < D_PASS)[None, None, :]
+                xp = tl.load(x_base + dp * xs_d, mask=pmask, other=0.0)
+                tl.store(o_base + dp * os_d, xp, mask=pmask)
 
 
 _KERNELS: dict[bool, Any] = {}
+PASS_CHUNK = 32
+"""Pass-through channels copied per step (bounds the registers a wide pass-through part needs)."""
 
 
 def interpreting() -> bool:
@@ -353,7 +359,7 @@ def launch(
             BLOCK_HQ=cfg["BLOCK_HQ"],
             BLOCK_HK=cfg["BLOCK_HK"],
             BLOCK_F=cfg["BLOCK_F"],
-            BLOCK_P=_pow2(d_pass),
+            BLOCK_P=min(_pow2(d_pass), PASS_CHUNK),
             GPTJ=bool(gptj),
             EXACT=bool(exact),
             CONJ=bool(conj),

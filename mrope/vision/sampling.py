@@ -50,6 +50,15 @@ def _positive_real(value: Any, name: str) -> float:
     return float(value)
 
 
+def _check_not_a_still(total: int) -> None:
+    """A one-frame video cannot make a temporal patch: say so plainly (not as a sample-count range)."""
+    if total < FRAME_FACTOR:
+        raise MediaError(
+            f"this is a one-frame video: a temporal patch takes {FRAME_FACTOR} frames, so it cannot be "
+            "sampled as a video; give its frame as an image instead"
+        )
+
+
 def num_sampled_frames(
     num_frames: int,
     video_fps: float,
@@ -60,6 +69,7 @@ def num_sampled_frames(
 ) -> int:
     """How many frames qwen-vl-utils samples (``smart_nframes``); see :func:`sample_frame_indices`."""
     total = _positive_int(num_frames, "num_frames")
+    _check_not_a_still(total)
     if nframes is not None:
         n = _round_by(_positive_int(nframes, "nframes"), FRAME_FACTOR)
     else:
@@ -198,6 +208,7 @@ def qwen3_vl_frame_indices(
         MediaError: fewer than 2 frames to sample (one temporal patch needs 2), bad counts or rates.
     """
     total = _positive_int(num_frames, "num_frames")
+    _check_not_a_still(total)
     if nframes is not None:
         n = _positive_int(nframes, "nframes")
     else:
