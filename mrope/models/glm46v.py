@@ -23,5 +23,5 @@ FAMILY = glm4v.FAMILY.replace(
         video_end_id=151362,
         max_frames=640,
     ),
-    exactness="GLM-4.1V rules, own video wrapper and time text; transformers 5.24 Glm46V get_rope_index under convention='transformers5'",
+    exactness="GLM-4.1V rules, own video wrapper and time text; its 5.24 Glm46V get_rope_index (convention='transformers5') and processor (ids, grids)",
 )
