@@ -222,6 +222,17 @@ class Batch:
             out[row, self.attention_mask[row].astype(bool)] = p.mm_token_type_ids
         return out
 
+    @property
+    def image_grid_thw(self) -> np.ndarray:
+        """int64 ``[n, 3]``: every sequence's image grids, in order (images to generate included)."""
+        return np.concatenate([p.image_grid_thw for p in self.sequences]).reshape(-1, 3)
+
+    @property
+    def images_per_sample(self) -> np.ndarray:
+        """int64 ``[B]``: how many of :attr:`image_grid_thw` belong to each sequence (GLM-Image's
+        ``images_per_sample``)."""
+        return np.asarray([len(p.image_grid_thw) for p in self.sequences], dtype=np.int64)
+
     def __repr__(self) -> str:
         """A summary (shapes, valid lengths, deltas), never the arrays themselves."""
         axes, rows, length = self.ids.shape

@@ -109,6 +109,13 @@ def _tokenizer_from_file(path: str) -> Any:
         raise RecordError(f"cannot load tokenizer {path!r} as a tokenizer.json: {exc}") from None
 
 
+@functools.lru_cache(maxsize=4)
+def _checkpoint(path: str) -> Any:
+    from mrope.checkpoint import from_pretrained
+
+    return from_pretrained(path)
+
+
 def load_tokenizer(tokenizer: Any) -> Any:
     """A ``tokenizer.json`` path -> ``tokenizers.Tokenizer`` (loaded once per process); anything else
     (a callable ``str -> list[int]``, a tokenizer object, ``None``) is returned as it is."""
@@ -131,7 +138,11 @@ class Preprocessor:
     """The options of a preprocessing job, and its per-record and per-batch functions.
 
     Attributes:
-        model: the preset; ``None`` takes each record's ``model``.
+        model: the model (a name, a Hugging Face ``model_type`` or repo id, or what
+            :func:`mrope.from_pretrained` returns); ``None`` takes each record's ``model``. One of the
+            two is required: there is no default model.
+        model_dir: a checkpoint folder instead of ``model``, read by :func:`mrope.from_pretrained` once per
+            worker process (a path travels to Ray and ``datasets`` workers; a loaded model may not pickle).
         rules: a :class:`LayoutRules`, or a dict of overrides applied over each record's ``rules``.
         tokenizer: a ``tokenizer.json`` path (loaded once per worker process), a ``tokenizers.Tokenizer``,
             a transformers tokenizer or a callable ``str -> list[int]``; needed for text given as a string
@@ -147,7 +158,8 @@ class Preprocessor:
             so a grid typo cannot exhaust a worker's memory); ``None``: no limit.
     """
 
-    model: str | None = None
+    model: Any = None
+    model_dir: str | os.PathLike[str] | None = None
     rules: LayoutRules | Mapping[str, Any] | None = None
     tokenizer: Any = None
     base_dir: str | os.PathLike[str] | None = None
@@ -165,7 +177,7 @@ class Preprocessor:
         if not isinstance(record, Record):
             record = schema.parse_record(plain(record))
         model = schema.require_model(
-            self.model if self.model is not None else record.model,
+            self.job_model() if self.job_model() is not None else record.model,
             "model=",
             missing="no model: pass model= to the job, or give the record a 'model'",
         )
@@ -195,7 +207,7 @@ class Preprocessor:
         """
         parsed = schema.parse_record(plain(record) if isinstance(record, Mapping) else record)
         rules = self.rules_for(parsed)
-        tokenizer = load_tokenizer(self.tokenizer)
+        tokenizer = self.tokenizer_for()
         if parsed.segments is not None:
             return schema.to_segments(parsed.segments, rules, tokenizer=tokenizer, media=self.media()), rules
         segments = schema.message_segments(
@@ -208,9 +220,24 @@ class Preprocessor:
         )
         return segments, rules
 
+    def job_model(self) -> Any:
+        """The job's model: ``model``, or the checkpoint of ``model_dir`` (loaded once per process)."""
+        if self.model_dir is None:
+            return self.model
+        if self.model is not None:
+            raise RecordError("give model= or model_dir=, not both")
+        return _checkpoint(os.fspath(self.model_dir))
+
+    def tokenizer_for(self) -> Any:
+        """The job's tokenizer, else the checkpoint's (``model=mrope.from_pretrained(folder)`` with a
+        ``tokenizer.json``), else ``None``."""
+        if self.tokenizer is not None:
+            return load_tokenizer(self.tokenizer)
+        return getattr(self.job_model(), "tokenizer", None)
+
     def build(self, segments: Sequence[Segment], rules: LayoutRules) -> Positions:
         """Positions of ``segments``, after checking their token count against ``max_tokens``."""
-        tokenizer = load_tokenizer(self.tokenizer)
+        tokenizer = self.tokenizer_for()
         if self.max_tokens is not None:
             n = count_tokens(segments, rules=rules, tokenizer=tokenizer)
             if n > self.max_tokens:

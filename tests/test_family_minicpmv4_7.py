@@ -301,3 +301,31 @@ def test_sizes_are_bounded() -> None:
         build_positions(
             [Image((1, 4 * 300, 4 * 300), tiles=(300, 300), thumbnail_grid=(1, 4, 4))], rules=RULES
         )
+
+
+def test_marker_ids_come_from_the_checkpoint_config() -> None:
+    import mrope
+    from mrope import Image, Text
+
+    config = {
+        "model_type": "minicpmv4_7",
+        "image_token_id": IMAGE,
+        "video_token_id": VIDEO,
+        "image_start_id": IM_START,
+        "image_end_id": IM_END,
+        "slice_start_id": SLICE_START,
+        "slice_end_id": SLICE_END,
+        "newline_id": NEWLINE,
+        "text_config": {
+            "model_type": "qwen3_5_text",
+            "hidden_size": 4096,
+            "num_attention_heads": 16,
+            "head_dim": 256,
+        },
+    }
+    family = mrope.from_pretrained(config)
+    assert family.rules.replace(name=RULES.name) == RULES
+    segs = [Text([5]), Image((1, 16, 24), tiles=(3, 2), thumbnail_grid=(1, 12, 8))]
+    np.testing.assert_array_equal(
+        mrope.build_positions(segs, model=family).ids, mrope.build_positions(segs, rules=RULES).ids
+    )

@@ -80,3 +80,30 @@ def test_generate_and_decode_with_precomputed_positions(name: str) -> None:
             )
             cache = out.cache
     net.model.rope_deltas = None
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-vl", "qwen2.5-omni"])
+def test_fractional_seconds_per_patch_match_the_models_float32_time(name: str) -> None:
+    """Videos sampled at rates where float32 and float64 time disagree (second_per_grid 0.9, 0.7, ...):
+    build_batch's positions and the patched model both give the model's own logits."""
+    from mrope.integrations.transformers import patch, unpatch
+
+    net = tv.model(name)
+    m = mt.model_rules(net).merge_size
+    samples = [
+        [
+            mrope.Text(tv.tokenize("a")),
+            mrope.Video(grid=(12, 2 * m, 2 * m), fps=fps),
+            mrope.Text(tv.tokenize("b")),
+        ]
+        for fps in (2 / 0.9, 2 / 0.7, 3.3)
+    ]
+    kw = tv.inputs(name, samples, with_pixels=False)
+    own = tv.logits(name, kw)
+    assert torch.equal(tv.logits(name, kw, own_positions=False), own)
+    patch(net)
+    try:
+        patched = tv.logits(name, kw)
+    finally:
+        unpatch(net)
+    torch.testing.assert_close(patched, own, rtol=0, atol=2e-6)

@@ -315,9 +315,7 @@ def test_load_video_from_metadata(vids):
 def test_load_video_pixel_budget():
     # 1 hour of 1080p at 30 fps, from metadata alone (no file exists): 768 frames
     hour = VideoInfo(fps=30.0, num_frames=108_000, duration=3600.0, width=1920, height=1080)
-    t0 = time.perf_counter()
     v = load_video(hour, model="qwen2-vl")
-    assert time.perf_counter() - t0 < 2.0
     # budget (qwen-vl-utils, total = int(128000 * 784 * 0.9) = 90316800 px): max(min(768 * 784 = 602112,
     # 90316800 / 768 * 2 = 235200), int(128 * 784 * 1.05) = 105369) = 235200;
     # smart_resize(1080, 1920, max_pixels=235200) = 336 x 644 (beta 2.969)

@@ -27,6 +27,7 @@ FAMILY = ModelFamily(
     ),
     spec=qwen2_vl.FAMILY.spec,
     transformers5=qwen2_vl.TRANSFORMERS5,
-    exactness="official Qwen2.5-VL rule (max+1, pads 1); transformers 5.24 get_rope_index under convention='transformers5'",
+    exactness="official Qwen2.5-VL rule (max+1, pads 1); its 5.24 get_rope_index and processor on real files "
+    "(convention='transformers5')",
     config_ids=qwen2_vl.QWEN_CONFIG_IDS,
 )
