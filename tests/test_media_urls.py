@@ -182,7 +182,9 @@ def test_pipeline_reads_urls(files, memory, server) -> None:
     np.testing.assert_array_equal(record_positions(record, model=MODEL).ids, expected.ids)
     # a job over untrusted records says what they may read
     only_http = MediaAccess(urls=True, url_hosts=frozenset({server}))
-    with pytest.raises(mrope.MRopeError, match=r"segment 1: the host '\(none\)' of 'memory://.* is not in the allowlist"):
+    with pytest.raises(
+        mrope.MRopeError, match=r"segment 1: the host '\(none\)' of 'memory://.* is not in the allowlist"
+    ):
         record_positions(record, model=MODEL, media_access=only_http)
     with pytest.raises(mrope.MRopeError, match="segment 1: .* is a URL, which is not read here"):
         record_positions(record, model=MODEL, media_access=MEDIA_NONE)
