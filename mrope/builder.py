@@ -222,6 +222,17 @@ class Batch:
             out[row, self.attention_mask[row].astype(bool)] = p.mm_token_type_ids
         return out
 
+    @property
+    def image_grid_thw(self) -> np.ndarray:
+        """int64 ``[n, 3]``: every sequence's image grids, in order (images to generate included)."""
+        return np.concatenate([p.image_grid_thw for p in self.sequences]).reshape(-1, 3)
+
+    @property
+    def images_per_sample(self) -> np.ndarray:
+        """int64 ``[B]``: how many of :attr:`image_grid_thw` belong to each sequence (GLM-Image's
+        ``images_per_sample``)."""
+        return np.asarray([len(p.image_grid_thw) for p in self.sequences], dtype=np.int64)
+
     def __repr__(self) -> str:
         """A summary (shapes, valid lengths, deltas), never the arrays themselves."""
         axes, rows, length = self.ids.shape
@@ -962,7 +973,7 @@ def count_tokens(
         return count_omni_tokens(segments, lay)
     total = 0
     for i, seg in enumerate(segments):
-        if isinstance(seg, Video) and lay.positions_base == "canvas" and seg.audio is None:
+        if isinstance(seg, Video) and lay.positions_base == "canvas" and seg.audio is None and seg.wrap:
             # arithmetic, so a clip of any length costs the same: <image> thumbnail </image> per frame
             t, hh, ww = merged_grid(seg.grid, lay.merge_size, f"video (segment {i})")
             total += t * (hh * ww + 2)
