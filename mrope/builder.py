@@ -978,7 +978,7 @@ def count_tokens(
         return count_omni_tokens(segments, lay)
     total = 0
     for i, seg in enumerate(segments):
-        if isinstance(seg, Video) and lay.positions_base == "canvas" and seg.audio is None:
+        if isinstance(seg, Video) and lay.positions_base == "canvas" and seg.audio is None and seg.wrap:
             # arithmetic, so a clip of any length costs the same: <image> thumbnail </image> per frame
             t, hh, ww = merged_grid(seg.grid, lay.merge_size, f"video (segment {i})")
             if seg.tiles is None:
