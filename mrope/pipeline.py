@@ -156,6 +156,9 @@ class Preprocessor:
             and a datasets job give the same columns.
         max_tokens: a record that would make more tokens fails (counted before any array is allocated,
             so a grid typo cannot exhaust a worker's memory); ``None``: no limit.
+        media_access: what a record's media ``path`` may name (:class:`mrope.schema.MediaAccess`); by
+            default local files, URLs and ``data:`` URIs (``MediaAccess(urls=True, url_hosts=...)``
+            restricts a job over untrusted records to some hosts, ``mrope.schema.MEDIA_NONE`` to none).
     """
 
     model: Any = None
@@ -168,6 +171,7 @@ class Preprocessor:
     input_ids: bool = False
     keep: tuple[str, ...] | None = None
     max_tokens: int | None = DEFAULT_MAX_TOKENS
+    media_access: MediaAccess | None = None
 
     def rules_for(self, record: Record | Mapping[str, Any]) -> LayoutRules:
         """The layout rules of one record: the job's model and overrides over the record's. A model is
@@ -197,7 +201,10 @@ class Preprocessor:
         return resolve_rules(self.model, rounding or None).fractional_time
 
     def media(self) -> MediaAccess:
-        """Records read local files (relative to ``base_dir``), URLs and ``data:`` URIs."""
+        """What records may read: ``media_access``, by default local files (relative to ``base_dir``),
+        URLs and ``data:`` URIs."""
+        if self.media_access is not None:
+            return self.media_access
         return MediaAccess.everything(self.base_dir)
 
     def segments(self, record: Mapping[str, Any]) -> tuple[list[Segment], LayoutRules]:
