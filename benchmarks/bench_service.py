@@ -1,8 +1,10 @@
 """Load benchmark of the HTTP service on loopback.
 
-Starts ``uvicorn service.app:app`` as a subprocess on a free 127.0.0.1 port, drives it with
-``httpx.AsyncClient`` at a fixed concurrency for a bounded time per scenario, stops it, and prints a
-markdown table:
+Starts the service as ``mrope serve`` does (:func:`service.server.run`: httptools, uvloop; access log
+off unless ``--access-log``) as a subprocess on a free 127.0.0.1 port, drives it for a bounded time per
+scenario, stops it, and prints markdown tables. The load generator is ``wrk`` (Debian package ``wrk``;
+a Lua script sends the POST bodies) when it is installed, so the client is not the bottleneck;
+``--client httpx`` uses ``httpx.AsyncClient`` instead (client-bound: its ratios are not the server's).
 
 - ``/healthz``: the framework's floor (requests per second, p50 / p99 latency).
 - ``/v1/positions``, a typical request (text + 2 images + 1 video as JSON grids, about 3k tokens), JSON out;
@@ -11,7 +13,12 @@ markdown table:
 - 1M tokens, JSON and npy: p50 latency (one at a time), to show that JSON rendering is not the cost.
 - the server's resident memory (VmRSS) before and after the load; errors (any non-200) must be zero.
 
-Usage: ``python benchmarks/bench_service.py [--duration 10] [--concurrency 16] [--workers 1]``
+It also times hostile bodies (issue 12): each body up to the 16 MiB cap, one at a time, with the
+server's resident memory after them.
+
+Usage: ``python benchmarks/bench_service.py [--duration 10] [--concurrency 16] [--workers 1]
+[--client wrk|httpx] [--access-log] [--profile out.txt]``. ``--profile`` runs the server under
+pyinstrument during the typical-request load and writes its text report.
 """
 
 from __future__ import annotations
@@ -20,9 +27,12 @@ import argparse
 import asyncio
 import functools
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,10 +54,34 @@ TYPICAL = {
         {"type": "text", "tokens": 24},
     ],
 }
+JSON_H = {"content-type": "application/json"}
+NPY_H = {"content-type": "application/json", "accept": "application/x-npy"}
 
 
 def text_request(n: int) -> dict:
     return {"model": "qwen2-vl", "segments": [{"type": "text", "tokens": n}]}
+
+
+def _join(item: str, n: int) -> str:
+    return ",".join([item] * n)
+
+
+def hostile_bodies() -> list[tuple[str, str, bytes]]:
+    """Bodies of issue 12 item 1, each within the 16 MiB body cap."""
+    seg = '{"model":"qwen2-vl","segments":[%s]}'
+    ids = '{"model":"qwen2-vl","segments":[{"type":"text","ids":[%s]}]}'
+    return [
+        ("1M text segments (16 MB)", "/v1/positions", (seg % _join('{"type":"text"}', 1_000_000)).encode()),
+        ("5M empty objects (15 MB)", "/v1/positions", (seg % _join("{}", 5_000_000)).encode()),
+        ("2M float ids (8 MB)", "/v1/positions", (ids % _join("1.5", 2_000_000)).encode()),
+        ("4M empty lists (12 MB)", "/v1/positions", (ids % _join("[]", 4_000_000)).encode()),
+        (
+            "8M input_ids (16 MB)",
+            "/v1/rope-index",
+            ('{"model":"qwen2-vl","input_ids":[[' + _join("1", 8_000_000) + "]]}").encode(),
+        ),
+        ("1M valid ids (7 MB)", "/v1/positions", (ids % _join("7", 1_000_000)).encode()),
+    ]
 
 
 @dataclass
@@ -56,23 +90,18 @@ class Result:
     requests: int
     errors: int
     seconds: float
-    latencies: list[float]
+    p50_ms: float
+    p99_ms: float
     server_cpu_s: float = float("nan")
 
     @property
     def cpu_us_per_request(self) -> float:
-        """Server CPU time (user + system) per request, microseconds: robust to a busy client machine."""
+        """Server CPU time (user + system) per request, microseconds."""
         return self.server_cpu_s / self.requests * 1e6 if self.requests else float("nan")
 
     @property
     def rps(self) -> float:
         return self.requests / self.seconds if self.seconds else 0.0
-
-    def pct(self, q: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        xs = sorted(self.latencies)
-        return xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3
 
 
 def free_port() -> int:
@@ -97,9 +126,30 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-async def load(
+# ----------------------------------------------------------------------------------------- wrk
+
+
+_WRK_LUA = """
+local f = io.open(os.getenv("MROPE_BENCH_BODY"), "rb")
+wrk.method = os.getenv("MROPE_BENCH_METHOD")
+if wrk.method == "POST" then wrk.body = f:read("*a") end
+f:close()
+for name, value in string.gmatch(os.getenv("MROPE_BENCH_HEADERS"), "([^=;]+)=([^;]*)") do
+  wrk.headers[name] = value
+end
+"""
+
+
+def _ms(value: str) -> float:
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m)", value)
+    if m is None:
+        return float("nan")
+    return float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4}[m.group(2)]
+
+
+def wrk_load(
     pid: int,
-    client: httpx.AsyncClient,
+    base: str,
     name: str,
     method: str,
     path: str,
@@ -107,139 +157,266 @@ async def load(
     headers: dict[str, str],
     concurrency: int,
     duration: float,
-    max_requests: int | None = None,
+    workdir: str,
 ) -> Result:
-    """``concurrency`` loops sending the same request until ``duration`` seconds pass (or
-    ``max_requests`` are sent)."""
+    """``wrk`` with one thread and ``concurrency`` connections for ``duration`` seconds."""
+    body_path = os.path.join(workdir, "body.bin")
+    with open(body_path, "wb") as fh:
+        fh.write(body or b"")
+    script = os.path.join(workdir, "post.lua")
+    with open(script, "w") as fh:
+        fh.write(_WRK_LUA)
+    env = {
+        **os.environ,
+        "MROPE_BENCH_BODY": body_path,
+        "MROPE_BENCH_METHOD": method,
+        "MROPE_BENCH_HEADERS": ";".join(f"{k}={v}" for k, v in headers.items()),
+    }
+    argv = ["wrk", "-t1", f"-c{concurrency}", f"-d{max(1, round(duration))}s", "--latency", "-s", script]
+    cpu0 = cpu_seconds(pid)
+    out = subprocess.run(argv + [base + path], capture_output=True, text=True, env=env, timeout=duration + 60)
+    cpu = cpu_seconds(pid) - cpu0
+    text = out.stdout
+    done = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", text)
+    if out.returncode != 0 or done is None:
+        raise RuntimeError(f"wrk failed: {out.stderr}\n{text}")
+    requests = int(done.group(1))
+    seconds = _ms(done.group(2) + done.group(3)) / 1e3
+    lat = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", text, re.M))
+    errors = sum(int(x) for x in re.findall(r"Non-2xx or 3xx responses: (\d+)", text))
+    sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    if sock:
+        errors += sum(int(x) for x in sock.groups())
+    return Result(name, requests, errors, seconds, _ms(lat.get("50", "nan")), _ms(lat.get("99", "nan")), cpu)
+
+
+# --------------------------------------------------------------------------------------- httpx
+
+
+async def httpx_load(
+    pid: int,
+    base: str,
+    name: str,
+    method: str,
+    path: str,
+    body: bytes | None,
+    headers: dict[str, str],
+    concurrency: int,
+    duration: float,
+    workdir: str,
+) -> Result:
+    """``concurrency`` httpx loops sending the same request until ``duration`` seconds pass."""
     latencies: list[float] = []
     errors = 0
-    sent = 0
     deadline = time.perf_counter() + duration
-
-    async def worker() -> None:
-        nonlocal errors, sent
-        while time.perf_counter() < deadline and (max_requests is None or sent < max_requests):
-            sent += 1
-            t0 = time.perf_counter()
-            try:
-                resp = await client.request(method, path, content=body, headers=headers)
-                ok = resp.status_code == 200 and len(resp.content) > 0
-            except httpx.HTTPError:
-                ok = False
-            latencies.append(time.perf_counter() - t0)
-            errors += not ok
-
-    start, cpu0 = time.perf_counter(), cpu_seconds(pid)
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    elapsed, cpu = time.perf_counter() - start, cpu_seconds(pid) - cpu0
-    return Result(name, len(latencies), errors, elapsed, latencies, cpu)
-
-
-async def run_all(
-    base: str, concurrency: int, duration: float, pid: int
-) -> tuple[list[Result], list[tuple[str, int]]]:
-    """Every scenario, plus VmRSS snapshots of the server between them."""
-    rss = [("started", rss_kib(pid))]
-    json_h = {"content-type": "application/json"}
-    npy_h = {"content-type": "application/json", "accept": "application/x-npy"}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60.0) as client:
-        go = functools.partial(load, pid, client)
-        typical = orjson.dumps(TYPICAL)
-        check = (await client.post("/v1/positions", content=typical, headers=json_h)).json()
-        print(f"typical request: {check['num_tokens']} tokens", file=sys.stderr)
-        await go("warmup", "GET", "/healthz", None, {}, concurrency, 1.0)
-        await go("warmup", "POST", "/v1/positions", typical, json_h, concurrency, 1.0)
-        rss.append(("after warm-up", rss_kib(pid)))
-        results = [await go("GET /healthz (floor)", "GET", "/healthz", None, {}, concurrency, duration)]
-        rss.append(("after /healthz load", rss_kib(pid)))
-        name = "POST /v1/positions typical ~3k tokens, JSON"
-        results.append(await go(name, "POST", "/v1/positions", typical, json_h, concurrency, duration))
-        rss.append(("after typical load", rss_kib(pid)))
-        big = orjson.dumps(text_request(128 * 1024))
-        name = "POST /v1/positions 128k tokens, npy (c=1)"
-        results.append(await go(name, "POST", "/v1/positions", big, npy_h, 1, min(duration, 5.0)))
-        huge = orjson.dumps(text_request(1_000_000))
-        for label, headers in (("JSON", json_h), ("npy", npy_h)):
-            name = f"POST /v1/positions 1M tokens, {label} (c=1)"
-            results.append(
-                await go(name, "POST", "/v1/positions", huge, headers, 1, min(duration, 5.0), max_requests=20)
-            )
-        rss.append(("after 128k / 1M requests", rss_kib(pid)))
-        name = "POST /v1/positions typical, again"
-        results.append(await go(name, "POST", "/v1/positions", typical, json_h, concurrency, duration))
-        rss.append(("after typical load again", rss_kib(pid)))
+
+        async def worker() -> None:
+            nonlocal errors
+            while time.perf_counter() < deadline:
+                t0 = time.perf_counter()
+                try:
+                    resp = await client.request(method, path, content=body, headers=headers)
+                    ok = resp.status_code == 200 and len(resp.content) > 0
+                except httpx.HTTPError:
+                    ok = False
+                latencies.append(time.perf_counter() - t0)
+                errors += not ok
+
+        start, cpu0 = time.perf_counter(), cpu_seconds(pid)
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed, cpu = time.perf_counter() - start, cpu_seconds(pid) - cpu0
+    xs = sorted(latencies) or [float("nan")]
+    pct = [xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3 for q in (0.5, 0.99)]
+    return Result(name, len(latencies), errors, elapsed, pct[0], pct[1], cpu)
+
+
+def run_load(client: str, *args: object) -> Result:
+    if client == "wrk":
+        return wrk_load(*args)  # type: ignore[arg-type]
+    return asyncio.run(httpx_load(*args))  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------- scenarios
+
+
+def run_all(
+    client: str, base: str, concurrency: int, duration: float, pid: int, workdir: str
+) -> tuple[list[Result], list[tuple[str, int]]]:
+    """Every load scenario, plus VmRSS snapshots of the server between them."""
+    rss = [("started", rss_kib(pid))]
+    go = functools.partial(run_load, client, pid, base)
+    typical = orjson.dumps(TYPICAL)
+    check = httpx.post(base + "/v1/positions", content=typical, headers=JSON_H, timeout=30).json()
+    print(f"typical request: {check['num_tokens']} tokens", file=sys.stderr)
+    go("warmup", "GET", "/healthz", None, {}, concurrency, 1.0, workdir)
+    go("warmup", "POST", "/v1/positions", typical, JSON_H, concurrency, 1.0, workdir)
+    rss.append(("after warm-up", rss_kib(pid)))
+    results = [go("`GET /healthz` (floor)", "GET", "/healthz", None, {}, concurrency, duration, workdir)]
+    rss.append(("after /healthz load", rss_kib(pid)))
+    name = "`POST /v1/positions` typical (~3k tokens), JSON"
+    results.append(go(name, "POST", "/v1/positions", typical, JSON_H, concurrency, duration, workdir))
+    rss.append(("after typical load", rss_kib(pid)))
+    big = orjson.dumps(text_request(128 * 1024))
+    name = "`POST /v1/positions` 128k tokens, npy (c=1)"
+    results.append(go(name, "POST", "/v1/positions", big, NPY_H, 1, min(duration, 5.0), workdir))
+    huge = orjson.dumps(text_request(1_000_000))
+    for label, headers in (("JSON", JSON_H), ("npy", NPY_H)):
+        name = f"`POST /v1/positions` 1M tokens, {label} (c=1)"
+        results.append(go(name, "POST", "/v1/positions", huge, headers, 1, min(duration, 5.0), workdir))
+    rss.append(("after 128k / 1M requests", rss_kib(pid)))
+    results.append(go("`GET /healthz` again", "GET", "/healthz", None, {}, concurrency, duration, workdir))
+    name = "`POST /v1/positions` typical, again"
+    results.append(go(name, "POST", "/v1/positions", typical, JSON_H, concurrency, duration, workdir))
+    rss.append(("after typical load again", rss_kib(pid)))
     return results, rss
+
+
+def run_hostile(base: str, pid: int) -> list[tuple[str, int, float, int, int]]:
+    """(name, status, seconds, response bytes, VmRSS KiB after) of each hostile body, one at a time."""
+    out = []
+    with httpx.Client(base_url=base, timeout=120) as c:
+        for name, path, body in hostile_bodies():
+            t0 = time.perf_counter()
+            resp = c.post(path, content=body, headers=JSON_H)
+            out.append((name, resp.status_code, time.perf_counter() - t0, len(resp.content), rss_kib(pid)))
+    return out
+
+
+def profile_app(seconds: float, out_path: str) -> None:
+    """pyinstrument over the app alone (ASGI calls in-process, no network) answering the typical request."""
+    from pyinstrument import Profiler
+
+    sys.path.insert(0, str(ROOT))
+    from service.app import create_app
+    from service.settings import Settings
+
+    app = create_app(Settings())
+    body = orjson.dumps(TYPICAL)
+
+    async def call() -> None:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/v1/positions",
+            "raw_path": b"/v1/positions",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 80),
+            "state": {},
+        }
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive() -> dict:
+            return messages.pop() if messages else {"type": "http.disconnect"}
+
+        async def send(message: dict) -> None:
+            pass
+
+        await app(scope, receive, send)
+
+    async def loop() -> None:
+        for _ in range(200):
+            await call()
+        profiler = Profiler(interval=0.0002)
+        profiler.start()
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            await call()
+        profiler.stop()
+        with open(out_path, "w") as fh:
+            fh.write(profiler.output_text(unicode=False, color=False, show_all=False))
+
+    asyncio.run(loop())
+
+
+def start_server(workers: int, access_log: bool) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    code = (
+        "from service.server import run; "
+        f"run(port={port}, workers={workers}, log_level='warning', access_log={access_log})"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}")
+        try:
+            if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit("server did not start within 60 s")
+        time.sleep(0.05)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=10.0, help="seconds per scenario (default 10)")
     ap.add_argument("--concurrency", type=int, default=16)
-    ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (RSS is the parent's)")
+    ap.add_argument("--workers", type=int, default=1, help="worker processes (RSS and CPU are the parent's)")
+    ap.add_argument("--client", choices=("wrk", "httpx"), default="wrk" if shutil.which("wrk") else "httpx")
+    ap.add_argument(
+        "--access-log", action="store_true", help="serve with the access log on (mrope serve's default)"
+    )
+    ap.add_argument("--profile", metavar="OUT", help="also profile the app (pyinstrument) into this file")
+    ap.add_argument("--no-hostile", action="store_true", help="skip the hostile-body timings")
     args = ap.parse_args()
 
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "service.app:app",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-        "--no-access-log",
-        "--workers",
-        str(args.workers),
-    ]
-    proc = subprocess.Popen(argv, cwd=ROOT, env=dict(os.environ))
-    base = f"http://127.0.0.1:{port}"
+    proc, base = start_server(args.workers, args.access_log)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"server exited with {proc.returncode}")
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("server did not start within 30 s")
-            time.sleep(0.05)
-        results, rss = asyncio.run(run_all(base, args.concurrency, args.duration, proc.pid))
+        with tempfile.TemporaryDirectory() as workdir:
+            results, rss = run_all(args.client, base, args.concurrency, args.duration, proc.pid, workdir)
+        hostile = [] if args.no_hostile else run_hostile(base, proc.pid)
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
 
     print(
-        f"\nconcurrency {args.concurrency}, {args.duration:g} s per load scenario, {args.workers} worker(s), "
-        f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}\n"
+        f"\nclient {args.client}, concurrency {args.concurrency}, {args.duration:g} s per load scenario, "
+        f"{args.workers} worker(s), access log {'on' if args.access_log else 'off'}, {os.cpu_count()} CPUs, "
+        f"Python {sys.version.split()[0]}\n"
     )
     print("| scenario | requests | errors | req/s | p50 ms | p99 ms | server CPU us/req |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(
-            f"| {r.name} | {r.requests} | {r.errors} | {r.rps:,.0f} | {r.pct(0.5):.2f} | {r.pct(0.99):.2f} "
+            f"| {r.name} | {r.requests} | {r.errors} | {r.rps:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} "
             f"| {r.cpu_us_per_request:,.0f} |"
         )
     floor, typical = results[0], results[1]
     ratio = typical.rps / floor.rps if floor.rps else 0.0
+    again = results[-1].rps / results[-2].rps if results[-2].rps else 0.0
     cpu_ratio = floor.cpu_us_per_request / typical.cpu_us_per_request
     print(
-        f"\npositions / floor: {ratio:.0%} of the floor's measured throughput; {cpu_ratio:.0%} by server CPU per"
+        f"\npositions / floor: {ratio:.2f} of the floor's throughput ({again:.2f} in the second pair); "
+        f"{cpu_ratio:.2f} by server CPU per request. Target >= 0.60."
     )
-    print("request (the throughput ratio once the server, not the client, is the bottleneck). Target >= 60%.")
     print("\n| server VmRSS | MiB |\n|---|---:|")
     for label, kib in rss:
         print(f"| {label} | {kib / 1024:.1f} |")
+    if hostile:
+        print("\n| hostile body (one at a time) | status | seconds | response bytes | VmRSS after, MiB |")
+        print("|---|---:|---:|---:|---:|")
+        for name, status, seconds, size, kib in hostile:
+            print(f"| {name} | {status} | {seconds:.3f} | {size:,} | {kib / 1024:.1f} |")
+    if args.profile:
+        profile_app(5.0, args.profile)
+        print(f"\nprofile of the app (typical request, in-process) written to {args.profile}")
     errors = sum(r.errors for r in results)
     print(f"errors: {errors}")
     return 1 if errors else 0

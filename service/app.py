@@ -223,9 +223,19 @@ def count_build_render(
     state: ServiceState,
     extra: dict[str, Any] | None = None,
 ) -> Response:
-    """Token cap (exact count, before any position is written), then the library's positions, rendered."""
-    convert.count_tokens(segments, rules, state.settings, state.tokenizer)
+    """Token cap, then the library's positions, rendered.
+
+    The cap is checked before any position is written: exactly (:func:`mrope.count_tokens`), or, for a
+    request that :func:`service.convert.surely_under_cap` places far below it by arithmetic, after
+    building (the count would cost as much again as the build).
+    """
+    settings = state.settings
+    counted = not convert.surely_under_cap(segments, rules, settings)
+    if counted:
+        convert.count_tokens(segments, rules, settings, state.tokenizer)
     pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
+    if not counted:
+        convert.check_tokens(pos.num_tokens, settings)
     state.metrics.tokens.inc(pos.num_tokens)
     return render.render_positions(pos, fmt, state.settings.npy_max_header_bytes, extra)
 
@@ -344,6 +354,8 @@ def parse_upload_fields(form: UploadForm, state: ServiceState) -> tuple[UploadFi
             data[name] = text.strip()
             continue
         raw = text.encode("utf-8")
+        if len(raw) > jsonbody.PRESCAN_BYTES:
+            jsonbody.prescan(raw, state.limits)
         try:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -353,6 +365,7 @@ def parse_upload_fields(form: UploadForm, state: ServiceState) -> tuple[UploadFi
         found = jsonbody.inspect(value, state.limits)
         jsonbody.check_duplicate_keys(raw, found)
         shape.scalar_lists.extend((name, *path) for path in found.scalar_lists)
+        shape.scalar_items += found.scalar_items
         data[name] = value
     if "model" not in data:
         raise ServiceError(
@@ -574,7 +587,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def upload(request: Request, fmt: OutputFormat = Depends(output_format)) -> Response:
         """Positions of images and videos sent as files (sizes and metadata are read, nothing decoded)."""
         async with receive_upload(request, settings, state.budget) as form:
-            fields, model = parse_upload_fields(form, state)
+            field_bytes = sum(len(text) for text in form.fields.values())
+            fields, model = await state.offload(
+                functools.partial(parse_upload_fields, form, state), inline=field_bytes <= INLINE_BODY_BYTES
+            )
             rules = resolve_rules(model, rules_dict(fields.rules))
             layout = place_files(fields, form, settings)
             file_items = [item for item in layout if isinstance(item, FileItem)]

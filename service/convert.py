@@ -220,6 +220,30 @@ def is_light(
     return patches <= INLINE_PATCHES and token_floor(segments, rules) < settings.inline_tokens
 
 
+EXTRA_TOKENS_PER_PIECE = 8
+"""A bound on the tokens a plain image or video segment, or a video's temporal patch, adds beyond its
+vision tokens (wrappers, per-frame separators), under rules without timestamp text."""
+
+
+def surely_under_cap(
+    segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules, settings: Settings
+) -> bool:
+    """Whether ``segments`` are light (:func:`is_light`) and under ``MROPE_MAX_TOKENS`` by arithmetic alone:
+    no tiles, no audio, no timestamp text, and the token floor plus :data:`EXTRA_TOKENS_PER_PIECE` per segment and
+    per video patch within the cap. Such a request can be built before its exact count."""
+    if rules.temporal == "timestamps" or not is_light(segments, rules, settings):
+        return False
+    pieces = len(segments)
+    for seg in segments:
+        if isinstance(seg, mrope.Text):
+            continue
+        if isinstance(seg, mrope.Video) and getattr(seg, "audio", None) is None:
+            pieces += seg.grid[0]
+        elif not (isinstance(seg, mrope.Image) and seg.tiles is None):
+            return False  # tiles, audio: counted exactly
+    return token_floor(segments, rules) + EXTRA_TOKENS_PER_PIECE * pieces <= settings.max_tokens
+
+
 def count_tokens(
     segments: Sequence[mrope.Text | mrope.Image | mrope.Video],
     rules: LayoutRules,

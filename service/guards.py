@@ -9,11 +9,24 @@ memory. The negotiated output format is left in the ASGI scope for the route (:f
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 import anyio
+
+if sys.version_info >= (3, 11):  # asyncio's own timeout: a fraction of anyio's cancel-scope cost per call
+    from asyncio import timeout as _timeout
+else:  # pragma: no cover - Python 3.10
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def _timeout(seconds: float) -> AsyncIterator[None]:
+        with anyio.fail_after(seconds):
+            yield
+
+
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -178,7 +191,7 @@ def counting_receive(
         left = route.body_timeout_s - (now - start)
         wait = min(pace.read_timeout_s, left)
         try:
-            with anyio.fail_after(max(wait, 0.0)):
+            async with _timeout(max(wait, 0.0)):
                 message = await receive()
         except TimeoutError:
             if wait < pace.read_timeout_s:

@@ -63,6 +63,8 @@ def test_models_without_audio_refuse_it(tmp_path):
     for seg in (Audio(3), Video((2, 4, 4), audio=Audio(3))):
         with pytest.raises(LayoutError, match="no audio"):
             mrope.build_positions([Text(2), seg], model="qwen2.5-vl")
+        with pytest.raises(LayoutError, match="no audio"):
+            mrope.count_tokens([Text(2), seg], model="qwen2.5-vl")
     with pytest.raises(LayoutError, match="no audio"):
         load_audio(media.write_audio(tmp_path / "a.wav", 0.5), model="qwen2-vl")
     with pytest.raises(mrope.TokenError, match="no audio"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -105,3 +106,263 @@ def test_get_rope_index_equals_the_familys_own(family: str, side: str) -> None:
             )
             np.testing.assert_array_equal(got.numpy(), want.numpy())
             np.testing.assert_array_equal(delta.numpy(), want_delta.numpy())
+
+
+# ------------------------------------------------------------------- the processors' text and ids
+#
+# build_positions from segments against the family's own 5.24 processor: its text expansion, tokenisation,
+# mm_token_type_ids and grids run for real, with its Pillow image processor (released values) on images
+# made here and a tokenizer built with ``tokenizers`` that carries the family's special tokens at their
+# ids. Video processors need torchvision, which cannot be imported here (SPEC.md section 7): a stand-in
+# (``_VideoSide``) hands the processor the grid and ``VideoMetadata`` (native fps, sampled frame indices)
+# of a video whose sampling is given, and mrope gets the same video as ``Video(grid, fps, frame_times)``.
+
+QWEN_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+GLM_TOKENS = ("<|begin_of_image|>", "<|end_of_image|>", "<|image|>", "<|begin_of_video|>", "<|end_of_video|>")
+
+
+def _qwen3_image():
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    # Qwen3-VL's released preprocessor_config.json
+    return Qwen2VLImageProcessorPil(
+        size={"shortest_edge": 65536, "longest_edge": 16777216}, patch_size=16, merge_size=2
+    )
+
+
+def _pil(module: str, cls: str, **kwargs):
+    mod = importlib.import_module(f"transformers.models.{module}.image_processing_pil_{module}")
+    return lambda: getattr(mod, cls)(**kwargs)
+
+
+# family -> (processor module, processor class, image processor factory, token strings -> ids, prompt
+# placeholders (image, video)); ids are the family's released ones (FAMILIES.md), written out here
+_QWEN3_5_IDS = dict(zip(QWEN_TOKENS, (248053, 248054, 248056, 248057), strict=True))
+_QWEN_IDS = dict(zip(QWEN_TOKENS, (151652, 151653, 151655, 151656), strict=True))
+_QWEN_PH = ("<|vision_start|><|image_pad|><|vision_end|>", "<|video_pad|>")
+_GLM_PH = ("<|begin_of_image|><|image|><|end_of_image|>", "<|begin_of_video|><|video|><|end_of_video|>")
+PROCESSORS = {
+    "qwen3-vl-moe": ("qwen3_vl", "Qwen3VLProcessor", _qwen3_image, _QWEN_IDS, _QWEN_PH),
+    "cosmos3-omni": ("qwen3_vl", "Qwen3VLProcessor", _qwen3_image, _QWEN_IDS, _QWEN_PH),
+    "qwen3.5": ("qwen3_vl", "Qwen3VLProcessor", _qwen3_image, _QWEN3_5_IDS, _QWEN_PH),
+    "qwen3.5-moe": ("qwen3_vl", "Qwen3VLProcessor", _qwen3_image, _QWEN3_5_IDS, _QWEN_PH),
+    "qwen4-exp": ("qwen3_vl", "Qwen3VLProcessor", _qwen3_image, _QWEN3_5_IDS, _QWEN_PH),
+    "cosmos3-edge": (
+        "cosmos3_edge",
+        "Cosmos3EdgeProcessor",
+        _pil("cosmos3_edge", "Cosmos3EdgeImageProcessorPil"),  # class defaults: 256^2..4096^2, patch 16
+        dict(zip(QWEN_TOKENS, (20, 21, 19, 18), strict=True)),
+        ("<|vision_start|><|image_pad|><|vision_end|>", "<|vision_start|><|video_pad|><|vision_end|>"),
+    ),
+    # no released North-Micro-Vision preprocessor values were available offline (the class default has
+    # patch 14, the vision tower 16): the processor gets the registry's patch 16 and Qwen3-VL bounds
+    "cohere-compass": (
+        "cohere_compass",
+        "CohereCompassProcessor",
+        _pil(
+            "cohere_compass",
+            "CohereCompassImageProcessorPil",
+            size={"shortest_edge": 65536, "longest_edge": 16777216},
+            patch_size=16,
+        ),
+        dict(
+            zip(
+                ("<|VISION_START|>", "<|VISION_END|>", "<|IMAGE_PAD|>", "<|VIDEO_PAD|>"),
+                (255028, 255029, 255031, 255032),
+                strict=True,
+            )
+        ),
+        ("<|VISION_START|><|IMAGE_PAD|><|VISION_END|>", "<|VIDEO_PAD|>"),
+    ),
+    "glm-4.5v": (
+        "glm4v",
+        "Glm4vProcessor",
+        _pil("glm4v", "Glm4vImageProcessorPil"),
+        {**dict(zip(GLM_TOKENS, (151339, 151340, 151363, 151341, 151342), strict=True)), "<|video|>": 151364},
+        _GLM_PH,
+    ),
+    "glm-4.6v": (
+        "glm46v",
+        "Glm46VProcessor",
+        _pil("glm46v", "Glm46VImageProcessorPil"),
+        {**dict(zip(GLM_TOKENS, (151339, 151340, 151343, 151361, 151362), strict=True)), "<|video|>": 151344},
+        _GLM_PH,
+    ),
+    "glm-ocr": (
+        "glm4v",
+        "Glm4vProcessor",
+        _pil("glm4v", "Glm4vImageProcessorPil"),
+        {**dict(zip(GLM_TOKENS, (59256, 59257, 59280, 59258, 59259), strict=True)), "<|video|>": 59281},
+        _GLM_PH,
+    ),
+    "paddleocr-vl": (
+        "paddleocr_vl",
+        "PaddleOCRVLProcessor",
+        _pil("paddleocr_vl", "PaddleOCRVLImageProcessorPil"),  # class defaults: 384^2..1536^2, patch 14
+        {"<|IMAGE_START|>": 101305, "<|IMAGE_END|>": 101306, "<|IMAGE_PLACEHOLDER|>": 100295},
+        ("<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>", None),
+    ),
+}
+
+
+class _VideoSide:
+    """Stands in for the torchvision-only video processor: the grid and metadata of a given sampling."""
+
+    def __init__(self, patch_size: int, temporal_patch_size: int, sampling: dict) -> None:
+        self.patch_size, self.merge_size, self.temporal_patch_size = patch_size, 2, temporal_patch_size
+        self.sampling = sampling  # video name -> (frames, native fps, sampled indices, (h, w) resized)
+
+    def __call__(self, videos, **kwargs):
+        from transformers.feature_extraction_utils import BatchFeature
+        from transformers.video_utils import VideoMetadata
+
+        grids, metas = [], []
+        for name in videos:
+            total, native_fps, indices, (h, w) = self.sampling[name]
+            t = -(-len(indices) // self.temporal_patch_size)
+            grids.append([t, h // self.patch_size, w // self.patch_size])
+            metas.append(VideoMetadata(total_num_frames=total, fps=native_fps, frames_indices=list(indices)))
+        return BatchFeature({"video_grid_thw": torch.tensor(grids), "video_metadata": metas})
+
+
+def _char_tokenizer(specials: dict[str, int]):
+    import string
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {c: 1000 + i for i, c in enumerate(string.printable)}  # clear of every family's specials
+    vocab["[UNK]"] = 999
+    vocab.update(specials)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    tok.add_special_tokens(list(specials))
+    return tok
+
+
+@pytest.mark.parametrize("family", list(PROCESSORS))
+def test_build_positions_gives_what_the_processor_and_model_give(family: str, monkeypatch) -> None:
+    from PIL import Image as PILImage
+    from transformers import PreTrainedTokenizerFast
+    from transformers.processing_utils import ProcessorMixin
+
+    module, cls_name, image_factory, specials, (image_ph, video_ph) = PROCESSORS[family]
+    rules = get_family(family).rules
+    tok = _char_tokenizer(specials)
+    extra = {"image_token": "<|IMAGE_PLACEHOLDER|>"} if family == "paddleocr-vl" else {}
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", extra_special_tokens=extra)
+    original = ProcessorMixin.check_argument_for_proper_class
+
+    def check(self, name, argument):  # the one class transformers cannot name without torchvision
+        return type(argument) if name == "video_processor" else original(self, name, argument)
+
+    monkeypatch.setattr(ProcessorMixin, "check_argument_for_proper_class", check)
+    processor_cls = getattr(
+        importlib.import_module(f"transformers.models.{module}.processing_{module}"), cls_name
+    )
+    sampling: dict = {}
+    kwargs = {}
+    if video_ph is not None:
+        kwargs["video_processor"] = _VideoSide(rules.patch_size, rules.temporal_patch_size, sampling)
+    processor = processor_cls(image_processor=image_factory(), tokenizer=fast, **kwargs)
+
+    photos = [PILImage.new("RGB", (640, 480)), PILImage.new("RGB", (300, 900))]
+    texts = ["Look: ", " and ", ". Now ", " ok?"]
+    prompt = texts[0] + image_ph + texts[1] + image_ph + texts[2]
+    segments = [Text(tok.encode(texts[0]).ids), load_image_for(photos[0], family)]
+    segments += [
+        Text(tok.encode(texts[1]).ids),
+        load_image_for(photos[1], family),
+        Text(tok.encode(texts[2]).ids),
+    ]
+    call = {"images": photos}
+    if video_ph is not None:
+        # 40 frames at 10 fps, sampled every 5th: 2 fps; 6 frames of 64 x 96 px (already on the grid)
+        indices = [0, 5, 10, 15, 20, 25]
+        side = 2 * rules.patch_size
+        video = Video(
+            grid=(
+                -(-len(indices) // rules.temporal_patch_size),
+                4 * side // rules.patch_size,
+                6 * side // rules.patch_size,
+            ),
+            fps=2.0,
+            frame_times=tuple(i / 10 for i in indices),
+        )
+        prompt += video_ph
+        segments.append(video)
+        sampling["clip.mp4"] = (40, 10.0, indices, (4 * side, 6 * side))
+        call["videos"] = ["clip.mp4"]
+    prompt += texts[3]
+    segments.append(Text(tok.encode(texts[3]).ids))
+    # Cosmos3EdgeProcessor lists mm_token_type_ids among its outputs but does not turn them on by default
+    out = processor(text=[prompt], return_tensors="pt", return_mm_token_type_ids=True, **call)
+    ours = mrope.build_positions(segments, model=family, tokenizer=tok, convention="transformers5")
+
+    np.testing.assert_array_equal(ours.input_ids, out["input_ids"][0].numpy())
+    np.testing.assert_array_equal(ours.mm_token_type_ids, out["mm_token_type_ids"][0].numpy())
+    np.testing.assert_array_equal(ours.image_grid_thw, out["image_grid_thw"].numpy())
+    videos = out.get("video_grid_thw")
+    np.testing.assert_array_equal(ours.video_grid_thw, np.zeros((0, 3)) if videos is None else videos.numpy())
+    want, delta = _hf(family).get_rope_index(
+        out["input_ids"],
+        out["mm_token_type_ids"],
+        out["image_grid_thw"],
+        None if videos is None else videos.clone(),
+        attention_mask=out["attention_mask"],
+    )
+    np.testing.assert_array_equal(ours.ids, want[:, 0].numpy())
+    assert ours.delta == int(delta[0, 0])
+
+
+def load_image_for(photo, family: str):
+    from mrope.vision import load_image
+
+    return load_image(photo, model=family)
+
+
+# ------------------------------------------------------------------- GLM-4.6V's dynamic-fps sampling
+
+
+@pytest.mark.parametrize(
+    ("frames", "fps"),
+    [(30, 30.0), (300, 30.0), (901, 30.0), (2500, 25.0), (9000, 30.0), (4000, 2.0), (10, 4.0), (7, 1.0)],
+)
+def _glm46v_sample_frames():
+    """5.24's ``Glm46VVideoProcessor.sample_frames``, compiled from its source file: the module imports
+    torchvision at the top, which cannot be imported here (SPEC.md section 7); the method itself needs
+    only numpy and the processor's ``temporal_patch_size`` (2)."""
+    import ast
+    import inspect
+    import math
+    import types
+
+    import transformers.models.glm46v as package
+
+    path = Path(inspect.getfile(package)).parent / "video_processing_glm46v.py"
+    tree = ast.parse(path.read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Glm46VVideoProcessor")
+    method = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "sample_frames")
+    method.decorator_list = []
+    namespace = {"np": np, "math": math, "VideoMetadata": object}
+    exec(compile(ast.Module(body=[method], type_ignores=[]), str(path), "exec"), namespace)
+    processor = types.SimpleNamespace(temporal_patch_size=2)
+    return functools.partial(namespace["sample_frames"], processor)
+
+
+@pytest.mark.parametrize(
+    ("frames", "fps"),
+    [(30, 30.0), (300, 30.0), (901, 30.0), (2500, 25.0), (9000, 30.0), (4000, 2.0), (10, 4.0), (7, 1.0)],
+)
+def test_glm46v_samples_the_frames_its_video_processor_samples(frames: int, fps: float) -> None:
+    from transformers.video_utils import VideoMetadata
+
+    from mrope.vision import glm46v_frame_indices, load_video
+
+    # what transformers' PyAV reader reports: duration = frames / fps
+    metadata = VideoMetadata(total_num_frames=frames, fps=fps, duration=frames / fps)
+    want = _glm46v_sample_frames()(metadata).tolist()
+    assert glm46v_frame_indices(frames, fps).tolist() == want
+    info = mrope.vision.VideoInfo(fps=fps, num_frames=frames, duration=frames / fps, width=640, height=480)
+    video = load_video(info, model="glm-4.6v")
+    assert len(video.frame_times) == len(want)
+    np.testing.assert_allclose(video.frame_times, np.asarray(want) / fps)

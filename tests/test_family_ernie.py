@@ -190,3 +190,18 @@ def test_segments_give_the_processors_placeholders() -> None:
             *encode_specials(text, specials),
             RULES.video_end_id,
         ]
+
+
+def test_image_sizing_equals_the_image_processor() -> None:
+    """mrope.vision sizes an image as the family's own image processor (Pillow backend, class defaults)."""
+    from PIL import Image as PILImage
+    from transformers.models.ernie4_5_vl_moe.image_processing_pil_ernie4_5_vl_moe import (
+        Ernie4_5_VLMoeImageProcessorPil,
+    )
+
+    from mrope.vision import image_grid
+
+    proc = Ernie4_5_VLMoeImageProcessorPil()
+    for h, w in [(300, 400), (1080, 1920), (2600, 2000), (50, 70)]:
+        want = proc(images=[PILImage.new("RGB", (w, h))], return_tensors="np")["image_grid_thw"][0].tolist()
+        assert list(image_grid(h, w, model=FAMILY.name)) == want, (h, w)

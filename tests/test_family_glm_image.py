@@ -68,8 +68,8 @@ def _sample(rng: np.random.Generator) -> tuple[list[int], list[list[int]]]:
 def test_get_rope_index_and_decode_positions_equal_transformers(side: str) -> None:
     rng = np.random.default_rng(7 if side == "left" else 8)
     shim = _Shim()
-    for _ in range(6):
-        samples = [_sample(rng) for _ in range(int(rng.integers(1, 4)))]
+    for k in range(6):
+        samples = [_sample(rng) for _ in range(1 if k < 2 else int(rng.integers(2, 4)))]
         width = max(len(s[0]) for s in samples)
         ids = np.zeros((len(samples), width), dtype=np.int64)
         mask = np.zeros_like(ids)
@@ -86,6 +86,15 @@ def test_get_rope_index_and_decode_positions_equal_transformers(side: str) -> No
         np.testing.assert_array_equal(got_deltas, want_deltas.numpy()[:, 0])  # always 0
         got_decode = generation_index(ids, grids, mask, rules=RULES, images_per_sample=per_sample)
         np.testing.assert_array_equal(got_decode, shim._cached_decode_position_ids.numpy())
+        if len(samples) == 1:  # one row: images_per_sample may be left out (every grid is that row's)
+            want_pos, _ = shim.get_rope_index(
+                torch.from_numpy(ids), grids, None, attention_mask=torch.from_numpy(mask)
+            )
+            np.testing.assert_array_equal(
+                rope_index(ids, grids, None, mask, rules=RULES)[0], want_pos.numpy()
+            )
+            got_decode = generation_index(ids, grids, mask, rules=RULES)
+            np.testing.assert_array_equal(got_decode, shim._cached_decode_position_ids.numpy())
 
 
 def test_segments_give_the_processor_layout_and_the_model_positions() -> None:
@@ -96,8 +105,7 @@ def test_segments_give_the_processor_layout_and_the_model_positions() -> None:
     ]
     shim = _Shim()
     batch = build_batch(samples, rules=RULES)
-    grids = np.concatenate([p.image_grid_thw for p in batch.sequences])
-    per_sample = torch.tensor([len(p.image_grid_thw) for p in batch.sequences])
+    grids, per_sample = batch.image_grid_thw, torch.from_numpy(batch.images_per_sample)
     assert per_sample.tolist() == [2, 2] and grids.tolist() == [[1, 3, 5], [1, 4, 4], [1, 8, 6], [1, 3, 2]]
     first = batch.sequences[0]
     assert first.input_ids[4] == START and first.input_ids[20] == END

@@ -227,3 +227,16 @@ def test_decode_window_has_four_axes() -> None:
     p = build_positions([Text(2), Image((1, 2, 2)), Text(1)], rules=RULES)
     w = p.window(p.num_tokens - 1, p.num_tokens + 2)
     assert w.shape == (4, 3) and (w[:, 1:] == np.arange(p.num_tokens, p.num_tokens + 2) + p.delta).all()
+
+
+def test_image_sizing_equals_the_image_processor() -> None:
+    """mrope.vision sizes an image as the family's own image processor (Pillow backend, class defaults)."""
+    from PIL import Image as PILImage
+    from transformers.models.hunyuan_vl.image_processing_pil_hunyuan_vl import HunYuanVLImageProcessorPil
+
+    from mrope.vision import image_grid
+
+    proc = HunYuanVLImageProcessorPil()
+    for h, w in [(300, 400), (1080, 1920), (2600, 2000), (50, 70)]:
+        want = proc(images=[PILImage.new("RGB", (w, h))], return_tensors="np")["image_grid_thw"][0].tolist()
+        assert list(image_grid(h, w, model=FAMILY.name)) == want, (h, w)

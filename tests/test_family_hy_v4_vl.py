@@ -156,3 +156,16 @@ def test_segments_give_the_processors_placeholders() -> None:
         assert build_positions([Video(grid, wrap=False)], rules=RULES).input_ids.tolist() == encode_specials(
             text, specials
         )
+
+
+def test_image_sizing_equals_the_image_processor() -> None:
+    """mrope.vision sizes an image as the family's own image processor (Pillow backend, class defaults)."""
+    from PIL import Image as PILImage
+    from transformers.models.hy_v4_vl.image_processing_pil_hy_v4_vl import HYV4VLImageProcessorPil
+
+    from mrope.vision import image_grid
+
+    proc = HYV4VLImageProcessorPil()
+    for h, w in [(300, 400), (1080, 1920), (2600, 2000), (50, 70)]:
+        want = proc(images=[PILImage.new("RGB", (w, h))], return_tensors="np")["image_grid_thw"][0].tolist()
+        assert list(image_grid(h, w, model=FAMILY.name)) == want, (h, w)

@@ -80,3 +80,76 @@ def test_generate_and_decode_with_precomputed_positions(name: str) -> None:
             )
             cache = out.cache
     net.model.rope_deltas = None
+
+
+@pytest.mark.parametrize("name", ["qwen2.5-vl", "qwen2.5-omni"])
+def test_fractional_seconds_per_patch_match_the_models_float32_time(name: str) -> None:
+    """Videos sampled at rates where float32 and float64 time disagree (second_per_grid 0.9, 0.7, ...):
+    build_batch's positions and the patched model both give the model's own logits."""
+    from mrope.integrations.transformers import patch, unpatch
+
+    net = tv.model(name)
+    m = mt.model_rules(net).merge_size
+    samples = [
+        [
+            mrope.Text(tv.tokenize("a")),
+            mrope.Video(grid=(12, 2 * m, 2 * m), fps=fps),
+            mrope.Text(tv.tokenize("b")),
+        ]
+        for fps in (2 / 0.9, 2 / 0.7, 3.3)
+    ]
+    kw = tv.inputs(name, samples, with_pixels=False)
+    own = tv.logits(name, kw)
+    assert torch.equal(tv.logits(name, kw, own_positions=False), own)
+    patch(net)
+    try:
+        patched = tv.logits(name, kw)
+    finally:
+        unpatch(net)
+    torch.testing.assert_close(patched, own, rtol=0, atol=2e-6)
+
+
+def test_positions_from_the_service_give_the_models_own_logits() -> None:
+    """The service's JSON positions (``POST /v1/positions``, the app in process) for one sample, fed as
+    position_ids, give the logits of the unpatched Qwen2-VL model computing its own; the decode delta
+    too. ``rules: {"advance": "spatial"}`` asks for transformers 5.x's advance (the model under test)."""
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    name = "qwen2-vl"
+    net = tv.model(name)
+    m = mt.model_rules(net).merge_size
+    text = tv.tokenize("look")
+    body = {
+        "model": name,
+        "rules": {"advance": "spatial"},
+        "segments": [
+            {"type": "text", "ids": text},
+            {"type": "image", "grid": [1, 2 * m, 3 * m]},
+            {"type": "video", "grid": [6, 2 * m, 2 * m], "fps": 2.0},
+            {"type": "text", "ids": text},
+        ],
+    }
+    with TestClient(create_app(Settings())) as client:
+        response = client.post("/v1/positions", json=body)
+    assert response.status_code == 200, response.text
+    served = response.json()
+    sample = [
+        mrope.Text(text),
+        mrope.Image(grid=(1, 2 * m, 3 * m)),
+        mrope.Video(grid=(6, 2 * m, 2 * m), fps=2.0),
+        mrope.Text(text),
+    ]
+    kw = tv.inputs(name, [sample])
+    kw["position_ids"] = torch.tensor(served["positions"])[:, None, :]
+    net.model.rope_deltas = None
+    with torch.no_grad():
+        own = net(**tv.forward_kwargs(kw, own_positions=True), use_cache=False).logits
+        own_deltas = net.model.rope_deltas
+        net.model.rope_deltas = None
+        ours = net(**tv.forward_kwargs(kw, own_positions=False), use_cache=False).logits
+    net.model.rope_deltas = None
+    assert torch.equal(ours, own)
+    assert served["delta"] == int(own_deltas)

@@ -377,7 +377,7 @@ def test_process_batch_any_batch_form(root) -> None:
     frame = pd.DataFrame(recs)
     columns = {k: [r.get(k) for r in recs] for k in ("id", "segments", "messages")}
     arrow = pa.Table.from_struct_array(pa.array(recs))  # fields unified over all rows: absent ones None
-    tables = [process_batch(b, **options(root)) for b in (columns, frame, arrow)]
+    tables = [process_batch(b, **options(root), keep=("id",)) for b in (columns, frame, arrow)]
     for t in tables:
         assert t.schema.remove(0) == arrow_schema()  # "id" first, then the fixed result types
         assert t.column_names[0] == "id"
@@ -385,6 +385,8 @@ def test_process_batch_any_batch_form(root) -> None:
     want = single_process(root)
     for row in table_rows(tables[2]):
         assert as_lists(row) == want[row["id"]], row["id"]
+    every = process_batch(arrow, **options(root))  # by default every input column is kept
+    assert every.column_names == ["id", "segments", "messages", *RESULT_COLUMNS]
     with_ids = Preprocessor(**options(root), input_ids=True).batch(columns)
     assert with_ids.schema.field("input_ids").type == pa.list_(pa.int64())
     with pytest.raises(RecordError, match="a batch must be"):
@@ -401,6 +403,8 @@ def test_datasets_map(root, monkeypatch) -> None:
     ds = datasets.load_dataset("json", data_files=str(jsonl(root)), split="train", cache_dir=str(root / "hf"))
     out = ds.map(process_record, fn_kwargs=options(root), remove_columns=["segments", "messages"])
     assert out.column_names == ["id", *RESULT_COLUMNS]
+    kept = ds.map(process_record, fn_kwargs=options(root))  # the input columns stay, as on Ray
+    assert kept.column_names == ["id", "segments", "messages", *RESULT_COLUMNS]
     want = single_process(root)
     for row in out:
         assert as_lists(row) == want[row["id"]], row["id"]
@@ -432,7 +436,7 @@ def test_ray_map_batches_equals_single_process(root, ray_local) -> None:
     ds = ray.data.read_json(str(jsonl(root)))  # the way a job reads its samples (Arrow unifies the fields)
     out = ds.map_batches(process_batch, fn_kwargs=options(root), batch_format="pandas", batch_size=2)
     rows = sorted(out.take_all(), key=lambda r: r["id"])
-    assert out.schema().names == ["id", *RESULT_COLUMNS]
+    assert out.schema().names == ["id", "segments", "messages", *RESULT_COLUMNS]  # as datasets.map gives
     want = single_process(root)
     assert [r["id"] for r in rows] == sorted(want)
     for row in rows:

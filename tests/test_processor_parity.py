@@ -79,8 +79,10 @@ GLM_SPECIALS = {
 # (width, height, EXIF orientation) of the test images: landscape, the issue's 1280 x 853 photo, a phone
 # photo stored landscape and shown portrait (orientation 6), and a tiny one the lower bound scales up
 IMAGES = [(1000, 750, None), (1280, 853, None), (640, 480, 6), (40, 30, None)]
-# (frames, fps) of the test videos: 1.2 fps is one of the rates where float32 time differs from float64
-VIDEOS = [(12, Fraction(6, 5)), (25, Fraction(25, 2)), (45, 30)]
+# (frames, fps, width, height) of the test videos: 1.2 fps is one of the rates where float32 time differs
+# from float64; 105 frames at 30 fps sample 7 frames in transformers' Qwen3-VL processor and 6 in
+# qwen-vl-utils; 16 x 16 frames are scaled up differently when the lower bound holds for the clip
+VIDEOS = [(12, Fraction(6, 5), 96, 64), (25, Fraction(25, 2), 96, 64), (105, 30, 96, 64), (8, 4, 16, 16)]
 
 
 def char_tokenizer(specials: dict[str, int]) -> Tokenizer:
@@ -261,8 +263,8 @@ def media_files(tmp_path_factory) -> tuple[list[Path], list[Path]]:
     root = tmp_path_factory.mktemp("parity")
     images = [write_image(root / f"img{k}.jpg", w, h, orientation=o) for k, (w, h, o) in enumerate(IMAGES)]
     videos = [
-        write_video(root / f"vid{k}.mp4", num_frames=n, fps=fps, width=96, height=64)
-        for k, (n, fps) in enumerate(VIDEOS)
+        write_video(root / f"vid{k}.mp4", num_frames=n, fps=fps, width=w, height=h)
+        for k, (n, fps, w, h) in enumerate(VIDEOS)
     ]
     return images, videos
 

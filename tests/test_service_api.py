@@ -254,20 +254,16 @@ def test_qwen3_video_timestamps(tok_client, tokenizer_path):
     assert [s["kind"] for s in body["spans"]].count("timestamp") == 3
 
 
-def test_big_text_request_is_fast(client):
-    """A 1M-token request: JSON and npy both well under a second of server work on a normal machine."""
+def test_big_text_request(client):
+    """A 1M-token request in both formats (its speed is measured by benchmarks/bench_service.py)."""
     req = {"model": "qwen2-vl", "segments": [{"type": "text", "tokens": 1_000_000}]}
-    timings = {}
-    for fmt, headers in (("json", {}), ("npy", NPY)):
-        client.post("/v1/positions", json=req, headers=headers)  # warm up
-        t0 = time.perf_counter()
-        resp = client.post("/v1/positions", json=req, headers=headers)
-        timings[fmt] = time.perf_counter() - t0
-        assert resp.status_code == 200
+    resp = client.post("/v1/positions", json=req)
+    assert resp.status_code == 200
+    assert resp.json()["positions"][2][-1] == 999_999
+    resp = client.post("/v1/positions", json=req, headers=NPY)
+    assert resp.status_code == 200
     arr = load_npy(resp)
     assert arr.shape == (3, 1_000_000) and arr[:, -1].tolist() == [999_999] * 3
-    print(f"1M-token request: json {timings['json'] * 1e3:.0f} ms, npy {timings['npy'] * 1e3:.0f} ms")
-    assert timings["npy"] < 2.0 and timings["json"] < 3.0, timings
 
 
 # ------------------------------------------------------------------------------------ /v1/rope-index

@@ -359,8 +359,13 @@ def test_crop_origin_at_the_crops_scale():
     bound = {"image_max_pixels": 28 * 28 * 1280}
     crop = load_image(data, crop=(1000, 1000, 1000, 1000), model="qwen2-vl", rules=bound)
     assert crop.grid == (1, 70, 70) and crop.origin == (35, 35)
-    with pytest.raises(MediaError, match="aligned to the merge grid.*multiple of 200 source pixels"):
+    with pytest.raises(MediaError, match="aligned to the merge grid.*multiple of 200 source pixels") as err:
         load_image(data, crop=(500, 0, 1000, 1000), model="qwen2-vl", rules=bound)
+    # the error names the nearest aligned box of the same size, and that box loads (at 400 px: 14 tokens)
+    assert str(err.value).endswith("the nearest aligned box is (400, 0, 1000, 1000)")
+    assert load_image(data, crop=(400, 0, 1000, 1000), model="qwen2-vl", rules=bound).origin == (14, 0)
+    with pytest.raises(MediaError, match=r"nearest aligned box is \(600, 800, 1000, 1000\)"):
+        load_image(data, crop=(610, 900, 1000, 1000), model="qwen2-vl", rules=bound)
     with pytest.raises(MediaError, match="inside"):
         load_image(data, crop=(1500, 0, 1000, 1000), model="qwen2-vl")
     with pytest.raises(MediaError, match="4 ints"):

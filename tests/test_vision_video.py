@@ -204,7 +204,7 @@ def test_sample_frame_indices_match_qwen_vl_utils():
 @pytest.mark.parametrize(
     "args,match",
     [
-        ((1, 30.0), "from a video of 1 frames"),  # a one-frame video
+        ((1, 30.0), "this is a one-frame video: a temporal patch takes 2 frames"),
         ((10, 30.0, 2.0, 12), "nframes=12"),  # more frames asked than the video has
         ((10, 30.0, 2.0, 1), r"\[2, 10\]"),  # nframes rounds to 0
         ((100, float("nan")), "video fps"),
@@ -315,9 +315,7 @@ def test_load_video_from_metadata(vids):
 def test_load_video_pixel_budget():
     # 1 hour of 1080p at 30 fps, from metadata alone (no file exists): 768 frames
     hour = VideoInfo(fps=30.0, num_frames=108_000, duration=3600.0, width=1920, height=1080)
-    t0 = time.perf_counter()
     v = load_video(hour, model="qwen2-vl")
-    assert time.perf_counter() - t0 < 2.0
     # budget (qwen-vl-utils, total = int(128000 * 784 * 0.9) = 90316800 px): max(min(768 * 784 = 602112,
     # 90316800 / 768 * 2 = 235200), int(128 * 784 * 1.05) = 105369) = 235200;
     # smart_resize(1080, 1920, max_pixels=235200) = 336 x 644 (beta 2.969)
@@ -353,7 +351,7 @@ def test_load_video_vfr_uses_real_times(vids):
 def test_load_video_errors(vids):
     with pytest.raises(MediaError, match="nframes=100"):
         load_video(vids["h264"], nframes=100, model="qwen2-vl")  # more than the video's 48 frames
-    with pytest.raises(MediaError, match="1 frames"):
+    with pytest.raises(MediaError, match="one-frame video.*give its frame as an image"):
         load_video(vids["one"], model="qwen2-vl")  # a one-frame video cannot make a temporal patch of 2
     with pytest.raises(MediaError, match="not both"):
         load_video(vids["h264"], fps=1.0, nframes=4, model="qwen2-vl")
@@ -408,8 +406,7 @@ def test_audio_only_file_has_no_video_stream(vids, key):
         probe_video(vids[key])
     with pytest.raises(MediaError, match="no video stream"):
         load_video(vids[key], model="qwen2-vl")
-    with pytest.raises(MediaError, match="no video stream"):
-        detect_media_kind(vids[key].read_bytes())
+    assert detect_media_kind(vids[key].read_bytes()) == "audio"  # an audio file (omni models read it)
 
 
 def test_corrupted_videos_never_crash_or_hang(vids):

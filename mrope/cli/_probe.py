@@ -10,7 +10,7 @@ from typing import Any
 
 from mrope.builder import temporal_index
 from mrope.cli._args import CliError, positive_int, positive_number, rule_overrides
-from mrope.cli._sequence import model_from_args
+from mrope.cli._sequence import model_from_args, model_name
 from mrope.errors import MRopeError
 from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
 from mrope.vision import VideoInfo, load_video, probe_video, sample_frame_indices
@@ -29,6 +29,7 @@ def add_parser(sub: Any) -> None:
         metavar="MODEL",
         help="the model, required: " + ", ".join(PRESET_NAMES) + " (or a Hugging Face model_type / repo id)",
     )
+    p.add_argument("--model-dir", metavar="DIR", help="a checkpoint folder read by mrope.from_pretrained")
     p.add_argument("--fps", help="sampling rate, frames per second (default: the preset's, 2.0)")
     p.add_argument("--nframes", help="sample exactly this many frames instead of a rate")
     p.add_argument("--rule", action="append", default=[], metavar="KEY=VALUE", help="LayoutRules override")
@@ -36,8 +37,9 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def _patch_column(rules: LayoutRules, video: Any, n_patches: int) -> tuple[str, list[str]]:
-    """The header and values of the per-patch time column: the t offset, or the timestamp text."""
+def _patch_column(rules: LayoutRules, video: Any, n_patches: int) -> tuple[str, list[Any]]:
+    """The header and values of the per-patch time column: the t offset (a number: int, or float for the
+    omni timeline), or the timestamp text."""
     if rules.temporal == "timestamps":
         times = video.patch_times(rules.temporal_patch_size, rules.fps, rules.timestamp_time)
         return "timestamp", [rules.format_timestamp(x) for x in times]
@@ -45,9 +47,9 @@ def _patch_column(rules: LayoutRules, video: Any, n_patches: int) -> tuple[str, 
     if rules.has_audio:  # the omni timeline: float32 time, fractional for Qwen3-Omni
         from mrope.timeline import video_time
 
-        return "t offset", [f"{v:g}" for v in video_time(n_patches, spg, rules).tolist()]
+        return "t offset", [float(v) for v in video_time(n_patches, spg, rules).tolist()]
     tau = temporal_index(n_patches, rules, spg)
-    return "t offset", [str(int(v)) for v in tau]
+    return "t offset", [int(v) for v in tau]
 
 
 def _audio(path: str, rules: LayoutRules) -> dict[str, Any]:
@@ -149,7 +151,8 @@ def render(doc: dict[str, Any]) -> str:
     lines.append(header)
     last = None
     for f in doc["frames"]:
-        shown = per_patch[f["patch"]] if f["patch"] != last else ""
+        value = per_patch[f["patch"]]
+        shown = (f"{value:g}" if isinstance(value, float) else str(value)) if f["patch"] != last else ""
         last = f["patch"]
         lines.append(f"{f['frame']:>6} {f['index']:>7} {f['time']:>9.3f} {f['patch']:>6}  {shown}")
     if "audio" in doc:
@@ -160,9 +163,9 @@ def render(doc: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     fps = None if args.fps is None else positive_number(args.fps, "--fps")
     nframes = None if args.nframes is None else positive_int(args.nframes, "--nframes")
-    model = model_from_args(args.model)
+    model = model_from_args(args.model, None, args.model_dir)
     rules = resolve_rules(model, rule_overrides(args.rule) or None)
-    doc = describe(args.video, model, rules, fps, nframes)
+    doc = describe(args.video, model_name(model), rules, fps, nframes)
     if args.json:
         print(json.dumps(doc))
     else:

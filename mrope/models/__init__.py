@@ -162,6 +162,54 @@ def resolve_spec(model: Any) -> RopeSpec:
     return get_family(model).spec
 
 
+def _rules_summary(rules: LayoutRules) -> str:
+    parts = [f"`{rules.temporal}` time"]
+    if rules.temporal == "seconds":
+        parts[0] += f" ({rules.tokens_per_second:g}/s)"
+    if rules.temporal == "timestamps":
+        text = rules.format_timestamp(1.0)
+        parts.append(
+            f"`{text}` {rules.timestamp_position} each {'frame' if rules.timestamp_time == 'first' else 'patch'}"
+        )
+    parts.append(f"patch {rules.patch_size}, merge {rules.merge_size}, temporal {rules.temporal_patch_size}")
+    for field, default in (("temporal_merge_size", 1), ("row_newline", False), ("num_axes", 3)):
+        value = getattr(rules, field, default)
+        if value != default:
+            parts.append(f"{field} {value}")
+    base = getattr(rules, "positions_base", "counter")
+    if base != "counter":
+        parts.append(f"positions_base `{base}`")
+    return "; ".join(parts)
+
+
+def _spec_summary(spec: RopeSpec) -> str:
+    rotary = (
+        f"{spec.rotary_dim}" if spec.rotary_dim == spec.head_dim else f"{spec.rotary_dim} of {spec.head_dim}"
+    )
+    offset = getattr(spec, "rotary_offset", 0)
+    if offset:
+        rotary += f" from {offset}"
+    scaling = "" if spec.scaling.type == "none" else f", {spec.scaling.type}"
+    section = ", ".join(str(s) for s in spec.mrope_section)
+    theta = f"{spec.theta:.0e}".replace("e+0", "e").replace("e+", "e")
+    return f"{spec.section_layout} ({section}), {spec.pairing}, {rotary}, θ {theta}{scaling}"
+
+
+def family_table() -> str:
+    """The README's table of supported families, generated from the registry (Markdown)."""
+    rows = [
+        "| family | model types | layout rules | rotary (released) | exact against |",
+        "|---|---|---|---|---|",
+    ]
+    for fam in _FAMILIES:
+        types = ", ".join(f"`{t}`" for t in fam.model_types)
+        rows.append(
+            f"| `{fam.name}` | {types} | {_rules_summary(fam.rules)} | {_spec_summary(fam.spec)} | "
+            f"{fam.exactness} |"
+        )
+    return "\n".join(rows)
+
+
 __all__ = [
     "CONVENTIONS",
     "FAMILY_MODULES",
@@ -169,6 +217,7 @@ __all__ = [
     "ModelFamily",
     "ModelLike",
     "families",
+    "family_table",
     "family_for_model_type",
     "get_family",
     "model_types",

@@ -35,6 +35,6 @@ FAMILY = qwen3_vl.FAMILY.replace(
         mrope_section=(24, 20, 20),
         section_layout="interleaved",
     ),
-    exactness="Qwen3-VL rules, temporal patch 1, own ids; transformers 5.24 Cosmos3Edge get_rope_index under convention='transformers5'",
+    exactness="Qwen3-VL rules, temporal patch 1, own ids; its 5.24 Cosmos3Edge get_rope_index (convention='transformers5') and processor (ids, grids)",
     config_ids=qwen2_vl.QWEN_CONFIG_IDS,
 )

@@ -65,6 +65,7 @@ FAMILY = ModelFamily(
         pairing="gptj",
     ),
     transformers5=qwen2_vl.TRANSFORMERS5,
-    exactness="official GLM-4.1V rule (pads 1); transformers 5.24 get_rope_index under convention='transformers5'",
+    exactness="official GLM-4.1V rule (pads 1); its 5.24 get_rope_index and processor on real files "
+    "(convention='transformers5')",
     config_ids=GLM_CONFIG_IDS,
 )

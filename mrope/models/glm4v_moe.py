@@ -24,5 +24,5 @@ FAMILY = glm4v.FAMILY.replace(
         section_layout="chunked",
         pairing="neox",
     ),
-    exactness="GLM-4.1V rules, own image id; transformers 5.24 Glm4vMoe get_rope_index under convention='transformers5'",
+    exactness="GLM-4.1V rules, own image id; its 5.24 Glm4vMoe get_rope_index (convention='transformers5') and processor (ids, grids)",
 )

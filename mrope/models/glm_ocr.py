@@ -30,5 +30,5 @@ FAMILY = glm4v.FAMILY.replace(
         section_layout="chunked",
         pairing="gptj",
     ),
-    exactness="GLM-4.1V rules, own ids; transformers 5.24 GlmOcr get_rope_index under convention='transformers5'",
+    exactness="GLM-4.1V rules, own ids; its 5.24 GlmOcr get_rope_index (convention='transformers5') and processor (ids, grids)",
 )

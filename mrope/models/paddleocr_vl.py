@@ -24,5 +24,5 @@ FAMILY = qwen2_vl.FAMILY.replace(
         image_max_pixels=1536 * 1536,
     ),
     spec=RopeSpec(head_dim=128, rotary_dim=128, theta=500_000.0, mrope_section=(16, 24, 24)),
-    exactness="Qwen2-VL rules, own ids, images only; transformers 5.24 PaddleOCRVL get_rope_index under convention='transformers5'",
+    exactness="Qwen2-VL rules, own ids, images only; its 5.24 PaddleOCRVL get_rope_index (convention='transformers5') and processor (ids, grids)",
 )

@@ -1,7 +1,9 @@
 """Qwen2.5-VL (``qwen2_5_vl``): Qwen2-VL with video time in seconds.
 
-Positions: a video's temporal patch ``i`` gets ``tau(i) = trunc(i * second_per_grid * tokens_per_second)``
-(released checkpoints: ``tokens_per_second`` 2; the 5.24 config class defaults to 4). Images keep t = 0.
+Positions: a video's temporal patch ``i`` gets ``tau(i) = trunc(fl32(fl32(i * spg32) * tokens_per_second))``,
+float32 as the release computes it from the processor's float32 ``second_per_grid_ts`` (5.x groups
+``i * (tps * spg)``: ``convention="transformers5"``; released checkpoints: ``tokens_per_second`` 2, the
+5.24 config class defaults to 4). Images keep t = 0.
 Rotary: as Qwen2-VL.
 """
 
@@ -25,6 +27,7 @@ FAMILY = ModelFamily(
     ),
     spec=qwen2_vl.FAMILY.spec,
     transformers5=qwen2_vl.TRANSFORMERS5,
-    exactness="official Qwen2.5-VL rule (max+1, pads 1); transformers 5.24 get_rope_index under convention='transformers5'",
+    exactness="official Qwen2.5-VL rule (max+1, pads 1); its 5.24 get_rope_index and processor on real files "
+    "(convention='transformers5')",
     config_ids=qwen2_vl.QWEN_CONFIG_IDS,
 )

@@ -57,6 +57,7 @@ FAMILY = ModelFamily(
     ),
     spec=RopeSpec(head_dim=128, rotary_dim=128, theta=1_000_000.0, mrope_section=(16, 24, 24)),
     transformers5=TRANSFORMERS5,
-    exactness="official Qwen2-VL rule (max+1, pads 1); transformers 5.24 get_rope_index under convention='transformers5'",
+    exactness="official Qwen2-VL rule (max+1, pads 1); its 5.24 get_rope_index and processor on real files "
+    "(convention='transformers5')",
     config_ids=QWEN_CONFIG_IDS,
 )

@@ -49,7 +49,8 @@ FAMILY = ModelFamily(
         section_layout="interleaved",
     ),
     transformers5=qwen2_vl.TRANSFORMERS5,
-    exactness="official Qwen3-VL rule (pads 1); transformers 5.24 get_rope_index under convention='transformers5'",
+    exactness="official Qwen3-VL rule (pads 1); its 5.24 get_rope_index and processor on real files "
+    "(convention='transformers5')",
     config_ids=qwen2_vl.QWEN_CONFIG_IDS,
     # Qwen3VLVideoProcessor: size.longest_edge bounds the whole sampled clip (t * h * w), the bound that
     # video_bounds="clip" reads from video_max_pixels; video_total_pixels follows for readers of the old field

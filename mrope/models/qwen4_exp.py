@@ -22,5 +22,5 @@ FAMILY = qwen3_5.FAMILY.replace(
         mrope_section=(11, 11, 10),
         section_layout="interleaved",
     ),
-    exactness="Qwen3-VL rules, Qwen3.5 ids; transformers 5.24 Qwen4Exp get_rope_index under convention='transformers5'",
+    exactness="Qwen3-VL rules, Qwen3.5 ids; its 5.24 Qwen4Exp get_rope_index (convention='transformers5') and processor (ids, grids)",
 )

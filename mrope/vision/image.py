@@ -188,17 +188,37 @@ def _crop_box(crop: Any, height: int, width: int) -> tuple[int, int, int, int]:
     return top, left, ch, cw
 
 
-def _crop_origin(offset: int, crop_side: int, resized_side: int, factor: int, what: str) -> int:
-    """A crop offset in source pixels -> merged tokens at the crop's scale (``resized / crop``)."""
-    num, den = offset * resized_side, crop_side * factor
-    if num % den:
-        step = den // math.gcd(resized_side, den)
+def _crop_step(crop_side: int, resized_side: int, factor: int) -> int:
+    """The source-pixel step a crop offset must be a multiple of to fall on the merge grid at the crop's
+    scale (``resized / crop``): ``offset * resized / (crop * factor)`` must be whole."""
+    den = crop_side * factor
+    return den // math.gcd(resized_side, den)
+
+
+def _nearest_multiple(offset: int, step: int, limit: int) -> int:
+    """The multiple of ``step`` in ``[0, limit]`` nearest ``offset`` (the lower one on a tie)."""
+    low = offset // step * step
+    high = low + step
+    return high if high <= limit and high - offset < offset - low else low
+
+
+def _crop_origin(
+    box: tuple[int, int, int, int], full: tuple[int, int], resized: tuple[int, int], factor: int
+) -> tuple[int, int]:
+    """A crop's corner in merged tokens at its own scale; a corner off the merge grid is an error that
+    names the nearest aligned box of the same size."""
+    top, left, height, width = box
+    steps = (_crop_step(height, resized[0], factor), _crop_step(width, resized[1], factor))
+    if top % steps[0] or left % steps[1]:
+        near_top = _nearest_multiple(top, steps[0], full[0] - height)
+        near_left = _nearest_multiple(left, steps[1], full[1] - width)
         raise MediaError(
-            f"crop {what} {offset} px is {num / den:.3f} merged tokens at the crop's scale "
-            f"({resized_side}/{crop_side}); it must be aligned to the merge grid ({factor} px at that "
-            f"scale): use a multiple of {step} source pixels"
+            f"crop (top, left, height, width) = {box} is not aligned to the merge grid at the crop's scale "
+            f"({resized[0]}/{height} x {resized[1]}/{width}, {factor} px per merged token there): top must be "
+            f"a multiple of {steps[0]} source pixels and left a multiple of {steps[1]}; the nearest aligned box is "
+            f"({near_top}, {near_left}, {height}, {width})"
         )
-    return num // den
+    return top * resized[0] // (height * factor), left * resized[1] // (width * factor)
 
 
 def _resized(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
@@ -257,7 +277,7 @@ def load_image(
         :class:`mrope.Image`.
     """
     lay = resolve_rules(model, rules)
-    height, width = image_size(source)
+    height, width = full = image_size(source)
     if crop is not None:
         top, left, height, width = _crop_box(crop, height, width)
     factor = lay.resize_factor
@@ -278,9 +298,6 @@ def load_image(
         new_h, new_w = _resized(height, width, lay)
     origin = (0, 0)
     if crop is not None:
-        origin = (
-            _crop_origin(top, height, new_h, factor, "top"),
-            _crop_origin(left, width, new_w, factor, "left"),
-        )
+        origin = _crop_origin((top, left, height, width), full, (new_h, new_w), factor)
     grid = (1, new_h // lay.patch_size, new_w // lay.patch_size)
     return Image(grid=grid, tiles=tiles, thumbnail=thumbnail, origin=origin, wrap=wrap)
