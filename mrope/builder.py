@@ -222,6 +222,17 @@ class Batch:
             out[row, self.attention_mask[row].astype(bool)] = p.mm_token_type_ids
         return out
 
+    @property
+    def image_grid_thw(self) -> np.ndarray:
+        """int64 ``[n, 3]``: every sequence's image grids, in order (images to generate included)."""
+        return np.concatenate([p.image_grid_thw for p in self.sequences]).reshape(-1, 3)
+
+    @property
+    def images_per_sample(self) -> np.ndarray:
+        """int64 ``[B]``: how many of :attr:`image_grid_thw` belong to each sequence (GLM-Image's
+        ``images_per_sample``)."""
+        return np.asarray([len(p.image_grid_thw) for p in self.sequences], dtype=np.int64)
+
     def __repr__(self) -> str:
         """A summary (shapes, valid lengths, deltas), never the arrays themselves."""
         axes, rows, length = self.ids.shape
@@ -510,21 +521,21 @@ class _Plan:
         frames = [seg.grid] if isinstance(seg, Image) else [(1, seg.grid[1], seg.grid[2])] * seg.grid[0]
         for grid in frames:
             self.text(1, rules.vision_start_id, "wrapper", index)
-            crop(seg.thumbnail_grid if isinstance(seg, Image) and seg.thumbnail_grid else grid)
+            crop(seg.thumbnail_grid if seg.thumbnail_grid else grid)
             self.text(1, rules.vision_end_id, "wrapper", index)
-            if isinstance(seg, Image) and seg.tiles is not None:
+            if seg.tiles is not None:
                 cols, rows = seg.tiles
                 if cols * rows > MAX_TILES:
                     raise LayoutError(
-                        f"image (segment {index}): {cols * rows} tiles; at most {MAX_TILES} are supported"
+                        f"{kind} (segment {index}): {cols * rows} tiles; at most {MAX_TILES} are supported"
                     )
-                _, hh, ww = merged_grid(seg.grid, m, f"image (segment {index})")
+                _, hh, ww = merged_grid(grid, m, f"{kind} (segment {index})")
                 if hh % rows or ww % cols:
                     raise LayoutError(
-                        f"image (segment {index}): merged grid {hh}x{ww} (h x w) does not split into {rows} "
+                        f"{kind} (segment {index}): merged grid {hh}x{ww} (h x w) does not split into {rows} "
                         f"rows and {cols} columns of equal tiles"
                     )
-                tile = (1, seg.grid[1] // rows, seg.grid[2] // cols)
+                tile = (1, grid[1] // rows, grid[2] // cols)
                 for r in range(rows):
                     if r:
                         self.text(1, rules.newline_id, "wrapper", index)  # type: ignore[arg-type]
@@ -601,6 +612,11 @@ class _Plan:
 
     def _video(self, vid: Video, index: int, tokenizer: Any) -> None:
         rules = self.rules
+        if vid.tiles is not None:
+            raise LayoutError(
+                f"video (segment {index}): sliced frames (tiles, thumbnail_grid) need the canvas rule; the "
+                f"{rules.name!r} rules have positions_base={rules.positions_base!r}"
+            )
         if rules.positions_base != "counter":
             raise LayoutError(
                 f"video (segment {index}): the {rules.name!r} rules (sequence positions) take images only"
@@ -962,10 +978,15 @@ def count_tokens(
         return count_omni_tokens(segments, lay)
     total = 0
     for i, seg in enumerate(segments):
-        if isinstance(seg, Video) and lay.positions_base == "canvas" and seg.audio is None:
+        if isinstance(seg, Video) and lay.positions_base == "canvas" and seg.audio is None and seg.wrap:
             # arithmetic, so a clip of any length costs the same: <image> thumbnail </image> per frame
             t, hh, ww = merged_grid(seg.grid, lay.merge_size, f"video (segment {i})")
-            total += t * (hh * ww + 2)
+            if seg.tiles is None:
+                total += t * (hh * ww + 2)
+            else:
+                cols, rows = seg.tiles
+                _, th, tw = merged_grid(seg.thumbnail_grid, lay.merge_size, f"video (segment {i})")
+                total += t * (th * tw + 2 + hh * ww + 2 * cols * rows + rows - 1)
             continue
         if (
             isinstance(seg, Video)

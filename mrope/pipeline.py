@@ -109,6 +109,13 @@ def _tokenizer_from_file(path: str) -> Any:
         raise RecordError(f"cannot load tokenizer {path!r} as a tokenizer.json: {exc}") from None
 
 
+@functools.lru_cache(maxsize=4)
+def _checkpoint(path: str) -> Any:
+    from mrope.checkpoint import from_pretrained
+
+    return from_pretrained(path)
+
+
 def load_tokenizer(tokenizer: Any) -> Any:
     """A ``tokenizer.json`` path -> ``tokenizers.Tokenizer`` (loaded once per process); anything else
     (a callable ``str -> list[int]``, a tokenizer object, ``None``) is returned as it is."""
@@ -131,7 +138,11 @@ class Preprocessor:
     """The options of a preprocessing job, and its per-record and per-batch functions.
 
     Attributes:
-        model: the preset; ``None`` takes each record's ``model``.
+        model: the model (a name, a Hugging Face ``model_type`` or repo id, or what
+            :func:`mrope.from_pretrained` returns); ``None`` takes each record's ``model``. One of the
+            two is required: there is no default model.
+        model_dir: a checkpoint folder instead of ``model``, read by :func:`mrope.from_pretrained` once per
+            worker process (a path travels to Ray and ``datasets`` workers; a loaded model may not pickle).
         rules: a :class:`LayoutRules`, or a dict of overrides applied over each record's ``rules``.
         tokenizer: a ``tokenizer.json`` path (loaded once per worker process), a ``tokenizers.Tokenizer``,
             a transformers tokenizer or a callable ``str -> list[int]``; needed for text given as a string
@@ -145,9 +156,13 @@ class Preprocessor:
             and a datasets job give the same columns.
         max_tokens: a record that would make more tokens fails (counted before any array is allocated,
             so a grid typo cannot exhaust a worker's memory); ``None``: no limit.
+        media_access: what a record's media ``path`` may name (:class:`mrope.schema.MediaAccess`); by
+            default local files, URLs and ``data:`` URIs (``MediaAccess(urls=True, url_hosts=...)``
+            restricts a job over untrusted records to some hosts, ``mrope.schema.MEDIA_NONE`` to none).
     """
 
-    model: str | None = None
+    model: Any = None
+    model_dir: str | os.PathLike[str] | None = None
     rules: LayoutRules | Mapping[str, Any] | None = None
     tokenizer: Any = None
     base_dir: str | os.PathLike[str] | None = None
@@ -156,6 +171,7 @@ class Preprocessor:
     input_ids: bool = False
     keep: tuple[str, ...] | None = None
     max_tokens: int | None = DEFAULT_MAX_TOKENS
+    media_access: MediaAccess | None = None
 
     def rules_for(self, record: Record | Mapping[str, Any]) -> LayoutRules:
         """The layout rules of one record: the job's model and overrides over the record's. A model is
@@ -165,7 +181,7 @@ class Preprocessor:
         if not isinstance(record, Record):
             record = schema.parse_record(plain(record))
         model = schema.require_model(
-            self.model if self.model is not None else record.model,
+            self.job_model() if self.job_model() is not None else record.model,
             "model=",
             missing="no model: pass model= to the job, or give the record a 'model'",
         )
@@ -185,7 +201,10 @@ class Preprocessor:
         return resolve_rules(self.model, rounding or None).fractional_time
 
     def media(self) -> MediaAccess:
-        """Records read local files (relative to ``base_dir``), URLs and ``data:`` URIs."""
+        """What records may read: ``media_access``, by default local files (relative to ``base_dir``),
+        URLs and ``data:`` URIs."""
+        if self.media_access is not None:
+            return self.media_access
         return MediaAccess.everything(self.base_dir)
 
     def segments(self, record: Mapping[str, Any]) -> tuple[list[Segment], LayoutRules]:
@@ -195,7 +214,7 @@ class Preprocessor:
         """
         parsed = schema.parse_record(plain(record) if isinstance(record, Mapping) else record)
         rules = self.rules_for(parsed)
-        tokenizer = load_tokenizer(self.tokenizer)
+        tokenizer = self.tokenizer_for()
         if parsed.segments is not None:
             return schema.to_segments(parsed.segments, rules, tokenizer=tokenizer, media=self.media()), rules
         segments = schema.message_segments(
@@ -208,9 +227,24 @@ class Preprocessor:
         )
         return segments, rules
 
+    def job_model(self) -> Any:
+        """The job's model: ``model``, or the checkpoint of ``model_dir`` (loaded once per process)."""
+        if self.model_dir is None:
+            return self.model
+        if self.model is not None:
+            raise RecordError("give model= or model_dir=, not both")
+        return _checkpoint(os.fspath(self.model_dir))
+
+    def tokenizer_for(self) -> Any:
+        """The job's tokenizer, else the checkpoint's (``model=mrope.from_pretrained(folder)`` with a
+        ``tokenizer.json``), else ``None``."""
+        if self.tokenizer is not None:
+            return load_tokenizer(self.tokenizer)
+        return getattr(self.job_model(), "tokenizer", None)
+
     def build(self, segments: Sequence[Segment], rules: LayoutRules) -> Positions:
         """Positions of ``segments``, after checking their token count against ``max_tokens``."""
-        tokenizer = load_tokenizer(self.tokenizer)
+        tokenizer = self.tokenizer_for()
         if self.max_tokens is not None:
             n = count_tokens(segments, rules=rules, tokenizer=tokenizer)
             if n > self.max_tokens:

@@ -44,7 +44,9 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   (``smart_nframes``, float32 ``linspace``), ``"qwen3-vl"`` (transformers' Qwen3VLVideoProcessor:
   ``int(frames / rate * fps)`` clamped to ``[min_frames, max_frames]`` and the frame count, float64
   ``linspace``) or ``"glm4v"`` (Glm4vVideoProcessor: one frame every ``1 / fps`` s up to
-  ``max_duration`` seconds, evenly spread over the clip beyond, an even count).
+  ``max_duration`` seconds, evenly spread over the clip beyond, an even count) or ``"glm46v"``
+  (Glm46VVideoProcessor: a rate set by the clip's length, 3 / 1 / 0.5 fps up to 30 / 300 / 2400 s, at
+  most 640 frames).
 
 Rules of single families, each named by what it does and off by default:
 
@@ -96,7 +98,7 @@ ImageIndexScope = Literal["sequence", "batch"]
 ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
 PixelBounds = Literal["frame", "clip"]
-FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v"]
+FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "temporal": ("index", "seconds", "timestamps"),
@@ -112,7 +114,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
     "image_bounds": ("frame", "clip"),
     "video_bounds": ("frame", "clip"),
-    "frame_sampling": ("qwen-vl-utils", "qwen3-vl", "glm4v"),
+    "frame_sampling": ("qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v"),
 }
 
 AudioTokenRule = Literal["stride4", "window"]

@@ -137,11 +137,16 @@ ModelName = Annotated[
 def require_model(model: Any, where: str = "", missing: str = "no model given") -> str:
     """A face's model, required: ``None`` is an error listing the names (there is no default model).
 
-    Returns the canonical name (aliases resolved); ``where`` prefixes other errors, ``missing`` is the
+    Returns the canonical name (aliases resolved), or a :class:`mrope.models.ModelFamily` as given (what
+    :func:`mrope.from_pretrained` returns); ``where`` prefixes other errors, ``missing`` is the
     start of the message when no model came.
     """
     if model is None or model == "":
         raise RequestError(f"{missing}; name one of {', '.join(model_names())}")
+    from mrope.models import ModelFamily
+
+    if isinstance(model, ModelFamily):  # a registered family or mrope.from_pretrained(<checkpoint>)
+        return model  # type: ignore[return-value]
     prefix = f"{where}: " if where else ""
     if not isinstance(model, str):
         raise RequestError(f"{prefix}model must be a model name string; got {model!r}")

@@ -221,6 +221,9 @@ class Video:
         audio: the video's own audio track, for models that interleave it with the frames by time
             (Qwen2.5-Omni / Qwen3-Omni with ``use_audio_in_video``); ``None`` for a silent video or
             when the audio is not used.
+        tiles, thumbnail_grid: MiniCPM-V's canvas rule (``positions_base="canvas"``) only: every frame is a
+            thumbnail of grid ``thumbnail_grid`` followed by ``tiles=(cols, rows)`` detail slices that split
+            the frame's ``(h, w)``; both or neither.
     """
 
     grid: tuple[int, int, int]
@@ -229,6 +232,8 @@ class Video:
     frame_times: tuple[float, ...] | None = None
     wrap: bool = True
     audio: Audio | None = None
+    tiles: tuple[int, int] | None = None
+    thumbnail_grid: tuple[int, int, int] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Video"))
@@ -250,6 +255,14 @@ class Video:
             object.__setattr__(self, "frame_times", times)
         if self.audio is not None and not isinstance(self.audio, Audio):
             raise LayoutError(f"Video audio must be an mrope.Audio or None; got {type(self.audio).__name__}")
+        if (self.tiles is None) != (self.thumbnail_grid is None):
+            raise LayoutError("Video tiles and thumbnail_grid go together (MiniCPM-V's sliced frames)")
+        if self.tiles is not None:
+            tiles = _exact_ints(self.tiles)
+            if tiles is None or len(tiles) != 2 or min(tiles) < 1:
+                raise LayoutError(f"Video tiles must be (cols, rows), two positive ints; got {self.tiles!r}")
+            object.__setattr__(self, "tiles", tiles)
+            object.__setattr__(self, "thumbnail_grid", _grid(self.thumbnail_grid, "Video thumbnail"))
 
     def resolved_second_per_grid(self, temporal_patch_size: int, default_fps: float) -> float:
         """Seconds per temporal patch: ``second_per_grid`` or ``temporal_patch_size / fps``."""

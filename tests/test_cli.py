@@ -248,8 +248,11 @@ BAD = [
         ["positions", "--model", "qwen9", "--text", "3"],
         "--model: unknown model 'qwen9'; expected a model family name (qwen2-vl",
     ),
-    (["positions", "--text", "3"], "no model given: pass --model; name one of qwen2-vl, qwen2.5-vl"),
-    (["probe", "{video}"], "no model given: pass --model; name one of qwen2-vl"),
+    (
+        ["positions", "--text", "3"],
+        "no model given: pass --model (or --model-dir); name one of qwen2-vl, qwen2.5-vl",
+    ),
+    (["probe", "{video}"], "no model given: pass --model (or --model-dir); name one of qwen2-vl"),
     (
         ["positions", "--model", "qwen2-vl", "--text", "3", "--fps", "2"],
         "--fps applies to the segment right before it",
@@ -667,3 +670,84 @@ def test_installed_script_and_python_m(files, tmp_path) -> None:
     )
     assert bad.returncode == 2
     assert bad.stdout == "" and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
+
+
+# ------------------------------------------------------------------------------ model names, checkpoints
+
+
+def write_qwen25_checkpoint(folder: Path, max_pixels: int) -> Path:
+    """A Qwen2.5-VL checkpoint folder with the released config values and a fine-tune's pixel bound."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "model_type": "qwen2_5_vl",
+        "hidden_size": 3584,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "rope_theta": 1000000.0,
+        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+        "vision_start_token_id": 151652,
+        "vision_end_token_id": 151653,
+        "image_token_id": 151655,
+        "video_token_id": 151656,
+        "vision_config": {
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "tokens_per_second": 2,
+        },
+    }
+    pre = {
+        "min_pixels": 3136,
+        "max_pixels": max_pixels,
+        "patch_size": 14,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "preprocessor_config.json").write_text(json.dumps(pre))
+    return folder
+
+
+def test_model_aliases_and_model_dir(files, capsys, tmp_path) -> None:
+    base = ["positions", "--json", "--text", "4", "--image", files["image"]]
+    want = mrope.build_positions(
+        [Text(4), load_image(files["image"], model="qwen2.5-vl")], model="qwen2.5-vl"
+    )
+    for name in ("qwen2.5-vl", "qwen2_5_vl", "Qwen/Qwen2.5-VL-7B-Instruct"):  # name, model_type, repo id
+        code, out, err = run(capsys, *base, "--model", name)
+        assert (code, err) == (0, ""), err
+        doc = json.loads(out)
+        assert doc["model"] == "qwen2.5-vl" and doc["positions"] == want.ids.tolist()
+    # a fine-tune whose processor caps images at 200704 pixels: the 640 x 480 cat becomes 504 x 364 px
+    # (by hand: beta = sqrt(640 * 480 / 200704); floor(480 / beta / 28) = 13, floor(640 / beta / 28) = 18,
+    # times 28), so its grid is (1, 26, 36) in patches of 14 px
+    ckpt = write_qwen25_checkpoint(tmp_path / "ckpt", max_pixels=200704)
+    code, out, err = run(capsys, *base, "--model-dir", ckpt)
+    assert (code, err) == (0, ""), err
+    doc = json.loads(out)
+    expected = mrope.build_positions([Text(4), Image(grid=(1, 26, 36))], model="qwen2.5-vl")
+    assert doc["positions"] == expected.ids.tolist() and doc["image_grid_thw"] == [[1, 26, 36]]
+    assert doc["model"] == f"qwen2.5-vl ({ckpt})"
+    # the pipeline takes the loaded checkpoint as its model, or its folder (a path travels to workers)
+    from mrope.pipeline import record_positions
+
+    record = {"segments": [{"type": "text", "tokens": 4}, {"type": "image", "path": str(files["image"])}]}
+    np.testing.assert_array_equal(
+        record_positions(record, model=mrope.from_pretrained(ckpt)).ids, expected.ids
+    )
+    np.testing.assert_array_equal(record_positions(record, model_dir=str(ckpt)).ids, expected.ids)
+    jsonl = tmp_path / "one.jsonl"
+    jsonl.write_text(
+        json.dumps({"id": "x", "segments": [{"type": "image", "path": str(files["image"])}]}) + "\n"
+    )
+    code, _, _ = run(capsys, "batch", jsonl, "--out-dir", tmp_path / "o", "--model-dir", ckpt, "--quiet")
+    assert code == 0
+    assert json.loads((tmp_path / "o" / "manifest.jsonl").read_text())["image_grid_thw"] == [[1, 26, 36]]
+    code, out, _ = run(capsys, "probe", files["video"], "--model-dir", ckpt, "--json")
+    assert code == 0 and json.loads(out)["model"] == f"qwen2.5-vl ({ckpt})"
+    for argv, phrase in (
+        ([*base, "--model", "qwen2.5-vl", "--model-dir", ckpt], "give --model or --model-dir, not both"),
+        ([*base, "--model-dir", tmp_path / "nowhere"], "no checkpoint at"),
+    ):
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and phrase in err, err

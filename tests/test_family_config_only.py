@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -317,3 +318,51 @@ def load_image_for(photo, family: str):
     from mrope.vision import load_image
 
     return load_image(photo, model=family)
+
+
+# ------------------------------------------------------------------- GLM-4.6V's dynamic-fps sampling
+
+
+@pytest.mark.parametrize(
+    ("frames", "fps"),
+    [(30, 30.0), (300, 30.0), (901, 30.0), (2500, 25.0), (9000, 30.0), (4000, 2.0), (10, 4.0), (7, 1.0)],
+)
+def _glm46v_sample_frames():
+    """5.24's ``Glm46VVideoProcessor.sample_frames``, compiled from its source file: the module imports
+    torchvision at the top, which cannot be imported here (SPEC.md section 7); the method itself needs
+    only numpy and the processor's ``temporal_patch_size`` (2)."""
+    import ast
+    import inspect
+    import math
+    import types
+
+    import transformers.models.glm46v as package
+
+    path = Path(inspect.getfile(package)).parent / "video_processing_glm46v.py"
+    tree = ast.parse(path.read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Glm46VVideoProcessor")
+    method = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "sample_frames")
+    method.decorator_list = []
+    namespace = {"np": np, "math": math, "VideoMetadata": object}
+    exec(compile(ast.Module(body=[method], type_ignores=[]), str(path), "exec"), namespace)
+    processor = types.SimpleNamespace(temporal_patch_size=2)
+    return functools.partial(namespace["sample_frames"], processor)
+
+
+@pytest.mark.parametrize(
+    ("frames", "fps"),
+    [(30, 30.0), (300, 30.0), (901, 30.0), (2500, 25.0), (9000, 30.0), (4000, 2.0), (10, 4.0), (7, 1.0)],
+)
+def test_glm46v_samples_the_frames_its_video_processor_samples(frames: int, fps: float) -> None:
+    from transformers.video_utils import VideoMetadata
+
+    from mrope.vision import glm46v_frame_indices, load_video
+
+    # what transformers' PyAV reader reports: duration = frames / fps
+    metadata = VideoMetadata(total_num_frames=frames, fps=fps, duration=frames / fps)
+    want = _glm46v_sample_frames()(metadata).tolist()
+    assert glm46v_frame_indices(frames, fps).tolist() == want
+    info = mrope.vision.VideoInfo(fps=fps, num_frames=frames, duration=frames / fps, width=640, height=480)
+    video = load_video(info, model="glm-4.6v")
+    assert len(video.frame_times) == len(want)
+    np.testing.assert_allclose(video.frame_times, np.asarray(want) / fps)

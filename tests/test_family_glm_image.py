@@ -105,8 +105,7 @@ def test_segments_give_the_processor_layout_and_the_model_positions() -> None:
     ]
     shim = _Shim()
     batch = build_batch(samples, rules=RULES)
-    grids = np.concatenate([p.image_grid_thw for p in batch.sequences])
-    per_sample = torch.tensor([len(p.image_grid_thw) for p in batch.sequences])
+    grids, per_sample = batch.image_grid_thw, torch.from_numpy(batch.images_per_sample)
     assert per_sample.tolist() == [2, 2] and grids.tolist() == [[1, 3, 5], [1, 4, 4], [1, 8, 6], [1, 3, 2]]
     first = batch.sequences[0]
     assert first.input_ids[4] == START and first.input_ids[20] == END

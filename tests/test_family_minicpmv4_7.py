@@ -187,6 +187,11 @@ def test_segments_give_the_model_positions() -> None:
             Text([NEWLINE, 7, 8]),
             Image((1, 8, 8), tiles=(1, 2), thumbnail_grid=(1, 4, 4)),
         ],
+        [
+            Video((2, 16, 8), tiles=(1, 2), thumbnail_grid=(1, 4, 8)),
+            Text([3]),
+            Video((2, 8, 16), tiles=(2, 1), thumbnail_grid=(1, 8, 4)),
+        ],
     ]
     shim = _Shim()
     for side in ("left", "right"):
@@ -239,6 +244,16 @@ def test_segments_give_the_processors_placeholders() -> None:
     p = build_positions([Image((1, 16, 24), tiles=(3, 2), thumbnail_grid=(1, 12, 8))], rules=RULES)
     assert p.input_ids.tolist() == encode_specials(text, specials)
     assert p.image_grid_thw[:, 1:].tolist() == inputs["target_sizes"].tolist()
+    # a clip of two frames: an 8x12-patch thumbnail and 1 row x 2 columns of 8x8-patch slices each
+    inputs = {
+        "target_sizes_videos": np.array([[8, 12], [8, 8], [8, 8]] * 2),
+        "num_frames_per_video": np.array([2]),
+        "grids_videos": np.array([[1, 2]] * 2),
+    }
+    text = proc.replace_video_token(inputs, 0, video_token_divisor=16)
+    p = build_positions([Video((2, 8, 16), tiles=(2, 1), thumbnail_grid=(1, 8, 12))], rules=RULES)
+    assert p.input_ids.tolist() == encode_specials(text, specials)
+    assert p.video_grid_thw[:, 1:].tolist() == inputs["target_sizes_videos"].tolist()
     # a clip of three 8x12-patch frames without slices
     inputs = {
         "target_sizes_videos": np.array([[8, 12]] * 3),
@@ -329,3 +344,12 @@ def test_marker_ids_come_from_the_checkpoint_config() -> None:
     np.testing.assert_array_equal(
         mrope.build_positions(segs, model=family).ids, mrope.build_positions(segs, rules=RULES).ids
     )
+
+
+def test_sliced_frames_need_the_canvas_rule() -> None:
+    from mrope import LayoutError, Video, build_positions
+
+    with pytest.raises(LayoutError, match="need the canvas rule"):
+        build_positions([Video((2, 8, 8), tiles=(1, 1), thumbnail_grid=(1, 4, 4))], model="qwen2-vl")
+    with pytest.raises(LayoutError, match="go together"):
+        Video((2, 8, 8), tiles=(1, 1))

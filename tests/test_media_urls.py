@@ -26,7 +26,8 @@ from fastapi.testclient import TestClient
 import mrope
 from mrope import MediaError
 from mrope.pipeline import record_positions
-from mrope.vision import load_image, load_video, probe_video
+from mrope.schema import MEDIA_NONE, MediaAccess
+from mrope.vision import load_audio, load_image, load_video, probe_audio, probe_video
 from service.app import create_app
 from service.settings import Settings
 
@@ -93,6 +94,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "image": media.write_image(root / "cat.png", 448, 336),
         "big": big,
         "video": media.write_video(root / "clip.mp4", num_frames=24, fps=12),
+        "audio": media.write_audio(root / "tone.wav", seconds=0.5),
     }
 
 
@@ -113,7 +115,7 @@ def server(files) -> Iterator[str]:
 def memory(files) -> Iterator[str]:
     fs = fsspec.filesystem("memory")
     root = f"/bucket-{uuid.uuid4().hex[:8]}"
-    for key in ("image", "video"):
+    for key in ("image", "video", "audio"):
         fs.pipe(f"{root}/{files[key].name}", files[key].read_bytes())
     try:
         yield f"memory://{root}"
@@ -129,6 +131,14 @@ def test_memory_urls_equal_local_files(files, memory) -> None:
     )
     with pytest.raises(MediaError, match="no such file: 'memory://"):
         load_image(f"{memory}/missing.png", model=MODEL)
+
+
+def test_audio_urls_equal_local_files(files, memory, server) -> None:
+    local = load_audio(files["audio"], model="qwen2.5-omni")
+    assert load_audio(f"{memory}/tone.wav", model="qwen2.5-omni") == local
+    assert probe_audio(f"http://{server}/tone.wav") == probe_audio(files["audio"])
+    data = "data:audio/wav;base64," + base64.b64encode(files["audio"].read_bytes()).decode()
+    assert load_audio(data, model="qwen2.5-omni") == local
 
 
 def test_file_and_data_uris(files) -> None:
@@ -170,6 +180,14 @@ def test_pipeline_reads_urls(files, memory, server) -> None:
         model=MODEL,
     )
     np.testing.assert_array_equal(record_positions(record, model=MODEL).ids, expected.ids)
+    # a job over untrusted records says what they may read
+    only_http = MediaAccess(urls=True, url_hosts=frozenset({server}))
+    with pytest.raises(
+        mrope.MRopeError, match=r"segment 1: the host '\(none\)' of 'memory://.* is not in the allowlist"
+    ):
+        record_positions(record, model=MODEL, media_access=only_http)
+    with pytest.raises(mrope.MRopeError, match="segment 1: .* is a URL, which is not read here"):
+        record_positions(record, model=MODEL, media_access=MEDIA_NONE)
     # a URL prefix as base_dir: relative paths are read from there
     relative = {"segments": [{"type": "text", "tokens": 3}, {"type": "image", "path": "cat.png"}]}
     got = record_positions(relative, model=MODEL, base_dir=memory)
@@ -190,6 +208,10 @@ def test_service_refuses_urls_and_paths_without_an_allowlist(files, server) -> N
         assert resp.status_code == 422, resp.text
         err = resp.json()["error"]
         assert err["code"] == "media_not_allowed" and "not read here" in err["message"]
+        for kind in ("video", "audio"):  # every segment that can name a file
+            seg = {"type": kind, "path": path}
+            resp = client.post("/v1/positions", json={"model": "qwen2.5-omni", "segments": [seg]})
+            assert resp.status_code == 422 and resp.json()["error"]["code"] == "media_not_allowed", resp.text
 
 
 def test_service_reads_allowlisted_hosts_only(files, server) -> None:

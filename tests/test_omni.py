@@ -549,3 +549,117 @@ def test_pipeline_keeps_fractional_positions():
     row = Preprocessor().record({**record, "model": "qwen3-omni"})
     assert "fractional" in row["error"] and row["positions"].shape == (3, 0)
     assert Preprocessor().record({**record, "model": "qwen2.5-omni"})["error"] == ""
+
+
+def _full_processor(model: str):
+    """The family's combined processor with a ``tokenizers`` tokenizer carrying the released special
+    tokens, the Pillow image processor with the released sizing, and the released Whisper feature
+    extractor. Its video processor needs torchvision (SPEC section 7), so it is left out: this processor
+    takes text, images and audio."""
+    from types import SimpleNamespace
+
+    from tokenizers import AddedToken, Tokenizer, pre_tokenizers
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast, WhisperFeatureExtractor
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    if model == "qwen2.5-omni":
+        from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import Qwen2_5OmniProcessor as cls
+
+        names = dict(
+            image="<|IMAGE|>",
+            audio="<|AUDIO|>",
+            video="<|VIDEO|>",
+            audio_bos="<|audio_bos|>",
+            audio_eos="<|audio_eos|>",
+        )
+    else:
+        from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import Qwen3OmniMoeProcessor as cls
+
+        names = dict(
+            image="<|image_pad|>",
+            audio="<|audio_pad|>",
+            video="<|video_pad|>",
+            audio_bos="<|audio_start|>",
+            audio_eos="<|audio_end|>",
+        )
+    rules = get_family(model).rules
+    ids = {
+        names["image"]: rules.image_pad_id,
+        names["video"]: rules.video_pad_id,
+        names["audio"]: rules.audio_pad_id,
+        names["audio_bos"]: rules.audio_start_id,
+        names["audio_eos"]: rules.audio_end_id,
+        "<|vision_bos|>": 151652,
+        "<|vision_eos|>": 151653,
+    }
+    tok = Tokenizer(WordLevel({**ids, "[UNK]": 0, "hello": 5}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens([AddedToken(t, special=True) for t in ids])
+    extra = {f"{k}_token": v for k, v in names.items()} | {
+        "vision_bos_token": "<|vision_bos|>",
+        "vision_eos_token": "<|vision_eos|>",
+    }
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, extra_special_tokens=extra)
+    proc = object.__new__(cls)  # its __init__ insists on a video processor
+    proc.tokenizer = fast
+    proc.feature_extractor = WhisperFeatureExtractor(
+        feature_size=128, chunk_length=300, hop_length=160, sampling_rate=16000
+    )
+    proc.image_processor = Qwen2VLImageProcessorPil(
+        min_pixels=3136, max_pixels=12845056, patch_size=rules.patch_size, merge_size=2, temporal_patch_size=2
+    )
+    proc.video_processor = SimpleNamespace(merge_size=2, temporal_patch_size=2)
+    proc.chat_template = None
+    for k in ("image", "audio", "video", "vision_bos", "vision_eos", "audio_bos", "audio_eos"):
+        setattr(proc, f"{k}_token", getattr(fast, f"{k}_token"))
+    for k in ("image", "audio", "video"):
+        setattr(proc, f"{k}_token_id", getattr(fast, f"{k}_token_id"))
+    return proc, names
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-omni", "qwen3-omni"])
+def test_build_positions_equals_the_full_processor_and_model(thinkers, model):
+    """Real audio arrays and a real image through the family's processor; its ids equal build_positions'
+    and the model's positions on them equal build_positions' positions."""
+    from PIL import Image as PILImage
+
+    from mrope.vision import load_image
+
+    proc, names = _full_processor(model)
+    rng = np.random.default_rng(0)
+    # 37939 samples is no multiple of the hop (160): Qwen2.5-Omni's padded mask gives ceil, Qwen3-Omni's
+    # floor for the longest clip of a call; 12960 is, so both rules agree on the second clip
+    waves = [np.zeros(n, dtype=np.float32) for n in (37939, 12960)]
+    pil = PILImage.fromarray(rng.integers(0, 255, (150, 230, 3), dtype=np.uint8))
+    audio = names["audio_bos"] + names["audio"] + names["audio_eos"]
+    text = f"hello {audio} hello <|vision_bos|>{names['image']}<|vision_eos|> hello {audio}"
+    out = proc(text=text, audio=waves, images=[pil], return_tensors="pt")
+    segs = [
+        Text([5]),
+        Audio(seconds=37939 / 16000),
+        Text([5]),
+        load_image(pil, model=model),
+        Text([5]),
+        Audio(seconds=12960 / 16000),
+    ]
+    p = mrope.build_positions(segs, model=model)
+    assert out["input_ids"][0].tolist() == p.input_ids.tolist()
+    assert out["image_grid_thw"].tolist() == p.image_grid_thw.tolist()
+    lengths = out["feature_attention_mask"].sum(-1)
+    want, _ = thinkers[model].get_rope_index(
+        out["input_ids"],
+        image_grid_thw=out["image_grid_thw"],
+        attention_mask=out["attention_mask"],
+        audio_seqlens=lengths,
+    )
+    assert np.array_equal(want[:, 0].numpy(), p.ids)
+    if model == "qwen3-omni":
+        # Qwen3-Omni's processor pads a call's clips to the longest: a shorter clip that is no multiple of
+        # the hop gets ceil(n / 160) frames there, while alone (and in _get_num_audio_tokens) floor: mrope
+        # follows the single-clip rule; Audio(mel_frames=...) takes the processor's own count
+        two = proc(text=f"{audio} {audio}", audio=[waves[0], np.zeros(13012, dtype=np.float32)])
+        assert two["feature_attention_mask"].sum(-1).tolist() == [237, 82]
+        assert mrope.audio_tokens(Audio(seconds=13012 / 16000), model=model) == mrope.audio_tokens(
+            Audio(mel_frames=81), model=model
+        )

@@ -187,6 +187,12 @@ def add_model_options(p: argparse.ArgumentParser, tokenizer: bool = True) -> Non
         + ", or a Hugging Face model_type or repo id naming one",
     )
     p.add_argument(
+        "--model-dir",
+        metavar="DIR",
+        help="a checkpoint folder (config.json, preprocessor configs, tokenizer.json) read by "
+        "mrope.from_pretrained, instead of --model",
+    )
+    p.add_argument(
         "--rule",
         action="append",
         default=[],

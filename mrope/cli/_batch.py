@@ -149,7 +149,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CliError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     base = Preprocessor(
-        model=None if args.model is None else model_from_args(args.model),
+        model=None
+        if args.model is None and args.model_dir is None
+        else model_from_args(args.model, None, args.model_dir),
         rules=rule_overrides(args.rule) or None,
         tokenizer=tokenizer_from_arg(args.tokenizer),
         max_tokens=max_tokens_from_arg(args.max_tokens),

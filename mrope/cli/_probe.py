@@ -10,7 +10,7 @@ from typing import Any
 
 from mrope.builder import temporal_index
 from mrope.cli._args import CliError, positive_int, positive_number, rule_overrides
-from mrope.cli._sequence import model_from_args
+from mrope.cli._sequence import model_from_args, model_name
 from mrope.errors import MRopeError
 from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
 from mrope.vision import VideoInfo, load_video, probe_video, sample_frame_indices
@@ -29,6 +29,7 @@ def add_parser(sub: Any) -> None:
         metavar="MODEL",
         help="the model, required: " + ", ".join(PRESET_NAMES) + " (or a Hugging Face model_type / repo id)",
     )
+    p.add_argument("--model-dir", metavar="DIR", help="a checkpoint folder read by mrope.from_pretrained")
     p.add_argument("--fps", help="sampling rate, frames per second (default: the preset's, 2.0)")
     p.add_argument("--nframes", help="sample exactly this many frames instead of a rate")
     p.add_argument("--rule", action="append", default=[], metavar="KEY=VALUE", help="LayoutRules override")
@@ -162,9 +163,9 @@ def render(doc: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     fps = None if args.fps is None else positive_number(args.fps, "--fps")
     nframes = None if args.nframes is None else positive_int(args.nframes, "--nframes")
-    model = model_from_args(args.model)
+    model = model_from_args(args.model, None, args.model_dir)
     rules = resolve_rules(model, rule_overrides(args.rule) or None)
-    doc = describe(args.video, model, rules, fps, nframes)
+    doc = describe(args.video, model_name(model), rules, fps, nframes)
     if args.json:
         print(json.dumps(doc))
     else:

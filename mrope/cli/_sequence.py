@@ -24,7 +24,7 @@ class Built:
 
     Attributes:
         positions: the built positions.
-        model: the preset name used.
+        model: the model used (a name, or ``family (checkpoint folder)``).
         labels: one short description per segment (a file name, a grid, a token count).
     """
 
@@ -57,15 +57,33 @@ def tokenizer_from_arg(path: str | None) -> Any:
     return load_tokenizer(path)
 
 
-def model_from_args(option: str | None, fallback: object = None) -> str:
-    """``--model`` (or the spec file's / record's model): required, there is no default model; an alias
-    (a Hugging Face model_type or repo id) gives the canonical name."""
+def model_from_args(option: str | None, fallback: object = None, model_dir: str | None = None) -> Any:
+    """``--model`` / ``--model-dir`` (or the spec file's / record's model): required, there is no default
+    model. An alias (a Hugging Face model_type or repo id) gives the canonical name; ``--model-dir`` a
+    checkpoint folder read by :func:`mrope.from_pretrained` (its values, and its tokenizer.json)."""
+    if model_dir is not None:
+        if option is not None:
+            raise CliError("give --model or --model-dir, not both")
+        from mrope.checkpoint import from_pretrained
+
+        try:
+            return from_pretrained(model_dir)
+        except MRopeError as exc:
+            raise CliError(f"--model-dir {model_dir!r}: {exc}") from None
     chosen = option if option is not None else fallback
     where = "--model" if option is not None else "the spec's model"
     try:
-        return require_model(chosen, where, missing="no model given: pass --model")
+        return require_model(chosen, where, missing="no model given: pass --model (or --model-dir)")
     except RequestError as exc:
         raise CliError(str(exc)) from None
+
+
+def model_name(model: Any) -> str:
+    """The name printed for a model: a name as is, a checkpoint as ``family (folder)``."""
+    if isinstance(model, str):
+        return model
+    source = getattr(model, "source", "registry")
+    return model.name if source in ("registry", "", None) else f"{model.name} ({source})"
 
 
 def max_tokens_from_arg(text: str) -> int | None:
@@ -118,7 +136,7 @@ def build_from_args(args: argparse.Namespace) -> Built:
         base_dir = None
     else:
         raise CliError("no segments: give --text / --image / --video ... in order, or --spec FILE.json")
-    model = model_from_args(args.model, record.get("model"))
+    model = model_from_args(args.model, record.get("model"), getattr(args, "model_dir", None))
     tokenizer = tokenizer_from_arg(getattr(args, "tokenizer", None))
     pre = Preprocessor(
         model=model,
@@ -139,4 +157,4 @@ def build_from_args(args: argparse.Namespace) -> Built:
         labels = tuple(_label(item) for item in items)
     else:
         labels = tuple(_segment_label(seg) for seg in segments)
-    return Built(positions=positions, model=model, labels=labels)
+    return Built(positions=positions, model=model_name(model), labels=labels)

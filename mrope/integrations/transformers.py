@@ -640,11 +640,12 @@ def unpatch(model: torch.nn.Module) -> torch.nn.Module:
             del o.get_rope_index
         else:
             o.get_rope_index = previous  # type: ignore[method-assign]
-    hook = _HOOKS[state.hook_module]
-    hook.users -= 1
-    if hook.users == 0:
-        setattr(hook.module, APPLY_FUNCTION, hook.original)
-        del _HOOKS[state.hook_module]
+    hook = _HOOKS.get(state.hook_module)
+    if hook is not None:  # a deep copy of a patched model shares its original's hook
+        hook.users -= 1
+        if hook.users <= 0:
+            setattr(hook.module, APPLY_FUNCTION, hook.original)
+            del _HOOKS[state.hook_module]
     del model.__dict__[_STATE_ATTR]
     return model
 

@@ -6,8 +6,8 @@ transformers 5.24: get_rope_index (modeling_glm46v.py:131) equals GLM-4.1V's. Vi
 (gptj, chunked [8, 12, 12], partial 0.5 of head_dim 128, theta 1e4): the config reader decides pairing from
 the text config's model_type. Image 112^2 .. 28^2 * 15000 px.
 Video sampling (video_processing_glm46v.py:138-180): a dynamic target rate (3 fps up to 30 s, 1 fps up to
-300 s, 0.5 fps up to 2400 s), two frames per second of it, at most 640 frames:
-:func:`glm46v_num_frames` writes it out.
+300 s, 0.5 fps up to 2400 s), two frames per second of it, at most 640 frames
+(``frame_sampling="glm46v"``, :func:`mrope.vision.glm46v_frame_indices`).
 """
 
 from mrope.models import glm4v
@@ -22,6 +22,7 @@ FAMILY = glm4v.FAMILY.replace(
         video_start_id=151361,
         video_end_id=151362,
         max_frames=640,
+        frame_sampling="glm46v",
     ),
     exactness="GLM-4.1V rules, own video wrapper and time text; its 5.24 Glm46V get_rope_index (convention='transformers5') and processor (ids, grids)",
 )

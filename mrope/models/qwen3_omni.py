@@ -6,9 +6,11 @@ Qwen2.5-Omni in rule values: positions are float32 and never truncated (video ti
 double start / end tokens of a video with audio take two positions each, and its video and audio tokens
 are merged one at a time by time, video first on ties. Audio: 13 tokens per 100 mel frames plus
 ``((f - 1) // 2 + 1 - 1) // 2 + 1`` with ``f = (r - 1) // 2 + 1`` for the remainder ``r``
-(``_get_feat_extract_output_lengths``, n_window 50). Its processor pads a batch's audio to the longest
-clip without truncating, so a clip alone has ``L = floor(samples / 160)`` frames (``_get_num_audio_tokens``
-counts the same way). transformers 5.24 runs the same scan, so both conventions agree.
+(``_get_feat_extract_output_lengths``, n_window 50). Its processor pads a call's audio to the longest
+clip without truncating, so a clip alone (or the longest) has ``L = floor(samples / 160)`` frames, which
+mrope uses (``_get_num_audio_tokens`` counts the same way); a shorter clip of a multi-clip call gets
+``ceil(samples / 160)`` from the padded mask: give ``Audio(mel_frames=...)`` from
+``feature_attention_mask.sum(-1)`` to match such a call exactly. transformers 5.24 runs the same scan, so both conventions agree.
 
 ``position_id_per_seconds``: the released checkpoint and the 5.24 processor use **13**; the 5.24 config
 class defaults to 25 (a Qwen2.5-Omni leftover), which makes its model order positions differently from

@@ -282,3 +282,80 @@ def glm4v_frame_indices(
     if len(out) % 2:
         out.append(out[-1])
     return np.asarray(out, dtype=np.int64)
+
+
+GLM46V_MAX_FRAMES = 640
+"""Most frames GLM-4.6V's video processor samples."""
+
+
+def glm46v_frame_indices(
+    num_frames: int,
+    video_fps: float,
+    temporal_patch_size: int = 2,
+    duration: float | None = None,
+) -> np.ndarray:
+    """The frame indices transformers' GLM-4.6V video processor samples (dynamic fps).
+
+    The target rate follows the clip's duration ``d`` (seconds; default ``num_frames / video_fps``, what
+    transformers' PyAV reader reports; capped at 2400 s for the rate and the count): 3 fps up to 30 s,
+    1 fps up to 300 s, 0.5 fps beyond. It wants ``n = min(int(d * rate * temporal_patch_size), 640)``
+    frames. Walking the frames in order, a frame is taken when its time ``i / video_fps`` reaches the
+    next target time (targets ``k / (temporal_patch_size * rate)``, accumulated in floating point, below
+    ``int(d)`` s). More than ``n`` taken, or a video of fewer than ``n`` frames:
+    ``linspace(0, last, n)`` truncated; fewer: ``linspace(first taken, last taken, n)`` truncated. Repeats are
+    dropped and an odd count gets its last index once more.
+
+    Returns:
+        int64 ``[m]``, ``m`` even, non-decreasing.
+
+    Raises:
+        MediaError: bad counts or rates.
+    """
+    total = _positive_int(num_frames, "num_frames")
+    rate = _positive_real(video_fps, "video fps")
+    tps = _positive_int(temporal_patch_size, "temporal_patch_size")
+    clip = _positive_real(duration, "duration") if duration is not None else total / rate
+    effective = min(clip, 2400.0)
+    target = 3.0 if effective <= 30 else 1.0 if effective <= 300 else 0.5
+    want = min(int(effective * target * tps), GLM46V_MAX_FRAMES)
+    if want < 1:
+        raise MediaError(f"a {clip:g} s video samples no frame at {target:g} fps")
+    last = total - 1
+    if total < want:
+        raw = np.linspace(0, last, want, dtype=int).tolist()
+    else:
+        taken: list[int] = []
+        step = 1 / (tps * target)
+        frame_time = 1 / rate
+        max_second = int(clip)
+        current = 0.0
+        i = 0
+        # every take moves to a later frame; past ``want`` takes the result is linspace anyway
+        while i < total and len(taken) <= want:
+            # the first frame at or after the current target time, as the processor's scan finds it
+            j = max(i, math.ceil(current * rate) - 1)
+            while j < total and j * frame_time < current:
+                j += 1
+            if j >= total:
+                break
+            taken.append(j)
+            current += step
+            i = j + 1
+            if current >= max_second:
+                break
+        if len(taken) < want:
+            start, end = (taken[0], taken[-1]) if taken else (0, last)
+            raw = np.linspace(start, end, want, dtype=int).tolist()
+        elif len(taken) > want:
+            raw = np.linspace(0, last, want, dtype=int).tolist()
+        else:
+            raw = taken
+    seen: set[int] = set()
+    out: list[int] = []
+    for k in raw:
+        if k not in seen:
+            seen.add(k)
+            out.append(k)
+    if len(out) % 2:
+        out.append(out[-1])
+    return np.asarray(out, dtype=np.int64)

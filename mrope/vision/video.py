@@ -35,6 +35,7 @@ from mrope.vision._source import OpenSource, open_source
 from mrope.vision.resize import smart_resize, smart_resize_clip, video_max_pixels
 from mrope.vision.sampling import (
     glm4v_frame_indices,
+    glm46v_frame_indices,
     qwen3_vl_frame_indices,
     sample_fps,
     sample_frame_indices,
@@ -595,9 +596,11 @@ def _sample(
         idx = qwen3_vl_frame_indices(
             info.num_frames, info.fps, fps=rate, nframes=nframes, min_frames=lo, max_frames=hi
         )
-        if lay.frame_sampling == "glm4v" and idx.size % 2:
+        if lay.frame_sampling in ("glm4v", "glm46v") and idx.size % 2:
             idx = np.append(idx, idx[-1])
         return idx
+    if lay.frame_sampling == "glm46v":
+        return glm46v_frame_indices(info.num_frames, info.fps, lay.temporal_patch_size)
     return glm4v_frame_indices(info.num_frames, info.fps, fps=rate, max_duration=lay.max_duration)
 
 
@@ -617,7 +620,8 @@ def load_video(
     would produce.
 
     Frames are sampled by ``rules.frame_sampling``: :func:`sample_frame_indices` (qwen-vl-utils),
-    :func:`qwen3_vl_frame_indices` or :func:`glm4v_frame_indices` (transformers' video processors; with
+    :func:`qwen3_vl_frame_indices`, :func:`glm4v_frame_indices` or :func:`glm46v_frame_indices`
+    (transformers' video processors; with
     ``nframes``, evenly spaced as Qwen3-VL does, an even count for GLM). ``fps`` / ``min_frames`` /
     ``max_frames`` default to the rules'. Under ``rules.video_bounds == "frame"`` every sampled frame is
     resized with :func:`smart_resize` (``factor = rules.resize_factor``, ``min_pixels =
