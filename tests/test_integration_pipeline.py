@@ -107,3 +107,49 @@ def test_fractional_seconds_per_patch_match_the_models_float32_time(name: str) -
     finally:
         unpatch(net)
     torch.testing.assert_close(patched, own, rtol=0, atol=2e-6)
+
+
+def test_positions_from_the_service_give_the_models_own_logits() -> None:
+    """The service's JSON positions (``POST /v1/positions``, the app in process) for one sample, fed as
+    position_ids, give the logits of the unpatched Qwen2-VL model computing its own; the decode delta
+    too. ``rules: {"advance": "spatial"}`` asks for transformers 5.x's advance (the model under test)."""
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    name = "qwen2-vl"
+    net = tv.model(name)
+    m = mt.model_rules(net).merge_size
+    text = tv.tokenize("look")
+    body = {
+        "model": name,
+        "rules": {"advance": "spatial"},
+        "segments": [
+            {"type": "text", "ids": text},
+            {"type": "image", "grid": [1, 2 * m, 3 * m]},
+            {"type": "video", "grid": [6, 2 * m, 2 * m], "fps": 2.0},
+            {"type": "text", "ids": text},
+        ],
+    }
+    with TestClient(create_app(Settings())) as client:
+        response = client.post("/v1/positions", json=body)
+    assert response.status_code == 200, response.text
+    served = response.json()
+    sample = [
+        mrope.Text(text),
+        mrope.Image(grid=(1, 2 * m, 3 * m)),
+        mrope.Video(grid=(6, 2 * m, 2 * m), fps=2.0),
+        mrope.Text(text),
+    ]
+    kw = tv.inputs(name, [sample])
+    kw["position_ids"] = torch.tensor(served["positions"])[:, None, :]
+    net.model.rope_deltas = None
+    with torch.no_grad():
+        own = net(**tv.forward_kwargs(kw, own_positions=True), use_cache=False).logits
+        own_deltas = net.model.rope_deltas
+        net.model.rope_deltas = None
+        ours = net(**tv.forward_kwargs(kw, own_positions=False), use_cache=False).logits
+    net.model.rope_deltas = None
+    assert torch.equal(ours, own)
+    assert served["delta"] == int(own_deltas)
