@@ -14,6 +14,12 @@ Prints medians (round-robin timing), the ratio (target >= 2x), the largest outpu
 rotation error against float64 at positions near 1e3, 1e5 and 1e6 for transformers' fp32 path and mrope's
 ``"fp32"`` and ``"exact"`` angle precisions.
 
+bf16 section (issue 14): the same shapes in bf16, ``thd`` layout, against a plain-torch bf16 rotation with a
+cos/sin cache gather written here the way serving engines' ``forward_native`` does it (a bf16
+``cos_sin_cache[max_pos, rotary_dim]``, gathered by the three position rows, the sections selected by
+``split``/``cat``, then ``x1 * cos - x2 * sin`` etc. in bf16, one rounding per operation). mrope computes in
+fp32 and rounds once; the max error of both against float64 is printed next to the times.
+
 Run: ``python benchmarks/bench_apply.py`` (``--tokens 1024 --repeat 5`` for a quick run).
 """
 
@@ -112,19 +118,77 @@ def precision_table(hf_apply, spec: RopeSpec) -> list[str]:
     return rows
 
 
+def bf16_cache_reference(spec: RopeSpec, max_position: int):
+    """A plain-torch bf16 M-RoPE with a cos/sin cache gather (serving engines' ``forward_native`` style).
+
+    Returns ``apply(q, k, positions)`` for ``thd`` q ``[T, HQ, D]``, k ``[T, HK, D]``, positions ``[3, T]``;
+    chunked (neox) sections, full rotary.
+    """
+    inv = torch.from_numpy(spec.inv_freq()).float()
+    freqs = torch.outer(torch.arange(max_position, dtype=torch.float32), inv)
+    cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1).to(torch.bfloat16)  # [P, rotary_dim]
+    sections = list(spec.mrope_section)
+
+    def apply(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor):
+        cos, sin = cache[positions].chunk(2, dim=-1)  # [3, T, F] each
+        cos = torch.cat([m[i] for i, m in enumerate(cos.split(sections, dim=-1))], dim=-1).unsqueeze(-2)
+        sin = torch.cat([m[i] for i, m in enumerate(sin.split(sections, dim=-1))], dim=-1).unsqueeze(-2)
+        out = []
+        for x in (q, k):
+            x1, x2 = x.chunk(2, dim=-1)
+            out.append(torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1))
+        return out[0], out[1]
+
+    return apply
+
+
+def bf16_section(spec: RopeSpec, tokens: int, repeat: int) -> list[str]:
+    """Markdown rows: bf16 mrope (torch path) against the bf16 cache-gather reference, same process."""
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(tokens, 28, 128, generator=g).to(torch.bfloat16)
+    k = torch.randn(tokens, 4, 128, generator=g).to(torch.bfloat16)
+    pos = image_prompt_positions(tokens)[:, 0]
+    ref = bf16_cache_reference(spec, int(pos.max()) + 1)
+    want = reference64(q.float(), pos, spec)
+    err_ref = float((ref(q, k, pos)[0].double() - want).abs().max())
+    err_ours = float((apply_mrope(q, k, pos, spec, backend="torch")[0].double() - want).abs().max())
+    times = compare(
+        {
+            "plain torch bf16, cos/sin cache gather": lambda: ref(q, k, pos),
+            "mrope bf16 (fp32 compute, one rounding)": lambda: apply_mrope(q, k, pos, spec, backend="torch"),
+            "mrope bf16 in place": lambda: apply_mrope(q, k, pos, spec, backend="torch", inplace=True),
+        },
+        repeat=repeat,
+    )
+    base = times["plain torch bf16, cos/sin cache gather"]
+    errs = {"plain torch bf16, cos/sin cache gather": err_ref}
+    errs["mrope bf16 (fp32 compute, one rounding)"] = errs["mrope bf16 in place"] = err_ours
+    rows = ["| path | median ms | vs plain bf16 | max abs err vs float64 |", "|---|---:|---:|---:|"]
+    for name, sec in times.items():
+        rows.append(f"| {name} | {sec * 1e3:.2f} | {base / sec:.2f}x | {errs[name]:.3f} |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=4096)
     parser.add_argument("--repeat", type=int, default=21)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--bf16-only", action="store_true", help="only the bf16 section")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
     spec = RopeSpec.preset("qwen2-vl")
+    t = args.tokens
+    bf16_rows = bf16_section(spec, t, args.repeat)
+    bf16_title = f"# bf16 apply M-RoPE on CPU, thd layout, Qwen2-VL-7B shapes, T = {t}, {torch.get_num_threads()} threads"
+    if args.bf16_only:
+        print(bf16_title)
+        print("\n".join(bf16_rows))
+        return
     hf_apply = transformers_path()
     g = torch.Generator().manual_seed(0)
-    t = args.tokens
     q = torch.randn(1, 28, t, 128, generator=g)
     k = torch.randn(1, 4, t, 128, generator=g)
     pos = image_prompt_positions(t)
@@ -161,6 +225,9 @@ def main() -> None:
     print()
     print("# rotation error against float64 (max abs, unit-normal q), by position")
     print("\n".join(precision_table(hf_apply, spec)))
+    print()
+    print(bf16_title)
+    print("\n".join(bf16_rows))
 
 
 if __name__ == "__main__":

@@ -1048,3 +1048,26 @@ def test_rerotate_is_exported_lazily() -> None:
     import mrope
 
     assert mrope.rerotate is mrope_ops.rerotate
+
+
+@pytest.mark.parametrize("inplace", (False, True))
+@pytest.mark.parametrize("name", ("offset slice at the end (HY-V4-VL)", "offset slice in the middle, neox"))
+def test_chunked_low_precision_rotation_covers_every_chunk(
+    name: str, inplace: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The torch path rotates bf16 (and anything in place) a chunk of the sequence at a time: with tiny
+    chunks (and a short last one) every token is still rotated once, pass-through channels kept."""
+    from mrope.ops import torch_path
+
+    monkeypatch.setattr(torch_path, "CHUNK_ELEMENTS", 400)  # steps of 1, 2, 4, 8 tokens here
+    spec = GROWN[name]
+    for layout in ("bhsd", "thd"):
+        q, k = make_qk(layout, hq=3, hk=1, d=spec.head_dim, dtype=torch.bfloat16, s=7, t=11)
+        pos = make_positions(layout, s=7, t=11, high=500)
+        q0 = q.clone()
+        got_q, _ = run(q, k, pos, spec, layout, "torch", inplace=inplace, angle_precision="exact")
+        assert rel_err(got_q, reference(q0, pos, spec, layout), q0) < TOL[torch.bfloat16]
+        o, rd = spec.rotary_offset, spec.rotary_dim
+        assert torch.equal(got_q[..., :o], q0[..., :o]) and torch.equal(
+            got_q[..., o + rd :], q0[..., o + rd :]
+        )

@@ -44,3 +44,5 @@ def test_bench_apply_runs() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "| transformers |" in out.stdout and "| mrope |" in out.stdout
     assert "| 1,000,000 |" in out.stdout
+    assert "| plain torch bf16, cos/sin cache gather |" in out.stdout
+    assert "| mrope bf16 (fp32 compute, one rounding) |" in out.stdout

@@ -6,7 +6,7 @@ the thumbnail is stretched over the slices' canvas, slices sit at their offsets,
 counter resumes at ``o + max(canvas) + 1``; pads 0. Grids are per crop (the processor's ``target_sizes``),
 merged by 4 (``downsample_mode="16x"``, the default) or 2 (``"4x"``: pass ``rules={"merge_size": 2}``).
 Segments: ``Image(grid, tiles=(cols, rows), thumbnail_grid=...)`` for a sliced picture, ``Video`` for
-thumbnail-only frames. ``<image_id>N</image_id>`` prefixes are text.
+thumbnail-only frames (with ``tiles`` and ``thumbnail_grid`` for sliced ones). ``<image_id>N</image_id>`` prefixes are text.
 Ids: the config's ``image_token_id``, ``video_token_id``, ``image_start_id``, ``image_end_id``,
 ``slice_start_id``, ``slice_end_id`` and ``newline_id`` (all ``None`` in the class defaults, and no released
 config was available offline): until they are read from a checkpoint's config the marker ids stay unset

@@ -100,13 +100,21 @@ def cos_sin_table(
     return cos.to(dtype), sin.to(dtype)
 
 
-def _pair_views(x: torch.Tensor, spec: RopeSpec) -> tuple[torch.Tensor, torch.Tensor]:
+def _pair_views(
+    x: torch.Tensor, spec: RopeSpec, offset: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The two members of every rotating pair, ``[..., F]`` views: neox ``o + i, o + i + F``; gptj
-    ``o + 2i, o + 2i + 1`` (``o = spec.rotary_offset``)."""
-    f, o, rd = spec.num_freqs, spec.rotary_offset, spec.rotary_dim
+    ``o + 2i, o + 2i + 1`` (``o = spec.rotary_offset`` unless ``offset`` is given)."""
+    f, rd = spec.num_freqs, spec.rotary_dim
+    o = spec.rotary_offset if offset is None else offset
     if spec.pairing == "neox":
         return x[..., o : o + f], x[..., o + f : o + rd]
     return x[..., o : o + rd : 2], x[..., o + 1 : o + rd : 2]
+
+
+CHUNK_ELEMENTS = 1 << 18
+"""Rotary elements per step and per intra-op thread of the chunked rotation (one thread: two fp32 scratch
+buffers of 1 MiB each)."""
 
 
 def rotate(
@@ -124,20 +132,29 @@ def rotate(
         cos, sin: ``[B, S, 1, F]`` in the compute dtype (fp32, or fp64 for fp64 ``x``); pass ``-sin`` for
             the inverse rotation.
 
-    For each pair ``(x1, x2)``: ``y1 = x1 cos - x2 sin``, ``y2 = x2 cos + x1 sin``. Channels outside the
-    rotary slice are copied (out of place) or left alone (in place).
+    For each pair ``(x1, x2)``: ``y1 = x1 cos - x2 sin``, ``y2 = x2 cos + x1 sin``, computed in the compute
+    dtype and rounded to ``x``'s dtype once. Channels outside the rotary slice are copied (out of place)
+    or left alone (in place).
+
+    Full-precision out of place (eager) writes straight into ``out`` (four passes). Otherwise (bf16 / fp16,
+    or in place) the sequence is processed in chunks of about :data:`CHUNK_ELEMENTS` rotary elements
+    through two reused compute-dtype scratch buffers: one conversion in, four arithmetic passes and one
+    rounding out per chunk, all in cache, with no per-call allocation the size of ``x`` (fresh large
+    allocations cost a page fault per 4 KiB on CPU, more than the arithmetic).
     """
-    x1, x2 = _pair_views(x, spec)
-    o1, o2 = _pair_views(out, spec)
     if x.dtype == cos.dtype and not inplace and not torch.compiler.is_compiling():
-        # Full-precision out of place, eager: write straight into the output (``out=`` views, which dynamo
-        # does not trace), four passes over the rotary part.
+        # straight into the output, whole tensors: four passes. (Chunking this path measured 1.07x faster
+        # on one thread but 0.4x on two busy ones: more parallel regions; so only bf16/fp16 chunk.)
+        x1, x2 = _pair_views(x, spec)
+        o1, o2 = _pair_views(out, spec)
         torch.mul(x1, cos, out=o1)
         o1.addcmul_(x2, sin, value=-1)
         torch.mul(x2, cos, out=o2)
         o2.addcmul_(x1, sin)
-    else:
-        # Low-precision inputs compute in fp32 and round once; in place needs the old x1 for y2.
+    elif torch.compiler.is_compiling():
+        # traced: whole-tensor ops (the compiler fuses them); in place needs the old x1 for y2
+        x1, x2 = _pair_views(x, spec)
+        o1, o2 = _pair_views(out, spec)
         a1, a2 = x1.to(cos.dtype), x2.to(cos.dtype)
         y1 = a1 * cos
         y1.addcmul_(a2, sin, value=-1)
@@ -145,9 +162,48 @@ def rotate(
         y2.addcmul_(a1, sin)
         o1.copy_(y1)
         o2.copy_(y2)
+    else:
+        _rotate_chunked(x, out, cos, sin, spec)
     if not inplace:
         start, end = spec.rotary_offset, spec.rotary_offset + spec.rotary_dim
         if start:
             out[..., :start].copy_(x[..., :start])
         if end < x.shape[-1]:
             out[..., end:].copy_(x[..., end:])
+
+
+def _step(x: torch.Tensor, spec: RopeSpec) -> int:
+    """Sequence positions per chunk: about CHUNK_ELEMENTS rotary elements per intra-op thread."""
+    budget = CHUNK_ELEMENTS * max(1, torch.get_num_threads())
+    return max(1, min(x.shape[1], budget // max(1, x.shape[0] * x.shape[2] * spec.rotary_dim)))
+
+
+def _chunks(x: torch.Tensor, spec: RopeSpec) -> list[tuple[int, int]]:
+    """``(start, end)`` sequence ranges of the chunked rotation of ``x`` ``[B, S, H, D]``."""
+    step = _step(x, spec)
+    return [(s0, min(x.shape[1], s0 + step)) for s0 in range(0, x.shape[1], step)]
+
+
+def _rotate_chunked(
+    x: torch.Tensor, out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, spec: RopeSpec
+) -> None:
+    """The rotary slice of ``x`` ``[B, S, H, D]`` into ``out``, a chunk of the sequence at a time."""
+    bsz, seq, heads = x.shape[0], x.shape[1], x.shape[2]
+    o, rd = spec.rotary_offset, spec.rotary_dim
+    if bsz * seq * heads == 0:
+        return
+    step = _step(x, spec)
+    shape = (bsz, step, heads, rd)
+    src = torch.empty(shape, dtype=cos.dtype, device=x.device)
+    dst = torch.empty(shape, dtype=cos.dtype, device=x.device)
+    for s0, s1 in _chunks(x, spec):
+        a, y = src[:, : s1 - s0], dst[:, : s1 - s0]
+        a.copy_(x[:, s0:s1, :, o : o + rd])
+        c, s = cos[:, s0:s1], sin[:, s0:s1]
+        a1, a2 = _pair_views(a, spec, offset=0)
+        y1, y2 = _pair_views(y, spec, offset=0)
+        torch.mul(a1, c, out=y1)
+        y1.addcmul_(a2, s, value=-1)
+        torch.mul(a2, c, out=y2)
+        y2.addcmul_(a1, s)
+        out[:, s0:s1, :, o : o + rd].copy_(y)
