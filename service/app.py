@@ -53,7 +53,7 @@ from service.models import (
     upload_form_schema,
 )
 from service.operator import AccessLog, ApiKeys, ConcurrencyLimit
-from service.page import install_page
+from service.page import PAGE_PATH, install_page
 from service.render import OutputFormat
 from service.settings import Settings
 from service.uploads import TempBudget, UploadForm, receive_upload, sweep_stale_spools
@@ -76,6 +76,7 @@ ENDPOINTS = (
     docs.DOCS_PATH,
     docs.REDOC_PATH,
     "/openapi.json",
+    PAGE_PATH,
 )
 """The paths metrics are labelled with (any other is "other")."""
 INLINE_BODY_BYTES = 64 * 1024

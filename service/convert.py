@@ -153,7 +153,8 @@ def audio_segment(
 
 def reads_media(items: Sequence[Any]) -> bool:
     """Whether any segment names a media file (read off the event loop, under the media timeout)."""
-    return any(getattr(seg, "path", None) is not None for seg in items)
+    # text segments have no path (a missing attribute is pydantic's slow path)
+    return any(seg.path is not None for seg in items if not isinstance(seg, TextSegment))
 
 
 def to_segments(

@@ -9,6 +9,7 @@ and equal the library's positions. Needs Debian's ``chromium`` and ``chromium-dr
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -205,3 +206,17 @@ def test_page_request_upload_error_and_download(browser, service_url, tmp_path) 
     )
     assert table_rows(driver) == expected_rows(uploaded)
     assert painted_pixels(driver) > 20_000
+
+    # a file dropped on the drop zone (a real drop event carrying a File)
+    driver.execute_script(
+        "const bytes = Uint8Array.from(atob(arguments[0]), c => c.charCodeAt(0));"
+        "const dt = new DataTransfer(); dt.items.add(new File([bytes], 'dropped.png', {type: 'image/png'}));"
+        "document.getElementById('drop').dispatchEvent(new DragEvent('drop', {dataTransfer: dt, bubbles: true}));",
+        base64.b64encode(image.read_bytes()).decode(),
+    )
+    assert driver.find_element("id", "chosen").text == "dropped.png"
+    driver.execute_script("document.querySelector('#spans tbody').textContent = ''")
+    driver.find_element("id", "upload").click()
+    wait_for(driver, "return document.querySelectorAll('#spans tbody tr').length > 0")
+    dropped = mrope.build_positions([load_image(image, model="qwen2-vl")], model="qwen2-vl")
+    assert table_rows(driver) == expected_rows(dropped)
