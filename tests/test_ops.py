@@ -1071,3 +1071,29 @@ def test_chunked_low_precision_rotation_covers_every_chunk(
         assert torch.equal(got_q[..., :o], q0[..., :o]) and torch.equal(
             got_q[..., o + rd :], q0[..., o + rd :]
         )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grown_op_compiles_fullgraph_and_passes_opcheck(backend: str) -> None:
+    """4 axes, a rotary slice at an offset and float positions keep the custom-op registration: one graph
+    under torch.compile, and opcheck of the ops with those arguments."""
+    torch._dynamo.reset()
+    spec = RopeSpec(
+        head_dim=48, rotary_dim=16, theta=1e3, mrope_section=(2, 2, 2, 2), pairing="gptj", rotary_offset=24
+    )
+    q, k = make_qk("thd", hq=2, hk=1, d=48, dtype=torch.float32)
+    pos = make_positions("thd", axes=4).float() + 0.25
+    want = run(q, k, pos, spec, "thd", backend, angle_precision="exact")
+
+    def f(q, k, pos):
+        return apply_mrope(q, k, pos, spec, backend=backend, angle_precision="exact")
+
+    got = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, pos)
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(got[1], want[1], rtol=0, atol=1e-6)
+    if backend == "triton":
+        axis = torch.as_tensor(spec.axis_map(), dtype=torch.int32)
+        freq = torch.from_numpy(turn_limbs(spec.inv_freq()))
+        args = (pos.reshape(4, 1, -1), axis, freq, "thd", 16, True, True, False, 1.0, 24)
+        torch.library.opcheck(torch.ops.mrope.rotary.default, (q, k, *args))
+        torch.library.opcheck(torch.ops.mrope.rotary_.default, (q.clone(), k.clone(), *args))
