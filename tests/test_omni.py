@@ -663,3 +663,64 @@ def test_build_positions_equals_the_full_processor_and_model(thinkers, model):
         assert mrope.audio_tokens(Audio(seconds=13012 / 16000), model=model) == mrope.audio_tokens(
             Audio(mel_frames=81), model=model
         )
+
+
+def test_from_pretrained_reads_the_omni_thinker_config():
+    """Released config.json shapes (values from the checkpoints' thinker_config): ids and time scale."""
+    text25 = {"model_type": "qwen2_5_omni_text", "hidden_size": 3584, "num_attention_heads": 28}
+    text25 |= {"rope_theta": 1e6, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}
+    cfg25 = {
+        "model_type": "qwen2_5_omni",
+        "thinker_config": {
+            "model_type": "qwen2_5_omni_thinker",
+            "audio_token_index": 151646,
+            "image_token_index": 151655,
+            "video_token_index": 151656,
+            "vision_start_token_id": 151652,
+            "vision_end_token_id": 151653,
+            "audio_start_token_id": 151647,
+            "audio_end_token_id": 151648,
+            "position_id_per_seconds": 25,
+            "seconds_per_chunk": 2,
+            "text_config": text25,
+        },
+    }
+    fam = mrope.from_pretrained(cfg25)
+    assert fam.name == "qwen2.5-omni" and fam.rules == get_family("qwen2.5-omni").rules.replace(
+        tokens_per_second=25
+    )
+    cfg3 = {
+        "model_type": "qwen3_omni_moe",
+        "thinker_config": {
+            "model_type": "qwen3_omni_moe_thinker",
+            "audio_token_id": 151675,
+            "audio_start_token_id": 151669,
+            "audio_end_token_id": 151670,
+            "image_token_id": 151655,
+            "video_token_id": 151656,
+            "vision_start_token_id": 151652,
+            "vision_end_token_id": 151653,
+            "position_id_per_seconds": 13,
+            "seconds_per_chunk": 2,
+            "text_config": {
+                "model_type": "qwen3_omni_moe_text",
+                "head_dim": 128,
+                "hidden_size": 2048,
+                "num_attention_heads": 32,
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "rope_theta": 1e6,
+                    "mrope_section": [24, 20, 20],
+                    "interleaved": True,
+                },
+            },
+        },
+    }
+    fam3 = mrope.from_pretrained(cfg3)
+    assert fam3.name == "qwen3-omni" and fam3.rules.fractional_time
+    assert (fam3.rules.tokens_per_second, fam3.rules.audio_pad_id, fam3.rules.audio_start_id) == (
+        13,
+        151675,
+        151669,
+    )
+    assert fam3.spec.section_layout == "interleaved" and fam3.spec.mrope_section == (24, 20, 20)

@@ -2,11 +2,12 @@
 
 :func:`patch` changes three things on ONE model instance and nothing else:
 
-1. the position owner's ``get_rope_index`` (the ``...Model`` that holds ``rope_deltas``) becomes
-   :func:`mrope.get_rope_index` with the family's rules, read from the model's config (token ids, merge
-   size, tokens per second) under the chosen convention. ``forward`` and ``generate`` both call it.
+1. every ``get_rope_index`` of the model (the ``...Model`` that holds ``rope_deltas``, and a wrapper
+   such as an omni thinker whose ``generate`` calls its own) becomes :func:`mrope.get_rope_index` with
+   the family's rules, read from the model's config (token ids, merge size, tokens per second) under
+   the chosen convention, behind the original's signature. ``forward`` and ``generate`` both call it.
 2. the text model's rotary embedding module no longer computes ``(cos, sin)`` tables: it hands the
-   attention layers a small :class:`Rotation` (the ``[3, B, S]`` positions plus the spec), in both slots.
+   attention layers a small :class:`Rotation` (the ``[A, B, S]`` positions plus the spec), in both slots.
 3. the family's modeling-module function ``apply_rotary_pos_emb`` gets a pass-through wrapper (installed
    once per modeling module, removed with the last patched model): given a :class:`Rotation` it calls
    :func:`mrope.apply_mrope` (the Triton kernel on CUDA, the torch path elsewhere); given real cos/sin
@@ -15,9 +16,10 @@
 Everything is checked before anything is changed: the family (from ``config.model_type`` through
 :func:`mrope.models.get_family`), the three hook points, the spec (the model's own rotary is run on probe
 positions and must equal :func:`mrope.apply_mrope` with the spec mrope derived) and, under
-``convention="transformers5"``, the positions (the model's own ``get_rope_index`` on a probe batch with
-left padding, an image and a video must equal mrope's). A model that fails any check raises
-:class:`~mrope.errors.PatchError` and is left untouched. :func:`unpatch` restores the exact objects.
+``convention="transformers5"``, the positions (the model's own ``get_rope_index`` on a probe batch built
+by :func:`mrope.build_batch`, left-padded, with images and a video, must equal mrope's, and must not
+leave state behind). A model that fails any check raises :class:`~mrope.errors.PatchError` and is left
+untouched. :func:`unpatch` restores the exact objects.
 
 Conventions:
 
