@@ -10,9 +10,12 @@ A record is a dict with an ``id`` and either
   {"type": "image", "image": "cat.jpg"}, {"type": "video", "video": "clip.mp4"}]}]``. Text needs a
   tokenizer for its token count, or a ``"tokens": n`` count in the item.
 
+Records are validated by :class:`mrope.schema.Record`, the one JSON definition every face reads.
 Optional ``model`` and ``rules`` keys in a record are used when the job does not set them (the job's
-``model`` wins; the job's ``rules`` overrides are applied over the record's). Relative media paths are
-resolved against ``base_dir``. Keys that are ``None`` count as absent, because Arrow fills every struct
+``model`` or ``model_dir`` wins; the job's ``rules`` overrides are applied over the record's); a model is
+required, there is no default. Media paths are local files (relative ones resolved against
+``base_dir``, which may also be a URL prefix), URLs (``s3://``, ``gs://``, ``https://``, ...) or
+``data:`` URIs, as ``media_access`` allows. Keys that are ``None`` count as absent, because Arrow fills every struct
 field that any row has (a JSONL read by ``datasets`` or Ray gives an image item a ``"tokens": None``).
 
 Entry points:

@@ -250,8 +250,7 @@ def _sequence_section(
     r = p.rules
     subtitle = (
         f"rules: temporal={r.temporal}, spatial={r.spatial}, crop={r.crop}, tiles={r.tiles}, advance={r.advance}"
-        f"  ·  token axis compressed by segment (each at least {MIN_SEGMENT_PX} px, the rest by token count);"
-        f" t, h, w coloured on one scale 0 .. {vmax:g}"
+        f"  ·  tokens: by segment, each >= {MIN_SEGMENT_PX} px  ·  t, h, w on one scale 0 .. {vmax:g}"
     )
     draw.text((16, y), subtitle, fill=MUTED, font=fonts.small)
     y += 22

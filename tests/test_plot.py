@@ -203,6 +203,23 @@ def test_long_prompts_keep_every_segment_visible_and_labelled(video_patches: int
     assert rows_w.size and rows_t.size and rows_w.min() < rows_t.min() - 5  # h, w climb above the image's t
 
 
+def test_many_short_segments_all_labelled() -> None:
+    segments = [Text(1) if k % 2 else Image(grid=(1, 2, 2), wrap=False) for k in range(80)]
+    p = mrope.build_positions([*segments, Video(grid=(40, 20, 20), fps=2.0)], model="qwen2-vl")
+    img = render_layout(p, width=1000)
+    geo = img.info["mrope_layout"]
+    assert sorted(lab["segment"] for lab in geo["labels"]) == list(range(81))
+    assert all(g["x1"] - g["x0"] >= MIN_SEGMENT_PX - 1 for g in geo["segments"])
+    rows = {}
+    for lab in geo["labels"]:
+        rows.setdefault(lab["row"], []).append((lab["x0"], lab["x1"]))
+    for spans in rows.values():
+        spans.sort()
+        assert all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
+    top, bottom = geo["rows"]["labels"]
+    assert bottom - top == 15 * len(rows) and img.height > bottom
+
+
 @pytest.mark.parametrize("width", [100, 599, 1200.5, True])
 def test_bad_width(width) -> None:
     with pytest.raises(LayoutError, match="width must be an int >= 600"):
