@@ -385,7 +385,8 @@ def cos_sin(
         spec: the rotary spec. dtype: output dtype. angle_precision: as in :func:`apply_mrope`.
 
     Returns:
-        ``(cos, sin)``, each ``[T, rotary_dim]`` (``thd``) or ``[B, S, rotary_dim]``, on positions' device.
+        ``(cos, sin)``, each ``[T, rotary_dim]`` (``thd``) or ``[B, S, rotary_dim]``, on positions' device:
+        the rotary slice only (channels ``[rotary_offset, rotary_offset + rotary_dim)`` of a head).
     """
     _check_choice("layout", layout, LAYOUTS)
     _check_choice("angle_precision", angle_precision, ANGLE_PRECISIONS)
