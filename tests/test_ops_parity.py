@@ -360,3 +360,29 @@ def test_qwen3_omni_float_positions_match_transformers(backend: str) -> None:
     got_q, got_k = apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
     torch.testing.assert_close(got_q, want_q, rtol=0, atol=2e-6)
     torch.testing.assert_close(got_k, want_k, rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_qwen4_exp_short_sections_match_transformers(backend: str) -> None:
+    """qwen4_exp's class config has no partial factor: 256 rotary channels, 128 frequencies, and its
+    interleaved [11, 11, 10] reaches only frequencies < 33; the rest stay on t (Qwen4ExpTextRotaryEmbedding,
+    transformers 5.24)."""
+    from transformers.models.qwen4_exp import modeling_qwen4_exp as m
+    from transformers.models.qwen4_exp.configuration_qwen4_exp import Qwen4ExpTextConfig
+
+    config = Qwen4ExpTextConfig(
+        rope_parameters={"rope_type": "default", "rope_theta": 1e7, "mrope_section": [11, 11, 10]}
+    )
+    assert config.head_dim == 256
+    emb = m.Qwen4ExpTextRotaryEmbedding(config)
+    q, k, pos = _family_inputs(3, 256)
+    cos, sin = emb(q, pos)
+    want_q, want_k = m.apply_rotary_pos_emb(q, k, cos, sin)
+    spec = RopeSpec(
+        head_dim=256, rotary_dim=256, theta=1e7, mrope_section=(11, 11, 10), section_layout="interleaved"
+    )
+    ours_cos, ours_sin = cos_sin(pos, spec, layout="bhsd")
+    assert torch.equal(ours_cos, cos) and torch.equal(ours_sin, sin)
+    got_q, got_k = apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
+    torch.testing.assert_close(got_q, want_q, rtol=0, atol=2e-6)
+    torch.testing.assert_close(got_k, want_k, rtol=0, atol=2e-6)
