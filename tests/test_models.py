@@ -131,3 +131,36 @@ def test_readme_family_table_is_the_registrys() -> None:
         "README.md's 'Supported families' table differs from the registry: replace it with the output of "
         "python -c 'import mrope.models as m; print(m.family_table())'"
     )
+
+
+def test_families_and_checkpoints_pickle(tmp_path) -> None:
+    """Ray and datasets' num_proc send the model to worker processes: a family, and a checkpoint's
+    description, must survive pickling with every field, and build the same positions."""
+    import json
+    import pickle
+
+    segs = [mrope.Text(3), mrope.Image(grid=(1, 4, 4)), mrope.Text(2)]
+    for fam in mrope.models.families():
+        back = pickle.loads(pickle.dumps(fam))
+        assert back == fam and back.rules_for("transformers5") == fam.rules_for("transformers5")
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "qwen2_vl",
+                "image_token_id": 151655,
+                "video_token_id": 151656,
+                "vision_start_token_id": 151652,
+                "vision_end_token_id": 151653,
+                "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+                "rope_theta": 1000000.0,
+                "hidden_size": 3584,
+                "num_attention_heads": 28,
+            }
+        )
+    )
+    ckpt = mrope.from_pretrained(tmp_path)
+    back = pickle.loads(pickle.dumps(ckpt))
+    assert back == ckpt
+    assert np.array_equal(
+        mrope.build_positions(segs, model=back).ids, mrope.build_positions(segs, model=ckpt).ids
+    )

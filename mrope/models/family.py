@@ -9,7 +9,7 @@ field overrides that reproduce the family's own transformers 5.24 ``get_rope_ind
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -81,6 +81,15 @@ class ModelFamily:
         # unknown or invalid override fields fail here, once
         object.__setattr__(self, "_transformers5_rules", self.rules.replace(**self.transformers5))
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle as the constructor call (the read-only mappings do not pickle themselves), so a
+        family, or what :func:`mrope.from_pretrained` returns, travels to Ray or ``num_proc`` workers."""
+        args = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        for name, value in args.items():
+            if isinstance(value, MappingProxyType):
+                args[name] = dict(value)
+        return (_rebuild, (args,))
+
     def rules_for(self, convention: str = "released") -> LayoutRules:
         """The family's rules under a convention: ``"released"`` (the official semantics) or
         ``"transformers5"`` (its own transformers 5.24 ``get_rope_index``)."""
@@ -93,6 +102,10 @@ class ModelFamily:
     def replace(self, **changes: Any) -> ModelFamily:
         """A copy with some attributes changed."""
         return replace(self, **changes)
+
+
+def _rebuild(args: dict[str, Any]) -> ModelFamily:
+    return ModelFamily(**args)
 
 
 def check_convention(convention: str) -> None:
