@@ -1,9 +1,10 @@
 """The torch path: M-RoPE with plain torch ops, on any device.
 
-It works on canonical views (``[B, S, H, D]`` for q and k, ``[3, B, S]`` integer positions; see
-:mod:`mrope.ops.layouts`), with a fixed number of whole-tensor passes: one gather and one trig pass for
-the ``[B, S, F]`` angle table (``F = rotary_dim // 2``, the table is shared by every head), then two
-multiply passes and two fused multiply-add passes per tensor. There is no Python loop over heads, sections
+It works on canonical views (``[B, S, H, D]`` for q and k, ``[A, B, S]`` positions, integer or floating;
+see :mod:`mrope.ops.layouts`): one gather and one trig pass for the ``[B, S, F]`` angle table
+(``F = rotary_dim // 2``, shared by every head), then, per tensor, two multiply and two fused
+multiply-add passes (full precision, out of place) or a loop over sequence chunks through two reused fp32
+scratch buffers (bf16 / fp16, in place; see :func:`rotate`). There is no Python loop over heads, sections
 or axes: the frequency-to-axis map (``spec.axis_map()``) is one gather index.
 """
 
