@@ -54,6 +54,40 @@ def text_segment(seg: TextSegment, tokenizer: Any, where: str) -> mrope.Text:
     return schema.text_from(seg, None, where)
 
 
+def check_video_meta(meta: Any, settings: Settings, where: str) -> None:
+    """A probed video's frame size, duration (s) and frame count against the service's caps: the one
+    check for uploads and URL segments alike."""
+    check_image_pixels(meta.height, meta.width, settings, f"the frames of {where}")
+    if meta.duration > settings.max_video_seconds:
+        raise over_cap(
+            "video_too_long",
+            f"the duration in seconds of {where}",
+            round(float(meta.duration), 3),
+            "MROPE_MAX_VIDEO_SECONDS",
+            settings.max_video_seconds,
+        )
+    if meta.num_frames > settings.max_video_frames:
+        raise over_cap(
+            "video_too_many_frames",
+            f"the frame count of {where}",
+            meta.num_frames,
+            "MROPE_MAX_VIDEO_FRAMES",
+            settings.max_video_frames,
+        )
+
+
+def check_audio_meta(meta: Any, settings: Settings, where: str) -> None:
+    """A probed audio track's duration (s) against ``MROPE_MAX_VIDEO_SECONDS``."""
+    if meta.duration > settings.max_video_seconds:
+        raise over_cap(
+            "audio_too_long",
+            f"the duration in seconds of {where}",
+            round(float(meta.duration), 3),
+            "MROPE_MAX_VIDEO_SECONDS",
+            settings.max_video_seconds,
+        )
+
+
 def check_image_pixels(height: int, width: int, settings: Settings, where: str) -> None:
     pixels = int(height) * int(width)
     if pixels > settings.max_image_pixels:
@@ -99,23 +133,7 @@ def video_segment(seg: VideoSegment, rules: LayoutRules, settings: Settings, whe
         return schema.video_from(seg, rules, schema.MEDIA_NONE, where)
     with _open(seg.path, settings, where) as f:
         meta = probe_video(f, max_packets=settings.max_video_frames + 1)
-    check_image_pixels(meta.height, meta.width, settings, f"the frames of {where}")
-    if meta.duration > settings.max_video_seconds:
-        raise over_cap(
-            "video_too_long",
-            f"the duration in seconds of {where}",
-            round(float(meta.duration), 3),
-            "MROPE_MAX_VIDEO_SECONDS",
-            settings.max_video_seconds,
-        )
-    if meta.num_frames > settings.max_video_frames:
-        raise over_cap(
-            "video_too_many_frames",
-            f"the frame count of {where}",
-            meta.num_frames,
-            "MROPE_MAX_VIDEO_FRAMES",
-            settings.max_video_frames,
-        )
+    check_video_meta(meta, settings, where)
     counts = {
         k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
     }
@@ -131,14 +149,7 @@ def audio_file(f: Any, rules: LayoutRules, settings: Settings, where: str, wrap:
     """An audio track read from its container, under the duration cap (``MROPE_MAX_VIDEO_SECONDS``)."""
     require_audio(rules, where)
     meta = probe_audio(f, max_packets=max(settings.max_video_frames, 1) * 64)
-    if meta.duration > settings.max_video_seconds:
-        raise over_cap(
-            "audio_too_long",
-            f"the duration in seconds of {where}",
-            round(float(meta.duration), 3),
-            "MROPE_MAX_VIDEO_SECONDS",
-            settings.max_video_seconds,
-        )
+    check_audio_meta(meta, settings, where)
     return load_audio(meta, rules=rules, wrap=wrap)
 
 

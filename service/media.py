@@ -41,8 +41,8 @@ from mrope.vision import (
 )
 from mrope.vision.detect import NOT_PICTURE_FORMATS
 from mrope.vision.video import ProbeDeadlineError
-from service.convert import check_image_pixels
-from service.errors import ServiceError, over_cap
+from service.convert import check_audio_meta, check_image_pixels, check_video_meta
+from service.errors import ServiceError
 from service.models import FileItem
 from service.settings import Settings
 from service.uploads import StoredFile
@@ -141,23 +141,7 @@ def load_video_file(
     if meta is None:
         meta = probe_video(stored.path, max_packets=settings.max_video_frames + 1, deadline=deadline)
     name = _name(stored)
-    check_image_pixels(meta.height, meta.width, settings, f"the frames of {name}")
-    if meta.duration > settings.max_video_seconds:
-        raise over_cap(
-            "video_too_long",
-            f"the duration in seconds of {name}",
-            round(float(meta.duration), 3),
-            "MROPE_MAX_VIDEO_SECONDS",
-            settings.max_video_seconds,
-        )
-    if meta.num_frames > settings.max_video_frames:
-        raise over_cap(
-            "video_too_many_frames",
-            f"the frame count of {name}",
-            meta.num_frames,
-            "MROPE_MAX_VIDEO_FRAMES",
-            settings.max_video_frames,
-        )
+    check_video_meta(meta, settings, name)
     video = load_video(meta, model=model, rules=rules, fps=item.fps, nframes=item.nframes, wrap=item.wrap)
     if item.use_audio_in_video and has_audio_stream(stored.path):  # omni models: the video's own track
         video = dataclasses.replace(video, audio=load_audio(stored.path, model=model, rules=rules))
@@ -189,14 +173,7 @@ def load_audio_file(
         )
     meta = probe_audio(stored.path, max_packets=max(settings.max_video_frames, 1) * 64)
     name = _name(stored)
-    if meta.duration > settings.max_video_seconds:
-        raise over_cap(
-            "audio_too_long",
-            f"the duration in seconds of {name}",
-            round(float(meta.duration), 3),
-            "MROPE_MAX_VIDEO_SECONDS",
-            settings.max_video_seconds,
-        )
+    check_audio_meta(meta, settings, name)
     audio = load_audio(meta, model=model, rules=rules, wrap=item.wrap)
     info = {
         "kind": "audio",
