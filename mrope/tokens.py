@@ -68,6 +68,19 @@ def _grids(value: Any, name: str) -> np.ndarray:
     return arr
 
 
+def _seconds_per_grid(value: Any, n_videos: int) -> np.ndarray | None:
+    """``second_per_grid_ts`` as float64 ``[n_videos]`` seconds per temporal patch, or ``None``."""
+    spg = _as_numpy(value, "second_per_grid_ts")
+    if spg is None:
+        return None
+    spg = spg.astype(np.float64).reshape(-1)
+    if spg.size != n_videos:
+        raise TokenError(f"second_per_grid_ts has {spg.size} values for {n_videos} video_grid_thw rows")
+    if not np.all(np.isfinite(spg)) or np.any(spg <= 0):
+        raise TokenError(f"second_per_grid_ts must be finite and > 0; got {spg.tolist()}")
+    return spg
+
+
 class _GridQueue:
     """One modality's grids, consumed in order across the batch."""
 
@@ -425,16 +438,8 @@ def _rope_index_full(
         shared = _GridQueue("image_grid_thw", image_grids, merge, None, 1, newline)
         row_images = [shared] * b
     videos_raw = _grids(video_grid_thw, "video_grid_thw")
-    spg = _as_numpy(second_per_grid_ts, "second_per_grid_ts")
-    if spg is not None:
-        spg = spg.astype(np.float64).reshape(-1)
-        if spg.size != len(videos_raw):
-            raise TokenError(
-                f"second_per_grid_ts has {spg.size} values for {len(videos_raw)} video_grid_thw rows"
-            )
-        if not np.all(np.isfinite(spg)) or np.any(spg <= 0):
-            raise TokenError(f"second_per_grid_ts must be finite and > 0; got {spg.tolist()}")
-    else:
+    spg = _seconds_per_grid(second_per_grid_ts, len(videos_raw))
+    if spg is None:
         spg = np.ones(len(videos_raw), dtype=np.float64)
     if lay.temporal == "timestamps":
         # one (1, H, W) block per temporal patch, as the model splits it
@@ -538,15 +543,7 @@ def _omni_rope_index(
     from mrope.timeline import omni_rope_index
 
     videos = _grids(video_grid_thw, "video_grid_thw")
-    spg = _as_numpy(second_per_grid_ts, "second_per_grid_ts")
-    if spg is not None:
-        spg = spg.astype(np.float64).reshape(-1)
-        if spg.size != len(videos):
-            raise TokenError(
-                f"second_per_grid_ts has {spg.size} values for {len(videos)} video_grid_thw rows"
-            )
-        if not np.all(np.isfinite(spg)) or np.any(spg <= 0):
-            raise TokenError(f"second_per_grid_ts must be finite and > 0; got {spg.tolist()}")
+    spg = _seconds_per_grid(second_per_grid_ts, len(videos))
     seqlens = _as_numpy(audio_seqlens, "audio_seqlens")
     if seqlens is not None and seqlens.dtype.kind == "f":
         if not np.all(np.isfinite(seqlens)) or not np.all(seqlens == np.round(seqlens)):
