@@ -52,6 +52,11 @@ def _as_numpy(value: Any, name: str, ndim: int | None = None) -> np.ndarray | No
     return arr
 
 
+def _unsigned(arr: np.ndarray) -> np.ndarray:
+    """An integer array viewed as unsigned (negatives become huge), so ``max()`` alone bounds it."""
+    return arr.view(arr.dtype.str.replace("i", "u")) if arr.dtype.kind == "i" else arr
+
+
 def _grids(value: Any, name: str) -> np.ndarray:
     arr = _as_numpy(value, name)
     if arr is None or arr.size == 0:
@@ -379,8 +384,8 @@ def _rope_index_full(
             raise TokenError(
                 f"attention_mask must have the shape of input_ids {tuple(ids.shape)}; got {tuple(mask.shape)}"
             )
-        if mask.dtype.kind in "iu":  # two reductions, no temporaries (the common torch int64 mask)
-            binary = not mask.size or (mask.min() >= 0 and mask.max() <= 1)
+        if mask.dtype.kind in "iu":  # one reduction, no temporaries (the common torch int64 mask)
+            binary = not mask.size or _unsigned(mask).max() <= 1
         else:
             binary = mask.dtype == bool or bool(np.all((mask == 0) | (mask == 1)))
         if not binary:
@@ -392,7 +397,7 @@ def _rope_index_full(
             raise TokenError(
                 f"mm_token_type_ids must have the shape of input_ids {tuple(ids.shape)}; got {tuple(types.shape)}"
             )
-        if types.dtype.kind not in "iu" or (types.size and not (types.min() >= 0 and types.max() <= 2)):
+        if types.dtype.kind not in "iu" or (types.size and _unsigned(types).max() > 2):
             raise TokenError("mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)")
     if lay.has_audio:  # the omni token scan (audio, time-aligned video); it takes no type ids
         out, deltas = _omni_rope_index(
@@ -474,8 +479,10 @@ def _rope_index_full(
             if last - first != n_valid:
                 valid = np.flatnonzero(row_mask)
             sl = slice(first, last)
-            out[:, row, :first] = pad_position
-            out[:, row, last:] = pad_position
+            if first:
+                out[:, row, :first] = pad_position
+            if last < length:
+                out[:, row, last:] = pad_position
         if valid is None:
             row_ids, row_types = ids[row, sl], None if types is None else types[row, sl]
             target = out[:, row, sl]
