@@ -258,10 +258,14 @@ class Batch:
 
 
 # ----------------------------------------------------------------------------------------- pieces
+# The planner's pieces. Public because the token interface (mrope.tokens) plans rows into the same
+# pieces and fills them with the same :func:`fill_pieces`; they are not part of the package API.
 
 
 @dataclass
-class _Text:
+class TextRun:
+    """A run of ``n`` text tokens (ids: one per token, or one id repeated) from segment ``index``."""
+
     n: int
     token_ids: Sequence[int] | int
     kind: str
@@ -269,7 +273,7 @@ class _Text:
 
 
 @dataclass
-class _Block:
+class Block:
     """A vision block: ``n_tiles`` tiles of ``T' x tile_h x tile_w`` tokens, emitted tile, t, h, w.
 
     ``tile_h0`` / ``tile_w0`` hold each tile's offset in the block (0 for an untiled block).
@@ -297,7 +301,7 @@ class _Block:
         self.n = len(self.tau) * self.tile_h * self.tile_w * len(self.tile_h0)
 
 
-def _untiled_block(
+def untiled_block(
     merged: tuple[int, int, int],
     tau: np.ndarray,
     rules: LayoutRules,
@@ -305,14 +309,14 @@ def _untiled_block(
     index: int,
     token_id: int,
     origin: tuple[int, int] = (0, 0),
-) -> _Block:
+) -> Block:
     _, hh, ww = merged
     cols = ww + rules.row_newline  # the row_newline rule: one more token, at column W', ends every row
     h0, w0 = _spatial_offset(hh, cols, rules, origin)
     follow_t = rules.frame_block and len(tau) > 1
     if follow_t:  # the frame_block rule: frame f starts a block of side max(H', columns)
         tau = np.arange(len(tau), dtype=np.int64) * max(hh, cols)
-    return _Block(
+    return Block(
         tau,
         hh,
         cols,
@@ -437,7 +441,7 @@ class _Plan:
 
     def __init__(self, rules: LayoutRules) -> None:
         self.rules = rules
-        self.pieces: list[_Text | _Block] = []
+        self.pieces: list[TextRun | Block] = []
         self.image_grids: list[tuple[int, int, int]] = []
         self.video_grids: list[tuple[int, int, int]] = []
         self.second_per_grid: list[float] = []
@@ -446,7 +450,7 @@ class _Plan:
 
     def text(self, n: int, token_ids: Sequence[int] | int, kind: str, index: int) -> None:
         if n:
-            self.pieces.append(_Text(n, token_ids, kind, index))
+            self.pieces.append(TextRun(n, token_ids, kind, index))
 
     def wrapped(self, index: int, wrap: bool, body: Callable[[], None]) -> None:
         if wrap:
@@ -552,7 +556,7 @@ class _Plan:
             if rules.grid_border:  # placeholders too (type 1 for the processor), outside the grid
                 self.text(1, rules.image_pad_id, "image", index)
             self.pieces.append(
-                _untiled_block(merged, tau, rules, "image", index, rules.image_pad_id, img.origin)
+                untiled_block(merged, tau, rules, "image", index, rules.image_pad_id, img.origin)
             )
             if rules.grid_border:
                 self.text(1, rules.image_pad_id, "image", index)
@@ -581,7 +585,7 @@ class _Plan:
         if rules.tiles == "global":
             h0, w0 = _spatial_offset(hh, ww, rules, img.origin)
             self.pieces.append(
-                _Block(
+                Block(
                     tau,
                     th,
                     tw,
@@ -600,15 +604,11 @@ class _Plan:
             )
         else:
             for rc in tile_rc:
-                block = _untiled_block(
-                    (1, th, tw), tau, rules, "image", index, rules.image_pad_id, img.origin
-                )
+                block = untiled_block((1, th, tw), tau, rules, "image", index, rules.image_pad_id, img.origin)
                 block.tiles = [rc]
                 self.pieces.append(block)
         if img.thumbnail:
-            self.pieces.append(
-                _untiled_block((1, th, tw), tau, rules, "thumbnail", index, rules.image_pad_id)
-            )
+            self.pieces.append(untiled_block((1, th, tw), tau, rules, "thumbnail", index, rules.image_pad_id))
 
     def _video(self, vid: Video, index: int, tokenizer: Any) -> None:
         rules = self.rules
@@ -637,7 +637,7 @@ class _Plan:
                     f"{rules.tokens_per_second:g} < 1): time resolution is lost above "
                     f"{rules.tokens_per_second * rules.temporal_patch_size:g} fps"
                 )
-            block = _untiled_block(merged, tau, rules, "video", index, rules.video_pad_id)
+            block = untiled_block(merged, tau, rules, "video", index, rules.video_pad_id)
             if vid.wrap and rules.video_start_id is not None:  # a video wrapper of its own (ERNIE-4.5-VL)
                 self.text(1, rules.video_start_id, "wrapper", index)
                 self.pieces.append(block)
@@ -678,7 +678,7 @@ class _Plan:
                 index,
                 vid.wrap,
                 lambda: self.pieces.append(
-                    _untiled_block(frame, zero_tau, rules, "video", index, rules.video_pad_id)
+                    untiled_block(frame, zero_tau, rules, "video", index, rules.video_pad_id)
                 ),
             )
             if vid.wrap and rules.timestamp_position == "after":
@@ -737,7 +737,7 @@ _TEMPLATE_BUDGET = 1 << 21  # tokens kept in the cache (int64 [3, n] each: 48 Mi
 _template_tokens = 0
 
 
-def _block_template(p: _Block) -> tuple[np.ndarray, int, int]:
+def _block_template(p: Block) -> tuple[np.ndarray, int, int]:
     """The block's coordinates relative to its start, int64 ``[3, n]`` (rows tau, h, w), with the
     largest relative t and the largest relative h or w. Cached: prompts repeat the same grids, and
     one add into the output beats three broadcast writes."""
@@ -780,7 +780,7 @@ def _block_template(p: _Block) -> tuple[np.ndarray, int, int]:
 
 
 def fill_pieces(
-    pieces: Sequence[_Text | _Block],
+    pieces: Sequence[TextRun | Block],
     ids: np.ndarray,
     tokens: np.ndarray | None,
     spans: list[Span] | None,
@@ -797,7 +797,7 @@ def fill_pieces(
     for p in pieces:
         n = p.n
         b = a + n
-        if isinstance(p, _Text):
+        if isinstance(p, TextRun):
             if s + n > MAX_POSITION:
                 raise LayoutError(
                     f"positions overflow: {p.kind} (segment {p.index}) would reach {s + n - 1:,}"
@@ -866,7 +866,7 @@ def canvas_positions(
 
 
 def fill_sequence_pieces(
-    pieces: Sequence[_Text | _Block],
+    pieces: Sequence[TextRun | Block],
     ids: np.ndarray,
     tokens: np.ndarray | None,
     spans: list[Span] | None,
@@ -888,8 +888,8 @@ def fill_sequence_pieces(
     for p in pieces:
         b = a + p.n
         if tokens is not None:
-            tokens[a:b] = p.token_ids if isinstance(p, _Text) else p.token_id
-        if isinstance(p, _Block):
+            tokens[a:b] = p.token_ids if isinstance(p, TextRun) else p.token_id
+        if isinstance(p, Block):
             frames, th, tw = len(p.tau), p.tile_h, p.tile_w
             grid = np.empty((3, frames, th, tw), dtype=np.int64)
             grid[0] = np.arange(tw, dtype=np.int64)

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrope.builder import (
-    _Block,
-    _Text,
-    _untiled_block,
+    Block,
+    TextRun,
     fill_pieces,
     fill_sequence_pieces,
     target_positions,
     temporal_index,
+    untiled_block,
 )
 from mrope.canvas import canvas_row
 from mrope.errors import LayoutError, TokenError
@@ -184,9 +184,9 @@ def _take_bordered(queue: _GridQueue, run_len: int, row: int, at: int) -> tuple[
 
 def _row_pieces(
     row_types: np.ndarray, n: int, row: int, images: _GridQueue, videos: _GridQueue, lay: LayoutRules
-) -> list[_Text | _Block]:
+) -> list[TextRun | Block]:
     """Text runs and vision blocks of one row, from its 0/1/2 token types."""
-    pieces: list[_Text | _Block] = []
+    pieces: list[TextRun | Block] = []
     if not n:
         return pieces
     change = (np.flatnonzero(row_types[1:] != row_types[:-1]) + 1).tolist()
@@ -197,7 +197,7 @@ def _row_pieces(
     rule_key = (lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
     for a, z, kind in zip(starts, stops, row_types[starts].tolist(), strict=True):
         if kind == 0:
-            pieces.append(_Text(z - a, 0, "text", -1))
+            pieces.append(TextRun(z - a, 0, "text", -1))
             continue
         queue = images if kind == 1 else videos
         bordered = False
@@ -226,12 +226,12 @@ def _row_pieces(
                     tau = np.arange(t, dtype=np.int64)
                 else:
                     tau = temporal_index(t, lay, time_key[1])
-                block = blocks[key] = _untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
+                block = blocks[key] = untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
             if bordered:
-                pieces.append(_Text(1, 0, "wrapper", -1))
+                pieces.append(TextRun(1, 0, "wrapper", -1))
             pieces.append(block)
             if bordered:
-                pieces.append(_Text(1, 0, "wrapper", -1))
+                pieces.append(TextRun(1, 0, "wrapper", -1))
     return pieces
 
 
@@ -268,7 +268,7 @@ def _wrapped_types(row_ids: np.ndarray, lay: LayoutRules) -> tuple[np.ndarray, i
 
 _ZERO = np.zeros(1, dtype=np.int64)
 _ZERO.flags.writeable = False
-_BLOCKS: dict[tuple, _Block] = {}
+_BLOCKS: dict[tuple, Block] = {}
 
 
 def rope_index(

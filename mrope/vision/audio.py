@@ -25,7 +25,7 @@ from mrope.rules import LayoutRules, resolve_rules
 from mrope.segments import Audio
 from mrope.timeline import frames_from_samples, require_audio
 from mrope.vision._source import OpenSource, open_source
-from mrope.vision.video import _open_container
+from mrope.vision.video import open_container
 
 DEFAULT_MAX_AUDIO_PACKETS = 2_000_000
 """Most packets :func:`probe_audio` demuxes when the headers give no duration (about 12 hours of AAC
@@ -92,7 +92,7 @@ def _packet_span(container: Any, stream: Any, tb: float | None, max_packets: int
 
 
 def _probe(src: OpenSource, max_packets: int) -> AudioInfo:
-    container = _open_container(src)
+    container = open_container(src)
     try:
         if not container.streams.audio:
             kinds = sorted({s.type for s in container.streams}) or ["none"]
@@ -142,7 +142,7 @@ def probe_audio(source: Any, *, max_packets: int = DEFAULT_MAX_AUDIO_PACKETS) ->
 def stream_types(source: Any) -> tuple[str, ...]:
     """The types of a media file's streams (``"video"``, ``"audio"``, ...; headers only)."""
     with open_source(source) as src:
-        container = _open_container(src)
+        container = open_container(src)
         try:
             return tuple(s.type for s in container.streams)
         finally:

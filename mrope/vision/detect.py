@@ -9,7 +9,7 @@ from PIL import Image as PILImage
 
 from mrope.errors import MediaError
 from mrope.vision._source import OpenSource
-from mrope.vision.video import _STILL_FORMATS, _open_container, _video_stream
+from mrope.vision.video import STILL_FORMATS, open_container, video_stream
 
 MediaKind = Literal["image", "video", "audio"]
 
@@ -51,21 +51,21 @@ def detect_media_kind(data: bytes) -> MediaKind:
         pass
     src = OpenSource(io.BytesIO(data), len(data), f"<{len(data)} bytes>")
     try:
-        container = _open_container(src)
+        container = open_container(src)
     except MediaError:
         raise MediaError(
             f"{src.name} is neither an image (PIL cannot identify it) nor a video (FFmpeg cannot open it)"
         ) from None
     try:
         fmt = container.format.name
-        if fmt in _STILL_FORMATS or fmt.endswith("_pipe"):  # FFmpeg sees an image PIL could not read
+        if fmt in STILL_FORMATS or fmt.endswith("_pipe"):  # FFmpeg sees an image PIL could not read
             raise MediaError(
                 f"{src.name} looks like a still image ({fmt}) whose header cannot be read (truncated or "
                 "corrupt?); expected a readable image or a video"
             )
         if not container.streams.video and container.streams.audio:
             return "audio"
-        _video_stream(container, src.name)
+        video_stream(container, src.name)
     finally:
         container.close()
     return "video"

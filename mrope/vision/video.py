@@ -52,7 +52,7 @@ VFR_TOLERANCE = 0.25
 _NO_INDEX_SEEK_GAP_S = 4.0
 """Without a keyframe index, :func:`decode_frames` seeks only across gaps longer than this (seconds)."""
 
-_STILL_FORMATS = ("image2", "image2pipe")
+STILL_FORMATS = ("image2", "image2pipe")
 _AVFMT_NOTIMESTAMPS = 0x0080
 """Demuxer flag: the format stores no timestamps (raw elementary streams); the parser makes them up."""
 
@@ -117,7 +117,8 @@ def _refuse_nested_open(url: str, flags: int, options: dict[str, Any]) -> Any:
 _JPEG_SOI = b"\xff\xd8"
 
 
-def _open_container(src: OpenSource) -> av.container.InputContainer:
+def open_container(src: OpenSource) -> av.container.InputContainer:
+    """Open a media source with PyAV for demuxing (shared by the video, audio and detection readers)."""
     src.file.seek(0)
     head = src.file.read(len(_JPEG_SOI))
     src.file.seek(0)
@@ -138,9 +139,11 @@ def _open_container(src: OpenSource) -> av.container.InputContainer:
     return container
 
 
-def _video_stream(container: av.container.InputContainer, name: str) -> av.video.stream.VideoStream:
+def video_stream(container: av.container.InputContainer, name: str) -> av.video.stream.VideoStream:
+    """The container's video stream, or a :class:`~mrope.MediaError` naming ``name`` when it has none or is
+    a still image."""
     fmt = container.format.name
-    if fmt in _STILL_FORMATS or fmt.endswith("_pipe"):
+    if fmt in STILL_FORMATS or fmt.endswith("_pipe"):
         raise MediaError(f"{name} is a still image ({fmt}), not a video")
     if not container.streams.video:
         kinds = sorted({s.type for s in container.streams}) or ["none"]
@@ -220,9 +223,9 @@ def _probe(src: OpenSource, max_packets: int, deadline: float | None = None) -> 
     if isinstance(max_packets, bool) or not isinstance(max_packets, int) or max_packets < 1:
         raise MediaError(f"max_packets must be an int >= 1; got {max_packets!r}")
     iso, mkv = _header_rotations(src)
-    container = _open_container(src)
+    container = open_container(src)
     try:
-        stream = _video_stream(container, src.name)
+        stream = video_stream(container, src.name)
         cc = stream.codec_context
         coded_w, coded_h = int(cc.width or 0), int(cc.height or 0)
         if coded_w <= 0 or coded_h <= 0:
@@ -425,9 +428,9 @@ def _worth_seeking(stream: Any, cur: _Cursor, t: float, start: float) -> bool:
 def _decode_by_time(src: OpenSource, info: VideoInfo, idx: np.ndarray, mode: DecodeMode) -> list[np.ndarray]:
     """Decode frames ``idx`` (sorted, unique), identified by their presentation timestamps."""
     targets, lows, highs = _windows(info, idx)
-    container = _open_container(src)
+    container = open_container(src)
     try:
-        stream = _video_stream(container, src.name)
+        stream = video_stream(container, src.name)
         if _synthetic_timestamps(container):
             raise _NoTimestamps  # a raw stream: frames are counted, not timed
         stream.thread_type = "AUTO"
@@ -484,9 +487,9 @@ def _seek_to(cur: _Cursor, t: float, hi: float) -> None:
 
 def _decode_by_count(src: OpenSource, idx: np.ndarray) -> list[np.ndarray]:
     """Decode frames ``idx`` (sorted, unique) by counting decoded frames from the start."""
-    container = _open_container(src)
+    container = open_container(src)
     try:
-        stream = _video_stream(container, src.name)
+        stream = video_stream(container, src.name)
         stream.thread_type = "AUTO"
         out: list[np.ndarray] = []
         size: tuple[int, int] | None = None
