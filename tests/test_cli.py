@@ -18,6 +18,7 @@ from pathlib import Path
 import media
 import numpy as np
 import pytest
+from checkpoints import qwen2_5_vl_config, write_checkpoint
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
@@ -677,25 +678,6 @@ def test_installed_script_and_python_m(files, tmp_path) -> None:
 
 def write_qwen25_checkpoint(folder: Path, max_pixels: int) -> Path:
     """A Qwen2.5-VL checkpoint folder with the released config values and a fine-tune's pixel bound."""
-    folder.mkdir(parents=True, exist_ok=True)
-    config = {
-        "model_type": "qwen2_5_vl",
-        "hidden_size": 3584,
-        "num_attention_heads": 28,
-        "num_key_value_heads": 4,
-        "rope_theta": 1000000.0,
-        "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-        "vision_start_token_id": 151652,
-        "vision_end_token_id": 151653,
-        "image_token_id": 151655,
-        "video_token_id": 151656,
-        "vision_config": {
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
-            "tokens_per_second": 2,
-        },
-    }
     pre = {
         "min_pixels": 3136,
         "max_pixels": max_pixels,
@@ -703,9 +685,7 @@ def write_qwen25_checkpoint(folder: Path, max_pixels: int) -> Path:
         "temporal_patch_size": 2,
         "merge_size": 2,
     }
-    (folder / "config.json").write_text(json.dumps(config))
-    (folder / "preprocessor_config.json").write_text(json.dumps(pre))
-    return folder
+    return write_checkpoint(folder, qwen2_5_vl_config(), preprocessor_config=pre)
 
 
 def test_model_aliases_and_model_dir(files, capsys, tmp_path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from checkpoints import qwen2_5_vl_config
 from PIL import Image as PILImage
 from tokenizers import Tokenizer, models, pre_tokenizers
 
@@ -21,26 +22,9 @@ from mrope import LayoutError, SpecError, Text, Video
 from mrope.models import ModelFamily, get_family
 from mrope.vision import load_image, load_video
 
-QWEN2_5_CONFIG = {  # Qwen/Qwen2.5-VL-7B-Instruct config.json (the fields mrope reads, plus others)
-    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
-    "model_type": "qwen2_5_vl",
-    "hidden_size": 3584,
-    "num_attention_heads": 28,
-    "num_key_value_heads": 4,
-    "rope_theta": 1000000.0,
-    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-    "vision_start_token_id": 151652,
-    "vision_end_token_id": 151653,
-    "image_token_id": 151655,
-    "video_token_id": 151656,
-    "vision_config": {
-        "patch_size": 14,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-        "tokens_per_second": 2,
-    },
-    "torch_dtype": "bfloat16",
-}
+QWEN2_5_CONFIG = qwen2_5_vl_config(  # the released fields plus ones mrope ignores
+    architectures=["Qwen2_5_VLForConditionalGeneration"], torch_dtype="bfloat16"
+)
 QWEN2_5_PREPROCESSOR = {
     "image_processor_type": "Qwen2VLImageProcessor",
     "min_pixels": 3136,

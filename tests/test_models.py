@@ -136,28 +136,15 @@ def test_readme_family_table_is_the_registrys() -> None:
 def test_families_and_checkpoints_pickle(tmp_path) -> None:
     """Ray and datasets' num_proc send the model to worker processes: a family, and a checkpoint's
     description, must survive pickling with every field, and build the same positions."""
-    import json
     import pickle
+
+    from checkpoints import qwen2_5_vl_config, write_checkpoint
 
     segs = [mrope.Text(3), mrope.Image(grid=(1, 4, 4)), mrope.Text(2)]
     for fam in mrope.models.families():
         back = pickle.loads(pickle.dumps(fam))
         assert back == fam and back.rules_for("transformers5") == fam.rules_for("transformers5")
-    (tmp_path / "config.json").write_text(
-        json.dumps(
-            {
-                "model_type": "qwen2_vl",
-                "image_token_id": 151655,
-                "video_token_id": 151656,
-                "vision_start_token_id": 151652,
-                "vision_end_token_id": 151653,
-                "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-                "rope_theta": 1000000.0,
-                "hidden_size": 3584,
-                "num_attention_heads": 28,
-            }
-        )
-    )
+    write_checkpoint(tmp_path, qwen2_5_vl_config())
     ckpt = mrope.from_pretrained(tmp_path)
     back = pickle.loads(pickle.dumps(ckpt))
     assert back == ckpt

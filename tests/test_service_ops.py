@@ -17,6 +17,7 @@ import time
 import httpx
 import numpy as np
 import pytest
+from checkpoints import qwen2_5_vl_config
 from fastapi.testclient import TestClient
 from PIL import Image as PILImage
 from prometheus_client.parser import text_string_to_metric_families
@@ -305,24 +306,7 @@ def test_slow_upload_cannot_hold_the_temp_budget(tmp_path):
 
 # ---------------------------------------------------------------------------------- MROPE_MODEL_DIR
 
-FINE_TUNE_CONFIG = {  # Qwen2.5-VL's config.json fields mrope reads, with a fine-tune's tokens_per_second
-    "model_type": "qwen2_5_vl",
-    "hidden_size": 3584,
-    "num_attention_heads": 28,
-    "num_key_value_heads": 4,
-    "rope_theta": 1000000.0,
-    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
-    "vision_start_token_id": 151652,
-    "vision_end_token_id": 151653,
-    "image_token_id": 151655,
-    "video_token_id": 151656,
-    "vision_config": {
-        "patch_size": 14,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-        "tokens_per_second": 4,
-    },
-}
+FINE_TUNE_CONFIG = qwen2_5_vl_config(tokens_per_second=4)  # a fine-tune of Qwen2.5-VL
 FINE_TUNE_PREPROCESSOR = {"min_pixels": 3136, "max_pixels": 200_704, "patch_size": 14, "merge_size": 2}
 
 

@@ -1,0 +1,48 @@
+"""Checkpoint folders for tests: the released Qwen2.5-VL values (no hub is reachable, so tests write them).
+
+One copy of the released fields, shared by the loader, CLI, service and registry tests; a test that needs
+a fine-tune's values changes its own copy (:func:`qwen2_5_vl_config`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+QWEN2_5_VL_CONFIG: dict[str, Any] = {  # Qwen/Qwen2.5-VL-7B-Instruct config.json: the fields mrope reads
+    "model_type": "qwen2_5_vl",
+    "hidden_size": 3584,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "rope_theta": 1000000.0,
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    "vision_start_token_id": 151652,
+    "vision_end_token_id": 151653,
+    "image_token_id": 151655,
+    "video_token_id": 151656,
+    "vision_config": {
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "tokens_per_second": 2,
+    },
+}
+
+
+def qwen2_5_vl_config(tokens_per_second: int = 2, **extra: Any) -> dict[str, Any]:
+    """A fresh copy of the released config, with a fine-tune's ``tokens_per_second`` and extra fields."""
+    config = copy.deepcopy(QWEN2_5_VL_CONFIG)
+    config["vision_config"]["tokens_per_second"] = tokens_per_second
+    config.update(extra)
+    return config
+
+
+def write_checkpoint(folder: Path, config: dict[str, Any], **files: dict[str, Any]) -> Path:
+    """Write ``config.json`` and ``<name>.json`` for each keyword (``preprocessor_config={...}``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    for name, data in files.items():
+        (folder / f"{name}.json").write_text(json.dumps(data))
+    return folder
