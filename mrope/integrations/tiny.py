@@ -189,6 +189,8 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
     if "tokens_per_second" in vision_defaults:
         vision["tokens_per_second"] = _as_number(family.rules.tokens_per_second)
     subconfigs = {"text_config": text, "vision_config": vision}
+    if getattr(base, "vq_config", None) is not None:  # GLM-Image: its VQ encoder reads the vision output
+        subconfigs["vq_config"] = {"latent_channels": vision.get("hidden_size", TEXT_HIDDEN), "embed_dim": 32}
     if getattr(base, "audio_config", None) is not None:
         audio_defaults = base.audio_config.to_dict()
         subconfigs["audio_config"] = {k: v for k, v in _AUDIO_SHRINK.items() if k in audio_defaults}

@@ -20,9 +20,10 @@ Everything is checked before anything is changed: the family (from ``config.mode
 :func:`mrope.models.get_family`), the three hook points, the spec (the model's own rotary is run on probe
 positions and must equal :func:`mrope.apply_mrope` with the spec mrope derived) and, under
 ``convention="transformers5"``, the positions (the model's own ``get_rope_index`` on a probe batch built
-by :func:`mrope.build_batch`, left-padded, with images and a video, must equal mrope's, and must not
-leave state behind). A model that fails any check raises :class:`~mrope.errors.PatchError` and is left
-untouched. :func:`unpatch` restores the exact objects.
+by :func:`mrope.build_batch`, left-padded, with images and a video, must equal mrope's, and leave the
+same state on the model: GLM-Image's decode cache of the images it will generate, which the stand-in
+fills from :func:`mrope.generation_index`; nothing for every other family). A model that fails any
+check raises :class:`~mrope.errors.PatchError` and is left untouched. :func:`unpatch` restores the exact objects.
 
 Conventions:
 
@@ -394,6 +395,20 @@ def _probe_inputs(family: Any, rules: Any) -> dict[str, torch.Tensor]:
         ],
         [Text(word[:2]), Image(grid=(1, 2 * m, 2 * m)), Text(word[:3])],
     ]
+    if rules.generates_images:  # GLM-Image: a source image and a target; two targets (large, preview)
+        samples = [
+            [
+                Text(word),
+                Image(grid=(1, 2 * m, 3 * m)),
+                Text(word),
+                Image(grid=(1, 3 * m, 2 * m), generate=True),
+            ],
+            [
+                Text(word[:2]),
+                Image(grid=(1, 2 * m, 2 * m), generate=True),
+                Image(grid=(1, m, 2 * m), generate=True),
+            ],
+        ]
     batch = build_batch(samples, model=family, rules=rules, tokenizer=_probe_tokenize)
     inputs = model_inputs(batch)
     inputs.pop("position_ids")
@@ -411,13 +426,14 @@ def _accepted(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in params}
 
 
-def _restore(module: torch.nn.Module, before: dict[str, Any]) -> list[str]:
-    """Put back the instance attributes a call changed; return their names."""
-    changed = sorted(
-        k
+def _restore(module: torch.nn.Module, before: dict[str, Any]) -> dict[str, Any]:
+    """Put back the instance attributes a call changed; return what the call had set them to
+    (:data:`_MISSING` for one it deleted)."""
+    changed = {
+        k: module.__dict__.get(k, _MISSING)
         for k in set(module.__dict__) | set(before)
         if module.__dict__.get(k, _MISSING) is not before.get(k, _MISSING)
-    )
+    }
     for key in changed:
         if key in before:
             module.__dict__[key] = before[key]
@@ -426,7 +442,22 @@ def _restore(module: torch.nn.Module, before: dict[str, Any]) -> list[str]:
     return changed
 
 
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
+            and torch.equal(a.cpu(), b.cpu())
+        )
+    return type(a) is type(b) and a == b
+
+
 def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rules: Any) -> None:
+    """The model's own get_rope_index and mrope's stand-in on a probe batch: same positions, same deltas,
+    and the same state left on the model (GLM-Image caches its decode positions; every other family
+    keeps none). Both calls' state is rolled back."""
     try:
         probe = _probe_inputs(family, rules)
     except MRopeError as exc:
@@ -444,16 +475,25 @@ def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rule
             "cannot check mrope's positions against it"
         ) from None
     finally:
-        changed = _restore(owner, before)
-    if changed:
-        raise PatchError(
-            f"{type(owner).__name__}.get_rope_index keeps state between calls (it sets {changed}); mrope's "
-            "stand-in computes positions only, so this model cannot be patched"
-        )
+        want_state = _restore(owner, before)
     try:
         got_pos, got_delta = replacement(**args)
     except MRopeError as exc:
         raise PatchError(f"mrope cannot compute this model's positions: {exc}") from None
+    finally:
+        got_state = _restore(owner, before)
+    if sorted(want_state) != sorted(got_state):
+        raise PatchError(
+            f"{type(owner).__name__}.get_rope_index keeps state between calls (it sets {sorted(want_state)}); "
+            f"mrope's stand-in sets {sorted(got_state)}, so this model cannot be patched"
+        )
+    differs = [k for k in sorted(want_state) if not _same_value(got_state[k], want_state[k])]
+    if differs:
+        raise PatchError(
+            f"mrope's stand-in leaves {differs} on {type(owner).__name__} different from its own "
+            f"get_rope_index on a probe batch; refusing to patch.\n"
+            + "\n".join(f"{k}: mrope {got_state[k]!r}, model {want_state[k]!r}" for k in differs)
+        )
     same = got_pos.shape == want_pos.shape and torch.equal(got_pos.cpu(), want_pos.cpu().to(got_pos.dtype))
     same = same and torch.equal(got_delta.cpu().reshape(-1), want_delta.cpu().reshape(-1).to(got_delta.dtype))
     if not same:
@@ -495,6 +535,8 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
             call.pop("attention_mask", None)
         input_ids = call.pop("input_ids")
         positions, deltas = get_rope_index(input_ids, model=family, rules=rules, **call)
+        if rules.generates_images:
+            _cache_generation(owner, input_ids, call, family, rules)
         if not positions.is_floating_point():
             positions = positions.to(input_ids.dtype)
         return positions.to(input_ids.device), deltas.to(input_ids.device)
@@ -503,6 +545,40 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
         parameters=list(signature.parameters.values())[1:]
     )
     return mrope_get_rope_index
+
+
+_GENERATION_CACHE = ("_cached_decode_position_ids", "_prefill_len")
+"""Where a model under ``generates_images`` rules (GLM-Image) keeps what its ``get_rope_index`` plans for
+decoding: the positions of the images it will generate ``[B', 3, G]`` and the prompt length; its
+``compute_3d_position_ids`` reads step ``cache_length - _prefill_len`` of them at every decode step."""
+
+
+def _cache_generation(
+    owner: torch.nn.Module, input_ids: torch.Tensor, call: dict[str, Any], family: Any, rules: Any
+) -> None:
+    """Set :data:`_GENERATION_CACHE` on ``owner`` as GLM-Image's own get_rope_index does: the prompt
+    length, and :func:`mrope.generation_index` of the rows that have grids (``None`` without grids)."""
+    from mrope.tokens import generation_index
+
+    grids = call.get("image_grid_thw")
+    per_sample = call.get("images_per_sample")
+    cached = None
+    if grids is not None and len(grids):
+        decode = torch.from_numpy(
+            generation_index(
+                input_ids,
+                grids,
+                call.get("attention_mask"),
+                model=family,
+                rules=rules,
+                images_per_sample=per_sample,
+            )
+        )
+        if per_sample is not None:  # the model skips rows given no grid (it stacks the others)
+            decode = decode[torch.as_tensor(per_sample).reshape(-1).cpu() > 0]
+        cached = decode.to(input_ids.device) if len(decode) else None
+    owner.__dict__[_GENERATION_CACHE[0]] = cached
+    owner.__dict__[_GENERATION_CACHE[1]] = int(input_ids.shape[1])
 
 
 def _make_rotary_forward(specs: dict[str | None, RopeSpec], backend: str, precision: str) -> Any:
@@ -567,7 +643,8 @@ def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, 
         ``input_ids`` ``[B, L]``, ``attention_mask`` ``[B, L]``, ``position_ids`` int64 ``[3, B, L]``,
         ``mm_token_type_ids`` ``[B, L]`` (0 text, 1 image, 2 video, from the batch's spans),
         ``image_grid_thw`` / ``video_grid_thw`` ``[n, 3]`` (every row's grids in row order, when there
-        are any) and ``second_per_grid_ts`` ``[n_videos]`` (for rules whose video time is in seconds).
+        are any), ``second_per_grid_ts`` ``[n_videos]`` (for rules whose video time is in seconds) and
+        ``images_per_sample`` ``[B]`` (rules that generate images, GLM-Image: grids to generate included).
         Add ``pixel_values`` / ``pixel_values_videos`` from the processor; pass the whole dict to
         ``forward`` or ``generate``. The decode continuation of row ``b`` after ``n_b`` valid tokens is
         ``n_b + batch.deltas[b]`` on every axis. With ``model`` given, the names are those its
@@ -597,6 +674,8 @@ def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, 
     video_grid = np.concatenate(videos).reshape(-1, 3)
     if len(image_grid):
         out["image_grid_thw"] = torch.from_numpy(image_grid)
+        if batch.sequences[0].rules.generates_images:
+            out["images_per_sample"] = torch.from_numpy(batch.images_per_sample)
     if len(video_grid):
         out["video_grid_thw"] = torch.from_numpy(video_grid)
         if batch.sequences[0].rules.temporal == "seconds":
@@ -656,6 +735,12 @@ def patch(
     spec = _spec_of(config)
     specs = {lt: _applied_spec(_spec_of(config, lt), attentions) for lt in _layer_types(rotaries[0])}
     rules = _rules_of(config, family, conv)
+    missing = [name for name in _GENERATION_CACHE if rules.generates_images and not hasattr(owner, name)]
+    if missing:
+        raise PatchError(
+            f"{type(owner).__name__} has no {missing}: the decode cache of generated images that mrope "
+            f"fills for the {rules.name!r} rules (generates_images) is not where its forward reads it"
+        )
     original_apply = _original_apply(module)
     for layer_type, applied in specs.items():
         _check_rotary(rotaries[0], original_apply, applied, backend, layer_type)
