@@ -134,20 +134,26 @@ def test_chunked_prefill_equals_one_prefill(name: str) -> None:
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=ATOL)
 
 
-def _plain_rope(net: torch.nn.Module, pairing: str):  # noqa: ANN202
+def _plain_rope(net: torch.nn.Module, pairing: str, cat_table: bool = False):  # noqa: ANN202
     """A standard 1-D rotary (transformers' Llama formula, or its adjacent-pair form for gptj), written out
-    here: ``inv_freq[i] = theta ** (-2i / d_r)``, angle = position * inv_freq."""
-    rope = net.config.text_config.rope_parameters
+    here: ``inv_freq[i] = theta ** (-2i / d_r)``, angle = position * inv_freq. The table is ``cat(a, a)``
+    for neox, ``a`` with each entry repeated twice for gptj, or ``cat(a, a)`` for a gptj model whose
+    apply_rotary_pos_emb interleaves the first half itself (``cat_table``). Per-layer-type rope_parameters
+    (Cohere-Compass) take the layer type's entry."""
     text = net.config.text_config
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-    rotary = int(head_dim * rope.get("partial_rotary_factor", 1.0))
-    inv_freq = 1.0 / (rope["rope_theta"] ** (torch.arange(0, rotary, 2, dtype=torch.float32) / rotary))
 
-    def forward(x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        rope = text.rope_parameters if layer_type is None else text.rope_parameters[layer_type]
+        rotary = int(head_dim * rope.get("partial_rotary_factor", 1.0))
+        inv_freq = 1.0 / (rope["rope_theta"] ** (torch.arange(0, rotary, 2, dtype=torch.float32) / rotary))
         pos = position_ids[0] if position_ids.dim() == 3 else position_ids  # [B, S]
         assert position_ids.dim() == 2 or bool((position_ids == pos).all())  # text: t = h = w
         angle = pos[..., None].float() * inv_freq
-        emb = torch.cat((angle, angle), -1) if pairing == "neox" else angle.repeat_interleave(2, -1)
+        cat = pairing == "neox" or cat_table
+        emb = torch.cat((angle, angle), -1) if cat else angle.repeat_interleave(2, -1)
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
     return forward
@@ -170,9 +176,15 @@ PAIRING = {
     "glm-ocr": "gptj",
     "paddleocr-vl": "neox",
     "ernie-4.5-vl": "gptj",
+    "hy-v4-vl": "gptj",
+    "cohere-compass": "neox",
 }
-"""Released pairings (SPEC section 4, FAMILIES.md): GLM-4.1V, GLM-4.6V, GLM-OCR and ERNIE-4.5-VL rotate
-adjacent channels; the Qwen models, GLM-4.5V, Cosmos3 and PaddleOCR-VL split halves."""
+"""Released pairings (SPEC section 4, FAMILIES.md): GLM-4.1V, GLM-4.6V, GLM-OCR, ERNIE-4.5-VL and HY-V4-VL
+rotate adjacent channels; the Qwen models, GLM-4.5V, Cosmos3, PaddleOCR-VL and Cohere-Compass split halves."""
+
+CAT_TABLE = frozenset({"hy-v4-vl"})
+"""gptj families whose rotary module still returns a ``cat(f, f)`` table: HY-V4-VL's apply_rotary_pos_emb
+(modeling_hy_v4_vl.py:71) repeats the first half of it pairwise itself."""
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -182,7 +194,7 @@ def test_text_only_prompt_equals_plain_1d_rope(name: str) -> None:
     with patched(net), torch.no_grad():
         got = net(input_ids=ids, use_cache=False).logits
     rotary = net.model.language_model.rotary_emb
-    rotary.forward = _plain_rope(net, PAIRING[name])
+    rotary.forward = _plain_rope(net, PAIRING[name], name in CAT_TABLE)
     try:
         with torch.no_grad():
             want = net(input_ids=ids, use_cache=False).logits

@@ -4,7 +4,9 @@
 config class with a tiny text model (hidden 64, 2 layers), a one-block vision tower and the real
 vocabulary (so the real special token ids work). The text rotary keeps the released layout: the released
 ``mrope_section`` divided by a common factor, the released theta, pairing and partial rotary factor, and
-a head_dim scaled by the same factor. For tests, examples and benchmarks of code that puts mrope inside a
+a head_dim scaled by the same factor. Config classes the generic shrink does not satisfy get a
+family-specific edit (``_TEXT_SHRINK``: HY-V4-VL's latent attention, Cohere-Compass's per-layer-type rotary).
+For tests, examples and benchmarks of code that puts mrope inside a
 model; the weights mean nothing.
 """
 
@@ -64,6 +66,44 @@ _BUILD: dict[str, tuple[str, str]] = {
 """Families whose M-RoPE text model is not what ``AutoModelForImageTextToText`` builds: model_type ->
 (config model_type, transformers class) of the part that holds it (the omni thinkers; GLM-Image is an
 image generator, not an image-text-to-text model)."""
+
+
+def _hy_v4_vl_text(text: dict[str, Any], spec: Any) -> None:
+    """HY-V4-VL: multi-head latent attention whose 64-channel rope slice (the released ``[12, 10, 10]``,
+    which its config class requires to sum to ``qk_rope_head_dim / 2``) is kept; the latent ranks, the
+    pass-through channels, the DSA indexer and the hyper-connection streams shrink."""
+    text["rope_parameters"] = {
+        "rope_type": "default",
+        "rope_theta": float(spec.theta),
+        "mrope_section": list(spec.mrope_section),
+    }
+    text.pop("head_dim", None)  # the config class sets head_dim := qk_rope_head_dim
+    text.update(
+        qk_rope_head_dim=spec.rotary_dim,
+        qk_nope_head_dim=32,
+        v_head_dim=32,
+        q_lora_rank=32,
+        kv_lora_rank=32,
+        index_n_heads=2,
+        index_head_dim=spec.rotary_dim + 32,
+        hc_mult=2,
+        n_routed_experts=2,
+        initializer_range=0.02,  # the class default 0.006 leaves a tiny model's logits nearly position-blind
+    )
+
+
+def _cohere_compass_text(text: dict[str, Any], spec: Any) -> None:
+    """Cohere-Compass: ``rope_parameters`` keyed by layer type, as its config class requires (the class
+    default ``{}`` cannot run). Two layers: a sliding-window layer with the M-RoPE rotary and a
+    full-attention layer without rotary (``None``: NoPE), Cohere's interleaving of RoPE and NoPE layers."""
+    text["layer_types"] = ["sliding_attention", "full_attention"]
+    text["num_hidden_layers"] = 2
+    text["rope_parameters"] = {"sliding_attention": text["rope_parameters"], "full_attention": None}
+
+
+_TEXT_SHRINK: dict[str, Any] = {"hy_v4_vl": _hy_v4_vl_text, "cohere_compass": _cohere_compass_text}
+"""model_type -> ``shrink(text, spec)``: family-specific edits of the generic tiny text config, for
+config classes the generic shrink does not satisfy."""
 
 
 def _tiny_rotary(spec: Any) -> tuple[int, tuple[int, ...], float]:
@@ -136,6 +176,8 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
         if key in text_defaults:
             default = text_defaults[key]
             text[key] = [value] * len(default) if isinstance(default, list) else value
+    if model_type in _TEXT_SHRINK:
+        _TEXT_SHRINK[model_type](text, spec)
     rules = family.rules
     top_id = max(rules.image_pad_id, rules.video_pad_id, rules.vision_start_id, rules.vision_end_id)
     if text_defaults.get("vocab_size", 0) <= top_id:
@@ -147,6 +189,8 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
     if "tokens_per_second" in vision_defaults:
         vision["tokens_per_second"] = _as_number(family.rules.tokens_per_second)
     subconfigs = {"text_config": text, "vision_config": vision}
+    if getattr(base, "vq_config", None) is not None:  # GLM-Image: its VQ encoder reads the vision output
+        subconfigs["vq_config"] = {"latent_channels": vision.get("hidden_size", TEXT_HIDDEN), "embed_dim": 32}
     if getattr(base, "audio_config", None) is not None:
         audio_defaults = base.audio_config.to_dict()
         subconfigs["audio_config"] = {k: v for k, v in _AUDIO_SHRINK.items() if k in audio_defaults}

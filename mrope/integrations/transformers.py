@@ -8,6 +8,9 @@
    the chosen convention, behind the original's signature. ``forward`` and ``generate`` both call it.
 2. the text model's rotary embedding module no longer computes ``(cos, sin)`` tables: it hands the
    attention layers a small :class:`Rotation` (the ``[A, B, S]`` positions plus the spec), in both slots.
+   A per-layer-type rotary (``forward(x, position_ids, layer_type)``) gets each layer type's spec; an
+   attention that splits off its rope slice itself (``qk_rope_head_dim``: multi-head latent attention)
+   is rotated with the slice's spec.
 3. the family's modeling-module function ``apply_rotary_pos_emb`` gets a pass-through wrapper (installed
    once per modeling module, removed with the last patched model): given a :class:`Rotation` it calls
    :func:`mrope.apply_mrope` (the Triton kernel on CUDA, the torch path elsewhere); given real cos/sin
@@ -17,9 +20,10 @@ Everything is checked before anything is changed: the family (from ``config.mode
 :func:`mrope.models.get_family`), the three hook points, the spec (the model's own rotary is run on probe
 positions and must equal :func:`mrope.apply_mrope` with the spec mrope derived) and, under
 ``convention="transformers5"``, the positions (the model's own ``get_rope_index`` on a probe batch built
-by :func:`mrope.build_batch`, left-padded, with images and a video, must equal mrope's, and must not
-leave state behind). A model that fails any check raises :class:`~mrope.errors.PatchError` and is left
-untouched. :func:`unpatch` restores the exact objects.
+by :func:`mrope.build_batch`, left-padded, with images and a video, must equal mrope's, and leave the
+same state on the model: GLM-Image's decode cache of the images it will generate, which the stand-in
+fills from :func:`mrope.generation_index`; nothing for every other family). A model that fails any
+check raises :class:`~mrope.errors.PatchError` and is left untouched. :func:`unpatch` restores the exact objects.
 
 Conventions:
 
@@ -34,6 +38,7 @@ Conventions:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import sys
@@ -206,20 +211,29 @@ def _text_rotaries(owner: torch.nn.Module) -> list[torch.nn.Module]:
     text = getattr(owner, "language_model", None)
     if not isinstance(text, torch.nn.Module):
         raise PatchError(f"{type(owner).__name__} has no language_model submodule to patch")
-    found = [
-        m
-        for m in text.modules()
-        if type(m).__name__.endswith("RotaryEmbedding")
-        and isinstance(getattr(m, "inv_freq", None), torch.Tensor)
-    ]
+    found = [m for m in text.modules() if type(m).__name__.endswith("RotaryEmbedding") and _layer_types(m)]
     if not found:
         raise PatchError(
-            f"{type(text).__name__} has no rotary embedding module (…RotaryEmbedding with inv_freq)"
+            f"{type(text).__name__} has no rotary embedding module (…RotaryEmbedding with inv_freq, or "
+            "<layer_type>_inv_freq per layer type)"
         )
     kinds = {type(m) for m in found}
     if len(kinds) != 1:
         raise PatchError(f"{type(text).__name__} mixes rotary classes {sorted(k.__name__ for k in kinds)}")
     return found
+
+
+def _layer_types(rotary: torch.nn.Module) -> list[str | None]:
+    """``[None]`` for a rotary with one ``inv_freq``; the layer types of a per-layer-type rotary
+    (``<layer_type>_inv_freq`` buffers, ``forward(x, position_ids, layer_type)``: Cohere-Compass);
+    ``[]`` for neither."""
+    if isinstance(getattr(rotary, "inv_freq", None), torch.Tensor):
+        return [None]
+    return [
+        name[: -len("_inv_freq")]
+        for name, buffer in rotary.named_buffers(recurse=False)
+        if name.endswith("_inv_freq") and not name.endswith("_original_inv_freq") and buffer is not None
+    ]
 
 
 def _attention_modules(owner: torch.nn.Module) -> list[torch.nn.Module]:
@@ -233,11 +247,36 @@ def _attention_modules(owner: torch.nn.Module) -> list[torch.nn.Module]:
     return out
 
 
-def _spec_of(config: Any) -> RopeSpec:
+def _spec_of(config: Any, layer_type: str | None = None) -> RopeSpec:
     try:
-        return RopeSpec.from_hf_config(config.to_dict())
+        return RopeSpec.from_hf_config(config.to_dict(), layer_type=layer_type)
     except MRopeError as exc:
         raise PatchError(f"cannot read the rotary spec of {config.model_type!r}: {exc}") from None
+
+
+def _applied_spec(spec: RopeSpec, attentions: list[torch.nn.Module]) -> RopeSpec:
+    """The spec of the tensors the attention layers hand ``apply_rotary_pos_emb``.
+
+    Attention with a ``qk_rope_head_dim`` (multi-head latent attention: HY-V4-VL, and its DSA indexer)
+    splits off the rope slice itself and passes only those ``rotary_dim`` channels, so the rotation acts
+    on a ``rotary_dim``-wide head; every other attention passes whole ``head_dim`` heads.
+    """
+    widths = {getattr(attn, "qk_rope_head_dim", None) for attn in attentions}
+    if widths == {None}:
+        for attn in attentions:
+            head_dim = getattr(attn, "head_dim", spec.head_dim)
+            if head_dim != spec.head_dim:
+                raise PatchError(
+                    f"{type(attn).__name__}.head_dim is {head_dim} but the config's rotary spec has head_dim "
+                    f"{spec.head_dim}; refusing to patch"
+                )
+        return spec
+    if widths != {spec.rotary_dim}:
+        raise PatchError(
+            f"the text attention layers rotate slices of {sorted(widths, key=str)} channels (qk_rope_head_dim) but "
+            f"the config's rotary spec rotates {spec.rotary_dim}; refusing to patch"
+        )
+    return dataclasses.replace(spec, head_dim=spec.rotary_dim, rotary_offset=0)
 
 
 def _rules_of(config: Any, family: Any, convention: str) -> Any:
@@ -270,18 +309,44 @@ def _rules_of(config: Any, family: Any, convention: str) -> Any:
 # ------------------------------------------------------------------------------------------ probes
 
 
-def _check_rotary(rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, backend: str) -> None:
-    """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32)."""
-    device = rotary.inv_freq.device
+def _check_rotary(
+    rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, backend: str, layer_type: str | None = None
+) -> None:
+    """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32). Dynamic NTK
+    is probed past its growth threshold too; the rotary's state (a grown table) is put back."""
+    high = [_PROBE_MAX_POSITION]
+    if spec.scaling.type == "dynamic" and spec.scaling.original_max_position_embeddings:
+        high.append(2 * spec.scaling.original_max_position_embeddings)
+    for top in high:
+        before, buffers = dict(rotary.__dict__), dict(rotary._buffers)
+        try:
+            _probe_rotary(rotary, original_apply, spec, backend, layer_type, top)
+        finally:
+            _restore(rotary, before)
+            rotary._buffers.clear()
+            rotary._buffers.update(buffers)
+
+
+def _probe_rotary(
+    rotary: torch.nn.Module,
+    original_apply: Any,
+    spec: RopeSpec,
+    backend: str,
+    layer_type: str | None,
+    top: int,
+) -> None:
+    device = next(rotary.buffers()).device
     gen = torch.Generator().manual_seed(1234)
     length = 29
     axes = len(spec.mrope_section)
-    positions = torch.randint(0, _PROBE_MAX_POSITION, (axes, 1, length), generator=gen).to(device)
+    positions = torch.randint(0, top, (axes, 1, length), generator=gen).to(device)
+    positions[0, 0, -1] = top - 1  # the largest position sets a dynamic table
     q = torch.randn(1, 2, length, spec.head_dim, generator=gen).to(device)
     k = torch.randn(1, 1, length, spec.head_dim, generator=gen).to(device)
+    extra = () if layer_type is None else (layer_type,)
     with torch.no_grad():
         try:
-            cos, sin = type(rotary).forward(rotary, q, positions)
+            cos, sin = type(rotary).forward(rotary, q, positions, *extra)
             want_q, want_k = original_apply(q, k, cos, sin)
         except Exception as exc:  # the model's own code failed on a plain probe: not a model we can patch
             raise PatchError(
@@ -330,6 +395,20 @@ def _probe_inputs(family: Any, rules: Any) -> dict[str, torch.Tensor]:
         ],
         [Text(word[:2]), Image(grid=(1, 2 * m, 2 * m)), Text(word[:3])],
     ]
+    if rules.generates_images:  # GLM-Image: a source image and a target; two targets (large, preview)
+        samples = [
+            [
+                Text(word),
+                Image(grid=(1, 2 * m, 3 * m)),
+                Text(word),
+                Image(grid=(1, 3 * m, 2 * m), generate=True),
+            ],
+            [
+                Text(word[:2]),
+                Image(grid=(1, 2 * m, 2 * m), generate=True),
+                Image(grid=(1, m, 2 * m), generate=True),
+            ],
+        ]
     batch = build_batch(samples, model=family, rules=rules, tokenizer=_probe_tokenize)
     inputs = model_inputs(batch)
     inputs.pop("position_ids")
@@ -347,13 +426,14 @@ def _accepted(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in params}
 
 
-def _restore(module: torch.nn.Module, before: dict[str, Any]) -> list[str]:
-    """Put back the instance attributes a call changed; return their names."""
-    changed = sorted(
-        k
+def _restore(module: torch.nn.Module, before: dict[str, Any]) -> dict[str, Any]:
+    """Put back the instance attributes a call changed; return what the call had set them to
+    (:data:`_MISSING` for one it deleted)."""
+    changed = {
+        k: module.__dict__.get(k, _MISSING)
         for k in set(module.__dict__) | set(before)
         if module.__dict__.get(k, _MISSING) is not before.get(k, _MISSING)
-    )
+    }
     for key in changed:
         if key in before:
             module.__dict__[key] = before[key]
@@ -362,7 +442,22 @@ def _restore(module: torch.nn.Module, before: dict[str, Any]) -> list[str]:
     return changed
 
 
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
+            and torch.equal(a.cpu(), b.cpu())
+        )
+    return type(a) is type(b) and a == b
+
+
 def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rules: Any) -> None:
+    """The model's own get_rope_index and mrope's stand-in on a probe batch: same positions, same deltas,
+    and the same state left on the model (GLM-Image caches its decode positions; every other family
+    keeps none). Both calls' state is rolled back."""
     try:
         probe = _probe_inputs(family, rules)
     except MRopeError as exc:
@@ -380,16 +475,25 @@ def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rule
             "cannot check mrope's positions against it"
         ) from None
     finally:
-        changed = _restore(owner, before)
-    if changed:
-        raise PatchError(
-            f"{type(owner).__name__}.get_rope_index keeps state between calls (it sets {changed}); mrope's "
-            "stand-in computes positions only, so this model cannot be patched"
-        )
+        want_state = _restore(owner, before)
     try:
         got_pos, got_delta = replacement(**args)
     except MRopeError as exc:
         raise PatchError(f"mrope cannot compute this model's positions: {exc}") from None
+    finally:
+        got_state = _restore(owner, before)
+    if sorted(want_state) != sorted(got_state):
+        raise PatchError(
+            f"{type(owner).__name__}.get_rope_index keeps state between calls (it sets {sorted(want_state)}); "
+            f"mrope's stand-in sets {sorted(got_state)}, so this model cannot be patched"
+        )
+    differs = [k for k in sorted(want_state) if not _same_value(got_state[k], want_state[k])]
+    if differs:
+        raise PatchError(
+            f"mrope's stand-in leaves {differs} on {type(owner).__name__} different from its own "
+            f"get_rope_index on a probe batch; refusing to patch.\n"
+            + "\n".join(f"{k}: mrope {got_state[k]!r}, model {want_state[k]!r}" for k in differs)
+        )
     same = got_pos.shape == want_pos.shape and torch.equal(got_pos.cpu(), want_pos.cpu().to(got_pos.dtype))
     same = same and torch.equal(got_delta.cpu().reshape(-1), want_delta.cpu().reshape(-1).to(got_delta.dtype))
     if not same:
@@ -431,6 +535,8 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
             call.pop("attention_mask", None)
         input_ids = call.pop("input_ids")
         positions, deltas = get_rope_index(input_ids, model=family, rules=rules, **call)
+        if rules.generates_images:
+            _cache_generation(owner, input_ids, call, family, rules)
         if not positions.is_floating_point():
             positions = positions.to(input_ids.dtype)
         return positions.to(input_ids.device), deltas.to(input_ids.device)
@@ -441,9 +547,51 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
     return mrope_get_rope_index
 
 
-def _make_rotary_forward(spec: RopeSpec, backend: str, precision: str) -> Any:
-    def forward(x: torch.Tensor, position_ids: torch.Tensor) -> tuple[Rotation, Rotation]:
-        """Positions ``[3, B, S]`` (or ``[B, S]``) -> a :class:`Rotation` in both the cos and sin slots."""
+_GENERATION_CACHE = ("_cached_decode_position_ids", "_prefill_len")
+"""Where a model under ``generates_images`` rules (GLM-Image) keeps what its ``get_rope_index`` plans for
+decoding: the positions of the images it will generate ``[B', 3, G]`` and the prompt length; its
+``compute_3d_position_ids`` reads step ``cache_length - _prefill_len`` of them at every decode step."""
+
+
+def _cache_generation(
+    owner: torch.nn.Module, input_ids: torch.Tensor, call: dict[str, Any], family: Any, rules: Any
+) -> None:
+    """Set :data:`_GENERATION_CACHE` on ``owner`` as GLM-Image's own get_rope_index does: the prompt
+    length, and :func:`mrope.generation_index` of the rows that have grids (``None`` without grids)."""
+    from mrope.tokens import generation_index
+
+    grids = call.get("image_grid_thw")
+    per_sample = call.get("images_per_sample")
+    cached = None
+    if grids is not None and len(grids):
+        decode = torch.from_numpy(
+            generation_index(
+                input_ids,
+                grids,
+                call.get("attention_mask"),
+                model=family,
+                rules=rules,
+                images_per_sample=per_sample,
+            )
+        )
+        if per_sample is not None:  # the model skips rows given no grid (it stacks the others)
+            decode = decode[torch.as_tensor(per_sample).reshape(-1).cpu() > 0]
+        cached = decode.to(input_ids.device) if len(decode) else None
+    owner.__dict__[_GENERATION_CACHE[0]] = cached
+    owner.__dict__[_GENERATION_CACHE[1]] = int(input_ids.shape[1])
+
+
+def _make_rotary_forward(specs: dict[str | None, RopeSpec], backend: str, precision: str) -> Any:
+    def forward(
+        x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
+    ) -> tuple[Rotation, Rotation]:
+        """Positions ``[3, B, S]`` (or ``[B, S]``) -> a :class:`Rotation` in both the cos and sin slots
+        (with the spec of ``layer_type`` for a per-layer-type rotary)."""
+        spec = specs.get(layer_type)
+        if spec is None:
+            raise PatchError(
+                f"patched rotary has no spec for layer type {layer_type!r}; it has {list(specs)}"
+            )
         if position_ids.dim() == 2:
             position_ids = position_ids.unsqueeze(0).expand(len(spec.mrope_section), -1, -1)
         rotation = Rotation(position_ids, spec, backend, precision)
@@ -495,7 +643,8 @@ def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, 
         ``input_ids`` ``[B, L]``, ``attention_mask`` ``[B, L]``, ``position_ids`` int64 ``[3, B, L]``,
         ``mm_token_type_ids`` ``[B, L]`` (0 text, 1 image, 2 video, from the batch's spans),
         ``image_grid_thw`` / ``video_grid_thw`` ``[n, 3]`` (every row's grids in row order, when there
-        are any) and ``second_per_grid_ts`` ``[n_videos]`` (for rules whose video time is in seconds).
+        are any), ``second_per_grid_ts`` ``[n_videos]`` (for rules whose video time is in seconds) and
+        ``images_per_sample`` ``[B]`` (rules that generate images, GLM-Image: grids to generate included).
         Add ``pixel_values`` / ``pixel_values_videos`` from the processor; pass the whole dict to
         ``forward`` or ``generate``. The decode continuation of row ``b`` after ``n_b`` valid tokens is
         ``n_b + batch.deltas[b]`` on every axis. With ``model`` given, the names are those its
@@ -525,6 +674,8 @@ def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, 
     video_grid = np.concatenate(videos).reshape(-1, 3)
     if len(image_grid):
         out["image_grid_thw"] = torch.from_numpy(image_grid)
+        if batch.sequences[0].rules.generates_images:
+            out["images_per_sample"] = torch.from_numpy(batch.images_per_sample)
     if len(video_grid):
         out["video_grid_thw"] = torch.from_numpy(video_grid)
         if batch.sequences[0].rules.temporal == "seconds":
@@ -582,16 +733,17 @@ def patch(
             f"no text attention layer of {type(model).__name__} calls {module_name}.{APPLY_FUNCTION}"
         )
     spec = _spec_of(config)
-    for attn in attentions:
-        head_dim = getattr(attn, "head_dim", spec.head_dim)
-        if head_dim != spec.head_dim:
-            raise PatchError(
-                f"{type(attn).__name__}.head_dim is {head_dim} but the config's rotary spec has head_dim "
-                f"{spec.head_dim}; refusing to patch"
-            )
+    specs = {lt: _applied_spec(_spec_of(config, lt), attentions) for lt in _layer_types(rotaries[0])}
     rules = _rules_of(config, family, conv)
+    missing = [name for name in _GENERATION_CACHE if rules.generates_images and not hasattr(owner, name)]
+    if missing:
+        raise PatchError(
+            f"{type(owner).__name__} has no {missing}: the decode cache of generated images that mrope "
+            f"fills for the {rules.name!r} rules (generates_images) is not where its forward reads it"
+        )
     original_apply = _original_apply(module)
-    _check_rotary(rotaries[0], original_apply, spec, backend)
+    for layer_type, applied in specs.items():
+        _check_rotary(rotaries[0], original_apply, applied, backend, layer_type)
     replacements = [(o, _make_get_rope_index(o, family, rules)) for o in owners]
     if conv == "transformers5":
         for o, replacement in replacements:
@@ -615,7 +767,7 @@ def patch(
     for o, replacement in replacements:
         state.owners.append((o, o.__dict__.get("get_rope_index", _MISSING)))
         o.get_rope_index = replacement  # type: ignore[method-assign]
-    forward = _make_rotary_forward(spec, backend, angle_precision)
+    forward = _make_rotary_forward(specs, backend, angle_precision)
     for rotary in rotaries:
         state.rotaries.append((rotary, rotary.__dict__.get("forward", _MISSING)))
         rotary.forward = forward  # type: ignore[method-assign]
