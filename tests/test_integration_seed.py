@@ -170,9 +170,11 @@ PAIRING = {
     "glm-ocr": "gptj",
     "paddleocr-vl": "neox",
     "ernie-4.5-vl": "gptj",
+    "minicpm-v-4.7": "neox",
 }
 """Released pairings (SPEC section 4, FAMILIES.md): GLM-4.1V, GLM-4.6V, GLM-OCR and ERNIE-4.5-VL rotate
-adjacent channels; the Qwen models, GLM-4.5V, Cosmos3 and PaddleOCR-VL split halves."""
+adjacent channels; the Qwen models, GLM-4.5V, Cosmos3, PaddleOCR-VL and MiniCPM-V 4.7 (a Qwen3.5 text
+model) split halves."""
 
 
 @pytest.mark.parametrize("name", FAMILIES)
