@@ -124,8 +124,12 @@ def _as_number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def tiny_config(model: Any, *, layers: int = 2) -> Any:
-    """The transformers config of a tiny model of ``model`` (a family name, model_type or ModelFamily)."""
+def tiny_config(model: Any, *, layers: int = 2, text: dict[str, Any] | None = None) -> Any:
+    """The transformers config of a tiny model of ``model`` (a family name, model_type or ModelFamily).
+
+    ``text``: text-config fields set last (``rope_parameters`` entries are merged into the tiny rotary's,
+    e.g. ``{"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}, "max_position_embeddings": 64}``).
+    """
     from transformers import AutoConfig
 
     from mrope.models import get_family
@@ -157,6 +161,7 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
     if spec.section_layout == "interleaved":
         rope["mrope_interleaved"] = True
     has_head_dim = "head_dim" in base.text_config.to_dict()
+    extra = dict(text or {})
     text = {
         "hidden_size": TEXT_HIDDEN,
         "intermediate_size": 2 * TEXT_HIDDEN,
@@ -178,6 +183,14 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
             text[key] = [value] * len(default) if isinstance(default, list) else value
     if model_type in _TEXT_SHRINK:
         _TEXT_SHRINK[model_type](text, spec)
+    rope_extra = extra.pop("rope_parameters", {})
+    text.update(extra)
+    if model_type == "cohere_compass":  # keyed by layer type: every rotary layer type gets the entries
+        for layer_type, params in text["rope_parameters"].items():
+            if params is not None:
+                text["rope_parameters"][layer_type] = {**params, **rope_extra}
+    else:
+        text["rope_parameters"] = {**text["rope_parameters"], **rope_extra}
     rules = family.rules
     top_id = max(rules.image_pad_id, rules.video_pad_id, rules.vision_start_id, rules.vision_end_id)
     if text_defaults.get("vocab_size", 0) <= top_id:
@@ -209,7 +222,14 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
         ) from None
 
 
-def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype = torch.float32) -> Any:
+def tiny_model(
+    model: Any,
+    *,
+    seed: int = 0,
+    layers: int = 2,
+    dtype: torch.dtype = torch.float32,
+    text: dict[str, Any] | None = None,
+) -> Any:
     """A tiny random-weight ``...ForConditionalGeneration`` of a family, in eval mode.
 
     Args:
@@ -217,6 +237,7 @@ def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype
         seed: ``torch.manual_seed`` for the weights.
         layers: text decoder layers.
         dtype: parameter dtype.
+        text: text-config fields set last (see :func:`tiny_config`).
 
     Raises:
         PatchError: the family has no transformers class this builder can shrink.
@@ -225,7 +246,7 @@ def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype
 
     from mrope.models import get_family
 
-    config = tiny_config(model, layers=layers)
+    config = tiny_config(model, layers=layers, text=text)
     class_name = _BUILD.get(get_family(model).model_types[0], ("", ""))[1]
     torch.manual_seed(seed)
     try:
