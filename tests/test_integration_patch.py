@@ -58,6 +58,23 @@ def _rotary_layers(net: torch.nn.Module) -> int:
     return len(calls)
 
 
+def _own_rotations(name: str, kw: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The layouts of the unpatched model's own apply_rotary_pos_emb calls in one forward: one per rotary
+    layer (hybrid stacks and NoPE layers have none; HY-V4-VL's DSA indexer rotates ``bshd`` too)."""
+    net = tv.model(name)
+    module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
+    real, calls = module.apply_rotary_pos_emb, []
+
+    def recording(q, k, cos, sin, unsqueeze_dim=1):  # noqa: ANN001, ANN202
+        calls.append({1: "bhsd", 2: "bshd"}[unsqueeze_dim])
+        return real(q, k, cos, sin, unsqueeze_dim)
+
+    with monkeypatch.context() as m:
+        m.setattr(module, "apply_rotary_pos_emb", recording)
+        tv.logits(name, kw)
+    return calls
+
+
 def _two_rows(name: str) -> list[list[object]]:
     rules = mt.model_rules(tv.model(name))
     m = rules.merge_size
@@ -68,14 +85,17 @@ def _two_rows(name: str) -> list[list[object]]:
 
 
 @pytest.mark.parametrize("name", FAMILIES)
-def test_patched_prefill_equals_unpatched(name: str, apply_calls: list[str]) -> None:
+def test_patched_prefill_equals_unpatched(
+    name: str, apply_calls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     kw = tv.inputs(name, _two_rows(name), padding_side="left")
     want = tv.logits(name, kw)
+    own = _own_rotations(name, kw, monkeypatch)
     net = tv.model(name)
     with patched(net):
         apply_calls.clear()  # patch's own probe called it once
         got = tv.logits(name, kw)
-    assert apply_calls == ["bhsd"] * _rotary_layers(net)  # the patched path ran
+    assert own and apply_calls == own  # the patched path ran, once per rotation the model makes
     torch.testing.assert_close(got, want, rtol=0, atol=ATOL)  # every slot, pads included
 
 

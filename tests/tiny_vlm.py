@@ -34,6 +34,8 @@ FAMILIES: tuple[str, ...] = (
     "glm-ocr",
     "paddleocr-vl",
     "ernie-4.5-vl",
+    "hy-v4-vl",
+    "cohere-compass",
     "minicpm-v-4.7",
 )
 """The families every integration check runs on."""

@@ -8,6 +8,9 @@
    the chosen convention, behind the original's signature. ``forward`` and ``generate`` both call it.
 2. the text model's rotary embedding module no longer computes ``(cos, sin)`` tables: it hands the
    attention layers a small :class:`Rotation` (the ``[A, B, S]`` positions plus the spec), in both slots.
+   A per-layer-type rotary (``forward(x, position_ids, layer_type)``) gets each layer type's spec; an
+   attention that splits off its rope slice itself (``qk_rope_head_dim``: multi-head latent attention)
+   is rotated with the slice's spec.
 3. the family's modeling-module function ``apply_rotary_pos_emb`` gets a pass-through wrapper (installed
    once per modeling module, removed with the last patched model): given a :class:`Rotation` it calls
    :func:`mrope.apply_mrope` (the Triton kernel on CUDA, the torch path elsewhere); given real cos/sin
@@ -35,6 +38,7 @@ Conventions:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import sys
@@ -215,20 +219,29 @@ def _text_rotaries(owner: torch.nn.Module) -> list[torch.nn.Module]:
     text = getattr(owner, "language_model", None)
     if not isinstance(text, torch.nn.Module):
         raise PatchError(f"{type(owner).__name__} has no language_model submodule to patch")
-    found = [
-        m
-        for m in text.modules()
-        if type(m).__name__.endswith("RotaryEmbedding")
-        and isinstance(getattr(m, "inv_freq", None), torch.Tensor)
-    ]
+    found = [m for m in text.modules() if type(m).__name__.endswith("RotaryEmbedding") and _layer_types(m)]
     if not found:
         raise PatchError(
-            f"{type(text).__name__} has no rotary embedding module (…RotaryEmbedding with inv_freq)"
+            f"{type(text).__name__} has no rotary embedding module (…RotaryEmbedding with inv_freq, or "
+            "<layer_type>_inv_freq per layer type)"
         )
     kinds = {type(m) for m in found}
     if len(kinds) != 1:
         raise PatchError(f"{type(text).__name__} mixes rotary classes {sorted(k.__name__ for k in kinds)}")
     return found
+
+
+def _layer_types(rotary: torch.nn.Module) -> list[str | None]:
+    """``[None]`` for a rotary with one ``inv_freq``; the layer types of a per-layer-type rotary
+    (``<layer_type>_inv_freq`` buffers, ``forward(x, position_ids, layer_type)``: Cohere-Compass);
+    ``[]`` for neither."""
+    if isinstance(getattr(rotary, "inv_freq", None), torch.Tensor):
+        return [None]
+    return [
+        name[: -len("_inv_freq")]
+        for name, buffer in rotary.named_buffers(recurse=False)
+        if name.endswith("_inv_freq") and not name.endswith("_original_inv_freq") and buffer is not None
+    ]
 
 
 def _attention_modules(owner: torch.nn.Module) -> list[torch.nn.Module]:
@@ -242,11 +255,36 @@ def _attention_modules(owner: torch.nn.Module) -> list[torch.nn.Module]:
     return out
 
 
-def _spec_of(config: Any) -> RopeSpec:
+def _spec_of(config: Any, layer_type: str | None = None) -> RopeSpec:
     try:
-        return RopeSpec.from_hf_config(config.to_dict())
+        return RopeSpec.from_hf_config(config.to_dict(), layer_type=layer_type)
     except MRopeError as exc:
         raise PatchError(f"cannot read the rotary spec of {config.model_type!r}: {exc}") from None
+
+
+def _applied_spec(spec: RopeSpec, attentions: list[torch.nn.Module]) -> RopeSpec:
+    """The spec of the tensors the attention layers hand ``apply_rotary_pos_emb``.
+
+    Attention with a ``qk_rope_head_dim`` (multi-head latent attention: HY-V4-VL, and its DSA indexer)
+    splits off the rope slice itself and passes only those ``rotary_dim`` channels, so the rotation acts
+    on a ``rotary_dim``-wide head; every other attention passes whole ``head_dim`` heads.
+    """
+    widths = {getattr(attn, "qk_rope_head_dim", None) for attn in attentions}
+    if widths == {None}:
+        for attn in attentions:
+            head_dim = getattr(attn, "head_dim", spec.head_dim)
+            if head_dim != spec.head_dim:
+                raise PatchError(
+                    f"{type(attn).__name__}.head_dim is {head_dim} but the config's rotary spec has head_dim "
+                    f"{spec.head_dim}; refusing to patch"
+                )
+        return spec
+    if widths != {spec.rotary_dim}:
+        raise PatchError(
+            f"the text attention layers rotate slices of {sorted(widths, key=str)} channels (qk_rope_head_dim) but "
+            f"the config's rotary spec rotates {spec.rotary_dim}; refusing to patch"
+        )
+    return dataclasses.replace(spec, head_dim=spec.rotary_dim, rotary_offset=0)
 
 
 def _rules_of(config: Any, family: Any, convention: str) -> Any:
@@ -309,18 +347,44 @@ def _downsample_merge(mode: Any) -> int:
 # ------------------------------------------------------------------------------------------ probes
 
 
-def _check_rotary(rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, backend: str) -> None:
-    """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32)."""
-    device = rotary.inv_freq.device
+def _check_rotary(
+    rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, backend: str, layer_type: str | None = None
+) -> None:
+    """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32). Dynamic NTK
+    is probed past its growth threshold too; the rotary's state (a grown table) is put back."""
+    high = [_PROBE_MAX_POSITION]
+    if spec.scaling.type == "dynamic" and spec.scaling.original_max_position_embeddings:
+        high.append(2 * spec.scaling.original_max_position_embeddings)
+    for top in high:
+        before, buffers = dict(rotary.__dict__), dict(rotary._buffers)
+        try:
+            _probe_rotary(rotary, original_apply, spec, backend, layer_type, top)
+        finally:
+            _restore(rotary, before)
+            rotary._buffers.clear()
+            rotary._buffers.update(buffers)
+
+
+def _probe_rotary(
+    rotary: torch.nn.Module,
+    original_apply: Any,
+    spec: RopeSpec,
+    backend: str,
+    layer_type: str | None,
+    top: int,
+) -> None:
+    device = next(rotary.buffers()).device
     gen = torch.Generator().manual_seed(1234)
     length = 29
     axes = len(spec.mrope_section)
-    positions = torch.randint(0, _PROBE_MAX_POSITION, (axes, 1, length), generator=gen).to(device)
+    positions = torch.randint(0, top, (axes, 1, length), generator=gen).to(device)
+    positions[0, 0, -1] = top - 1  # the largest position sets a dynamic table
     q = torch.randn(1, 2, length, spec.head_dim, generator=gen).to(device)
     k = torch.randn(1, 1, length, spec.head_dim, generator=gen).to(device)
+    extra = () if layer_type is None else (layer_type,)
     with torch.no_grad():
         try:
-            cos, sin = type(rotary).forward(rotary, q, positions)
+            cos, sin = type(rotary).forward(rotary, q, positions, *extra)
             want_q, want_k = original_apply(q, k, cos, sin)
         except Exception as exc:  # the model's own code failed on a plain probe: not a model we can patch
             raise PatchError(
@@ -560,9 +624,17 @@ def _cache_generation(
     owner.__dict__[_GENERATION_CACHE[1]] = int(input_ids.shape[1])
 
 
-def _make_rotary_forward(spec: RopeSpec, backend: str, precision: str) -> Any:
-    def forward(x: torch.Tensor, position_ids: torch.Tensor) -> tuple[Rotation, Rotation]:
-        """Positions ``[3, B, S]`` (or ``[B, S]``) -> a :class:`Rotation` in both the cos and sin slots."""
+def _make_rotary_forward(specs: dict[str | None, RopeSpec], backend: str, precision: str) -> Any:
+    def forward(
+        x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
+    ) -> tuple[Rotation, Rotation]:
+        """Positions ``[3, B, S]`` (or ``[B, S]``) -> a :class:`Rotation` in both the cos and sin slots
+        (with the spec of ``layer_type`` for a per-layer-type rotary)."""
+        spec = specs.get(layer_type)
+        if spec is None:
+            raise PatchError(
+                f"patched rotary has no spec for layer type {layer_type!r}; it has {list(specs)}"
+            )
         if position_ids.dim() == 2:
             position_ids = position_ids.unsqueeze(0).expand(len(spec.mrope_section), -1, -1)
         rotation = Rotation(position_ids, spec, backend, precision)
@@ -730,13 +802,7 @@ def patch(
             f"no text attention layer of {type(model).__name__} calls {module_name}.{APPLY_FUNCTION}"
         )
     spec = _spec_of(config)
-    for attn in attentions:
-        head_dim = getattr(attn, "head_dim", spec.head_dim)
-        if head_dim != spec.head_dim:
-            raise PatchError(
-                f"{type(attn).__name__}.head_dim is {head_dim} but the config's rotary spec has head_dim "
-                f"{spec.head_dim}; refusing to patch"
-            )
+    specs = {lt: _applied_spec(_spec_of(config, lt), attentions) for lt in _layer_types(rotaries[0])}
     rules = _rules_of(config, family, conv)
     missing = [name for name in _GENERATION_CACHE if rules.generates_images and not hasattr(owner, name)]
     if missing:
@@ -745,7 +811,8 @@ def patch(
             f"fills for the {rules.name!r} rules (generates_images) is not where its forward reads it"
         )
     original_apply = _original_apply(module)
-    _check_rotary(rotaries[0], original_apply, spec, backend)
+    for layer_type, applied in specs.items():
+        _check_rotary(rotaries[0], original_apply, applied, backend, layer_type)
     replacements = [(o, _make_get_rope_index(o, family, rules)) for o in owners]
     if conv == "transformers5":
         for o, replacement in replacements:
@@ -769,7 +836,7 @@ def patch(
     for o, replacement in replacements:
         state.owners.append((o, o.__dict__.get("get_rope_index", _MISSING)))
         o.get_rope_index = replacement  # type: ignore[method-assign]
-    forward = _make_rotary_forward(spec, backend, angle_precision)
+    forward = _make_rotary_forward(specs, backend, angle_precision)
     for rotary in rotaries:
         state.rotaries.append((rotary, rotary.__dict__.get("forward", _MISSING)))
         rotary.forward = forward  # type: ignore[method-assign]
