@@ -60,9 +60,15 @@ def _as_numpy(value: Any, name: str, ndim: int | None = None) -> np.ndarray | No
     return arr
 
 
+_UNSIGNED = {np.dtype(f"i{size}"): np.dtype(f"u{size}") for size in (1, 2, 4, 8)}
+
+
 def _unsigned(arr: np.ndarray) -> np.ndarray:
     """An integer array viewed as unsigned (negatives become huge), so ``max()`` alone bounds it."""
-    return arr.view(arr.dtype.str.replace("i", "u")) if arr.dtype.kind == "i" else arr
+    unsigned = _UNSIGNED.get(arr.dtype)  # native byte order: a dict hit; others are spelled out
+    if unsigned is None:
+        return arr.view(arr.dtype.str.replace("i", "u")) if arr.dtype.kind == "i" else arr
+    return arr.view(unsigned)
 
 
 def _grid_rows(value: Any, name: str) -> list[list[int]]:
@@ -343,6 +349,41 @@ def rope_index(
         ``(position_ids int64 [A, B, L], deltas int64 [B])``; A is ``rules.num_axes`` (3: t, h, w);
         float32 both for fractional-time rules (Qwen3-Omni).
     """
+    return _rope_index(
+        input_ids,
+        image_grid_thw,
+        video_grid_thw,
+        attention_mask,
+        model,
+        rules,
+        second_per_grid_ts,
+        mm_token_type_ids,
+        pad_position,
+        images_per_sample,
+        convention,
+        audio_seqlens,
+        use_audio_in_video,
+        second_per_grids,
+    )
+
+
+def _rope_index(
+    input_ids: Any,
+    image_grid_thw: Any,
+    video_grid_thw: Any,
+    attention_mask: Any,
+    model: ModelLike | None,
+    rules: LayoutRules | dict[str, Any] | None,
+    second_per_grid_ts: Any,
+    mm_token_type_ids: Any,
+    pad_position: int | None,
+    images_per_sample: Any,
+    convention: str,
+    audio_seqlens: Any,
+    use_audio_in_video: bool | None,
+    second_per_grids: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rope_index` with its arguments in order (what both faces call: one hop, no keywords)."""
     lay = resolve_rules(model, rules, convention)
     if second_per_grids is not None:  # the omni models' name for it
         if second_per_grid_ts is not None:
@@ -409,23 +450,40 @@ def generation_index(
     return out
 
 
+def _ones(mask: np.ndarray) -> int:
+    """How many ones a 0/1 array holds (a count for bool, a sum for integers: both vectorised)."""
+    return int(np.count_nonzero(mask)) if mask.dtype == bool else int(mask.sum())
+
+
 def _valid_spans(mask: np.ndarray | None, b: int, length: int) -> list[tuple[int, int, np.ndarray | None]]:
     """Per row, where its valid tokens lie: ``(first, last, valid)``, the slice ``[first, last)`` that
     holds them and, only when they are not contiguous there, their indices ``valid``.
 
-    ``mask`` is a validated 0/1 ``[B, L]`` array (bool or integer). A mask of all ones costs one count;
-    other rows two argmax scans and a count each, without materialising the valid indices."""
-    if mask is None or np.count_nonzero(mask) == mask.size:
+    ``mask`` is a validated 0/1 ``[B, L]`` array (bool or integer). The rows' counts cost one reduction;
+    a padded row one more over its valid part (left or right padding) or an argmax scan, never a
+    materialised index array unless its valid tokens have holes."""
+    if mask is None:
         return [(0, length, None)] * b
+    if mask.dtype == bool:
+        full = np.count_nonzero(mask) == mask.size
+        counts = [length] * b if full else [int(np.count_nonzero(row_mask)) for row_mask in mask]
+    else:
+        counts = mask.sum(axis=1).tolist()
     spans: list[tuple[int, int, np.ndarray | None]] = []
-    for row_mask in mask:
-        n_valid = int(np.count_nonzero(row_mask))
+    for row, n_valid in enumerate(counts):
         if n_valid == length or not n_valid:
             spans.append((0, n_valid, None))
             continue
-        first = int(row_mask.argmax())
-        last = length - int(row_mask[::-1].argmax())
-        spans.append((first, last, None if last - first == n_valid else np.flatnonzero(row_mask)))
+        row_mask = mask[row]
+        # left padding (the usual case) or right padding if the row's edge says so, else its first one
+        first = length - n_valid if row_mask[length - n_valid] else 0 if row_mask[n_valid - 1] else -1
+        if first < 0 or _ones(row_mask[first : first + n_valid]) != n_valid:
+            first = int(row_mask.argmax())
+        if first + n_valid <= length and _ones(row_mask[first : first + n_valid]) == n_valid:
+            spans.append((first, first + n_valid, None))
+        else:  # holes among the valid tokens
+            valid = np.flatnonzero(row_mask)
+            spans.append((int(valid[0]), int(valid[-1]) + 1, valid))
     return spans
 
 
@@ -684,29 +742,29 @@ def get_rope_index(
     import torch
 
     try:
-        pos, deltas = rope_index(
+        pos, deltas = _rope_index(
             input_ids,
             image_grid_thw,
             video_grid_thw,
             attention_mask,
-            model=model,
-            rules=rules,
-            second_per_grid_ts=second_per_grid_ts,
-            mm_token_type_ids=mm_token_type_ids,
-            pad_position=pad_position,
-            images_per_sample=images_per_sample,
-            convention=convention,
-            audio_seqlens=audio_seqlens,
-            use_audio_in_video=use_audio_in_video,
-            second_per_grids=second_per_grids,
+            model,
+            rules,
+            second_per_grid_ts,
+            mm_token_type_ids,
+            pad_position,
+            images_per_sample,
+            convention,
+            audio_seqlens,
+            use_audio_in_video,
+            second_per_grids,
         )
     except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
         raise TokenError(str(exc)) from None
-    device = input_ids.device if isinstance(input_ids, torch.Tensor) else None
+    # the numpy results become tensors without a copy; moved only when the ids live off the CPU
     pos_t = torch.from_numpy(pos)
     deltas_t = torch.from_numpy(deltas[:, None])
-    if device is not None and device.type != "cpu":
-        pos_t, deltas_t = pos_t.to(device), deltas_t.to(device)
+    if isinstance(input_ids, torch.Tensor) and not input_ids.is_cpu:
+        pos_t, deltas_t = pos_t.to(input_ids.device), deltas_t.to(input_ids.device)
     return pos_t, deltas_t
 
 
