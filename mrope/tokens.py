@@ -73,16 +73,22 @@ def _unsigned(arr: np.ndarray) -> np.ndarray:
 
 def _grid_rows(value: Any, name: str) -> list[list[int]]:
     """A validated ``[n, 3]`` grid array (t, h, w, every dim >= 1) as ``n`` Python lists."""
-    arr = _as_numpy(value, name)
-    if arr is None or arr.size == 0:
-        return []
-    if arr.ndim != 2 or arr.shape[1] != 3:
-        raise TokenError(f"{name} must have shape [n, 3] (t, h, w); got {tuple(arr.shape)}")
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            raise TokenError(f"{name} must hold integers; got {arr.tolist()}")
-        arr = arr.astype(np.int64)
-    rows = arr.tolist()  # a handful of rows: Python beats numpy's per-call cost
+    rows = None
+    if hasattr(value, "detach") and hasattr(value, "cpu") and value.dim() == 2 and value.shape[1] == 3:
+        rows = value.tolist()  # an integer torch tensor straight to Python ints (a tensor holds one dtype)
+        if not rows or type(rows[0][0]) is not int:
+            rows = None
+    if rows is None:
+        arr = _as_numpy(value, name)
+        if arr is None or arr.size == 0:
+            return []
+        if arr.ndim != 2 or arr.shape[1] != 3:
+            raise TokenError(f"{name} must have shape [n, 3] (t, h, w); got {tuple(arr.shape)}")
+        if arr.dtype.kind not in "iu":
+            if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+                raise TokenError(f"{name} must hold integers; got {arr.tolist()}")
+            arr = arr.astype(np.int64)
+        rows = arr.tolist()  # a handful of rows: Python beats numpy's per-call cost
     if min(map(min, rows)) < 1:
         i, grid = next((i, grid) for i, grid in enumerate(rows) if min(grid) < 1)
         raise TokenError(f"{name}[{i}] = {grid}: every grid dim must be >= 1")
@@ -213,7 +219,7 @@ class _BatchRuns:
 
     def __init__(self, types: np.ndarray) -> None:
         flat = types.reshape(-1)
-        change = np.flatnonzero(flat[1:] != flat[:-1])
+        change = (flat[1:] != flat[:-1]).nonzero()[0]
         change += 1
         self.length = types.shape[1]
         self.kinds: list[int] = flat[change].tolist()
