@@ -58,6 +58,23 @@ def _rotary_layers(net: torch.nn.Module) -> int:
     return len(calls)
 
 
+def _own_rotations(name: str, kw: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The layouts of the unpatched model's own apply_rotary_pos_emb calls in one forward: one per rotary
+    layer (hybrid stacks and NoPE layers have none; HY-V4-VL's DSA indexer rotates ``bshd`` too)."""
+    net = tv.model(name)
+    module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
+    real, calls = module.apply_rotary_pos_emb, []
+
+    def recording(q, k, cos, sin, unsqueeze_dim=1):  # noqa: ANN001, ANN202
+        calls.append({1: "bhsd", 2: "bshd"}[unsqueeze_dim])
+        return real(q, k, cos, sin, unsqueeze_dim)
+
+    with monkeypatch.context() as m:
+        m.setattr(module, "apply_rotary_pos_emb", recording)
+        tv.logits(name, kw)
+    return calls
+
+
 def _two_rows(name: str) -> list[list[object]]:
     rules = mt.model_rules(tv.model(name))
     m = rules.merge_size
@@ -68,14 +85,17 @@ def _two_rows(name: str) -> list[list[object]]:
 
 
 @pytest.mark.parametrize("name", FAMILIES)
-def test_patched_prefill_equals_unpatched(name: str, apply_calls: list[str]) -> None:
+def test_patched_prefill_equals_unpatched(
+    name: str, apply_calls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     kw = tv.inputs(name, _two_rows(name), padding_side="left")
     want = tv.logits(name, kw)
+    own = _own_rotations(name, kw, monkeypatch)
     net = tv.model(name)
     with patched(net):
         apply_calls.clear()  # patch's own probe called it once
         got = tv.logits(name, kw)
-    assert apply_calls == ["bhsd"] * _rotary_layers(net)  # the patched path ran
+    assert own and apply_calls == own  # the patched path ran, once per rotation the model makes
     torch.testing.assert_close(got, want, rtol=0, atol=ATOL)  # every slot, pads included
 
 
@@ -268,16 +288,196 @@ def test_positions_mrope_does_not_reproduce_are_refused_untouched(monkeypatch: p
     assert _untouched(net)
 
 
-def test_glm_image_is_refused_untouched() -> None:
-    """GLM-Image's get_rope_index is prefill-only and plans generation targets (it also caches decode
-    positions on the model); mrope's probe does not match it, so patch refuses and changes nothing."""
-    net = tiny_model("glm-image")
-    with pytest.raises(PatchError, match="GlmImageModel.get_rope_index"):
+# ------------------------------------------------------------------------------------------ GLM-Image
+
+
+def _glm_image_inputs(padding_side: str) -> tuple[dict[str, torch.Tensor], mrope.Batch]:
+    """Two image-to-image rows (a source image with pixels, one target each: 5.24 encodes every grid but
+    a row's last as a source) and their batch; ``position_ids`` built by mrope."""
+    name = "glm-image"
+    net = tv.model(name)
+    samples = [
+        [
+            mrope.Text(tv.tokenize("draw")),
+            mrope.Image((1, 2, 3)),
+            mrope.Text(tv.tokenize("as")),
+            mrope.Image((1, 4, 4), generate=True),
+        ],
+        [
+            mrope.Text(tv.tokenize("a")),
+            mrope.Image((1, 2, 2)),
+            mrope.Text(tv.tokenize("b")),
+            mrope.Image((1, 2, 4), generate=True),
+        ],
+    ]
+    batch = mrope.build_batch(
+        samples,
+        model=name,
+        rules=mt.model_rules(net),
+        padding_side=padding_side,
+        tokenizer=tv.tokenize,
+        pad_token_id=0,
+    )
+    kw = mt.model_inputs(batch, net)
+    assert kw["images_per_sample"].tolist() == [2, 2]
+    sources = kw["image_grid_thw"][[0, 2]]  # each row's grids but its last (the target)
+    kw["pixel_values"] = tv.pixels(net, sources, 1)
+    return kw, batch
+
+
+def _glm_image_reset(net: torch.nn.Module) -> None:
+    """No state from an earlier call: the deltas and the decode cache get_rope_index leaves."""
+    net.model.rope_deltas = net.model._cached_decode_position_ids = net.model._prefill_len = None
+
+
+def _glm_image_run(
+    net: torch.nn.Module, kw: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(prefill logits, the decode cache its forward left, 16 greedy tokens of generate)."""
+    own = {k: v for k, v in kw.items() if k != "position_ids"}
+    with torch.no_grad():
+        _glm_image_reset(net)
+        logits = net(**own, use_cache=False).logits
+        cache = net.model._cached_decode_position_ids
+        _glm_image_reset(net)
+        tokens = net.generate(**own, max_new_tokens=16, min_new_tokens=16, do_sample=False)
+    _glm_image_reset(net)
+    return logits, cache, tokens
+
+
+def test_glm_image_patched_prefill_decode_cache_and_generate_equal_unpatched(apply_calls: list[str]) -> None:
+    """GLM-Image decodes its generated image at positions its get_rope_index plans and caches on the model
+    (``_cached_decode_position_ids``); the patched stand-in fills the same cache from mrope.generation_index.
+    Expected: the unpatched 5.24 model (pixels through its vision tower and VQ codes, left padding)."""
+    net = tv.model("glm-image")
+    kw, _ = _glm_image_inputs("left")
+    want_logits, want_cache, want_tokens = _glm_image_run(net, kw)
+    assert want_cache is not None and want_cache.shape == (2, 3, 17)  # 4 x 4 target + end marker
+    with patched(net):
+        apply_calls.clear()
+        got_logits, got_cache, got_tokens = _glm_image_run(net, kw)
+        assert apply_calls[: _rotary_layers(net)] == ["bhsd"] * _rotary_layers(net)  # the patched path ran
+    torch.testing.assert_close(got_logits, want_logits, rtol=0, atol=ATOL)
+    assert torch.equal(got_cache, want_cache)
+    assert got_tokens.shape[1] == kw["input_ids"].shape[1] + 16
+    assert torch.equal(got_tokens, want_tokens)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_glm_image_built_positions_and_generation_ids_give_the_models_logits(side: str) -> None:
+    """build_batch's positions as position_ids give the unpatched model's own logits; a manual decode at
+    each row's ``Positions.window`` (its generation_ids) gives generate's logits step by step."""
+    net = tv.model("glm-image")
+    kw, batch = _glm_image_inputs(side)
+    own = {k: v for k, v in kw.items() if k != "position_ids"}
+    steps = 3
+    with torch.no_grad():
+        _glm_image_reset(net)
+        generated = net.generate(
+            **own,
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        _glm_image_reset(net)
+        out = net(**kw, use_cache=True)  # position_ids given: the model computes none
+        assert net.model.rope_deltas is None and net.model._cached_decode_position_ids is None
+        torch.testing.assert_close(out.logits[:, -1], generated.logits[0], rtol=0, atol=1e-5)
+        if side == "left":
+            assert torch.equal(out.logits, net(**own, use_cache=False).logits)
+        mask, cache, prompt = kw["attention_mask"], out.cache, kw["input_ids"].shape[1]
+        for j in range(1, steps):
+            token = generated.sequences[:, prompt + j - 1 : prompt + j]
+            position = torch.stack(
+                [
+                    torch.from_numpy(seq.window(seq.num_tokens + j - 1, seq.num_tokens + j))
+                    for seq in batch.sequences
+                ],
+                dim=1,
+            )  # [3, B, 1]
+            mask = torch.cat([mask, torch.ones_like(token)], dim=-1)
+            out = net(
+                input_ids=token, attention_mask=mask, position_ids=position, cache=cache, use_cache=True
+            )
+            torch.testing.assert_close(out.logits[:, -1], generated.logits[j], rtol=0, atol=1e-5)
+            cache = out.cache
+    _glm_image_reset(net)
+
+
+# ------------------------------------------------------------------------------------------ MiniCPM-V 4.7
+
+
+def _canvas_rows(merge: int) -> list[list[object]]:
+    """A sliced picture (a thumbnail over a 3 x 2 canvas of slices), a plain one and video frames; a short row."""
+    m = merge
+    return [
+        [
+            mrope.Text(tv.tokenize("look")),
+            mrope.Image((1, 4 * m, 6 * m), tiles=(3, 2), thumbnail_grid=(1, 3 * m, 2 * m)),
+            mrope.Text(tv.tokenize("and")),
+            mrope.Image((1, m, 2 * m)),
+            mrope.Video((2, 2 * m, m), fps=2.0),
+            mrope.Text(tv.tokenize("say?")),
+        ],
+        [mrope.Text(tv.tokenize("hi")), mrope.Image((1, 2 * m, 2 * m)), mrope.Text(tv.tokenize("ok"))],
+    ]
+
+
+@pytest.mark.parametrize("mode", ["16x", "4x"])
+def test_minicpm_v_canvas_slices_and_downsample_mode_equal_unpatched(mode: str) -> None:
+    """MiniCPM-V 4.7 takes crop sizes (``target_sizes``) and a per-call ``downsample_mode`` (merge 4 or 2);
+    the stand-in converts both. Expected: the unpatched 5.24 model (its canvas get_rope_index)."""
+    name = "minicpm-v-4.7"
+    net = tv.model(name)
+    rules = mt.model_rules(net)
+    assert rules.merge_size == 4 and net.config.downsample_mode == "16x"
+    if mode == "4x":
+        rules = rules.replace(merge_size=2)
+    batch = mrope.build_batch(
+        _canvas_rows(rules.merge_size), model=name, rules=rules, tokenizer=tv.tokenize, pad_token_id=0
+    )
+    kw = {**mt.model_inputs(batch, net), "downsample_mode": mode}
+    assert kw["target_sizes"].shape == (1 + 6 + 1 + 1, 2) and "image_grid_thw" not in kw
+    want = tv.logits(name, kw)
+    torch.testing.assert_close(tv.logits(name, kw, own_positions=False), want, rtol=0, atol=0)
+    with patched(net):
+        torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
+
+
+def test_minicpm_v_without_marker_ids_is_refused_untouched_and_a_checkpoint_family_supplies_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The class defaults of the canvas marker ids are None: patch names the missing ones and changes
+    nothing. ``family=mrope.from_pretrained(config)`` (a checkpoint's config.json) supplies them; the
+    model's own get_rope_index still reads None from its config (slices become text), so under the
+    default convention the probe refuses, and ``convention="released"`` gives the positions of the model
+    with its ids (the expected logits: the unpatched model with the ids on its config)."""
+    name = "minicpm-v-4.7"
+    net = tv.model(name)
+    kw = tv.inputs(name, _canvas_rows(4), with_pixels=False)
+    want = tv.logits(name, kw)
+    ids = dict(tv.CONFIG_IDS[name])
+    checkpoint = mrope.from_pretrained({**net.config.to_dict(), **ids})
+    for key in ids:
+        monkeypatch.setattr(net.config, key, None)
+    with pytest.raises(PatchError, match="has no slice_start_id, slice_end_id, newline_id"):
         mt.patch(net)
-    assert _untouched(net) and net.model._cached_decode_position_ids is None
+    assert _untouched(net)
+    with pytest.raises(PatchError, match="answers to model_types"):
+        mt.patch(net, family="qwen3.5")
+    assert _untouched(net)
+    with pytest.raises(PatchError, match="differ from MiniCPMV4_7Model.get_rope_index"):
+        mt.patch(net, family=checkpoint)
+    assert _untouched(net)
+    assert (tv.logits(name, kw) - want).abs().max() > 1e-3  # the model without its ids is another model
+    with patched(net, family=checkpoint, convention="released"):
+        assert mt.patch_info(net)["rules"].slice_start_id == ids["slice_start_id"]
+        torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
 
 
-OTHERS = tuple(f.name for f in mrope.models.families() if f.name not in FAMILIES)
+OTHERS = tuple(f.name for f in mrope.models.families() if f.name not in (*FAMILIES, "glm-image"))
 """Registry families without the model-level checks above (they land in the registry over time)."""
 
 
