@@ -355,41 +355,6 @@ def rope_index(
         ``(position_ids int64 [A, B, L], deltas int64 [B])``; A is ``rules.num_axes`` (3: t, h, w);
         float32 both for fractional-time rules (Qwen3-Omni).
     """
-    return _rope_index(
-        input_ids,
-        image_grid_thw,
-        video_grid_thw,
-        attention_mask,
-        model,
-        rules,
-        second_per_grid_ts,
-        mm_token_type_ids,
-        pad_position,
-        images_per_sample,
-        convention,
-        audio_seqlens,
-        use_audio_in_video,
-        second_per_grids,
-    )
-
-
-def _rope_index(
-    input_ids: Any,
-    image_grid_thw: Any,
-    video_grid_thw: Any,
-    attention_mask: Any,
-    model: ModelLike | None,
-    rules: LayoutRules | dict[str, Any] | None,
-    second_per_grid_ts: Any,
-    mm_token_type_ids: Any,
-    pad_position: int | None,
-    images_per_sample: Any,
-    convention: str,
-    audio_seqlens: Any,
-    use_audio_in_video: bool | None,
-    second_per_grids: Any,
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`rope_index` with its arguments in order (what both faces call: one hop, no keywords)."""
     lay = resolve_rules(model, rules, convention)
     if second_per_grids is not None:  # the omni models' name for it
         if second_per_grid_ts is not None:
@@ -748,21 +713,21 @@ def get_rope_index(
     import torch
 
     try:
-        pos, deltas = _rope_index(
+        pos, deltas = rope_index(
             input_ids,
             image_grid_thw,
             video_grid_thw,
             attention_mask,
-            model,
-            rules,
-            second_per_grid_ts,
-            mm_token_type_ids,
-            pad_position,
-            images_per_sample,
-            convention,
-            audio_seqlens,
-            use_audio_in_video,
-            second_per_grids,
+            model=model,
+            rules=rules,
+            second_per_grid_ts=second_per_grid_ts,
+            mm_token_type_ids=mm_token_type_ids,
+            pad_position=pad_position,
+            images_per_sample=images_per_sample,
+            convention=convention,
+            audio_seqlens=audio_seqlens,
+            use_audio_in_video=use_audio_in_video,
+            second_per_grids=second_per_grids,
         )
     except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
         raise TokenError(str(exc)) from None
