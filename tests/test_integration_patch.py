@@ -406,6 +406,77 @@ def test_glm_image_built_positions_and_generation_ids_give_the_models_logits(sid
     _glm_image_reset(net)
 
 
+# ------------------------------------------------------------------------------------------ MiniCPM-V 4.7
+
+
+def _canvas_rows(merge: int) -> list[list[object]]:
+    """A sliced picture (a thumbnail over a 3 x 2 canvas of slices), a plain one and video frames; a short row."""
+    m = merge
+    return [
+        [
+            mrope.Text(tv.tokenize("look")),
+            mrope.Image((1, 4 * m, 6 * m), tiles=(3, 2), thumbnail_grid=(1, 3 * m, 2 * m)),
+            mrope.Text(tv.tokenize("and")),
+            mrope.Image((1, m, 2 * m)),
+            mrope.Video((2, 2 * m, m), fps=2.0),
+            mrope.Text(tv.tokenize("say?")),
+        ],
+        [mrope.Text(tv.tokenize("hi")), mrope.Image((1, 2 * m, 2 * m)), mrope.Text(tv.tokenize("ok"))],
+    ]
+
+
+@pytest.mark.parametrize("mode", ["16x", "4x"])
+def test_minicpm_v_canvas_slices_and_downsample_mode_equal_unpatched(mode: str) -> None:
+    """MiniCPM-V 4.7 takes crop sizes (``target_sizes``) and a per-call ``downsample_mode`` (merge 4 or 2);
+    the stand-in converts both. Expected: the unpatched 5.24 model (its canvas get_rope_index)."""
+    name = "minicpm-v-4.7"
+    net = tv.model(name)
+    rules = mt.model_rules(net)
+    assert rules.merge_size == 4 and net.config.downsample_mode == "16x"
+    if mode == "4x":
+        rules = rules.replace(merge_size=2)
+    batch = mrope.build_batch(
+        _canvas_rows(rules.merge_size), model=name, rules=rules, tokenizer=tv.tokenize, pad_token_id=0
+    )
+    kw = {**mt.model_inputs(batch, net), "downsample_mode": mode}
+    assert kw["target_sizes"].shape == (1 + 6 + 1 + 1, 2) and "image_grid_thw" not in kw
+    want = tv.logits(name, kw)
+    torch.testing.assert_close(tv.logits(name, kw, own_positions=False), want, rtol=0, atol=0)
+    with patched(net):
+        torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
+
+
+def test_minicpm_v_without_marker_ids_is_refused_untouched_and_a_checkpoint_family_supplies_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The class defaults of the canvas marker ids are None: patch names the missing ones and changes
+    nothing. ``family=mrope.from_pretrained(config)`` (a checkpoint's config.json) supplies them; the
+    model's own get_rope_index still reads None from its config (slices become text), so under the
+    default convention the probe refuses, and ``convention="released"`` gives the positions of the model
+    with its ids (the expected logits: the unpatched model with the ids on its config)."""
+    name = "minicpm-v-4.7"
+    net = tv.model(name)
+    kw = tv.inputs(name, _canvas_rows(4), with_pixels=False)
+    want = tv.logits(name, kw)
+    ids = dict(tv.CONFIG_IDS[name])
+    checkpoint = mrope.from_pretrained({**net.config.to_dict(), **ids})
+    for key in ids:
+        monkeypatch.setattr(net.config, key, None)
+    with pytest.raises(PatchError, match="has no slice_start_id, slice_end_id, newline_id"):
+        mt.patch(net)
+    assert _untouched(net)
+    with pytest.raises(PatchError, match="answers to model_types"):
+        mt.patch(net, family="qwen3.5")
+    assert _untouched(net)
+    with pytest.raises(PatchError, match="differ from MiniCPMV4_7Model.get_rope_index"):
+        mt.patch(net, family=checkpoint)
+    assert _untouched(net)
+    assert (tv.logits(name, kw) - want).abs().max() > 1e-3  # the model without its ids is another model
+    with patched(net, family=checkpoint, convention="released"):
+        assert mt.patch_info(net)["rules"].slice_start_id == ids["slice_start_id"]
+        torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
+
+
 OTHERS = tuple(f.name for f in mrope.models.families() if f.name not in (*FAMILIES, "glm-image"))
 """Registry families without the model-level checks above (they land in the registry over time)."""
 

@@ -181,9 +181,11 @@ PAIRING = {
     "ernie-4.5-vl": "gptj",
     "hy-v4-vl": "gptj",
     "cohere-compass": "neox",
+    "minicpm-v-4.7": "neox",
 }
 """Released pairings (SPEC section 4, FAMILIES.md): GLM-4.1V, GLM-4.6V, GLM-OCR, ERNIE-4.5-VL and HY-V4-VL
-rotate adjacent channels; the Qwen models, GLM-4.5V, Cosmos3, PaddleOCR-VL and Cohere-Compass split halves."""
+rotate adjacent channels; the Qwen models, GLM-4.5V, Cosmos3, PaddleOCR-VL, Cohere-Compass and MiniCPM-V
+4.7 (a Qwen3.5 text model) split halves."""
 
 CAT_TABLE = frozenset({"hy-v4-vl"})
 """gptj families whose rotary module still returns a ``cat(f, f)`` table: HY-V4-VL's apply_rotary_pos_emb

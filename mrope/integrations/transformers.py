@@ -172,16 +172,24 @@ def patch_info(model: torch.nn.Module) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ discovery
 
 
-def _family_of(config: Any) -> Any:
+def _family_of(config: Any, family: Any = None) -> Any:
+    """The family of a model's config, or ``family`` (a name, model_type or :func:`mrope.from_pretrained`
+    result) when given; it must answer to the config's model_type."""
     from mrope.models import get_family
 
     model_type = getattr(config, "model_type", None)
     if not model_type:
         raise PatchError("patch needs a transformers model whose config has a model_type; got none")
     try:
-        return get_family(model_type)
+        found = get_family(model_type if family is None else family)
     except MRopeError as exc:
         raise PatchError(f"cannot patch model_type {model_type!r}: {exc}") from None
+    if model_type not in found.model_types:
+        raise PatchError(
+            f"family={found.name!r} answers to model_types {list(found.model_types)}, not to this model's "
+            f"{model_type!r}"
+        )
+    return found
 
 
 def _position_owners(model: torch.nn.Module) -> tuple[torch.nn.Module, list[torch.nn.Module]]:
@@ -300,10 +308,40 @@ def _rules_of(config: Any, family: Any, convention: str) -> Any:
     ):
         if vision.get(key) is not None:
             changes[rule_field] = vision[key]
+    mode = data.get("downsample_mode")
+    if mode is not None:  # MiniCPM-V 4.7: the merge its vision tower runs with
+        changes["merge_size"] = _downsample_merge(mode)
     try:
-        return resolve_rules(family, changes, convention)
+        rules = resolve_rules(family, changes, convention)
     except MRopeError as exc:
         raise PatchError(f"cannot build the layout rules of {config.model_type!r}: {exc}") from None
+    missing = [
+        key
+        for key, rule_fields in dict(getattr(family, "config_ids", {}) or {}).items()
+        if data.get(key) is None
+        and any(
+            getattr(rules, f) is None
+            for f in ((rule_fields,) if isinstance(rule_fields, str) else rule_fields)
+        )
+    ]
+    if missing:
+        raise PatchError(
+            f"{type(config).__name__} has no {', '.join(missing)} (None) and the {family.name!r} family has no "
+            "value for them: set them on model.config as the checkpoint's config.json has them, or pass "
+            "family=mrope.from_pretrained(checkpoint_folder)"
+        )
+    return rules
+
+
+_DOWNSAMPLE_MERGE: dict[str, int] = {"16x": 4, "4x": 2}
+"""MiniCPM-V 4.7's ``downsample_mode`` -> the spatial merge of its tokens (5.24 modeling: ``"4x"`` merges 2,
+anything else 4)."""
+
+
+def _downsample_merge(mode: Any) -> int:
+    if mode not in _DOWNSAMPLE_MERGE:
+        raise PatchError(f"downsample_mode must be one of {list(_DOWNSAMPLE_MERGE)}; got {mode!r}")
+    return _DOWNSAMPLE_MERGE[mode]
 
 
 # ------------------------------------------------------------------------------------------ probes
@@ -395,6 +433,8 @@ def _probe_inputs(family: Any, rules: Any) -> dict[str, torch.Tensor]:
         ],
         [Text(word[:2]), Image(grid=(1, 2 * m, 2 * m)), Text(word[:3])],
     ]
+    if rules.positions_base == "canvas":  # MiniCPM-V 4.7: a sliced image (slice markers, a newline)
+        samples[1].insert(2, Image(grid=(1, 2 * m, 4 * m), tiles=(2, 2), thumbnail_grid=(1, m, 2 * m)))
     if rules.generates_images:  # GLM-Image: a source image and a target; two targets (large, preview)
         samples = [
             [
@@ -463,8 +503,7 @@ def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rule
     except MRopeError as exc:
         raise PatchError(f"cannot build a probe batch under rules {rules.name!r}: {exc}") from None
     original = type(owner).get_rope_index
-    params = inspect.signature(original).parameters
-    args = {k: v for k, v in probe.items() if k in params}
+    args = _named_for(original, probe)
     before = dict(owner.__dict__)
     try:
         with torch.no_grad():
@@ -519,6 +558,7 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
         "convention",
         "pad_position",
     }
+    takes |= set(_CROP_SIZES.values()) | {"downsample_mode"}
 
     def mrope_get_rope_index(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """mrope.get_rope_index with this model's rules: ``([3, B, L], [B, 1])`` on input_ids' device."""
@@ -534,9 +574,12 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
         if not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
             call.pop("attention_mask", None)
         input_ids = call.pop("input_ids")
-        positions, deltas = get_rope_index(input_ids, model=family, rules=rules, **call)
-        if rules.generates_images:
-            _cache_generation(owner, input_ids, call, family, rules)
+        _grids_from_crops(call)
+        mode = call.pop("downsample_mode", None)
+        lay = rules if mode is None else rules.replace(merge_size=_downsample_merge(mode))
+        positions, deltas = get_rope_index(input_ids, model=family, rules=lay, **call)
+        if lay.generates_images:
+            _cache_generation(owner, input_ids, call, family, lay)
         if not positions.is_floating_point():
             positions = positions.to(input_ids.dtype)
         return positions.to(input_ids.device), deltas.to(input_ids.device)
@@ -606,9 +649,10 @@ _KIND_TYPE = {"image": 1, "thumbnail": 1, "video": 2}
 """Span kinds -> transformers' ``mm_token_type_ids`` values (0 text, 1 image, 2 video)."""
 
 
-def model_rules(model: torch.nn.Module, convention: str | None = None) -> Any:
+def model_rules(model: torch.nn.Module, convention: str | None = None, *, family: Any = None) -> Any:
     """The :class:`~mrope.LayoutRules` mrope uses for this transformers model: its family's rules under
-    ``convention`` (``None`` = ``"transformers5"``) with the token ids and vision sizes of its config.
+    ``convention`` (``None`` = ``"transformers5"``) with the token ids and vision sizes of its config
+    (``family``: as :func:`patch` takes it).
 
     Pass them as ``rules=`` (with ``model=`` the family) to :func:`mrope.build_batch` to build positions
     for it outside the model.
@@ -617,7 +661,7 @@ def model_rules(model: torch.nn.Module, convention: str | None = None) -> Any:
     if conv not in CONVENTIONS:
         raise PatchError(f"convention must be None or one of {list(CONVENTIONS)}; got {convention!r}")
     config = getattr(model, "config", None)
-    return _rules_of(config, _family_of(config), conv)
+    return _rules_of(config, _family_of(config, family), conv)
 
 
 _FORWARD_ALIASES: dict[str, tuple[str, ...]] = {
@@ -625,15 +669,34 @@ _FORWARD_ALIASES: dict[str, tuple[str, ...]] = {
 }
 """mrope's input names -> the names families' ``forward`` use for them (the omni thinkers rename some)."""
 
+_CROP_SIZES: dict[str, str] = {"image_grid_thw": "target_sizes", "video_grid_thw": "target_sizes_videos"}
+"""mrope's per-crop grids ``(1, h, w)`` -> the ``(h, w)`` patch sizes MiniCPM-V 4.7 takes instead."""
 
-def _for_forward(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    params = inspect.signature(type(model).forward).parameters
+
+def _named_for(fn: Any, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``inputs`` under the names ``fn`` takes (``forward`` or ``get_rope_index``): aliases renamed, grids
+    given as crop sizes where it takes those; what it does not take is left out."""
+    params = inspect.signature(fn).parameters
     out = {}
     for key, value in inputs.items():
         name = next((n for n in _FORWARD_ALIASES.get(key, (key,)) if n in params), None)
         if name is not None:
             out[name] = value
+        elif _CROP_SIZES.get(key) in params:
+            if bool((value[:, 0] != 1).any()):
+                raise PatchError(f"{_CROP_SIZES[key]} are per-crop (h, w) sizes; got {key} rows with t != 1")
+            out[_CROP_SIZES[key]] = value[:, 1:]
     return out
+
+
+def _grids_from_crops(call: dict[str, Any]) -> None:
+    """MiniCPM-V 4.7's ``target_sizes`` / ``target_sizes_videos`` ``[n, 2]`` -> mrope's ``(1, h, w)``
+    grids in ``call`` (in place)."""
+    for grid_name, crop_name in _CROP_SIZES.items():
+        sizes = call.pop(crop_name, None)
+        if sizes is not None:
+            sizes = torch.as_tensor(sizes).reshape(-1, 2)
+            call[grid_name] = torch.cat([torch.ones_like(sizes[:, :1]), sizes], dim=1)
 
 
 def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
@@ -648,8 +711,9 @@ def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, 
         Add ``pixel_values`` / ``pixel_values_videos`` from the processor; pass the whole dict to
         ``forward`` or ``generate``. The decode continuation of row ``b`` after ``n_b`` valid tokens is
         ``n_b + batch.deltas[b]`` on every axis. With ``model`` given, the names are those its
-        ``forward`` takes (e.g. the omni thinkers' ``video_second_per_grid``; no ``mm_token_type_ids``
-        where it takes none).
+        ``forward`` takes (e.g. the omni thinkers' ``video_second_per_grid``; MiniCPM-V 4.7's
+        ``target_sizes`` / ``target_sizes_videos``, each crop's ``(h, w)``, in place of the grids; no
+        ``mm_token_type_ids`` where it takes none).
     """
     position_ids, attention_mask, _ = batch.torch()
     input_ids = torch.from_numpy(batch.input_ids)
@@ -680,7 +744,7 @@ def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, 
         out["video_grid_thw"] = torch.from_numpy(video_grid)
         if batch.sequences[0].rules.temporal == "seconds":
             out["second_per_grid_ts"] = torch.from_numpy(np.concatenate(seconds)).to(torch.float32)
-    return out if model is None else _for_forward(model, out)
+    return out if model is None else _named_for(type(model).forward, out)
 
 
 def patch(
@@ -689,6 +753,7 @@ def patch(
     convention: str | None = None,
     angle_precision: str = "fp32",
     backend: str = "auto",
+    family: Any = None,
 ) -> torch.nn.Module:
     """Make a loaded transformers M-RoPE model use mrope's positions and apply op (in place).
 
@@ -700,13 +765,17 @@ def patch(
         angle_precision: ``"fp32"`` (transformers' angle arithmetic) or ``"exact"`` (angles right to one
             fp32 rounding at any position); see :func:`mrope.apply_mrope`.
         backend: ``"auto"`` (Triton on CUDA, torch elsewhere), ``"torch"`` or ``"triton"``.
+        family: ``None`` (the family of ``config.model_type``, ids from the config) or what
+            :func:`mrope.from_pretrained` returns for the model's checkpoint (or a family name): its ids
+            fill those the config leaves ``None`` (MiniCPM-V 4.7's marker ids have no class default).
 
     Returns:
         ``model`` itself, patched.
 
     Raises:
-        PatchError: the model is already patched, its family is unknown, a hook point is missing, or mrope
-            does not reproduce its rotary or (``"transformers5"``) its positions; the model is unchanged.
+        PatchError: the model is already patched, its family is unknown, a token id its rules need is in
+            neither its config nor ``family``, a hook point is missing, or mrope does not reproduce its
+            rotary or (``"transformers5"``) its positions; the model is unchanged.
     """
     conv = "transformers5" if convention is None else convention
     if conv not in CONVENTIONS:
@@ -720,7 +789,7 @@ def patch(
     if is_patched(model):
         raise PatchError(f"{type(model).__name__} is already patched by mrope; unpatch it first")
     config = getattr(model, "config", None)
-    family = _family_of(config)
+    family = _family_of(config, family)
     owner, owners = _position_owners(model)
     rotaries = _text_rotaries(owner)
     module_name = type(rotaries[0]).__module__
