@@ -234,6 +234,43 @@ def test_released_convention_equals_transformers5_for_frame_split_videos(name: s
         torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
 
 
+def test_released_convention_pads_and_float32_time_grouping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other two released semantics, on Qwen2.5-VL with tokens_per_second 25 (a config value where the
+    groupings differ): video time ``long((i * spg32) * tps)`` as the release computes it (5.24 groups
+    ``i * (tps * spg32)``; at 25 fps, patch 5 gets 9 instead of 10), and pads 1 (the release starts from
+    ``torch.ones``; 5.24 from zeros). Expected: the release's float32 expression and the max+1 rule written
+    out here, fed to the unpatched model as position_ids."""
+    name = "qwen2.5-vl"
+    net = tv.model(name)
+    monkeypatch.setattr(net.config.vision_config, "tokens_per_second", 25)
+    m = mt.model_rules(net).merge_size
+    frames, fps = 6, 25.0  # T' = 6 = max(H', W'): the advance conventions agree, only the time differs
+    head, tail = tv.tokenize("look"), tv.tokenize("ok?")
+    sample = [mrope.Text(head), mrope.Video(grid=(frames, m, 6 * m), fps=fps), mrope.Text(tail)]
+    spg = torch.tensor([2 / fps])[0]  # float32, as the processor returns it
+    tau = ((torch.arange(frames) * spg) * 25).long().tolist()
+    assert tau != (torch.arange(frames) * (25 * spg)).long().tolist()  # the grouping matters here
+    expected = _released_rule(
+        [("text", len(head) + 1), ("vision", frames, 1, 6, tau), ("text", 1 + len(tail))]
+    )
+    kw = tv.inputs(name, [sample], with_pixels=False)
+    own = tv.logits(name, kw)
+    want = tv.logits(name, {**kw, "position_ids": expected}, own_positions=False)
+    rows = tv.inputs(name, [sample, [mrope.Text(tail)]], with_pixels=False)  # row 1 is left-padded
+    args = {k: rows[k] for k in ("input_ids", "mm_token_type_ids", "video_grid_thw", "attention_mask")}
+    pads = rows["attention_mask"] == 0
+    with torch.no_grad():
+        pads_own = net.model.get_rope_index(**args, second_per_grid_ts=rows["second_per_grid_ts"])[0][:, pads]
+        with patched(net, convention="released"):
+            got = tv.logits(name, kw)
+            pads_got = net.model.get_rope_index(**args, second_per_grid_ts=rows["second_per_grid_ts"])[0][
+                :, pads
+            ]
+    torch.testing.assert_close(got, want, rtol=0, atol=ATOL)
+    assert (got - own).abs().max() > 1e-4  # the video's time moved
+    assert pads.any() and bool((pads_own == 0).all()) and bool((pads_got == 1).all())
+
+
 # ------------------------------------------------------------------------------------------ errors
 
 

@@ -15,6 +15,7 @@ positions and the rotation are what is checked; pixels would only change the emb
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 from collections.abc import Iterator
 
@@ -24,6 +25,7 @@ import torch
 from tiny_vlm import FAMILIES
 
 import mrope
+from mrope.errors import PatchError
 from mrope.integrations import transformers as mt
 from mrope.integrations.tiny import tiny_model
 
@@ -305,3 +307,30 @@ def test_dynamic_ntk_decode_across_the_original_length_equals_the_unpatched_mode
     # the decode crossed the threshold: positions < L0 rotate as without scaling, >= L0 do not
     torch.testing.assert_close(own[:, ~grown], no_scaling[:, ~grown], rtol=0, atol=ATOL)
     assert ((own - no_scaling)[:, grown].abs().amax(-1) > 1e-5).all()
+
+
+def test_patch_probes_dynamic_ntk_past_the_original_length_and_restores_the_rotary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With L0 above the plain probe's positions (as in real checkpoints), a dynamic spec mrope reads wrong
+    (factor 2 where the model has 4) only shows past L0: patch probes there, refuses, and leaves the
+    rotary's table as it was (its probe grew it)."""
+    net = tiny_model(
+        "qwen2-vl",
+        text={"rope_parameters": {"rope_type": "dynamic", "factor": 4.0}, "max_position_embeddings": 2000},
+    )
+    rotary = net.model.language_model.rotary_emb
+    table = rotary.inv_freq
+    mt.patch(net)
+    mt.unpatch(net)
+    assert rotary.inv_freq is table and rotary.max_seq_len_cached == 2000
+    real = mt._spec_of
+
+    def wrong_factor(config, layer_type=None):  # noqa: ANN001, ANN202
+        spec = real(config, layer_type)
+        return dataclasses.replace(spec, scaling=dataclasses.replace(spec.scaling, factor=2.0))
+
+    monkeypatch.setattr(mt, "_spec_of", wrong_factor)
+    with pytest.raises(PatchError, match="does not reproduce"):
+        mt.patch(net)
+    assert not mt.is_patched(net) and rotary.inv_freq is table and rotary.max_seq_len_cached == 2000
