@@ -404,7 +404,8 @@ def test_glm_image_patched_prefill_decode_cache_and_generate_equal_unpatched(app
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_glm_image_built_positions_and_generation_ids_give_the_models_logits(side: str) -> None:
     """build_batch's positions as position_ids give the unpatched model's own logits; a manual decode at
-    each row's ``Positions.window`` (its generation_ids) gives generate's logits step by step."""
+    each row's ``Positions.window`` (its generation_ids) gives generate's logits step by step; the
+    patched model's prefill equals the unpatched one with this padding too."""
     net = tv.model("glm-image")
     kw, batch = _glm_image_inputs(side)
     own = {k: v for k, v in kw.items() if k != "position_ids"}
@@ -423,8 +424,6 @@ def test_glm_image_built_positions_and_generation_ids_give_the_models_logits(sid
         out = net(**kw, use_cache=True)  # position_ids given: the model computes none
         assert net.model.rope_deltas is None and net.model._cached_decode_position_ids is None
         torch.testing.assert_close(out.logits[:, -1], generated.logits[0], rtol=0, atol=1e-5)
-        if side == "left":
-            assert torch.equal(out.logits, net(**own, use_cache=False).logits)
         mask, cache, prompt = kw["attention_mask"], out.cache, kw["input_ids"].shape[1]
         for j in range(1, steps):
             token = generated.sequences[:, prompt + j - 1 : prompt + j]
@@ -441,7 +440,15 @@ def test_glm_image_built_positions_and_generation_ids_give_the_models_logits(sid
             )
             torch.testing.assert_close(out.logits[:, -1], generated.logits[j], rtol=0, atol=1e-5)
             cache = out.cache
+        _glm_image_reset(net)
+        built = net(**kw, use_cache=False).logits
+        own_logits = net(**own, use_cache=False).logits
+        _glm_image_reset(net)
+        with patched(net):
+            patched_logits = net(**own, use_cache=False).logits
     _glm_image_reset(net)
+    assert torch.equal(built, own_logits)  # the model's own positions are build_batch's, pads included
+    torch.testing.assert_close(patched_logits, own_logits, rtol=0, atol=ATOL)
 
 
 # ------------------------------------------------------------------------------------------ MiniCPM-V 4.7
