@@ -8,6 +8,7 @@ out below. The tiny models are built from configs (no hub), fp32, seed 0.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from tiny_vlm import FAMILIES
 import mrope
 from mrope.errors import PatchError
 from mrope.integrations import transformers as mt
-from mrope.integrations.tiny import tiny_model
+from mrope.integrations.tiny import tiny_config, tiny_model
 
 ATOL = 2e-6  # fp32 logits: the same rotation arithmetic, fused differently
 
@@ -514,7 +515,101 @@ def test_minicpm_v_without_marker_ids_is_refused_untouched_and_a_checkpoint_fami
         torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
 
 
-OTHERS = tuple(f.name for f in mrope.models.families() if f.name not in (*FAMILIES, "glm-image"))
+# ------------------------------------------------------------------------------------------ HunyuanOCR
+
+
+def test_hunyuan_ocr_refusal_says_what_differs() -> None:
+    """transformers 5.24's HunyuanOCR rotary (recomposition_frequencies) cuts cat(f, f) into chunks of
+    2 * section channels, chunk i from axis i % 4; with sections (4, 4, 4, 4) and head_dim 32 channels
+    0-7 follow axis 0, 8-15 axis 1, 16-23 axis 2, 24-31 axis 3, and rotate_half pairs c with c + 16
+    (derived by hand from that code). The spec (the released xdrope: the same chunks in both halves)
+    gives channel c axis (c mod 16) // 4."""
+    net = tv.model("hunyuan-ocr")
+    with pytest.raises(mt.NotARotationError) as info:
+        mt.patch(net)
+    message = str(info.value)
+    assert "pairs channels 0-7 (axis 0) with 16-23 (axis 2) and 8-15 (axis 1) with 24-31 (axis 3)" in message
+    assert "channels 4-7 follow axis 0 (the spec: axis 1); 8-11 follow axis 1 (the spec: axis 2)" in message
+    assert "16-19 follow axis 2 (the spec: axis 0)" in message and "convention='released'" in message
+    assert _untouched(net)
+
+
+@functools.cache
+def _hunyuan_ocr_ntk_alpha() -> torch.nn.Module:
+    """A tiny HunyuanOCR with the released rotary type ("dynamic" with a fixed alpha: NTK-alpha)."""
+    import transformers
+
+    config = tiny_config("hunyuan-ocr")
+    rope = {**config.text_config.rope_parameters, "rope_type": "dynamic", "alpha": 1000.0}
+    config.text_config.rope_parameters = rope
+    torch.manual_seed(0)
+    return transformers.HunYuanVLForConditionalGeneration._from_config(config).eval()
+
+
+def _official_xdrope(text_config: object):  # noqa: ANN202
+    """Tencent's released rotary (apply_rotary_pos_emb_xdrope) as a rotary forward, written out here:
+    base ``theta * alpha ** (d / (d - 2))``; the cos/sin of ``cat(f, f)`` cut into chunks of
+    ``xdrope_section * 2`` (list repetition: the same axis map in both halves), chunk i from axis i % 4."""
+    rope = text_config.rope_parameters  # type: ignore[attr-defined]
+    dim = text_config.head_dim  # type: ignore[attr-defined]
+    section = list(rope["mrope_section"])
+    base = rope["rope_theta"] * rope["alpha"] ** (dim / (dim - 2))
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+    def forward(x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = position_ids[..., None].float() * inv_freq  # [4, B, S, d / 2]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        emb = torch.cat([c[i % len(section)] for i, c in enumerate(emb.split(section * 2, dim=-1))], dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    return forward
+
+
+def test_hunyuan_ocr_released_convention_is_the_official_xdrope_rotation() -> None:
+    """convention="released" patches HunyuanOCR with the released rotation and positions (image index per
+    sequence). Expected: each row alone through the unpatched model (its own get_rope_index: one row, so
+    the index starts at 0) with the official xdrope above in place of 5.24's rotary. The logits differ
+    from 5.24's by design from the first image token on."""
+    name = "hunyuan-ocr"
+    net = _hunyuan_ocr_ntk_alpha()
+    rules = mt.model_rules(net, "released")
+    m = rules.merge_size
+    rows = [tv.segments(rules, video=False), [mrope.Text(tv.tokenize("hi")), mrope.Image((1, 2 * m, 2 * m))]]
+
+    def inputs(samples: list[list[object]]) -> dict[str, torch.Tensor]:
+        batch = mrope.build_batch(samples, model=name, rules=rules, tokenizer=tv.tokenize, pad_token_id=0)
+        return mt.model_inputs(batch, net)
+
+    def positions(model: torch.nn.Module, kw: dict[str, torch.Tensor]) -> torch.Tensor:
+        names = ("input_ids", "mm_token_type_ids", "image_grid_thw", "attention_mask")
+        return model.get_rope_index(**{k: kw[k] for k in names})[0]
+
+    kw = inputs(rows)
+    alone = [inputs([row]) for row in rows]
+    rotary = net.model.language_model.rotary_emb
+    rotary.forward = _official_xdrope(net.config.text_config)
+    try:
+        want = [_logits(net, one)[0] for one in alone]
+    finally:
+        del rotary.forward
+    installed = _logits(net, kw)
+    with patched(net, convention="released"):
+        got = _logits(net, kw)
+        got_positions = positions(net.model, kw)
+    valid = kw["attention_mask"].bool()
+    for r in range(len(rows)):
+        torch.testing.assert_close(got[r][valid[r]], want[r], rtol=0, atol=ATOL)
+        # the image index restarts per row: the last axis's frequencies are too low to show it in logits
+        assert torch.equal(got_positions[:, r][:, valid[r]], positions(net.model, alone[r])[:, 0])
+    assert not torch.equal(got_positions, positions(net.model, kw))  # 5.24 counts images across rows
+    first = int(kw["mm_token_type_ids"][0].nonzero()[0])  # row 0 is the longer: no padding
+    torch.testing.assert_close(got[0, :first], installed[0, :first], rtol=0, atol=ATOL)
+    assert (got[0, first:] - installed[0, first:]).abs().max() > 1e-3
+
+
+OTHERS = tuple(
+    f.name for f in mrope.models.families() if f.name not in (*FAMILIES, "glm-image", "hunyuan-ocr")
+)
 """Registry families without the model-level checks above (they land in the registry over time)."""
 
 
