@@ -497,6 +497,8 @@ def _rope_index_full(
             raise TokenError("attention_mask must hold only 0 and 1")
         if mask.dtype.kind not in "biu":  # integer masks are read as they are: 0/1 is already checked
             mask = mask.astype(bool)
+    # rules whose rows are scanned one by one (their own token types); the others take the batch's runs
+    per_row_scan = lay.positions_base == "canvas" or lay.image_span == "between_wrappers"
     types = _as_numpy(mm_token_type_ids, "mm_token_type_ids")
     if types is not None:
         if types.shape != ids.shape:
@@ -505,7 +507,6 @@ def _rope_index_full(
             )
         if types.dtype.kind not in "iu":
             raise TokenError(_TYPES_ERROR)
-        per_row_scan = lay.positions_base == "canvas" or lay.image_span == "between_wrappers"
         if (per_row_scan or lay.has_audio) and types.size and _unsigned(types).max() > 2:
             raise TokenError(_TYPES_ERROR)  # (otherwise checked on the batch's runs, below)
     if lay.has_audio:  # the omni token scan (audio, time-aligned video); it takes no type ids
@@ -568,7 +569,6 @@ def _rope_index_full(
     generation: list[np.ndarray | None] = [None] * b
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
     shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
-    per_row_scan = lay.positions_base == "canvas" or lay.image_span == "between_wrappers"
     if types is None and not shared_id and lay.image_span != "between_wrappers":
         # 0 text, 1 image, 2 video for the whole batch at once (int8 adds; an int8 shift costs more)
         types = (ids == video_id).view(np.int8)
