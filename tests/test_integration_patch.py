@@ -8,6 +8,7 @@ out below. The tiny models are built from configs (no hub), fp32, seed 0.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from tiny_vlm import FAMILIES
 import mrope
 from mrope.errors import PatchError
 from mrope.integrations import transformers as mt
-from mrope.integrations.tiny import tiny_model
+from mrope.integrations.tiny import tiny_config, tiny_model
 
 ATOL = 2e-6  # fp32 logits: the same rotation arithmetic, fused differently
 
@@ -146,7 +147,7 @@ def _logits(net: torch.nn.Module, kw: dict[str, torch.Tensor]) -> torch.Tensor:
         return net(**tv.forward_kwargs(kw, own_positions=True), use_cache=False).logits
 
 
-@pytest.mark.parametrize("name", ["qwen3-vl"])
+@pytest.mark.parametrize("name", ["qwen3-vl", "hy-v4-vl"])  # HY-V4-VL: rope-slice views, bshd indexer
 def test_exact_angles_and_triton_interpreter(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     kw = tv.inputs(name, _two_rows(name)[1:])
     want = tv.logits(name, kw)
@@ -403,7 +404,8 @@ def test_glm_image_patched_prefill_decode_cache_and_generate_equal_unpatched(app
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_glm_image_built_positions_and_generation_ids_give_the_models_logits(side: str) -> None:
     """build_batch's positions as position_ids give the unpatched model's own logits; a manual decode at
-    each row's ``Positions.window`` (its generation_ids) gives generate's logits step by step."""
+    each row's ``Positions.window`` (its generation_ids) gives generate's logits step by step; the
+    patched model's prefill equals the unpatched one with this padding too."""
     net = tv.model("glm-image")
     kw, batch = _glm_image_inputs(side)
     own = {k: v for k, v in kw.items() if k != "position_ids"}
@@ -422,8 +424,6 @@ def test_glm_image_built_positions_and_generation_ids_give_the_models_logits(sid
         out = net(**kw, use_cache=True)  # position_ids given: the model computes none
         assert net.model.rope_deltas is None and net.model._cached_decode_position_ids is None
         torch.testing.assert_close(out.logits[:, -1], generated.logits[0], rtol=0, atol=1e-5)
-        if side == "left":
-            assert torch.equal(out.logits, net(**own, use_cache=False).logits)
         mask, cache, prompt = kw["attention_mask"], out.cache, kw["input_ids"].shape[1]
         for j in range(1, steps):
             token = generated.sequences[:, prompt + j - 1 : prompt + j]
@@ -440,7 +440,15 @@ def test_glm_image_built_positions_and_generation_ids_give_the_models_logits(sid
             )
             torch.testing.assert_close(out.logits[:, -1], generated.logits[j], rtol=0, atol=1e-5)
             cache = out.cache
+        _glm_image_reset(net)
+        built = net(**kw, use_cache=False).logits
+        own_logits = net(**own, use_cache=False).logits
+        _glm_image_reset(net)
+        with patched(net):
+            patched_logits = net(**own, use_cache=False).logits
     _glm_image_reset(net)
+    assert torch.equal(built, own_logits)  # the model's own positions are build_batch's, pads included
+    torch.testing.assert_close(patched_logits, own_logits, rtol=0, atol=ATOL)
 
 
 # ------------------------------------------------------------------------------------------ MiniCPM-V 4.7
@@ -514,7 +522,101 @@ def test_minicpm_v_without_marker_ids_is_refused_untouched_and_a_checkpoint_fami
         torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
 
 
-OTHERS = tuple(f.name for f in mrope.models.families() if f.name not in (*FAMILIES, "glm-image"))
+# ------------------------------------------------------------------------------------------ HunyuanOCR
+
+
+def test_hunyuan_ocr_refusal_says_what_differs() -> None:
+    """transformers 5.24's HunyuanOCR rotary (recomposition_frequencies) cuts cat(f, f) into chunks of
+    2 * section channels, chunk i from axis i % 4; with sections (4, 4, 4, 4) and head_dim 32 channels
+    0-7 follow axis 0, 8-15 axis 1, 16-23 axis 2, 24-31 axis 3, and rotate_half pairs c with c + 16
+    (derived by hand from that code). The spec (the released xdrope: the same chunks in both halves)
+    gives channel c axis (c mod 16) // 4."""
+    net = tv.model("hunyuan-ocr")
+    with pytest.raises(mt.NotARotationError) as info:
+        mt.patch(net)
+    message = str(info.value)
+    assert "pairs channels 0-7 (axis 0) with 16-23 (axis 2) and 8-15 (axis 1) with 24-31 (axis 3)" in message
+    assert "channels 4-7 follow axis 0 (the spec: axis 1); 8-11 follow axis 1 (the spec: axis 2)" in message
+    assert "16-19 follow axis 2 (the spec: axis 0)" in message and "convention='released'" in message
+    assert _untouched(net)
+
+
+@functools.cache
+def _hunyuan_ocr_ntk_alpha() -> torch.nn.Module:
+    """A tiny HunyuanOCR with the released rotary type ("dynamic" with a fixed alpha: NTK-alpha)."""
+    import transformers
+
+    config = tiny_config("hunyuan-ocr")
+    rope = {**config.text_config.rope_parameters, "rope_type": "dynamic", "alpha": 1000.0}
+    config.text_config.rope_parameters = rope
+    torch.manual_seed(0)
+    return transformers.HunYuanVLForConditionalGeneration._from_config(config).eval()
+
+
+def _official_xdrope(text_config: object):  # noqa: ANN202
+    """Tencent's released rotary (apply_rotary_pos_emb_xdrope) as a rotary forward, written out here:
+    base ``theta * alpha ** (d / (d - 2))``; the cos/sin of ``cat(f, f)`` cut into chunks of
+    ``xdrope_section * 2`` (list repetition: the same axis map in both halves), chunk i from axis i % 4."""
+    rope = text_config.rope_parameters  # type: ignore[attr-defined]
+    dim = text_config.head_dim  # type: ignore[attr-defined]
+    section = list(rope["mrope_section"])
+    base = rope["rope_theta"] * rope["alpha"] ** (dim / (dim - 2))
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+    def forward(x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = position_ids[..., None].float() * inv_freq  # [4, B, S, d / 2]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        emb = torch.cat([c[i % len(section)] for i, c in enumerate(emb.split(section * 2, dim=-1))], dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    return forward
+
+
+def test_hunyuan_ocr_released_convention_is_the_official_xdrope_rotation() -> None:
+    """convention="released" patches HunyuanOCR with the released rotation and positions (image index per
+    sequence). Expected: each row alone through the unpatched model (its own get_rope_index: one row, so
+    the index starts at 0) with the official xdrope above in place of 5.24's rotary. The logits differ
+    from 5.24's by design from the first image token on."""
+    name = "hunyuan-ocr"
+    net = _hunyuan_ocr_ntk_alpha()
+    rules = mt.model_rules(net, "released")
+    m = rules.merge_size
+    rows = [tv.segments(rules, video=False), [mrope.Text(tv.tokenize("hi")), mrope.Image((1, 2 * m, 2 * m))]]
+
+    def inputs(samples: list[list[object]]) -> dict[str, torch.Tensor]:
+        batch = mrope.build_batch(samples, model=name, rules=rules, tokenizer=tv.tokenize, pad_token_id=0)
+        return mt.model_inputs(batch, net)
+
+    def positions(model: torch.nn.Module, kw: dict[str, torch.Tensor]) -> torch.Tensor:
+        names = ("input_ids", "mm_token_type_ids", "image_grid_thw", "attention_mask")
+        return model.get_rope_index(**{k: kw[k] for k in names})[0]
+
+    kw = inputs(rows)
+    alone = [inputs([row]) for row in rows]
+    rotary = net.model.language_model.rotary_emb
+    rotary.forward = _official_xdrope(net.config.text_config)
+    try:
+        want = [_logits(net, one)[0] for one in alone]
+    finally:
+        del rotary.forward
+    installed = _logits(net, kw)
+    with patched(net, convention="released"):
+        got = _logits(net, kw)
+        got_positions = positions(net.model, kw)
+    valid = kw["attention_mask"].bool()
+    for r in range(len(rows)):
+        torch.testing.assert_close(got[r][valid[r]], want[r], rtol=0, atol=ATOL)
+        # the image index restarts per row: the last axis's frequencies are too low to show it in logits
+        assert torch.equal(got_positions[:, r][:, valid[r]], positions(net.model, alone[r])[:, 0])
+    assert not torch.equal(got_positions, positions(net.model, kw))  # 5.24 counts images across rows
+    first = int(kw["mm_token_type_ids"][0].nonzero()[0])  # row 0 is the longer: no padding
+    torch.testing.assert_close(got[0, :first], installed[0, :first], rtol=0, atol=ATOL)
+    assert (got[0, first:] - installed[0, first:]).abs().max() > 1e-3
+
+
+OTHERS = tuple(
+    f.name for f in mrope.models.families() if f.name not in (*FAMILIES, "glm-image", "hunyuan-ocr")
+)
 """Registry families without the model-level checks above (they land in the registry over time)."""
 
 

@@ -348,10 +348,20 @@ def _downsample_merge(mode: Any) -> int:
 
 
 def _check_rotary(
-    rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, backend: str, layer_type: str | None = None
+    rotary: torch.nn.Module,
+    original_apply: Any,
+    spec: RopeSpec,
+    backend: str,
+    layer_type: str | None = None,
+    *,
+    released: bool = False,
 ) -> None:
     """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32). Dynamic NTK
-    is probed past its growth threshold too; the rotary's state (a grown table) is put back."""
+    is probed past its growth threshold too; the rotary's state (a grown table) is put back.
+
+    With ``released``, a model whose own rotary is not a rotation (:class:`NotARotationError`) passes if
+    it equals apply_mrope on text positions (every axis the same): its frequencies, scaling and pairing
+    are the spec's, and the spec's (released) layout replaces its own."""
     high = [_PROBE_MAX_POSITION]
     if spec.scaling.type == "dynamic" and spec.scaling.original_max_position_embeddings:
         high.append(2 * spec.scaling.original_max_position_embeddings)
@@ -359,6 +369,10 @@ def _check_rotary(
         before, buffers = dict(rotary.__dict__), dict(rotary._buffers)
         try:
             _probe_rotary(rotary, original_apply, spec, backend, layer_type, top)
+        except NotARotationError:
+            if not released:
+                raise
+            _probe_rotary(rotary, original_apply, spec, backend, layer_type, top, same_axes=True)
         finally:
             _restore(rotary, before)
             rotary._buffers.clear()
@@ -372,6 +386,7 @@ def _probe_rotary(
     backend: str,
     layer_type: str | None,
     top: int,
+    same_axes: bool = False,
 ) -> None:
     device = next(rotary.buffers()).device
     gen = torch.Generator().manual_seed(1234)
@@ -379,6 +394,8 @@ def _probe_rotary(
     axes = len(spec.mrope_section)
     positions = torch.randint(0, top, (axes, 1, length), generator=gen).to(device)
     positions[0, 0, -1] = top - 1  # the largest position sets a dynamic table
+    if same_axes:  # text positions
+        positions = positions[:1].expand(axes, -1, -1).contiguous()
     q = torch.randn(1, 2, length, spec.head_dim, generator=gen).to(device)
     k = torch.randn(1, 1, length, spec.head_dim, generator=gen).to(device)
     extra = () if layer_type is None else (layer_type,)
@@ -406,10 +423,84 @@ def _probe_rotary(
     for name, got, want in (("q", got_q, want_q), ("k", got_k, want_k)):
         if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-4, atol=1e-5):
             err = (got - want).abs().max().item() if got.shape == want.shape else float("nan")
-            raise PatchError(
+            mixed, layout = _table_axes(rotary, cos, positions, spec)
+            cls = NotARotationError if mixed else PatchError
+            raise cls(
                 f"{type(rotary).__name__}: apply_mrope with the spec read from the config ({spec}) does not "
-                f"reproduce the model's own rotation of {name} (max abs difference {err:.3g}); refusing to patch"
+                f"reproduce the model's own rotation of {name} (max abs difference {err:.3g}); refusing to "
+                f"patch.{layout}"
             )
+
+
+class NotARotationError(PatchError):
+    """The model's own rotary pairs channels driven by different position axes: not a rotation wherever
+    those axes differ (transformers 5.24's HunyuanOCR). :func:`patch` refuses it under the default
+    convention; ``convention="released"`` rotates with the released layout instead (the spec's)."""
+
+
+def _runs(channels: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    out: list[str] = []
+    for c in channels:
+        if out and int(out[-1].split("-")[-1]) == c - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{c}"
+        else:
+            out.append(str(c))
+    return ", ".join(out)
+
+
+def _table_axes(
+    rotary: torch.nn.Module, cos: Any, positions: torch.Tensor, spec: RopeSpec
+) -> tuple[bool, str]:
+    """Which position axis drives each channel of the model's own cos table, against the spec's layout.
+
+    Returns ``(mixed, text)``: ``mixed`` when the table's rotation pairs (split halves for neox, adjacent
+    channels for gptj) hold channels of different axes (not a rotation); ``text`` says which channels
+    differ from the spec (empty when the table cannot be read channel by channel)."""
+    inv_freq = getattr(rotary, "inv_freq", None)
+    if not isinstance(cos, torch.Tensor) or cos.dim() != 3 or not isinstance(inv_freq, torch.Tensor):
+        return False, ""
+    width = spec.rotary_dim
+    if cos.shape[-1] != width or inv_freq.numel() != width // 2:
+        return False, ""
+    half = width // 2
+    channel = torch.arange(width)
+    freq = channel % half if spec.pairing == "neox" else channel // 2
+    partner = (channel + half) % width if spec.pairing == "neox" else channel ^ 1
+    scale = float(getattr(rotary, "attention_scaling", 1.0))
+    angles = positions[:, 0, :, None].float().cpu() * inv_freq.float().cpu()[freq]  # [A, S, width]
+    table = cos[0].float().cpu()  # [S, width]
+    error = (angles.cos() * scale - table).abs().amax(dim=1)  # [A, width]
+    best = error.min(dim=0)
+    found = torch.where(best.values <= 1e-4, best.indices, torch.full_like(channel, -1))
+    wanted = torch.from_numpy(spec.axis_map())[freq]
+    wrong = [int(c) for c in channel if found[c] != wanted[c]]
+    if not wrong:
+        return False, ""
+    by_axis: dict[tuple[int, int], list[int]] = {}
+    for c in wrong:
+        by_axis.setdefault((int(found[c]), int(wanted[c])), []).append(c)
+    what = "; ".join(
+        f"{_runs(cs)} follow axis {'unknown' if a < 0 else a} (the spec: axis {b})"
+        for (a, b), cs in by_axis.items()
+    )
+    text = f" In the model's cos/sin table channels {what}."
+    by_pair: dict[tuple[int, int], list[int]] = {}
+    for c in channel.tolist():
+        a, b = int(found[c]), int(found[partner[c]])
+        if c < partner[c] and a >= 0 and b >= 0 and a != b:
+            by_pair.setdefault((a, b), []).append(c)
+    if not by_pair:
+        return False, text
+    pairs = " and ".join(
+        f"{_runs(cs)} (axis {a}) with {_runs([int(partner[c]) for c in cs])} (axis {b})"
+        for (a, b), cs in by_pair.items()
+    )
+    return True, (
+        f"{text} Its {spec.pairing} rotation pairs channels {pairs}: not a rotation wherever those axes' "
+        "positions differ (every image token). mrope rotates each pair by one axis and will not copy it; "
+        "patch(model, convention='released') rotates with the spec's (released) layout instead."
+    )
 
 
 def _probe_tokenize(text: str) -> list[int]:
@@ -812,7 +903,7 @@ def patch(
         )
     original_apply = _original_apply(module)
     for layer_type, applied in specs.items():
-        _check_rotary(rotaries[0], original_apply, applied, backend, layer_type)
+        _check_rotary(rotaries[0], original_apply, applied, backend, layer_type, released=conv == "released")
     replacements = [(o, _make_get_rope_index(o, family, rules)) for o in owners]
     if conv == "transformers5":
         for o, replacement in replacements:
@@ -875,6 +966,7 @@ def unpatch(model: torch.nn.Module) -> torch.nn.Module:
 
 __all__ = [
     "CONVENTIONS",
+    "NotARotationError",
     "Rotation",
     "is_patched",
     "model_inputs",
