@@ -572,7 +572,7 @@ def _rope_index_full(
     if types is None and not shared_id and lay.image_span != "between_wrappers":
         # 0 text, 1 image, 2 video for the whole batch at once (int8 adds; an int8 shift costs more)
         types = (ids == video_id).view(np.int8)
-        types = types + types
+        types += types  # in place: the comparison's own buffer
         types += (ids == image_id).view(np.int8)
     batch_runs = None if per_row_scan or types is None else _BatchRuns(types)
     if batch_runs is not None and mm_token_type_ids is not None and not batch_runs.within(2):
