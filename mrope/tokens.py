@@ -226,6 +226,12 @@ class _BatchRuns:
         self.change: list[int] = change.tolist()
         self.first_kind = int(flat[0]) if flat.size else 0
 
+    def within(self, top: int) -> bool:
+        """Whether every type lies in ``0..top``: each value of the batch is the kind of some run, so
+        the runs' kinds bound it without another pass over the batch."""
+        kinds = self.kinds
+        return 0 <= self.first_kind <= top and (not kinds or (min(kinds) >= 0 and max(kinds) <= top))
+
     def row(self, row: int, first: int, last: int) -> tuple[list[int], list[int], list[int]]:
         """The runs of ``types[row, first:last]``, their starts and stops counted from ``first``."""
         if last <= first:
@@ -327,6 +333,7 @@ def _wrapped_types(row_ids: np.ndarray, lay: LayoutRules) -> tuple[np.ndarray, i
     return types, len(ends)
 
 
+_TYPES_ERROR = "mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)"
 _ZERO = np.zeros(1, dtype=np.int64)
 _ZERO.flags.writeable = False
 _BLOCKS: dict[tuple, Block] = {}
@@ -490,14 +497,18 @@ def _rope_index_full(
             raise TokenError("attention_mask must hold only 0 and 1")
         if mask.dtype.kind not in "biu":  # integer masks are read as they are: 0/1 is already checked
             mask = mask.astype(bool)
+    # rules whose rows are scanned one by one (their own token types); the others take the batch's runs
+    per_row_scan = lay.positions_base == "canvas" or lay.image_span == "between_wrappers"
     types = _as_numpy(mm_token_type_ids, "mm_token_type_ids")
     if types is not None:
         if types.shape != ids.shape:
             raise TokenError(
                 f"mm_token_type_ids must have the shape of input_ids {tuple(ids.shape)}; got {tuple(types.shape)}"
             )
-        if types.dtype.kind not in "iu" or (types.size and _unsigned(types).max() > 2):
-            raise TokenError("mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)")
+        if types.dtype.kind not in "iu":
+            raise TokenError(_TYPES_ERROR)
+        if (per_row_scan or lay.has_audio) and types.size and _unsigned(types).max() > 2:
+            raise TokenError(_TYPES_ERROR)  # (otherwise checked on the batch's runs, below)
     if lay.has_audio:  # the omni token scan (audio, time-aligned video); it takes no type ids
         out, deltas = _omni_rope_index(
             ids,
@@ -558,13 +569,14 @@ def _rope_index_full(
     generation: list[np.ndarray | None] = [None] * b
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
     shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
-    per_row_scan = lay.positions_base == "canvas" or lay.image_span == "between_wrappers"
     if types is None and not shared_id and lay.image_span != "between_wrappers":
         # 0 text, 1 image, 2 video for the whole batch at once (int8 adds; an int8 shift costs more)
         types = (ids == video_id).view(np.int8)
-        types = types + types
+        types += types  # in place: the comparison's own buffer
         types += (ids == image_id).view(np.int8)
     batch_runs = None if per_row_scan or types is None else _BatchRuns(types)
+    if batch_runs is not None and mm_token_type_ids is not None and not batch_runs.within(2):
+        raise TokenError(_TYPES_ERROR)
     image_index = 0
     for row, (first, last, valid) in enumerate(_valid_spans(mask, b, length)):
         # where the row's positions go: a view of its slice when its valid tokens are contiguous

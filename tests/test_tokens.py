@@ -392,6 +392,12 @@ def test_all_ones_mask_equals_no_mask_and_empty_rows_are_padding() -> None:
         ({"attention_mask": np.array([[1, -1, 1]], dtype=">i8")}, "only 0 and 1"),  # not native byte order
         ({"attention_mask": np.array([[1, 256, 1]], dtype=np.int16)}, "only 0 and 1"),
         ({"mm_token_type_ids": np.array([[0, -1, 0]], dtype=">i4")}, "0 \\(text\\), 1 \\(image\\) or 2"),
+        ({"mm_token_type_ids": np.array([[7, 0, 0]])}, "0 \\(text\\), 1 \\(image\\) or 2"),  # the first run
+        ({"mm_token_type_ids": np.array([[0, 0, -1]])}, "0 \\(text\\), 1 \\(image\\) or 2"),  # the last run
+        (  # a bad type under the mask is still bad
+            {"mm_token_type_ids": np.array([[3, 0, 0]]), "attention_mask": np.array([[0, 1, 1]])},
+            "0 \\(text\\), 1 \\(image\\) or 2",
+        ),
         ({"image_grid_thw": torch.tensor([[True, True, True]])}, "must hold integers"),
         ({"image_grid_thw": torch.tensor([[1.5, 2.0, 2.0]])}, "must hold integers"),
         ({"image_grid_thw": torch.tensor([[1, 2, 2, 2]])}, r"shape \[n, 3\]"),

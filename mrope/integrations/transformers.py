@@ -33,7 +33,9 @@ Conventions:
   rotation is the same arithmetic, fused differently).
 - ``"released"``: the released models' semantics (max+1 advance, the released pad value, float32
   ``(i * spg) * tps``). It differs from the unpatched model after a video whose temporal extent exceeds
-  its spatial one, and in pad slots.
+  its spatial one, and in pad slots. A model whose own rotary is not a rotation (transformers 5.24's
+  HunyuanOCR: :class:`NotARotationError` under the default) is rotated with the released layout of the
+  spec, once its frequencies and pairing match on text positions.
 """
 
 from __future__ import annotations
