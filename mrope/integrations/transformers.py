@@ -335,15 +335,14 @@ def _rules_of(config: Any, family: Any, convention: str) -> Any:
     return rules
 
 
-_DOWNSAMPLE_MERGE: dict[str, int] = {"16x": 4, "4x": 2}
-"""MiniCPM-V 4.7's ``downsample_mode`` -> the spatial merge of its tokens (5.24 modeling: ``"4x"`` merges 2,
-anything else 4)."""
-
-
 def _downsample_merge(mode: Any) -> int:
-    if mode not in _DOWNSAMPLE_MERGE:
-        raise PatchError(f"downsample_mode must be one of {list(_DOWNSAMPLE_MERGE)}; got {mode!r}")
-    return _DOWNSAMPLE_MERGE[mode]
+    """MiniCPM-V 4.7's ``downsample_mode`` -> the spatial merge of its tokens (the family's table)."""
+    from mrope.models.minicpmv4_7 import DOWNSAMPLE_MODE
+
+    try:
+        return int(DOWNSAMPLE_MODE.value_of(mode, "downsample_mode"))
+    except MRopeError as exc:
+        raise PatchError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------------------ probes
