@@ -5,7 +5,8 @@ config class with a tiny text model (hidden 64, 2 layers), a one-block vision to
 vocabulary (so the real special token ids work). The text rotary keeps the released layout: the released
 ``mrope_section`` divided by a common factor, the released theta, pairing and partial rotary factor, and
 a head_dim scaled by the same factor. Config classes the generic shrink does not satisfy get a
-family-specific edit (``_TEXT_SHRINK``: HY-V4-VL's latent attention, Cohere-Compass's per-layer-type rotary).
+family-specific edit (``_TEXT_SHRINK``: HY-V4-VL's latent attention, Cohere-Compass's per-layer-type rotary,
+Qwen4-Exp's QSA indexer).
 For tests, examples and benchmarks of code that puts mrope inside a
 model; the weights mean nothing.
 """
@@ -101,7 +102,28 @@ def _cohere_compass_text(text: dict[str, Any], spec: Any) -> None:
     text["rope_parameters"] = {"sliding_attention": text["rope_parameters"], "full_attention": None}
 
 
-_TEXT_SHRINK: dict[str, Any] = {"hy_v4_vl": _hy_v4_vl_text, "cohere_compass": _cohere_compass_text}
+def _qwen4_exp_text(text: dict[str, Any], spec: Any) -> None:
+    """Qwen4-Exp: its indexed-attention layers need the QSA indexer fields (the class defaults are None and
+    cannot build); the linear-attention heads and the hyper-connection rank shrink."""
+    text.update(
+        indexer_n_heads=2,
+        indexer_kv_heads=1,
+        indexer_head_dim=text.get("head_dim", spec.head_dim),
+        indexer_budget=8,
+        indexer_compress_ratio=2,
+        hc_lowrank=8,
+        linear_num_key_heads=2,
+        linear_num_value_heads=2,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+    )
+
+
+_TEXT_SHRINK: dict[str, Any] = {
+    "hy_v4_vl": _hy_v4_vl_text,
+    "cohere_compass": _cohere_compass_text,
+    "qwen4_exp": _qwen4_exp_text,
+}
 """model_type -> ``shrink(text, spec)``: family-specific edits of the generic tiny text config, for
 config classes the generic shrink does not satisfy."""
 
@@ -124,8 +146,12 @@ def _as_number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def tiny_config(model: Any, *, layers: int = 2) -> Any:
-    """The transformers config of a tiny model of ``model`` (a family name, model_type or ModelFamily)."""
+def tiny_config(model: Any, *, layers: int = 2, text: dict[str, Any] | None = None) -> Any:
+    """The transformers config of a tiny model of ``model`` (a family name, model_type or ModelFamily).
+
+    ``text``: text-config fields set last (``rope_parameters`` entries are merged into the tiny rotary's,
+    e.g. ``{"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}, "max_position_embeddings": 64}``).
+    """
     from transformers import AutoConfig
 
     from mrope.models import get_family
@@ -157,6 +183,7 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
     if spec.section_layout == "interleaved":
         rope["mrope_interleaved"] = True
     has_head_dim = "head_dim" in base.text_config.to_dict()
+    extra = dict(text or {})
     text = {
         "hidden_size": TEXT_HIDDEN,
         "intermediate_size": 2 * TEXT_HIDDEN,
@@ -178,6 +205,14 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
             text[key] = [value] * len(default) if isinstance(default, list) else value
     if model_type in _TEXT_SHRINK:
         _TEXT_SHRINK[model_type](text, spec)
+    rope_extra = extra.pop("rope_parameters", {})
+    text.update(extra)
+    if model_type == "cohere_compass":  # keyed by layer type: every rotary layer type gets the entries
+        for layer_type, params in text["rope_parameters"].items():
+            if params is not None:
+                text["rope_parameters"][layer_type] = {**params, **rope_extra}
+    else:
+        text["rope_parameters"] = {**text["rope_parameters"], **rope_extra}
     rules = family.rules
     top_id = max(rules.image_pad_id, rules.video_pad_id, rules.vision_start_id, rules.vision_end_id)
     if text_defaults.get("vocab_size", 0) <= top_id:
@@ -209,7 +244,14 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
         ) from None
 
 
-def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype = torch.float32) -> Any:
+def tiny_model(
+    model: Any,
+    *,
+    seed: int = 0,
+    layers: int = 2,
+    dtype: torch.dtype = torch.float32,
+    text: dict[str, Any] | None = None,
+) -> Any:
     """A tiny random-weight ``...ForConditionalGeneration`` of a family, in eval mode.
 
     Args:
@@ -217,6 +259,7 @@ def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype
         seed: ``torch.manual_seed`` for the weights.
         layers: text decoder layers.
         dtype: parameter dtype.
+        text: text-config fields set last (see :func:`tiny_config`).
 
     Raises:
         PatchError: the family has no transformers class this builder can shrink.
@@ -225,7 +268,7 @@ def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype
 
     from mrope.models import get_family
 
-    config = tiny_config(model, layers=layers)
+    config = tiny_config(model, layers=layers, text=text)
     class_name = _BUILD.get(get_family(model).model_types[0], ("", ""))[1]
     torch.manual_seed(seed)
     try:

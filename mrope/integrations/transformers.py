@@ -33,7 +33,9 @@ Conventions:
   rotation is the same arithmetic, fused differently).
 - ``"released"``: the released models' semantics (max+1 advance, the released pad value, float32
   ``(i * spg) * tps``). It differs from the unpatched model after a video whose temporal extent exceeds
-  its spatial one, and in pad slots.
+  its spatial one, and in pad slots. A model whose own rotary is not a rotation (transformers 5.24's
+  HunyuanOCR: :class:`NotARotationError` under the default) is rotated with the released layout of the
+  spec, once its frequencies and pairing match on text positions.
 """
 
 from __future__ import annotations
@@ -172,16 +174,24 @@ def patch_info(model: torch.nn.Module) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ discovery
 
 
-def _family_of(config: Any) -> Any:
+def _family_of(config: Any, family: Any = None) -> Any:
+    """The family of a model's config, or ``family`` (a name, model_type or :func:`mrope.from_pretrained`
+    result) when given; it must answer to the config's model_type."""
     from mrope.models import get_family
 
     model_type = getattr(config, "model_type", None)
     if not model_type:
         raise PatchError("patch needs a transformers model whose config has a model_type; got none")
     try:
-        return get_family(model_type)
+        found = get_family(model_type if family is None else family)
     except MRopeError as exc:
         raise PatchError(f"cannot patch model_type {model_type!r}: {exc}") from None
+    if model_type not in found.model_types:
+        raise PatchError(
+            f"family={found.name!r} answers to model_types {list(found.model_types)}, not to this model's "
+            f"{model_type!r}"
+        )
+    return found
 
 
 def _position_owners(model: torch.nn.Module) -> tuple[torch.nn.Module, list[torch.nn.Module]]:
@@ -300,20 +310,59 @@ def _rules_of(config: Any, family: Any, convention: str) -> Any:
     ):
         if vision.get(key) is not None:
             changes[rule_field] = vision[key]
+    mode = data.get("downsample_mode")
+    if mode is not None:  # MiniCPM-V 4.7: the merge its vision tower runs with
+        changes["merge_size"] = _downsample_merge(mode)
     try:
-        return resolve_rules(family, changes, convention)
+        rules = resolve_rules(family, changes, convention)
     except MRopeError as exc:
         raise PatchError(f"cannot build the layout rules of {config.model_type!r}: {exc}") from None
+    missing = [
+        key
+        for key, rule_fields in dict(getattr(family, "config_ids", {}) or {}).items()
+        if data.get(key) is None
+        and any(
+            getattr(rules, f) is None
+            for f in ((rule_fields,) if isinstance(rule_fields, str) else rule_fields)
+        )
+    ]
+    if missing:
+        raise PatchError(
+            f"{type(config).__name__} has no {', '.join(missing)} (None) and the {family.name!r} family has no "
+            "value for them: set them on model.config as the checkpoint's config.json has them, or pass "
+            "family=mrope.from_pretrained(checkpoint_folder)"
+        )
+    return rules
+
+
+def _downsample_merge(mode: Any) -> int:
+    """MiniCPM-V 4.7's ``downsample_mode`` -> the spatial merge of its tokens (the family's table)."""
+    from mrope.models.minicpmv4_7 import DOWNSAMPLE_MODE
+
+    try:
+        return int(DOWNSAMPLE_MODE.value_of(mode, "downsample_mode"))
+    except MRopeError as exc:
+        raise PatchError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------------------ probes
 
 
 def _check_rotary(
-    rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, backend: str, layer_type: str | None = None
+    rotary: torch.nn.Module,
+    original_apply: Any,
+    spec: RopeSpec,
+    backend: str,
+    layer_type: str | None = None,
+    *,
+    released: bool = False,
 ) -> None:
     """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32). Dynamic NTK
-    is probed past its growth threshold too; the rotary's state (a grown table) is put back."""
+    is probed past its growth threshold too; the rotary's state (a grown table) is put back.
+
+    With ``released``, a model whose own rotary is not a rotation (:class:`NotARotationError`) passes if
+    it equals apply_mrope on text positions (every axis the same): its frequencies, scaling and pairing
+    are the spec's, and the spec's (released) layout replaces its own."""
     high = [_PROBE_MAX_POSITION]
     if spec.scaling.type == "dynamic" and spec.scaling.original_max_position_embeddings:
         high.append(2 * spec.scaling.original_max_position_embeddings)
@@ -321,6 +370,10 @@ def _check_rotary(
         before, buffers = dict(rotary.__dict__), dict(rotary._buffers)
         try:
             _probe_rotary(rotary, original_apply, spec, backend, layer_type, top)
+        except NotARotationError:
+            if not released:
+                raise
+            _probe_rotary(rotary, original_apply, spec, backend, layer_type, top, same_axes=True)
         finally:
             _restore(rotary, before)
             rotary._buffers.clear()
@@ -334,6 +387,7 @@ def _probe_rotary(
     backend: str,
     layer_type: str | None,
     top: int,
+    same_axes: bool = False,
 ) -> None:
     device = next(rotary.buffers()).device
     gen = torch.Generator().manual_seed(1234)
@@ -341,6 +395,8 @@ def _probe_rotary(
     axes = len(spec.mrope_section)
     positions = torch.randint(0, top, (axes, 1, length), generator=gen).to(device)
     positions[0, 0, -1] = top - 1  # the largest position sets a dynamic table
+    if same_axes:  # text positions
+        positions = positions[:1].expand(axes, -1, -1).contiguous()
     q = torch.randn(1, 2, length, spec.head_dim, generator=gen).to(device)
     k = torch.randn(1, 1, length, spec.head_dim, generator=gen).to(device)
     extra = () if layer_type is None else (layer_type,)
@@ -368,10 +424,84 @@ def _probe_rotary(
     for name, got, want in (("q", got_q, want_q), ("k", got_k, want_k)):
         if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-4, atol=1e-5):
             err = (got - want).abs().max().item() if got.shape == want.shape else float("nan")
-            raise PatchError(
+            mixed, layout = _table_axes(rotary, cos, positions, spec)
+            cls = NotARotationError if mixed else PatchError
+            raise cls(
                 f"{type(rotary).__name__}: apply_mrope with the spec read from the config ({spec}) does not "
-                f"reproduce the model's own rotation of {name} (max abs difference {err:.3g}); refusing to patch"
+                f"reproduce the model's own rotation of {name} (max abs difference {err:.3g}); refusing to "
+                f"patch.{layout}"
             )
+
+
+class NotARotationError(PatchError):
+    """The model's own rotary pairs channels driven by different position axes: not a rotation wherever
+    those axes differ (transformers 5.24's HunyuanOCR). :func:`patch` refuses it under the default
+    convention; ``convention="released"`` rotates with the released layout instead (the spec's)."""
+
+
+def _runs(channels: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    out: list[str] = []
+    for c in channels:
+        if out and int(out[-1].split("-")[-1]) == c - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{c}"
+        else:
+            out.append(str(c))
+    return ", ".join(out)
+
+
+def _table_axes(
+    rotary: torch.nn.Module, cos: Any, positions: torch.Tensor, spec: RopeSpec
+) -> tuple[bool, str]:
+    """Which position axis drives each channel of the model's own cos table, against the spec's layout.
+
+    Returns ``(mixed, text)``: ``mixed`` when the table's rotation pairs (split halves for neox, adjacent
+    channels for gptj) hold channels of different axes (not a rotation); ``text`` says which channels
+    differ from the spec (empty when the table cannot be read channel by channel)."""
+    inv_freq = getattr(rotary, "inv_freq", None)
+    if not isinstance(cos, torch.Tensor) or cos.dim() != 3 or not isinstance(inv_freq, torch.Tensor):
+        return False, ""
+    width = spec.rotary_dim
+    if cos.shape[-1] != width or inv_freq.numel() != width // 2:
+        return False, ""
+    half = width // 2
+    channel = torch.arange(width)
+    freq = channel % half if spec.pairing == "neox" else channel // 2
+    partner = (channel + half) % width if spec.pairing == "neox" else channel ^ 1
+    scale = float(getattr(rotary, "attention_scaling", 1.0))
+    angles = positions[:, 0, :, None].float().cpu() * inv_freq.float().cpu()[freq]  # [A, S, width]
+    table = cos[0].float().cpu()  # [S, width]
+    error = (angles.cos() * scale - table).abs().amax(dim=1)  # [A, width]
+    best = error.min(dim=0)
+    found = torch.where(best.values <= 1e-4, best.indices, torch.full_like(channel, -1))
+    wanted = torch.from_numpy(spec.axis_map())[freq]
+    wrong = [int(c) for c in channel if found[c] != wanted[c]]
+    if not wrong:
+        return False, ""
+    by_axis: dict[tuple[int, int], list[int]] = {}
+    for c in wrong:
+        by_axis.setdefault((int(found[c]), int(wanted[c])), []).append(c)
+    what = "; ".join(
+        f"{_runs(cs)} follow axis {'unknown' if a < 0 else a} (the spec: axis {b})"
+        for (a, b), cs in by_axis.items()
+    )
+    text = f" In the model's cos/sin table channels {what}."
+    by_pair: dict[tuple[int, int], list[int]] = {}
+    for c in channel.tolist():
+        a, b = int(found[c]), int(found[partner[c]])
+        if c < partner[c] and a >= 0 and b >= 0 and a != b:
+            by_pair.setdefault((a, b), []).append(c)
+    if not by_pair:
+        return False, text
+    pairs = " and ".join(
+        f"{_runs(cs)} (axis {a}) with {_runs([int(partner[c]) for c in cs])} (axis {b})"
+        for (a, b), cs in by_pair.items()
+    )
+    return True, (
+        f"{text} Its {spec.pairing} rotation pairs channels {pairs}: not a rotation wherever those axes' "
+        "positions differ (every image token). mrope rotates each pair by one axis and will not copy it; "
+        "patch(model, convention='released') rotates with the spec's (released) layout instead."
+    )
 
 
 def _probe_tokenize(text: str) -> list[int]:
@@ -395,6 +525,8 @@ def _probe_inputs(family: Any, rules: Any) -> dict[str, torch.Tensor]:
         ],
         [Text(word[:2]), Image(grid=(1, 2 * m, 2 * m)), Text(word[:3])],
     ]
+    if rules.positions_base == "canvas":  # MiniCPM-V 4.7: a sliced image (slice markers, a newline)
+        samples[1].insert(2, Image(grid=(1, 2 * m, 4 * m), tiles=(2, 2), thumbnail_grid=(1, m, 2 * m)))
     if rules.generates_images:  # GLM-Image: a source image and a target; two targets (large, preview)
         samples = [
             [
@@ -463,8 +595,7 @@ def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rule
     except MRopeError as exc:
         raise PatchError(f"cannot build a probe batch under rules {rules.name!r}: {exc}") from None
     original = type(owner).get_rope_index
-    params = inspect.signature(original).parameters
-    args = {k: v for k, v in probe.items() if k in params}
+    args = _named_for(original, probe)
     before = dict(owner.__dict__)
     try:
         with torch.no_grad():
@@ -519,6 +650,7 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
         "convention",
         "pad_position",
     }
+    takes |= set(_CROP_SIZES.values()) | {"downsample_mode"}
 
     def mrope_get_rope_index(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """mrope.get_rope_index with this model's rules: ``([3, B, L], [B, 1])`` on input_ids' device."""
@@ -534,9 +666,12 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
         if not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
             call.pop("attention_mask", None)
         input_ids = call.pop("input_ids")
-        positions, deltas = get_rope_index(input_ids, model=family, rules=rules, **call)
-        if rules.generates_images:
-            _cache_generation(owner, input_ids, call, family, rules)
+        _grids_from_crops(call)
+        mode = call.pop("downsample_mode", None)
+        lay = rules if mode is None else rules.replace(merge_size=_downsample_merge(mode))
+        positions, deltas = get_rope_index(input_ids, model=family, rules=lay, **call)
+        if lay.generates_images:
+            _cache_generation(owner, input_ids, call, family, lay)
         if not positions.is_floating_point():
             positions = positions.to(input_ids.dtype)
         return positions.to(input_ids.device), deltas.to(input_ids.device)
@@ -606,9 +741,10 @@ _KIND_TYPE = {"image": 1, "thumbnail": 1, "video": 2}
 """Span kinds -> transformers' ``mm_token_type_ids`` values (0 text, 1 image, 2 video)."""
 
 
-def model_rules(model: torch.nn.Module, convention: str | None = None) -> Any:
+def model_rules(model: torch.nn.Module, convention: str | None = None, *, family: Any = None) -> Any:
     """The :class:`~mrope.LayoutRules` mrope uses for this transformers model: its family's rules under
-    ``convention`` (``None`` = ``"transformers5"``) with the token ids and vision sizes of its config.
+    ``convention`` (``None`` = ``"transformers5"``) with the token ids and vision sizes of its config
+    (``family``: as :func:`patch` takes it).
 
     Pass them as ``rules=`` (with ``model=`` the family) to :func:`mrope.build_batch` to build positions
     for it outside the model.
@@ -617,7 +753,7 @@ def model_rules(model: torch.nn.Module, convention: str | None = None) -> Any:
     if conv not in CONVENTIONS:
         raise PatchError(f"convention must be None or one of {list(CONVENTIONS)}; got {convention!r}")
     config = getattr(model, "config", None)
-    return _rules_of(config, _family_of(config), conv)
+    return _rules_of(config, _family_of(config, family), conv)
 
 
 _FORWARD_ALIASES: dict[str, tuple[str, ...]] = {
@@ -625,15 +761,34 @@ _FORWARD_ALIASES: dict[str, tuple[str, ...]] = {
 }
 """mrope's input names -> the names families' ``forward`` use for them (the omni thinkers rename some)."""
 
+_CROP_SIZES: dict[str, str] = {"image_grid_thw": "target_sizes", "video_grid_thw": "target_sizes_videos"}
+"""mrope's per-crop grids ``(1, h, w)`` -> the ``(h, w)`` patch sizes MiniCPM-V 4.7 takes instead."""
 
-def _for_forward(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    params = inspect.signature(type(model).forward).parameters
+
+def _named_for(fn: Any, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``inputs`` under the names ``fn`` takes (``forward`` or ``get_rope_index``): aliases renamed, grids
+    given as crop sizes where it takes those; what it does not take is left out."""
+    params = inspect.signature(fn).parameters
     out = {}
     for key, value in inputs.items():
         name = next((n for n in _FORWARD_ALIASES.get(key, (key,)) if n in params), None)
         if name is not None:
             out[name] = value
+        elif _CROP_SIZES.get(key) in params:
+            if bool((value[:, 0] != 1).any()):
+                raise PatchError(f"{_CROP_SIZES[key]} are per-crop (h, w) sizes; got {key} rows with t != 1")
+            out[_CROP_SIZES[key]] = value[:, 1:]
     return out
+
+
+def _grids_from_crops(call: dict[str, Any]) -> None:
+    """MiniCPM-V 4.7's ``target_sizes`` / ``target_sizes_videos`` ``[n, 2]`` -> mrope's ``(1, h, w)``
+    grids in ``call`` (in place)."""
+    for grid_name, crop_name in _CROP_SIZES.items():
+        sizes = call.pop(crop_name, None)
+        if sizes is not None:
+            sizes = torch.as_tensor(sizes).reshape(-1, 2)
+            call[grid_name] = torch.cat([torch.ones_like(sizes[:, :1]), sizes], dim=1)
 
 
 def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
@@ -648,8 +803,9 @@ def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, 
         Add ``pixel_values`` / ``pixel_values_videos`` from the processor; pass the whole dict to
         ``forward`` or ``generate``. The decode continuation of row ``b`` after ``n_b`` valid tokens is
         ``n_b + batch.deltas[b]`` on every axis. With ``model`` given, the names are those its
-        ``forward`` takes (e.g. the omni thinkers' ``video_second_per_grid``; no ``mm_token_type_ids``
-        where it takes none).
+        ``forward`` takes (e.g. the omni thinkers' ``video_second_per_grid``; MiniCPM-V 4.7's
+        ``target_sizes`` / ``target_sizes_videos``, each crop's ``(h, w)``, in place of the grids; no
+        ``mm_token_type_ids`` where it takes none).
     """
     position_ids, attention_mask, _ = batch.torch()
     input_ids = torch.from_numpy(batch.input_ids)
@@ -680,7 +836,7 @@ def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, 
         out["video_grid_thw"] = torch.from_numpy(video_grid)
         if batch.sequences[0].rules.temporal == "seconds":
             out["second_per_grid_ts"] = torch.from_numpy(np.concatenate(seconds)).to(torch.float32)
-    return out if model is None else _for_forward(model, out)
+    return out if model is None else _named_for(type(model).forward, out)
 
 
 def patch(
@@ -689,6 +845,7 @@ def patch(
     convention: str | None = None,
     angle_precision: str = "fp32",
     backend: str = "auto",
+    family: Any = None,
 ) -> torch.nn.Module:
     """Make a loaded transformers M-RoPE model use mrope's positions and apply op (in place).
 
@@ -700,13 +857,17 @@ def patch(
         angle_precision: ``"fp32"`` (transformers' angle arithmetic) or ``"exact"`` (angles right to one
             fp32 rounding at any position); see :func:`mrope.apply_mrope`.
         backend: ``"auto"`` (Triton on CUDA, torch elsewhere), ``"torch"`` or ``"triton"``.
+        family: ``None`` (the family of ``config.model_type``, ids from the config) or what
+            :func:`mrope.from_pretrained` returns for the model's checkpoint (or a family name): its ids
+            fill those the config leaves ``None`` (MiniCPM-V 4.7's marker ids have no class default).
 
     Returns:
         ``model`` itself, patched.
 
     Raises:
-        PatchError: the model is already patched, its family is unknown, a hook point is missing, or mrope
-            does not reproduce its rotary or (``"transformers5"``) its positions; the model is unchanged.
+        PatchError: the model is already patched, its family is unknown, a token id its rules need is in
+            neither its config nor ``family``, a hook point is missing, or mrope does not reproduce its
+            rotary or (``"transformers5"``) its positions; the model is unchanged.
     """
     conv = "transformers5" if convention is None else convention
     if conv not in CONVENTIONS:
@@ -720,7 +881,7 @@ def patch(
     if is_patched(model):
         raise PatchError(f"{type(model).__name__} is already patched by mrope; unpatch it first")
     config = getattr(model, "config", None)
-    family = _family_of(config)
+    family = _family_of(config, family)
     owner, owners = _position_owners(model)
     rotaries = _text_rotaries(owner)
     module_name = type(rotaries[0]).__module__
@@ -743,7 +904,7 @@ def patch(
         )
     original_apply = _original_apply(module)
     for layer_type, applied in specs.items():
-        _check_rotary(rotaries[0], original_apply, applied, backend, layer_type)
+        _check_rotary(rotaries[0], original_apply, applied, backend, layer_type, released=conv == "released")
     replacements = [(o, _make_get_rope_index(o, family, rules)) for o in owners]
     if conv == "transformers5":
         for o, replacement in replacements:
@@ -772,7 +933,31 @@ def patch(
         state.rotaries.append((rotary, rotary.__dict__.get("forward", _MISSING)))
         rotary.forward = forward  # type: ignore[method-assign]
     model.__dict__[_STATE_ATTR] = state
+    try:
+        _check_text_forward(owner)
+    except Exception as exc:  # the model's own code cannot take a Rotation: undo everything
+        unpatch(model)
+        raise PatchError(
+            f"the patched {type(owner.language_model).__name__} failed on a short text-only probe "
+            f"({type(exc).__name__}: {exc}); its code uses the rotary tables other than by passing them to "
+            f"{APPLY_FUNCTION} (e.g. it slices or gathers them), so mrope cannot stand in for them; the model is "
+            "unchanged"
+        ) from None
     return model
+
+
+_FORWARD_PROBE_TOKENS = 5
+
+
+def _check_text_forward(owner: torch.nn.Module) -> None:
+    """Run the patched text model on a few random embeddings with its own default positions: every place
+    its code touches the rotary's output must accept the :class:`Rotation` stand-in."""
+    text = owner.language_model
+    table = text.get_input_embeddings().weight
+    gen = torch.Generator().manual_seed(7)
+    embeds = torch.randn(1, _FORWARD_PROBE_TOKENS, table.shape[1], generator=gen)
+    with torch.no_grad():
+        text(inputs_embeds=embeds.to(table.device, table.dtype), use_cache=False)
 
 
 def unpatch(model: torch.nn.Module) -> torch.nn.Module:
@@ -806,6 +991,7 @@ def unpatch(model: torch.nn.Module) -> torch.nn.Module:
 
 __all__ = [
     "CONVENTIONS",
+    "NotARotationError",
     "Rotation",
     "is_patched",
     "model_inputs",
