@@ -89,10 +89,17 @@ def _char_tokenizer() -> Tokenizer:
     return tok
 
 
-def test_qwen2_5_folder_sizes_images_like_its_own_processor(tmp_path: Path) -> None:
+@pytest.mark.parametrize("unified", [False, True])
+def test_qwen2_5_folder_sizes_images_like_its_own_processor(tmp_path: Path, unified: bool) -> None:
+    """Also in the layout transformers 5.x save_pretrained writes: the processors nested in
+    processor_config.json, which transformers reads before a preprocessor_config.json (here a stale one)."""
     from transformers import AutoImageProcessor
 
-    folder = _write(tmp_path / "ckpt", config=QWEN2_5_CONFIG, preprocessor_config=QWEN2_5_PREPROCESSOR)
+    files = {"preprocessor_config": QWEN2_5_PREPROCESSOR}
+    if unified:
+        stale = {**QWEN2_5_PREPROCESSOR, "min_pixels": 56 * 56, "max_pixels": 28 * 28 * 1280}
+        files = {"preprocessor_config": stale, "processor_config": {"image_processor": QWEN2_5_PREPROCESSOR}}
+    folder = _write(tmp_path / "ckpt", config=QWEN2_5_CONFIG, **files)
     model = mrope.from_pretrained(folder)
     assert isinstance(model, ModelFamily) and model.name == "qwen2.5-vl" and model.source == str(folder)
     assert (model.rules.image_min_pixels, model.rules.image_max_pixels) == (3136, 12845056)
@@ -226,6 +233,9 @@ def test_bad_checkpoints(tmp_path: Path) -> None:
     (tmp_path / "broken" / "config.json").write_text("{not json")
     with pytest.raises(SpecError, match="not valid JSON"):
         mrope.from_pretrained(tmp_path / "broken")
+    odd = _write(tmp_path / "odd", config=QWEN2_5_CONFIG, processor_config={"image_processor": [3]})
+    with pytest.raises(SpecError, match="processor_config.json image_processor must be a JSON object"):
+        mrope.from_pretrained(odd)
     with pytest.raises(SpecError, match="not a registered M-RoPE family"):
         mrope.from_pretrained({"model_type": "llama", "head_dim": 128})
     llama_like = {"model_type": "my_vlm", **{k: v for k, v in QWEN2_5_CONFIG.items() if k != "model_type"}}

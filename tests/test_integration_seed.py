@@ -7,6 +7,8 @@
 | (cache/chunks)  | chunked prefill with sliced positions == one prefill                               |
 | relativity/text | a text-only prompt == plain 1-D RoPE (a rotary written out here, unpatched model)  |
 | pairing         | every layer's rotated q and k == the model's own apply_rotary_pos_emb, elementwise |
+| relativity      | every position + 10^6 gives the same logits (exact angles; one family per layout)  |
+| length boundary | dynamic NTK: decode at L0 - 1, L0, L0 + 1 == the unpatched model (both backends)   |
 
 Vision placeholders carry their token embeddings in the decode and chunk checks (no pixels): the
 positions and the rotation are what is checked; pixels would only change the embeddings.
@@ -334,3 +336,25 @@ def test_patch_probes_dynamic_ntk_past_the_original_length_and_restores_the_rota
     with pytest.raises(PatchError, match="does not reproduce"):
         mt.patch(net)
     assert not mt.is_patched(net) and rotary.inv_freq is table and rotary.max_seq_len_cached == 2000
+
+
+LAYOUTS = ("qwen2-vl", "qwen3-vl", "glm-4.1v", "ernie-4.5-vl", "hy-v4-vl", "cohere-compass")
+"""One family per rotary layout: chunked / interleaved / (h, w)-alternating sections, neox / gptj pairing,
+an MLA rope slice, a per-layer-type rotary with a NoPE layer."""
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_shifting_every_position_by_a_million_keeps_the_logits_with_exact_angles(name: str) -> None:
+    """Relativity at model level: attention sees only position differences, so adding 10^6 to every axis of
+    every position leaves the logits unchanged; with exact angles (patch(angle_precision="exact")) to fp32
+    rounding. (transformers' fp32 angles are off by up to 0.03 rad at 10^6, but these tiny random models'
+    near-uniform attention hides that: their logits move by about 1e-5.)"""
+    net = tv.model(name)
+    kw = tv.inputs(name, [tv.prompt(name)], with_pixels=False)
+    shifted = {**kw, "position_ids": kw["position_ids"] + 10**6}
+    with torch.no_grad(), patched(net, angle_precision="exact"):
+        base = tv.logits(name, kw, own_positions=False)
+        moved = tv.logits(name, shifted, own_positions=False)
+        flipped = tv.logits(name, {**kw, "position_ids": kw["position_ids"].flip(-1)}, own_positions=False)
+    assert (flipped - base).abs().max() > 10 * ATOL  # the logits do depend on the positions
+    torch.testing.assert_close(moved, base, rtol=0, atol=ATOL)

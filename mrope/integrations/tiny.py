@@ -5,7 +5,8 @@ config class with a tiny text model (hidden 64, 2 layers), a one-block vision to
 vocabulary (so the real special token ids work). The text rotary keeps the released layout: the released
 ``mrope_section`` divided by a common factor, the released theta, pairing and partial rotary factor, and
 a head_dim scaled by the same factor. Config classes the generic shrink does not satisfy get a
-family-specific edit (``_TEXT_SHRINK``: HY-V4-VL's latent attention, Cohere-Compass's per-layer-type rotary).
+family-specific edit (``_TEXT_SHRINK``: HY-V4-VL's latent attention, Cohere-Compass's per-layer-type rotary,
+Qwen4-Exp's QSA indexer).
 For tests, examples and benchmarks of code that puts mrope inside a
 model; the weights mean nothing.
 """
@@ -101,7 +102,28 @@ def _cohere_compass_text(text: dict[str, Any], spec: Any) -> None:
     text["rope_parameters"] = {"sliding_attention": text["rope_parameters"], "full_attention": None}
 
 
-_TEXT_SHRINK: dict[str, Any] = {"hy_v4_vl": _hy_v4_vl_text, "cohere_compass": _cohere_compass_text}
+def _qwen4_exp_text(text: dict[str, Any], spec: Any) -> None:
+    """Qwen4-Exp: its indexed-attention layers need the QSA indexer fields (the class defaults are None and
+    cannot build); the linear-attention heads and the hyper-connection rank shrink."""
+    text.update(
+        indexer_n_heads=2,
+        indexer_kv_heads=1,
+        indexer_head_dim=text.get("head_dim", spec.head_dim),
+        indexer_budget=8,
+        indexer_compress_ratio=2,
+        hc_lowrank=8,
+        linear_num_key_heads=2,
+        linear_num_value_heads=2,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+    )
+
+
+_TEXT_SHRINK: dict[str, Any] = {
+    "hy_v4_vl": _hy_v4_vl_text,
+    "cohere_compass": _cohere_compass_text,
+    "qwen4_exp": _qwen4_exp_text,
+}
 """model_type -> ``shrink(text, spec)``: family-specific edits of the generic tiny text config, for
 config classes the generic shrink does not satisfy."""
 

@@ -335,15 +335,14 @@ def _rules_of(config: Any, family: Any, convention: str) -> Any:
     return rules
 
 
-_DOWNSAMPLE_MERGE: dict[str, int] = {"16x": 4, "4x": 2}
-"""MiniCPM-V 4.7's ``downsample_mode`` -> the spatial merge of its tokens (5.24 modeling: ``"4x"`` merges 2,
-anything else 4)."""
-
-
 def _downsample_merge(mode: Any) -> int:
-    if mode not in _DOWNSAMPLE_MERGE:
-        raise PatchError(f"downsample_mode must be one of {list(_DOWNSAMPLE_MERGE)}; got {mode!r}")
-    return _DOWNSAMPLE_MERGE[mode]
+    """MiniCPM-V 4.7's ``downsample_mode`` -> the spatial merge of its tokens (the family's table)."""
+    from mrope.models.minicpmv4_7 import DOWNSAMPLE_MODE
+
+    try:
+        return int(DOWNSAMPLE_MODE.value_of(mode, "downsample_mode"))
+    except MRopeError as exc:
+        raise PatchError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------------------ probes
@@ -934,7 +933,31 @@ def patch(
         state.rotaries.append((rotary, rotary.__dict__.get("forward", _MISSING)))
         rotary.forward = forward  # type: ignore[method-assign]
     model.__dict__[_STATE_ATTR] = state
+    try:
+        _check_text_forward(owner)
+    except Exception as exc:  # the model's own code cannot take a Rotation: undo everything
+        unpatch(model)
+        raise PatchError(
+            f"the patched {type(owner.language_model).__name__} failed on a short text-only probe "
+            f"({type(exc).__name__}: {exc}); its code uses the rotary tables other than by passing them to "
+            f"{APPLY_FUNCTION} (e.g. it slices or gathers them), so mrope cannot stand in for them; the model is "
+            "unchanged"
+        ) from None
     return model
+
+
+_FORWARD_PROBE_TOKENS = 5
+
+
+def _check_text_forward(owner: torch.nn.Module) -> None:
+    """Run the patched text model on a few random embeddings with its own default positions: every place
+    its code touches the rotary's output must accept the :class:`Rotation` stand-in."""
+    text = owner.language_model
+    table = text.get_input_embeddings().weight
+    gen = torch.Generator().manual_seed(7)
+    embeds = torch.randn(1, _FORWARD_PROBE_TOKENS, table.shape[1], generator=gen)
+    with torch.no_grad():
+        text(inputs_embeds=embeds.to(table.device, table.dtype), use_cache=False)
 
 
 def unpatch(model: torch.nn.Module) -> torch.nn.Module:
