@@ -258,6 +258,7 @@ def _row_pieces(
     blocks = _BLOCKS if len(_BLOCKS) < 4096 else {}
     rule_key = (lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
     bordered_rule = lay.grid_border
+    temporal, temporal_merge = lay.temporal, lay.temporal_merge_size
     for a, z, kind in zip(*runs, strict=True):
         if kind == 0:
             pieces.append(TextRun(z - a, 0, "text", -1))
@@ -276,10 +277,10 @@ def _row_pieces(
         for g in taken:
             t, h, w = queue.rows[g]
             if kind == 2:
-                t //= lay.temporal_merge_size
-            if kind == 1 or lay.temporal == "index":
+                t //= temporal_merge
+            if kind == 1 or temporal == "index":
                 time_key: Any = t
-            elif lay.temporal == "timestamps":
+            elif temporal == "timestamps":
                 time_key = 0
             else:
                 time_key = (t, float(queue.spg[g]), lay.tokens_per_second, lay.seconds_grouping)  # type: ignore[index]
@@ -296,9 +297,10 @@ def _row_pieces(
                 block = blocks[key] = untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
             if bordered:
                 pieces.append(TextRun(1, 0, "wrapper", -1))
-            pieces.append(block)
-            if bordered:
+                pieces.append(block)
                 pieces.append(TextRun(1, 0, "wrapper", -1))
+            else:
+                pieces.append(block)
     return pieces
 
 
@@ -537,8 +539,10 @@ def _rope_index_full(
         shared = _GridQueue("image_grid_thw", image_grids, merge, None, 1, newline)
         row_images = [shared] * b
     videos_grid = _grid_rows(video_grid_thw, "video_grid_thw")
-    spg = _seconds_per_grid(second_per_grid_ts, len(videos_grid))
-    spg_list = [1.0] * len(videos_grid) if spg is None else spg.tolist()
+    if second_per_grid_ts is None:
+        spg_list = [1.0] * len(videos_grid)
+    else:
+        spg_list = _seconds_per_grid(second_per_grid_ts, len(videos_grid)).tolist()  # type: ignore[union-attr]
     if lay.temporal == "timestamps":
         # one (1, H, W) block per temporal patch, as the model splits it
         spg_list = [x for (t, _, _), x in zip(videos_grid, spg_list, strict=True) for _ in range(t)]
@@ -619,7 +623,7 @@ def _rope_index_full(
             images.next = len(images.rows)
     if lay.generates_images:
         deltas[:] = 0
-    for queue in {id(q): q for q in row_images}.values():
+    for queue in row_images if per_sample is not None else row_images[:1]:  # one shared queue, or one per row
         queue.check_all_used()
     videos.check_all_used()
     return out, deltas, generation
