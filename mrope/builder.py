@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -262,9 +262,10 @@ class Batch:
 # pieces and fills them with the same :func:`fill_pieces`; they are not part of the package API.
 
 
-@dataclass
-class TextRun:
-    """A run of ``n`` text tokens (ids: one per token, or one id repeated) from segment ``index``."""
+class TextRun(NamedTuple):
+    """A run of ``n`` text tokens (ids: one per token, or one id repeated) from segment ``index``.
+
+    An immutable named tuple: the planners make one per text run, so it must cost little to make."""
 
     n: int
     token_ids: Sequence[int] | int
@@ -294,13 +295,15 @@ class Block:
     tiles: Sequence[tuple[int, int]] | None = None  # (row, col) of each tile, for spans
     anchored: bool = True  # h and w count from the block start s (False: from 0, the "reset" rule)
     follow_t: bool = False  # h and w also carry each frame's t offset (the frame_block rule)
-    n: int = field(init=False)  # tokens in the block
+    wrap: tuple[int, int] | None = None  # (start id, end id): one wrapper token before and after
+    advance: str = "max+1"  # the advance rule, which places the end wrapper of a wrapped block
+    n: int = field(init=False)  # tokens in the block (wrappers included)
     template_key: tuple | None = field(init=False, default=None)  # its key in the template cache
     tile_grid: tuple[int, int, int] = field(init=False)  # (T', tile_h, tile_w), as its spans report it
 
     def __post_init__(self) -> None:
         self.tile_grid = (len(self.tau), self.tile_h, self.tile_w)
-        self.n = len(self.tau) * self.tile_h * self.tile_w * len(self.tile_h0)
+        self.n = len(self.tau) * self.tile_h * self.tile_w * len(self.tile_h0) + 2 * (self.wrap is not None)
 
 
 def untiled_block(
@@ -507,6 +510,10 @@ class _Plan:
         )
         self._plan(seg, index, tokenizer)
         pieces = self.pieces[first:]
+        if cacheable:
+            fused = _wrapped_block(pieces, rules.advance)
+            if fused is not None:
+                pieces = self.pieces[first:] = [fused]
         self.owners += [index] * len(pieces)
         if cacheable and len(self.notes) == notes and _small_plan(pieces):
             _remember_plan(
@@ -814,12 +821,17 @@ _SEGMENT_PLAN_LIMIT = 4096
 _PLAN_PIECES = 64
 _PLAN_FRAMES = 1024
 _segment_plan_count = 0
+_last_plans: list = [None, None]  # the rules and plans of the latest lookup
 
 
 def _segment_plans(rules: LayoutRules) -> dict[Segment, _SegmentPlan]:
+    last_rules, last_plans = _last_plans
+    if last_rules is rules:  # the same rules object as last time: skip hashing it (a microsecond)
+        return last_plans
     plans = _SEGMENT_PLANS.get(rules)
     if plans is None:
         plans = _SEGMENT_PLANS[rules] = {}
+    _last_plans[:] = [rules, plans]
     return plans
 
 
@@ -833,6 +845,7 @@ def _remember_plan(plans: dict[Segment, _SegmentPlan], seg: Segment, plan: _Segm
     global _segment_plan_count
     if _segment_plan_count >= _SEGMENT_PLAN_LIMIT:
         _SEGMENT_PLANS.clear()
+        _last_plans[:] = [None, None]
         _segment_plan_count = 0
         plans.clear()  # the caller's dict may already be out of _SEGMENT_PLANS; keep it bounded too
     try:
@@ -854,6 +867,11 @@ def _block_template(p: Block) -> tuple[np.ndarray, int, int]:
     largest relative t and the largest relative h or w. Cached: prompts repeat the same grids, and
     one add into the output beats three broadcast writes.
 
+    A wrapped block (``wrap`` set; always anchored) counts from its start wrapper on every axis: its
+    columns are the start wrapper (0), the block (1 + the unwrapped template) and the end wrapper
+    (where the advance rule puts the next text); the two numbers are then its largest relative
+    position and the relative start of what follows.
+
     The cache alone holds the arrays (within :data:`_TEMPLATE_BUDGET`); a block keeps only its key, so
     blocks that outlive an eviction (the planners cache blocks) hold no memory of their own."""
     global _template_tokens
@@ -868,6 +886,7 @@ def _block_template(p: Block) -> tuple[np.ndarray, int, int]:
             p.h0,
             p.w0,
             p.follow_t,
+            p.wrap is not None and p.advance,
         )
     hit = _TEMPLATES.get(key)
     if hit is not None:
@@ -880,13 +899,20 @@ def _block_template(p: Block) -> tuple[np.ndarray, int, int]:
     if p.follow_t:
         template[1:] += p.tau[None, None, :, None, None]
     template = template.reshape(3, -1)
-    template.flags.writeable = False
     top_t = int(p.tau.max())
     top_hw = max(p.h0 + int(p.tile_h0.max()) + th - 1, p.w0 + int(p.tile_w0.max()) + tw - 1)
     if p.follow_t:
         top_hw += top_t
     entry = (template, top_t, top_hw)
-    n = template.shape[1]
+    if p.wrap is not None:  # start wrapper at 0, the block from 1, the end wrapper where text resumes
+        end = 1 + (max(p.span_h, p.span_w) if p.advance == "spatial" else max(top_t, top_hw) + 1)
+        wrapped = np.empty((3, template.shape[1] + 2), dtype=np.int64)
+        wrapped[:, 0] = 0
+        np.add(template, 1, out=wrapped[:, 1:-1])
+        wrapped[:, -1] = end
+        entry = (wrapped, max(end, 1 + top_t, 1 + top_hw), end + 1)
+    entry[0].flags.writeable = False
+    n = entry[0].shape[1]
     if n <= _TEMPLATE_BUDGET // 4:
         if _template_tokens + n > _TEMPLATE_BUDGET:
             _TEMPLATES.clear()
@@ -894,6 +920,30 @@ def _block_template(p: Block) -> tuple[np.ndarray, int, int]:
         _TEMPLATES[key] = entry
         _template_tokens += n
     return entry
+
+
+def _wrapped_block(pieces: Sequence[TextRun | Block], advance: str) -> Block | None:
+    """``[start wrapper, block, end wrapper]`` as one wrapped block (fewer pieces to plan and fill), when
+    the block is anchored and untiled; else ``None``."""
+    if len(pieces) != 3:
+        return None
+    start, block, end = pieces
+    if (
+        type(start) is not TextRun
+        or type(end) is not TextRun
+        or type(block) is not Block
+        or start.kind != "wrapper"
+        or end.kind != "wrapper"
+        or start.n != 1
+        or end.n != 1
+        or type(start.token_ids) is not int
+        or type(end.token_ids) is not int
+        or not block.anchored
+        or block.tiles is not None
+        or block.wrap is not None
+    ):
+        return None
+    return replace(block, wrap=(start.token_ids, end.token_ids), advance=advance)
 
 
 def fill_pieces(
@@ -921,8 +971,6 @@ def fill_pieces(
     streak = -1  # token where the pending streak of text runs began (-1: none)
     streak_s = 0  # its first position
     make_span = tuple.__new__  # Span(...) without the named tuple's Python-level __new__
-    if tokens is not None:  # text given as a count holds TEXT_FILL_ID: one fill, then skip those runs
-        tokens[: sum(p.n for p in pieces)] = TEXT_FILL_ID
     for p, owner in zip(pieces, owners, strict=True):
         n = p.n
         b = a + n
@@ -935,7 +983,7 @@ def fill_pieces(
                 token = p.token_ids
                 if n == 1:  # a wrapper token: a scalar write costs a seventh of a slice write
                     tokens[a] = token[0] if isinstance(token, (tuple, list)) else token
-                elif type(token) is not int or token != TEXT_FILL_ID:
+                else:
                     tokens[a:b] = token
             if spans is not None:
                 spans.append(make_span(Span, (p.kind, a, b, owner, None, None)))
@@ -947,6 +995,27 @@ def fill_pieces(
         if streak >= 0:
             _write_text(ids, streak, a, streak_s)
             streak = -1
+        if p.wrap is not None:  # start wrapper, block, end wrapper: all counted from s
+            entry = _TEMPLATES.get(p.template_key) if p.template_key is not None else None
+            template, top_rel, next_rel = entry if entry is not None else _block_template(p)
+            if s + top_rel > MAX_POSITION:
+                raise LayoutError(
+                    f"positions overflow: {p.kind} block (segment {owner}) would reach {s + top_rel:,}"
+                )
+            _add_template(template, s, s, offset, ids[:, a:b])
+            if tokens is not None:
+                tokens[a] = p.wrap[0]
+                tokens[a + 1 : b - 1] = p.token_id
+                tokens[b - 1] = p.wrap[1]
+            if spans is not None:
+                spans.append(make_span(Span, ("wrapper", a, a + 1, owner, None, None)))
+                spans.append(make_span(Span, (p.kind, a + 1, b - 1, owner, p.tile_grid, None)))
+                spans.append(make_span(Span, ("wrapper", b - 1, b, owner, None, None)))
+            if s + top_rel > top:
+                top = s + top_rel
+            s = s + next_rel
+            a = b
+            continue
         hw = s if p.anchored else 0
         entry = _TEMPLATES.get(p.template_key) if p.template_key is not None else None
         template, top_t, top_hw = entry if entry is not None else _block_template(p)
@@ -954,9 +1023,7 @@ def fill_pieces(
             raise LayoutError(
                 f"positions overflow: {p.kind} block (segment {owner}) would reach {max(s + top_t, hw + top_hw):,}"
             )
-        offset[0, 0] = s
-        offset[1, 0] = offset[2, 0] = hw
-        np.add(template, offset, out=ids[:, a:b])
+        _add_template(template, s, hw, offset, ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
         if spans is not None:
@@ -973,6 +1040,26 @@ def fill_pieces(
     if streak >= 0:
         _write_text(ids, streak, a, streak_s)
     return top
+
+
+_BUFFER_SIZE = np.getbufsize()
+
+
+def _add_template(template: np.ndarray, t0: int, hw0: int, offset: np.ndarray, out: np.ndarray) -> None:
+    """``out = template + (t0, hw0, hw0)`` per row, for ``template`` and ``out`` ``[3, n]``.
+
+    One broadcast add for most sizes; row by row when the block has over a thousand tokens and still
+    fits in one ufunc buffer: numpy (2.3+) then copies such a strided 2-D add through its buffer,
+    which costs two to three times the three 1-D adds."""
+    n = template.shape[1]
+    if n < 1024 or 3 * n > _BUFFER_SIZE:
+        offset[0, 0] = t0
+        offset[1, 0] = offset[2, 0] = hw0
+        np.add(template, offset, out=out)
+    else:
+        np.add(template[0], t0, out=out[0])
+        np.add(template[1], hw0, out=out[1])
+        np.add(template[2], hw0, out=out[2])
 
 
 def _write_text(ids: np.ndarray, a: int, b: int, s: int) -> None:

@@ -89,6 +89,7 @@ def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.Monkey
     monkeypatch.setattr(builder, "_SEGMENT_PLAN_LIMIT", 3)
     monkeypatch.setattr(builder, "_TEMPLATE_BUDGET", 256)
     monkeypatch.setattr(builder, "_SEGMENT_PLANS", {})
+    monkeypatch.setattr(builder, "_last_plans", [None, None])
     monkeypatch.setattr(builder, "_segment_plan_count", 0)
     monkeypatch.setattr(builder, "_TEMPLATES", {})
     monkeypatch.setattr(builder, "_template_tokens", 0)
@@ -129,3 +130,28 @@ def test_notes_are_reported_on_every_build() -> None:
             p = build_positions(segs, model="qwen2.5-vl")
         assert any("share t offset" in str(w.message) for w in caught)
         assert p.notes and "segment 0" in p.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("advance", "t", "hw"),
+    [
+        # the official rule: text resumes one past the video's largest position (t = 5)
+        ("max+1", [0, 1, 2, 3, 4, 5, 6, 7], [0, 1, 2, 2, 2, 2, 6, 7]),
+        # transformers 5.x: the end wrapper at s + max(H', W') = 2 + 1, under the video's t values
+        ("spatial", [0, 1, 2, 3, 4, 5, 3, 4], [0, 1, 2, 2, 2, 2, 3, 4]),
+    ],
+)
+def test_wrapped_video_under_each_advance_rule(advance: str, t: list[int], hw: list[int]) -> None:
+    segs = [Text(1), Video(grid=(4, 2, 2)), Text(1)]  # T' = 4 frames of one merged token
+    for _ in range(2):  # planned, then from the cache
+        p = build_positions(segs, model="qwen2-vl", rules={"advance": advance})
+        assert p.ids.tolist() == [t, hw, hw]
+        assert p.delta == max(t) + 1 - 8
+        assert [(s.kind, s.start, s.stop, s.index) for s in p.spans] == [
+            ("text", 0, 1, 0),
+            ("wrapper", 1, 2, 1),
+            ("video", 2, 6, 1),
+            ("wrapper", 6, 7, 1),
+            ("text", 7, 8, 2),
+        ]
+        assert p.input_ids.tolist() == [0, START, 151656, 151656, 151656, 151656, END, 0]

@@ -671,3 +671,33 @@ def test_qwen4_exp_is_refused_after_its_text_forward_probe() -> None:
     assert _untouched(net)
     with torch.no_grad():
         assert torch.equal(net(input_ids=ids, use_cache=False).logits, before)
+
+
+def test_per_layer_type_rotaries_each_get_their_own_spec() -> None:
+    """Cohere-Compass with a rotary on both layer types, theta 1e4 on the sliding-window layer and 1e6 on the
+    full-attention one: the patched rotary hands each layer type its own spec (patch probes both), and the
+    prefill equals the unpatched model's."""
+    from transformers import AutoModelForImageTextToText
+
+    from mrope.integrations.tiny import tiny_config
+
+    name = "cohere-compass"
+    config = tiny_config(name)
+    rope = config.text_config.rope_parameters
+    rope["full_attention"] = {**rope["sliding_attention"], "rope_theta": 1e6}
+    rope["sliding_attention"] = {**rope["sliding_attention"], "rope_theta": 1e4}
+    torch.manual_seed(0)
+    net = AutoModelForImageTextToText.from_config(config).eval()
+    kw = tv.forward_kwargs(tv.inputs(name, _two_rows(name), with_pixels=False), own_positions=True)
+    with torch.no_grad():
+        want = net(**kw, use_cache=False).logits
+        with patched(net):
+            thetas = {
+                lt: net.model.language_model.rotary_emb(kw["input_ids"], torch.zeros(3, 1, 1), lt)[
+                    0
+                ].spec.theta
+                for lt in ("sliding_attention", "full_attention")
+            }
+            got = net(**kw, use_cache=False).logits
+    assert thetas == {"sliding_attention": 1e4, "full_attention": 1e6}
+    torch.testing.assert_close(got, want, rtol=0, atol=ATOL)
