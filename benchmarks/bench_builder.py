@@ -12,6 +12,7 @@ convention is checked to differ. Prints medians and the ratio. Run: ``python ben
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import statistics
 import time
@@ -95,6 +96,9 @@ def main() -> None:
 
     p = mrope.build_positions(sample_segments(), model="qwen2-vl")
     print(f"# bench_builder on {platform.machine()} / {platform.python_version()}, torch {torch.__version__}")
+    print(
+        f"load average at start: {os.getloadavg()[0]:.2f} (shared machine: other processes slow both sides)"
+    )
     print(f"sequence: {p.num_tokens} tokens (2000 text + 4 images (1,64,64) + video (32,16,16) + wrappers)")
     hf = transformers_rope_index()
     rows = []
@@ -152,6 +156,7 @@ def main() -> None:
             f"| {batch} | {t_hf * 1e3:.3f} ms | {t_ours * 1e3:.3f} ms | {t_types * 1e3:.3f} ms | "
             f"{t_hf / t_ours:.1f}x | {t_hf / t_types:.1f}x |"
         )
+    print(f"load average after the get_rope_index rows: {os.getloadavg()[0]:.2f}")
 
     # issue 14: the segment path against the token-id path on the same prompts (both mrope, both with
     # the ids, spans and grids they return; the token path is given the ids the segment path made)

@@ -519,18 +519,29 @@ def timings(device: torch.device, tokens: tuple[int, ...], repeat: int) -> list[
     return rows
 
 
+MODEL_CHECK_FAMILIES = ("hy-v4-vl", "cohere-compass")
+"""Checked after ``bench_patch.FAMILIES``: HY-V4-VL's rope slice (non-contiguous q/k views, and its DSA
+indexer's ``bshd`` layout) and Cohere-Compass's per-layer-type rotary with a NoPE layer, on the kernel."""
+
+DYNAMIC_NTK = {"rope_parameters": {"rope_type": "dynamic", "factor": 4.0}, "max_position_embeddings": 24}
+"""Text-config fields of the dynamic-NTK check: its prompt ends at position 12, so 16 greedy tokens decode
+across the original length 24 (the table grows at every step past it)."""
+
+
 def patched_model_check(device: torch.device, rep: Report, repeat: int) -> list[str]:
     """Tiny transformers models patched by ``mrope.integrations.transformers.patch`` (the Triton kernel
     inside the attention): prefill logits and 8 greedy tokens against the same model unpatched (correctness
-    rows in ``rep``), then ``benchmarks/bench_patch.py``'s prefill timing rows."""
+    rows in ``rep``), a dynamic-NTK Qwen2-VL decoding 16 greedy tokens across its original length (the
+    logits of every step), then ``benchmarks/bench_patch.py``'s prefill timing rows."""
     import copy
 
     import bench_patch
 
+    import mrope
     from mrope.integrations.tiny import tiny_model
-    from mrope.integrations.transformers import patch
+    from mrope.integrations.transformers import model_inputs, model_rules, patch
 
-    for family in bench_patch.FAMILIES:
+    for family in (*bench_patch.FAMILIES, *MODEL_CHECK_FAMILIES):
 
         def check(family: str = family) -> tuple[bool, str]:
             plain = tiny_model(family).to(device)
@@ -549,6 +560,39 @@ def patched_model_check(device: torch.device, rep: Report, repeat: int) -> list[
             return diff < 1e-4 and same, f"max logit diff {diff:.1e}, greedy tokens identical: {same}"
 
         rep.run(f"patched {family} model vs unpatched (fp32)", check)
+
+    def dynamic() -> tuple[bool, str]:
+        plain = tiny_model("qwen2-vl", text=DYNAMIC_NTK).to(device)
+        patched = patch(copy.deepcopy(plain), backend="triton")
+        m = model_rules(plain).merge_size
+        sample = [
+            mrope.Text([1000, 1001, 1002, 1003]),
+            mrope.Image(grid=(1, 2 * m, 3 * m)),
+            mrope.Text([1004, 1005, 1006, 1007]),
+        ]
+        batch = mrope.build_batch([sample], model="qwen2-vl", rules=model_rules(plain))
+        kw = {k: v.to(device) for k, v in model_inputs(batch, plain).items() if k != "position_ids"}
+        runs = []
+        for model in (plain, patched):
+            model.model.rope_deltas = None
+            with torch.no_grad():
+                runs.append(
+                    model.generate(
+                        **kw,
+                        max_new_tokens=16,
+                        min_new_tokens=16,
+                        do_sample=False,
+                        output_logits=True,
+                        return_dict_in_generate=True,
+                    )
+                )
+        last = int(batch.sequences[0].ids.max()) + 16
+        diff = max((a - b).abs().max().item() for a, b in zip(runs[0].logits, runs[1].logits, strict=True))
+        same = torch.equal(runs[0].sequences, runs[1].sequences)
+        ok = diff < 1e-4 and same and last > DYNAMIC_NTK["max_position_embeddings"]
+        return ok, f"positions up to {last}, max step-logit diff {diff:.1e}, greedy tokens identical: {same}"
+
+    rep.run("patched dynamic-NTK qwen2-vl, 16 decode steps across L0 = 24 (fp32)", dynamic)
     rows = [
         "| family | tokens | unpatched ms | patched ms | ratio | get_rope_index ms (transformers / mrope) "
         "| max logit diff | patch() ms |",

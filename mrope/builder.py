@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -262,9 +262,10 @@ class Batch:
 # pieces and fills them with the same :func:`fill_pieces`; they are not part of the package API.
 
 
-@dataclass
-class TextRun:
-    """A run of ``n`` text tokens (ids: one per token, or one id repeated) from segment ``index``."""
+class TextRun(NamedTuple):
+    """A run of ``n`` text tokens (ids: one per token, or one id repeated) from segment ``index``.
+
+    An immutable named tuple: the planners make one per text run, so it must cost little to make."""
 
     n: int
     token_ids: Sequence[int] | int
@@ -294,11 +295,15 @@ class Block:
     tiles: Sequence[tuple[int, int]] | None = None  # (row, col) of each tile, for spans
     anchored: bool = True  # h and w count from the block start s (False: from 0, the "reset" rule)
     follow_t: bool = False  # h and w also carry each frame's t offset (the frame_block rule)
-    n: int = field(init=False)  # tokens in the block
-    template: tuple[np.ndarray, int, int] | None = field(init=False, default=None)  # _block_template
+    wrap: tuple[int, int] | None = None  # (start id, end id): one wrapper token before and after
+    advance: str = "max+1"  # the advance rule, which places the end wrapper of a wrapped block
+    n: int = field(init=False)  # tokens in the block (wrappers included)
+    template_key: tuple | None = field(init=False, default=None)  # its key in the template cache
+    tile_grid: tuple[int, int, int] = field(init=False)  # (T', tile_h, tile_w), as its spans report it
 
     def __post_init__(self) -> None:
-        self.n = len(self.tau) * self.tile_h * self.tile_w * len(self.tile_h0)
+        self.tile_grid = (len(self.tau), self.tile_h, self.tile_w)
+        self.n = len(self.tau) * self.tile_h * self.tile_w * len(self.tile_h0) + 2 * (self.wrap is not None)
 
 
 def untiled_block(
@@ -447,6 +452,8 @@ class _Plan:
         self.second_per_grid: list[float] = []
         self.notes: list[str] = []
         self.targets: list[tuple[int, int, int]] = []  # images the model will generate
+        self.owners: list[int] = []  # index of the segment of each piece
+        self.cache: dict[Segment, _SegmentPlan] | None = None  # this rules' segment plans (lazy)
 
     def text(self, n: int, token_ids: Sequence[int] | int, kind: str, index: int) -> None:
         if n:
@@ -460,6 +467,67 @@ class _Plan:
             self.text(1, self.rules.vision_end_id, "wrapper", index)
 
     def add(self, seg: Segment, index: int, tokenizer: Any) -> None:
+        """Plan segment ``index``: its pieces (owned by ``index``) and the grids it reports.
+
+        An image or video depends only on its own fields and the rules (not on its place), so its
+        plan is cached per rules and reused by every later occurrence (see :data:`_SEGMENT_PLAN_LIMIT`);
+        only Qwen3-VL-style timestamp videos (tokenizer-dependent), notes and big plans are redone."""
+        kind = type(seg)
+        if kind is Text and not self.targets:  # the commonest segment: no cache, no dispatch
+            if seg.num_tokens:
+                ids = seg.token_ids if seg.token_ids is not None else TEXT_FILL_ID
+                self.pieces.append(TextRun(seg.num_tokens, ids, "text", index))
+                self.owners.append(index)
+            return
+        rules = self.rules
+        cacheable = (
+            rules.positions_base == "counter"
+            and not self.targets
+            and (
+                (kind is Image and not seg.generate)  # type: ignore[union-attr]
+                or (kind is Video and seg.audio is None and rules.temporal != "timestamps")  # type: ignore[union-attr]
+            )
+        )
+        if cacheable:
+            if self.cache is None:
+                self.cache = _segment_plans(rules)
+            try:
+                hit = self.cache.get(seg)
+            except TypeError:  # a field that cannot be hashed: plan it every time
+                hit, cacheable = None, False
+            if hit is not None:
+                self.pieces += hit.pieces
+                self.owners += [index] * len(hit.pieces)
+                self.image_grids += hit.image_grids
+                self.video_grids += hit.video_grids
+                self.second_per_grid += hit.second_per_grid
+                return
+        first, images, videos, notes = (
+            len(self.pieces),
+            len(self.image_grids),
+            len(self.video_grids),
+            len(self.notes),
+        )
+        self._plan(seg, index, tokenizer)
+        pieces = self.pieces[first:]
+        if cacheable:
+            fused = _wrapped_block(pieces, rules.advance)
+            if fused is not None:
+                pieces = self.pieces[first:] = [fused]
+        self.owners += [index] * len(pieces)
+        if cacheable and len(self.notes) == notes and _small_plan(pieces):
+            _remember_plan(
+                self.cache,  # type: ignore[arg-type]
+                seg,
+                _SegmentPlan(
+                    tuple(pieces),
+                    tuple(self.image_grids[images:]),
+                    tuple(self.video_grids[videos:]),
+                    tuple(self.second_per_grid[videos:]),
+                ),
+            )
+
+    def _plan(self, seg: Segment, index: int, tokenizer: Any) -> None:
         if self.targets and not (isinstance(seg, Image) and seg.generate):
             raise LayoutError(
                 f"segment {index}: images to generate (Image(..., generate=True)) must come after every "
@@ -693,12 +761,18 @@ class _Plan:
         return sum(p.n for p in self.pieces)
 
     def positions(
-        self, ids: np.ndarray | None = None, tokens: np.ndarray | None = None, image_index: int = 0
+        self,
+        ids: np.ndarray | None = None,
+        tokens: np.ndarray | None = None,
+        image_index: int = 0,
+        total: int | None = None,
     ) -> Positions:
         """Write every piece into ``ids`` int64 ``[A, T]`` and ``tokens`` int64 ``[T]`` (new arrays when
         ``None``; a batch passes views of its own rows) and describe the result. ``image_index`` is the
-        first image index of the ``sequence`` positions rule."""
-        total = self.num_tokens
+        first image index of the ``sequence`` positions rule; ``total`` is :attr:`num_tokens` when the
+        caller has it."""
+        if total is None:
+            total = self.num_tokens
         lay = self.rules
         if ids is None:
             ids = np.empty((lay.num_axes, total), dtype=np.int64)
@@ -706,13 +780,13 @@ class _Plan:
             tokens = np.empty(total, dtype=np.int64)
         spans: list[Span] = []
         if lay.positions_base == "sequence":
-            top, _ = fill_sequence_pieces(self.pieces, ids, tokens, spans, image_index)
+            top, _ = fill_sequence_pieces(self.pieces, ids, tokens, spans, image_index, self.owners)
         elif lay.positions_base == "canvas":
-            fill_pieces(self.pieces, ids, tokens, spans, lay.advance)  # token ids and spans
+            fill_pieces(self.pieces, ids, tokens, spans, lay.advance, self.owners)  # token ids and spans
             ids[:] = canvas_positions(tokens, lay, self.image_grids, self.video_grids)
             top = int(ids.max()) if total else -1
         else:
-            top = fill_pieces(self.pieces, ids, tokens, spans, lay.advance)
+            top = fill_pieces(self.pieces, ids, tokens, spans, lay.advance, self.owners)
         generation = None
         if lay.generates_images and self.targets:
             generation = target_positions(top + 1, self.targets, lay.merge_size)
@@ -730,6 +804,57 @@ class _Plan:
         )
 
 
+class _SegmentPlan(NamedTuple):
+    """What one image or video segment adds to a plan, wherever it stands (pieces are shared: never
+    mutate them)."""
+
+    pieces: tuple[TextRun | Block, ...]
+    image_grids: tuple[tuple[int, int, int], ...]
+    video_grids: tuple[tuple[int, int, int], ...]
+    second_per_grid: tuple[float, ...]
+
+
+_SEGMENT_PLANS: dict[LayoutRules, dict[Segment, _SegmentPlan]] = {}
+_SEGMENT_PLAN_LIMIT = 4096
+"""Most segment plans cached (all rules together); when full the cache starts over. Each holds at most
+:data:`_PLAN_PIECES` pieces and :data:`_PLAN_FRAMES` temporal offsets (a few KiB)."""
+_PLAN_PIECES = 64
+_PLAN_FRAMES = 1024
+_segment_plan_count = 0
+_last_plans: list = [None, None]  # the rules and plans of the latest lookup
+
+
+def _segment_plans(rules: LayoutRules) -> dict[Segment, _SegmentPlan]:
+    last_rules, last_plans = _last_plans
+    if last_rules is rules:  # the same rules object as last time: skip hashing it (a microsecond)
+        return last_plans
+    plans = _SEGMENT_PLANS.get(rules)
+    if plans is None:
+        plans = _SEGMENT_PLANS[rules] = {}
+    _last_plans[:] = [rules, plans]
+    return plans
+
+
+def _small_plan(pieces: Sequence[TextRun | Block]) -> bool:
+    if len(pieces) > _PLAN_PIECES:
+        return False
+    return sum(len(p.tau) + len(p.tile_h0) for p in pieces if type(p) is Block) <= _PLAN_FRAMES
+
+
+def _remember_plan(plans: dict[Segment, _SegmentPlan], seg: Segment, plan: _SegmentPlan) -> None:
+    global _segment_plan_count
+    if _segment_plan_count >= _SEGMENT_PLAN_LIMIT:
+        _SEGMENT_PLANS.clear()
+        _last_plans[:] = [None, None]
+        _segment_plan_count = 0
+        plans.clear()  # the caller's dict may already be out of _SEGMENT_PLANS; keep it bounded too
+    try:
+        plans[seg] = plan
+    except TypeError:  # a segment holding something unhashable is simply planned every time
+        return
+    _segment_plan_count += 1
+
+
 _ARANGE = np.arange(1 << 16, dtype=np.int64)  # text positions below 2**16 are slices of this (512 KiB)
 _ARANGE.flags.writeable = False
 _TEMPLATES: dict[tuple, tuple[np.ndarray, int, int]] = {}
@@ -740,18 +865,29 @@ _template_tokens = 0
 def _block_template(p: Block) -> tuple[np.ndarray, int, int]:
     """The block's coordinates relative to its start, int64 ``[3, n]`` (rows tau, h, w), with the
     largest relative t and the largest relative h or w. Cached: prompts repeat the same grids, and
-    one add into the output beats three broadcast writes."""
+    one add into the output beats three broadcast writes.
+
+    A wrapped block (``wrap`` set; always anchored) counts from its start wrapper on every axis: its
+    columns are the start wrapper (0), the block (1 + the unwrapped template) and the end wrapper
+    (where the advance rule puts the next text); the two numbers are then its largest relative
+    position and the relative start of what follows.
+
+    The cache alone holds the arrays (within :data:`_TEMPLATE_BUDGET`); a block keeps only its key, so
+    blocks that outlive an eviction (the planners cache blocks) hold no memory of their own."""
     global _template_tokens
-    key = (
-        p.tau.tobytes(),
-        p.tile_h,
-        p.tile_w,
-        p.tile_h0.tobytes(),
-        p.tile_w0.tobytes(),
-        p.h0,
-        p.w0,
-        p.follow_t,
-    )
+    key = p.template_key
+    if key is None:
+        key = p.template_key = (
+            p.tau.tobytes(),
+            p.tile_h,
+            p.tile_w,
+            p.tile_h0.tobytes(),
+            p.tile_w0.tobytes(),
+            p.h0,
+            p.w0,
+            p.follow_t,
+            p.wrap is not None and p.advance,
+        )
     hit = _TEMPLATES.get(key)
     if hit is not None:
         return hit
@@ -763,13 +899,20 @@ def _block_template(p: Block) -> tuple[np.ndarray, int, int]:
     if p.follow_t:
         template[1:] += p.tau[None, None, :, None, None]
     template = template.reshape(3, -1)
-    template.flags.writeable = False
     top_t = int(p.tau.max())
     top_hw = max(p.h0 + int(p.tile_h0.max()) + th - 1, p.w0 + int(p.tile_w0.max()) + tw - 1)
     if p.follow_t:
         top_hw += top_t
     entry = (template, top_t, top_hw)
-    n = template.shape[1]
+    if p.wrap is not None:  # start wrapper at 0, the block from 1, the end wrapper where text resumes
+        end = 1 + (max(p.span_h, p.span_w) if p.advance == "spatial" else max(top_t, top_hw) + 1)
+        wrapped = np.empty((3, template.shape[1] + 2), dtype=np.int64)
+        wrapped[:, 0] = 0
+        np.add(template, 1, out=wrapped[:, 1:-1])
+        wrapped[:, -1] = end
+        entry = (wrapped, max(end, 1 + top_t, 1 + top_hw), end + 1)
+    entry[0].flags.writeable = False
+    n = entry[0].shape[1]
     if n <= _TEMPLATE_BUDGET // 4:
         if _template_tokens + n > _TEMPLATE_BUDGET:
             _TEMPLATES.clear()
@@ -779,73 +922,154 @@ def _block_template(p: Block) -> tuple[np.ndarray, int, int]:
     return entry
 
 
+def _wrapped_block(pieces: Sequence[TextRun | Block], advance: str) -> Block | None:
+    """``[start wrapper, block, end wrapper]`` as one wrapped block (fewer pieces to plan and fill), when
+    the block is anchored and untiled; else ``None``."""
+    if len(pieces) != 3:
+        return None
+    start, block, end = pieces
+    if (
+        type(start) is not TextRun
+        or type(end) is not TextRun
+        or type(block) is not Block
+        or start.kind != "wrapper"
+        or end.kind != "wrapper"
+        or start.n != 1
+        or end.n != 1
+        or type(start.token_ids) is not int
+        or type(end.token_ids) is not int
+        or not block.anchored
+        or block.tiles is not None
+        or block.wrap is not None
+    ):
+        return None
+    return replace(block, wrap=(start.token_ids, end.token_ids), advance=advance)
+
+
 def fill_pieces(
     pieces: Sequence[TextRun | Block],
     ids: np.ndarray,
     tokens: np.ndarray | None,
     spans: list[Span] | None,
     advance: str,
+    owners: Sequence[int] | None = None,
 ) -> int:
     """Fill ``ids[:, :sum(n)]`` (and ``tokens`` / ``spans`` when given) from ``pieces``.
 
+    ``owners`` holds the segment index of each piece (default: each piece's own ``index``); spans and
+    errors name it. Consecutive text runs continue one another's positions, so each streak of them
+    (text, then a vision wrapper, ...) is written with one slice of ``0, 1, 2, ...``.
+
     Returns the largest position written (-1 for an empty sequence).
     """
+    if owners is None:
+        owners = [p.index for p in pieces]
     a = 0  # token cursor
     offset = np.empty((3, 1), dtype=np.int64)
     top = -1  # max position so far
     s = 0  # start of the next piece
-    for p in pieces:
+    streak = -1  # token where the pending streak of text runs began (-1: none)
+    streak_s = 0  # its first position
+    make_span = tuple.__new__  # Span(...) without the named tuple's Python-level __new__
+    for p, owner in zip(pieces, owners, strict=True):
         n = p.n
         b = a + n
-        if isinstance(p, TextRun):
+        if type(p) is TextRun:
             if s + n > MAX_POSITION:
-                raise LayoutError(
-                    f"positions overflow: {p.kind} (segment {p.index}) would reach {s + n - 1:,}"
-                )
-            if n == 1:  # a wrapper token: scalar writes cost a third of slice writes
-                ids[:, a] = s
-                if tokens is not None:
-                    tokens[a] = p.token_ids[0] if isinstance(p.token_ids, (tuple, list)) else p.token_ids
-            else:
-                ids[:, a:b] = (
-                    _ARANGE[s : s + n] if s + n <= _ARANGE.size else np.arange(s, s + n, dtype=np.int64)
-                )
-                if tokens is not None:
-                    tokens[a:b] = p.token_ids
+                raise LayoutError(f"positions overflow: {p.kind} (segment {owner}) would reach {s + n - 1:,}")
+            if streak < 0:
+                streak, streak_s = a, s
+            if tokens is not None:
+                token = p.token_ids
+                if n == 1:  # a wrapper token: a scalar write costs a seventh of a slice write
+                    tokens[a] = token[0] if isinstance(token, (tuple, list)) else token
+                else:
+                    tokens[a:b] = token
             if spans is not None:
-                spans.append(Span(p.kind, a, b, p.index))
-            top = max(top, s + n - 1)
+                spans.append(make_span(Span, (p.kind, a, b, owner, None, None)))
             s = s + n
+            if s > top:
+                top = s - 1
+            a = b
+            continue
+        if streak >= 0:
+            _write_text(ids, streak, a, streak_s)
+            streak = -1
+        if p.wrap is not None:  # start wrapper, block, end wrapper: all counted from s
+            entry = _TEMPLATES.get(p.template_key) if p.template_key is not None else None
+            template, top_rel, next_rel = entry if entry is not None else _block_template(p)
+            if s + top_rel > MAX_POSITION:
+                raise LayoutError(
+                    f"positions overflow: {p.kind} block (segment {owner}) would reach {s + top_rel:,}"
+                )
+            _add_template(template, s, s, offset, ids[:, a:b])
+            if tokens is not None:
+                tokens[a] = p.wrap[0]
+                tokens[a + 1 : b - 1] = p.token_id
+                tokens[b - 1] = p.wrap[1]
+            if spans is not None:
+                spans.append(make_span(Span, ("wrapper", a, a + 1, owner, None, None)))
+                spans.append(make_span(Span, (p.kind, a + 1, b - 1, owner, p.tile_grid, None)))
+                spans.append(make_span(Span, ("wrapper", b - 1, b, owner, None, None)))
+            if s + top_rel > top:
+                top = s + top_rel
+            s = s + next_rel
             a = b
             continue
         hw = s if p.anchored else 0
-        entry = p.template or _block_template(p)
-        if p.template is None and p.n <= _TEMPLATE_BUDGET // 4:  # reused blocks keep a small template
-            p.template = entry
-        template, top_t, top_hw = entry
+        entry = _TEMPLATES.get(p.template_key) if p.template_key is not None else None
+        template, top_t, top_hw = entry if entry is not None else _block_template(p)
         if max(s + top_t, hw + top_hw) > MAX_POSITION:
             raise LayoutError(
-                f"positions overflow: {p.kind} block (segment {p.index}) would reach {max(s + top_t, hw + top_hw):,}"
+                f"positions overflow: {p.kind} block (segment {owner}) would reach {max(s + top_t, hw + top_hw):,}"
             )
-        offset[0, 0] = s
-        offset[1, 0] = offset[2, 0] = hw
-        np.add(template, offset, out=ids[:, a:b])
+        _add_template(template, s, hw, offset, ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
         if spans is not None:
-            frames, th, tw = len(p.tau), p.tile_h, p.tile_w
-            per_tile = frames * th * tw
             if p.tiles is None:
-                spans.append(Span(p.kind, a, b, p.index, (frames, th, tw)))
+                spans.append(make_span(Span, (p.kind, a, b, owner, p.tile_grid, None)))
             else:
+                per_tile = n // len(p.tiles)
                 for k, rc in enumerate(p.tiles):
-                    spans.append(
-                        Span(p.kind, a + k * per_tile, a + (k + 1) * per_tile, p.index, (frames, th, tw), rc)
-                    )
+                    start = a + k * per_tile
+                    spans.append(make_span(Span, (p.kind, start, start + per_tile, owner, p.tile_grid, rc)))
         top = max(top, s + top_t, hw + top_hw)
         s = s + max(p.span_h, p.span_w) if advance == "spatial" else top + 1
         a = b
+    if streak >= 0:
+        _write_text(ids, streak, a, streak_s)
     return top
+
+
+_BUFFER_SIZE = np.getbufsize()
+
+
+def _add_template(template: np.ndarray, t0: int, hw0: int, offset: np.ndarray, out: np.ndarray) -> None:
+    """``out = template + (t0, hw0, hw0)`` per row, for ``template`` and ``out`` ``[3, n]``.
+
+    One broadcast add for most sizes; row by row when the block has over a thousand tokens and still
+    fits in one ufunc buffer: numpy (2.3+) then copies such a strided 2-D add through its buffer,
+    which costs two to three times the three 1-D adds."""
+    n = template.shape[1]
+    if n < 1024 or 3 * n > _BUFFER_SIZE:
+        offset[0, 0] = t0
+        offset[1, 0] = offset[2, 0] = hw0
+        np.add(template, offset, out=out)
+    else:
+        np.add(template[0], t0, out=out[0])
+        np.add(template[1], hw0, out=out[1])
+        np.add(template[2], hw0, out=out[2])
+
+
+def _write_text(ids: np.ndarray, a: int, b: int, s: int) -> None:
+    """``ids[:, a:b] = s, s+1, ...`` on every axis (one token: a scalar write)."""
+    if b - a == 1:
+        ids[:, a] = s
+    elif s + b - a <= _ARANGE.size:
+        ids[:, a:b] = _ARANGE[s : s + b - a]
+    else:
+        ids[:, a:b] = np.arange(s, s + b - a, dtype=np.int64)
 
 
 def canvas_positions(
@@ -871,6 +1095,7 @@ def fill_sequence_pieces(
     tokens: np.ndarray | None,
     spans: list[Span] | None,
     image_index: int = 0,
+    owners: Sequence[int] | None = None,
 ) -> tuple[int, int]:
     """Fill ``ids[:, :sum(n)]`` under the ``sequence`` positions rule (HunyuanOCR).
 
@@ -885,7 +1110,9 @@ def fill_sequence_pieces(
     top = total - 1
     a = 0
     first = ids.shape[0] - 3
-    for p in pieces:
+    if owners is None:
+        owners = [p.index for p in pieces]
+    for p, owner in zip(pieces, owners, strict=True):
         b = a + p.n
         if tokens is not None:
             tokens[a:b] = p.token_ids if isinstance(p, TextRun) else p.token_id
@@ -899,9 +1126,9 @@ def fill_sequence_pieces(
             top = max(top, image_index)
             image_index += 1
             if spans is not None:
-                spans.append(Span(p.kind, a, b, p.index, (frames, th, tw)))
+                spans.append(Span(p.kind, a, b, owner, (frames, th, tw)))
         elif spans is not None:
-            spans.append(Span(p.kind, a, b, p.index))
+            spans.append(Span(p.kind, a, b, owner))
         a = b
     return top, image_index
 
@@ -1053,7 +1280,7 @@ def build_batch(
     # every sequence is filled straight into its row (no per-sequence arrays to copy); only the pad
     # slots are written besides, so each byte of the batch is touched once
     ids = np.empty((lay.num_axes, b, width), dtype=np.float32 if lay.fractional_time else np.int64)
-    mask = np.zeros((b, width), dtype=np.int64)
+    mask = np.empty((b, width), dtype=np.int64)
     input_ids = np.empty((b, width), dtype=np.int64)
     seqs = []
     image_index = 0
@@ -1068,10 +1295,11 @@ def build_batch(
         )
         ids[:, row, pad] = pad_position
         input_ids[row, pad] = pad_token_id
+        mask[row, pad] = 0
         mask[row, sl] = 1
         for note in plan.notes:
             warnings.warn(f"sample {row}: {note}", MRopeWarning, stacklevel=2)
-        seqs.append(plan.positions(ids[:, row, sl], input_ids[row, sl], image_index))
+        seqs.append(plan.positions(ids[:, row, sl], input_ids[row, sl], image_index, n))
         if lay.image_index_scope == "batch":  # the image index keeps counting across the rows
             image_index += len(plan.image_grids) - len(plan.targets)
     deltas = np.asarray([p.delta for p in seqs], dtype=ids.dtype)

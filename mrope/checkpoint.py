@@ -15,7 +15,13 @@ Files read (all optional but ``config.json``; unknown keys are ignored):
   in ``vision_config``) or ``position_id_per_seconds`` (the omni thinkers).
 - ``preprocessor_config.json`` (images) and ``video_preprocessor_config.json``: pixel bounds
   (``min_pixels`` / ``max_pixels`` or ``size.shortest_edge`` / ``size.longest_edge``, in pixels), patch,
-  merge and temporal patch sizes, and for videos ``fps``, ``min_frames``, ``max_frames``.
+  merge and temporal patch sizes, and for videos ``fps``, ``min_frames``, ``max_frames``, ``max_duration``
+  (GLM-4.1V's sampling).
+- ``processor_config.json`` (what transformers 5.x ``save_pretrained`` writes): its nested
+  ``image_processor`` / ``video_processor`` stand for the two files above and, as transformers loads them,
+  win over them.
+- the family's own keys (its ``checkpoint_fields``): MiniCPM-V 4.7's ``downsample_mode`` (``"16x"`` /
+  ``"4x"``, in ``config.json`` and in both processors' configs) sets the merge.
 - ``tokenizer.json``: the tokenizer used for timestamp text when a call passes none.
 
 Two keys that set one field to different values (a processor's ``patch_size`` against the vision
@@ -31,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from mrope.errors import LayoutError, SpecError
-from mrope.models import ModelFamily, get_family
+from mrope.models import CheckpointChoice, ModelFamily, get_family
 from mrope.models.config import config_levels, family_of_config, spec_from_config
 
-CHECKPOINT_FIELDS: dict[str, str | tuple[str, ...] | None] = {
+CHECKPOINT_FIELDS: dict[str, str | tuple[str, ...] | CheckpointChoice | None] = {
     # config.json (any level: top, thinker_config, text_config; vision_config under any of them)
     "config:vision_config.patch_size": "patch_size",
     "config:vision_config.spatial_merge_size": "merge_size",
@@ -65,6 +71,7 @@ CHECKPOINT_FIELDS: dict[str, str | tuple[str, ...] | None] = {
     "video:fps": "fps",
     "video:min_frames": "min_frames",
     "video:max_frames": "max_frames",
+    "video:max_duration": "max_duration",
 }
 """Which checkpoint key sets which :class:`~mrope.LayoutRules` field(s); a family's ``checkpoint_fields``
 overrides entries (``None``: ignore the key)."""
@@ -74,6 +81,11 @@ _FILES = {
     "image": "preprocessor_config.json",
     "video": "video_preprocessor_config.json",
 }
+_PROCESSOR_FILE = "processor_config.json"
+_NESTED = {"image": "image_processor", "video": "video_processor"}
+"""transformers 5.x ``ProcessorMixin.save_pretrained`` writes the processors' configs nested in
+``processor_config.json``; its loaders take a nested config first and the per-processor file only when
+there is none (image_processing_base.py, video_processing_utils.py ``get_*_processor_dict``)."""
 _INT_FIELDS = {
     "patch_size",
     "merge_size",
@@ -136,20 +148,25 @@ class _Collected:
 
     def __init__(self) -> None:
         self.values: dict[str, tuple[Any, str]] = {}
+        self.shown: dict[str, Any] = {}
 
-    def set(self, field: str, value: Any, where: str) -> None:
+    def set(self, field: str, value: Any, where: str, shown: Any = None) -> None:
+        """Set ``field`` to ``value`` read at ``where``; ``shown`` is the value as the file wrote it (a
+        named choice such as ``"4x"``), for the error."""
+        shown = value if shown is None else shown
         if field in self.values and self.values[field][0] != value:
             first, first_where = self.values[field]
             raise LayoutError(
-                f"the checkpoint contradicts itself: {first_where} = {first!r} but {where} = {value!r} "
-                f"(both set LayoutRules.{field})"
+                f"the checkpoint contradicts itself: {first_where} = {self.shown[first_where]!r} but {where} = "
+                f"{shown!r} (both set LayoutRules.{field})"
             )
         self.values.setdefault(field, (value, where))
+        self.shown.setdefault(where, shown)
 
 
 def _fields_for(key: str, table: Mapping[str, Any]) -> tuple[str, ...]:
     target = table.get(key)
-    if target is None:
+    if target is None or isinstance(target, CheckpointChoice):
         return ()
     return (target,) if isinstance(target, str) else tuple(target)
 
@@ -175,7 +192,8 @@ def from_pretrained(
 
     Args:
         source: a checkpoint folder (``config.json`` required; ``preprocessor_config.json``,
-            ``video_preprocessor_config.json`` and ``tokenizer.json`` read when present), the path of a
+            ``video_preprocessor_config.json``, ``processor_config.json`` and ``tokenizer.json`` read when
+            present), the path of a
             ``config.json``, or a parsed ``config.json`` dict.
         family: the family to read it as (a name, model_type or repo id) when the config's model_type is
             not a registered one; by default the family of the top-level ``model_type``.
@@ -191,6 +209,7 @@ def from_pretrained(
         LayoutError: contradictory or malformed values.
     """
     files: dict[str, dict[str, Any]] = {}
+    names = dict(_FILES)
     tokenizer = None
     if isinstance(source, Mapping):
         files["config"] = dict(source)
@@ -204,6 +223,16 @@ def from_pretrained(
             for kind, name in _FILES.items():
                 if (path / name).is_file():
                     files[kind] = _read_json(path / name)
+            if (path / _PROCESSOR_FILE).is_file():  # 5.x save_pretrained: one file, processors nested
+                unified = _read_json(path / _PROCESSOR_FILE)
+                for kind, key in _NESTED.items():
+                    if unified.get(key) is not None:  # wins over the per-processor file, as 5.24 loads
+                        if not isinstance(unified[key], Mapping):
+                            raise SpecError(
+                                f"{_PROCESSOR_FILE} {key} must be a JSON object; got {unified[key]!r}"
+                            )
+                        files[kind] = dict(unified[key])
+                        names[kind] = f"{_PROCESSOR_FILE}: {key}"
             if (path / "tokenizer.json").is_file():
                 tokenizer = _load_tokenizer(path / "tokenizer.json")
         elif path.is_file():
@@ -230,8 +259,15 @@ def from_pretrained(
             found = _config_values(config, dotted)
         else:
             value = _lookup(files.get(kind, {}), dotted)
-            found = [] if value is None else [(value, f"{_FILES[kind]}: {dotted}")]
+            found = [] if value is None else [(value, f"{names[kind]}: {dotted}")]
+        choice = table[key]
+        if not found and isinstance(choice, CheckpointChoice) and choice.default is not None:
+            if kind in files:  # the file runs its class default: said, if silently
+                name = names[kind] if kind != "config" else "config.json"
+                found = [(choice.default, f"{name}: {dotted} (not set: the class default)")]
         for value, at in found:
+            if isinstance(choice, CheckpointChoice):
+                got.set(choice.field, choice.value_of(value, at), at, shown=value)
             for name in _fields_for(key, table):
                 got.set(name, _number(name, value, at), at)
     changes = {name: value for name, (value, _) in got.values.items()}

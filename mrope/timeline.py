@@ -457,7 +457,11 @@ class OmniPlan:
         return sum(p.num_tokens for p in self.pieces)
 
     def positions(
-        self, ids: np.ndarray | None = None, tokens: np.ndarray | None = None, image_index: int = 0
+        self,
+        ids: np.ndarray | None = None,
+        tokens: np.ndarray | None = None,
+        image_index: int = 0,
+        total: int | None = None,  # the builder's plan takes its length; the timeline computes its own
     ) -> Any:
         from mrope.builder import Positions, Span
 

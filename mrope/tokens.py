@@ -13,6 +13,8 @@ so the two interfaces cannot drift apart.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,15 +38,21 @@ if TYPE_CHECKING:
 
 
 def _as_numpy(value: Any, name: str, ndim: int | None = None) -> np.ndarray | None:
+    """``value`` as a numpy array, sharing memory with a CPU torch tensor (no copy)."""
     if value is None:
         return None
-    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor, without importing torch
-        cpu_plain = value.device.type == "cpu" and not value.requires_grad
-        value = value.numpy() if cpu_plain else value.detach().cpu().numpy()
-    try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError):
-        raise TokenError(f"{name} must be an array of numbers; got {type(value).__name__}") from None
+    arr = value
+    if not isinstance(arr, np.ndarray):
+        if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor, without importing torch
+            try:
+                arr = value.numpy()  # a view of a CPU tensor without grad
+            except (RuntimeError, TypeError):  # it requires grad, or lives on another device
+                arr = value.detach().cpu().numpy()
+        else:
+            try:
+                arr = np.asarray(value)
+            except (TypeError, ValueError):
+                raise TokenError(f"{name} must be an array of numbers; got {type(value).__name__}") from None
     if arr.dtype == object:
         raise TokenError(f"{name} must be a rectangular array of numbers")
     if ndim is not None and arr.ndim != ndim:
@@ -52,25 +60,44 @@ def _as_numpy(value: Any, name: str, ndim: int | None = None) -> np.ndarray | No
     return arr
 
 
+_UNSIGNED = {np.dtype(f"i{size}"): np.dtype(f"u{size}") for size in (1, 2, 4, 8)}
+
+
 def _unsigned(arr: np.ndarray) -> np.ndarray:
     """An integer array viewed as unsigned (negatives become huge), so ``max()`` alone bounds it."""
-    return arr.view(arr.dtype.str.replace("i", "u")) if arr.dtype.kind == "i" else arr
+    unsigned = _UNSIGNED.get(arr.dtype)  # native byte order: a dict hit; others are spelled out
+    if unsigned is None:
+        return arr.view(arr.dtype.str.replace("i", "u")) if arr.dtype.kind == "i" else arr
+    return arr.view(unsigned)
+
+
+def _grid_rows(value: Any, name: str) -> list[list[int]]:
+    """A validated ``[n, 3]`` grid array (t, h, w, every dim >= 1) as ``n`` Python lists."""
+    rows = None
+    if hasattr(value, "detach") and hasattr(value, "cpu") and value.dim() == 2 and value.shape[1] == 3:
+        rows = value.tolist()  # an integer torch tensor straight to Python ints (a tensor holds one dtype)
+        if not rows or type(rows[0][0]) is not int:
+            rows = None
+    if rows is None:
+        arr = _as_numpy(value, name)
+        if arr is None or arr.size == 0:
+            return []
+        if arr.ndim != 2 or arr.shape[1] != 3:
+            raise TokenError(f"{name} must have shape [n, 3] (t, h, w); got {tuple(arr.shape)}")
+        if arr.dtype.kind not in "iu":
+            if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+                raise TokenError(f"{name} must hold integers; got {arr.tolist()}")
+            arr = arr.astype(np.int64)
+        rows = arr.tolist()  # a handful of rows: Python beats numpy's per-call cost
+    if min(map(min, rows)) < 1:
+        i, grid = next((i, grid) for i, grid in enumerate(rows) if min(grid) < 1)
+        raise TokenError(f"{name}[{i}] = {grid}: every grid dim must be >= 1")
+    return rows
 
 
 def _grids(value: Any, name: str) -> np.ndarray:
-    arr = _as_numpy(value, name)
-    if arr is None or arr.size == 0:
-        return np.zeros((0, 3), dtype=np.int64)
-    if arr.ndim != 2 or arr.shape[1] != 3:
-        raise TokenError(f"{name} must have shape [n, 3] (t, h, w); got {tuple(arr.shape)}")
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-            raise TokenError(f"{name} must hold integers; got {arr.tolist()}")
-        arr = arr.astype(np.int64)
-    for i, grid in enumerate(arr.tolist()):  # a handful of rows: Python beats numpy's per-call cost
-        if min(grid) < 1:
-            raise TokenError(f"{name}[{i}] = {grid}: every grid dim must be >= 1")
-    return arr
+    """:func:`_grid_rows` as an int64 ``[n, 3]`` array."""
+    return np.array(_grid_rows(value, name), dtype=np.int64).reshape(-1, 3)
 
 
 def _seconds_per_grid(value: Any, n_videos: int) -> np.ndarray | None:
@@ -92,18 +119,18 @@ class _GridQueue:
     def __init__(
         self,
         name: str,
-        grids: np.ndarray,
+        rows: list[list[int]],
         merge: int,
-        spg: np.ndarray | None,
+        spg: list[float] | None,
         temporal_merge: int = 1,
         newline: int = 0,
     ) -> None:
         self.name = name
-        self.grids = grids
-        self.rows = grids.tolist()
+        self.rows = rows
         self.spg = spg
         self.next = 0
-        for i, (t, h, w) in enumerate(self.rows):
+        tokens = self.tokens = []  # placeholder tokens of each grid: merged frames of H' rows of W' (+1)
+        for i, (t, h, w) in enumerate(rows):
             if h % merge or w % merge:
                 raise TokenError(
                     f"{name}[{i}] = {[t, h, w]}: h and w must be multiples of the merge size {merge}"
@@ -112,12 +139,7 @@ class _GridQueue:
                 raise TokenError(
                     f"{name}[{i}] = {[t, h, w]}: t must be a multiple of the temporal merge size {temporal_merge}"
                 )
-        if temporal_merge == 1 and not newline:
-            self.tokens = [t * h * w // (merge * merge) for t, h, w in self.rows]
-        else:  # merged frames of H' rows, each W' (+1 newline) tokens
-            self.tokens = [
-                t // temporal_merge * (h // merge) * (w // merge + newline) for t, h, w in self.rows
-            ]
+            tokens.append(t // temporal_merge * (h // merge) * (w // merge + newline))
 
     def take(self, run_len: int, row: int, at: int) -> list[int]:
         """Indices of the grids that exactly fill a run of ``run_len`` placeholder tokens."""
@@ -182,28 +204,73 @@ def _take_bordered(queue: _GridQueue, run_len: int, row: int, at: int) -> tuple[
     return queue.next - 1, run_len == need + 2
 
 
-def _row_pieces(
-    row_types: np.ndarray, n: int, row: int, images: _GridQueue, videos: _GridQueue, lay: LayoutRules
-) -> list[TextRun | Block]:
-    """Text runs and vision blocks of one row, from its 0/1/2 token types."""
-    pieces: list[TextRun | Block] = []
+def _runs_of(row_types: np.ndarray, n: int) -> tuple[list[int], list[int], list[int]]:
+    """Starts, stops and 0/1/2 kinds of the runs of equal type in one row of ``n`` token types."""
     if not n:
-        return pieces
+        return [], [], []
     change = (np.flatnonzero(row_types[1:] != row_types[:-1]) + 1).tolist()
     starts = [0, *change]
-    stops = [*change, n]
+    return starts, [*change, n], row_types[starts].tolist()
+
+
+class _BatchRuns:
+    """The runs of equal token type of a whole ``[B, L]`` batch, found in one vectorised pass over it
+    (rows flattened end to end); a row's runs are then a slice of them, cut where its valid tokens lie."""
+
+    def __init__(self, types: np.ndarray) -> None:
+        flat = types.reshape(-1)
+        change = (flat[1:] != flat[:-1]).nonzero()[0]
+        change += 1
+        self.length = types.shape[1]
+        self.kinds: list[int] = flat[change].tolist()
+        self.change: list[int] = change.tolist()
+        self.first_kind = int(flat[0]) if flat.size else 0
+
+    def within(self, top: int) -> bool:
+        """Whether every type lies in ``0..top``: each value of the batch is the kind of some run, so
+        the runs' kinds bound it without another pass over the batch."""
+        kinds = self.kinds
+        return 0 <= self.first_kind <= top and (not kinds or (min(kinds) >= 0 and max(kinds) <= top))
+
+    def row(self, row: int, first: int, last: int) -> tuple[list[int], list[int], list[int]]:
+        """The runs of ``types[row, first:last]``, their starts and stops counted from ``first``."""
+        if last <= first:
+            return [], [], []
+        base = row * self.length + first
+        change = self.change
+        lo = bisect_right(change, base)
+        hi = bisect_left(change, base + last - first, lo)
+        inner = [c - base for c in change[lo:hi]]
+        kinds = self.kinds
+        return [0, *inner], [*inner, last - first], [kinds[lo - 1] if lo else self.first_kind, *kinds[lo:hi]]
+
+
+def _row_pieces(
+    runs: tuple[list[int], list[int], list[int]],
+    row: int,
+    images: _GridQueue,
+    videos: _GridQueue,
+    lay: LayoutRules,
+) -> list[TextRun | Block]:
+    """Text runs and vision blocks of one row, from its runs of 0/1/2 token types."""
+    pieces: list[TextRun | Block] = []
     merge = lay.merge_size
     blocks = _BLOCKS if len(_BLOCKS) < 4096 else {}
     rule_key = (lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
-    for a, z, kind in zip(starts, stops, row_types[starts].tolist(), strict=True):
+    bordered_rule = lay.grid_border
+    for a, z, kind in zip(*runs, strict=True):
         if kind == 0:
             pieces.append(TextRun(z - a, 0, "text", -1))
             continue
         queue = images if kind == 1 else videos
         bordered = False
-        if lay.grid_border and kind == 1:
+        g = queue.next
+        if bordered_rule and kind == 1:
             g, bordered = _take_bordered(queue, z - a, row, a)
-            taken = [g]
+            taken: Sequence[int] = (g,)
+        elif g < len(queue.rows) and queue.tokens[g] == z - a:  # one grid fills the run: the usual case
+            queue.next = g + 1
+            taken = (g,)
         else:
             taken = queue.take(z - a, row, a)
         for g in taken:
@@ -266,6 +333,7 @@ def _wrapped_types(row_ids: np.ndarray, lay: LayoutRules) -> tuple[np.ndarray, i
     return types, len(ends)
 
 
+_TYPES_ERROR = "mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)"
 _ZERO = np.zeros(1, dtype=np.int64)
 _ZERO.flags.writeable = False
 _BLOCKS: dict[tuple, Block] = {}
@@ -360,6 +428,25 @@ def generation_index(
     return out
 
 
+def _valid_spans(mask_runs: _BatchRuns | None, b: int, length: int) -> list[tuple[int, int, bool]]:
+    """Per row, where its valid tokens lie: ``(first, last, holed)``, the slice ``[first, last)`` that
+    holds them and whether masked tokens lie between them (more than one run of ones).
+
+    ``mask_runs`` are the runs of the validated 0/1 ``[B, L]`` mask (``None``: every token is valid):
+    a row's layout, padded on either side or not, is read from its runs without another pass."""
+    if mask_runs is None:
+        return [(0, length, False)] * b
+    spans: list[tuple[int, int, bool]] = []
+    for row in range(b):
+        starts, stops, kinds = mask_runs.row(row, 0, length)
+        ones = [k for k, kind in enumerate(kinds) if kind]
+        if not ones:
+            spans.append((0, 0, False))
+        else:
+            spans.append((starts[ones[0]], stops[ones[-1]], len(ones) > 1))
+    return spans
+
+
 def _rope_index_full(
     input_ids: Any,
     image_grid_thw: Any,
@@ -379,30 +466,37 @@ def _rope_index_full(
         raise TokenError(f"input_ids must hold integer token ids; got dtype {ids.dtype}")
     b, length = ids.shape
     mask = _as_numpy(attention_mask, "attention_mask")
+    mask_runs = None
     if mask is not None:
         if mask.shape != ids.shape:
             raise TokenError(
                 f"attention_mask must have the shape of input_ids {tuple(ids.shape)}; got {tuple(mask.shape)}"
             )
-        if mask.dtype.kind in "iu":  # one reduction, no temporaries (the common torch int64 mask)
-            binary = not mask.size or _unsigned(mask).max() <= 1
-        else:
-            binary = mask.dtype == bool or bool(np.all((mask == 0) | (mask == 1)))
-        if not binary:
+        if mask.dtype.kind not in "biu":
+            if not np.all((mask == 0) | (mask == 1)):
+                raise TokenError("attention_mask must hold only 0 and 1")
+            mask = mask.astype(bool)
+        # one pass finds the mask's runs: they bound its values (each value is some run's kind) and
+        # give every row's layout; an integer mask is read as it is, without a bool copy
+        mask_runs = _BatchRuns(mask)
+        if not mask_runs.within(1):
             raise TokenError("attention_mask must hold only 0 and 1")
-        mask = mask.astype(bool, copy=False)
+    # rules whose rows are scanned one by one (their own token types); the others take the batch's runs
+    per_row_scan = lay.positions_base == "canvas" or lay.image_span == "between_wrappers"
     types = _as_numpy(mm_token_type_ids, "mm_token_type_ids")
     if types is not None:
         if types.shape != ids.shape:
             raise TokenError(
                 f"mm_token_type_ids must have the shape of input_ids {tuple(ids.shape)}; got {tuple(types.shape)}"
             )
-        if types.dtype.kind not in "iu" or (types.size and _unsigned(types).max() > 2):
-            raise TokenError("mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)")
+        if types.dtype.kind not in "iu":
+            raise TokenError(_TYPES_ERROR)
+        if (per_row_scan or lay.has_audio) and types.size and _unsigned(types).max() > 2:
+            raise TokenError(_TYPES_ERROR)  # (otherwise checked on the batch's runs, below)
     if lay.has_audio:  # the omni token scan (audio, time-aligned video); it takes no type ids
         out, deltas = _omni_rope_index(
             ids,
-            mask,
+            None if mask is None else mask.astype(bool, copy=False),
             image_grid_thw,
             video_grid_thw,
             second_per_grid_ts,
@@ -415,7 +509,7 @@ def _rope_index_full(
 
     merge = lay.merge_size
     newline = int(lay.row_newline)
-    image_grids = _grids(image_grid_thw, "image_grid_thw")
+    image_grids = _grid_rows(image_grid_thw, "image_grid_thw")
     per_sample = _as_numpy(images_per_sample, "images_per_sample")
     if per_sample is not None:
         per_sample = per_sample.reshape(-1)
@@ -442,19 +536,14 @@ def _rope_index_full(
             )
         shared = _GridQueue("image_grid_thw", image_grids, merge, None, 1, newline)
         row_images = [shared] * b
-    videos_raw = _grids(video_grid_thw, "video_grid_thw")
-    spg = _seconds_per_grid(second_per_grid_ts, len(videos_raw))
-    if spg is None:
-        spg = np.ones(len(videos_raw), dtype=np.float64)
+    videos_grid = _grid_rows(video_grid_thw, "video_grid_thw")
+    spg = _seconds_per_grid(second_per_grid_ts, len(videos_grid))
+    spg_list = [1.0] * len(videos_grid) if spg is None else spg.tolist()
     if lay.temporal == "timestamps":
         # one (1, H, W) block per temporal patch, as the model splits it
-        reps = videos_raw[:, 0]
-        videos_grid = np.repeat(videos_raw, reps, axis=0)
-        videos_grid[:, 0] = 1
-        spg = np.repeat(spg, reps)
-    else:
-        videos_grid = videos_raw
-    videos = _GridQueue("video_grid_thw", videos_grid, merge, spg, lay.temporal_merge_size, newline)
+        spg_list = [x for (t, _, _), x in zip(videos_grid, spg_list, strict=True) for _ in range(t)]
+        videos_grid = [[1, h, w] for t, h, w in videos_grid for _ in range(t)]
+    videos = _GridQueue("video_grid_thw", videos_grid, merge, spg_list, lay.temporal_merge_size, newline)
     if lay.positions_base == "sequence" and len(videos_grid):
         raise TokenError(f"the {lay.name!r} rules (sequence positions) take images only; got video grids")
 
@@ -464,44 +553,43 @@ def _rope_index_full(
     generation: list[np.ndarray | None] = [None] * b
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
     shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
+    if types is None and not shared_id and lay.image_span != "between_wrappers":
+        # 0 text, 1 image, 2 video for the whole batch at once (int8 adds; an int8 shift costs more)
+        types = (ids == video_id).view(np.int8)
+        types += types  # in place: the comparison's own buffer
+        types += (ids == image_id).view(np.int8)
+    batch_runs = None if per_row_scan or types is None else _BatchRuns(types)
+    if batch_runs is not None and mm_token_type_ids is not None and not batch_runs.within(2):
+        raise TokenError(_TYPES_ERROR)
     image_index = 0
-    for row in range(b):
-        # the valid tokens, and where their positions go: a view when they are contiguous (one run of
-        # ones, found with two argmax scans and a count instead of materialising the valid indices)
-        valid = None
-        if mask is None:
-            sl = slice(0, length)
-        else:
-            row_mask = mask[row]
-            n_valid = int(np.count_nonzero(row_mask))
-            first = int(row_mask.argmax()) if n_valid else 0
-            last = length - int(row_mask[::-1].argmax()) if n_valid else 0
-            if last - first != n_valid:
-                valid = np.flatnonzero(row_mask)
-            sl = slice(first, last)
-            if first:
-                out[:, row, :first] = pad_position
-            if last < length:
-                out[:, row, last:] = pad_position
-        if valid is None:
-            row_ids, row_types = ids[row, sl], None if types is None else types[row, sl]
-            target = out[:, row, sl]
-        else:
-            row_ids, row_types = ids[row, valid], None if types is None else types[row, valid]
-            out[:, row, :] = pad_position
-            target = None
-        n = row_ids.shape[0]
-        if lay.image_span == "between_wrappers":
-            row_types, _ = _wrapped_types(row_ids, lay)
-        elif row_types is None and shared_id:
-            row_types = _wrapped_video_types(row_ids, image_id, lay)
-        elif row_types is None:
-            # 0 text, 1 image, 2 video (int8 adds; a shift of int8 costs several times more)
-            row_types = (row_ids == video_id).view(np.int8)
-            row_types = row_types + row_types
-            row_types += (row_ids == image_id).view(np.int8)
+    for row, (first, last, holed) in enumerate(_valid_spans(mask_runs, b, length)):
+        # where the row's positions go: a view of its slice when its valid tokens are contiguous
+        if first:
+            out[:, row, :first] = pad_position
+        if last < length:
+            out[:, row, last:] = pad_position
         images = row_images[row]
-        pieces = _row_pieces(row_types, n, row, images, videos, lay) if lay.positions_base != "canvas" else []
+        valid = np.flatnonzero(mask[row]) if holed else None  # type: ignore[index]
+        if valid is None:
+            n = last - first
+            target = out[:, row, first:last]
+            if batch_runs is not None:
+                runs = batch_runs.row(row, first, last)
+            else:
+                row_ids, row_types = ids[row, first:last], None if types is None else types[row, first:last]
+        else:
+            n = len(valid)
+            row_ids, row_types = ids[row, valid], None if types is None else types[row, valid]
+            out[:, row, first:last] = pad_position  # the masked slots between valid ones
+            target = None
+            if batch_runs is not None:
+                runs = _runs_of(row_types, n)
+        if batch_runs is None:
+            if lay.image_span == "between_wrappers":
+                row_types, _ = _wrapped_types(row_ids, lay)
+            elif row_types is None:  # shared pad id: the video wrappers tell videos from images
+                row_types = _wrapped_video_types(row_ids, image_id, lay)
+            runs = _runs_of(row_types, n)
         dense = target if target is not None else np.empty((axes, n), dtype=np.int64)
         if lay.positions_base == "canvas":
             queues = {1: images, 2: videos}
@@ -513,11 +601,12 @@ def _rope_index_full(
             )
             top = int(dense.max()) if n else -1
         elif lay.positions_base == "sequence":
+            pieces = _row_pieces(runs, row, images, videos, lay)
             top, image_index = fill_sequence_pieces(pieces, dense, None, None, image_index)
             if lay.image_index_scope == "sequence":
                 image_index = 0
         else:
-            top = fill_pieces(pieces, dense, None, None, lay.advance)
+            top = fill_pieces(_row_pieces(runs, row, images, videos, lay), dense, None, None, lay.advance)
         if target is None:
             out[:, row, valid] = dense
         deltas[row] = top + 1 - n
@@ -639,11 +728,11 @@ def get_rope_index(
         )
     except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
         raise TokenError(str(exc)) from None
-    device = input_ids.device if isinstance(input_ids, torch.Tensor) else None
+    # the numpy results become tensors without a copy; moved only when the ids live off the CPU
     pos_t = torch.from_numpy(pos)
     deltas_t = torch.from_numpy(deltas[:, None])
-    if device is not None and device.type != "cpu":
-        pos_t, deltas_t = pos_t.to(device), deltas_t.to(device)
+    if isinstance(input_ids, torch.Tensor) and not input_ids.is_cpu:
+        pos_t, deltas_t = pos_t.to(input_ids.device), deltas_t.to(input_ids.device)
     return pos_t, deltas_t
 
 

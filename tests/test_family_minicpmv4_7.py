@@ -37,14 +37,32 @@ RULES = LayoutRules(
 )
 
 
+CHECKPOINT_CONFIG = {  # config.json of a checkpoint with the stand-in ids (the released fields mrope reads)
+    "model_type": "minicpmv4_7",
+    "image_token_id": IMAGE,
+    "video_token_id": VIDEO,
+    "image_start_id": IM_START,
+    "image_end_id": IM_END,
+    "slice_start_id": SLICE_START,
+    "slice_end_id": SLICE_END,
+    "newline_id": NEWLINE,
+    "text_config": {
+        "model_type": "qwen3_5_text",
+        "hidden_size": 4096,
+        "num_attention_heads": 16,
+        "head_dim": 256,
+    },
+}
+
+
 class _Shim:
     get_rope_index = MiniCPMV4_7Model.get_rope_index
     get_vision_position_ids = MiniCPMV4_7Model.get_vision_position_ids
     _group_visual_frames = MiniCPMV4_7Model._group_visual_frames
     _frame_end_idx = staticmethod(MiniCPMV4_7Model._frame_end_idx)
 
-    def __init__(self) -> None:
-        self.config = MiniCPMV4_7Config(
+    def __init__(self, config: MiniCPMV4_7Config | None = None) -> None:
+        self.config = config or MiniCPMV4_7Config(
             image_token_id=IMAGE,
             video_token_id=VIDEO,
             image_start_id=IM_START,
@@ -322,23 +340,7 @@ def test_marker_ids_come_from_the_checkpoint_config() -> None:
     import mrope
     from mrope import Image, Text
 
-    config = {
-        "model_type": "minicpmv4_7",
-        "image_token_id": IMAGE,
-        "video_token_id": VIDEO,
-        "image_start_id": IM_START,
-        "image_end_id": IM_END,
-        "slice_start_id": SLICE_START,
-        "slice_end_id": SLICE_END,
-        "newline_id": NEWLINE,
-        "text_config": {
-            "model_type": "qwen3_5_text",
-            "hidden_size": 4096,
-            "num_attention_heads": 16,
-            "head_dim": 256,
-        },
-    }
-    family = mrope.from_pretrained(config)
+    family = mrope.from_pretrained(CHECKPOINT_CONFIG)
     assert family.rules.replace(name=RULES.name) == RULES
     segs = [Text([5]), Image((1, 16, 24), tiles=(3, 2), thumbnail_grid=(1, 12, 8))]
     np.testing.assert_array_equal(
@@ -353,3 +355,108 @@ def test_sliced_frames_need_the_canvas_rule() -> None:
         build_positions([Video((2, 8, 8), tiles=(1, 1), thumbnail_grid=(1, 4, 4))], model="qwen2-vl")
     with pytest.raises(LayoutError, match="go together"):
         Video((2, 8, 8), tiles=(1, 1))
+
+
+def _processor(folder, mode_of_call: str | None = None):
+    """MiniCPMV4_7Processor's own image expansion with the image processor transformers loads from
+    ``folder`` (the Pil backend: torchvision cannot be imported here); tokenizer-free, markers by name."""
+    import warnings
+
+    from transformers import AutoImageProcessor
+    from transformers.models.minicpmv4_7.processing_minicpmv4_7 import MiniCPMV4_7Processor
+
+    proc = object.__new__(MiniCPMV4_7Processor)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proc.image_processor = AutoImageProcessor.from_pretrained(str(folder))
+    proc.slice_mode = True
+    proc.image_start_token, proc.image_end_token, proc.slice_start_token, proc.slice_end_token = (
+        "<image>",
+        "</image>",
+        "<slice>",
+        "</slice>",
+    )
+    proc.image_token = "<unk>"
+    return proc
+
+
+def _processor_file(mode: str) -> dict:
+    return {"image_processor_type": "MiniCPMV4_6ImageProcessorPil", "patch_size": 16, "downsample_mode": mode}
+
+
+def test_from_pretrained_follows_the_checkpoints_downsample_mode(tmp_path) -> None:
+    """A checkpoint folder in each mode: the processor's placeholders and crops (transformers, reading the
+    folder) laid out by ``from_pretrained(folder)`` equal 5.24's ``get_rope_index`` with the config
+    transformers reads from the same folder; the two modes place the text after the picture apart."""
+    from checkpoints import write_checkpoint
+    from PIL import Image as PILImage
+    from special_text import encode_specials
+
+    import mrope
+    from mrope import Image, Text
+
+    specials = {"<image>": IM_START, "</image>": IM_END, "<slice>": SLICE_START, "</slice>": SLICE_END}
+    specials |= {"<unk>": IMAGE, "\n": NEWLINE}
+    after_image = {}
+    for mode in ("16x", "4x"):
+        config = {**CHECKPOINT_CONFIG, "downsample_mode": mode}
+        folder = write_checkpoint(tmp_path / mode, config, preprocessor_config=_processor_file(mode))
+        family = mrope.from_pretrained(folder)
+        processed, (text,) = _processor(folder)._process_images([PILImage.new("RGB", (900, 500))])
+        sizes = np.asarray(processed["target_sizes"])
+        (rows, cols), thumb = processed["grids"][0], sizes[0]
+        assert (rows, cols) == (1, 2) and (sizes[1:] == sizes[1]).all()  # a thumbnail and 1 x 2 slices
+        grid = (1, rows * sizes[1][0], cols * sizes[1][1])
+        image = Image(grid, tiles=(cols, rows), thumbnail_grid=(1, *thumb))
+        p = mrope.build_positions([Text([5, 6]), image, Text([7, 8])], model=family)
+        assert p.input_ids.tolist() == [5, 6, *encode_specials(text, specials), 7, 8]
+        assert p.image_grid_thw[:, 1:].tolist() == sizes.tolist()
+
+        shim = _Shim(MiniCPMV4_7Config.from_pretrained(str(folder)))
+        assert shim.config.downsample_mode == mode
+        want, want_deltas = shim.get_rope_index(
+            torch.from_numpy(p.input_ids)[None],
+            torch.from_numpy(p.mm_token_type_ids)[None],
+            target_sizes=torch.from_numpy(sizes),
+        )
+        np.testing.assert_array_equal(p.ids, want[:, 0].numpy())
+        assert p.delta == int(want_deltas)
+        after_image[mode] = p.ids[:, -2].tolist()
+    assert after_image["4x"] != after_image["16x"]  # a 16x family would misplace the 4x prompt's text
+
+
+def test_downsample_mode_errors_and_the_unified_processor_file(tmp_path) -> None:
+    from checkpoints import write_checkpoint
+
+    import mrope
+    from mrope import LayoutError
+
+    with pytest.raises(
+        LayoutError, match=r"config.json: downsample_mode must be one of \['16x', '4x'\]; got '8x'"
+    ):
+        mrope.from_pretrained({**CHECKPOINT_CONFIG, "downsample_mode": "8x"})
+    folder = write_checkpoint(
+        tmp_path / "a",
+        {**CHECKPOINT_CONFIG, "downsample_mode": "4x"},
+        preprocessor_config=_processor_file("16x"),
+    )
+    with pytest.raises(
+        LayoutError,
+        match="config.json: downsample_mode = '4x' but preprocessor_config.json: downsample_mode = '16x'",
+    ):
+        mrope.from_pretrained(folder)
+    video = {"video_processor_type": "MiniCPMV4_6VideoProcessor", "downsample_mode": "4x"}
+    folder = write_checkpoint(tmp_path / "b", CHECKPOINT_CONFIG, video_preprocessor_config=video)
+    with pytest.raises(
+        LayoutError, match=r"downsample_mode \(not set: the class default\) = .16x. but video_pre"
+    ):
+        mrope.from_pretrained(folder)  # the config's class default is 16x; no key in config.json: no check
+    # 5.x save_pretrained nests the processors in processor_config.json, which transformers reads first
+    folder = write_checkpoint(
+        tmp_path / "c",
+        {**CHECKPOINT_CONFIG, "downsample_mode": "4x"},
+        preprocessor_config=_processor_file("16x"),
+        processor_config={"image_processor": _processor_file("4x")},
+    )
+    assert _processor(folder).image_processor.downsample_mode == "4x"
+    assert mrope.from_pretrained(folder).rules.merge_size == 2

@@ -89,10 +89,17 @@ def _char_tokenizer() -> Tokenizer:
     return tok
 
 
-def test_qwen2_5_folder_sizes_images_like_its_own_processor(tmp_path: Path) -> None:
+@pytest.mark.parametrize("unified", [False, True])
+def test_qwen2_5_folder_sizes_images_like_its_own_processor(tmp_path: Path, unified: bool) -> None:
+    """Also in the layout transformers 5.x save_pretrained writes: the processors nested in
+    processor_config.json, which transformers reads before a preprocessor_config.json (here a stale one)."""
     from transformers import AutoImageProcessor
 
-    folder = _write(tmp_path / "ckpt", config=QWEN2_5_CONFIG, preprocessor_config=QWEN2_5_PREPROCESSOR)
+    files = {"preprocessor_config": QWEN2_5_PREPROCESSOR}
+    if unified:
+        stale = {**QWEN2_5_PREPROCESSOR, "min_pixels": 56 * 56, "max_pixels": 28 * 28 * 1280}
+        files = {"preprocessor_config": stale, "processor_config": {"image_processor": QWEN2_5_PREPROCESSOR}}
+    folder = _write(tmp_path / "ckpt", config=QWEN2_5_CONFIG, **files)
     model = mrope.from_pretrained(folder)
     assert isinstance(model, ModelFamily) and model.name == "qwen2.5-vl" and model.source == str(folder)
     assert (model.rules.image_min_pixels, model.rules.image_max_pixels) == (3136, 12845056)
@@ -226,6 +233,9 @@ def test_bad_checkpoints(tmp_path: Path) -> None:
     (tmp_path / "broken" / "config.json").write_text("{not json")
     with pytest.raises(SpecError, match="not valid JSON"):
         mrope.from_pretrained(tmp_path / "broken")
+    odd = _write(tmp_path / "odd", config=QWEN2_5_CONFIG, processor_config={"image_processor": [3]})
+    with pytest.raises(SpecError, match="processor_config.json image_processor must be a JSON object"):
+        mrope.from_pretrained(odd)
     with pytest.raises(SpecError, match="not a registered M-RoPE family"):
         mrope.from_pretrained({"model_type": "llama", "head_dim": 128})
     llama_like = {"model_type": "my_vlm", **{k: v for k, v in QWEN2_5_CONFIG.items() if k != "model_type"}}
@@ -234,3 +244,42 @@ def test_bad_checkpoints(tmp_path: Path) -> None:
         mrope.from_pretrained({**QWEN2_5_CONFIG, "image_token_id": "151655"})
     with pytest.raises(LayoutError, match="whole number"):
         mrope.from_pretrained({**QWEN2_5_CONFIG, "vision_config": {"patch_size": 14.5}})
+
+
+def test_glm_video_max_duration_samples_like_its_own_processor(tmp_path: Path) -> None:
+    """GLM-4.1V samples ``max_duration * fps`` frames from a longer clip: a checkpoint's own bound (read
+    by transformers' Glm4vVideoProcessor from the same file) is the one mrope samples with."""
+    from transformers.models.glm4v.video_processing_glm4v import Glm4vVideoProcessor
+    from transformers.video_utils import VideoMetadata
+
+    from mrope.vision.sampling import glm4v_frame_indices
+
+    folder = _write(
+        tmp_path / "glm", config={"model_type": "glm4v"}, video_preprocessor_config={"max_duration": 20}
+    )
+    rules = mrope.from_pretrained(folder).rules
+    assert rules.max_duration == 20 != get_family("glm-4.1v").rules.max_duration
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        real = Glm4vVideoProcessor.from_pretrained(str(folder))
+    for seconds in (12, 30):  # under and over the bound
+        want = real.sample_frames(
+            VideoMetadata(total_num_frames=30 * seconds, fps=30.0, duration=float(seconds))
+        )
+        got = glm4v_frame_indices(30 * seconds, 30.0, fps=rules.fps, max_duration=rules.max_duration)
+        assert got.tolist() == np.asarray(want).tolist()
+
+
+def test_ernie_video_temporal_patch_size_pads_frames_and_is_not_the_grids(tmp_path: Path) -> None:
+    """ERNIE-4.5-VL's 5.24 processors write temporal_patch_size 1 (images) and 2 (videos: the only value its
+    video processor takes, the unit it pads the frame count to, ``grid_t = n + -n % 2``): a folder with
+    both loads with the registry's rules (a grid's t counts frames), not a contradiction or t halved."""
+    image = {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 1}
+    video = {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2}
+    folder = _write(
+        tmp_path / "ernie",
+        config={"model_type": "ernie4_5_vl_moe"},
+        preprocessor_config=image,
+        video_preprocessor_config=video,
+    )
+    assert mrope.from_pretrained(folder).rules == get_family("ernie-4.5-vl").rules

@@ -8,6 +8,7 @@ out below. The tiny models are built from configs (no hub), fp32, seed 0.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from tiny_vlm import FAMILIES
 import mrope
 from mrope.errors import PatchError
 from mrope.integrations import transformers as mt
-from mrope.integrations.tiny import tiny_model
+from mrope.integrations.tiny import tiny_config, tiny_model
 
 ATOL = 2e-6  # fp32 logits: the same rotation arithmetic, fused differently
 
@@ -58,6 +59,23 @@ def _rotary_layers(net: torch.nn.Module) -> int:
     return len(calls)
 
 
+def _own_rotations(name: str, kw: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The layouts of the unpatched model's own apply_rotary_pos_emb calls in one forward: one per rotary
+    layer (hybrid stacks and NoPE layers have none; HY-V4-VL's DSA indexer rotates ``bshd`` too)."""
+    net = tv.model(name)
+    module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
+    real, calls = module.apply_rotary_pos_emb, []
+
+    def recording(q, k, cos, sin, unsqueeze_dim=1):  # noqa: ANN001, ANN202
+        calls.append({1: "bhsd", 2: "bshd"}[unsqueeze_dim])
+        return real(q, k, cos, sin, unsqueeze_dim)
+
+    with monkeypatch.context() as m:
+        m.setattr(module, "apply_rotary_pos_emb", recording)
+        tv.logits(name, kw)
+    return calls
+
+
 def _two_rows(name: str) -> list[list[object]]:
     rules = mt.model_rules(tv.model(name))
     m = rules.merge_size
@@ -68,14 +86,17 @@ def _two_rows(name: str) -> list[list[object]]:
 
 
 @pytest.mark.parametrize("name", FAMILIES)
-def test_patched_prefill_equals_unpatched(name: str, apply_calls: list[str]) -> None:
+def test_patched_prefill_equals_unpatched(
+    name: str, apply_calls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     kw = tv.inputs(name, _two_rows(name), padding_side="left")
     want = tv.logits(name, kw)
+    own = _own_rotations(name, kw, monkeypatch)
     net = tv.model(name)
     with patched(net):
         apply_calls.clear()  # patch's own probe called it once
         got = tv.logits(name, kw)
-    assert apply_calls == ["bhsd"] * _rotary_layers(net)  # the patched path ran
+    assert own and apply_calls == own  # the patched path ran, once per rotation the model makes
     torch.testing.assert_close(got, want, rtol=0, atol=ATOL)  # every slot, pads included
 
 
@@ -126,7 +147,7 @@ def _logits(net: torch.nn.Module, kw: dict[str, torch.Tensor]) -> torch.Tensor:
         return net(**tv.forward_kwargs(kw, own_positions=True), use_cache=False).logits
 
 
-@pytest.mark.parametrize("name", ["qwen3-vl"])
+@pytest.mark.parametrize("name", ["qwen3-vl", "hy-v4-vl"])  # HY-V4-VL: rope-slice views, bshd indexer
 def test_exact_angles_and_triton_interpreter(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     kw = tv.inputs(name, _two_rows(name)[1:])
     want = tv.logits(name, kw)
@@ -213,6 +234,43 @@ def test_released_convention_equals_transformers5_for_frame_split_videos(name: s
         torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
 
 
+def test_released_convention_pads_and_float32_time_grouping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other two released semantics, on Qwen2.5-VL with tokens_per_second 25 (a config value where the
+    groupings differ): video time ``long((i * spg32) * tps)`` as the release computes it (5.24 groups
+    ``i * (tps * spg32)``; at 25 fps, patch 5 gets 9 instead of 10), and pads 1 (the release starts from
+    ``torch.ones``; 5.24 from zeros). Expected: the release's float32 expression and the max+1 rule written
+    out here, fed to the unpatched model as position_ids."""
+    name = "qwen2.5-vl"
+    net = tv.model(name)
+    monkeypatch.setattr(net.config.vision_config, "tokens_per_second", 25)
+    m = mt.model_rules(net).merge_size
+    frames, fps = 6, 25.0  # T' = 6 = max(H', W'): the advance conventions agree, only the time differs
+    head, tail = tv.tokenize("look"), tv.tokenize("ok?")
+    sample = [mrope.Text(head), mrope.Video(grid=(frames, m, 6 * m), fps=fps), mrope.Text(tail)]
+    spg = torch.tensor([2 / fps])[0]  # float32, as the processor returns it
+    tau = ((torch.arange(frames) * spg) * 25).long().tolist()
+    assert tau != (torch.arange(frames) * (25 * spg)).long().tolist()  # the grouping matters here
+    expected = _released_rule(
+        [("text", len(head) + 1), ("vision", frames, 1, 6, tau), ("text", 1 + len(tail))]
+    )
+    kw = tv.inputs(name, [sample], with_pixels=False)
+    own = tv.logits(name, kw)
+    want = tv.logits(name, {**kw, "position_ids": expected}, own_positions=False)
+    rows = tv.inputs(name, [sample, [mrope.Text(tail)]], with_pixels=False)  # row 1 is left-padded
+    args = {k: rows[k] for k in ("input_ids", "mm_token_type_ids", "video_grid_thw", "attention_mask")}
+    pads = rows["attention_mask"] == 0
+    with torch.no_grad():
+        pads_own = net.model.get_rope_index(**args, second_per_grid_ts=rows["second_per_grid_ts"])[0][:, pads]
+        with patched(net, convention="released"):
+            got = tv.logits(name, kw)
+            pads_got = net.model.get_rope_index(**args, second_per_grid_ts=rows["second_per_grid_ts"])[0][
+                :, pads
+            ]
+    torch.testing.assert_close(got, want, rtol=0, atol=ATOL)
+    assert (got - own).abs().max() > 1e-4  # the video's time moved
+    assert pads.any() and bool((pads_own == 0).all()) and bool((pads_got == 1).all())
+
+
 # ------------------------------------------------------------------------------------------ errors
 
 
@@ -268,16 +326,297 @@ def test_positions_mrope_does_not_reproduce_are_refused_untouched(monkeypatch: p
     assert _untouched(net)
 
 
-def test_glm_image_is_refused_untouched() -> None:
-    """GLM-Image's get_rope_index is prefill-only and plans generation targets (it also caches decode
-    positions on the model); mrope's probe does not match it, so patch refuses and changes nothing."""
-    net = tiny_model("glm-image")
-    with pytest.raises(PatchError, match="GlmImageModel.get_rope_index"):
+# ------------------------------------------------------------------------------------------ GLM-Image
+
+
+def _glm_image_inputs(padding_side: str) -> tuple[dict[str, torch.Tensor], mrope.Batch]:
+    """Two image-to-image rows (a source image with pixels, one target each: 5.24 encodes every grid but
+    a row's last as a source) and their batch; ``position_ids`` built by mrope."""
+    name = "glm-image"
+    net = tv.model(name)
+    samples = [
+        [
+            mrope.Text(tv.tokenize("draw")),
+            mrope.Image((1, 2, 3)),
+            mrope.Text(tv.tokenize("as")),
+            mrope.Image((1, 4, 4), generate=True),
+        ],
+        [
+            mrope.Text(tv.tokenize("a")),
+            mrope.Image((1, 2, 2)),
+            mrope.Text(tv.tokenize("b")),
+            mrope.Image((1, 2, 4), generate=True),
+        ],
+    ]
+    batch = mrope.build_batch(
+        samples,
+        model=name,
+        rules=mt.model_rules(net),
+        padding_side=padding_side,
+        tokenizer=tv.tokenize,
+        pad_token_id=0,
+    )
+    kw = mt.model_inputs(batch, net)
+    assert kw["images_per_sample"].tolist() == [2, 2]
+    sources = kw["image_grid_thw"][[0, 2]]  # each row's grids but its last (the target)
+    kw["pixel_values"] = tv.pixels(net, sources, 1)
+    return kw, batch
+
+
+def _glm_image_reset(net: torch.nn.Module) -> None:
+    """No state from an earlier call: the deltas and the decode cache get_rope_index leaves."""
+    net.model.rope_deltas = net.model._cached_decode_position_ids = net.model._prefill_len = None
+
+
+def _glm_image_run(
+    net: torch.nn.Module, kw: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(prefill logits, the decode cache its forward left, 16 greedy tokens of generate)."""
+    own = {k: v for k, v in kw.items() if k != "position_ids"}
+    with torch.no_grad():
+        _glm_image_reset(net)
+        logits = net(**own, use_cache=False).logits
+        cache = net.model._cached_decode_position_ids
+        _glm_image_reset(net)
+        tokens = net.generate(**own, max_new_tokens=16, min_new_tokens=16, do_sample=False)
+    _glm_image_reset(net)
+    return logits, cache, tokens
+
+
+def test_glm_image_patched_prefill_decode_cache_and_generate_equal_unpatched(apply_calls: list[str]) -> None:
+    """GLM-Image decodes its generated image at positions its get_rope_index plans and caches on the model
+    (``_cached_decode_position_ids``); the patched stand-in fills the same cache from mrope.generation_index.
+    Expected: the unpatched 5.24 model (pixels through its vision tower and VQ codes, left padding)."""
+    net = tv.model("glm-image")
+    kw, _ = _glm_image_inputs("left")
+    want_logits, want_cache, want_tokens = _glm_image_run(net, kw)
+    assert want_cache is not None and want_cache.shape == (2, 3, 17)  # 4 x 4 target + end marker
+    with patched(net):
+        apply_calls.clear()
+        got_logits, got_cache, got_tokens = _glm_image_run(net, kw)
+        assert apply_calls[: _rotary_layers(net)] == ["bhsd"] * _rotary_layers(net)  # the patched path ran
+    torch.testing.assert_close(got_logits, want_logits, rtol=0, atol=ATOL)
+    assert torch.equal(got_cache, want_cache)
+    assert got_tokens.shape[1] == kw["input_ids"].shape[1] + 16
+    assert torch.equal(got_tokens, want_tokens)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_glm_image_built_positions_and_generation_ids_give_the_models_logits(side: str) -> None:
+    """build_batch's positions as position_ids give the unpatched model's own logits; a manual decode at
+    each row's ``Positions.window`` (its generation_ids) gives generate's logits step by step; the
+    patched model's prefill equals the unpatched one with this padding too."""
+    net = tv.model("glm-image")
+    kw, batch = _glm_image_inputs(side)
+    own = {k: v for k, v in kw.items() if k != "position_ids"}
+    steps = 3
+    with torch.no_grad():
+        _glm_image_reset(net)
+        generated = net.generate(
+            **own,
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        _glm_image_reset(net)
+        out = net(**kw, use_cache=True)  # position_ids given: the model computes none
+        assert net.model.rope_deltas is None and net.model._cached_decode_position_ids is None
+        torch.testing.assert_close(out.logits[:, -1], generated.logits[0], rtol=0, atol=1e-5)
+        mask, cache, prompt = kw["attention_mask"], out.cache, kw["input_ids"].shape[1]
+        for j in range(1, steps):
+            token = generated.sequences[:, prompt + j - 1 : prompt + j]
+            position = torch.stack(
+                [
+                    torch.from_numpy(seq.window(seq.num_tokens + j - 1, seq.num_tokens + j))
+                    for seq in batch.sequences
+                ],
+                dim=1,
+            )  # [3, B, 1]
+            mask = torch.cat([mask, torch.ones_like(token)], dim=-1)
+            out = net(
+                input_ids=token, attention_mask=mask, position_ids=position, cache=cache, use_cache=True
+            )
+            torch.testing.assert_close(out.logits[:, -1], generated.logits[j], rtol=0, atol=1e-5)
+            cache = out.cache
+        _glm_image_reset(net)
+        built = net(**kw, use_cache=False).logits
+        own_logits = net(**own, use_cache=False).logits
+        _glm_image_reset(net)
+        with patched(net):
+            patched_logits = net(**own, use_cache=False).logits
+    _glm_image_reset(net)
+    assert torch.equal(built, own_logits)  # the model's own positions are build_batch's, pads included
+    torch.testing.assert_close(patched_logits, own_logits, rtol=0, atol=ATOL)
+
+
+# ------------------------------------------------------------------------------------------ MiniCPM-V 4.7
+
+
+def _canvas_rows(merge: int) -> list[list[object]]:
+    """A sliced picture (a thumbnail over a 3 x 2 canvas of slices), a plain one and video frames; a short row."""
+    m = merge
+    return [
+        [
+            mrope.Text(tv.tokenize("look")),
+            mrope.Image((1, 4 * m, 6 * m), tiles=(3, 2), thumbnail_grid=(1, 3 * m, 2 * m)),
+            mrope.Text(tv.tokenize("and")),
+            mrope.Image((1, m, 2 * m)),
+            mrope.Video((2, 2 * m, m), fps=2.0),
+            mrope.Text(tv.tokenize("say?")),
+        ],
+        [mrope.Text(tv.tokenize("hi")), mrope.Image((1, 2 * m, 2 * m)), mrope.Text(tv.tokenize("ok"))],
+    ]
+
+
+@pytest.mark.parametrize("mode", ["16x", "4x"])
+def test_minicpm_v_canvas_slices_and_downsample_mode_equal_unpatched(mode: str) -> None:
+    """MiniCPM-V 4.7 takes crop sizes (``target_sizes``) and a per-call ``downsample_mode`` (merge 4 or 2);
+    the stand-in converts both. Expected: the unpatched 5.24 model (its canvas get_rope_index)."""
+    name = "minicpm-v-4.7"
+    net = tv.model(name)
+    rules = mt.model_rules(net)
+    assert rules.merge_size == 4 and net.config.downsample_mode == "16x"
+    if mode == "4x":
+        rules = rules.replace(merge_size=2)
+    batch = mrope.build_batch(
+        _canvas_rows(rules.merge_size), model=name, rules=rules, tokenizer=tv.tokenize, pad_token_id=0
+    )
+    kw = {**mt.model_inputs(batch, net), "downsample_mode": mode}
+    assert kw["target_sizes"].shape == (1 + 6 + 1 + 1, 2) and "image_grid_thw" not in kw
+    want = tv.logits(name, kw)
+    torch.testing.assert_close(tv.logits(name, kw, own_positions=False), want, rtol=0, atol=0)
+    with patched(net):
+        torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
+
+
+def test_minicpm_v_without_marker_ids_is_refused_untouched_and_a_checkpoint_family_supplies_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The class defaults of the canvas marker ids are None: patch names the missing ones and changes
+    nothing. ``family=mrope.from_pretrained(config)`` (a checkpoint's config.json) supplies them; the
+    model's own get_rope_index still reads None from its config (slices become text), so under the
+    default convention the probe refuses, and ``convention="released"`` gives the positions of the model
+    with its ids (the expected logits: the unpatched model with the ids on its config)."""
+    name = "minicpm-v-4.7"
+    net = tv.model(name)
+    kw = tv.inputs(name, _canvas_rows(4), with_pixels=False)
+    want = tv.logits(name, kw)
+    ids = dict(tv.CONFIG_IDS[name])
+    checkpoint = mrope.from_pretrained({**net.config.to_dict(), **ids})
+    for key in ids:
+        monkeypatch.setattr(net.config, key, None)
+    with pytest.raises(PatchError, match="has no slice_start_id, slice_end_id, newline_id"):
         mt.patch(net)
-    assert _untouched(net) and net.model._cached_decode_position_ids is None
+    assert _untouched(net)
+    with pytest.raises(PatchError, match="answers to model_types"):
+        mt.patch(net, family="qwen3.5")
+    assert _untouched(net)
+    with pytest.raises(PatchError, match="differ from MiniCPMV4_7Model.get_rope_index"):
+        mt.patch(net, family=checkpoint)
+    assert _untouched(net)
+    assert (tv.logits(name, kw) - want).abs().max() > 1e-3  # the model without its ids is another model
+    with patched(net, family=checkpoint, convention="released"):
+        assert mt.patch_info(net)["rules"].slice_start_id == ids["slice_start_id"]
+        torch.testing.assert_close(tv.logits(name, kw), want, rtol=0, atol=ATOL)
 
 
-OTHERS = tuple(f.name for f in mrope.models.families() if f.name not in FAMILIES)
+# ------------------------------------------------------------------------------------------ HunyuanOCR
+
+
+def test_hunyuan_ocr_refusal_says_what_differs() -> None:
+    """transformers 5.24's HunyuanOCR rotary (recomposition_frequencies) cuts cat(f, f) into chunks of
+    2 * section channels, chunk i from axis i % 4; with sections (4, 4, 4, 4) and head_dim 32 channels
+    0-7 follow axis 0, 8-15 axis 1, 16-23 axis 2, 24-31 axis 3, and rotate_half pairs c with c + 16
+    (derived by hand from that code). The spec (the released xdrope: the same chunks in both halves)
+    gives channel c axis (c mod 16) // 4."""
+    net = tv.model("hunyuan-ocr")
+    with pytest.raises(mt.NotARotationError) as info:
+        mt.patch(net)
+    message = str(info.value)
+    assert "pairs channels 0-7 (axis 0) with 16-23 (axis 2) and 8-15 (axis 1) with 24-31 (axis 3)" in message
+    assert "channels 4-7 follow axis 0 (the spec: axis 1); 8-11 follow axis 1 (the spec: axis 2)" in message
+    assert "16-19 follow axis 2 (the spec: axis 0)" in message and "convention='released'" in message
+    assert _untouched(net)
+
+
+@functools.cache
+def _hunyuan_ocr_ntk_alpha() -> torch.nn.Module:
+    """A tiny HunyuanOCR with the released rotary type ("dynamic" with a fixed alpha: NTK-alpha)."""
+    import transformers
+
+    config = tiny_config("hunyuan-ocr")
+    rope = {**config.text_config.rope_parameters, "rope_type": "dynamic", "alpha": 1000.0}
+    config.text_config.rope_parameters = rope
+    torch.manual_seed(0)
+    return transformers.HunYuanVLForConditionalGeneration._from_config(config).eval()
+
+
+def _official_xdrope(text_config: object):  # noqa: ANN202
+    """Tencent's released rotary (apply_rotary_pos_emb_xdrope) as a rotary forward, written out here:
+    base ``theta * alpha ** (d / (d - 2))``; the cos/sin of ``cat(f, f)`` cut into chunks of
+    ``xdrope_section * 2`` (list repetition: the same axis map in both halves), chunk i from axis i % 4."""
+    rope = text_config.rope_parameters  # type: ignore[attr-defined]
+    dim = text_config.head_dim  # type: ignore[attr-defined]
+    section = list(rope["mrope_section"])
+    base = rope["rope_theta"] * rope["alpha"] ** (dim / (dim - 2))
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+    def forward(x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        freqs = position_ids[..., None].float() * inv_freq  # [4, B, S, d / 2]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        emb = torch.cat([c[i % len(section)] for i, c in enumerate(emb.split(section * 2, dim=-1))], dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    return forward
+
+
+def test_hunyuan_ocr_released_convention_is_the_official_xdrope_rotation() -> None:
+    """convention="released" patches HunyuanOCR with the released rotation and positions (image index per
+    sequence). Expected: each row alone through the unpatched model (its own get_rope_index: one row, so
+    the index starts at 0) with the official xdrope above in place of 5.24's rotary. The logits differ
+    from 5.24's by design from the first image token on."""
+    name = "hunyuan-ocr"
+    net = _hunyuan_ocr_ntk_alpha()
+    rules = mt.model_rules(net, "released")
+    m = rules.merge_size
+    rows = [tv.segments(rules, video=False), [mrope.Text(tv.tokenize("hi")), mrope.Image((1, 2 * m, 2 * m))]]
+
+    def inputs(samples: list[list[object]]) -> dict[str, torch.Tensor]:
+        batch = mrope.build_batch(samples, model=name, rules=rules, tokenizer=tv.tokenize, pad_token_id=0)
+        return mt.model_inputs(batch, net)
+
+    def positions(model: torch.nn.Module, kw: dict[str, torch.Tensor]) -> torch.Tensor:
+        names = ("input_ids", "mm_token_type_ids", "image_grid_thw", "attention_mask")
+        return model.get_rope_index(**{k: kw[k] for k in names})[0]
+
+    kw = inputs(rows)
+    alone = [inputs([row]) for row in rows]
+    rotary = net.model.language_model.rotary_emb
+    rotary.forward = _official_xdrope(net.config.text_config)
+    try:
+        want = [_logits(net, one)[0] for one in alone]
+    finally:
+        del rotary.forward
+    installed = _logits(net, kw)
+    with patched(net, convention="released"):
+        got = _logits(net, kw)
+        got_positions = positions(net.model, kw)
+    valid = kw["attention_mask"].bool()
+    for r in range(len(rows)):
+        torch.testing.assert_close(got[r][valid[r]], want[r], rtol=0, atol=ATOL)
+        # the image index restarts per row: the last axis's frequencies are too low to show it in logits
+        assert torch.equal(got_positions[:, r][:, valid[r]], positions(net.model, alone[r])[:, 0])
+    assert not torch.equal(got_positions, positions(net.model, kw))  # 5.24 counts images across rows
+    first = int(kw["mm_token_type_ids"][0].nonzero()[0])  # row 0 is the longer: no padding
+    torch.testing.assert_close(got[0, :first], installed[0, :first], rtol=0, atol=ATOL)
+    assert (got[0, first:] - installed[0, first:]).abs().max() > 1e-3
+
+
+OTHERS = tuple(
+    f.name for f in mrope.models.families() if f.name not in (*FAMILIES, "glm-image", "hunyuan-ocr")
+)
 """Registry families without the model-level checks above (they land in the registry over time)."""
 
 
@@ -286,7 +625,7 @@ def test_other_families_patch_exactly_or_refuse_untouched(name: str) -> None:
     """Every other registry family: the tiny builder refuses cleanly, or patch refuses and leaves the
     model untouched, or the patched prefill equals the unpatched one (then the family belongs in FAMILIES)."""
     try:
-        net = tiny_model(name)
+        net = tv.model(name)
     except PatchError:
         return  # not buildable from configs by mrope.integrations.tiny: a clean refusal, nothing patched
     try:
@@ -317,3 +656,48 @@ def test_bf16_model_stays_within_bf16_rounding() -> None:
             got = net(**kw, use_cache=False).logits.float()
     assert not torch.equal(got, want)  # different rounding, as documented
     torch.testing.assert_close(got, want, rtol=0, atol=0.02 * want.abs().max().item())  # measured 0.5%
+
+
+def test_qwen4_exp_is_refused_after_its_text_forward_probe() -> None:
+    """Qwen4-Exp's QSA indexer slices the rotary's cos/sin and gathers them at block starts (5.24
+    modeling_qwen4_exp.py:720, 762): every probe before patching passes, the patched text model cannot run,
+    so patch undoes itself and refuses; the model then runs as before."""
+    net = tv.model("qwen4-exp")
+    ids = torch.tensor([tv.tokenize("plain text")])
+    with torch.no_grad():
+        before = net(input_ids=ids, use_cache=False).logits
+    with pytest.raises(PatchError, match="failed on a short text-only probe .*not subscriptable"):
+        mt.patch(net)
+    assert _untouched(net)
+    with torch.no_grad():
+        assert torch.equal(net(input_ids=ids, use_cache=False).logits, before)
+
+
+def test_per_layer_type_rotaries_each_get_their_own_spec() -> None:
+    """Cohere-Compass with a rotary on both layer types, theta 1e4 on the sliding-window layer and 1e6 on the
+    full-attention one: the patched rotary hands each layer type its own spec (patch probes both), and the
+    prefill equals the unpatched model's."""
+    from transformers import AutoModelForImageTextToText
+
+    from mrope.integrations.tiny import tiny_config
+
+    name = "cohere-compass"
+    config = tiny_config(name)
+    rope = config.text_config.rope_parameters
+    rope["full_attention"] = {**rope["sliding_attention"], "rope_theta": 1e6}
+    rope["sliding_attention"] = {**rope["sliding_attention"], "rope_theta": 1e4}
+    torch.manual_seed(0)
+    net = AutoModelForImageTextToText.from_config(config).eval()
+    kw = tv.forward_kwargs(tv.inputs(name, _two_rows(name), with_pixels=False), own_positions=True)
+    with torch.no_grad():
+        want = net(**kw, use_cache=False).logits
+        with patched(net):
+            thetas = {
+                lt: net.model.language_model.rotary_emb(kw["input_ids"], torch.zeros(3, 1, 1), lt)[
+                    0
+                ].spec.theta
+                for lt in ("sliding_attention", "full_attention")
+            }
+            got = net(**kw, use_cache=False).logits
+    assert thetas == {"sliding_attention": 1e4, "full_attention": 1e6}
+    torch.testing.assert_close(got, want, rtol=0, atol=ATOL)

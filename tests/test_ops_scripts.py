@@ -37,6 +37,14 @@ def test_gpu_check_dry_run_passes() -> None:
     for grown in ("4 axes chunked + ntk_alpha, exact", "offset slice (192 + 64 of 256)", "float32 positions"):
         assert f"| {grown}" in out.stdout
     assert "| rerotate in place, exact, shift 1,000,000 | ok |" in out.stdout
+    # the patched-model case (issue 15): correctness rows, then bench_patch's timing table
+    for family in ("qwen2-vl", "glm-4.1v", "hy-v4-vl", "cohere-compass"):
+        assert f"| patched {family} model vs unpatched (fp32) | ok |" in out.stdout
+    assert "| patched dynamic-NTK qwen2-vl, 16 decode steps across L0 = 24 (fp32) | ok |" in out.stdout
+    assert (
+        "## patched tiny transformers models, fp32 prefill" in out.stdout
+        and "| qwen3-vl | 2 x " in out.stdout
+    )
 
 
 def test_bench_apply_runs() -> None:

@@ -332,3 +332,79 @@ def test_grids_are_consumed_in_order_across_the_batch() -> None:
     pos, deltas = get_rope_index(ids, [[1, 4, 4], [1, 2, 2]], attention_mask=mask, model="qwen2-vl")
     assert pos[:, 1, :3].tolist() == [[0, 1, 2]] * 3
     assert pos[:, 1, 3:].eq(1).all() and deltas.tolist() == [[-2], [0]]
+
+
+def test_every_mask_layout_and_dtype_matches_transformers() -> None:
+    """Full, left-padded, right-padded and holed rows (text masked out mid-row), with the mask as int64,
+    int32, uint8, bool or float32, in both the token-scan and the type-ids form: transformers 5.24's own
+    get_rope_index gives the expected positions and deltas (it selects each row's tokens with the mask)."""
+    p = build_positions(SEGMENTS[:4] + [Text(4)], model="qwen2-vl", tokenizer=stamp_tokens)
+    n, pad = p.num_tokens, 7
+    ids = np.full((5, n + pad), 3, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    ids[0, :n] = ids[1, pad:] = ids[2, :n] = ids[3, 1 : n + 1] = p.input_ids
+    mask[0, :n] = mask[1, pad:] = mask[2, :n] = mask[3, 1 : n + 1] = 1
+    mask[0, n:] = 1  # row 0: valid to the end (its tail is text too)
+    ids[0, n:] = 5
+    ids[4, :n] = p.input_ids  # row 4: holes: two text tokens masked out, before and after the image
+    mask[4, :n] = 1
+    mask[4, [1, n - 2]] = 0
+    grids_i = torch.from_numpy(np.tile(p.image_grid_thw, (5, 1)))
+    grids_v = torch.from_numpy(np.tile(p.video_grid_thw, (5, 1)))
+    types = torch.from_numpy(mm_types(ids, "qwen2-vl") * mask)
+    input_ids = torch.from_numpy(ids)
+    hf_pos, hf_deltas = _hf("qwen2-vl")(
+        input_ids, types, grids_i, grids_v, attention_mask=torch.from_numpy(mask)
+    )
+    for dtype in (torch.int64, torch.int32, torch.uint8, torch.bool, torch.float32):
+        m = torch.from_numpy(mask).to(dtype)
+        for kwargs in ({}, {"mm_token_type_ids": types}):
+            pos, deltas = get_rope_index(
+                input_ids, grids_i, grids_v, m, model="qwen2-vl", convention="transformers5", **kwargs
+            )
+            np.testing.assert_array_equal(pos.numpy(), hf_pos.numpy())
+            np.testing.assert_array_equal(deltas.numpy(), hf_deltas.numpy())
+
+
+def test_all_ones_mask_equals_no_mask_and_empty_rows_are_padding() -> None:
+    p = build_positions(SEGMENTS, model="qwen2-vl", tokenizer=stamp_tokens)
+    ids = torch.from_numpy(np.stack([p.input_ids, p.input_ids]))
+    grids_i = np.tile(p.image_grid_thw, (2, 1))
+    grids_v = np.tile(p.video_grid_thw, (2, 1))
+    bare, bare_deltas = get_rope_index(ids, grids_i, grids_v, model="qwen2-vl")
+    for mask in (torch.ones_like(ids), torch.ones_like(ids, dtype=torch.bool), np.ones(ids.shape, np.int8)):
+        pos, deltas = get_rope_index(ids, grids_i, grids_v, mask, model="qwen2-vl")
+        assert torch.equal(pos, bare) and torch.equal(deltas, bare_deltas)
+    np.testing.assert_array_equal(bare[:, 0].numpy(), p.ids)
+    # a row with no valid token: every slot holds the pad value and its delta is 0 (no token, none past it)
+    mask = torch.ones_like(ids)
+    mask[1] = 0
+    pos, deltas = get_rope_index(
+        ids, p.image_grid_thw, p.video_grid_thw, mask, model="qwen2-vl", pad_position=-3
+    )
+    np.testing.assert_array_equal(pos[:, 0].numpy(), p.ids)
+    assert pos[:, 1].eq(-3).all() and deltas.tolist() == [[p.delta], [0]]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"attention_mask": np.array([[1, -1, 1]], dtype=">i8")}, "only 0 and 1"),  # not native byte order
+        ({"attention_mask": np.array([[1, 256, 1]], dtype=np.int16)}, "only 0 and 1"),
+        ({"attention_mask": np.array([[2, 0, 0]])}, "only 0 and 1"),  # in the padding
+        ({"attention_mask": np.array([[1.0, 0.5, 1.0]])}, "only 0 and 1"),
+        ({"mm_token_type_ids": np.array([[0, -1, 0]], dtype=">i4")}, "0 \\(text\\), 1 \\(image\\) or 2"),
+        ({"mm_token_type_ids": np.array([[7, 0, 0]])}, "0 \\(text\\), 1 \\(image\\) or 2"),  # the first run
+        ({"mm_token_type_ids": np.array([[0, 0, -1]])}, "0 \\(text\\), 1 \\(image\\) or 2"),  # the last run
+        (  # a bad type under the mask is still bad
+            {"mm_token_type_ids": np.array([[3, 0, 0]]), "attention_mask": np.array([[0, 1, 1]])},
+            "0 \\(text\\), 1 \\(image\\) or 2",
+        ),
+        ({"image_grid_thw": torch.tensor([[True, True, True]])}, "must hold integers"),
+        ({"image_grid_thw": torch.tensor([[1.5, 2.0, 2.0]])}, "must hold integers"),
+        ({"image_grid_thw": torch.tensor([[1, 2, 2, 2]])}, r"shape \[n, 3\]"),
+    ],
+)
+def test_fast_paths_still_reject_bad_input(kwargs: dict, needle: str) -> None:
+    with pytest.raises(TokenError, match=needle):
+        get_rope_index(torch.tensor([[1, 2, 3]]), model="qwen2-vl", **kwargs)

@@ -34,13 +34,26 @@ FAMILIES: tuple[str, ...] = (
     "glm-ocr",
     "paddleocr-vl",
     "ernie-4.5-vl",
+    "hy-v4-vl",
+    "cohere-compass",
+    "minicpm-v-4.7",
 )
 """The families every integration check runs on."""
 
-NO_PIXELS: frozenset[str] = frozenset({"glm-4.1v", "glm-4.5v", "glm-4.6v", "glm-ocr", "paddleocr-vl"})
+CONFIG_IDS: dict[str, dict[str, int]] = {
+    "minicpm-v-4.7": {"slice_start_id": 248060, "slice_end_id": 248061, "newline_id": 198},
+}
+"""Token ids a family's config class leaves ``None`` and no released ``config.json`` was available offline
+to give: stand-ins set on the tiny model's config, as a checkpoint's config sets them (the rules only
+compare ids for equality). MiniCPM-V 4.7's slice markers and newline."""
+
+NO_PIXELS: frozenset[str] = frozenset(
+    {"glm-4.1v", "glm-4.5v", "glm-4.6v", "glm-ocr", "paddleocr-vl", "minicpm-v-4.7"}
+)
 """Families whose prompts here carry no pixels: transformers 5.24's GLM-V models scatter image and video
 features into the same placeholder mask (``get_placeholder_mask``: the video mask is the image mask), so a
-prompt holding both cannot carry pixels; PaddleOCR-VL's vision tower takes unflattened patches. Their
+prompt holding both cannot carry pixels; PaddleOCR-VL's vision tower takes unflattened patches, MiniCPM-V
+4.7's NaViT-packed ones. Their
 placeholders keep their token embeddings: the positions and the rotation, the parts mrope replaces, do
 not depend on pixels."""
 
@@ -56,7 +69,10 @@ def tokenize(text: str) -> list[int]:
 
 @functools.cache
 def model(name: str) -> Any:
-    return tiny_model(name)
+    net = tiny_model(name)
+    for key, value in CONFIG_IDS.get(name, {}).items():
+        setattr(net.config, key, value)
+    return net
 
 
 def segments(rules: Any, *, video_t: int = 2, text: str = "look", video: bool = True) -> list[Any]:

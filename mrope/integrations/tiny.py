@@ -4,7 +4,10 @@
 config class with a tiny text model (hidden 64, 2 layers), a one-block vision tower and the real
 vocabulary (so the real special token ids work). The text rotary keeps the released layout: the released
 ``mrope_section`` divided by a common factor, the released theta, pairing and partial rotary factor, and
-a head_dim scaled by the same factor. For tests, examples and benchmarks of code that puts mrope inside a
+a head_dim scaled by the same factor. Config classes the generic shrink does not satisfy get a
+family-specific edit (``_TEXT_SHRINK``: HY-V4-VL's latent attention, Cohere-Compass's per-layer-type rotary,
+Qwen4-Exp's QSA indexer).
+For tests, examples and benchmarks of code that puts mrope inside a
 model; the weights mean nothing.
 """
 
@@ -66,6 +69,65 @@ _BUILD: dict[str, tuple[str, str]] = {
 image generator, not an image-text-to-text model)."""
 
 
+def _hy_v4_vl_text(text: dict[str, Any], spec: Any) -> None:
+    """HY-V4-VL: multi-head latent attention whose 64-channel rope slice (the released ``[12, 10, 10]``,
+    which its config class requires to sum to ``qk_rope_head_dim / 2``) is kept; the latent ranks, the
+    pass-through channels, the DSA indexer and the hyper-connection streams shrink."""
+    text["rope_parameters"] = {
+        "rope_type": "default",
+        "rope_theta": float(spec.theta),
+        "mrope_section": list(spec.mrope_section),
+    }
+    text.pop("head_dim", None)  # the config class sets head_dim := qk_rope_head_dim
+    text.update(
+        qk_rope_head_dim=spec.rotary_dim,
+        qk_nope_head_dim=32,
+        v_head_dim=32,
+        q_lora_rank=32,
+        kv_lora_rank=32,
+        index_n_heads=2,
+        index_head_dim=spec.rotary_dim + 32,
+        hc_mult=2,
+        n_routed_experts=2,
+        initializer_range=0.02,  # the class default 0.006 leaves a tiny model's logits nearly position-blind
+    )
+
+
+def _cohere_compass_text(text: dict[str, Any], spec: Any) -> None:
+    """Cohere-Compass: ``rope_parameters`` keyed by layer type, as its config class requires (the class
+    default ``{}`` cannot run). Two layers: a sliding-window layer with the M-RoPE rotary and a
+    full-attention layer without rotary (``None``: NoPE), Cohere's interleaving of RoPE and NoPE layers."""
+    text["layer_types"] = ["sliding_attention", "full_attention"]
+    text["num_hidden_layers"] = 2
+    text["rope_parameters"] = {"sliding_attention": text["rope_parameters"], "full_attention": None}
+
+
+def _qwen4_exp_text(text: dict[str, Any], spec: Any) -> None:
+    """Qwen4-Exp: its indexed-attention layers need the QSA indexer fields (the class defaults are None and
+    cannot build); the linear-attention heads and the hyper-connection rank shrink."""
+    text.update(
+        indexer_n_heads=2,
+        indexer_kv_heads=1,
+        indexer_head_dim=text.get("head_dim", spec.head_dim),
+        indexer_budget=8,
+        indexer_compress_ratio=2,
+        hc_lowrank=8,
+        linear_num_key_heads=2,
+        linear_num_value_heads=2,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+    )
+
+
+_TEXT_SHRINK: dict[str, Any] = {
+    "hy_v4_vl": _hy_v4_vl_text,
+    "cohere_compass": _cohere_compass_text,
+    "qwen4_exp": _qwen4_exp_text,
+}
+"""model_type -> ``shrink(text, spec)``: family-specific edits of the generic tiny text config, for
+config classes the generic shrink does not satisfy."""
+
+
 def _tiny_rotary(spec: Any) -> tuple[int, tuple[int, ...], float]:
     """``(head_dim, mrope_section, partial_rotary_factor)``: the released layout scaled down to a head of
     at least 32 channels."""
@@ -84,8 +146,12 @@ def _as_number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def tiny_config(model: Any, *, layers: int = 2) -> Any:
-    """The transformers config of a tiny model of ``model`` (a family name, model_type or ModelFamily)."""
+def tiny_config(model: Any, *, layers: int = 2, text: dict[str, Any] | None = None) -> Any:
+    """The transformers config of a tiny model of ``model`` (a family name, model_type or ModelFamily).
+
+    ``text``: text-config fields set last (``rope_parameters`` entries are merged into the tiny rotary's,
+    e.g. ``{"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}, "max_position_embeddings": 64}``).
+    """
     from transformers import AutoConfig
 
     from mrope.models import get_family
@@ -117,6 +183,7 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
     if spec.section_layout == "interleaved":
         rope["mrope_interleaved"] = True
     has_head_dim = "head_dim" in base.text_config.to_dict()
+    extra = dict(text or {})
     text = {
         "hidden_size": TEXT_HIDDEN,
         "intermediate_size": 2 * TEXT_HIDDEN,
@@ -136,6 +203,16 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
         if key in text_defaults:
             default = text_defaults[key]
             text[key] = [value] * len(default) if isinstance(default, list) else value
+    if model_type in _TEXT_SHRINK:
+        _TEXT_SHRINK[model_type](text, spec)
+    rope_extra = extra.pop("rope_parameters", {})
+    text.update(extra)
+    if model_type == "cohere_compass":  # keyed by layer type: every rotary layer type gets the entries
+        for layer_type, params in text["rope_parameters"].items():
+            if params is not None:
+                text["rope_parameters"][layer_type] = {**params, **rope_extra}
+    else:
+        text["rope_parameters"] = {**text["rope_parameters"], **rope_extra}
     rules = family.rules
     top_id = max(rules.image_pad_id, rules.video_pad_id, rules.vision_start_id, rules.vision_end_id)
     if text_defaults.get("vocab_size", 0) <= top_id:
@@ -147,6 +224,8 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
     if "tokens_per_second" in vision_defaults:
         vision["tokens_per_second"] = _as_number(family.rules.tokens_per_second)
     subconfigs = {"text_config": text, "vision_config": vision}
+    if getattr(base, "vq_config", None) is not None:  # GLM-Image: its VQ encoder reads the vision output
+        subconfigs["vq_config"] = {"latent_channels": vision.get("hidden_size", TEXT_HIDDEN), "embed_dim": 32}
     if getattr(base, "audio_config", None) is not None:
         audio_defaults = base.audio_config.to_dict()
         subconfigs["audio_config"] = {k: v for k, v in _AUDIO_SHRINK.items() if k in audio_defaults}
@@ -165,7 +244,14 @@ def tiny_config(model: Any, *, layers: int = 2) -> Any:
         ) from None
 
 
-def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype = torch.float32) -> Any:
+def tiny_model(
+    model: Any,
+    *,
+    seed: int = 0,
+    layers: int = 2,
+    dtype: torch.dtype = torch.float32,
+    text: dict[str, Any] | None = None,
+) -> Any:
     """A tiny random-weight ``...ForConditionalGeneration`` of a family, in eval mode.
 
     Args:
@@ -173,6 +259,7 @@ def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype
         seed: ``torch.manual_seed`` for the weights.
         layers: text decoder layers.
         dtype: parameter dtype.
+        text: text-config fields set last (see :func:`tiny_config`).
 
     Raises:
         PatchError: the family has no transformers class this builder can shrink.
@@ -181,7 +268,7 @@ def tiny_model(model: Any, *, seed: int = 0, layers: int = 2, dtype: torch.dtype
 
     from mrope.models import get_family
 
-    config = tiny_config(model, layers=layers)
+    config = tiny_config(model, layers=layers, text=text)
     class_name = _BUILD.get(get_family(model).model_types[0], ("", ""))[1]
     torch.manual_seed(seed)
     try:

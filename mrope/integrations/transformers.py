@@ -8,6 +8,9 @@
    the chosen convention, behind the original's signature. ``forward`` and ``generate`` both call it.
 2. the text model's rotary embedding module no longer computes ``(cos, sin)`` tables: it hands the
    attention layers a small :class:`Rotation` (the ``[A, B, S]`` positions plus the spec), in both slots.
+   A per-layer-type rotary (``forward(x, position_ids, layer_type)``) gets each layer type's spec; an
+   attention that splits off its rope slice itself (``qk_rope_head_dim``: multi-head latent attention)
+   is rotated with the slice's spec.
 3. the family's modeling-module function ``apply_rotary_pos_emb`` gets a pass-through wrapper (installed
    once per modeling module, removed with the last patched model): given a :class:`Rotation` it calls
    :func:`mrope.apply_mrope` (the Triton kernel on CUDA, the torch path elsewhere); given real cos/sin
@@ -17,9 +20,10 @@ Everything is checked before anything is changed: the family (from ``config.mode
 :func:`mrope.models.get_family`), the three hook points, the spec (the model's own rotary is run on probe
 positions and must equal :func:`mrope.apply_mrope` with the spec mrope derived) and, under
 ``convention="transformers5"``, the positions (the model's own ``get_rope_index`` on a probe batch built
-by :func:`mrope.build_batch`, left-padded, with images and a video, must equal mrope's, and must not
-leave state behind). A model that fails any check raises :class:`~mrope.errors.PatchError` and is left
-untouched. :func:`unpatch` restores the exact objects.
+by :func:`mrope.build_batch`, left-padded, with images and a video, must equal mrope's, and leave the
+same state on the model: GLM-Image's decode cache of the images it will generate, which the stand-in
+fills from :func:`mrope.generation_index`; nothing for every other family). A model that fails any
+check raises :class:`~mrope.errors.PatchError` and is left untouched. :func:`unpatch` restores the exact objects.
 
 Conventions:
 
@@ -29,11 +33,14 @@ Conventions:
   rotation is the same arithmetic, fused differently).
 - ``"released"``: the released models' semantics (max+1 advance, the released pad value, float32
   ``(i * spg) * tps``). It differs from the unpatched model after a video whose temporal extent exceeds
-  its spatial one, and in pad slots.
+  its spatial one, and in pad slots. A model whose own rotary is not a rotation (transformers 5.24's
+  HunyuanOCR: :class:`NotARotationError` under the default) is rotated with the released layout of the
+  spec, once its frequencies and pairing match on text positions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import sys
@@ -167,16 +174,24 @@ def patch_info(model: torch.nn.Module) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ discovery
 
 
-def _family_of(config: Any) -> Any:
+def _family_of(config: Any, family: Any = None) -> Any:
+    """The family of a model's config, or ``family`` (a name, model_type or :func:`mrope.from_pretrained`
+    result) when given; it must answer to the config's model_type."""
     from mrope.models import get_family
 
     model_type = getattr(config, "model_type", None)
     if not model_type:
         raise PatchError("patch needs a transformers model whose config has a model_type; got none")
     try:
-        return get_family(model_type)
+        found = get_family(model_type if family is None else family)
     except MRopeError as exc:
         raise PatchError(f"cannot patch model_type {model_type!r}: {exc}") from None
+    if model_type not in found.model_types:
+        raise PatchError(
+            f"family={found.name!r} answers to model_types {list(found.model_types)}, not to this model's "
+            f"{model_type!r}"
+        )
+    return found
 
 
 def _position_owners(model: torch.nn.Module) -> tuple[torch.nn.Module, list[torch.nn.Module]]:
@@ -206,20 +221,29 @@ def _text_rotaries(owner: torch.nn.Module) -> list[torch.nn.Module]:
     text = getattr(owner, "language_model", None)
     if not isinstance(text, torch.nn.Module):
         raise PatchError(f"{type(owner).__name__} has no language_model submodule to patch")
-    found = [
-        m
-        for m in text.modules()
-        if type(m).__name__.endswith("RotaryEmbedding")
-        and isinstance(getattr(m, "inv_freq", None), torch.Tensor)
-    ]
+    found = [m for m in text.modules() if type(m).__name__.endswith("RotaryEmbedding") and _layer_types(m)]
     if not found:
         raise PatchError(
-            f"{type(text).__name__} has no rotary embedding module (…RotaryEmbedding with inv_freq)"
+            f"{type(text).__name__} has no rotary embedding module (…RotaryEmbedding with inv_freq, or "
+            "<layer_type>_inv_freq per layer type)"
         )
     kinds = {type(m) for m in found}
     if len(kinds) != 1:
         raise PatchError(f"{type(text).__name__} mixes rotary classes {sorted(k.__name__ for k in kinds)}")
     return found
+
+
+def _layer_types(rotary: torch.nn.Module) -> list[str | None]:
+    """``[None]`` for a rotary with one ``inv_freq``; the layer types of a per-layer-type rotary
+    (``<layer_type>_inv_freq`` buffers, ``forward(x, position_ids, layer_type)``: Cohere-Compass);
+    ``[]`` for neither."""
+    if isinstance(getattr(rotary, "inv_freq", None), torch.Tensor):
+        return [None]
+    return [
+        name[: -len("_inv_freq")]
+        for name, buffer in rotary.named_buffers(recurse=False)
+        if name.endswith("_inv_freq") and not name.endswith("_original_inv_freq") and buffer is not None
+    ]
 
 
 def _attention_modules(owner: torch.nn.Module) -> list[torch.nn.Module]:
@@ -233,11 +257,36 @@ def _attention_modules(owner: torch.nn.Module) -> list[torch.nn.Module]:
     return out
 
 
-def _spec_of(config: Any) -> RopeSpec:
+def _spec_of(config: Any, layer_type: str | None = None) -> RopeSpec:
     try:
-        return RopeSpec.from_hf_config(config.to_dict())
+        return RopeSpec.from_hf_config(config.to_dict(), layer_type=layer_type)
     except MRopeError as exc:
         raise PatchError(f"cannot read the rotary spec of {config.model_type!r}: {exc}") from None
+
+
+def _applied_spec(spec: RopeSpec, attentions: list[torch.nn.Module]) -> RopeSpec:
+    """The spec of the tensors the attention layers hand ``apply_rotary_pos_emb``.
+
+    Attention with a ``qk_rope_head_dim`` (multi-head latent attention: HY-V4-VL, and its DSA indexer)
+    splits off the rope slice itself and passes only those ``rotary_dim`` channels, so the rotation acts
+    on a ``rotary_dim``-wide head; every other attention passes whole ``head_dim`` heads.
+    """
+    widths = {getattr(attn, "qk_rope_head_dim", None) for attn in attentions}
+    if widths == {None}:
+        for attn in attentions:
+            head_dim = getattr(attn, "head_dim", spec.head_dim)
+            if head_dim != spec.head_dim:
+                raise PatchError(
+                    f"{type(attn).__name__}.head_dim is {head_dim} but the config's rotary spec has head_dim "
+                    f"{spec.head_dim}; refusing to patch"
+                )
+        return spec
+    if widths != {spec.rotary_dim}:
+        raise PatchError(
+            f"the text attention layers rotate slices of {sorted(widths, key=str)} channels (qk_rope_head_dim) but "
+            f"the config's rotary spec rotates {spec.rotary_dim}; refusing to patch"
+        )
+    return dataclasses.replace(spec, head_dim=spec.rotary_dim, rotary_offset=0)
 
 
 def _rules_of(config: Any, family: Any, convention: str) -> Any:
@@ -261,27 +310,99 @@ def _rules_of(config: Any, family: Any, convention: str) -> Any:
     ):
         if vision.get(key) is not None:
             changes[rule_field] = vision[key]
+    mode = data.get("downsample_mode")
+    if mode is not None:  # MiniCPM-V 4.7: the merge its vision tower runs with
+        changes["merge_size"] = _downsample_merge(mode)
     try:
-        return resolve_rules(family, changes, convention)
+        rules = resolve_rules(family, changes, convention)
     except MRopeError as exc:
         raise PatchError(f"cannot build the layout rules of {config.model_type!r}: {exc}") from None
+    missing = [
+        key
+        for key, rule_fields in dict(getattr(family, "config_ids", {}) or {}).items()
+        if data.get(key) is None
+        and any(
+            getattr(rules, f) is None
+            for f in ((rule_fields,) if isinstance(rule_fields, str) else rule_fields)
+        )
+    ]
+    if missing:
+        raise PatchError(
+            f"{type(config).__name__} has no {', '.join(missing)} (None) and the {family.name!r} family has no "
+            "value for them: set them on model.config as the checkpoint's config.json has them, or pass "
+            "family=mrope.from_pretrained(checkpoint_folder)"
+        )
+    return rules
+
+
+def _downsample_merge(mode: Any) -> int:
+    """MiniCPM-V 4.7's ``downsample_mode`` -> the spatial merge of its tokens (the family's table)."""
+    from mrope.models.minicpmv4_7 import DOWNSAMPLE_MODE
+
+    try:
+        return int(DOWNSAMPLE_MODE.value_of(mode, "downsample_mode"))
+    except MRopeError as exc:
+        raise PatchError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------------------ probes
 
 
-def _check_rotary(rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, backend: str) -> None:
-    """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32)."""
-    device = rotary.inv_freq.device
+def _check_rotary(
+    rotary: torch.nn.Module,
+    original_apply: Any,
+    spec: RopeSpec,
+    backend: str,
+    layer_type: str | None = None,
+    *,
+    released: bool = False,
+) -> None:
+    """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32). Dynamic NTK
+    is probed past its growth threshold too; the rotary's state (a grown table) is put back.
+
+    With ``released``, a model whose own rotary is not a rotation (:class:`NotARotationError`) passes if
+    it equals apply_mrope on text positions (every axis the same): its frequencies, scaling and pairing
+    are the spec's, and the spec's (released) layout replaces its own."""
+    high = [_PROBE_MAX_POSITION]
+    if spec.scaling.type == "dynamic" and spec.scaling.original_max_position_embeddings:
+        high.append(2 * spec.scaling.original_max_position_embeddings)
+    for top in high:
+        before, buffers = dict(rotary.__dict__), dict(rotary._buffers)
+        try:
+            _probe_rotary(rotary, original_apply, spec, backend, layer_type, top)
+        except NotARotationError:
+            if not released:
+                raise
+            _probe_rotary(rotary, original_apply, spec, backend, layer_type, top, same_axes=True)
+        finally:
+            _restore(rotary, before)
+            rotary._buffers.clear()
+            rotary._buffers.update(buffers)
+
+
+def _probe_rotary(
+    rotary: torch.nn.Module,
+    original_apply: Any,
+    spec: RopeSpec,
+    backend: str,
+    layer_type: str | None,
+    top: int,
+    same_axes: bool = False,
+) -> None:
+    device = next(rotary.buffers()).device
     gen = torch.Generator().manual_seed(1234)
     length = 29
     axes = len(spec.mrope_section)
-    positions = torch.randint(0, _PROBE_MAX_POSITION, (axes, 1, length), generator=gen).to(device)
+    positions = torch.randint(0, top, (axes, 1, length), generator=gen).to(device)
+    positions[0, 0, -1] = top - 1  # the largest position sets a dynamic table
+    if same_axes:  # text positions
+        positions = positions[:1].expand(axes, -1, -1).contiguous()
     q = torch.randn(1, 2, length, spec.head_dim, generator=gen).to(device)
     k = torch.randn(1, 1, length, spec.head_dim, generator=gen).to(device)
+    extra = () if layer_type is None else (layer_type,)
     with torch.no_grad():
         try:
-            cos, sin = type(rotary).forward(rotary, q, positions)
+            cos, sin = type(rotary).forward(rotary, q, positions, *extra)
             want_q, want_k = original_apply(q, k, cos, sin)
         except Exception as exc:  # the model's own code failed on a plain probe: not a model we can patch
             raise PatchError(
@@ -303,10 +424,84 @@ def _check_rotary(rotary: torch.nn.Module, original_apply: Any, spec: RopeSpec, 
     for name, got, want in (("q", got_q, want_q), ("k", got_k, want_k)):
         if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-4, atol=1e-5):
             err = (got - want).abs().max().item() if got.shape == want.shape else float("nan")
-            raise PatchError(
+            mixed, layout = _table_axes(rotary, cos, positions, spec)
+            cls = NotARotationError if mixed else PatchError
+            raise cls(
                 f"{type(rotary).__name__}: apply_mrope with the spec read from the config ({spec}) does not "
-                f"reproduce the model's own rotation of {name} (max abs difference {err:.3g}); refusing to patch"
+                f"reproduce the model's own rotation of {name} (max abs difference {err:.3g}); refusing to "
+                f"patch.{layout}"
             )
+
+
+class NotARotationError(PatchError):
+    """The model's own rotary pairs channels driven by different position axes: not a rotation wherever
+    those axes differ (transformers 5.24's HunyuanOCR). :func:`patch` refuses it under the default
+    convention; ``convention="released"`` rotates with the released layout instead (the spec's)."""
+
+
+def _runs(channels: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    out: list[str] = []
+    for c in channels:
+        if out and int(out[-1].split("-")[-1]) == c - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{c}"
+        else:
+            out.append(str(c))
+    return ", ".join(out)
+
+
+def _table_axes(
+    rotary: torch.nn.Module, cos: Any, positions: torch.Tensor, spec: RopeSpec
+) -> tuple[bool, str]:
+    """Which position axis drives each channel of the model's own cos table, against the spec's layout.
+
+    Returns ``(mixed, text)``: ``mixed`` when the table's rotation pairs (split halves for neox, adjacent
+    channels for gptj) hold channels of different axes (not a rotation); ``text`` says which channels
+    differ from the spec (empty when the table cannot be read channel by channel)."""
+    inv_freq = getattr(rotary, "inv_freq", None)
+    if not isinstance(cos, torch.Tensor) or cos.dim() != 3 or not isinstance(inv_freq, torch.Tensor):
+        return False, ""
+    width = spec.rotary_dim
+    if cos.shape[-1] != width or inv_freq.numel() != width // 2:
+        return False, ""
+    half = width // 2
+    channel = torch.arange(width)
+    freq = channel % half if spec.pairing == "neox" else channel // 2
+    partner = (channel + half) % width if spec.pairing == "neox" else channel ^ 1
+    scale = float(getattr(rotary, "attention_scaling", 1.0))
+    angles = positions[:, 0, :, None].float().cpu() * inv_freq.float().cpu()[freq]  # [A, S, width]
+    table = cos[0].float().cpu()  # [S, width]
+    error = (angles.cos() * scale - table).abs().amax(dim=1)  # [A, width]
+    best = error.min(dim=0)
+    found = torch.where(best.values <= 1e-4, best.indices, torch.full_like(channel, -1))
+    wanted = torch.from_numpy(spec.axis_map())[freq]
+    wrong = [int(c) for c in channel if found[c] != wanted[c]]
+    if not wrong:
+        return False, ""
+    by_axis: dict[tuple[int, int], list[int]] = {}
+    for c in wrong:
+        by_axis.setdefault((int(found[c]), int(wanted[c])), []).append(c)
+    what = "; ".join(
+        f"{_runs(cs)} follow axis {'unknown' if a < 0 else a} (the spec: axis {b})"
+        for (a, b), cs in by_axis.items()
+    )
+    text = f" In the model's cos/sin table channels {what}."
+    by_pair: dict[tuple[int, int], list[int]] = {}
+    for c in channel.tolist():
+        a, b = int(found[c]), int(found[partner[c]])
+        if c < partner[c] and a >= 0 and b >= 0 and a != b:
+            by_pair.setdefault((a, b), []).append(c)
+    if not by_pair:
+        return False, text
+    pairs = " and ".join(
+        f"{_runs(cs)} (axis {a}) with {_runs([int(partner[c]) for c in cs])} (axis {b})"
+        for (a, b), cs in by_pair.items()
+    )
+    return True, (
+        f"{text} Its {spec.pairing} rotation pairs channels {pairs}: not a rotation wherever those axes' "
+        "positions differ (every image token). mrope rotates each pair by one axis and will not copy it; "
+        "patch(model, convention='released') rotates with the spec's (released) layout instead."
+    )
 
 
 def _probe_tokenize(text: str) -> list[int]:
@@ -330,6 +525,22 @@ def _probe_inputs(family: Any, rules: Any) -> dict[str, torch.Tensor]:
         ],
         [Text(word[:2]), Image(grid=(1, 2 * m, 2 * m)), Text(word[:3])],
     ]
+    if rules.positions_base == "canvas":  # MiniCPM-V 4.7: a sliced image (slice markers, a newline)
+        samples[1].insert(2, Image(grid=(1, 2 * m, 4 * m), tiles=(2, 2), thumbnail_grid=(1, m, 2 * m)))
+    if rules.generates_images:  # GLM-Image: a source image and a target; two targets (large, preview)
+        samples = [
+            [
+                Text(word),
+                Image(grid=(1, 2 * m, 3 * m)),
+                Text(word),
+                Image(grid=(1, 3 * m, 2 * m), generate=True),
+            ],
+            [
+                Text(word[:2]),
+                Image(grid=(1, 2 * m, 2 * m), generate=True),
+                Image(grid=(1, m, 2 * m), generate=True),
+            ],
+        ]
     batch = build_batch(samples, model=family, rules=rules, tokenizer=_probe_tokenize)
     inputs = model_inputs(batch)
     inputs.pop("position_ids")
@@ -347,13 +558,14 @@ def _accepted(fn: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if k in params}
 
 
-def _restore(module: torch.nn.Module, before: dict[str, Any]) -> list[str]:
-    """Put back the instance attributes a call changed; return their names."""
-    changed = sorted(
-        k
+def _restore(module: torch.nn.Module, before: dict[str, Any]) -> dict[str, Any]:
+    """Put back the instance attributes a call changed; return what the call had set them to
+    (:data:`_MISSING` for one it deleted)."""
+    changed = {
+        k: module.__dict__.get(k, _MISSING)
         for k in set(module.__dict__) | set(before)
         if module.__dict__.get(k, _MISSING) is not before.get(k, _MISSING)
-    )
+    }
     for key in changed:
         if key in before:
             module.__dict__[key] = before[key]
@@ -362,14 +574,28 @@ def _restore(module: torch.nn.Module, before: dict[str, Any]) -> list[str]:
     return changed
 
 
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
+            and torch.equal(a.cpu(), b.cpu())
+        )
+    return type(a) is type(b) and a == b
+
+
 def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rules: Any) -> None:
+    """The model's own get_rope_index and mrope's stand-in on a probe batch: same positions, same deltas,
+    and the same state left on the model (GLM-Image caches its decode positions; every other family
+    keeps none). Both calls' state is rolled back."""
     try:
         probe = _probe_inputs(family, rules)
     except MRopeError as exc:
         raise PatchError(f"cannot build a probe batch under rules {rules.name!r}: {exc}") from None
     original = type(owner).get_rope_index
-    params = inspect.signature(original).parameters
-    args = {k: v for k, v in probe.items() if k in params}
+    args = _named_for(original, probe)
     before = dict(owner.__dict__)
     try:
         with torch.no_grad():
@@ -380,16 +606,25 @@ def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rule
             "cannot check mrope's positions against it"
         ) from None
     finally:
-        changed = _restore(owner, before)
-    if changed:
-        raise PatchError(
-            f"{type(owner).__name__}.get_rope_index keeps state between calls (it sets {changed}); mrope's "
-            "stand-in computes positions only, so this model cannot be patched"
-        )
+        want_state = _restore(owner, before)
     try:
         got_pos, got_delta = replacement(**args)
     except MRopeError as exc:
         raise PatchError(f"mrope cannot compute this model's positions: {exc}") from None
+    finally:
+        got_state = _restore(owner, before)
+    if sorted(want_state) != sorted(got_state):
+        raise PatchError(
+            f"{type(owner).__name__}.get_rope_index keeps state between calls (it sets {sorted(want_state)}); "
+            f"mrope's stand-in sets {sorted(got_state)}, so this model cannot be patched"
+        )
+    differs = [k for k in sorted(want_state) if not _same_value(got_state[k], want_state[k])]
+    if differs:
+        raise PatchError(
+            f"mrope's stand-in leaves {differs} on {type(owner).__name__} different from its own "
+            f"get_rope_index on a probe batch; refusing to patch.\n"
+            + "\n".join(f"{k}: mrope {got_state[k]!r}, model {want_state[k]!r}" for k in differs)
+        )
     same = got_pos.shape == want_pos.shape and torch.equal(got_pos.cpu(), want_pos.cpu().to(got_pos.dtype))
     same = same and torch.equal(got_delta.cpu().reshape(-1), want_delta.cpu().reshape(-1).to(got_delta.dtype))
     if not same:
@@ -415,6 +650,7 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
         "convention",
         "pad_position",
     }
+    takes |= set(_CROP_SIZES.values()) | {"downsample_mode"}
 
     def mrope_get_rope_index(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """mrope.get_rope_index with this model's rules: ``([3, B, L], [B, 1])`` on input_ids' device."""
@@ -430,7 +666,12 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
         if not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
             call.pop("attention_mask", None)
         input_ids = call.pop("input_ids")
-        positions, deltas = get_rope_index(input_ids, model=family, rules=rules, **call)
+        _grids_from_crops(call)
+        mode = call.pop("downsample_mode", None)
+        lay = rules if mode is None else rules.replace(merge_size=_downsample_merge(mode))
+        positions, deltas = get_rope_index(input_ids, model=family, rules=lay, **call)
+        if lay.generates_images:
+            _cache_generation(owner, input_ids, call, family, lay)
         if not positions.is_floating_point():
             positions = positions.to(input_ids.dtype)
         return positions.to(input_ids.device), deltas.to(input_ids.device)
@@ -441,9 +682,51 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
     return mrope_get_rope_index
 
 
-def _make_rotary_forward(spec: RopeSpec, backend: str, precision: str) -> Any:
-    def forward(x: torch.Tensor, position_ids: torch.Tensor) -> tuple[Rotation, Rotation]:
-        """Positions ``[3, B, S]`` (or ``[B, S]``) -> a :class:`Rotation` in both the cos and sin slots."""
+_GENERATION_CACHE = ("_cached_decode_position_ids", "_prefill_len")
+"""Where a model under ``generates_images`` rules (GLM-Image) keeps what its ``get_rope_index`` plans for
+decoding: the positions of the images it will generate ``[B', 3, G]`` and the prompt length; its
+``compute_3d_position_ids`` reads step ``cache_length - _prefill_len`` of them at every decode step."""
+
+
+def _cache_generation(
+    owner: torch.nn.Module, input_ids: torch.Tensor, call: dict[str, Any], family: Any, rules: Any
+) -> None:
+    """Set :data:`_GENERATION_CACHE` on ``owner`` as GLM-Image's own get_rope_index does: the prompt
+    length, and :func:`mrope.generation_index` of the rows that have grids (``None`` without grids)."""
+    from mrope.tokens import generation_index
+
+    grids = call.get("image_grid_thw")
+    per_sample = call.get("images_per_sample")
+    cached = None
+    if grids is not None and len(grids):
+        decode = torch.from_numpy(
+            generation_index(
+                input_ids,
+                grids,
+                call.get("attention_mask"),
+                model=family,
+                rules=rules,
+                images_per_sample=per_sample,
+            )
+        )
+        if per_sample is not None:  # the model skips rows given no grid (it stacks the others)
+            decode = decode[torch.as_tensor(per_sample).reshape(-1).cpu() > 0]
+        cached = decode.to(input_ids.device) if len(decode) else None
+    owner.__dict__[_GENERATION_CACHE[0]] = cached
+    owner.__dict__[_GENERATION_CACHE[1]] = int(input_ids.shape[1])
+
+
+def _make_rotary_forward(specs: dict[str | None, RopeSpec], backend: str, precision: str) -> Any:
+    def forward(
+        x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
+    ) -> tuple[Rotation, Rotation]:
+        """Positions ``[3, B, S]`` (or ``[B, S]``) -> a :class:`Rotation` in both the cos and sin slots
+        (with the spec of ``layer_type`` for a per-layer-type rotary)."""
+        spec = specs.get(layer_type)
+        if spec is None:
+            raise PatchError(
+                f"patched rotary has no spec for layer type {layer_type!r}; it has {list(specs)}"
+            )
         if position_ids.dim() == 2:
             position_ids = position_ids.unsqueeze(0).expand(len(spec.mrope_section), -1, -1)
         rotation = Rotation(position_ids, spec, backend, precision)
@@ -458,9 +741,10 @@ _KIND_TYPE = {"image": 1, "thumbnail": 1, "video": 2}
 """Span kinds -> transformers' ``mm_token_type_ids`` values (0 text, 1 image, 2 video)."""
 
 
-def model_rules(model: torch.nn.Module, convention: str | None = None) -> Any:
+def model_rules(model: torch.nn.Module, convention: str | None = None, *, family: Any = None) -> Any:
     """The :class:`~mrope.LayoutRules` mrope uses for this transformers model: its family's rules under
-    ``convention`` (``None`` = ``"transformers5"``) with the token ids and vision sizes of its config.
+    ``convention`` (``None`` = ``"transformers5"``) with the token ids and vision sizes of its config
+    (``family``: as :func:`patch` takes it).
 
     Pass them as ``rules=`` (with ``model=`` the family) to :func:`mrope.build_batch` to build positions
     for it outside the model.
@@ -469,7 +753,7 @@ def model_rules(model: torch.nn.Module, convention: str | None = None) -> Any:
     if conv not in CONVENTIONS:
         raise PatchError(f"convention must be None or one of {list(CONVENTIONS)}; got {convention!r}")
     config = getattr(model, "config", None)
-    return _rules_of(config, _family_of(config), conv)
+    return _rules_of(config, _family_of(config, family), conv)
 
 
 _FORWARD_ALIASES: dict[str, tuple[str, ...]] = {
@@ -477,15 +761,34 @@ _FORWARD_ALIASES: dict[str, tuple[str, ...]] = {
 }
 """mrope's input names -> the names families' ``forward`` use for them (the omni thinkers rename some)."""
 
+_CROP_SIZES: dict[str, str] = {"image_grid_thw": "target_sizes", "video_grid_thw": "target_sizes_videos"}
+"""mrope's per-crop grids ``(1, h, w)`` -> the ``(h, w)`` patch sizes MiniCPM-V 4.7 takes instead."""
 
-def _for_forward(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    params = inspect.signature(type(model).forward).parameters
+
+def _named_for(fn: Any, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``inputs`` under the names ``fn`` takes (``forward`` or ``get_rope_index``): aliases renamed, grids
+    given as crop sizes where it takes those; what it does not take is left out."""
+    params = inspect.signature(fn).parameters
     out = {}
     for key, value in inputs.items():
         name = next((n for n in _FORWARD_ALIASES.get(key, (key,)) if n in params), None)
         if name is not None:
             out[name] = value
+        elif _CROP_SIZES.get(key) in params:
+            if bool((value[:, 0] != 1).any()):
+                raise PatchError(f"{_CROP_SIZES[key]} are per-crop (h, w) sizes; got {key} rows with t != 1")
+            out[_CROP_SIZES[key]] = value[:, 1:]
     return out
+
+
+def _grids_from_crops(call: dict[str, Any]) -> None:
+    """MiniCPM-V 4.7's ``target_sizes`` / ``target_sizes_videos`` ``[n, 2]`` -> mrope's ``(1, h, w)``
+    grids in ``call`` (in place)."""
+    for grid_name, crop_name in _CROP_SIZES.items():
+        sizes = call.pop(crop_name, None)
+        if sizes is not None:
+            sizes = torch.as_tensor(sizes).reshape(-1, 2)
+            call[grid_name] = torch.cat([torch.ones_like(sizes[:, :1]), sizes], dim=1)
 
 
 def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, torch.Tensor]:
@@ -495,12 +798,14 @@ def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, 
         ``input_ids`` ``[B, L]``, ``attention_mask`` ``[B, L]``, ``position_ids`` int64 ``[3, B, L]``,
         ``mm_token_type_ids`` ``[B, L]`` (0 text, 1 image, 2 video, from the batch's spans),
         ``image_grid_thw`` / ``video_grid_thw`` ``[n, 3]`` (every row's grids in row order, when there
-        are any) and ``second_per_grid_ts`` ``[n_videos]`` (for rules whose video time is in seconds).
+        are any), ``second_per_grid_ts`` ``[n_videos]`` (for rules whose video time is in seconds) and
+        ``images_per_sample`` ``[B]`` (rules that generate images, GLM-Image: grids to generate included).
         Add ``pixel_values`` / ``pixel_values_videos`` from the processor; pass the whole dict to
         ``forward`` or ``generate``. The decode continuation of row ``b`` after ``n_b`` valid tokens is
         ``n_b + batch.deltas[b]`` on every axis. With ``model`` given, the names are those its
-        ``forward`` takes (e.g. the omni thinkers' ``video_second_per_grid``; no ``mm_token_type_ids``
-        where it takes none).
+        ``forward`` takes (e.g. the omni thinkers' ``video_second_per_grid``; MiniCPM-V 4.7's
+        ``target_sizes`` / ``target_sizes_videos``, each crop's ``(h, w)``, in place of the grids; no
+        ``mm_token_type_ids`` where it takes none).
     """
     position_ids, attention_mask, _ = batch.torch()
     input_ids = torch.from_numpy(batch.input_ids)
@@ -525,11 +830,13 @@ def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, 
     video_grid = np.concatenate(videos).reshape(-1, 3)
     if len(image_grid):
         out["image_grid_thw"] = torch.from_numpy(image_grid)
+        if batch.sequences[0].rules.generates_images:
+            out["images_per_sample"] = torch.from_numpy(batch.images_per_sample)
     if len(video_grid):
         out["video_grid_thw"] = torch.from_numpy(video_grid)
         if batch.sequences[0].rules.temporal == "seconds":
             out["second_per_grid_ts"] = torch.from_numpy(np.concatenate(seconds)).to(torch.float32)
-    return out if model is None else _for_forward(model, out)
+    return out if model is None else _named_for(type(model).forward, out)
 
 
 def patch(
@@ -538,6 +845,7 @@ def patch(
     convention: str | None = None,
     angle_precision: str = "fp32",
     backend: str = "auto",
+    family: Any = None,
 ) -> torch.nn.Module:
     """Make a loaded transformers M-RoPE model use mrope's positions and apply op (in place).
 
@@ -549,13 +857,17 @@ def patch(
         angle_precision: ``"fp32"`` (transformers' angle arithmetic) or ``"exact"`` (angles right to one
             fp32 rounding at any position); see :func:`mrope.apply_mrope`.
         backend: ``"auto"`` (Triton on CUDA, torch elsewhere), ``"torch"`` or ``"triton"``.
+        family: ``None`` (the family of ``config.model_type``, ids from the config) or what
+            :func:`mrope.from_pretrained` returns for the model's checkpoint (or a family name): its ids
+            fill those the config leaves ``None`` (MiniCPM-V 4.7's marker ids have no class default).
 
     Returns:
         ``model`` itself, patched.
 
     Raises:
-        PatchError: the model is already patched, its family is unknown, a hook point is missing, or mrope
-            does not reproduce its rotary or (``"transformers5"``) its positions; the model is unchanged.
+        PatchError: the model is already patched, its family is unknown, a token id its rules need is in
+            neither its config nor ``family``, a hook point is missing, or mrope does not reproduce its
+            rotary or (``"transformers5"``) its positions; the model is unchanged.
     """
     conv = "transformers5" if convention is None else convention
     if conv not in CONVENTIONS:
@@ -569,7 +881,7 @@ def patch(
     if is_patched(model):
         raise PatchError(f"{type(model).__name__} is already patched by mrope; unpatch it first")
     config = getattr(model, "config", None)
-    family = _family_of(config)
+    family = _family_of(config, family)
     owner, owners = _position_owners(model)
     rotaries = _text_rotaries(owner)
     module_name = type(rotaries[0]).__module__
@@ -582,16 +894,17 @@ def patch(
             f"no text attention layer of {type(model).__name__} calls {module_name}.{APPLY_FUNCTION}"
         )
     spec = _spec_of(config)
-    for attn in attentions:
-        head_dim = getattr(attn, "head_dim", spec.head_dim)
-        if head_dim != spec.head_dim:
-            raise PatchError(
-                f"{type(attn).__name__}.head_dim is {head_dim} but the config's rotary spec has head_dim "
-                f"{spec.head_dim}; refusing to patch"
-            )
+    specs = {lt: _applied_spec(_spec_of(config, lt), attentions) for lt in _layer_types(rotaries[0])}
     rules = _rules_of(config, family, conv)
+    missing = [name for name in _GENERATION_CACHE if rules.generates_images and not hasattr(owner, name)]
+    if missing:
+        raise PatchError(
+            f"{type(owner).__name__} has no {missing}: the decode cache of generated images that mrope "
+            f"fills for the {rules.name!r} rules (generates_images) is not where its forward reads it"
+        )
     original_apply = _original_apply(module)
-    _check_rotary(rotaries[0], original_apply, spec, backend)
+    for layer_type, applied in specs.items():
+        _check_rotary(rotaries[0], original_apply, applied, backend, layer_type, released=conv == "released")
     replacements = [(o, _make_get_rope_index(o, family, rules)) for o in owners]
     if conv == "transformers5":
         for o, replacement in replacements:
@@ -615,12 +928,36 @@ def patch(
     for o, replacement in replacements:
         state.owners.append((o, o.__dict__.get("get_rope_index", _MISSING)))
         o.get_rope_index = replacement  # type: ignore[method-assign]
-    forward = _make_rotary_forward(spec, backend, angle_precision)
+    forward = _make_rotary_forward(specs, backend, angle_precision)
     for rotary in rotaries:
         state.rotaries.append((rotary, rotary.__dict__.get("forward", _MISSING)))
         rotary.forward = forward  # type: ignore[method-assign]
     model.__dict__[_STATE_ATTR] = state
+    try:
+        _check_text_forward(owner)
+    except Exception as exc:  # the model's own code cannot take a Rotation: undo everything
+        unpatch(model)
+        raise PatchError(
+            f"the patched {type(owner.language_model).__name__} failed on a short text-only probe "
+            f"({type(exc).__name__}: {exc}); its code uses the rotary tables other than by passing them to "
+            f"{APPLY_FUNCTION} (e.g. it slices or gathers them), so mrope cannot stand in for them; the model is "
+            "unchanged"
+        ) from None
     return model
+
+
+_FORWARD_PROBE_TOKENS = 5
+
+
+def _check_text_forward(owner: torch.nn.Module) -> None:
+    """Run the patched text model on a few random embeddings with its own default positions: every place
+    its code touches the rotary's output must accept the :class:`Rotation` stand-in."""
+    text = owner.language_model
+    table = text.get_input_embeddings().weight
+    gen = torch.Generator().manual_seed(7)
+    embeds = torch.randn(1, _FORWARD_PROBE_TOKENS, table.shape[1], generator=gen)
+    with torch.no_grad():
+        text(inputs_embeds=embeds.to(table.device, table.dtype), use_cache=False)
 
 
 def unpatch(model: torch.nn.Module) -> torch.nn.Module:
@@ -654,6 +991,7 @@ def unpatch(model: torch.nn.Module) -> torch.nn.Module:
 
 __all__ = [
     "CONVENTIONS",
+    "NotARotationError",
     "Rotation",
     "is_patched",
     "model_inputs",

@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 from mrope.errors import LayoutError
-from mrope.models.family import CONVENTIONS, Convention, ModelFamily, check_convention
+from mrope.models.family import CONVENTIONS, CheckpointChoice, Convention, ModelFamily, check_convention
 from mrope.rules import LayoutRules
 from mrope.spec import RopeSpec
 
@@ -213,6 +213,7 @@ def family_table() -> str:
 __all__ = [
     "CONVENTIONS",
     "FAMILY_MODULES",
+    "CheckpointChoice",
     "Convention",
     "ModelFamily",
     "ModelLike",

@@ -26,6 +26,41 @@ def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 @dataclass(frozen=True)
+class CheckpointChoice:
+    """A checkpoint key whose value is a name, not a number: each accepted name -> the value it gives one
+    :class:`LayoutRules` field (MiniCPM-V 4.7's ``downsample_mode`` ``"4x"`` -> ``merge_size`` 2).
+
+    Attributes:
+        field: the :class:`LayoutRules` field the key sets.
+        values: accepted checkpoint value -> that field's value.
+        default: what a file that lacks the key stands for (its transformers class default), so that a
+            file saying otherwise next to it is a contradiction; ``None``: a missing key says nothing.
+    """
+
+    field: str
+    values: Mapping[str, Any]
+    default: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "values", _frozen(self.values))
+        if self.default is not None and self.default not in self.values:
+            raise LayoutError(f"CheckpointChoice.default {self.default!r} is not one of {list(self.values)}")
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (CheckpointChoice, (self.field, dict(self.values), self.default))
+
+    def value_of(self, value: Any, where: str) -> Any:
+        """The field value ``value`` (read at ``where``, named in the error) stands for.
+
+        Raises:
+            LayoutError: a value that is not one of the accepted names.
+        """
+        if not isinstance(value, str) or value not in self.values:
+            raise LayoutError(f"{where} must be one of {list(self.values)}; got {value!r}")
+        return self.values[value]
+
+
+@dataclass(frozen=True)
 class ModelFamily:
     """One model family (see the module docstring).
 
@@ -43,7 +78,8 @@ class ModelFamily:
         checkpoint_fields: overrides of :data:`mrope.checkpoint.CHECKPOINT_FIELDS`, the table of which
             checkpoint file key sets which :class:`LayoutRules` field(s) (``"video:size.longest_edge"`` ->
             ``"video_total_pixels"`` where the video processor's bound is the whole clip's budget, as
-            Qwen3-VL's is); ``None`` ignores a key the family's processor uses otherwise.
+            Qwen3-VL's is); ``None`` ignores a key the family's processor uses otherwise; a
+            :class:`CheckpointChoice` reads a named value (MiniCPM-V 4.7's ``downsample_mode``).
         tokenizer: the checkpoint's tokenizer (``tokenizer.json``), used for timestamp text when a call
             passes none; ``None`` for registry families.
         config_section_axes: the axis (0 = t, 1 = h, 2 = w, ...) of each entry of the config's
@@ -60,7 +96,7 @@ class ModelFamily:
     transformers5: Mapping[str, Any] = field(default_factory=dict, hash=False, compare=True)
     exactness: str = ""
     config_ids: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict, hash=False, compare=True)
-    checkpoint_fields: Mapping[str, str | tuple[str, ...] | None] = field(
+    checkpoint_fields: Mapping[str, str | tuple[str, ...] | CheckpointChoice | None] = field(
         default_factory=dict, hash=False, compare=True
     )
     config_section_axes: tuple[int, ...] | None = None

@@ -4,7 +4,12 @@ Positions (modeling_minicpmv4_7.py:952): each picture or video frame is a thumbn
 ``</image>``, optionally followed by detail slices ``<slice>`` .. ``</slice>`` in rows joined by a newline;
 the thumbnail is stretched over the slices' canvas, slices sit at their offsets, markers are pinned, the
 counter resumes at ``o + max(canvas) + 1``; pads 0. Grids are per crop (the processor's ``target_sizes``),
-merged by 4 (``downsample_mode="16x"``, the default) or 2 (``"4x"``: pass ``rules={"merge_size": 2}``).
+merged by 4 (``downsample_mode="16x"``, the default) or 2 (``"4x"``): :data:`DOWNSAMPLE_MODE`. 5.24 takes the
+mode per call (``get_rope_index(downsample_mode=...)``, the processor's ``images_kwargs``), else from the
+checkpoint: the model's ``config.json`` and the image / video processors' configs, which must agree (the
+processor counts placeholders with its mode, the model lays them out with its own).
+:func:`mrope.from_pretrained` reads all three (a disagreement is an error naming both keys); for a
+per-call mode pass ``rules={"merge_size": DOWNSAMPLE_MODE.values[mode]}``.
 Segments: ``Image(grid, tiles=(cols, rows), thumbnail_grid=...)`` for a sliced picture, ``Video`` for
 thumbnail-only frames (with ``tiles`` and ``thumbnail_grid`` for sliced ones). ``<image_id>N</image_id>`` prefixes are text.
 Ids: the config's ``image_token_id``, ``video_token_id``, ``image_start_id``, ``image_end_id``,
@@ -17,8 +22,14 @@ head_dim 256, theta 1e7).
 """
 
 from mrope.models import qwen3_5
-from mrope.models.family import ModelFamily
+from mrope.models.family import CheckpointChoice, ModelFamily
 from mrope.rules import LayoutRules
+
+DOWNSAMPLE_MODE = CheckpointChoice(field="merge_size", values={"16x": 4, "4x": 2}, default="16x")
+"""``downsample_mode`` -> the spatial merge of the tokens (modeling_minicpmv4_7.py:992 and the processor's
+``image_token_divisor``: ``"16x"`` merges 4x4 patches, window merger then merger; ``"4x"`` skips the window
+merger and merges 2x2). 5.24 treats any other value as ``"16x"``; mrope refuses it. A file without the key
+runs its class default, ``"16x"`` (5.x ``save_pretrained`` leaves class defaults out of ``config.json``)."""
 
 FAMILY = ModelFamily(
     name="minicpm-v-4.7",
@@ -35,6 +46,11 @@ FAMILY = ModelFamily(
     spec=qwen3_5.FAMILY.spec,
     transformers5={},
     exactness="transformers 5.24 get_rope_index (its release code) with the checkpoint's marker ids",
+    checkpoint_fields={
+        "config:downsample_mode": DOWNSAMPLE_MODE,
+        "image:downsample_mode": DOWNSAMPLE_MODE,
+        "video:downsample_mode": DOWNSAMPLE_MODE,
+    },
     config_ids={
         "image_token_id": "image_pad_id",
         "video_token_id": "video_pad_id",
