@@ -21,6 +21,7 @@ The rules, for every face:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import string
@@ -98,6 +99,7 @@ def model_names() -> tuple[str, ...]:
         return tuple(PRESET_NAMES)
 
 
+@functools.lru_cache(maxsize=256)  # a registry lookup per request otherwise; unknown names are not kept
 def canonical_model(name: str) -> str:
     """``name`` (a model name, a Hugging Face ``model_type`` or a repo id) -> the canonical name.
 
