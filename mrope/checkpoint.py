@@ -97,6 +97,7 @@ _INT_FIELDS = {
     "video_total_pixels",
     "min_frames",
     "max_frames",
+    "audio_window",
 }
 
 

@@ -283,3 +283,24 @@ def test_ernie_video_temporal_patch_size_pads_frames_and_is_not_the_grids(tmp_pa
         video_preprocessor_config=video,
     )
     assert mrope.from_pretrained(folder).rules == get_family("ernie-4.5-vl").rules
+
+
+def test_qwen3_omni_audio_window_of_the_checkpoint(tmp_path: Path) -> None:
+    """Qwen3-Omni's get_rope_index counts a clip's audio tokens with ``audio_config.n_window``."""
+    from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import _get_feat_extract_output_lengths
+
+    from mrope import Audio
+    from mrope.timeline import audio_tokens
+
+    config = {
+        "model_type": "qwen3_omni_moe",
+        "thinker_config": {"model_type": "qwen3_omni_moe_thinker", "audio_config": {"n_window": 25}},
+    }
+    model = mrope.from_pretrained(config)
+    assert model.rules.audio_window == 25
+    frames = np.array([49, 50, 51, 100, 149, 730])
+    want = _get_feat_extract_output_lengths(frames, 25).tolist()
+    assert [audio_tokens(Audio(mel_frames=int(f)), model) for f in frames] == want
+    assert (
+        want != _get_feat_extract_output_lengths(frames, 50).tolist()
+    )  # the registry's window counts others
