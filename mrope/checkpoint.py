@@ -15,7 +15,8 @@ Files read (all optional but ``config.json``; unknown keys are ignored):
   in ``vision_config``) or ``position_id_per_seconds`` (the omni thinkers).
 - ``preprocessor_config.json`` (images) and ``video_preprocessor_config.json``: pixel bounds
   (``min_pixels`` / ``max_pixels`` or ``size.shortest_edge`` / ``size.longest_edge``, in pixels), patch,
-  merge and temporal patch sizes, and for videos ``fps``, ``min_frames``, ``max_frames``.
+  merge and temporal patch sizes, and for videos ``fps``, ``min_frames``, ``max_frames``, ``max_duration``
+  (GLM-4.1V's sampling).
 - ``processor_config.json`` (what transformers 5.x ``save_pretrained`` writes): its nested
   ``image_processor`` / ``video_processor`` stand for the two files above and, as transformers loads them,
   win over them.
@@ -70,6 +71,7 @@ CHECKPOINT_FIELDS: dict[str, str | tuple[str, ...] | CheckpointChoice | None] = 
     "video:fps": "fps",
     "video:min_frames": "min_frames",
     "video:max_frames": "max_frames",
+    "video:max_duration": "max_duration",
 }
 """Which checkpoint key sets which :class:`~mrope.LayoutRules` field(s); a family's ``checkpoint_fields``
 overrides entries (``None``: ignore the key)."""
@@ -95,6 +97,7 @@ _INT_FIELDS = {
     "video_total_pixels",
     "min_frames",
     "max_frames",
+    "audio_window",
 }
 
 

@@ -21,6 +21,7 @@ The rules, for every face:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import string
@@ -98,6 +99,7 @@ def model_names() -> tuple[str, ...]:
         return tuple(PRESET_NAMES)
 
 
+@functools.lru_cache(maxsize=256)  # a registry lookup per request otherwise; unknown names are not kept
 def canonical_model(name: str) -> str:
     """``name`` (a model name, a Hugging Face ``model_type`` or a repo id) -> the canonical name.
 
@@ -167,6 +169,8 @@ class StrictModel(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _nulls_are_absent(cls, data: Any) -> Any:
+        if type(data) is dict:  # the JSON case: copied only when a value is null
+            return {k: v for k, v in data.items() if v is not None} if None in data.values() else data
         if isinstance(data, Mapping):
             return {k: v for k, v in data.items() if v is not None}
         return data
@@ -248,6 +252,8 @@ class TextSegment(StrictModel):
 
     @model_validator(mode="after")
     def _one_form(self) -> TextSegment:
+        if (self.tokens is not None) + (self.ids is not None) + (self.text is not None) == 1:
+            return self
         given = [k for k in ("tokens", "ids", "text") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(f"a text segment takes exactly one of tokens, ids, text; got {given or 'none'}")
@@ -295,6 +301,14 @@ class ImageSegment(StrictModel):
 
     @model_validator(mode="after")
     def _one_form(self) -> ImageSegment:
+        if (  # the common forms: a bare grid or a bare size
+            self.path is None
+            and self.tiling is None
+            and self.crop is None
+            and (self.grid is None) != (self.height is None and self.width is None)
+            and (self.height is None) == (self.width is None)
+        ):
+            return self
         sized = self.height is not None or self.width is not None
         forms = [
             k
@@ -382,6 +396,15 @@ class VideoSegment(StrictModel):
 
     @model_validator(mode="after")
     def _one_form(self) -> VideoSegment:
+        if (  # the common form: a grid with its rate or times, no path options
+            self.path is None
+            and self.grid is not None
+            and self.use_audio_in_video is None
+            and self.nframes is None
+            and self.min_frames is None
+            and self.max_frames is None
+        ):
+            return self
         if (self.grid is None) == (self.path is None):
             raise ValueError("a video segment takes a grid [t, h, w] or a path, exactly one of them")
         if self.audio is not None and self.path is not None:

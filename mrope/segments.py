@@ -16,10 +16,15 @@ from typing import Any
 
 from mrope.errors import LayoutError
 
+_SEQUENCES = frozenset((tuple, list))
+_INT = frozenset((int,))
+
 
 def _exact_ints(value: Any) -> tuple[int, ...] | None:
     """``value`` as a tuple of ints when every item is an integer (int, integral float, numpy int), else
     ``None``: 1.5 must be refused, not truncated to 1."""
+    if type(value) in _SEQUENCES and set(map(type, value)) <= _INT:  # plain ints: nothing to check
+        return tuple(value)
     if isinstance(value, (str, bytes)):
         return None
     try:
@@ -72,7 +77,7 @@ class Text:
             ids = None
         else:
             try:
-                ids = tuple(int(t) for t in tokens)
+                ids = tuple(map(int, tokens))
             except (TypeError, ValueError):
                 raise LayoutError(
                     f"Text takes a token count or a list of int token ids; got {tokens!r}"

@@ -258,6 +258,7 @@ def _row_pieces(
     blocks = _BLOCKS if len(_BLOCKS) < 4096 else {}
     rule_key = (lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
     bordered_rule = lay.grid_border
+    temporal, temporal_merge = lay.temporal, lay.temporal_merge_size
     for a, z, kind in zip(*runs, strict=True):
         if kind == 0:
             pieces.append(TextRun(z - a, 0, "text", -1))
@@ -276,10 +277,10 @@ def _row_pieces(
         for g in taken:
             t, h, w = queue.rows[g]
             if kind == 2:
-                t //= lay.temporal_merge_size
-            if kind == 1 or lay.temporal == "index":
+                t //= temporal_merge
+            if kind == 1 or temporal == "index":
                 time_key: Any = t
-            elif lay.temporal == "timestamps":
+            elif temporal == "timestamps":
                 time_key = 0
             else:
                 time_key = (t, float(queue.spg[g]), lay.tokens_per_second, lay.seconds_grouping)  # type: ignore[index]
@@ -296,9 +297,10 @@ def _row_pieces(
                 block = blocks[key] = untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
             if bordered:
                 pieces.append(TextRun(1, 0, "wrapper", -1))
-            pieces.append(block)
-            if bordered:
+                pieces.append(block)
                 pieces.append(TextRun(1, 0, "wrapper", -1))
+            else:
+                pieces.append(block)
     return pieces
 
 
@@ -428,40 +430,22 @@ def generation_index(
     return out
 
 
-def _ones(mask: np.ndarray) -> int:
-    """How many ones a 0/1 array holds (a count for bool, a sum for integers: both vectorised)."""
-    return int(np.count_nonzero(mask)) if mask.dtype == bool else int(mask.sum())
+def _valid_spans(mask_runs: _BatchRuns | None, b: int, length: int) -> list[tuple[int, int, bool]]:
+    """Per row, where its valid tokens lie: ``(first, last, holed)``, the slice ``[first, last)`` that
+    holds them and whether masked tokens lie between them (more than one run of ones).
 
-
-def _valid_spans(mask: np.ndarray | None, b: int, length: int) -> list[tuple[int, int, np.ndarray | None]]:
-    """Per row, where its valid tokens lie: ``(first, last, valid)``, the slice ``[first, last)`` that
-    holds them and, only when they are not contiguous there, their indices ``valid``.
-
-    ``mask`` is a validated 0/1 ``[B, L]`` array (bool or integer). The rows' counts cost one reduction;
-    a padded row one more over its valid part (left or right padding) or an argmax scan, never a
-    materialised index array unless its valid tokens have holes."""
-    if mask is None:
-        return [(0, length, None)] * b
-    if mask.dtype == bool:
-        full = np.count_nonzero(mask) == mask.size
-        counts = [length] * b if full else [int(np.count_nonzero(row_mask)) for row_mask in mask]
-    else:
-        counts = mask.sum(axis=1).tolist()
-    spans: list[tuple[int, int, np.ndarray | None]] = []
-    for row, n_valid in enumerate(counts):
-        if n_valid == length or not n_valid:
-            spans.append((0, n_valid, None))
-            continue
-        row_mask = mask[row]
-        # left padding (the usual case) or right padding if the row's edge says so, else its first one
-        first = length - n_valid if row_mask[length - n_valid] else 0 if row_mask[n_valid - 1] else -1
-        if first < 0 or _ones(row_mask[first : first + n_valid]) != n_valid:
-            first = int(row_mask.argmax())
-        if first + n_valid <= length and _ones(row_mask[first : first + n_valid]) == n_valid:
-            spans.append((first, first + n_valid, None))
-        else:  # holes among the valid tokens
-            valid = np.flatnonzero(row_mask)
-            spans.append((int(valid[0]), int(valid[-1]) + 1, valid))
+    ``mask_runs`` are the runs of the validated 0/1 ``[B, L]`` mask (``None``: every token is valid):
+    a row's layout, padded on either side or not, is read from its runs without another pass."""
+    if mask_runs is None:
+        return [(0, length, False)] * b
+    spans: list[tuple[int, int, bool]] = []
+    for row in range(b):
+        starts, stops, kinds = mask_runs.row(row, 0, length)
+        ones = [k for k, kind in enumerate(kinds) if kind]
+        if not ones:
+            spans.append((0, 0, False))
+        else:
+            spans.append((starts[ones[0]], stops[ones[-1]], len(ones) > 1))
     return spans
 
 
@@ -484,19 +468,21 @@ def _rope_index_full(
         raise TokenError(f"input_ids must hold integer token ids; got dtype {ids.dtype}")
     b, length = ids.shape
     mask = _as_numpy(attention_mask, "attention_mask")
+    mask_runs = None
     if mask is not None:
         if mask.shape != ids.shape:
             raise TokenError(
                 f"attention_mask must have the shape of input_ids {tuple(ids.shape)}; got {tuple(mask.shape)}"
             )
-        if mask.dtype.kind in "iu":  # one reduction, no temporaries (the common torch int64 mask)
-            binary = not mask.size or _unsigned(mask).max() <= 1
-        else:
-            binary = mask.dtype == bool or bool(np.all((mask == 0) | (mask == 1)))
-        if not binary:
-            raise TokenError("attention_mask must hold only 0 and 1")
-        if mask.dtype.kind not in "biu":  # integer masks are read as they are: 0/1 is already checked
+        if mask.dtype.kind not in "biu":
+            if not np.all((mask == 0) | (mask == 1)):
+                raise TokenError("attention_mask must hold only 0 and 1")
             mask = mask.astype(bool)
+        # one pass finds the mask's runs: they bound its values (each value is some run's kind) and
+        # give every row's layout; an integer mask is read as it is, without a bool copy
+        mask_runs = _BatchRuns(mask)
+        if not mask_runs.within(1):
+            raise TokenError("attention_mask must hold only 0 and 1")
     # rules whose rows are scanned one by one (their own token types); the others take the batch's runs
     per_row_scan = lay.positions_base == "canvas" or lay.image_span == "between_wrappers"
     types = _as_numpy(mm_token_type_ids, "mm_token_type_ids")
@@ -553,8 +539,10 @@ def _rope_index_full(
         shared = _GridQueue("image_grid_thw", image_grids, merge, None, 1, newline)
         row_images = [shared] * b
     videos_grid = _grid_rows(video_grid_thw, "video_grid_thw")
-    spg = _seconds_per_grid(second_per_grid_ts, len(videos_grid))
-    spg_list = [1.0] * len(videos_grid) if spg is None else spg.tolist()
+    if second_per_grid_ts is None:
+        spg_list = [1.0] * len(videos_grid)
+    else:
+        spg_list = _seconds_per_grid(second_per_grid_ts, len(videos_grid)).tolist()  # type: ignore[union-attr]
     if lay.temporal == "timestamps":
         # one (1, H, W) block per temporal patch, as the model splits it
         spg_list = [x for (t, _, _), x in zip(videos_grid, spg_list, strict=True) for _ in range(t)]
@@ -578,13 +566,14 @@ def _rope_index_full(
     if batch_runs is not None and mm_token_type_ids is not None and not batch_runs.within(2):
         raise TokenError(_TYPES_ERROR)
     image_index = 0
-    for row, (first, last, valid) in enumerate(_valid_spans(mask, b, length)):
+    for row, (first, last, holed) in enumerate(_valid_spans(mask_runs, b, length)):
         # where the row's positions go: a view of its slice when its valid tokens are contiguous
         if first:
             out[:, row, :first] = pad_position
         if last < length:
             out[:, row, last:] = pad_position
         images = row_images[row]
+        valid = np.flatnonzero(mask[row]) if holed else None  # type: ignore[index]
         if valid is None:
             n = last - first
             target = out[:, row, first:last]
@@ -634,7 +623,7 @@ def _rope_index_full(
             images.next = len(images.rows)
     if lay.generates_images:
         deltas[:] = 0
-    for queue in {id(q): q for q in row_images}.values():
+    for queue in row_images if per_sample is not None else row_images[:1]:  # one shared queue, or one per row
         queue.check_all_used()
     videos.check_all_used()
     return out, deltas, generation

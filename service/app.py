@@ -33,6 +33,7 @@ from mrope.builder import MRopeWarning
 from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
 from mrope.spec import RopeSpec
 from service import convert, docs, jsonbody, media, render
+from service.direct import DirectRoutes, read_body
 from service.errors import ServiceError, install_handlers, over_cap
 from service.guards import BodyPace, RequestGuard, Route, output_format, request_format
 from service.memory import pin_mmap_threshold
@@ -218,22 +219,24 @@ def _body_size(request: Request) -> int:
 
 def count_build_render(
     segments: list[mrope.Text | mrope.Image | mrope.Video],
+    weight: convert.Weight,
     model: Any,
     rules: LayoutRules,
     fmt: OutputFormat,
     state: ServiceState,
     extra: dict[str, Any] | None = None,
 ) -> Response:
-    """Token cap, then the library's positions, rendered.
+    """Token cap, then the library's positions, rendered (``weight``: :func:`service.convert.weigh`
+    of the segments).
 
     The cap is checked before any position is written: exactly (:func:`mrope.count_tokens`), or, for a
-    request that :func:`service.convert.surely_under_cap` places far below it by arithmetic, after
-    building (the count would cost as much again as the build).
+    request that :meth:`~service.convert.Weight.surely_under_cap` places far below it by arithmetic,
+    after building (the count would cost as much again as the build).
     """
     settings = state.settings
-    counted = not convert.surely_under_cap(segments, rules, settings)
+    counted = not weight.surely_under_cap(settings)
     if counted:
-        convert.count_tokens(segments, rules, settings, state.tokenizer)
+        convert.count_tokens(segments, rules, settings, state.tokenizer, weight.token_floor)
     pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
     if not counted:
         convert.check_tokens(pos.num_tokens, settings)
@@ -453,6 +456,45 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.service = state
     install_handlers(app)
+
+    async def positions(request: Request) -> Response:
+        """Positions of a sequence of segments: identical to ``mrope.build_positions``."""
+        raw = await read_body(request.receive)
+        body, model, rules, segments = await state.offload(
+            functools.partial(decode_positions, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
+        )
+        if segments is None:  # allowlisted media URLs: off the loop, in a media slot, under its timeout
+            to_segments = functools.partial(
+                convert.to_segments, body.segments, rules, settings, state.tokenizer
+            )
+            segments = await media.run_bounded(
+                lambda _deadline: to_segments(), state.slots, settings.media_timeout_s, "the media URLs"
+            )
+        weight = convert.weigh(segments, rules)
+        return await state.offload(
+            functools.partial(
+                count_build_render, segments, weight, model, rules, request_format(request), state
+            ),
+            inline=weight.light(settings),
+        )
+
+    async def rope_index(request: Request) -> Response:
+        """The token-id form: identical to ``mrope.get_rope_index`` (numpy core ``mrope.rope_index``)."""
+        raw = await read_body(request.receive)
+        body, model, size = await state.offload(
+            functools.partial(decode_rope_index, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
+        )
+        return await state.offload(
+            functools.partial(compute_rope_index, body, model, request_format(request), state),
+            inline=size < settings.inline_tokens,
+        )
+
+    # innermost of the service's middlewares: the hot endpoints skip the router (see service.direct)
+    app.add_middleware(
+        DirectRoutes,
+        endpoints={POSITIONS_PATH: positions, ROPE_INDEX_PATH: rope_index},
+        handlers=app.exception_handlers,
+    )
     json_route = Route(
         settings.max_body_bytes,
         "MROPE_MAX_BODY_BYTES",
@@ -530,48 +572,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """The RopeSpec and LayoutRules of every model preset."""
         return Response(state.presets_body, media_type=render.JSON)
 
-    @app.post(
+    app.post(
         POSITIONS_PATH,
         response_model=PositionsResponse,
         responses=_ok(PositionsResponse, "Positions [3][T] (JSON), or the int64 array (npy) with headers"),
         openapi_extra=_json_body(PositionsRequest),
         tags=["positions"],
-    )
-    async def positions(request: Request) -> Response:
-        """Positions of a sequence of segments: identical to ``mrope.build_positions``."""
-        raw = await request.body()
-        body, model, rules, segments = await state.offload(
-            functools.partial(decode_positions, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
-        )
-        if segments is None:  # allowlisted media URLs: off the loop, in a media slot, under its timeout
-            to_segments = functools.partial(
-                convert.to_segments, body.segments, rules, settings, state.tokenizer
-            )
-            segments = await media.run_bounded(
-                lambda _deadline: to_segments(), state.slots, settings.media_timeout_s, "the media URLs"
-            )
-        return await state.offload(
-            functools.partial(count_build_render, segments, model, rules, request_format(request), state),
-            inline=convert.is_light(segments, rules, settings),
-        )
-
-    @app.post(
+    )(positions)
+    app.post(
         ROPE_INDEX_PATH,
         response_model=RopeIndexResponse,
         responses=_ok(RopeIndexResponse, "position_ids [3][B][L] and deltas [B] (JSON), or the array (npy)"),
         openapi_extra=_json_body(RopeIndexRequest),
         tags=["positions"],
-    )
-    async def rope_index(request: Request) -> Response:
-        """The token-id form: identical to ``mrope.get_rope_index`` (numpy core ``mrope.rope_index``)."""
-        raw = await request.body()
-        body, model, size = await state.offload(
-            functools.partial(decode_rope_index, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
-        )
-        return await state.offload(
-            functools.partial(compute_rope_index, body, model, request_format(request), state),
-            inline=size < settings.inline_tokens,
-        )
+    )(rope_index)
 
     @app.post(
         UPLOAD_PATH,
@@ -610,9 +624,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 else:
                     segments.append(convert.text_segment(item, state.tokenizer, f"layout item {k}"))
             extra = {"files": list(infos.values())}
+            weight = convert.weigh(segments, rules)
             return await state.offload(
-                functools.partial(count_build_render, segments, model, rules, fmt, state, extra),
-                inline=convert.is_light(segments, rules, settings),
+                functools.partial(count_build_render, segments, weight, model, rules, fmt, state, extra),
+                inline=weight.light(settings),
             )
 
     _add_body_schemas(app, (PositionsRequest, RopeIndexRequest))

@@ -204,56 +204,90 @@ def token_floor(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rule
     :func:`mrope.count_tokens` is exact; for a timestamped video with a tokenizer it tokenizes every
     temporal patch's time text, so a grid like ``[2**31 - 1, 2, 2]`` must be refused by this count first.
     """
-    m2 = rules.merge_size * rules.merge_size
-    total = 0
-    for seg in segments:
-        if isinstance(seg, mrope.Text):
-            total += seg.num_tokens
-        elif isinstance(seg, mrope.Audio):  # omni models: arithmetic (a LayoutError without audio rules)
-            total += audio_tokens(seg, rules)
-        else:
-            t, h, w = seg.grid
-            total += t * h * w // m2
-            if isinstance(seg, mrope.Video) and seg.audio is not None:
-                total += audio_tokens(seg.audio, rules)
-    return total
+    return weigh(segments, rules).token_floor
 
 
 INLINE_PATCHES = 512
 """Requests with more video temporal patches than this are planned off the event loop: planning costs
 per patch (a timestamp and a block each under Qwen3-VL rules), not only per token."""
 
-
-def is_light(
-    segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules, settings: Settings
-) -> bool:
-    """Whether counting, building and rendering ``segments`` is cheap enough for the event loop."""
-    patches = sum(seg.grid[0] for seg in segments if isinstance(seg, mrope.Video))
-    return patches <= INLINE_PATCHES and token_floor(segments, rules) < settings.inline_tokens
-
-
 EXTRA_TOKENS_PER_PIECE = 8
 """A bound on the tokens a plain image or video segment, or a video's temporal patch, adds beyond its
 vision tokens (wrappers, per-frame separators), under rules without timestamp text."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Weight:
+    """What integer arithmetic alone says about a request's segments (one pass: :func:`weigh`).
+
+    Attributes:
+        token_floor: a lower bound of the token count (see :func:`token_floor`).
+        video_patches: video temporal patches in all.
+        pieces: segments plus the temporal patches of videos without audio.
+        plain: no tiles, no audio and no timestamp text: :data:`EXTRA_TOKENS_PER_PIECE` per piece bounds
+            the tokens beyond the floor.
+    """
+
+    token_floor: int
+    video_patches: int
+    pieces: int
+    plain: bool
+
+    def light(self, settings: Settings) -> bool:
+        """Counting, building and rendering are cheap enough for the event loop."""
+        return self.video_patches <= INLINE_PATCHES and self.token_floor < settings.inline_tokens
+
+    def surely_under_cap(self, settings: Settings) -> bool:
+        """Light, and under ``MROPE_MAX_TOKENS`` by arithmetic alone: such a request can be built before
+        its exact count."""
+        return (
+            self.plain
+            and self.light(settings)
+            and self.token_floor + EXTRA_TOKENS_PER_PIECE * self.pieces <= settings.max_tokens
+        )
+
+
+def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules) -> Weight:
+    """The :class:`Weight` of ``segments`` under ``rules``."""
+    m2 = rules.merge_size * rules.merge_size
+    floor = patches = 0
+    pieces = len(segments)
+    plain = rules.temporal != "timestamps"
+    for seg in segments:
+        if isinstance(seg, mrope.Text):
+            floor += seg.num_tokens
+            continue
+        if isinstance(seg, mrope.Audio):  # omni models: arithmetic (a LayoutError without audio rules)
+            floor += audio_tokens(seg, rules)
+            plain = False
+            continue
+        t, h, w = seg.grid
+        floor += t * h * w // m2
+        if isinstance(seg, mrope.Video):
+            patches += t
+            if seg.audio is not None:
+                floor += audio_tokens(seg.audio, rules)
+                plain = False
+            else:
+                pieces += t
+        elif not isinstance(seg, mrope.Image) or seg.tiles is not None:
+            plain = False
+    return Weight(floor, patches, pieces, plain)
+
+
+def is_light(
+    segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules, settings: Settings
+) -> bool:
+    """Whether counting, building and rendering ``segments`` is cheap enough for the event loop."""
+    return weigh(segments, rules).light(settings)
+
+
 def surely_under_cap(
     segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules, settings: Settings
 ) -> bool:
-    """Whether ``segments`` are light (:func:`is_light`) and under ``MROPE_MAX_TOKENS`` by arithmetic alone:
-    no tiles, no audio, no timestamp text, and the token floor plus :data:`EXTRA_TOKENS_PER_PIECE` per segment and
-    per video patch within the cap. Such a request can be built before its exact count."""
-    if rules.temporal == "timestamps" or not is_light(segments, rules, settings):
-        return False
-    pieces = len(segments)
-    for seg in segments:
-        if isinstance(seg, mrope.Text):
-            continue
-        if isinstance(seg, mrope.Video) and getattr(seg, "audio", None) is None:
-            pieces += seg.grid[0]
-        elif not (isinstance(seg, mrope.Image) and seg.tiles is None):
-            return False  # tiles, audio: counted exactly
-    return token_floor(segments, rules) + EXTRA_TOKENS_PER_PIECE * pieces <= settings.max_tokens
+    """Whether ``segments`` are light and under ``MROPE_MAX_TOKENS`` by arithmetic alone (see
+    :meth:`Weight.surely_under_cap`)."""
+    return weigh(segments, rules).surely_under_cap(settings)
 
 
 def count_tokens(
@@ -261,11 +295,12 @@ def count_tokens(
     rules: LayoutRules,
     settings: Settings,
     tokenizer: Any,
+    floor: int | None = None,
 ) -> int:
     """The exact token count of ``segments``, refusing (413) anything over ``MROPE_MAX_TOKENS`` before a
-    position is written: first by :func:`token_floor`, then by :func:`mrope.count_tokens` (which needs
-    the tokenizer for timestamped videos: 422 without one)."""
-    check_tokens(token_floor(segments, rules), settings)
+    position is written: first by :func:`token_floor` (``floor`` when the caller has it), then by
+    :func:`mrope.count_tokens` (which needs the tokenizer for timestamped videos: 422 without one)."""
+    check_tokens(token_floor(segments, rules) if floor is None else floor, settings)
     check_tokenizer_for_videos(segments, rules, tokenizer)
     n = mrope.count_tokens(segments, rules=rules, tokenizer=tokenizer)
     check_tokens(n, settings)

@@ -36,6 +36,11 @@ from service.render import OutputFormat, negotiate
 FORMAT_KEY = "mrope.output_format"
 """ASGI scope key of the output format negotiated by the guard."""
 
+BODY_RECEIVED = "mrope.body_received"
+"""ASGI scope key that :class:`service.protocol.HttpToolsProtocol` sets once the whole request body has
+arrived: reading it then cannot wait, so no read deadline is armed (a timer per read costs more than a
+small request's routing). Without that protocol the key is never set and every read is timed."""
+
 
 @dataclass(frozen=True)
 class Route:
@@ -119,7 +124,7 @@ class RequestGuard:
                 message["headers"] = [*message.get("headers", ()), (b"connection", b"close")]
             await send(message)
 
-        await self.app(scope, counting_receive(receive, route, self.pace, body), send_closing)
+        await self.app(scope, counting_receive(receive, route, self.pace, body, scope), send_closing)
 
 
 def has_body(headers: Mapping[bytes, bytes]) -> bool:
@@ -170,16 +175,22 @@ class BodyState:
 
 
 def counting_receive(
-    receive: Receive, route: Route, pace: BodyPace, state: BodyState | None = None
+    receive: Receive,
+    route: Route,
+    pace: BodyPace,
+    state: BodyState | None = None,
+    scope: Scope | None = None,
 ) -> Receive:
     """A ``receive`` that bounds the body: a 413 once more than ``route.limit`` bytes have arrived, a
     408 when the next piece takes longer than ``pace.read_timeout_s``, when the whole body takes longer
     than ``route.body_timeout_s``, or when, after ``pace.read_timeout_s``, it arrives slower than
     ``pace.min_rate`` bytes per second on average. Once the body is complete, calls pass through
-    untimed (a response may wait for the client to disconnect)."""
+    untimed (a response may wait for the client to disconnect); so do reads of a body the server has
+    already received in full (``scope[BODY_RECEIVED]``)."""
     seen = 0
     start: float | None = None
     body = state if state is not None else BodyState()
+    received = scope if scope is not None else {}
 
     async def wrapped() -> Message:
         nonlocal seen, start
@@ -191,8 +202,11 @@ def counting_receive(
         left = route.body_timeout_s - (now - start)
         wait = min(pace.read_timeout_s, left)
         try:
-            async with _timeout(max(wait, 0.0)):
+            if received.get(BODY_RECEIVED):
                 message = await receive()
+            else:
+                async with _timeout(max(wait, 0.0)):
+                    message = await receive()
         except TimeoutError:
             if wait < pace.read_timeout_s:
                 raise too_slow(

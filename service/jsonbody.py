@@ -57,7 +57,7 @@ _HEAD_ITEMS = 8
 _REPRESENTED = 16
 """Lists of scalars longer than this are represented by a few items in the skeleton validation."""
 _NUMBER_TYPES = frozenset((int, float))
-_CONTAINERS = (dict, list)
+_CONTAINERS = frozenset((dict, list))
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -190,21 +190,24 @@ def inspect(data: Any, limits: BodyLimits) -> Shape:
     shape = Shape()
     if type(data) not in _CONTAINERS:
         return shape
+    max_containers, max_list = limits.max_containers, limits.max_list
+    containers = keys = 0
     stack: list[tuple[Any, tuple[Any, ...]]] = [(data, ())]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, path = stack.pop()
-        shape.containers += 1
-        if shape.containers > limits.max_containers:
+        node, path = pop()
+        containers += 1
+        if containers > max_containers:
             raise _too_many_containers(limits)
         if len(path) > MAX_DEPTH:
             raise ServiceError(
                 422, "too_deep", f"{_where(path[:8])}... is nested more than {MAX_DEPTH} levels deep"
             )
         if type(node) is dict:
-            shape.keys += len(node)
+            keys += len(node)
             for key, value in node.items():
                 if type(value) in _CONTAINERS:
-                    stack.append((value, (*path, key)))
+                    push((value, (*path, key)))
             continue
         kinds = set(map(type, node))
         if kinds.isdisjoint(_CONTAINERS):
@@ -212,17 +215,18 @@ def inspect(data: Any, limits: BodyLimits) -> Shape:
                 shape.scalar_lists.append(path)
                 shape.scalar_items += len(node)
             continue
-        if len(node) > limits.max_list:
+        if len(node) > max_list:
             names = ", ".join(sorted(_json_type(k) for k in kinds))
             raise ServiceError(
                 422,
                 "list_too_long",
                 f"{_where(path)} is a list of {len(node):,} items ({names}); only lists of numbers may be "
-                f"longer than {limits.max_list:,} items",
+                f"longer than {max_list:,} items",
             )
         for i, value in enumerate(node):
             if type(value) in _CONTAINERS:
-                stack.append((value, (*path, i)))
+                push((value, (*path, i)))
+    shape.containers, shape.keys = containers, keys
     return shape
 
 

@@ -7,9 +7,10 @@ headers is kept forever, one file descriptor each. These subclasses close a conn
   (or after the first byte of a later request on it), or
 - it would be the worker's connection number ``MROPE_MAX_CONNECTIONS + 1``.
 
-Bodies have their own deadlines in the app (:mod:`service.guards`). :func:`service.server.run` selects
-this class; with plain ``uvicorn`` pass ``--http service.protocol:HttpToolsProtocol`` (it needs
-``httptools``, a dependency of the service).
+Bodies have their own deadlines in the app (:mod:`service.guards`); the protocol tells the app when a
+body has arrived in full (:data:`service.guards.BODY_RECEIVED`), so reading it arms no deadline.
+:func:`service.server.run` selects this class; with plain ``uvicorn`` pass
+``--http service.protocol:HttpToolsProtocol`` (it needs ``httptools``, a dependency of the service).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _HttpTools
 
+from service.guards import BODY_RECEIVED
 from service.settings import Settings
 
 log = logging.getLogger("mrope.service")
@@ -77,6 +79,10 @@ class HttpToolsProtocol(_Deadlines, _HttpTools):
     def on_headers_complete(self) -> None:
         self._disarm_header_deadline()
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self.scope[BODY_RECEIVED] = True  # the app's body reads cannot wait now (service.guards)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_deadline()

@@ -244,3 +244,63 @@ def test_bad_checkpoints(tmp_path: Path) -> None:
         mrope.from_pretrained({**QWEN2_5_CONFIG, "image_token_id": "151655"})
     with pytest.raises(LayoutError, match="whole number"):
         mrope.from_pretrained({**QWEN2_5_CONFIG, "vision_config": {"patch_size": 14.5}})
+
+
+def test_glm_video_max_duration_samples_like_its_own_processor(tmp_path: Path) -> None:
+    """GLM-4.1V samples ``max_duration * fps`` frames from a longer clip: a checkpoint's own bound (read
+    by transformers' Glm4vVideoProcessor from the same file) is the one mrope samples with."""
+    from transformers.models.glm4v.video_processing_glm4v import Glm4vVideoProcessor
+    from transformers.video_utils import VideoMetadata
+
+    from mrope.vision.sampling import glm4v_frame_indices
+
+    folder = _write(
+        tmp_path / "glm", config={"model_type": "glm4v"}, video_preprocessor_config={"max_duration": 20}
+    )
+    rules = mrope.from_pretrained(folder).rules
+    assert rules.max_duration == 20 != get_family("glm-4.1v").rules.max_duration
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        real = Glm4vVideoProcessor.from_pretrained(str(folder))
+    for seconds in (12, 30):  # under and over the bound
+        want = real.sample_frames(
+            VideoMetadata(total_num_frames=30 * seconds, fps=30.0, duration=float(seconds))
+        )
+        got = glm4v_frame_indices(30 * seconds, 30.0, fps=rules.fps, max_duration=rules.max_duration)
+        assert got.tolist() == np.asarray(want).tolist()
+
+
+def test_ernie_video_temporal_patch_size_pads_frames_and_is_not_the_grids(tmp_path: Path) -> None:
+    """ERNIE-4.5-VL's 5.24 processors write temporal_patch_size 1 (images) and 2 (videos: the only value its
+    video processor takes, the unit it pads the frame count to, ``grid_t = n + -n % 2``): a folder with
+    both loads with the registry's rules (a grid's t counts frames), not a contradiction or t halved."""
+    image = {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 1}
+    video = {"patch_size": 14, "merge_size": 2, "temporal_patch_size": 2}
+    folder = _write(
+        tmp_path / "ernie",
+        config={"model_type": "ernie4_5_vl_moe"},
+        preprocessor_config=image,
+        video_preprocessor_config=video,
+    )
+    assert mrope.from_pretrained(folder).rules == get_family("ernie-4.5-vl").rules
+
+
+def test_qwen3_omni_audio_window_of_the_checkpoint(tmp_path: Path) -> None:
+    """Qwen3-Omni's get_rope_index counts a clip's audio tokens with ``audio_config.n_window``."""
+    from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import _get_feat_extract_output_lengths
+
+    from mrope import Audio
+    from mrope.timeline import audio_tokens
+
+    config = {
+        "model_type": "qwen3_omni_moe",
+        "thinker_config": {"model_type": "qwen3_omni_moe_thinker", "audio_config": {"n_window": 25}},
+    }
+    model = mrope.from_pretrained(config)
+    assert model.rules.audio_window == 25
+    frames = np.array([49, 50, 51, 100, 149, 730])
+    want = _get_feat_extract_output_lengths(frames, 25).tolist()
+    assert [audio_tokens(Audio(mel_frames=int(f)), model) for f in frames] == want
+    assert (
+        want != _get_feat_extract_output_lengths(frames, 50).tolist()
+    )  # the registry's window counts others

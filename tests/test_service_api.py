@@ -546,6 +546,64 @@ def test_content_type_and_accept(client):
     )
 
 
+def _router_only(app):
+    """``app`` without its :class:`service.direct.DirectRoutes` layer: the hot endpoints go through
+    FastAPI's router, exception middleware and route machinery like every other path."""
+    from service.direct import DirectRoutes
+
+    app.user_middleware = [m for m in app.user_middleware if m.cls is not DirectRoutes]
+    return app
+
+
+@pytest.mark.parametrize(
+    "path,body,headers",
+    [
+        ("/v1/positions", {"model": "qwen2-vl", "segments": MIXED}, {}),
+        ("/v1/positions", {"model": "qwen2-vl", "segments": MIXED}, NPY),
+        ("/v1/positions", b'{"model": "qwen2-vl", "segments": [', {}),  # 400 invalid_json
+        ("/v1/positions", {"model": "qwen2-vl", "segments": [{"type": "text", "tokens": -1}] * 30}, {}),
+        ("/v1/positions", {"model": "qwen2-vl", "segments": [{"type": "image", "grid": [1, 3, 4]}]}, {}),
+        ("/v1/positions", {"model": "qwen2-vl", "segments": [{"type": "text", "tokens": 99}]}, {}),  # 413
+        ("/v1/positions", {"model": "qwen2-vl", "segments": [{"type": "text", "text": "hi"}]}, {}),
+        ("/v1/rope-index", {"model": "qwen2-vl", "input_ids": [[1, 2, 3]]}, {}),
+        ("/v1/rope-index", {"model": "qwen2-vl", "input_ids": [[1.5]]}, {}),
+    ],
+)
+def test_direct_routes_answer_as_the_router_does(path, body, headers):
+    """The hot endpoints skip the router (service.direct); every answer, errors included, is the one
+    the FastAPI route gives: same status, headers and bytes (request ids pinned)."""
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    sent = {"content-type": "application/json", "x-request-id": "same-id", **headers}
+    answers = []
+    for app in (create_app(Settings(max_tokens=64)), _router_only(create_app(Settings(max_tokens=64)))):
+        with TestClient(app) as c:
+            resp = c.post(path, content=content, headers=sent)
+        answers.append(
+            (resp.status_code, {k: v for k, v in resp.headers.items() if k != "date"}, resp.content)
+        )
+    assert answers[0] == answers[1]
+    if answers[0][0] != 200:
+        assert json.loads(answers[0][2])["error"]["request_id"] == "same-id"
+
+
+def test_direct_route_bug_is_a_500_with_its_request_id(monkeypatch):
+    """An exception no handler knows (a bug) reaches the server-error middleware: 500 internal_error,
+    with the request id, as on any other route."""
+    import service.app as service_app
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(service_app, "count_build_render", broken)
+    with TestClient(create_app(Settings()), raise_server_exceptions=False) as c:
+        resp = c.post(
+            "/v1/positions", json={"model": "qwen2-vl", "segments": [{"type": "text", "tokens": 3}]}
+        )
+    err = assert_error(resp, 500, "internal_error")
+    assert err["request_id"] == resp.headers["x-request-id"]
+    assert "RuntimeError" in err["message"]
+
+
 def test_routing_errors(client):
     assert_error(client.get("/v2/nothing"), 404, "not_found")
     resp = client.get("/v1/positions")

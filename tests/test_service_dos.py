@@ -231,6 +231,35 @@ def test_structure_counts_tell_strings_apart(monkeypatch):
             assert jsonbody.structure_counts(text.encode()) == reference_counts(text), (chunk, text)
 
 
+def test_received_body_is_read_untimed_but_still_counted():
+    """A body the protocol has received in full (scope flag) is read without a deadline timer, but its
+    bytes still count against the cap (413); without the flag a stalled read is a 408."""
+    import anyio
+
+    from service.errors import ServiceError
+    from service.guards import BODY_RECEIVED, BodyPace, Route, counting_receive
+
+    route = Route(limit=10, cap="MROPE_MAX_BODY_BYTES", body_timeout_s=1.0)
+    pace = BodyPace(read_timeout_s=0.05)
+
+    async def full_body() -> dict:
+        return {"type": "http.request", "body": b"x" * 11, "more_body": False}
+
+    async def stalled() -> dict:
+        await anyio.sleep(5)
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def status_of(receive, scope) -> int:
+        try:
+            await counting_receive(receive, route, pace, scope=scope)()
+        except ServiceError as exc:
+            return exc.status_code
+        return 200
+
+    assert anyio.run(status_of, full_body, {BODY_RECEIVED: True}) == 413
+    assert anyio.run(status_of, stalled, {}) == 408
+
+
 def test_duplicate_keys_and_strict_json(server):
     base = server.base
     dup = b'{"model":"qwen2-vl","segments":[{"type":"text","tokens":1,"tokens":2}]}'

@@ -336,7 +336,7 @@ def test_grids_are_consumed_in_order_across_the_batch() -> None:
 
 def test_every_mask_layout_and_dtype_matches_transformers() -> None:
     """Full, left-padded, right-padded and holed rows (text masked out mid-row), with the mask as int64,
-    int32, uint8 or bool, in both the token-scan and the type-ids form: transformers 5.24's own
+    int32, uint8, bool or float32, in both the token-scan and the type-ids form: transformers 5.24's own
     get_rope_index gives the expected positions and deltas (it selects each row's tokens with the mask)."""
     p = build_positions(SEGMENTS[:4] + [Text(4)], model="qwen2-vl", tokenizer=stamp_tokens)
     n, pad = p.num_tokens, 7
@@ -356,7 +356,7 @@ def test_every_mask_layout_and_dtype_matches_transformers() -> None:
     hf_pos, hf_deltas = _hf("qwen2-vl")(
         input_ids, types, grids_i, grids_v, attention_mask=torch.from_numpy(mask)
     )
-    for dtype in (torch.int64, torch.int32, torch.uint8, torch.bool):
+    for dtype in (torch.int64, torch.int32, torch.uint8, torch.bool, torch.float32):
         m = torch.from_numpy(mask).to(dtype)
         for kwargs in ({}, {"mm_token_type_ids": types}):
             pos, deltas = get_rope_index(
@@ -391,6 +391,8 @@ def test_all_ones_mask_equals_no_mask_and_empty_rows_are_padding() -> None:
     [
         ({"attention_mask": np.array([[1, -1, 1]], dtype=">i8")}, "only 0 and 1"),  # not native byte order
         ({"attention_mask": np.array([[1, 256, 1]], dtype=np.int16)}, "only 0 and 1"),
+        ({"attention_mask": np.array([[2, 0, 0]])}, "only 0 and 1"),  # in the padding
+        ({"attention_mask": np.array([[1.0, 0.5, 1.0]])}, "only 0 and 1"),
         ({"mm_token_type_ids": np.array([[0, -1, 0]], dtype=">i4")}, "0 \\(text\\), 1 \\(image\\) or 2"),
         ({"mm_token_type_ids": np.array([[7, 0, 0]])}, "0 \\(text\\), 1 \\(image\\) or 2"),  # the first run
         ({"mm_token_type_ids": np.array([[0, 0, -1]])}, "0 \\(text\\), 1 \\(image\\) or 2"),  # the last run

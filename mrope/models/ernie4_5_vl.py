@@ -63,4 +63,7 @@ FAMILY = ModelFamily(
         "video_end_token_id": "video_end_id",
         "video_token_id": "video_pad_id",
     },
+    # the 5.24 video processor's temporal_patch_size (always 2: its __init__ refuses another) pads the frame
+    # count to even (video_processing_ernie4_5_vl_moe.py:483); the grid's t still counts frames (``1`` here)
+    checkpoint_fields={"video:temporal_patch_size": None},
 )

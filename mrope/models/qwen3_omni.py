@@ -66,4 +66,6 @@ FAMILY = ModelFamily(
         "audio and audio-in-video included; build_positions ids = its processor's text expansion"
     ),
     config_ids=qwen2_5_omni.OMNI_CONFIG_IDS,
+    # the window get_rope_index counts audio tokens with (modeling_qwen3_omni_moe.py:356)
+    checkpoint_fields={"config:audio_config.n_window": "audio_window"},
 )
