@@ -160,7 +160,10 @@ def main() -> None:
 
     # issue 14: the segment path against the token-id path on the same prompts (both mrope, both with
     # the ids, spans and grids they return; the token path is given the ids the segment path made)
-    print("\nsegments -> positions vs token ids -> positions, same prompts (medians)")
+    print(
+        "\nsegments -> positions vs token ids -> positions, same prompts (medians; load average "
+        f"{os.getloadavg()[0]:.2f})"
+    )
     print("| batch | build from segments | get_rope_index (ids + mask + types) | segments / tokens |")
     print("|---|---|---|---|")
     for batch in (1, 8):
@@ -188,6 +191,7 @@ def main() -> None:
             assert np.array_equal(from_segments().ids, from_tokens()[0].numpy())
         t_seg, t_tok = paired_medians([from_segments, from_tokens])
         print(f"| {batch} | {t_seg * 1e3:.3f} ms | {t_tok * 1e3:.3f} ms | {t_seg / t_tok:.2f} |")
+    print(f"load average after the segment rows: {os.getloadavg()[0]:.2f}")
 
     # 1M tokens: text only, and a mixed sequence of images and text
     for label, segs in (
