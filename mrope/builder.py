@@ -454,6 +454,10 @@ class _Plan:
         self.targets: list[tuple[int, int, int]] = []  # images the model will generate
         self.owners: list[int] = []  # index of the segment of each piece
         self.cache: dict[Segment, _SegmentPlan] | None = None  # this rules' segment plans (lazy)
+        # which segments have cacheable plans: images and videos under the counter rule, but videos
+        # under the timestamps rule (their plan holds tokenizer output)
+        self.cache_images = rules.positions_base == "counter"
+        self.cache_videos = self.cache_images and rules.temporal != "timestamps"
 
     def text(self, n: int, token_ids: Sequence[int] | int, kind: str, index: int) -> None:
         if n:
@@ -473,35 +477,40 @@ class _Plan:
         plan is cached per rules and reused by every later occurrence (see :data:`_SEGMENT_PLAN_LIMIT`);
         only Qwen3-VL-style timestamp videos (tokenizer-dependent), notes and big plans are redone."""
         kind = type(seg)
-        if kind is Text and not self.targets:  # the commonest segment: no cache, no dispatch
+        if self.targets:
+            cacheable = False
+        elif kind is Text:  # the commonest segment: no cache, no dispatch
             if seg.num_tokens:
                 ids = seg.token_ids if seg.token_ids is not None else TEXT_FILL_ID
                 self.pieces.append(TextRun(seg.num_tokens, ids, "text", index))
                 self.owners.append(index)
             return
-        rules = self.rules
-        cacheable = (
-            rules.positions_base == "counter"
-            and not self.targets
-            and (
-                (kind is Image and not seg.generate)  # type: ignore[union-attr]
-                or (kind is Video and seg.audio is None and rules.temporal != "timestamps")  # type: ignore[union-attr]
-            )
-        )
+        elif kind is Image:
+            cacheable = self.cache_images and not seg.generate
+        else:
+            cacheable = kind is Video and self.cache_videos and seg.audio is None
         if cacheable:
             if self.cache is None:
-                self.cache = _segment_plans(rules)
+                self.cache = _segment_plans(self.rules)
             try:
                 hit = self.cache.get(seg)
             except TypeError:  # a field that cannot be hashed: plan it every time
                 hit, cacheable = None, False
             if hit is not None:
-                self.pieces += hit.pieces
-                self.owners += [index] * len(hit.pieces)
-                self.image_grids += hit.image_grids
-                self.video_grids += hit.video_grids
-                self.second_per_grid += hit.second_per_grid
+                pieces = hit.pieces
+                if len(pieces) == 1:
+                    self.pieces.append(pieces[0])
+                    self.owners.append(index)
+                else:
+                    self.pieces += pieces
+                    self.owners += [index] * len(pieces)
+                if kind is Image:
+                    self.image_grids += hit.image_grids
+                else:
+                    self.video_grids += hit.video_grids
+                    self.second_per_grid += hit.second_per_grid
                 return
+        rules = self.rules
         first, images, videos, notes = (
             len(self.pieces),
             len(self.image_grids),
@@ -795,13 +804,18 @@ class _Plan:
             delta=0 if lay.generates_images else int(top + 1 - total),
             spans=tuple(spans),
             input_ids=tokens,
-            image_grid_thw=np.asarray(self.image_grids, dtype=np.int64).reshape(-1, 3),
-            video_grid_thw=np.asarray(self.video_grids, dtype=np.int64).reshape(-1, 3),
+            image_grid_thw=_grid_array(self.image_grids),
+            video_grid_thw=_grid_array(self.video_grids),
             second_per_grid_ts=np.asarray(self.second_per_grid, dtype=np.float64),
             rules=lay,
             notes=tuple(self.notes),
             generation_ids=generation,
         )
+
+
+def _grid_array(grids: list[tuple[int, int, int]]) -> np.ndarray:
+    """int64 ``[n, 3]`` of the grids (``[0, 3]`` for none)."""
+    return np.array(grids, dtype=np.int64) if grids else np.zeros((0, 3), dtype=np.int64)
 
 
 class _SegmentPlan(NamedTuple):
@@ -857,12 +871,14 @@ def _remember_plan(plans: dict[Segment, _SegmentPlan], seg: Segment, plan: _Segm
 
 _ARANGE = np.arange(1 << 16, dtype=np.int64)  # text positions below 2**16 are slices of this (512 KiB)
 _ARANGE.flags.writeable = False
-_TEMPLATES: dict[tuple, tuple[np.ndarray, int, int]] = {}
-_TEMPLATE_BUDGET = 1 << 21  # tokens kept in the cache (int64 [3, n] each: 48 MiB at most)
+_TEMPLATES: dict[tuple, tuple] = {}  # (coordinates [3, n], two ints[, token ids [n] of a wrapped block])
+_TEMPLATE_BUDGET = (
+    1 << 21
+)  # tokens kept in the cache (int64 [3, n] each, [4, n] when wrapped: 64 MiB at most)
 _template_tokens = 0
 
 
-def _block_template(p: Block) -> tuple[np.ndarray, int, int]:
+def _block_template(p: Block) -> tuple:
     """The block's coordinates relative to its start, int64 ``[3, n]`` (rows tau, h, w), with the
     largest relative t and the largest relative h or w. Cached: prompts repeat the same grids, and
     one add into the output beats three broadcast writes.
@@ -886,7 +902,7 @@ def _block_template(p: Block) -> tuple[np.ndarray, int, int]:
             p.h0,
             p.w0,
             p.follow_t,
-            p.wrap is not None and p.advance,
+            p.wrap is not None and (p.advance, p.wrap, p.token_id),
         )
     hit = _TEMPLATES.get(key)
     if hit is not None:
@@ -906,11 +922,14 @@ def _block_template(p: Block) -> tuple[np.ndarray, int, int]:
     entry = (template, top_t, top_hw)
     if p.wrap is not None:  # start wrapper at 0, the block from 1, the end wrapper where text resumes
         end = 1 + (max(p.span_h, p.span_w) if p.advance == "spatial" else max(top_t, top_hw) + 1)
-        wrapped = np.empty((3, template.shape[1] + 2), dtype=np.int64)
-        wrapped[:, 0] = 0
-        np.add(template, 1, out=wrapped[:, 1:-1])
-        wrapped[:, -1] = end
-        entry = (wrapped, max(end, 1 + top_t, 1 + top_hw), end + 1)
+        wrapped = np.empty((4, template.shape[1] + 2), dtype=np.int64)  # row 3: the token ids
+        wrapped[:3, 0] = 0
+        np.add(template, 1, out=wrapped[:3, 1:-1])
+        wrapped[:3, -1] = end
+        wrapped[3] = p.token_id
+        wrapped[3, 0], wrapped[3, -1] = p.wrap
+        wrapped.flags.writeable = False
+        entry = (wrapped[:3], max(end, 1 + top_t, 1 + top_hw), end + 1, wrapped[3])
     entry[0].flags.writeable = False
     n = entry[0].shape[1]
     if n <= _TEMPLATE_BUDGET // 4:
@@ -997,16 +1016,14 @@ def fill_pieces(
             streak = -1
         if p.wrap is not None:  # start wrapper, block, end wrapper: all counted from s
             entry = _TEMPLATES.get(p.template_key) if p.template_key is not None else None
-            template, top_rel, next_rel = entry if entry is not None else _block_template(p)
+            template, top_rel, next_rel, token_row = entry if entry is not None else _block_template(p)
             if s + top_rel > MAX_POSITION:
                 raise LayoutError(
                     f"positions overflow: {p.kind} block (segment {owner}) would reach {s + top_rel:,}"
                 )
             _add_template(template, s, s, offset, ids[:, a:b])
             if tokens is not None:
-                tokens[a] = p.wrap[0]
-                tokens[a + 1 : b - 1] = p.token_id
-                tokens[b - 1] = p.wrap[1]
+                tokens[a:b] = token_row
             if spans is not None:
                 spans.append(make_span(Span, ("wrapper", a, a + 1, owner, None, None)))
                 spans.append(make_span(Span, (p.kind, a + 1, b - 1, owner, p.tile_grid, None)))
@@ -1293,9 +1310,10 @@ def build_batch(
                 slice(n, width),
             )
         )
-        ids[:, row, pad] = pad_position
-        input_ids[row, pad] = pad_token_id
-        mask[row, pad] = 0
+        if n < width:
+            ids[:, row, pad] = pad_position
+            input_ids[row, pad] = pad_token_id
+            mask[row, pad] = 0
         mask[row, sl] = 1
         for note in plan.notes:
             warnings.warn(f"sample {row}: {note}", MRopeWarning, stacklevel=2)

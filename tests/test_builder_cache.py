@@ -82,7 +82,12 @@ def test_outputs_never_alias_the_caches() -> None:
     np.testing.assert_array_equal(again.ids[:, 0], expected)
     np.testing.assert_array_equal(again.ids[:, 1, :11], counter_rule(PROMPT[:2]))
     # the cached coordinate arrays themselves refuse writes
-    assert builder._TEMPLATES and all(not t.flags.writeable for t, _, _ in builder._TEMPLATES.values())
+    assert builder._TEMPLATES and all(
+        not array.flags.writeable
+        for entry in builder._TEMPLATES.values()
+        for array in entry
+        if isinstance(array, np.ndarray)
+    )
 
 
 def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,11 +109,11 @@ def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.Monkey
         for _ in range(2):
             np.testing.assert_array_equal(build_positions(segs, model="qwen2-vl").ids, counter_rule(segs))
             assert sum(len(plans) for plans in builder._SEGMENT_PLANS.values()) <= 3
-            assert sum(t.shape[1] for t, _, _ in builder._TEMPLATES.values()) <= 256
+            assert sum(entry[0].shape[1] for entry in builder._TEMPLATES.values()) <= 256
     # a block too big for the template budget is computed each time and never kept
     big = [Image(grid=(1, 40, 40))]
     np.testing.assert_array_equal(build_positions(big, model="qwen2-vl").ids, counter_rule(big))
-    assert all(t.shape[1] <= 64 for t, _, _ in builder._TEMPLATES.values())
+    assert all(entry[0].shape[1] <= 64 for entry in builder._TEMPLATES.values())
 
 
 def test_rules_do_not_share_plans() -> None:
