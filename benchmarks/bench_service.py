@@ -8,7 +8,9 @@ a Lua script sends the POST bodies) when it is installed, so the client is not t
 
 - ``/healthz``: the framework's floor (requests per second, p50 / p99 latency).
 - ``/v1/positions``, a typical request (text + 2 images + 1 video as JSON grids, about 3k tokens), JSON out;
-  its throughput as a fraction of the floor's (target: at least 60 %).
+  its throughput as a fraction of the floor's (target: at least 60 %), and the same by server CPU time
+  per request. The two run as back-to-back pairs (``--pairs``), the same body every time (no cache
+  answers it: every request is parsed, validated, built and rendered).
 - ``/v1/positions`` with a 128k-token text and ``Accept: application/x-npy``: p50 latency (one at a time).
 - 1M tokens, JSON and npy: p50 latency (one at a time), to show that JSON rendering is not the cost.
 - the server's resident memory (VmRSS) before and after the load; errors (any non-200) must be zero.
@@ -16,9 +18,11 @@ a Lua script sends the POST bodies) when it is installed, so the client is not t
 It also times hostile bodies (issue 12): each body up to the 16 MiB cap, one at a time, with the
 server's resident memory after them.
 
-Usage: ``python benchmarks/bench_service.py [--duration 10] [--concurrency 16] [--workers 1]
-[--client wrk|httpx] [--access-log] [--profile out.txt]``. ``--profile`` runs the server under
-pyinstrument during the typical-request load and writes its text report.
+Usage: ``python benchmarks/bench_service.py [--duration 10] [--concurrency 16] [--workers 1] [--pairs 2]
+[--client wrk|httpx] [--access-log] [--profile out.txt]``. ``--profile`` runs pyinstrument over the app
+answering the typical request in-process and writes its text report. ``--instructions`` instead counts
+the instructions of ``/healthz``, the typical request and its stages in-process with valgrind's
+callgrind: slow (minutes), but the one figure a loaded shared machine does not move.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -242,9 +247,11 @@ def run_load(client: str, *args: object) -> Result:
 
 
 def run_all(
-    client: str, base: str, concurrency: int, duration: float, pid: int, workdir: str
-) -> tuple[list[Result], list[tuple[str, int]]]:
-    """Every load scenario, plus VmRSS snapshots of the server between them."""
+    client: str, base: str, concurrency: int, duration: float, pid: int, workdir: str, pairs: int = 2
+) -> tuple[list[Result], list[tuple[str, int]], list[tuple[Result, Result]]]:
+    """Every load scenario, plus VmRSS snapshots of the server between them. The floor and the typical
+    request run as ``pairs`` back-to-back pairs (the first before the big requests, the others after),
+    so each ratio compares two runs under the same background load."""
     rss = [("started", rss_kib(pid))]
     go = functools.partial(run_load, client, pid, base)
     typical = orjson.dumps(TYPICAL)
@@ -253,11 +260,20 @@ def run_all(
     go("warmup", "GET", "/healthz", None, {}, concurrency, 1.0, workdir)
     go("warmup", "POST", "/v1/positions", typical, JSON_H, concurrency, 1.0, workdir)
     rss.append(("after warm-up", rss_kib(pid)))
-    results = [go("`GET /healthz` (floor)", "GET", "/healthz", None, {}, concurrency, duration, workdir)]
-    rss.append(("after /healthz load", rss_kib(pid)))
-    name = "`POST /v1/positions` typical (~3k tokens), JSON"
-    results.append(go(name, "POST", "/v1/positions", typical, JSON_H, concurrency, duration, workdir))
-    rss.append(("after typical load", rss_kib(pid)))
+    results: list[Result] = []
+    pair_results: list[tuple[Result, Result]] = []
+
+    def pair(k: int) -> None:
+        floor = go(
+            f"`GET /healthz` (floor), pair {k}", "GET", "/healthz", None, {}, concurrency, duration, workdir
+        )
+        name = f"`POST /v1/positions` typical (~3k tokens), JSON, pair {k}"
+        typ = go(name, "POST", "/v1/positions", typical, JSON_H, concurrency, duration, workdir)
+        results.extend((floor, typ))
+        pair_results.append((floor, typ))
+
+    pair(1)
+    rss.append(("after the first pair", rss_kib(pid)))
     big = orjson.dumps(text_request(128 * 1024))
     name = "`POST /v1/positions` 128k tokens, npy (c=1)"
     results.append(go(name, "POST", "/v1/positions", big, NPY_H, 1, min(duration, 5.0), workdir))
@@ -266,11 +282,10 @@ def run_all(
         name = f"`POST /v1/positions` 1M tokens, {label} (c=1)"
         results.append(go(name, "POST", "/v1/positions", huge, headers, 1, min(duration, 5.0), workdir))
     rss.append(("after 128k / 1M requests", rss_kib(pid)))
-    results.append(go("`GET /healthz` again", "GET", "/healthz", None, {}, concurrency, duration, workdir))
-    name = "`POST /v1/positions` typical, again"
-    results.append(go(name, "POST", "/v1/positions", typical, JSON_H, concurrency, duration, workdir))
-    rss.append(("after typical load again", rss_kib(pid)))
-    return results, rss
+    for k in range(2, pairs + 1):
+        pair(k)
+    rss.append(("after the last pair", rss_kib(pid)))
+    return results, rss, pair_results
 
 
 def run_hostile(base: str, pid: int) -> list[tuple[str, int, float, int, int]]:
@@ -284,56 +299,156 @@ def run_hostile(base: str, pid: int) -> list[tuple[str, int, float, int, int]]:
     return out
 
 
-def profile_app(seconds: float, out_path: str) -> None:
-    """pyinstrument over the app alone (ASGI calls in-process, no network) answering the typical request."""
-    from pyinstrument import Profiler
+async def asgi_call(app, method: str, path: str, body: bytes) -> int:
+    """One request to ``app`` in-process (no network); returns the status."""
+    headers = [(b"host", b"bench")]
+    if body:
+        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "state": {},
+    }
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    status = [0]
 
+    async def receive() -> dict:
+        return messages.pop() if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            status[0] = message["status"]
+
+    await app(scope, receive, send)
+    return status[0]
+
+
+def _service_app():
     sys.path.insert(0, str(ROOT))
     from service.app import create_app
     from service.settings import Settings
 
-    app = create_app(Settings())
+    return create_app(Settings())
+
+
+def profile_app(seconds: float, out_path: str) -> None:
+    """pyinstrument over the app alone (ASGI calls in-process, no network) answering the typical request."""
+    from pyinstrument import Profiler
+
+    app = _service_app()
     body = orjson.dumps(TYPICAL)
-
-    async def call() -> None:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/v1/positions",
-            "raw_path": b"/v1/positions",
-            "query_string": b"",
-            "root_path": "",
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 80),
-            "state": {},
-        }
-        messages = [{"type": "http.request", "body": body, "more_body": False}]
-
-        async def receive() -> dict:
-            return messages.pop() if messages else {"type": "http.disconnect"}
-
-        async def send(message: dict) -> None:
-            pass
-
-        await app(scope, receive, send)
 
     async def loop() -> None:
         for _ in range(200):
-            await call()
+            await asgi_call(app, "POST", "/v1/positions", body)
         profiler = Profiler(interval=0.0002)
         profiler.start()
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
-            await call()
+            await asgi_call(app, "POST", "/v1/positions", body)
         profiler.stop()
         with open(out_path, "w") as fh:
             fh.write(profiler.output_text(unicode=False, color=False, show_all=False))
 
     asyncio.run(loop())
+
+
+# -------------------------------------------------------------------------------- instructions
+
+PHASES = (
+    "`GET /healthz`, whole app",
+    "typical request, whole app",
+    "  decode: bounded parse + schema validation + library segments",
+    "    of which schema validation (pydantic)",
+    "    of which library segments (`to_segments`)",
+    "  `mrope.build_positions`",
+    "  render JSON",
+    "    of which orjson over the `[3, T]` ids",
+)
+
+
+def instruction_phases(n: int) -> None:
+    """The child of :func:`count_instructions`: each phase ``n`` times, ``os.getppid()`` between phases
+    (callgrind dumps its counters before each call)."""
+    import gc
+
+    import mrope
+    from service import app as service_app
+    from service import convert, jsonbody, render
+    from service.models import PositionsRequest
+
+    app = _service_app()
+    state = app.state.service
+    body = orjson.dumps(TYPICAL)
+    decoded, model, rules, segments = service_app.decode_positions(body, state)
+    pos = mrope.build_positions(segments, model=model, rules=rules)
+    data = orjson.loads(body)
+    shape = jsonbody.inspect(data, state.limits)
+
+    async def calls(method: str, path: str, payload: bytes) -> None:
+        for _ in range(n):
+            assert await asgi_call(app, method, path, payload) == 200
+
+    async def warm() -> None:
+        for _ in range(50):
+            await asgi_call(app, "GET", "/healthz", b"")
+            await asgi_call(app, "POST", "/v1/positions", body)
+
+    ids_json = functools.partial(orjson.dumps, pos.ids, option=orjson.OPT_SERIALIZE_NUMPY)
+    phases = (
+        lambda: asyncio.run(calls("GET", "/healthz", b"")),
+        lambda: asyncio.run(calls("POST", "/v1/positions", body)),
+        lambda: [service_app.decode_positions(body, state) for _ in range(n)],
+        lambda: [jsonbody.validate(PositionsRequest, data, shape) for _ in range(n)],
+        lambda: [convert.to_segments(decoded.segments, rules, state.settings, None) for _ in range(n)],
+        lambda: [mrope.build_positions(segments, model=model, rules=rules) for _ in range(n)],
+        lambda: [render.render_positions(pos, "json", 4096) for _ in range(n)],
+        lambda: [ids_json() for _ in range(n)],
+    )
+    asyncio.run(warm())
+    gc.collect()
+    gc.disable()  # a collection lands in one phase or another by chance
+    os.getppid()
+    for phase in phases:
+        phase()
+        os.getppid()
+
+
+def count_instructions(n: int = 300) -> list[tuple[str, float]]:
+    """Instructions per call of each of :data:`PHASES`, counted by valgrind's callgrind (load-independent:
+    on a shared machine the only figure that does not move with other jobs). Python code, not wall time:
+    the server also pays the kernel and uvicorn, and a cache-cold request more per instruction."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("--instructions needs valgrind (Debian package valgrind)")
+    with tempfile.TemporaryDirectory() as out:
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
+        argv = [valgrind, "--tool=callgrind", "--dump-before=getppid", f"--callgrind-out-file={out}/cg.%p"]
+        argv += [os.path.realpath(sys.executable), __file__, "--instruction-phases", str(n)]
+        subprocess.run(argv, env=env, cwd=ROOT, check=True, capture_output=True, timeout=1800)
+        # cg.<pid>.<k> for the k-th dump, then cg.<pid> at exit
+        dumps = sorted(
+            Path(out).glob("cg.*"), key=lambda p: int(p.suffix[1:]) if p.name.count(".") == 2 else 1 << 30
+        )
+        totals = []
+        for path in dumps:
+            for line in path.read_text().splitlines():
+                if line.startswith(("summary:", "totals:")):
+                    totals.append(int(line.split()[1]))
+                    break
+    # the last len(PHASES) + 1 dumps are the phases and the exit; earlier ones are start-up
+    per_phase = totals[-len(PHASES) - 1 : -1]
+    return [(name, total / n) for name, total in zip(PHASES, per_phase, strict=True)]
 
 
 def start_server(workers: int, access_log: bool) -> tuple[subprocess.Popen, str]:
@@ -371,12 +486,32 @@ def main() -> int:
     )
     ap.add_argument("--profile", metavar="OUT", help="also profile the app (pyinstrument) into this file")
     ap.add_argument("--no-hostile", action="store_true", help="skip the hostile-body timings")
+    ap.add_argument("--pairs", type=int, default=2, help="floor / typical pairs (default 2)")
+    ap.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per request and per stage with valgrind's callgrind (in-process, slow)",
+    )
+    ap.add_argument("--instruction-phases", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.instruction_phases:
+        instruction_phases(args.instruction_phases)
+        return 0
+    if args.instructions:
+        counts = count_instructions()
+        print("| stage (in-process, callgrind) | instructions per call |\n|---|---:|")
+        for name, count in counts:
+            print(f"| {name} | {count / 1e3:,.0f}k |")
+        print(f"\n`/healthz` / typical by instructions: {counts[0][1] / counts[1][1]:.2f}")
+        return 0
 
+    load0 = f"{os.getloadavg()[0]:.2f}"
     proc, base = start_server(args.workers, args.access_log)
     try:
         with tempfile.TemporaryDirectory() as workdir:
-            results, rss = run_all(args.client, base, args.concurrency, args.duration, proc.pid, workdir)
+            results, rss, pair_results = run_all(
+                args.client, base, args.concurrency, args.duration, proc.pid, workdir, args.pairs
+            )
         hostile = [] if args.no_hostile else run_hostile(base, proc.pid)
     finally:
         proc.terminate()
@@ -398,13 +533,13 @@ def main() -> int:
             f"| {r.name} | {r.requests} | {r.errors} | {r.rps:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} "
             f"| {r.cpu_us_per_request:,.0f} |"
         )
-    floor, typical = results[0], results[1]
-    ratio = typical.rps / floor.rps if floor.rps else 0.0
-    again = results[-1].rps / results[-2].rps if results[-2].rps else 0.0
-    cpu_ratio = floor.cpu_us_per_request / typical.cpu_us_per_request
+    rps_ratios = [t.rps / f.rps for f, t in pair_results if f.rps]
+    cpu_ratios = [f.cpu_us_per_request / t.cpu_us_per_request for f, t in pair_results]
     print(
-        f"\npositions / floor: {ratio:.2f} of the floor's throughput ({again:.2f} in the second pair); "
-        f"{cpu_ratio:.2f} by server CPU per request. Target >= 0.60."
+        f"\npositions / floor, per pair: throughput {', '.join(f'{x:.2f}' for x in rps_ratios)} "
+        f"(median {statistics.median(rps_ratios):.2f}); server CPU per request "
+        f"{', '.join(f'{x:.2f}' for x in cpu_ratios)} (median {statistics.median(cpu_ratios):.2f}). "
+        f"Target >= 0.60. Load average {load0} at start, {os.getloadavg()[0]:.2f} at the end."
     )
     print("\n| server VmRSS | MiB |\n|---|---:|")
     for label, kib in rss:

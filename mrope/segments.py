@@ -77,7 +77,8 @@ class Text:
             ids = None
         else:
             try:
-                ids = tuple(map(int, tokens))
+                plain = type(tokens) in _SEQUENCES and set(map(type, tokens)) <= _INT
+                ids = tuple(tokens) if plain else tuple(map(int, tokens))
             except (TypeError, ValueError):
                 raise LayoutError(
                     f"Text takes a token count or a list of int token ids; got {tokens!r}"

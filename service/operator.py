@@ -143,6 +143,7 @@ class ConcurrencyLimit:
         self.metrics = metrics
         self.exempt = frozenset(exempt)
         self.running = 0
+        metrics.in_flight.set_function(lambda: self.running)  # read at scrape time, not per request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") in self.exempt:
@@ -161,9 +162,7 @@ class ConcurrencyLimit:
             await response(scope, receive, send)
             return
         self.running += 1
-        self.metrics.in_flight.inc()
         try:
             await self.app(scope, receive, send)
         finally:
             self.running -= 1
-            self.metrics.in_flight.dec()

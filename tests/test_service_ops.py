@@ -175,7 +175,29 @@ def test_prometheus_metrics(tmp_path):
     assert got[("mrope_rejections_total", (("reason", "not_found"),))] == 50
     assert got[("mrope_media_seconds_count", (("kind", "image"),))] == 1
     assert got[("mrope_media_threads_busy", ())] == 0
+    assert got[("mrope_requests_in_flight", ())] == 0
     assert not any("random" in str(key) for key in got)
+
+
+def test_in_flight_gauge_counts_running_requests():
+    """``mrope_requests_in_flight`` is the concurrency limit's count: 1 while a request runs, probes not
+    counted, 0 after."""
+    import anyio
+
+    from service.metrics import Metrics
+    from service.operator import ConcurrencyLimit
+
+    metrics = Metrics()
+    seen = []
+
+    async def inner(scope, receive, send) -> None:
+        seen.append(samples(metrics.render().decode())[("mrope_requests_in_flight", ())])
+
+    limit = ConcurrencyLimit(inner, limit=4, metrics=metrics, exempt=("/healthz",))
+    for path in ("/v1/positions", "/healthz"):
+        anyio.run(limit, {"type": "http", "path": path}, None, None)
+    assert seen == [1, 0]
+    assert samples(metrics.render().decode())[("mrope_requests_in_flight", ())] == 0
 
 
 # ---------------------------------------------------------------------------------------- docs
