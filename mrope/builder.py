@@ -524,7 +524,7 @@ class _Plan:
             if fused is not None:
                 pieces = self.pieces[first:] = [fused]
         self.owners += [index] * len(pieces)
-        if cacheable and len(self.notes) == notes and _small_plan(pieces):
+        if cacheable and len(self.notes) == notes and _small_plan(seg, pieces):
             _remember_plan(
                 self.cache,  # type: ignore[arg-type]
                 seg,
@@ -831,7 +831,8 @@ class _SegmentPlan(NamedTuple):
 _SEGMENT_PLANS: dict[LayoutRules, dict[Segment, _SegmentPlan]] = {}
 _SEGMENT_PLAN_LIMIT = 4096
 """Most segment plans cached (all rules together); when full the cache starts over. Each holds at most
-:data:`_PLAN_PIECES` pieces and :data:`_PLAN_FRAMES` temporal offsets (a few KiB)."""
+:data:`_PLAN_PIECES` pieces and :data:`_PLAN_FRAMES` temporal offsets, tiles, frame times and tile
+orders together (a few KiB)."""
 _PLAN_PIECES = 64
 _PLAN_FRAMES = 1024
 _segment_plan_count = 0
@@ -849,10 +850,12 @@ def _segment_plans(rules: LayoutRules) -> dict[Segment, _SegmentPlan]:
     return plans
 
 
-def _small_plan(pieces: Sequence[TextRun | Block]) -> bool:
+def _small_plan(seg: Segment, pieces: Sequence[TextRun | Block]) -> bool:
+    """Whether a plan (and the segment, its key) is small enough to keep: the cache outlives requests."""
     if len(pieces) > _PLAN_PIECES:
         return False
-    return sum(len(p.tau) + len(p.tile_h0) for p in pieces if type(p) is Block) <= _PLAN_FRAMES
+    held = len(getattr(seg, "frame_times", None) or ()) + len(getattr(seg, "tile_order", None) or ())
+    return held + sum(len(p.tau) + len(p.tile_h0) for p in pieces if type(p) is Block) <= _PLAN_FRAMES
 
 
 def _remember_plan(plans: dict[Segment, _SegmentPlan], seg: Segment, plan: _SegmentPlan) -> None:

@@ -160,3 +160,13 @@ def test_wrapped_video_under_each_advance_rule(advance: str, t: list[int], hw: l
             ("text", 7, 8, 2),
         ]
         assert p.input_ids.tolist() == [0, START, 151656, 151656, 151656, 151656, END, 0]
+
+
+def test_big_segments_are_planned_but_not_kept() -> None:
+    # frame times are part of a video's value: a long list must not stay in the cache after the build
+    # (Qwen2-VL places frames by index and reads no frame times: the grid alone decides the positions)
+    video = Video(grid=(2, 2, 2), frame_times=tuple(k / 50 for k in range(4000)))
+    segs = [Text(1), video]
+    p = build_positions(segs, model="qwen2-vl")
+    np.testing.assert_array_equal(p.ids, counter_rule(segs))
+    assert all(video not in plans for plans in builder._SEGMENT_PLANS.values())
