@@ -10,6 +10,9 @@ of a model (the :class:`~mrope.LayoutRules` given to the builder decide the coor
 from __future__ import annotations
 
 import math
+import operator
+import re
+import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +21,7 @@ from mrope.errors import LayoutError
 
 _SEQUENCES = frozenset((tuple, list))
 _INT = frozenset((int,))
+_INTEGER_DTYPE = re.compile(r"(^|\.)u?int\d+$")  # numpy "int64", torch "torch.uint8"
 
 
 def _exact_ints(value: Any) -> tuple[int, ...] | None:
@@ -77,11 +81,21 @@ class Text:
             ids = None
         else:
             try:
-                plain = type(tokens) in _SEQUENCES and set(map(type, tokens)) <= _INT
-                ids = tuple(tokens) if plain else tuple(map(int, tokens))
+                dtype = getattr(tokens, "dtype", None)
+                if dtype is not None:  # a numpy array or torch tensor: integer and 1-D, read in one call
+                    if not _INTEGER_DTYPE.search(str(dtype)) or getattr(tokens, "ndim", 1) != 1:
+                        raise TypeError("not a 1-D integer array")
+                    ids = tuple(tokens.tolist())
+                elif type(tokens) in _SEQUENCES and set(map(type, tokens)) <= _INT:
+                    ids = tuple(tokens)
+                else:
+                    # operator.index takes ints (numpy and torch scalars too) and refuses 1.5 and 2.0 alike
+                    ids = tuple(map(operator.index, tokens))
+                    if any(type(i) is bool for i in tokens):
+                        raise TypeError("bool")
             except (TypeError, ValueError):
                 raise LayoutError(
-                    f"Text takes a token count or a list of int token ids; got {tokens!r}"
+                    f"Text takes a token count or a list of integer token ids (no floats, no bools); got {reprlib.repr(tokens)}"
                 ) from None
             n = len(ids)
             if ids and (min(ids) < 0 or max(ids) >= 2**63):

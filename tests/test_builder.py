@@ -360,6 +360,12 @@ def test_properties(segs: list, model: str, k: int) -> None:
         ),
         (lambda: Image(grid=(1, 4, 4), origin=(2**70, 0)), r"\[0, 2\*\*40\)"),
         (lambda: Text([2**64]), r"\[0, 2\*\*63\)"),
+        (lambda: Text([1.5, 2.0]), "integer token ids"),  # 2.0 too: no silent truncation
+        (lambda: Text([True, 2]), "integer token ids"),
+        (lambda: Text(np.array([1.0, 2.0])), "integer token ids"),
+        (lambda: Text(np.array([[1, 2]])), "integer token ids"),
+        (lambda: Text(np.array([True])), "integer token ids"),
+        (lambda: Text([1] * 10_000 + [0.5]), r"\[1, 1, 1, 1, 1, 1, \.\.\.\]$"),  # a bounded message
         (lambda: Image(grid=(1, 4, 4), origin=(1.5, 0.2)), "origin must be"),
         (lambda: Image(grid=(1, 4, 4), tiles=(2.7, 1)), "tiles must be"),
         (lambda: Image(grid=(1, 4, 4), tiles=(2, 1), tile_order=["a", 1]), "permutation"),
@@ -407,3 +413,13 @@ def test_rules_presets_and_replace() -> None:
     assert LayoutRules.preset("qwen2-vl").resize_factor == 28
     rules = LayoutRules.preset("qwen2-vl").replace(tiles="independent")
     assert LayoutRules.from_dict(rules.to_dict()) == rules
+
+
+def test_text_takes_integer_arrays_and_tensors_as_python_ints() -> None:
+    import torch
+
+    for ids in (np.array([7, 8], dtype=np.uint8), torch.tensor([7, 8], dtype=torch.int32), [np.int64(7), 8]):
+        text = Text(ids)
+        assert text.token_ids == (7, 8) and all(type(i) is int for i in text.token_ids)
+    with pytest.raises(mrope.MRopeError, match="integer token ids"):
+        Text(torch.tensor([7.0, 8.0]))
