@@ -167,6 +167,10 @@ class Positions:
         """JSON-ready: ``{"positions": [[t...], [h...], [w...]], **metadata()}``."""
         return {"positions": self.ids.tolist(), **self.metadata()}
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle and copy the spans themselves, never the pieces they are made from."""
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
     def window(self, start: int, stop: int) -> np.ndarray:
         """Positions ``[A, stop - start]`` of tokens ``start .. stop-1`` of a sequence that begins with
         this prompt: the prompt's own positions where they exist, decode continuation past its end
@@ -192,6 +196,58 @@ class Positions:
         else:
             after = next_positions(self.delta, first, stop - first)[:1]
         return np.concatenate([inside, np.broadcast_to(after, (self.ids.shape[0], stop - first))], axis=1)
+
+
+class _PieceSpans:
+    """``Positions.spans`` of a sequence the builder filled: made on first read from the plan's pieces
+    (kept until then under ``_span_pieces``), then kept in the instance (which then shadows this
+    non-data descriptor). Building a batch thus writes no span that nobody reads."""
+
+    def __get__(self, obj: Positions | None, owner: type | None = None) -> Any:
+        if obj is None:
+            raise AttributeError("spans")  # a required field: no class-level default
+        state = obj.__dict__
+        source = state.get("_span_pieces")
+        if source is None:  # another thread made them in between
+            return state["spans"]
+        spans = state["spans"] = tuple(piece_spans(*source))
+        state.pop("_span_pieces", None)
+        return spans
+
+
+Positions.spans = _PieceSpans()  # type: ignore[assignment,misc]
+
+
+def _filled_positions(
+    ids: np.ndarray,
+    delta: int,
+    pieces: list[TextRun | Block],
+    owners: list[int],
+    input_ids: np.ndarray,
+    image_grid_thw: np.ndarray,
+    video_grid_thw: np.ndarray,
+    second_per_grid_ts: np.ndarray,
+    rules: LayoutRules,
+    notes: tuple[str, ...],
+    generation_ids: np.ndarray | None,
+) -> Positions:
+    """A :class:`Positions` whose spans are made from ``pieces`` on first read (same fields as the
+    dataclass constructor gives; made without its frozen ``__setattr__`` per field)."""
+    out = object.__new__(Positions)
+    out.__dict__.update(
+        ids=ids,
+        delta=delta,
+        _span_pieces=(pieces, owners),
+        input_ids=input_ids,
+        image_grid_thw=image_grid_thw,
+        video_grid_thw=video_grid_thw,
+        second_per_grid_ts=second_per_grid_ts,
+        rules=rules,
+        notes=notes,
+        audio_tokens=np.zeros(0, dtype=np.int64),
+        generation_ids=generation_ids,
+    )
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -794,8 +850,23 @@ class _Plan:
             fill_pieces(self.pieces, ids, tokens, spans, lay.advance, self.owners)  # token ids and spans
             ids[:] = canvas_positions(tokens, lay, self.image_grids, self.video_grids)
             top = int(ids.max()) if total else -1
-        else:
-            top = fill_pieces(self.pieces, ids, tokens, spans, lay.advance, self.owners)
+        else:  # the counter rule: spans made from the pieces when first read
+            top = fill_pieces(self.pieces, ids, tokens, None, lay.advance, self.owners)
+            return _filled_positions(
+                ids,
+                0 if lay.generates_images else int(top + 1 - total),
+                self.pieces,
+                self.owners,
+                tokens,
+                _grid_array(self.image_grids),
+                _grid_array(self.video_grids),
+                np.asarray(self.second_per_grid, dtype=np.float64),
+                lay,
+                tuple(self.notes),
+                target_positions(top + 1, self.targets, lay.merge_size)
+                if lay.generates_images and self.targets
+                else None,
+            )
         generation = None
         if lay.generates_images and self.targets:
             generation = target_positions(top + 1, self.targets, lay.merge_size)
@@ -993,7 +1064,6 @@ def fill_pieces(
     s = 0  # start of the next piece
     streak = -1  # token where the pending streak of text runs began (-1: none)
     streak_s = 0  # its first position
-    make_span = tuple.__new__  # Span(...) without the named tuple's Python-level __new__
     for p, owner in zip(pieces, owners, strict=True):
         n = p.n
         b = a + n
@@ -1008,8 +1078,6 @@ def fill_pieces(
                     tokens[a] = token[0] if isinstance(token, (tuple, list)) else token
                 else:
                     tokens[a:b] = token
-            if spans is not None:
-                spans.append(make_span(Span, (p.kind, a, b, owner, None, None)))
             s = s + n
             if s > top:
                 top = s - 1
@@ -1028,10 +1096,6 @@ def fill_pieces(
             _add_template(template, s, s, offset, scalars, ids[:, a:b])
             if tokens is not None:
                 tokens[a:b] = token_row
-            if spans is not None:
-                spans.append(make_span(Span, ("wrapper", a, a + 1, owner, None, None)))
-                spans.append(make_span(Span, (p.kind, a + 1, b - 1, owner, p.tile_grid, None)))
-                spans.append(make_span(Span, ("wrapper", b - 1, b, owner, None, None)))
             if s + top_rel > top:
                 top = s + top_rel
             s = s + next_rel
@@ -1047,20 +1111,41 @@ def fill_pieces(
         _add_template(template, s, hw, offset, scalars, ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
-        if spans is not None:
-            if p.tiles is None:
-                spans.append(make_span(Span, (p.kind, a, b, owner, p.tile_grid, None)))
-            else:
-                per_tile = n // len(p.tiles)
-                for k, rc in enumerate(p.tiles):
-                    start = a + k * per_tile
-                    spans.append(make_span(Span, (p.kind, start, start + per_tile, owner, p.tile_grid, rc)))
         top = max(top, s + top_t, hw + top_hw)
         s = s + max(p.span_h, p.span_w) if advance == "spatial" else top + 1
         a = b
     if streak >= 0:
         _write_text(ids, streak, a, streak_s)
+    if spans is not None:
+        spans += piece_spans(pieces, owners)
     return top
+
+
+def piece_spans(pieces: Sequence[TextRun | Block], owners: Sequence[int]) -> list[Span]:
+    """The spans of ``pieces`` laid end to end from token 0 (``owners``: each piece's segment index), as
+    :func:`fill_pieces` places them: a text run is one span, a wrapped block its start wrapper, its
+    block and its end wrapper, a tiled block one span per tile."""
+    make_span = tuple.__new__  # Span(...) without the named tuple's Python-level __new__
+    spans: list[Span] = []
+    append = spans.append
+    a = 0
+    for p, owner in zip(pieces, owners, strict=True):
+        b = a + p.n
+        if type(p) is TextRun:
+            append(make_span(Span, (p.kind, a, b, owner, None, None)))
+        elif p.wrap is not None:
+            append(make_span(Span, ("wrapper", a, a + 1, owner, None, None)))
+            append(make_span(Span, (p.kind, a + 1, b - 1, owner, p.tile_grid, None)))
+            append(make_span(Span, ("wrapper", b - 1, b, owner, None, None)))
+        elif p.tiles is None:
+            append(make_span(Span, (p.kind, a, b, owner, p.tile_grid, None)))
+        else:
+            per_tile = p.n // len(p.tiles)
+            for k, rc in enumerate(p.tiles):
+                start = a + k * per_tile
+                append(make_span(Span, (p.kind, start, start + per_tile, owner, p.tile_grid, rc)))
+        a = b
+    return spans
 
 
 _BUFFER_SIZE = np.getbufsize()
