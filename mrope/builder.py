@@ -527,45 +527,61 @@ class _Plan:
             self.text(1, self.rules.vision_end_id, "wrapper", index)
 
     def add(self, seg: Segment, index: int, tokenizer: Any) -> None:
-        """Plan segment ``index``: its pieces (owned by ``index``) and the grids it reports.
+        """Plan segment ``index``: its pieces (owned by ``index``) and the grids it reports."""
+        self.extend((seg,), tokenizer, index)
+
+    def extend(self, segments: Sequence[Segment], tokenizer: Any, first_index: int = 0) -> None:
+        """Plan ``segments`` (indices from ``first_index``) in order: each one's pieces (owned by its
+        index) and the grids it reports.
 
         An image or video depends only on its own fields and the rules (not on its place), so its
         plan is cached per rules and reused by every later occurrence (see :data:`_SEGMENT_PLAN_LIMIT`);
-        only Qwen3-VL-style timestamp videos (tokenizer-dependent), notes and big plans are redone."""
-        kind = type(seg)
-        if self.targets:
-            cacheable = False
-        elif kind is Text:  # the commonest segment: no cache, no dispatch
-            if seg.num_tokens:
-                ids = seg.token_ids if seg.token_ids is not None else TEXT_FILL_ID
-                self.pieces.append(TextRun(seg.num_tokens, ids, "text", index))
-                self.owners.append(index)
-            return
-        elif kind is Image:
-            cacheable = self.cache_images and not seg.generate
-        else:
-            cacheable = kind is Video and self.cache_videos and seg.audio is None
-        if cacheable:
-            if self.cache is None:
-                self.cache = _segment_plans(self.rules)
-            try:
-                hit = self.cache.get(seg)
-            except TypeError:  # a field that cannot be hashed: plan it every time
-                hit, cacheable = None, False
-            if hit is not None:
-                pieces = hit.pieces
-                if len(pieces) == 1:
-                    self.pieces.append(pieces[0])
-                    self.owners.append(index)
-                else:
-                    self.pieces += pieces
-                    self.owners += [index] * len(pieces)
-                if kind is Image:
-                    self.image_grids += hit.image_grids
-                else:
-                    self.video_grids += hit.video_grids
-                    self.second_per_grid += hit.second_per_grid
-                return
+        only Qwen3-VL-style timestamp videos (tokenizer-dependent), notes and big plans are redone.
+        Text and cached plans are taken here in the loop (the commonest segments: no call per segment)."""
+        pieces, owners, new = self.pieces, self.owners, tuple.__new__
+        cache_images, cache_videos = self.cache_images, self.cache_videos
+        for index, seg in enumerate(segments, first_index):
+            kind = type(seg)
+            if self.targets:  # only images to generate may follow one (the planner says so)
+                self._add(seg, index, tokenizer, False)
+                continue
+            if kind is Text:
+                n = seg.num_tokens
+                if n:
+                    ids = seg.token_ids
+                    pieces.append(new(TextRun, (n, TEXT_FILL_ID if ids is None else ids, "text", index)))
+                    owners.append(index)
+                continue
+            if kind is Image:
+                cacheable = cache_images and not seg.generate
+            else:
+                cacheable = kind is Video and cache_videos and seg.audio is None
+            if cacheable:
+                cache = self.cache
+                if cache is None:
+                    cache = self.cache = _segment_plans(self.rules)
+                try:
+                    hit = cache.get(seg)
+                except TypeError:  # a field that cannot be hashed: plan it every time
+                    hit, cacheable = None, False
+                if hit is not None:
+                    hit_pieces = hit[0]
+                    if len(hit_pieces) == 1:
+                        pieces.append(hit_pieces[0])
+                        owners.append(index)
+                    else:
+                        pieces += hit_pieces
+                        owners += [index] * len(hit_pieces)
+                    if kind is Image:
+                        self.image_grids += hit[1]
+                    else:
+                        self.video_grids += hit[2]
+                        self.second_per_grid += hit[3]
+                    continue
+            self._add(seg, index, tokenizer, cacheable)
+
+    def _add(self, seg: Segment, index: int, tokenizer: Any, cacheable: bool) -> None:
+        """Plan one segment afresh (and cache its plan when ``cacheable``)."""
         rules = self.rules
         first, images, videos, notes = (
             len(self.pieces),
@@ -884,9 +900,31 @@ class _Plan:
         )
 
 
+_GRID_ARRAYS: dict[tuple, np.ndarray] = {}  # read-only int64 [n, 3] per tuple of grids
+_GRID_ARRAY_LIMIT = 1024
+"""Most grid lists kept (each of at most :data:`_GRID_ARRAY_GRIDS` grids); when full the cache starts over."""
+_GRID_ARRAY_GRIDS = 64
+
+
 def _grid_array(grids: list[tuple[int, int, int]]) -> np.ndarray:
-    """int64 ``[n, 3]`` of the grids (``[0, 3]`` for none)."""
-    return np.array(grids, dtype=np.int64) if grids else np.zeros((0, 3), dtype=np.int64)
+    """A new int64 ``[n, 3]`` of the grids (``[0, 3]`` for none). Prompts repeat the same grid lists, and
+    copying a cached array costs a fifth of numpy's conversion of a list of tuples."""
+    if not grids:
+        return np.zeros((0, 3), dtype=np.int64)
+    if len(grids) > _GRID_ARRAY_GRIDS:
+        return np.array(grids, dtype=np.int64)
+    key = tuple(grids)
+    try:
+        hit = _GRID_ARRAYS.get(key)
+    except TypeError:  # a grid that is not a tuple of ints
+        return np.array(grids, dtype=np.int64)
+    if hit is None:
+        hit = np.array(grids, dtype=np.int64)
+        hit.flags.writeable = False
+        if len(_GRID_ARRAYS) >= _GRID_ARRAY_LIMIT:
+            _GRID_ARRAYS.clear()
+        _GRID_ARRAYS[key] = hit
+    return hit.copy()
 
 
 class _SegmentPlan(NamedTuple):
@@ -1291,8 +1329,7 @@ def _plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any
 
         return OmniPlan(segments, lay)  # type: ignore[return-value]
     plan = _Plan(lay)
-    for i, seg in enumerate(segments):
-        plan.add(seg, i, tokenizer)
+    plan.extend(segments, tokenizer)
     return plan
 
 
@@ -1392,7 +1429,7 @@ def build_batch(
     # every sequence is filled straight into its row (no per-sequence arrays to copy); only the pad
     # slots are written besides, so each byte of the batch is touched once
     ids = np.empty((lay.num_axes, b, width), dtype=np.float32 if lay.fractional_time else np.int64)
-    mask = np.empty((b, width), dtype=np.int64)
+    mask = np.ones((b, width), dtype=np.int64)
     input_ids = np.empty((b, width), dtype=np.int64)
     seqs = []
     image_index = 0
@@ -1409,7 +1446,6 @@ def build_batch(
             ids[:, row, pad] = pad_position
             input_ids[row, pad] = pad_token_id
             mask[row, pad] = 0
-        mask[row, sl] = 1
         for note in plan.notes:
             warnings.warn(f"sample {row}: {note}", MRopeWarning, stacklevel=2)
         seqs.append(plan.positions(ids[:, row, sl], input_ids[row, sl], image_index, n))
