@@ -12,14 +12,17 @@ Files read (all optional but ``config.json``; unknown keys are ignored):
   ``model_type``), the family (the top-level ``model_type``: GLM-4.6V's rules, not those of the
   ``glm4v_text`` inside it), token ids (the family's ``config_ids``, at any config level), the vision tower's
   ``patch_size`` / ``spatial_merge_size`` / ``temporal_patch_size``, ``tokens_per_second`` (Qwen2.5-VL,
-  in ``vision_config``) or ``position_id_per_seconds`` (the omni thinkers).
+  in ``vision_config``) or ``position_id_per_seconds`` and ``seconds_per_chunk`` (the omni thinkers; numbers).
 - ``preprocessor_config.json`` (images) and ``video_preprocessor_config.json``: pixel bounds
   (``min_pixels`` / ``max_pixels`` or ``size.shortest_edge`` / ``size.longest_edge``, in pixels), patch,
   merge and temporal patch sizes, and for videos ``fps``, ``min_frames``, ``max_frames``, ``max_duration``
   (GLM-4.1V's sampling).
 - ``processor_config.json`` (what transformers 5.x ``save_pretrained`` writes): its nested
   ``image_processor`` / ``video_processor`` stand for the two files above and, as transformers loads them,
-  win over them.
+  win over them. With neither a video processor file nor a nested one, the video keys are read from
+  ``preprocessor_config.json`` (transformers 5.24's video processor loads that file then).
+- the rotary's section count: one position row per ``mrope_section`` entry (HunyuanOCR's 5.24
+  ``get_rope_index`` makes ``len(mrope_section)`` rows; mrope computes 3 or 4).
 - the family's own keys (its ``checkpoint_fields``): MiniCPM-V 4.7's ``downsample_mode`` (``"16x"`` /
   ``"4x"``, in ``config.json`` and in both processors' configs) sets the merge.
 - ``tokenizer.json``: the tokenizer used for timestamp text when a call passes none.
@@ -47,7 +50,8 @@ CHECKPOINT_FIELDS: dict[str, str | tuple[str, ...] | CheckpointChoice | None] = 
     "config:vision_config.temporal_patch_size": "temporal_patch_size",
     "config:vision_config.tokens_per_second": "tokens_per_second",
     "config:tokens_per_second": "tokens_per_second",
-    "config:position_id_per_seconds": "tokens_per_second",
+    "config:position_id_per_seconds": "tokens_per_second",  # the omni thinkers (a float: 12.5 is valid)
+    "config:seconds_per_chunk": "seconds_per_chunk",
     # preprocessor_config.json
     "image:min_pixels": "image_min_pixels",
     "image:max_pixels": "image_max_pixels",
@@ -234,6 +238,11 @@ def from_pretrained(
                             )
                         files[kind] = dict(unified[key])
                         names[kind] = f"{_PROCESSOR_FILE}: {key}"
+            if "video" not in files and (path / _FILES["image"]).is_file():
+                # 5.24's video processor, with neither its own file nor a nested config, loads
+                # preprocessor_config.json (video_processing_utils.py get_video_processor_dict)
+                files["video"] = _read_json(path / _FILES["image"])
+                names["video"] = f"{_FILES['image']} (no video processor config: 5.24 reads this one)"
             if (path / "tokenizer.json").is_file():
                 tokenizer = _load_tokenizer(path / "tokenizer.json")
         elif path.is_file():
@@ -272,6 +281,17 @@ def from_pretrained(
             for name in _fields_for(key, table):
                 got.set(name, _number(name, value, at), at)
     changes = {name: value for name, (value, _) in got.values.items()}
+    axes = len(spec.mrope_section)
+    if axes != base.rules.num_axes:
+        # one position row per rotary section: HunyuanOCR's 5.24 get_rope_index makes
+        # len(rope_parameters["mrope_section"]) rows (the last three the image's, the others the sequence)
+        if axes not in (3, 4) or base.rules.positions_base != "sequence":
+            raise LayoutError(
+                f"checkpoint {where!r}: the config's mrope_section {list(spec.mrope_section)} asks for {axes} "
+                f"position axes; mrope computes {base.rules.num_axes} for the {base.name!r} family"
+                + (" (3 or 4 for this one)" if base.rules.positions_base == "sequence" else "")
+            )
+        changes["num_axes"] = axes
     try:
         rules = base.rules.replace(**changes)
     except LayoutError as exc:

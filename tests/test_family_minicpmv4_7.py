@@ -456,7 +456,17 @@ def test_downsample_mode_errors_and_the_unified_processor_file(tmp_path) -> None
         tmp_path / "c",
         {**CHECKPOINT_CONFIG, "downsample_mode": "4x"},
         preprocessor_config=_processor_file("16x"),
-        processor_config={"image_processor": _processor_file("4x")},
+        processor_config={"image_processor": _processor_file("4x"), "video_processor": video},
     )
     assert _processor(folder).image_processor.downsample_mode == "4x"
     assert mrope.from_pretrained(folder).rules.merge_size == 2
+    # with no video processor config at all, 5.24's video processor loads the (16x) preprocessor_config.json
+    # while the image processor takes the nested 4x one: a checkpoint at odds with itself
+    folder = write_checkpoint(
+        tmp_path / "d",
+        {**CHECKPOINT_CONFIG, "downsample_mode": "4x"},
+        preprocessor_config=_processor_file("16x"),
+        processor_config={"image_processor": _processor_file("4x")},
+    )
+    with pytest.raises(LayoutError, match="no video processor config: 5.24 reads this one"):
+        mrope.from_pretrained(folder)

@@ -219,6 +219,7 @@ def test_contradictions_are_errors_and_unknown_keys_are_ignored(tmp_path: Path) 
         tmp_path / "b",
         config={**QWEN3_CONFIG, "some_future_field": 3},
         preprocessor_config={**QWEN3_PREPROCESSOR, "brand_new_key": 1},
+        video_preprocessor_config=QWEN3_VIDEO_PREPROCESSOR,
     )
     assert mrope.from_pretrained(ok).rules == get_family("qwen3-vl").rules  # the released values
 
@@ -304,3 +305,80 @@ def test_qwen3_omni_audio_window_of_the_checkpoint(tmp_path: Path) -> None:
     assert (
         want != _get_feat_extract_output_lengths(frames, 50).tolist()
     )  # the registry's window counts others
+
+
+def test_video_processor_falls_back_to_preprocessor_config(tmp_path: Path) -> None:
+    """Without video_preprocessor_config.json (nor a nested video_processor), 5.24's video processor loads
+    preprocessor_config.json: its bounds size the video frames. Expected: Qwen3VLVideoProcessor loaded from
+    the same folder, its own sample_frames and the module's smart_resize (no torchvision needed)."""
+    import transformers.models.qwen3_vl.video_processing_qwen3_vl as real_module
+    from transformers.video_utils import VideoMetadata
+
+    image = {**QWEN3_PREPROCESSOR, "size": {"shortest_edge": 65536, "longest_edge": 16777216}}
+    folder = _write(tmp_path / "ckpt", config=QWEN3_CONFIG, preprocessor_config=image)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        real = real_module.Qwen3VLVideoProcessor.from_pretrained(str(folder))
+    model = mrope.from_pretrained(folder)
+    assert real.size.shortest_edge == 65536 != get_family("qwen3-vl").rules.video_min_pixels
+    for width, height, seconds in [(640, 360, 4.0), (160, 90, 2.0)]:  # the second grows to the floor
+        info = mrope.vision.VideoInfo(
+            fps=30.0, num_frames=int(30 * seconds), duration=seconds, width=width, height=height
+        )
+        n = len(real.sample_frames(VideoMetadata(total_num_frames=info.num_frames, fps=30.0)))
+        h, w = real_module.smart_resize(
+            num_frames=n,
+            height=height,
+            width=width,
+            temporal_factor=2,
+            factor=32,
+            min_pixels=real.size.shortest_edge,
+            max_pixels=real.size.longest_edge,
+        )
+        assert load_video(info, model=model).grid == ((n + 1) // 2, h // 16, w // 16), (width, height)
+
+
+def test_omni_time_scale_may_be_a_float() -> None:
+    config = {
+        "model_type": "qwen2_5_omni",
+        "thinker_config": {"model_type": "qwen2_5_omni_thinker", "position_id_per_seconds": 12.5},
+    }
+    rules = mrope.from_pretrained(config).rules
+    assert rules.tokens_per_second == 12.5
+    # hand derivation: temporal patch i of 1 s gets trunc(i * 1.0 * 12.5)
+    p = mrope.build_positions([Video(grid=(3, 2, 2), second_per_grid=1.0)], rules=rules)
+    assert p.ids[0].tolist()[1:-1] == [1, 13, 26]  # one token a patch, after <vision_start> at 0
+    config["thinker_config"]["seconds_per_chunk"] = 1.5
+    assert mrope.from_pretrained(config).rules.seconds_per_chunk == 1.5
+    config["thinker_config"]["position_id_per_seconds"] = "fast"
+    with pytest.raises(
+        LayoutError, match="position_id_per_seconds must be a number for LayoutRules.tokens_per"
+    ):
+        mrope.from_pretrained(config)
+
+
+def test_hunyuan_ocr_axes_follow_the_config_section(tmp_path: Path) -> None:
+    """5.24 makes len(rope_parameters["mrope_section"]) position rows; expected: its get_rope_index with
+    the HunYuanVLConfig read from the same folder."""
+    from transformers.models.hunyuan_vl.configuration_hunyuan_vl import HunYuanVLConfig
+    from transformers.models.hunyuan_vl.modeling_hunyuan_vl import HunYuanVLModel
+
+    text = {"model_type": "hunyuan_vl_text", "hidden_size": 1024, "num_attention_heads": 16, "head_dim": 128}
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [22, 21, 21]}
+    config = {"model_type": "hunyuan_vl", "text_config": {**text, "rope_parameters": rope}}
+    folder = _write(tmp_path / "ocr", config=config)
+    model = mrope.from_pretrained(folder)
+    assert model.rules.num_axes == 3 and get_family("hunyuan-ocr").rules.num_axes == 4
+
+    class Shim:
+        get_rope_index = HunYuanVLModel.get_rope_index
+        get_vision_position_ids = HunYuanVLModel.get_vision_position_ids
+        config = HunYuanVLConfig.from_pretrained(str(folder))
+
+    p = mrope.build_positions([Text(2), mrope.Image(grid=(1, 4, 6)), Text(1)], model=model)
+    ids = torch.from_numpy(p.input_ids)[None]
+    want, _ = Shim().get_rope_index(ids, ids == model.rules.image_pad_id, torch.tensor([[1, 4, 6]]), None)
+    np.testing.assert_array_equal(p.ids, want.numpy()[:, 0])
+    rope["mrope_section"] = [16, 16, 16, 8, 8]
+    with pytest.raises(SpecError, match="mrope_section must be 1 to 4"):  # 5 axes: not computed here
+        mrope.from_pretrained(config)

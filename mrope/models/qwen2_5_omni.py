@@ -30,10 +30,9 @@ OMNI_CONFIG_IDS = {
     "audio_token_id": "audio_pad_id",
     "audio_start_token_id": "audio_start_id",
     "audio_end_token_id": "audio_end_id",
-    "position_id_per_seconds": "tokens_per_second",
-    "seconds_per_chunk": "seconds_per_chunk",
 }
-"""config.json (``thinker_config``) keys of the omni families' token ids and time rules."""
+"""config.json (``thinker_config``) keys of the omni families' token ids (their time rules,
+``position_id_per_seconds`` and ``seconds_per_chunk``, are numbers: :data:`mrope.checkpoint.CHECKPOINT_FIELDS`)."""
 
 FAMILY = ModelFamily(
     name="qwen2.5-omni",
