@@ -7,12 +7,15 @@
    the family's rules, read from the model's config (token ids, merge size, tokens per second) under
    the chosen convention, behind the original's signature. ``forward`` and ``generate`` both call it.
 2. the text model's rotary embedding module no longer computes ``(cos, sin)`` tables: it hands the
-   attention layers a small :class:`Rotation` (the ``[A, B, S]`` positions plus the spec), in both slots.
+   attention layers a small :class:`Rotation` (the ``[A, B, S]`` positions plus the spec), in both slots;
+   it stands for the ``[B, S, rotary_dim]`` table under the indexing model code does on one (slices,
+   integers and ``index_select`` on the token dims: Qwen4-Exp's QSA indexer) and refuses anything else.
    A per-layer-type rotary (``forward(x, position_ids, layer_type)``) gets each layer type's spec; an
    attention that splits off its rope slice itself (``qk_rope_head_dim``: multi-head latent attention)
    is rotated with the slice's spec.
 3. the family's modeling-module function ``apply_rotary_pos_emb`` gets a pass-through wrapper (installed
-   once per modeling module, removed with the last patched model): given a :class:`Rotation` it calls
+   once per modeling module, removed with the last patched model, arguments bound by the original's
+   signature: a query-only call ``(q, cos=..., sin=...)`` returns q alone): given a :class:`Rotation` it calls
    :func:`mrope.apply_mrope` (the Triton kernel on CUDA, the torch path elsewhere); given real cos/sin
    tensors (an unpatched model of the same class) it calls the original function unchanged.
 
