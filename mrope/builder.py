@@ -167,6 +167,10 @@ class Positions:
         """JSON-ready: ``{"positions": [[t...], [h...], [w...]], **metadata()}``."""
         return {"positions": self.ids.tolist(), **self.metadata()}
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle and copy the spans themselves, never the pieces they are made from."""
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
     def window(self, start: int, stop: int) -> np.ndarray:
         """Positions ``[A, stop - start]`` of tokens ``start .. stop-1`` of a sequence that begins with
         this prompt: the prompt's own positions where they exist, decode continuation past its end
@@ -192,6 +196,58 @@ class Positions:
         else:
             after = next_positions(self.delta, first, stop - first)[:1]
         return np.concatenate([inside, np.broadcast_to(after, (self.ids.shape[0], stop - first))], axis=1)
+
+
+class _PieceSpans:
+    """``Positions.spans`` of a sequence the builder filled: made on first read from the plan's pieces
+    (kept until then under ``_span_pieces``), then kept in the instance (which then shadows this
+    non-data descriptor). Building a batch thus writes no span that nobody reads."""
+
+    def __get__(self, obj: Positions | None, owner: type | None = None) -> Any:
+        if obj is None:
+            raise AttributeError("spans")  # a required field: no class-level default
+        state = obj.__dict__
+        source = state.get("_span_pieces")
+        if source is None:  # another thread made them in between
+            return state["spans"]
+        spans = state["spans"] = tuple(piece_spans(*source))
+        state.pop("_span_pieces", None)
+        return spans
+
+
+Positions.spans = _PieceSpans()  # type: ignore[assignment,misc]
+
+
+def _filled_positions(
+    ids: np.ndarray,
+    delta: int,
+    pieces: list[TextRun | Block],
+    owners: list[int],
+    input_ids: np.ndarray,
+    image_grid_thw: np.ndarray,
+    video_grid_thw: np.ndarray,
+    second_per_grid_ts: np.ndarray,
+    rules: LayoutRules,
+    notes: tuple[str, ...],
+    generation_ids: np.ndarray | None,
+) -> Positions:
+    """A :class:`Positions` whose spans are made from ``pieces`` on first read (same fields as the
+    dataclass constructor gives; made without its frozen ``__setattr__`` per field)."""
+    out = object.__new__(Positions)
+    out.__dict__.update(
+        ids=ids,
+        delta=delta,
+        _span_pieces=(pieces, owners),
+        input_ids=input_ids,
+        image_grid_thw=image_grid_thw,
+        video_grid_thw=video_grid_thw,
+        second_per_grid_ts=second_per_grid_ts,
+        rules=rules,
+        notes=notes,
+        audio_tokens=np.zeros(0, dtype=np.int64),
+        generation_ids=generation_ids,
+    )
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -471,45 +527,61 @@ class _Plan:
             self.text(1, self.rules.vision_end_id, "wrapper", index)
 
     def add(self, seg: Segment, index: int, tokenizer: Any) -> None:
-        """Plan segment ``index``: its pieces (owned by ``index``) and the grids it reports.
+        """Plan segment ``index``: its pieces (owned by ``index``) and the grids it reports."""
+        self.extend((seg,), tokenizer, index)
+
+    def extend(self, segments: Sequence[Segment], tokenizer: Any, first_index: int = 0) -> None:
+        """Plan ``segments`` (indices from ``first_index``) in order: each one's pieces (owned by its
+        index) and the grids it reports.
 
         An image or video depends only on its own fields and the rules (not on its place), so its
         plan is cached per rules and reused by every later occurrence (see :data:`_SEGMENT_PLAN_LIMIT`);
-        only Qwen3-VL-style timestamp videos (tokenizer-dependent), notes and big plans are redone."""
-        kind = type(seg)
-        if self.targets:
-            cacheable = False
-        elif kind is Text:  # the commonest segment: no cache, no dispatch
-            if seg.num_tokens:
-                ids = seg.token_ids if seg.token_ids is not None else TEXT_FILL_ID
-                self.pieces.append(TextRun(seg.num_tokens, ids, "text", index))
-                self.owners.append(index)
-            return
-        elif kind is Image:
-            cacheable = self.cache_images and not seg.generate
-        else:
-            cacheable = kind is Video and self.cache_videos and seg.audio is None
-        if cacheable:
-            if self.cache is None:
-                self.cache = _segment_plans(self.rules)
-            try:
-                hit = self.cache.get(seg)
-            except TypeError:  # a field that cannot be hashed: plan it every time
-                hit, cacheable = None, False
-            if hit is not None:
-                pieces = hit.pieces
-                if len(pieces) == 1:
-                    self.pieces.append(pieces[0])
-                    self.owners.append(index)
-                else:
-                    self.pieces += pieces
-                    self.owners += [index] * len(pieces)
-                if kind is Image:
-                    self.image_grids += hit.image_grids
-                else:
-                    self.video_grids += hit.video_grids
-                    self.second_per_grid += hit.second_per_grid
-                return
+        only Qwen3-VL-style timestamp videos (tokenizer-dependent), notes and big plans are redone.
+        Text and cached plans are taken here in the loop (the commonest segments: no call per segment)."""
+        pieces, owners, new = self.pieces, self.owners, tuple.__new__
+        cache_images, cache_videos = self.cache_images, self.cache_videos
+        for index, seg in enumerate(segments, first_index):
+            kind = type(seg)
+            if self.targets:  # only images to generate may follow one (the planner says so)
+                self._add(seg, index, tokenizer, False)
+                continue
+            if kind is Text:
+                n = seg.num_tokens
+                if n:
+                    ids = seg.token_ids
+                    pieces.append(new(TextRun, (n, TEXT_FILL_ID if ids is None else ids, "text", index)))
+                    owners.append(index)
+                continue
+            if kind is Image:
+                cacheable = cache_images and not seg.generate
+            else:
+                cacheable = kind is Video and cache_videos and seg.audio is None
+            if cacheable:
+                cache = self.cache
+                if cache is None:
+                    cache = self.cache = _segment_plans(self.rules)
+                try:
+                    hit = cache.get(seg)
+                except TypeError:  # a field that cannot be hashed: plan it every time
+                    hit, cacheable = None, False
+                if hit is not None:
+                    hit_pieces = hit[0]
+                    if len(hit_pieces) == 1:
+                        pieces.append(hit_pieces[0])
+                        owners.append(index)
+                    else:
+                        pieces += hit_pieces
+                        owners += [index] * len(hit_pieces)
+                    if kind is Image:
+                        self.image_grids += hit[1]
+                    else:
+                        self.video_grids += hit[2]
+                        self.second_per_grid += hit[3]
+                    continue
+            self._add(seg, index, tokenizer, cacheable)
+
+    def _add(self, seg: Segment, index: int, tokenizer: Any, cacheable: bool) -> None:
+        """Plan one segment afresh (and cache its plan when ``cacheable``)."""
         rules = self.rules
         first, images, videos, notes = (
             len(self.pieces),
@@ -794,8 +866,23 @@ class _Plan:
             fill_pieces(self.pieces, ids, tokens, spans, lay.advance, self.owners)  # token ids and spans
             ids[:] = canvas_positions(tokens, lay, self.image_grids, self.video_grids)
             top = int(ids.max()) if total else -1
-        else:
-            top = fill_pieces(self.pieces, ids, tokens, spans, lay.advance, self.owners)
+        else:  # the counter rule: spans made from the pieces when first read
+            top = fill_pieces(self.pieces, ids, tokens, None, lay.advance, self.owners)
+            return _filled_positions(
+                ids,
+                0 if lay.generates_images else int(top + 1 - total),
+                self.pieces,
+                self.owners,
+                tokens,
+                _grid_array(self.image_grids),
+                _grid_array(self.video_grids),
+                np.asarray(self.second_per_grid, dtype=np.float64),
+                lay,
+                tuple(self.notes),
+                target_positions(top + 1, self.targets, lay.merge_size)
+                if lay.generates_images and self.targets
+                else None,
+            )
         generation = None
         if lay.generates_images and self.targets:
             generation = target_positions(top + 1, self.targets, lay.merge_size)
@@ -813,9 +900,31 @@ class _Plan:
         )
 
 
+_GRID_ARRAYS: dict[tuple, np.ndarray] = {}  # read-only int64 [n, 3] per tuple of grids
+_GRID_ARRAY_LIMIT = 1024
+"""Most grid lists kept (each of at most :data:`_GRID_ARRAY_GRIDS` grids); when full the cache starts over."""
+_GRID_ARRAY_GRIDS = 64
+
+
 def _grid_array(grids: list[tuple[int, int, int]]) -> np.ndarray:
-    """int64 ``[n, 3]`` of the grids (``[0, 3]`` for none)."""
-    return np.array(grids, dtype=np.int64) if grids else np.zeros((0, 3), dtype=np.int64)
+    """A new int64 ``[n, 3]`` of the grids (``[0, 3]`` for none). Prompts repeat the same grid lists, and
+    copying a cached array costs a fifth of numpy's conversion of a list of tuples."""
+    if not grids:
+        return np.zeros((0, 3), dtype=np.int64)
+    if len(grids) > _GRID_ARRAY_GRIDS:
+        return np.array(grids, dtype=np.int64)
+    key = tuple(grids)
+    try:
+        hit = _GRID_ARRAYS.get(key)
+    except TypeError:  # a grid that is not a tuple of ints
+        return np.array(grids, dtype=np.int64)
+    if hit is None:
+        hit = np.array(grids, dtype=np.int64)
+        hit.flags.writeable = False
+        if len(_GRID_ARRAYS) >= _GRID_ARRAY_LIMIT:
+            _GRID_ARRAYS.clear()
+        _GRID_ARRAYS[key] = hit
+    return hit.copy()
 
 
 class _SegmentPlan(NamedTuple):
@@ -993,7 +1102,6 @@ def fill_pieces(
     s = 0  # start of the next piece
     streak = -1  # token where the pending streak of text runs began (-1: none)
     streak_s = 0  # its first position
-    make_span = tuple.__new__  # Span(...) without the named tuple's Python-level __new__
     for p, owner in zip(pieces, owners, strict=True):
         n = p.n
         b = a + n
@@ -1008,8 +1116,6 @@ def fill_pieces(
                     tokens[a] = token[0] if isinstance(token, (tuple, list)) else token
                 else:
                     tokens[a:b] = token
-            if spans is not None:
-                spans.append(make_span(Span, (p.kind, a, b, owner, None, None)))
             s = s + n
             if s > top:
                 top = s - 1
@@ -1028,10 +1134,6 @@ def fill_pieces(
             _add_template(template, s, s, offset, scalars, ids[:, a:b])
             if tokens is not None:
                 tokens[a:b] = token_row
-            if spans is not None:
-                spans.append(make_span(Span, ("wrapper", a, a + 1, owner, None, None)))
-                spans.append(make_span(Span, (p.kind, a + 1, b - 1, owner, p.tile_grid, None)))
-                spans.append(make_span(Span, ("wrapper", b - 1, b, owner, None, None)))
             if s + top_rel > top:
                 top = s + top_rel
             s = s + next_rel
@@ -1047,20 +1149,41 @@ def fill_pieces(
         _add_template(template, s, hw, offset, scalars, ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
-        if spans is not None:
-            if p.tiles is None:
-                spans.append(make_span(Span, (p.kind, a, b, owner, p.tile_grid, None)))
-            else:
-                per_tile = n // len(p.tiles)
-                for k, rc in enumerate(p.tiles):
-                    start = a + k * per_tile
-                    spans.append(make_span(Span, (p.kind, start, start + per_tile, owner, p.tile_grid, rc)))
         top = max(top, s + top_t, hw + top_hw)
         s = s + max(p.span_h, p.span_w) if advance == "spatial" else top + 1
         a = b
     if streak >= 0:
         _write_text(ids, streak, a, streak_s)
+    if spans is not None:
+        spans += piece_spans(pieces, owners)
     return top
+
+
+def piece_spans(pieces: Sequence[TextRun | Block], owners: Sequence[int]) -> list[Span]:
+    """The spans of ``pieces`` laid end to end from token 0 (``owners``: each piece's segment index), as
+    :func:`fill_pieces` places them: a text run is one span, a wrapped block its start wrapper, its
+    block and its end wrapper, a tiled block one span per tile."""
+    make_span = tuple.__new__  # Span(...) without the named tuple's Python-level __new__
+    spans: list[Span] = []
+    append = spans.append
+    a = 0
+    for p, owner in zip(pieces, owners, strict=True):
+        b = a + p.n
+        if type(p) is TextRun:
+            append(make_span(Span, (p.kind, a, b, owner, None, None)))
+        elif p.wrap is not None:
+            append(make_span(Span, ("wrapper", a, a + 1, owner, None, None)))
+            append(make_span(Span, (p.kind, a + 1, b - 1, owner, p.tile_grid, None)))
+            append(make_span(Span, ("wrapper", b - 1, b, owner, None, None)))
+        elif p.tiles is None:
+            append(make_span(Span, (p.kind, a, b, owner, p.tile_grid, None)))
+        else:
+            per_tile = p.n // len(p.tiles)
+            for k, rc in enumerate(p.tiles):
+                start = a + k * per_tile
+                append(make_span(Span, (p.kind, start, start + per_tile, owner, p.tile_grid, rc)))
+        a = b
+    return spans
 
 
 _BUFFER_SIZE = np.getbufsize()
@@ -1206,8 +1329,7 @@ def _plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any
 
         return OmniPlan(segments, lay)  # type: ignore[return-value]
     plan = _Plan(lay)
-    for i, seg in enumerate(segments):
-        plan.add(seg, i, tokenizer)
+    plan.extend(segments, tokenizer)
     return plan
 
 
@@ -1307,7 +1429,7 @@ def build_batch(
     # every sequence is filled straight into its row (no per-sequence arrays to copy); only the pad
     # slots are written besides, so each byte of the batch is touched once
     ids = np.empty((lay.num_axes, b, width), dtype=np.float32 if lay.fractional_time else np.int64)
-    mask = np.empty((b, width), dtype=np.int64)
+    mask = np.ones((b, width), dtype=np.int64)
     input_ids = np.empty((b, width), dtype=np.int64)
     seqs = []
     image_index = 0
@@ -1324,7 +1446,6 @@ def build_batch(
             ids[:, row, pad] = pad_position
             input_ids[row, pad] = pad_token_id
             mask[row, pad] = 0
-        mask[row, sl] = 1
         for note in plan.notes:
             warnings.warn(f"sample {row}: {note}", MRopeWarning, stacklevel=2)
         seqs.append(plan.positions(ids[:, row, sl], input_ids[row, sl], image_index, n))

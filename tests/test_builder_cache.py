@@ -81,6 +81,11 @@ def test_outputs_never_alias_the_caches() -> None:
     again = build_batch([PROMPT, PROMPT[:2]], model="qwen2-vl", padding_side="right")
     np.testing.assert_array_equal(again.ids[:, 0], expected)
     np.testing.assert_array_equal(again.ids[:, 1, :11], counter_rule(PROMPT[:2]))
+    grids = build_batch([PROMPT, PROMPT], model="qwen2-vl").sequences
+    assert grids[0].image_grid_thw is not grids[1].image_grid_thw
+    grids[0].image_grid_thw[:] = 0  # each sequence owns its grid arrays
+    assert grids[1].image_grid_thw.tolist() == [[1, 4, 6]] * 3
+    assert all(not array.flags.writeable for array in builder._GRID_ARRAYS.values())
     # the cached coordinate arrays themselves refuse writes
     assert builder._TEMPLATES and all(
         not array.flags.writeable
@@ -98,6 +103,8 @@ def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.Monkey
     monkeypatch.setattr(builder, "_segment_plan_count", 0)
     monkeypatch.setattr(builder, "_TEMPLATES", {})
     monkeypatch.setattr(builder, "_template_tokens", 0)
+    monkeypatch.setattr(builder, "_GRID_ARRAY_LIMIT", 2)
+    monkeypatch.setattr(builder, "_GRID_ARRAYS", {})
     for size in range(2, 14, 2):  # more distinct images than the plan cache holds, twice over
         segs = [
             Text(1),
@@ -110,6 +117,10 @@ def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.Monkey
             np.testing.assert_array_equal(build_positions(segs, model="qwen2-vl").ids, counter_rule(segs))
             assert sum(len(plans) for plans in builder._SEGMENT_PLANS.values()) <= 3
             assert sum(entry[0].shape[1] for entry in builder._TEMPLATES.values()) <= 256
+            assert len(builder._GRID_ARRAYS) <= 2
+    many = [Image(grid=(1, 2, 2))] * (builder._GRID_ARRAY_GRIDS + 1)  # a grid list too long to keep
+    assert build_positions(many, model="qwen2-vl").image_grid_thw.tolist() == [[1, 2, 2]] * len(many)
+    assert all(len(key) <= builder._GRID_ARRAY_GRIDS for key in builder._GRID_ARRAYS)
     # a block too big for the template budget is computed each time and never kept
     big = [Image(grid=(1, 40, 40))]
     np.testing.assert_array_equal(build_positions(big, model="qwen2-vl").ids, counter_rule(big))
