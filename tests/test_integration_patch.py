@@ -154,7 +154,8 @@ def _logits(net: torch.nn.Module, kw: dict[str, torch.Tensor]) -> torch.Tensor:
         return net(**tv.forward_kwargs(kw, own_positions=True), use_cache=False).logits
 
 
-@pytest.mark.parametrize("name", ["qwen3-vl", "hy-v4-vl"])  # HY-V4-VL: rope-slice views, bshd indexer
+# HY-V4-VL: rope-slice views, bshd indexer; Qwen4-Exp: sliced and gathered table views (QSA indexer)
+@pytest.mark.parametrize("name", ["qwen3-vl", "hy-v4-vl", "qwen4-exp"])
 def test_exact_angles_and_triton_interpreter(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     kw = tv.inputs(name, _two_rows(name)[1:])
     want = tv.logits(name, kw)
