@@ -189,8 +189,23 @@ def main() -> None:
                 return mrope.build_batch(samples, model="qwen2-vl", padding_side="left")
 
             assert np.array_equal(from_segments().ids, from_tokens()[0].numpy())
-        t_seg, t_tok = paired_medians([from_segments, from_tokens])
+        # spans are made when first read: the "+ spans" row reads every sequence's spans too
+        if batch == 1:
+
+            def with_spans(segs=samples[0]):
+                return mrope.build_positions(segs, model="qwen2-vl").spans
+
+        else:
+
+            def with_spans(samples=samples):
+                return [
+                    p.spans
+                    for p in mrope.build_batch(samples, model="qwen2-vl", padding_side="left").sequences
+                ]
+
+        t_seg, t_tok, t_spans = paired_medians([from_segments, from_tokens, with_spans])
         print(f"| {batch} | {t_seg * 1e3:.3f} ms | {t_tok * 1e3:.3f} ms | {t_seg / t_tok:.2f} |")
+        print(f"| {batch}, every `.spans` read | {t_spans * 1e3:.3f} ms | | {t_spans / t_tok:.2f} |")
     print(f"load average after the segment rows: {os.getloadavg()[0]:.2f}")
 
     # 1M tokens: text only, and a mixed sequence of images and text

@@ -519,9 +519,10 @@ def timings(device: torch.device, tokens: tuple[int, ...], repeat: int) -> list[
     return rows
 
 
-MODEL_CHECK_FAMILIES = ("hy-v4-vl", "cohere-compass")
+MODEL_CHECK_FAMILIES = ("hy-v4-vl", "cohere-compass", "qwen4-exp")
 """Checked after ``bench_patch.FAMILIES``: HY-V4-VL's rope slice (non-contiguous q/k views, and its DSA
-indexer's ``bshd`` layout) and Cohere-Compass's per-layer-type rotary with a NoPE layer, on the kernel."""
+indexer's ``bshd`` layout), Cohere-Compass's per-layer-type rotary with a NoPE layer, and Qwen4-Exp's QSA
+indexer (sliced and gathered table views, query-only and ``thd`` rotations), on the kernel."""
 
 DYNAMIC_NTK = {"rope_parameters": {"rope_type": "dynamic", "factor": 4.0}, "max_position_embeddings": 24}
 """Text-config fields of the dynamic-NTK check: its prompt ends at position 12, so 16 greedy tokens decode

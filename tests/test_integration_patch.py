@@ -12,7 +12,9 @@ import functools
 import inspect
 import sys
 from collections.abc import Iterator
+from typing import Any
 
+import numpy as np
 import pytest
 import tiny_vlm as tv
 import torch
@@ -66,9 +68,14 @@ def _own_rotations(name: str, kw: dict[str, torch.Tensor], monkeypatch: pytest.M
     module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
     real, calls = module.apply_rotary_pos_emb, []
 
-    def recording(q, k, cos, sin, unsqueeze_dim=1):  # noqa: ANN001, ANN202
-        calls.append({1: "bhsd", 2: "bshd"}[unsqueeze_dim])
-        return real(q, k, cos, sin, unsqueeze_dim)
+    def recording(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        bound = inspect.signature(real).bind(*args, **kwargs)
+        bound.apply_defaults()
+        table, unsqueeze_dim = bound.arguments["cos"], bound.arguments["unsqueeze_dim"]
+        # a [B, S, D] table rotates [B, H, S, D] or [B, S, H, D] heads; a [T, D] one (Qwen4-Exp's QSA
+        # block keys, gathered at block starts) rotates tokens
+        calls.append({1: "bhsd", 2: "bshd"}[unsqueeze_dim] if table.dim() == 3 else "thd")
+        return real(*args, **kwargs)
 
     with monkeypatch.context() as m:
         m.setattr(module, "apply_rotary_pos_emb", recording)
@@ -147,7 +154,8 @@ def _logits(net: torch.nn.Module, kw: dict[str, torch.Tensor]) -> torch.Tensor:
         return net(**tv.forward_kwargs(kw, own_positions=True), use_cache=False).logits
 
 
-@pytest.mark.parametrize("name", ["qwen3-vl", "hy-v4-vl"])  # HY-V4-VL: rope-slice views, bshd indexer
+# HY-V4-VL: rope-slice views, bshd indexer; Qwen4-Exp: sliced and gathered table views (QSA indexer)
+@pytest.mark.parametrize("name", ["qwen3-vl", "hy-v4-vl", "qwen4-exp"])
 def test_exact_angles_and_triton_interpreter(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     kw = tv.inputs(name, _two_rows(name)[1:])
     want = tv.logits(name, kw)
@@ -614,34 +622,15 @@ def test_hunyuan_ocr_released_convention_is_the_official_xdrope_rotation() -> No
     assert (got[0, first:] - installed[0, first:]).abs().max() > 1e-3
 
 
-OTHERS = tuple(
-    f.name for f in mrope.models.families() if f.name not in (*FAMILIES, "glm-image", "hunyuan-ocr")
-)
-"""Registry families without the model-level checks above (they land in the registry over time)."""
-
-
-@pytest.mark.parametrize("name", OTHERS)
-def test_other_families_patch_exactly_or_refuse_untouched(name: str) -> None:
-    """Every other registry family: the tiny builder refuses cleanly, or patch refuses and leaves the
-    model untouched, or the patched prefill equals the unpatched one (then the family belongs in FAMILIES)."""
-    try:
-        net = tv.model(name)
-    except PatchError:
-        return  # not buildable from configs by mrope.integrations.tiny: a clean refusal, nothing patched
-    try:
-        mt.patch(net)
-    except PatchError:
-        assert _untouched(net)
-        return
-    try:
-        kw = tv.forward_kwargs(tv.inputs(name, _two_rows(name), with_pixels=False), own_positions=True)
-    finally:
-        mt.unpatch(net)
-    with torch.no_grad():
-        want = net(**kw, use_cache=False).logits
-        with patched(net):
-            got = net(**kw, use_cache=False).logits
-    torch.testing.assert_close(got, want, rtol=0, atol=ATOL)
+def test_every_registry_family_has_the_model_level_checks() -> None:
+    """Every registry family is in FAMILIES (patched prefill, generate, build_batch positions and the seed
+    table above and in test_integration_seed/pipeline) or has its own tests here: GLM-Image (it decodes at
+    planned image positions) and HunyuanOCR (refused under the default convention, by design). A family
+    added to the registry fails this until its tiny model passes those checks."""
+    others = [
+        f.name for f in mrope.models.families() if f.name not in (*FAMILIES, "glm-image", "hunyuan-ocr")
+    ]
+    assert others == [], f"registry families without model-level checks: {others}"
 
 
 def test_bf16_model_stays_within_bf16_rounding() -> None:
@@ -658,15 +647,98 @@ def test_bf16_model_stays_within_bf16_rounding() -> None:
     torch.testing.assert_close(got, want, rtol=0, atol=0.02 * want.abs().max().item())  # measured 0.5%
 
 
-def test_qwen4_exp_is_refused_after_its_text_forward_probe() -> None:
-    """Qwen4-Exp's QSA indexer slices the rotary's cos/sin and gathers them at block starts (5.24
-    modeling_qwen4_exp.py:720, 762): every probe before patching passes, the patched text model cannot run,
-    so patch undoes itself and refuses; the model then runs as before."""
+_TABLE_INDEXING: dict[str, Any] = {
+    "indexer queries [:, -n:, :]": lambda t: t[:, -4:, :],
+    "attention [:, -n:, :] (n = S)": lambda t: t[:, -6:, :],
+    "row [b]": lambda t: t[1],
+    "block starts [b].index_select(0, starts)": lambda t: t[1].index_select(0, torch.tensor([4, 0, 2, 2])),
+    "index_select(1, ...) then [:, 1:]": lambda t: t.index_select(1, torch.tensor([5, 1, 3]))[:, 1:],
+    "index_select(-3, ...)": lambda t: t.index_select(-3, torch.tensor([1])),
+    "strided [-1, ::2]": lambda t: t[-1, ::2],
+    "column [:, 2]": lambda t: t[:, 2],
+    "numpy int [np.int64(0), 1:5, :]": lambda t: t[np.int64(0), 1:5, :],
+    "one token [1, 3]": lambda t: t[1, 3],
+}
+"""Every kind of cos/sin table indexing the Rotation view stands for (Qwen4-Exp's QSA indexer and
+attention: modeling_qwen4_exp.py:720, 764, 877), applied alike to the model's real table and to the view."""
+
+
+@pytest.mark.parametrize("case", list(_TABLE_INDEXING))
+def test_rotation_view_indexes_like_the_models_own_cos_table(case: str) -> None:
+    """The view a patched rotary hands out, indexed as model code indexes a ``[B, S, D]`` cos/sin table,
+    rotates heads like transformers 5.24's own apply_rotary_pos_emb with the model's own rotary's real
+    table indexed the same way (t, h, w positions all differ, so a wrong row or axis shows)."""
     net = tv.model("qwen4-exp")
+    rotary = net.model.language_model.rotary_emb
+    module = sys.modules[type(rotary).__module__]
+    gen = torch.Generator().manual_seed(3)
+    positions = torch.randint(0, 500, (3, 2, 6), generator=gen)
+    x = torch.zeros(1, dtype=torch.float32)
+    cos, sin = rotary(x, positions)
+    with patched(net):
+        view, other = rotary(x, positions)
+    assert isinstance(view, mt.Rotation) and other is view
+    pick = _TABLE_INDEXING[case]
+    cos_at, sin_at, view_at = pick(cos), pick(sin), pick(view)
+    lead = tuple(cos_at.shape[:-1])
+    assert view_at.lead_shape == lead
+    width = cos.shape[-1] + 4  # a wider head: the channels past the table's width pass through
+    for unsqueeze_dim in (1, 2) if len(lead) == 2 else range(len(lead) + 1):  # where the heads dim sits
+        q = torch.randn((*lead[:unsqueeze_dim], 3, *lead[unsqueeze_dim:], width), generator=gen)
+        k = torch.randn(q.shape, generator=gen)
+        want_q, want_k = module.apply_rotary_pos_emb(q, k, cos_at, sin_at, unsqueeze_dim=unsqueeze_dim)
+        got_q, got_k = view_at.apply(q, k, unsqueeze_dim)
+        torch.testing.assert_close(got_q, want_q, rtol=0, atol=2e-6)
+        torch.testing.assert_close(got_k, want_k, rtol=0, atol=2e-6)
+        got_alone = view_at.apply(q, None, unsqueeze_dim)  # query-only, as the indexer calls it
+        torch.testing.assert_close(got_alone, want_q, rtol=0, atol=2e-6)
+
+
+def test_rotation_view_refuses_indexing_it_cannot_stand_for() -> None:
+    """A partial channel slice, tensor/Ellipsis/None keys, a channel index_select or any other tensor
+    method is a clear PatchError, never a silently wrong table."""
+    spec = mrope.RopeSpec(head_dim=8, rotary_dim=8, mrope_section=(2, 1, 1))
+    view = mt.Rotation(torch.zeros(3, 2, 5, dtype=torch.long), spec, "torch", "fp32")
+    refused = {
+        "channel dim": lambda: view[:, :, :4],
+        "ellipsis": lambda: view[..., -2:],
+        "tensor key": lambda: view[torch.tensor([0, 1])],
+        "none key": lambda: view[None],
+        "bool key": lambda: view[True],
+        "too many": lambda: view[0, 0, :, 0],
+        "channel index_select": lambda: view.index_select(2, torch.tensor([0])),
+        "float index": lambda: view.index_select(1, torch.tensor([0.0])),
+        "2-d index": lambda: view.index_select(1, torch.tensor([[0]])),
+        "other method": lambda: view.unsqueeze(1),
+        "split channel": lambda: view.apply(torch.zeros(2, 5, 8), None, 3),
+        "no broadcast": lambda: view.apply(torch.zeros(3, 4, 5, 8), None, 1),
+    }
+    for what, call in refused.items():
+        with pytest.raises(PatchError):
+            call()
+            pytest.fail(what)
+    assert not hasattr(view, "unsqueeze")  # an AttributeError too, for code that probes with hasattr
+
+
+def test_table_use_the_view_cannot_stand_for_is_refused_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The post-patch text forward probe stays a safety net: Qwen4-Exp whose QSA indexer (monkeypatched
+    here) slices part of the cos/sin channels passes every probe before patching, fails on the view, so
+    patch undoes itself and refuses; the model then runs as before."""
+    net = tv.model("qwen4-exp")
+    module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
+    indexer = module.Qwen4ExpTextQSAIndexer
+    real = indexer.forward
+
+    @functools.wraps(real)
+    def half_channels(self, hidden_states, position_embeddings, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        position_embeddings[0][:, :, :4]  # a partial-channel table use (its result is not needed here)
+        return real(self, hidden_states, position_embeddings, *args, **kwargs)
+
+    monkeypatch.setattr(indexer, "forward", half_channels)
     ids = torch.tensor([tv.tokenize("plain text")])
     with torch.no_grad():
         before = net(input_ids=ids, use_cache=False).logits
-    with pytest.raises(PatchError, match="failed on a short text-only probe .*not subscriptable"):
+    with pytest.raises(PatchError, match="failed on a short text-only probe .*full slice"):
         mt.patch(net)
     assert _untouched(net)
     with torch.no_grad():

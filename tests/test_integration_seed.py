@@ -184,10 +184,11 @@ PAIRING = {
     "hy-v4-vl": "gptj",
     "cohere-compass": "neox",
     "minicpm-v-4.7": "neox",
+    "qwen4-exp": "neox",
 }
 """Released pairings (SPEC section 4, FAMILIES.md): GLM-4.1V, GLM-4.6V, GLM-OCR, ERNIE-4.5-VL and HY-V4-VL
 rotate adjacent channels; the Qwen models, GLM-4.5V, Cosmos3, PaddleOCR-VL, Cohere-Compass and MiniCPM-V
-4.7 (a Qwen3.5 text model) split halves."""
+4.7 (a Qwen3.5 text model) and Qwen4-Exp split halves."""
 
 CAT_TABLE = frozenset({"hy-v4-vl"})
 """gptj families whose rotary module still returns a ``cat(f, f)`` table: HY-V4-VL's apply_rotary_pos_emb
@@ -211,14 +212,15 @@ def test_text_only_prompt_equals_plain_1d_rope(name: str) -> None:
 
 
 @contextlib.contextmanager
-def recording(module: object, records: list[tuple[torch.Tensor, torch.Tensor]]) -> Iterator[None]:
-    """Record what the modeling module's apply_rotary_pos_emb (whatever is installed) returns."""
+def recording(module: object, records: list[tuple[torch.Tensor, ...]]) -> Iterator[None]:
+    """Record what the modeling module's apply_rotary_pos_emb (whatever is installed) returns: ``(q, k)``,
+    or ``(q,)`` for a query-only call (Qwen4-Exp's QSA indexer passes no keys)."""
     inner = module.apply_rotary_pos_emb
 
-    def apply(q, k, cos, sin, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        q_out, k_out = inner(q, k, cos, sin, *args, **kwargs)
-        records.append((q_out.clone(), k_out.clone()))
-        return q_out, k_out
+    def apply(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        out = inner(*args, **kwargs)
+        records.append(tuple(t.clone() for t in (out if isinstance(out, tuple) else (out,))))
+        return out
 
     module.apply_rotary_pos_emb = apply
     try:
@@ -232,16 +234,17 @@ def test_pairing_equals_the_models_own_rotation_elementwise(name: str) -> None:
     net = tv.model(name)
     module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
     kw = tv.inputs(name, [tv.prompt(name)])
-    own: list[tuple[torch.Tensor, torch.Tensor]] = []
-    got: list[tuple[torch.Tensor, torch.Tensor]] = []
+    own: list[tuple[torch.Tensor, ...]] = []
+    got: list[tuple[torch.Tensor, ...]] = []
     with recording(module, own):
         tv.logits(name, kw)
     with patched(net), recording(module, got):  # the recorder wraps the hook: it sees the Rotation path
         tv.logits(name, kw)
     assert len(own) == len(got) >= 1  # one per attention layer (hybrid stacks have fewer)
-    for (q_own, k_own), (q_got, k_got) in zip(own, got, strict=True):
-        torch.testing.assert_close(q_got, q_own, rtol=0, atol=1e-5)
-        torch.testing.assert_close(k_got, k_own, rtol=0, atol=1e-5)
+    for own_call, got_call in zip(own, got, strict=True):
+        assert len(got_call) == len(own_call)
+        for got_heads, own_heads in zip(got_call, own_call, strict=True):
+            torch.testing.assert_close(got_heads, own_heads, rtol=0, atol=1e-5)
 
 
 # ------------------------------------------------------------------------------------------ dynamic NTK

@@ -37,6 +37,7 @@ FAMILIES: tuple[str, ...] = (
     "hy-v4-vl",
     "cohere-compass",
     "minicpm-v-4.7",
+    "qwen4-exp",
 )
 """The families every integration check runs on."""
 
