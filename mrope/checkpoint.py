@@ -27,6 +27,10 @@ Files read (all optional but ``config.json``; unknown keys are ignored):
   ``"4x"``, in ``config.json`` and in both processors' configs) sets the merge.
 - ``tokenizer.json``: the tokenizer used for timestamp text when a call passes none.
 
+Keys transformers reads whose other values change grids in a way mrope does not compute (Qwen3-VL's
+``cap_pixels_per_frame: true`` / ``num_frames``, Qwen2-VL's ``cap_pixels_per_frame: false`` / other
+``max_video_tokens``) are refused by name (the families' :class:`~mrope.models.CheckpointChoice` entries).
+
 Two keys that set one field to different values (a processor's ``patch_size`` against the vision
 tower's, say) are a :class:`~mrope.LayoutError` naming both.
 """

@@ -382,3 +382,38 @@ def test_hunyuan_ocr_axes_follow_the_config_section(tmp_path: Path) -> None:
     rope["mrope_section"] = [16, 16, 16, 8, 8]
     with pytest.raises(SpecError, match="mrope_section must be 1 to 4"):  # 5 axes: not computed here
         mrope.from_pretrained(config)
+
+
+def test_video_keys_that_change_grids_are_refused_not_ignored(tmp_path: Path) -> None:
+    """5.24's Qwen3VLVideoProcessor reads cap_pixels_per_frame (then max_video_tokens) and num_frames: the
+    cap changes its grids (its own get_num_of_video_patches), which mrope does not compute: refused by
+    name. The value mrope computes (no cap) loads."""
+    import transformers.models.qwen3_vl.video_processing_qwen3_vl as real_module
+
+    counts = {}
+    for cap in (True, False):
+        video = {**QWEN3_VIDEO_PREPROCESSOR, "cap_pixels_per_frame": cap, "max_video_tokens": 64}
+        folder = _write(tmp_path / str(cap), config=QWEN3_CONFIG, video_preprocessor_config=video)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            real = real_module.Qwen3VLVideoProcessor.from_pretrained(str(folder))
+        counts[cap] = real.get_num_of_video_patches(num_frames=4, height=720, width=1280)
+        if cap:
+            with pytest.raises(LayoutError, match="cap_pixels_per_frame must be one of .False.; got True"):
+                mrope.from_pretrained(folder)
+        else:
+            assert mrope.from_pretrained(folder).rules.video_bounds == "clip"
+    assert counts[True] != counts[False]
+    video = {**QWEN3_VIDEO_PREPROCESSOR, "num_frames": 16}
+    folder = _write(tmp_path / "n", config=QWEN3_CONFIG, video_preprocessor_config=video)
+    assert real_module.Qwen3VLVideoProcessor.from_pretrained(str(folder)).num_frames == 16
+    with pytest.raises(LayoutError, match="num_frames must be one of .*got 16 .a fixed frame count"):
+        mrope.from_pretrained(folder)
+    # Qwen2-VL / 2.5-VL: mrope's qwen-vl-utils rule is the capped one with 128000 tokens
+    two = {"cap_pixels_per_frame": True, "max_video_tokens": 128000}
+    folder = _write(tmp_path / "q2", config=QWEN2_5_CONFIG, video_preprocessor_config=two)
+    assert mrope.from_pretrained(folder).rules == get_family("qwen2.5-vl").rules
+    for key, value in (("max_video_tokens", 64000), ("cap_pixels_per_frame", False)):
+        _write(tmp_path / "q2", config=QWEN2_5_CONFIG, video_preprocessor_config={**two, key: value})
+        with pytest.raises(LayoutError, match=f"{key} must be one of"):
+            mrope.from_pretrained(folder)

@@ -36,5 +36,5 @@ FAMILY = qwen3_vl.FAMILY.replace(
     ),
     exactness="Qwen3-VL rules, own ids; its 5.24 CohereCompass get_rope_index (convention='transformers5') and processor (ids, grids)",
     config_ids=qwen2_vl.QWEN_CONFIG_IDS,
-    checkpoint_fields={},
+    checkpoint_fields=qwen3_vl.QWEN3_VIDEO_FIELDS,
 )

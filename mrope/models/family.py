@@ -35,11 +35,14 @@ class CheckpointChoice:
         values: accepted checkpoint value -> that field's value.
         default: what a file that lacks the key stands for (its transformers class default), so that a
             file saying otherwise next to it is a contradiction; ``None``: a missing key says nothing.
+        why: said in the error for any other value (a key transformers reads whose other values change
+            grids in a way mrope does not compute: refused, never silently ignored).
     """
 
     field: str
-    values: Mapping[str, Any]
+    values: Mapping[Any, Any]
     default: str | None = None
+    why: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "values", _frozen(self.values))
@@ -47,7 +50,7 @@ class CheckpointChoice:
             raise LayoutError(f"CheckpointChoice.default {self.default!r} is not one of {list(self.values)}")
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return (CheckpointChoice, (self.field, dict(self.values), self.default))
+        return (CheckpointChoice, (self.field, dict(self.values), self.default, self.why))
 
     def value_of(self, value: Any, where: str) -> Any:
         """The field value ``value`` (read at ``where``, named in the error) stands for.
@@ -55,9 +58,11 @@ class CheckpointChoice:
         Raises:
             LayoutError: a value that is not one of the accepted names.
         """
-        if not isinstance(value, str) or value not in self.values:
-            raise LayoutError(f"{where} must be one of {list(self.values)}; got {value!r}")
-        return self.values[value]
+        accepted = [v for v in self.values if type(v) is type(value) and v == value]  # True is not 1
+        if not accepted:
+            why = f" ({self.why})" if self.why else ""
+            raise LayoutError(f"{where} must be one of {list(self.values)}; got {value!r}{why}")
+        return self.values[accepted[0]]
 
 
 @dataclass(frozen=True)

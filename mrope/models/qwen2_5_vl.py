@@ -30,4 +30,5 @@ FAMILY = ModelFamily(
     exactness="official Qwen2.5-VL rule (max+1, pads 1); its 5.24 get_rope_index and processor on real files "
     "(convention='transformers5')",
     config_ids=qwen2_vl.QWEN_CONFIG_IDS,
+    checkpoint_fields=qwen2_vl.QWEN2_VIDEO_FIELDS,
 )

@@ -5,7 +5,7 @@ Positions: SPEC section 1 (``tau(i) = i``, max+1 advance); transformers 5.24's `
 Rotary: chunked [16, 24, 24], neox, theta 1e6, head_dim 128 (released config.json).
 """
 
-from mrope.models.family import ModelFamily
+from mrope.models.family import CheckpointChoice, ModelFamily
 from mrope.rules import LayoutRules
 from mrope.spec import RopeSpec
 
@@ -20,6 +20,20 @@ QWEN_CONFIG_IDS = {
 TRANSFORMERS5 = {"advance": "spatial", "pad_position": 0, "seconds_grouping": "i*(tps*spg)"}
 """transformers 5.x ``get_rope_index``: ``s + max(H', W')`` after a block, pads 0, video time grouped as
 ``arange * (tps * spg)`` in float32 (FAMILIES.md)."""
+
+QWEN2_VIDEO_FIELDS = {
+    "video:cap_pixels_per_frame": CheckpointChoice(
+        "video_bounds", {True: "frame"}, why="mrope sizes videos as qwen-vl-utils does: the capped rule"
+    ),
+    "video:max_video_tokens": CheckpointChoice(
+        "video_total_pixels",
+        {128000: int(128000 * 28 * 28 * 0.9)},
+        why="mrope's clip budget is qwen-vl-utils' 128000 tokens",
+    ),
+}
+"""Qwen2VLVideoProcessor's keys for the clip's pixel budget (5.24: ``cap_pixels_per_frame`` bounds the
+frames by ``max_video_tokens * 28^2 * 0.9`` shared by the clip, as qwen-vl-utils does): the values mrope
+computes are accepted, others refused."""
 
 FAMILY = ModelFamily(
     name="qwen2-vl",
@@ -60,4 +74,5 @@ FAMILY = ModelFamily(
     exactness="official Qwen2-VL rule (max+1, pads 1); its 5.24 get_rope_index and processor on real files "
     "(convention='transformers5')",
     config_ids=QWEN_CONFIG_IDS,
+    checkpoint_fields=QWEN2_VIDEO_FIELDS,
 )

@@ -6,8 +6,21 @@ Sizing: patch 16 (resize factor 32).
 """
 
 from mrope.models import qwen2_vl
-from mrope.models.family import ModelFamily
+from mrope.models.family import CheckpointChoice, ModelFamily
 from mrope.spec import RopeSpec
+
+QWEN3_VIDEO_FIELDS = {
+    "video:cap_pixels_per_frame": CheckpointChoice(
+        "video_bounds",
+        {False: "clip"},
+        why="5.24 then caps each frame at max_video_tokens patches; mrope bounds the whole clip only",
+    ),
+    "video:num_frames": CheckpointChoice(
+        "frame_sampling", {}, why="a fixed frame count; mrope samples at the checkpoint's fps"
+    ),
+}
+"""Qwen3VLVideoProcessor keys that change grids beyond what mrope computes (refused when set otherwise;
+``max_video_tokens`` acts only under ``cap_pixels_per_frame``, so it is read through that refusal)."""
 
 FAMILY = ModelFamily(
     name="qwen3-vl",
@@ -57,5 +70,6 @@ FAMILY = ModelFamily(
     checkpoint_fields={
         "video:size.longest_edge": ("video_max_pixels", "video_total_pixels"),
         "video:max_pixels": ("video_max_pixels", "video_total_pixels"),
+        **QWEN3_VIDEO_FIELDS,
     },
 )
