@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import tiny_vlm as tv
 import torch
-from test_integration_seed import patched, recording
+from tiny_vlm import patched, recording
 
 import mrope
 from mrope import Image, Text, Video

@@ -7,18 +7,16 @@ out below. The tiny models are built from configs (no hub), fp32, seed 0.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 import tiny_vlm as tv
 import torch
-from tiny_vlm import FAMILIES
+from tiny_vlm import FAMILIES, patched
 
 import mrope
 from mrope.errors import PatchError
@@ -26,15 +24,6 @@ from mrope.integrations import transformers as mt
 from mrope.integrations.tiny import tiny_config, tiny_model
 
 ATOL = 2e-6  # fp32 logits: the same rotation arithmetic, fused differently
-
-
-@contextlib.contextmanager
-def patched(net: torch.nn.Module, **options: object) -> Iterator[torch.nn.Module]:
-    mt.patch(net, **options)
-    try:
-        yield net
-    finally:
-        mt.unpatch(net)
 
 
 @pytest.fixture

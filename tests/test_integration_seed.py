@@ -16,15 +16,13 @@ positions and the rotation are what is checked; pixels would only change the emb
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import sys
-from collections.abc import Iterator
 
 import pytest
 import tiny_vlm as tv
 import torch
-from tiny_vlm import FAMILIES
+from tiny_vlm import FAMILIES, patched, recording
 
 import mrope
 from mrope.errors import PatchError
@@ -32,16 +30,6 @@ from mrope.integrations import transformers as mt
 from mrope.integrations.tiny import tiny_model
 
 ATOL = 1e-5
-
-
-@contextlib.contextmanager
-def patched(net: torch.nn.Module, **options: object) -> Iterator[torch.nn.Module]:
-    mt.patch(net, **options)
-    try:
-        yield net
-    finally:
-        mt.unpatch(net)
-        net.model.rope_deltas = None
 
 
 def _decode_logits(net: torch.nn.Module, kw: dict[str, torch.Tensor], prompt: int) -> torch.Tensor:
@@ -209,24 +197,6 @@ def test_text_only_prompt_equals_plain_1d_rope(name: str) -> None:
     finally:
         del rotary.forward
     torch.testing.assert_close(got, want, rtol=0, atol=2e-6)
-
-
-@contextlib.contextmanager
-def recording(module: object, records: list[tuple[torch.Tensor, ...]]) -> Iterator[None]:
-    """Record what the modeling module's apply_rotary_pos_emb (whatever is installed) returns: ``(q, k)``,
-    or ``(q,)`` for a query-only call (Qwen4-Exp's QSA indexer passes no keys)."""
-    inner = module.apply_rotary_pos_emb
-
-    def apply(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        out = inner(*args, **kwargs)
-        records.append(tuple(t.clone() for t in (out if isinstance(out, tuple) else (out,))))
-        return out
-
-    module.apply_rotary_pos_emb = apply
-    try:
-        yield
-    finally:
-        module.apply_rotary_pos_emb = inner
 
 
 @pytest.mark.parametrize("name", FAMILIES)

@@ -7,7 +7,9 @@ one-block vision tower, the real vocabulary, fp32, ``torch.manual_seed(0)``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -145,3 +147,34 @@ def logits(name: str, kw: dict[str, torch.Tensor], *, own_positions: bool = True
         out = net(**forward_kwargs(kw, own_positions=own_positions), use_cache=False).logits
     net.model.rope_deltas = None
     return out
+
+
+@contextlib.contextmanager
+def patched(net: Any, **options: object) -> Iterator[Any]:
+    """``net`` patched by :func:`mrope.integrations.transformers.patch` for the block, unpatched after
+    (and its cached ``rope_deltas`` cleared, so the next unpatched call computes its own)."""
+    mt.patch(net, **options)
+    try:
+        yield net
+    finally:
+        mt.unpatch(net)
+        if getattr(net.model, "rope_deltas", None) is not None:
+            net.model.rope_deltas = None
+
+
+@contextlib.contextmanager
+def recording(module: Any, records: list[tuple[torch.Tensor, ...]]) -> Iterator[None]:
+    """Record what the modeling module's apply_rotary_pos_emb (whatever is installed) returns: ``(q, k)``,
+    or ``(q,)`` for a query-only call (Qwen4-Exp's QSA indexer passes no keys)."""
+    inner = module.apply_rotary_pos_emb
+
+    def apply(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        out = inner(*args, **kwargs)
+        records.append(tuple(t.clone() for t in (out if isinstance(out, tuple) else (out,))))
+        return out
+
+    module.apply_rotary_pos_emb = apply
+    try:
+        yield
+    finally:
+        module.apply_rotary_pos_emb = inner
