@@ -119,11 +119,7 @@ def test_rotation_matches_transformers_fp32(name: str, backend: str) -> None:
     q, k, pos = _inputs()
     q_hf, k_hf, cos, sin, emb = _hf(name, q, k, pos)
     assert torch.equal(emb.inv_freq, hf_inv_freq_fp32(spec))
-    ours_cos, ours_sin = cos_sin(pos, spec, layout="bhsd")
-    assert torch.equal(ours_cos, cos) and torch.equal(ours_sin, sin)
-    q_ours, k_ours = apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
-    torch.testing.assert_close(q_ours, q_hf, rtol=0, atol=2e-6)
-    torch.testing.assert_close(k_ours, k_hf, rtol=0, atol=2e-6)
+    _assert_rotates_like(q, k, pos, spec, (cos, sin, q_hf, k_hf), backend)
     # the same through the thd layout of a serving engine: batch row 1 flattened
     q_t, k_t = apply_mrope(
         q[1].transpose(0, 1), k[1].transpose(0, 1), pos[:, 1], spec, layout="thd", backend=backend
@@ -142,11 +138,7 @@ def test_scaled_rotation_matches_transformers(scaling: str, backend: str) -> Non
         q_hf, k_hf, cos, sin, emb = _hf("qwen2-vl", q, k, pos, rope_parameters)
         assert torch.equal(emb.inv_freq, hf_inv_freq_fp32(spec, pos.max()))
         assert emb.attention_scaling == pytest.approx(spec.attention_factor(), rel=1e-15)
-        ours_cos, ours_sin = cos_sin(pos, spec, layout="bhsd")
-        assert torch.equal(ours_cos, cos) and torch.equal(ours_sin, sin)
-        q_ours, k_ours = apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
-        torch.testing.assert_close(q_ours, q_hf, rtol=0, atol=3e-6)
-        torch.testing.assert_close(k_ours, k_hf, rtol=0, atol=3e-6)
+        _assert_rotates_like(q, k, pos, spec, (cos, sin, q_hf, k_hf), backend, atol=3e-6)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -184,6 +176,25 @@ def test_text_positions_match_transformers_text_path() -> None:
 # Each family's own rotary class from transformers 5.24 (or, for HunyuanOCR, Tencent's official layout
 # written out here), on random positions with distinct axes, against apply_mrope with the spec that family's
 # checkpoint needs. fp32 angles: cos/sin are transformers' own, so the rotations agree to fp32 rounding.
+
+
+def _assert_rotates_like(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    pos: torch.Tensor,
+    spec: RopeSpec,
+    own: tuple[torch.Tensor, ...],
+    backend: str,
+    atol: float = 2e-6,
+) -> None:
+    """mrope's cos/sin tables equal the family's own ``(cos, sin)`` bit for bit, and ``apply_mrope`` gives
+    its rotated ``(q, k)`` within ``atol``; ``own`` is ``(cos, sin, q, k)`` from transformers."""
+    cos, sin, want_q, want_k = own
+    ours_cos, ours_sin = cos_sin(pos, spec, layout="bhsd")
+    assert torch.equal(ours_cos, cos) and torch.equal(ours_sin, sin)
+    got_q, got_k = apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
+    torch.testing.assert_close(got_q, want_q, rtol=0, atol=atol)
+    torch.testing.assert_close(got_k, want_k, rtol=0, atol=atol)
 
 
 def _family_inputs(axes: int, head_dim: int, b: int = 2, s: int = 7, high: int = 3000, seed: int = 3):
@@ -227,11 +238,7 @@ def test_ernie_4_5_vl_rotary_matches_transformers(backend: str) -> None:
     cos, sin = emb(q, pos)
     want_q, want_k = m.apply_rotary_pos_emb(q, k, cos, sin)
     spec = _ernie_spec()
-    ours_cos, ours_sin = cos_sin(pos, spec, layout="bhsd")
-    assert torch.equal(ours_cos, cos) and torch.equal(ours_sin, sin)
-    got_q, got_k = apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
-    torch.testing.assert_close(got_q, want_q, rtol=0, atol=2e-6)
-    torch.testing.assert_close(got_k, want_k, rtol=0, atol=2e-6)
+    _assert_rotates_like(q, k, pos, spec, (cos, sin, want_q, want_k), backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -355,11 +362,7 @@ def test_qwen3_omni_float_positions_match_transformers(backend: str) -> None:
     spec = RopeSpec(
         head_dim=128, rotary_dim=128, theta=1e6, mrope_section=(24, 20, 20), section_layout="interleaved"
     )
-    ours_cos, ours_sin = cos_sin(pos, spec, layout="bhsd")
-    assert torch.equal(ours_cos, cos) and torch.equal(ours_sin, sin)
-    got_q, got_k = apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
-    torch.testing.assert_close(got_q, want_q, rtol=0, atol=2e-6)
-    torch.testing.assert_close(got_k, want_k, rtol=0, atol=2e-6)
+    _assert_rotates_like(q, k, pos, spec, (cos, sin, want_q, want_k), backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -381,8 +384,4 @@ def test_qwen4_exp_short_sections_match_transformers(backend: str) -> None:
     spec = RopeSpec(
         head_dim=256, rotary_dim=256, theta=1e7, mrope_section=(11, 11, 10), section_layout="interleaved"
     )
-    ours_cos, ours_sin = cos_sin(pos, spec, layout="bhsd")
-    assert torch.equal(ours_cos, cos) and torch.equal(ours_sin, sin)
-    got_q, got_k = apply_mrope(q, k, pos, spec, layout="bhsd", backend=backend)
-    torch.testing.assert_close(got_q, want_q, rtol=0, atol=2e-6)
-    torch.testing.assert_close(got_k, want_k, rtol=0, atol=2e-6)
+    _assert_rotates_like(q, k, pos, spec, (cos, sin, want_q, want_k), backend)
