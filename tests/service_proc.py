@@ -67,6 +67,28 @@ class Server:
             return fh.read()
 
 
+def trickle(sock: socket.socket, filler: bytes, *, tries: int, every_s: float, until: bytes = b"") -> bytes:
+    """Send ``filler`` every ``every_s`` seconds (at most ``tries`` times) on a connection whose request is
+    still incomplete, collecting what the server answers, until it closes the connection or (when
+    ``until`` is given) the answer holds a whole header block and ``until``; returns the bytes received."""
+    got = b""
+    sock.settimeout(every_s)
+    for _ in range(tries):
+        try:
+            sock.sendall(filler)
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        if not chunk:
+            break
+        got += chunk
+        if until and b"\r\n\r\n" in got and until in got:
+            break
+    return got
+
+
 def wait_healthy(base: str, proc: subprocess.Popen, log_path: str, startup_s: float) -> None:
     deadline = time.monotonic() + startup_s
     while True:

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 from PIL import Image as PILImage
 from PIL import PngImagePlugin
-from service_proc import open_fds, rss_mib, serve
+from service_proc import open_fds, rss_mib, serve, trickle
 
 import mrope
 from mrope.vision import load_image, probe_video
@@ -356,21 +356,7 @@ def test_slow_body_trickle_is_cut_off(server):
             b"POST /v1/positions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             b"Content-Length: 1000\r\n\r\n"
         )
-        got = b""
-        s.settimeout(0.5)
-        for _ in range(40):  # at most ~20 s
-            try:
-                s.sendall(b" ")
-                chunk = s.recv(65536)
-            except TimeoutError:
-                continue
-            except (BrokenPipeError, ConnectionResetError):
-                break
-            if not chunk:
-                break
-            got += chunk
-            if b"\r\n\r\n" in got and b"}" in got:
-                break
+        got = trickle(s, b" ", tries=40, every_s=0.5, until=b"}")  # at most ~20 s
         assert got.startswith(b"HTTP/1.1 408"), got[:300]
         assert b"MROPE_BODY_TIMEOUT_S" in got or b"MROPE_MIN_UPLOAD_RATE" in got, got
     finally:

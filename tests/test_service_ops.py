@@ -21,7 +21,7 @@ from checkpoints import qwen2_5_vl_config
 from fastapi.testclient import TestClient
 from PIL import Image as PILImage
 from prometheus_client.parser import text_string_to_metric_families
-from service_proc import serve
+from service_proc import serve, trickle
 
 import mrope
 import mrope.vision
@@ -305,19 +305,7 @@ def test_slow_upload_cannot_hold_the_temp_budget(tmp_path):
             first = upload()
             assert first.status_code == 503 and first.json()["error"]["code"] == "storage_busy", first.text
             # the slow upload keeps trickling, far below MROPE_MIN_UPLOAD_RATE: it is cut off
-            got = b""
-            s.settimeout(0.2)
-            for _ in range(50):
-                try:
-                    s.sendall(b"\0")
-                    chunk = s.recv(4096)
-                except TimeoutError:
-                    continue
-                except (BrokenPipeError, ConnectionResetError):
-                    break
-                if not chunk:
-                    break
-                got += chunk
+            got = trickle(s, b"\0", tries=50, every_s=0.2)
             s.close()
             assert got.startswith(b"HTTP/1.1 408") and b"MROPE_MIN_UPLOAD_RATE" in got, got[:300]
             second = upload()
