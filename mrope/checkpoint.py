@@ -16,7 +16,8 @@ Files read (all optional but ``config.json``; unknown keys are ignored):
 - ``preprocessor_config.json`` (images) and ``video_preprocessor_config.json``: pixel bounds
   (``min_pixels`` / ``max_pixels`` or ``size.shortest_edge`` / ``size.longest_edge``, in pixels), patch,
   merge and temporal patch sizes, and for videos ``fps``, ``min_frames``, ``max_frames``, ``max_duration``
-  (GLM-4.1V's sampling).
+  (GLM-4.1V's sampling), ``max_image_size.longest_edge`` (HY-V4-VL's per-frame cap). A key inside an
+  object (``size.longest_edge``) whose holder is there but not a JSON object is an error, not skipped.
 - ``processor_config.json`` (what transformers 5.x ``save_pretrained`` writes): its nested
   ``image_processor`` / ``video_processor`` stand for the two files above and, as transformers loads them,
   win over them. With neither a video processor file nor a nested one, the video keys are read from
@@ -103,6 +104,7 @@ _INT_FIELDS = {
     "video_min_pixels",
     "video_max_pixels",
     "video_total_pixels",
+    "video_frame_max_pixels",
     "min_frames",
     "max_frames",
     "audio_window",
@@ -272,6 +274,13 @@ def from_pretrained(
         if kind == "config":
             found = _config_values(config, dotted)
         else:
+            holder, _, leaf = dotted.rpartition(".")
+            outer = _lookup(files.get(kind, {}), holder) if holder else None
+            if outer is not None and not isinstance(outer, Mapping):
+                raise LayoutError(
+                    f"{names[kind]}: {holder} must be a JSON object (with {leaf!r}, as the processor reads "
+                    f"it); got {outer!r}"
+                )
             value = _lookup(files.get(kind, {}), dotted)
             found = [] if value is None else [(value, f"{names[kind]}: {dotted}")]
         choice = table[key]

@@ -40,7 +40,11 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   ``video_total_pixels``) or ``"clip"`` (the clip's ``t * h * w`` with ``t`` the frame count rounded to
   the temporal patch size, and sides below one resize factor scaled up first: GLM-4.1V's image
   processor with ``t = temporal_patch_size``, and transformers' Qwen3-VL and GLM-4.1V video
-  processors). ``frame_sampling`` picks which frames a video processor samples: ``"qwen-vl-utils"``
+  processors). ``video_bounds`` has a third rule, ``"tokens"`` (HY-V4-VL's video processor,
+  :func:`mrope.vision.smart_resize_tokens`): frames are never scaled up, each is at most
+  ``video_frame_max_pixels`` pixels, and the clip's ``n * rows * (cols + 1)`` tokens (``n`` sampled frames
+  of ``rows x cols`` merged patches, one newline token a row) stay within ``video_max_pixels /
+  resize_factor**2``. ``frame_sampling`` picks which frames a video processor samples: ``"qwen-vl-utils"``
   (``smart_nframes``, float32 ``linspace``), ``"qwen3-vl"`` (transformers' Qwen3VLVideoProcessor:
   ``int(frames / rate * fps)`` clamped to ``[min_frames, max_frames]`` and the frame count, float64
   ``linspace``) or ``"glm4v"`` (Glm4vVideoProcessor: one frame every ``1 / fps`` s up to
@@ -98,6 +102,7 @@ ImageIndexScope = Literal["sequence", "batch"]
 ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
 PixelBounds = Literal["frame", "clip"]
+VideoPixelBounds = Literal["frame", "clip", "tokens"]
 FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -113,7 +118,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "image_span": ("placeholders", "between_wrappers"),
     "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
     "image_bounds": ("frame", "clip"),
-    "video_bounds": ("frame", "clip"),
+    "video_bounds": ("frame", "clip", "tokens"),
     "frame_sampling": ("qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v"),
 }
 
@@ -218,7 +223,8 @@ class LayoutRules:
     min_frames: int = 4
     max_frames: int = 768
     image_bounds: PixelBounds = "frame"
-    video_bounds: PixelBounds = "frame"
+    video_bounds: VideoPixelBounds = "frame"
+    video_frame_max_pixels: int = 1024 * 1024  # one frame's area under video_bounds="tokens"
     frame_sampling: FrameSampling = "qwen-vl-utils"
     max_duration: float = 300.0
     # audio and time-aligned layouts (Qwen2.5-Omni, Qwen3-Omni); audio_pad_id None: no audio
@@ -268,6 +274,7 @@ class LayoutRules:
             "min_frames",
             "max_frames",
             "temporal_merge_size",
+            "video_frame_max_pixels",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

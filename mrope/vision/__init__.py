@@ -12,7 +12,13 @@ from mrope.vision._source import decode_data_uri, is_url, open_url
 from mrope.vision.audio import AudioInfo, has_audio_stream, load_audio, probe_audio
 from mrope.vision.detect import MediaKind, detect_media_kind
 from mrope.vision.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
-from mrope.vision.resize import MAX_ASPECT_RATIO, smart_resize, smart_resize_clip, video_max_pixels
+from mrope.vision.resize import (
+    MAX_ASPECT_RATIO,
+    smart_resize,
+    smart_resize_clip,
+    smart_resize_tokens,
+    video_max_pixels,
+)
 from mrope.vision.sampling import (
     FRAME_FACTOR,
     MAX_SAMPLED_VIDEO_FRAMES,
@@ -66,5 +72,6 @@ __all__ = [
     "sampled_times",
     "smart_resize",
     "smart_resize_clip",
+    "smart_resize_tokens",
     "video_max_pixels",
 ]

@@ -1,4 +1,5 @@
-"""The Qwen ``smart_resize`` rule (SPEC section 5) and the qwen-vl-utils video pixel budget."""
+"""The Qwen ``smart_resize`` rule (SPEC section 5), the qwen-vl-utils video pixel budget, the clip-bounded
+rule of transformers' Qwen3-VL / GLM-4.1V video processors and HY-V4-VL's token-bounded video rule."""
 
 from __future__ import annotations
 
@@ -164,3 +165,76 @@ def smart_resize_clip(
         h_bar = math.ceil(height * beta / factor) * factor
         w_bar = math.ceil(width * beta / factor) * factor
     return h_bar, w_bar
+
+
+def smart_resize_tokens(
+    num_frames: int,
+    height: int,
+    width: int,
+    factor: int = 32,
+    max_pixels: int = 33554432,
+    frame_max_pixels: int = 1024 * 1024,
+) -> tuple[int, int]:
+    """The frame size, in pixels, HY-V4-VL's video processor gives a clip of ``num_frames`` frames of
+    ``height x width`` pixels (transformers 5.24 ``HYV4VLVideoProcessor.smart_resize``).
+
+    A frame of ``rows x cols`` merged patches (``factor`` pixels each side) costs ``rows * (cols + 1)``
+    tokens, one newline token a row. The result is the largest ``(rows * factor, cols * factor)`` that:
+
+    - never scales up: ``rows <= max(1, height // factor)``, ``cols <= max(1, width // factor)``;
+    - keeps one frame within ``frame_max_pixels``: ``rows * cols * factor**2 <= frame_max_pixels``;
+    - keeps the clip within the token budget: ``num_frames * rows * (cols + 1) <= max_pixels // factor**2``;
+    - stays on the frame's aspect ray: some scale ``s`` has ``rows == floor(s * height / factor)`` (or
+      ``rows == 1``: one row takes any narrower width) and ``cols <= floor(s * width / factor)``.
+
+    Row counts are tried from the most down; for each, the widest column count the bounds allow is taken
+    if the ray reaches it, that is ``cols >= floor(width * rows / height)`` (for ``rows > 1``) with
+    ``cols <= ceil(width * (rows + 1) / height) - 1``. When no row count fits (a budget under one token a
+    frame), the frame is one merged patch, ``(factor, factor)``. Frames below ``factor`` are not refused
+    and become that one patch too. Integer arithmetic throughout.
+
+    Args:
+        num_frames: sampled frames in the clip (the budget is shared by all of them).
+        height, width: frame size in pixels.
+        factor: patch size times merge size (32 for HY-V4-VL).
+        max_pixels: the clip's budget in pixels; ``max_pixels // factor**2`` tokens (the processor's
+            ``size["longest_edge"]``).
+        frame_max_pixels: one frame's largest area in pixels (the processor's
+            ``max_image_size["longest_edge"]``).
+
+    Returns:
+        ``(resized_height, resized_width)``, positive multiples of ``factor``.
+
+    Raises:
+        MediaError: a non-positive count, size, factor or budget, or an aspect ratio above 200.
+
+    Examples: ``smart_resize_tokens(30, 1080, 1920) == (768, 1344)`` (the frame cap binds);
+    ``smart_resize_tokens(600, 1080, 1920) == (160, 288)`` (the token budget binds).
+    """
+    n = _int(num_frames, "num_frames")
+    height, width, factor = _int(height, "height"), _int(width, "width"), _int(factor, "factor")
+    budget_px, frame_px = _int(max_pixels, "max_pixels"), _int(frame_max_pixels, "frame_max_pixels")
+    if min(n, height, width, factor, budget_px, frame_px) < 1:
+        raise MediaError(
+            f"frame count, size, resize factor and pixel budgets must be positive; got {n} frames of "
+            f"{height}x{width} (h x w), factor {factor}, max_pixels {budget_px}, frame_max_pixels {frame_px}"
+        )
+    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
+        raise MediaError(
+            f"aspect ratio must be at most {MAX_ASPECT_RATIO}; got {height}x{width} (h x w), ratio "
+            f"{max(height, width) / min(height, width):.1f}"
+        )
+    most_rows, most_cols = max(1, height // factor), max(1, width // factor)
+    tokens = budget_px // (factor * factor)
+    for rows in range(most_rows, 0, -1):
+        narrowest = 1 if rows == 1 else max(1, width * rows // height)
+        widest_on_ray = max(1, -(-width * (rows + 1) // height) - 1)
+        cols = min(
+            most_cols,
+            widest_on_ray,
+            tokens // (n * rows) - 1,  # clip budget: n * rows * (cols + 1) tokens
+            frame_px // (factor * factor * rows),  # one frame's area
+        )
+        if cols >= narrowest:
+            return rows * factor, cols * factor
+    return factor, factor

@@ -50,11 +50,11 @@ def _positive_real(value: Any, name: str) -> float:
     return float(value)
 
 
-def _check_not_a_still(total: int) -> None:
-    """A one-frame video cannot make a temporal patch: say so plainly (not as a sample-count range)."""
-    if total < FRAME_FACTOR:
+def _check_not_a_still(total: int, frames_per_patch: int = FRAME_FACTOR) -> None:
+    """A one-frame video cannot make a temporal patch of 2: say so plainly (not as a sample-count range)."""
+    if total < frames_per_patch:
         raise MediaError(
-            f"this is a one-frame video: a temporal patch takes {FRAME_FACTOR} frames, so it cannot be "
+            f"this is a one-frame video: a temporal patch takes {frames_per_patch} frames, so it cannot be "
             "sampled as a video; give its frame as an image instead"
         )
 
@@ -193,22 +193,29 @@ def qwen3_vl_frame_indices(
     nframes: int | None = None,
     min_frames: int = 4,
     max_frames: int = 768,
+    *,
+    temporal_patch_size: int = FRAME_FACTOR,
 ) -> np.ndarray:
-    """The frame indices transformers' Qwen3-VL video processor samples (``sample_frames``).
+    """The frame indices transformers' Qwen3-VL video processor samples (``sample_frames``); HY-V4-VL's
+    ``sample_frames`` is the same rule.
 
     ``n = int(num_frames / video_fps * fps)`` clamped to ``[min_frames, max_frames]`` and to
     ``num_frames`` (``nframes``, when given, is used as is); indices ``round(linspace(0, num_frames - 1,
     n))`` in float64 (numpy's round: halves to even). The count is not rounded to a multiple of 2: the
     processor pads the last temporal patch by repeating the last frame.
 
+    ``temporal_patch_size``: the fewest frames a clip may have (one temporal patch; Qwen3-VL's
+    ``smart_resize`` refuses fewer than 2). With 1 (HY-V4-VL) a one-frame video is a clip of one frame.
+
     Returns:
         int64 ``[n]``, non-decreasing.
 
     Raises:
-        MediaError: fewer than 2 frames to sample (one temporal patch needs 2), bad counts or rates.
+        MediaError: fewer than ``temporal_patch_size`` frames to sample, bad counts or rates.
     """
     total = _positive_int(num_frames, "num_frames")
-    _check_not_a_still(total)
+    least = _positive_int(temporal_patch_size, "temporal_patch_size")
+    _check_not_a_still(total, min(least, FRAME_FACTOR))
     if nframes is not None:
         n = _positive_int(nframes, "nframes")
     else:
@@ -216,10 +223,10 @@ def qwen3_vl_frame_indices(
         want = _positive_real(fps, "sampling fps")
         lo, hi = _positive_int(min_frames, "min_frames"), _positive_int(max_frames, "max_frames")
         n = min(max(int(total / rate * want), lo), hi, total)
-    if n < FRAME_FACTOR:
+    if n < least:
         raise MediaError(
             f"cannot sample {n} frame(s) from a video of {total} frames: one temporal patch needs "
-            f"{FRAME_FACTOR} frames"
+            f"{least} frames"
         )
     return np.linspace(0, total - 1, n).round().astype(np.int64)
 

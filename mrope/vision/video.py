@@ -32,7 +32,7 @@ from mrope.rules import LayoutRules
 from mrope.segments import Video
 from mrope.vision._containers import iso_rotations, matroska_rotation, normalise_rotation
 from mrope.vision._source import OpenSource, open_source
-from mrope.vision.resize import smart_resize, smart_resize_clip, video_max_pixels
+from mrope.vision.resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
 from mrope.vision.sampling import (
     glm4v_frame_indices,
     glm46v_frame_indices,
@@ -597,7 +597,13 @@ def _sample(
         )
     if lay.frame_sampling == "qwen3-vl" or nframes is not None:
         idx = qwen3_vl_frame_indices(
-            info.num_frames, info.fps, fps=rate, nframes=nframes, min_frames=lo, max_frames=hi
+            info.num_frames,
+            info.fps,
+            fps=rate,
+            nframes=nframes,
+            min_frames=lo,
+            max_frames=hi,
+            temporal_patch_size=lay.temporal_patch_size,
         )
         if lay.frame_sampling in ("glm4v", "glm46v") and idx.size % 2:
             idx = np.append(idx, idx[-1])
@@ -631,7 +637,9 @@ def load_video(
     rules.video_min_pixels``) under the qwen-vl-utils per-frame budget ``max(min(video_max_pixels,
     video_total_pixels / n * temporal_patch_size), int(video_min_pixels * 1.05))`` for ``n`` sampled
     frames; under ``"clip"`` with :func:`smart_resize_clip` (``video_min_pixels .. video_max_pixels``
-    bound the clip's ``t * h * w``). The grid is
+    bound the clip's ``t * h * w``); under ``"tokens"`` (HY-V4-VL) with :func:`smart_resize_tokens`
+    (never scaled up, each frame at most ``video_frame_max_pixels``, the clip's tokens with one newline
+    a row within ``video_max_pixels / resize_factor**2``). The grid is
     ``(ceil(n / temporal_patch_size), H / patch_size, W / patch_size)``; ``fps`` is the sampling rate
     ``n / num_frames * video_fps``, ``second_per_grid = temporal_patch_size / fps``, and
     ``frame_times`` are the sampled frames' times (seconds; real timestamps for a variable-rate file).
@@ -660,6 +668,10 @@ def load_video(
     if lay.video_bounds == "clip":
         new_h, new_w = smart_resize_clip(
             n, info.height, info.width, tps, lay.resize_factor, lay.video_min_pixels, lay.video_max_pixels
+        )
+    elif lay.video_bounds == "tokens":
+        new_h, new_w = smart_resize_tokens(
+            n, info.height, info.width, lay.resize_factor, lay.video_max_pixels, lay.video_frame_max_pixels
         )
     else:
         ceiling = video_max_pixels(n, lay.video_min_pixels, lay.video_max_pixels, lay.video_total_pixels, tps)
