@@ -51,7 +51,8 @@ def _positive_real(value: Any, name: str) -> float:
 
 
 def _check_not_a_still(total: int, frames_per_patch: int = FRAME_FACTOR) -> None:
-    """A one-frame video cannot make a temporal patch of 2: say so plainly (not as a sample-count range)."""
+    """A video shorter than one temporal patch (a one-frame video, patches of 2) cannot be sampled: say so
+    plainly (not as a sample-count range)."""
     if total < frames_per_patch:
         raise MediaError(
             f"this is a one-frame video: a temporal patch takes {frames_per_patch} frames, so it cannot be "
