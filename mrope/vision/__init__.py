@@ -27,6 +27,7 @@ from mrope.vision.sampling import (
 from mrope.vision.tiling import TilePlan, plan_tiles
 from mrope.vision.video import (
     DEFAULT_MAX_PACKETS,
+    FrameSize,
     VideoInfo,
     decode_frames,
     load_video,
@@ -41,6 +42,7 @@ __all__ = [
     "DEFAULT_MAX_IMAGE_PIXELS",
     "DEFAULT_MAX_PACKETS",
     "FRAME_FACTOR",
+    "FrameSize",
     "MAX_ASPECT_RATIO",
     "MAX_SAMPLED_VIDEO_FRAMES",
     "MediaKind",
