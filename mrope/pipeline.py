@@ -196,26 +196,28 @@ class Preprocessor:
     def fractional(self) -> bool:
         """Whether this job's positions are float32 (its model's rules keep fractional time, Qwen3-Omni).
         The Arrow column types are fixed per job, so only a job-level model (or full rules) decides it."""
-        if isinstance(self.rules, LayoutRules):
-            return self.rules.fractional_time
-        if self.model is None:
-            return False
-        overrides = dict(self.rules) if isinstance(self.rules, Mapping) else {}
-        rounding = {k: v for k, v in overrides.items() if k == "time_rounding"}
-        return resolve_rules(self.model, rounding or None).fractional_time
+        rules = self._job_rules("time_rounding")
+        return rules is not None and rules.fractional_time
 
     @property
     def generates_images(self) -> bool:
         """Whether this job's rows carry a ``generation_ids`` column, int64 ``[3, n + 1]``: the decode-time
         positions of the images a record asks the model to generate (GLM-Image, ``"generate": true``;
         ``[3, 0]`` for a record without any). Like :attr:`fractional`, a job-level model decides it."""
+        rules = self._job_rules("generates_images")
+        return rules is not None and rules.generates_images
+
+    def _job_rules(self, override: str) -> LayoutRules | None:
+        """The job-level model's rules with only the job's override of field ``override`` applied (the
+        one field the caller's property depends on), or the job's full ``rules``; ``None`` without
+        either (the column types are fixed per job, so a record's own model cannot decide them)."""
         if isinstance(self.rules, LayoutRules):
-            return self.rules.generates_images
+            return self.rules
         if self.model is None:
-            return False
+            return None
         overrides = dict(self.rules) if isinstance(self.rules, Mapping) else {}
-        flag = {k: v for k, v in overrides.items() if k == "generates_images"}
-        return resolve_rules(self.model, flag or None).generates_images
+        kept = {k: v for k, v in overrides.items() if k == override}
+        return resolve_rules(self.model, kept or None)
 
     def media(self) -> MediaAccess:
         """What records may read: ``media_access``, by default local files (relative to ``base_dir``),

@@ -26,10 +26,9 @@ import pyarrow as pa
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from hf_reference import MINICPM_IDS, MiniCPMRopeIndex
 from transformers.models.glm_image.configuration_glm_image import GlmImageConfig
 from transformers.models.glm_image.modeling_glm_image import GlmImageModel
-from transformers.models.minicpmv4_7.configuration_minicpmv4_7 import MiniCPMV4_7Config
-from transformers.models.minicpmv4_7.modeling_minicpmv4_7 import MiniCPMV4_7Model
 
 from mrope import Audio, Image, Text, Video
 from mrope.cli import main
@@ -129,7 +128,7 @@ def glm_expected(filler: bool = False) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------- MiniCPM-V 4.7
 
-IM_START, IM_END, SLICE_START, SLICE_END, NEWLINE, IMAGE, VIDEO = range(900, 907)  # stand-in marker ids
+IM_START, IM_END, SLICE_START, SLICE_END, NEWLINE, IMAGE, VIDEO = MINICPM_IDS.values()  # stand-in marker ids
 MARKERS = {
     "vision_start_id": IM_START,
     "vision_end_id": IM_END,
@@ -140,26 +139,6 @@ MARKERS = {
     "video_pad_id": VIDEO,
 }
 MERGE = 4  # the class default downsample_mode "16x": 4 x 4 patches per token
-
-
-class _MiniCPM:
-    """The methods MiniCPM-V 4.7's get_rope_index uses, on an object that holds only the config."""
-
-    get_rope_index = MiniCPMV4_7Model.get_rope_index
-    get_vision_position_ids = MiniCPMV4_7Model.get_vision_position_ids
-    _group_visual_frames = MiniCPMV4_7Model._group_visual_frames
-    _frame_end_idx = staticmethod(MiniCPMV4_7Model._frame_end_idx)
-
-    def __init__(self) -> None:
-        self.config = MiniCPMV4_7Config(
-            image_token_id=IMAGE,
-            video_token_id=VIDEO,
-            image_start_id=IM_START,
-            image_end_id=IM_END,
-            slice_start_id=SLICE_START,
-            slice_end_id=SLICE_END,
-            newline_id=NEWLINE,
-        )
 
 
 def minicpm_picture(
@@ -222,7 +201,7 @@ def mc_expected(filler: bool = False) -> dict[str, Any]:
     video_sizes = ([[8, 12]] + [[8, 8]] * 2) * 2
     t_ids = torch.tensor([ids])
     types = (t_ids == IMAGE).long() + 2 * (t_ids == VIDEO).long()
-    pos, deltas = _MiniCPM().get_rope_index(
+    pos, deltas = MiniCPMRopeIndex().get_rope_index(
         t_ids, types, torch.tensor(image_sizes), torch.tensor(video_sizes), "16x", torch.ones_like(t_ids)
     )
     return {

@@ -34,6 +34,7 @@ import pytest
 pytest.importorskip("transformers")
 
 import media  # noqa: E402
+from hf_reference import released_video_processor  # noqa: E402
 from transformers.image_utils import load_image as hf_load_image  # noqa: E402
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as qwen2_smart_resize  # noqa: E402
 from transformers.video_utils import load_video as hf_load_video  # noqa: E402
@@ -116,20 +117,8 @@ def processor_grid(family: str, path: Path, quarter_turns: int) -> tuple[int, in
     returns (``quarter_turns`` = 0) or torchcodec returns (turned): ``sample_frames`` picks the frames,
     the module's ``smart_resize`` sizes the clip. (Imported by module path: the package's lazy attribute
     refuses without torchvision, the module itself loads.)"""
-    if family == "qwen3-vl":
-        module = importlib.import_module("transformers.models.qwen3_vl.video_processing_qwen3_vl")
-        proc = module.Qwen3VLVideoProcessor(  # the released video_preprocessor_config.json
-            size={"shortest_edge": 4096, "longest_edge": 25165824},
-            patch_size=16,
-            temporal_patch_size=2,
-            merge_size=2,
-            fps=2,
-            min_frames=4,
-            max_frames=768,
-        )
-    else:
-        module = importlib.import_module("transformers.models.glm4v.video_processing_glm4v")
-        proc = module.Glm4vVideoProcessor()
+    proc = released_video_processor(family if family == "qwen3-vl" else "glm-4.1v")
+    module = importlib.import_module(type(proc).__module__)
     frames, metadata = pyav_reader(path, proc.sample_frames)
     frames = displayed(frames, quarter_turns)
     n = len(metadata.frames_indices)
