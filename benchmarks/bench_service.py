@@ -19,7 +19,10 @@ It also times hostile bodies (issue 12): each body up to the 16 MiB cap, one at 
 server's resident memory after them.
 
 Usage: ``python benchmarks/bench_service.py [--duration 10] [--concurrency 16] [--workers 1] [--pairs 2]
-[--client wrk|httpx] [--access-log] [--profile out.txt]``. ``--profile`` runs pyinstrument over the app
+[--client wrk|httpx] [--access-log] [--stages] [--profile out.txt]``. ``--stages`` adds three servers
+whose ``/v1/positions`` does only part of the work before answering the typical request's own bytes
+(:data:`STAGES`), run in turn with the real one: what each stage costs inside a loaded server, and what
+the server, the middlewares and the response cost with no work at all. ``--profile`` runs pyinstrument over the app
 answering the typical request in-process and writes its text report. ``--instructions`` instead counts
 the instructions of ``/healthz``, the typical request and its stages in-process with valgrind's
 callgrind: slow (minutes), but the one figure a loaded shared machine does not move.
@@ -288,6 +291,99 @@ def run_all(
     return results, rss, pair_results
 
 
+def run_stages(
+    client: str,
+    real: tuple[int, str],
+    concurrency: int,
+    duration: float,
+    workdir: str,
+    rounds: int,
+    workers: int,
+) -> list[tuple[str, list[Result], list[Result]]]:
+    """``rounds`` rounds of (floor, typical) pairs on the real service and on one server per
+    :data:`STAGES` variant, the servers taken in turn within a round so that each sees the same
+    background load; returns ``(name, floors, typicals)`` per server."""
+    typical = orjson.dumps(TYPICAL)
+    servers: list[tuple[str, int, str, subprocess.Popen | None]] = [("service", *real, None)]
+    try:
+        for stage in STAGES:
+            proc, base = start_server(workers, False, stage)
+            servers.append((stage, proc.pid, base, proc))
+            got = httpx.post(base + "/v1/positions", content=typical, headers=JSON_H, timeout=30).content
+            want = httpx.post(real[1] + "/v1/positions", content=typical, headers=JSON_H, timeout=30).content
+            if got != want:
+                raise RuntimeError(f"stage {stage!r} does not answer the typical request's bytes")
+        out: dict[str, tuple[list[Result], list[Result]]] = {name: ([], []) for name, *_ in servers}
+        for _, pid, base, _ in servers:
+            run_load(
+                client,
+                pid,
+                base,
+                "warmup",
+                "POST",
+                "/v1/positions",
+                typical,
+                JSON_H,
+                concurrency,
+                1.0,
+                workdir,
+            )
+        for k in range(1, rounds + 1):
+            for name, pid, base, _ in servers:
+                go = functools.partial(run_load, client, pid, base)
+                floors, typicals = out[name]
+                floors.append(
+                    go(f"{name} floor {k}", "GET", "/healthz", None, {}, concurrency, duration, workdir)
+                )
+                typicals.append(
+                    go(
+                        f"{name} typical {k}",
+                        "POST",
+                        "/v1/positions",
+                        typical,
+                        JSON_H,
+                        concurrency,
+                        duration,
+                        workdir,
+                    )
+                )
+        return [(name, *out[name]) for name, *_ in servers]
+    finally:
+        for *_, proc in servers:
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=20)
+
+
+def print_stages(rows: list[tuple[str, list[Result], list[Result]]]) -> None:
+    what = {
+        "canned": "reads the body, answers the pre-rendered response",
+        "decode": "+ decode (bounded parse, schema, library segments)",
+        "build": "+ `mrope.build_positions`",
+        "service": "+ weigh, token cap, metric, render (the real endpoint)",
+    }
+    order = [*STAGES, "service"]
+    rows = sorted(rows, key=lambda r: order.index(r[0]))
+    print(
+        "\n| server (`/v1/positions` does ...) | `/healthz` us/req | typical us/req | typical / floor (req/s) |"
+    )
+    print("|---|---:|---:|---:|")
+    typical_cpu = {}
+    for name, floors, typicals in rows:
+        floor_cpu = statistics.median(r.cpu_us_per_request for r in floors)
+        typ_cpu = statistics.median(r.cpu_us_per_request for r in typicals)
+        ratio = statistics.median(t.rps / f.rps for f, t in zip(floors, typicals, strict=True) if f.rps)
+        typical_cpu[name] = typ_cpu
+        print(f"| {name}: {what[name]} | {floor_cpu:,.0f} | {typ_cpu:,.0f} | {ratio:.2f} |")
+    steps = [
+        f"{b} {typical_cpu[b] - typical_cpu[a]:+,.0f} us" for a, b in zip(order, order[1:], strict=False)
+    ]
+    print(
+        f"\nserver CPU per typical request, step by step (medians): canned {typical_cpu['canned']:,.0f} us, "
+        + ", ".join(steps)
+    )
+
+
 def run_hostile(base: str, pid: int) -> list[tuple[str, int, float, int, int]]:
     """(name, status, seconds, response bytes, VmRSS KiB after) of each hostile body, one at a time."""
     out = []
@@ -339,6 +435,56 @@ def _service_app():
     from service.settings import Settings
 
     return create_app(Settings())
+
+
+STAGES = ("canned", "decode", "build")
+"""The variants of ``--stages``, each doing more of the typical request's work before it answers with
+the typical request's response, rendered once at start-up (the same bytes the real endpoint sends):
+
+- ``canned``: reads the body, nothing else (what the server, the middlewares and the 37 kB answer cost);
+- ``decode``: also decodes it (bounded parse, schema validation, library segments);
+- ``build``: also calls ``mrope.build_positions``.
+
+The full service adds weighing, the token count, the metric and rendering. Comparing the variants'
+server CPU per request splits the real request's cost as it is paid inside the server (cache-cold,
+with uvicorn and the kernel between requests), where the in-process stage timings run hot."""
+
+STAGE_ENV = "MROPE_BENCH_STAGE"
+
+
+def stage_app():
+    """The service app with ``POST /v1/positions`` cut down to the stage named by ``MROPE_BENCH_STAGE``
+    (see :data:`STAGES`); every other route and every middleware as served."""
+    from starlette.responses import Response
+
+    import mrope
+    from service import app as service_app
+    from service.convert import weigh
+    from service.direct import DirectRoutes, read_body
+
+    stage = os.environ[STAGE_ENV]
+    if stage not in STAGES:
+        raise SystemExit(f"{STAGE_ENV} must be one of {STAGES}; got {stage!r}")
+    app = _service_app()
+    state = app.state.service
+    _, model, rules, segments = service_app.decode_positions(orjson.dumps(TYPICAL), state)
+    canned = service_app.count_build_render(segments, weigh(segments, rules), model, rules, "json", state)
+
+    async def positions(request):
+        raw = await read_body(request.receive)
+        if stage != "canned":
+            _, model, rules, segments = service_app.decode_positions(raw, state)
+            if stage == "build":
+                mrope.build_positions(segments, model=model, rules=rules)
+        return Response(canned.body, media_type=canned.media_type)
+
+    # the hot endpoints are DirectRoutes' (service.direct): swap its positions endpoint before the
+    # middleware stack is built at the first request
+    direct = [m for m in app.user_middleware if m.cls is DirectRoutes]
+    if len(direct) != 1:
+        raise SystemExit("the service no longer answers /v1/positions through DirectRoutes: update --stages")
+    direct[0].kwargs["endpoints"][service_app.POSITIONS_PATH] = positions
+    return app
 
 
 def profile_app(seconds: float, out_path: str) -> None:
@@ -451,13 +597,18 @@ def count_instructions(n: int = 300) -> list[tuple[str, float]]:
     return [(name, total / n) for name, total in zip(PHASES, per_phase, strict=True)]
 
 
-def start_server(workers: int, access_log: bool) -> tuple[subprocess.Popen, str]:
+def start_server(workers: int, access_log: bool, stage: str | None = None) -> tuple[subprocess.Popen, str]:
+    """The service as ``mrope serve`` runs it (or, with ``stage``, :func:`stage_app` so) on a free port."""
     port = free_port()
+    app = "" if stage is None else ", app='bench_service:stage_app', factory=True"
     code = (
         "from service.server import run; "
-        f"run(port={port}, workers={workers}, log_level='warning', access_log={access_log})"
+        f"run(port={port}, workers={workers}, log_level='warning', access_log={access_log}{app})"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    path = os.pathsep.join((str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")))
+    env = {**os.environ, "PYTHONPATH": path}
+    if stage is not None:
+        env[STAGE_ENV] = stage
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -488,6 +639,11 @@ def main() -> int:
     ap.add_argument("--no-hostile", action="store_true", help="skip the hostile-body timings")
     ap.add_argument("--pairs", type=int, default=2, help="floor / typical pairs (default 2)")
     ap.add_argument(
+        "--stages",
+        action="store_true",
+        help="also run the typical request's stages in servers of their own (see STAGES), --pairs rounds",
+    )
+    ap.add_argument(
         "--instructions",
         action="store_true",
         help="count instructions per request and per stage with valgrind's callgrind (in-process, slow)",
@@ -512,7 +668,20 @@ def main() -> int:
             results, rss, pair_results = run_all(
                 args.client, base, args.concurrency, args.duration, proc.pid, workdir, args.pairs
             )
-        hostile = [] if args.no_hostile else run_hostile(base, proc.pid)
+            hostile = [] if args.no_hostile else run_hostile(base, proc.pid)
+            stages = (
+                run_stages(
+                    args.client,
+                    (proc.pid, base),
+                    args.concurrency,
+                    args.duration,
+                    workdir,
+                    args.pairs,
+                    args.workers,
+                )
+                if args.stages
+                else []
+            )
     finally:
         proc.terminate()
         try:
@@ -549,6 +718,8 @@ def main() -> int:
         print("|---|---:|---:|---:|---:|")
         for name, status, seconds, size, kib in hostile:
             print(f"| {name} | {status} | {seconds:.3f} | {size:,} | {kib / 1024:.1f} |")
+    if stages:
+        print_stages(stages)
     if args.profile:
         profile_app(5.0, args.profile)
         print(f"\nprofile of the app (typical request, in-process) written to {args.profile}")

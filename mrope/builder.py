@@ -149,7 +149,9 @@ class Positions:
 
     def metadata(self) -> dict[str, Any]:
         """Everything but the ids, JSON-ready: delta, num_tokens, spans, the grids, second_per_grid_ts,
-        notes (the fields of the service's positions response besides ``positions``)."""
+        notes (the fields of the service's positions response besides ``positions``); ``audio_tokens``
+        under rules with audio, and ``generation_ids`` (``[3][n + 1]``) when the sequence has images to
+        generate (GLM-Image)."""
         out = {
             "delta": float(self.delta) if self.ids.dtype.kind == "f" else int(self.delta),
             "num_tokens": self.num_tokens,
@@ -161,6 +163,8 @@ class Positions:
         }
         if self.rules.has_audio:
             out["audio_tokens"] = self.audio_tokens.tolist()
+        if self.generation_ids is not None:
+            out["generation_ids"] = self.generation_ids.tolist()
         return out
 
     def to_dict(self) -> dict[str, Any]:

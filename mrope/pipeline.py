@@ -65,7 +65,8 @@ RESULT_COLUMNS = (
     "second_per_grid_ts",
     "error",
 )
-"""The columns :func:`process_record` returns (plus ``input_ids`` when asked for)."""
+"""The columns :func:`process_record` returns (plus ``input_ids`` when asked for, and ``generation_ids``
+in a job whose model generates images: :attr:`Preprocessor.generates_images`)."""
 
 
 DEFAULT_MAX_TOKENS = 1 << 24
@@ -195,13 +196,28 @@ class Preprocessor:
     def fractional(self) -> bool:
         """Whether this job's positions are float32 (its model's rules keep fractional time, Qwen3-Omni).
         The Arrow column types are fixed per job, so only a job-level model (or full rules) decides it."""
+        rules = self._job_rules("time_rounding")
+        return rules is not None and rules.fractional_time
+
+    @property
+    def generates_images(self) -> bool:
+        """Whether this job's rows carry a ``generation_ids`` column, int64 ``[3, n + 1]``: the decode-time
+        positions of the images a record asks the model to generate (GLM-Image, ``"generate": true``;
+        ``[3, 0]`` for a record without any). Like :attr:`fractional`, a job-level model decides it."""
+        rules = self._job_rules("generates_images")
+        return rules is not None and rules.generates_images
+
+    def _job_rules(self, override: str) -> LayoutRules | None:
+        """The job-level model's rules with only the job's override of field ``override`` applied (the
+        one field the caller's property depends on), or the job's full ``rules``; ``None`` without
+        either (the column types are fixed per job, so a record's own model cannot decide them)."""
         if isinstance(self.rules, LayoutRules):
-            return self.rules.fractional_time
+            return self.rules
         if self.model is None:
-            return False
+            return None
         overrides = dict(self.rules) if isinstance(self.rules, Mapping) else {}
-        rounding = {k: v for k, v in overrides.items() if k == "time_rounding"}
-        return resolve_rules(self.model, rounding or None).fractional_time
+        kept = {k: v for k, v in overrides.items() if k == override}
+        return resolve_rules(self.model, kept or None)
 
     def media(self) -> MediaAccess:
         """What records may read: ``media_access``, by default local files (relative to ``base_dir``),
@@ -263,7 +279,8 @@ class Preprocessor:
 
     def record(self, record: Mapping[str, Any]) -> dict[str, Any]:
         """One record -> ``{positions int64 [3, T], delta, num_tokens, image_grid_thw [n, 3],
-        video_grid_thw [m, 3], second_per_grid_ts [m], error}`` (plus ``input_ids [T]`` when asked for).
+        video_grid_thw [m, 3], second_per_grid_ts [m], error}`` (plus ``input_ids [T]`` when asked for, and
+        ``generation_ids [3, g]`` when the job :attr:`generates_images`).
 
         A failure gives empty arrays, ``delta = num_tokens = 0`` and the message in ``error`` (``""`` on
         success, so the column is a string column from the first row on).
@@ -275,9 +292,20 @@ class Preprocessor:
                     f"the {p.rules.name!r} rules give fractional (float32) positions, but this job's columns are "
                     "int64: run such records in a job whose model= is that model"
                 )
-            return result_row(p, input_ids=self.input_ids)
+            generation = self.generates_images
+            if p.generation_ids is not None and not generation:
+                raise RecordError(
+                    f"the record has images to generate, whose decode-time positions (generation_ids) this "
+                    f"job has no column for: run such records in a job whose model= is {p.rules.name!r}"
+                )
+            return result_row(p, input_ids=self.input_ids, generation=generation)
         except Exception as exc:  # recorded per record, never raised through the job
-            return error_row(describe_error(exc), input_ids=self.input_ids, fractional=self.fractional)
+            return error_row(
+                describe_error(exc),
+                input_ids=self.input_ids,
+                fractional=self.fractional,
+                generation=self.generates_images,
+            )
 
     def batch(self, batch: Any) -> pa.Table:
         """A batch (dict of columns, pandas ``DataFrame`` or ``pyarrow.Table``) -> a ``pyarrow.Table`` of
@@ -286,7 +314,12 @@ class Preprocessor:
         records = batch_records(batch)
         rows = [self.record(r) for r in records]
         return rows_to_table(
-            rows, records, keep=self.keep, input_ids=self.input_ids, fractional=self.fractional
+            rows,
+            records,
+            keep=self.keep,
+            input_ids=self.input_ids,
+            fractional=self.fractional,
+            generation=self.generates_images,
         )
 
     def with_options(self, **changes: Any) -> Preprocessor:
@@ -305,8 +338,9 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def result_row(p: Positions, *, input_ids: bool = False) -> dict[str, Any]:
-    """The columns of a successful record."""
+def result_row(p: Positions, *, input_ids: bool = False, generation: bool = False) -> dict[str, Any]:
+    """The columns of a successful record (``generation``: with ``generation_ids``, ``[3, 0]`` when the
+    record has no image to generate)."""
     row: dict[str, Any] = {
         "positions": p.ids,
         "delta": float(p.delta) if p.ids.dtype.kind == "f" else int(p.delta),
@@ -318,10 +352,16 @@ def result_row(p: Positions, *, input_ids: bool = False) -> dict[str, Any]:
     }
     if input_ids:
         row["input_ids"] = p.input_ids
+    if generation:
+        row["generation_ids"] = (
+            p.generation_ids if p.generation_ids is not None else np.zeros((3, 0), dtype=np.int64)
+        )
     return row
 
 
-def error_row(message: str, *, input_ids: bool = False, fractional: bool = False) -> dict[str, Any]:
+def error_row(
+    message: str, *, input_ids: bool = False, fractional: bool = False, generation: bool = False
+) -> dict[str, Any]:
     """The columns of a failed record: empty arrays of the right shapes and dtypes, and the message."""
     row: dict[str, Any] = {
         "positions": np.zeros((3, 0), dtype=np.float32 if fractional else np.int64),
@@ -334,15 +374,18 @@ def error_row(message: str, *, input_ids: bool = False, fractional: bool = False
     }
     if input_ids:
         row["input_ids"] = np.zeros(0, dtype=np.int64)
+    if generation:
+        row["generation_ids"] = np.zeros((3, 0), dtype=np.int64)
     return row
 
 
 # -------------------------------------------------------------------------------------------- Arrow
 
 
-def arrow_schema(*, input_ids: bool = False, fractional: bool = False) -> pa.Schema:
+def arrow_schema(*, input_ids: bool = False, fractional: bool = False, generation: bool = False) -> pa.Schema:
     """The Arrow types of the result columns (``fractional``: float32 positions and a float64 delta, for
-    a job whose model keeps fractional time)."""
+    a job whose model keeps fractional time; ``generation``: a ``generation_ids`` column, for a job whose
+    model generates images)."""
     import pyarrow as pa
 
     nested = pa.list_(pa.list_(pa.int64()))
@@ -357,6 +400,8 @@ def arrow_schema(*, input_ids: bool = False, fractional: bool = False) -> pa.Sch
     ]
     if input_ids:
         cols.append(("input_ids", pa.list_(pa.int64())))
+    if generation:
+        cols.append(("generation_ids", nested))
     return pa.schema(cols)
 
 
@@ -433,13 +478,14 @@ def rows_to_table(
     keep: Sequence[str] | None = None,
     input_ids: bool = False,
     fractional: bool = False,
+    generation: bool = False,
 ) -> pa.Table:
     """Result rows (from :func:`process_record`) as a ``pyarrow.Table`` with :func:`arrow_schema` types,
     after the ``keep`` columns copied from ``records`` (those every record has; ``None``: all of them, in
     the first record's order; an input column named like a result column is replaced by the result)."""
     import pyarrow as pa
 
-    schema = arrow_schema(input_ids=input_ids, fractional=fractional)
+    schema = arrow_schema(input_ids=input_ids, fractional=fractional, generation=generation)
     columns: dict[str, pa.Array] = {}
     names = list(records[0]) if keep is None and records else list(keep or ())
     for name in names:
@@ -453,7 +499,7 @@ def rows_to_table(
             columns[field.name] = _nested_column(
                 [np.asarray(v, dtype=np.float32) for v in values], pa.float32()
             )
-        elif field.name in ("positions", "image_grid_thw", "video_grid_thw"):
+        elif field.name in ("positions", "image_grid_thw", "video_grid_thw", "generation_ids"):
             columns[field.name] = _nested_column([np.asarray(v, dtype=np.int64) for v in values])
         elif field.name in ("second_per_grid_ts", "input_ids"):
             columns[field.name] = _list_column([np.asarray(v) for v in values], field.type.value_type)

@@ -272,8 +272,10 @@ class TilingOptions(StrictModel):
 class ImageSegment(StrictModel):
     """An image: its encoder ``grid``, its pixel ``height`` and ``width``, or a media ``path``.
 
-    ``tiles``, ``thumbnail``, ``tile_order`` and ``origin`` go with a grid or a size; ``tiling`` and
-    ``crop`` (pixels, top/left/height/width) with a path.
+    ``tiles``, ``thumbnail``, ``tile_order``, ``origin``, ``thumbnail_grid`` and ``generate`` go with a grid
+    or a size; ``tiling`` and ``crop`` (pixels, top/left/height/width) with a path. ``thumbnail_grid``
+    (MiniCPM-V's canvas rule: a thumbnail of its own grid before the tiles) needs ``tiles`` and no
+    ``thumbnail``; ``generate`` (GLM-Image: an image the model will generate) takes no ``tiles``.
     """
 
     type: Literal["image"]
@@ -298,6 +300,16 @@ class ImageSegment(StrictModel):
         | None
     ) = Field(None, description="[top, left, height, width] in pixels of a path's image")
     wrap: bool = True
+    thumbnail_grid: Grid | None = Field(
+        None,
+        description="MiniCPM-V (canvas rule): the encoder grid [1, h, w] of a thumbnail that comes before the "
+        "tiles; needs tiles and no thumbnail",
+    )
+    generate: bool = Field(
+        False,
+        description="GLM-Image: an image the model will generate (no prompt tokens; its decode-time positions "
+        "come back as generation_ids); after every other segment, no tiles",
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> ImageSegment:
@@ -305,6 +317,8 @@ class ImageSegment(StrictModel):
             self.path is None
             and self.tiling is None
             and self.crop is None
+            and self.thumbnail_grid is None
+            and not self.generate
             and (self.grid is None) != (self.height is None and self.width is None)
             and (self.height is None) == (self.width is None)
         ):
@@ -327,14 +341,27 @@ class ImageSegment(StrictModel):
             raise ValueError("an image given by size needs both height and width")
         if self.path is not None:
             extra = [
-                k for k in ("tiles", "thumbnail", "tile_order", "origin") if getattr(self, k) is not None
-            ]
+                k
+                for k in ("tiles", "thumbnail", "tile_order", "origin", "thumbnail_grid")
+                if getattr(self, k) is not None
+            ] + (["generate"] if self.generate else [])
             if extra:
-                raise ValueError(f"{', '.join(extra)} go with a grid or a size; a path takes tiling and crop")
+                verb = "goes" if len(extra) == 1 else "go"
+                raise ValueError(
+                    f"{', '.join(extra)} {verb} with a grid or a size; a path takes tiling and crop"
+                )
         else:
             extra = [k for k in ("tiling", "crop") if getattr(self, k) is not None]
             if extra:
                 raise ValueError(f"{', '.join(extra)} go with a path; a grid or size takes tiles and origin")
+        if self.thumbnail_grid is not None and (self.tiles is None or self.thumbnail):
+            got = "no tiles" if self.tiles is None else "thumbnail true"
+            raise ValueError(
+                "thumbnail_grid (a thumbnail before the tiles) needs tiles [cols, rows] and no thumbnail "
+                f"(one after the tiles); got {got}"
+            )
+        if self.generate and self.tiles is not None:
+            raise ValueError("generate (an image the model will generate) takes no tiles")
         return self
 
 
@@ -393,16 +420,28 @@ class VideoSegment(StrictModel):
     wrap: bool = True
     audio: VideoAudio | None = Field(None, description="omni models: a grid video's own audio track")
     use_audio_in_video: bool | None = Field(None, description="omni models: a video path's own audio track")
+    tiles: Annotated[list[GridDim], Field(min_length=2, max_length=2)] | None = Field(
+        None,
+        description="MiniCPM-V (canvas rule): [cols, rows] detail slices that split each frame's (h, w); "
+        "with thumbnail_grid",
+    )
+    thumbnail_grid: Grid | None = Field(
+        None,
+        description="MiniCPM-V (canvas rule): the encoder grid [1, h, w] of each frame's thumbnail, before "
+        "its slices; with tiles",
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> VideoSegment:
-        if (  # the common form: a grid with its rate or times, no path options
+        if (  # the common form: a grid with its rate or times, no path options, no sliced frames
             self.path is None
             and self.grid is not None
             and self.use_audio_in_video is None
             and self.nframes is None
             and self.min_frames is None
             and self.max_frames is None
+            and self.tiles is None
+            and self.thumbnail_grid is None
         ):
             return self
         if (self.grid is None) == (self.path is None):
@@ -411,10 +450,22 @@ class VideoSegment(StrictModel):
             raise ValueError("audio goes with a grid; a video path takes use_audio_in_video")
         if self.use_audio_in_video is not None and self.path is None:
             raise ValueError("use_audio_in_video goes with a path; a grid video takes audio")
+        if (self.tiles is None) != (self.thumbnail_grid is None):
+            given, missing = (
+                ("tiles", "thumbnail_grid") if self.thumbnail_grid is None else ("thumbnail_grid", "tiles")
+            )
+            raise ValueError(
+                f"a video's tiles and thumbnail_grid go together (MiniCPM-V's sliced frames); got {given} "
+                f"without {missing}"
+            )
         if self.path is not None:
-            extra = [k for k in ("second_per_grid", "frame_times") if getattr(self, k) is not None]
+            extra = [
+                k
+                for k in ("second_per_grid", "frame_times", "tiles", "thumbnail_grid")
+                if getattr(self, k) is not None
+            ]
             if extra:
-                raise ValueError(f"{', '.join(extra)} go with a grid; a path is timed by its file")
+                raise ValueError(f"{', '.join(extra)} go with a grid; a path is timed and sized by its file")
             if self.fps is not None and self.nframes is not None:
                 raise ValueError("a video path takes fps or nframes, not both")
         else:
@@ -813,6 +864,8 @@ def image_from(seg: ImageSegment, rules: LayoutRules, media: MediaAccess, where:
         tile_order=tuple(seg.tile_order) if seg.tile_order is not None else None,
         origin=tuple(seg.origin) if seg.origin is not None else (0, 0),  # type: ignore[arg-type]
         wrap=seg.wrap,
+        generate=seg.generate,
+        thumbnail_grid=tuple(seg.thumbnail_grid) if seg.thumbnail_grid is not None else None,  # type: ignore[arg-type]
     )
 
 
@@ -843,6 +896,8 @@ def video_from(seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where:
         audio=None
         if audio is None
         else Audio(audio.tokens, seconds=audio.seconds, mel_frames=audio.mel_frames),
+        tiles=tuple(seg.tiles) if seg.tiles is not None else None,  # type: ignore[arg-type]
+        thumbnail_grid=tuple(seg.thumbnail_grid) if seg.thumbnail_grid is not None else None,  # type: ignore[arg-type]
     )
 
 

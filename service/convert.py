@@ -198,8 +198,10 @@ def check_segment_count(n: int, settings: Settings) -> None:
 
 
 def token_floor(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules) -> int:
-    """Text tokens plus ``t * h * w / merge**2`` vision tokens per image and video: a lower bound of the
-    sequence length from integer arithmetic alone.
+    """Text tokens plus ``t * h * w / merge**2`` vision tokens per image and video (and per frame
+    thumbnail of a sliced video): a lower bound of the sequence length from integer arithmetic alone.
+    An image to generate (GLM-Image) counts as well, though it takes no prompt token: its decode-time
+    positions are made with the prompt's, so the token cap bounds both.
 
     :func:`mrope.count_tokens` is exact; for a timestamped video with a tokenizer it tokenizes every
     temporal patch's time text, so a grid like ``[2**31 - 1, 2, 2]`` must be refused by this count first.
@@ -262,7 +264,7 @@ def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: Lay
             plain = False
             continue
         t, h, w = seg.grid
-        floor += t * h * w // m2
+        floor += t * h * w // m2  # an image to generate (GLM-Image) counts too: its positions are made
         if isinstance(seg, mrope.Video):
             patches += t
             if seg.audio is not None:
@@ -270,6 +272,10 @@ def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: Lay
                 plain = False
             else:
                 pieces += t
+            if seg.thumbnail_grid is not None:  # MiniCPM-V's sliced frames: a thumbnail before each frame
+                tt, th, tw = seg.thumbnail_grid
+                floor += t * tt * th * tw // m2
+                plain = False
         elif not isinstance(seg, mrope.Image) or seg.tiles is not None:
             plain = False
     return Weight(floor, patches, pieces, plain)

@@ -130,6 +130,12 @@ class PositionsResponse(BaseModel):
     video_grid_thw: list[list[int]]
     second_per_grid_ts: list[float]
     notes: list[str]
+    generation_ids: list[list[int]] | None = Field(
+        None,
+        description="GLM-Image, when the segments hold images to generate: [3][n + 1] the decode-time positions "
+        "of the n generated image tokens (last target first) and of the end marker after them; absent "
+        "otherwise",
+    )
 
 
 class FileOut(BaseModel):

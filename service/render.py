@@ -4,7 +4,8 @@ The npy form is the raw array as ``np.save`` writes it (int64; float32 for the f
 Qwen3-Omni); the small values travel in headers:
 ``X-MRope-Delta`` (or ``X-MRope-Deltas``), ``X-MRope-Num-Tokens``, and compact JSON in ``X-MRope-Spans``,
 ``X-MRope-Image-Grid-Thw``, ``X-MRope-Video-Grid-Thw``, ``X-MRope-Second-Per-Grid-Ts``, ``X-MRope-Notes``
-(and ``X-MRope-Files`` for uploads). A JSON header value longer than ``MROPE_NPY_MAX_HEADER_BYTES`` (e.g.
+(and ``X-MRope-Audio-Tokens`` for rules with audio, ``X-MRope-Generation-Ids`` when there are images to
+generate, ``X-MRope-Files`` for uploads). A JSON header value longer than ``MROPE_NPY_MAX_HEADER_BYTES`` (e.g.
 thousands of spans) is left out and its header name listed in ``X-MRope-Omitted``: HTTP clients cap
 header sizes, and the JSON form always carries everything.
 """

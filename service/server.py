@@ -50,11 +50,15 @@ def run(
     workers: int = 1,
     log_level: str = "info",
     access_log: bool = True,
+    app: str = APP,
+    factory: bool = False,
 ) -> None:
     """Serve :data:`APP` on ``host:port`` with ``workers`` processes until interrupted.
 
     Settings come from ``MROPE_*`` environment variables (every worker reads them at start). The default
-    host is loopback only: pass ``host="0.0.0.0"`` deliberately to serve other machines.
+    host is loopback only: pass ``host="0.0.0.0"`` deliberately to serve other machines. ``app`` is
+    another ``module:attribute`` to serve with the same server settings (``factory``: the attribute is
+    a function that returns the app; ``benchmarks/bench_service.py --stages`` serves variants so).
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1; got {workers!r}")
@@ -62,7 +66,8 @@ def run(
         raise ValueError(f"port must be an int in [0, 65535]; got {port!r}")
     settings = Settings.from_env()  # a bad variable fails here, before any worker starts
     uvicorn.run(
-        APP,
+        app,
+        factory=factory,
         host=host,
         port=port,
         workers=workers,

@@ -14,14 +14,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hf_reference import MINICPM_IDS, MiniCPMRopeIndex
 from transformers.models.minicpmv4_7.configuration_minicpmv4_7 import MiniCPMV4_7Config
-from transformers.models.minicpmv4_7.modeling_minicpmv4_7 import MiniCPMV4_7Model
 
 from mrope import LayoutRules, TokenError
 from mrope.canvas import stretch
 from mrope.tokens import rope_index
 
-IM_START, IM_END, SLICE_START, SLICE_END, NEWLINE, IMAGE, VIDEO, ID_START, ID_END = range(900, 909)
+IM_START, IM_END, SLICE_START, SLICE_END, NEWLINE, IMAGE, VIDEO = MINICPM_IDS.values()  # 900 to 906
+ID_START, ID_END = 907, 908
 RULES = LayoutRules(
     name="minicpm-v-4.7",
     merge_size=4,
@@ -53,24 +54,6 @@ CHECKPOINT_CONFIG = {  # config.json of a checkpoint with the stand-in ids (the 
         "head_dim": 256,
     },
 }
-
-
-class _Shim:
-    get_rope_index = MiniCPMV4_7Model.get_rope_index
-    get_vision_position_ids = MiniCPMV4_7Model.get_vision_position_ids
-    _group_visual_frames = MiniCPMV4_7Model._group_visual_frames
-    _frame_end_idx = staticmethod(MiniCPMV4_7Model._frame_end_idx)
-
-    def __init__(self, config: MiniCPMV4_7Config | None = None) -> None:
-        self.config = config or MiniCPMV4_7Config(
-            image_token_id=IMAGE,
-            video_token_id=VIDEO,
-            image_start_id=IM_START,
-            image_end_id=IM_END,
-            slice_start_id=SLICE_START,
-            slice_end_id=SLICE_END,
-            newline_id=NEWLINE,
-        )
 
 
 def _crop(rng: np.random.Generator, merge: int) -> tuple[int, int]:
@@ -120,7 +103,7 @@ def test_get_rope_index_equals_transformers(side: str, mode: str) -> None:
     merge = 4 if mode == "16x" else 2
     rules = RULES.replace(merge_size=merge)
     rng = np.random.default_rng(41 if side == "left" else 42)
-    shim = _Shim()
+    shim = MiniCPMRopeIndex()
     for _ in range(8):
         images: list = []
         videos: list = []
@@ -211,7 +194,7 @@ def test_segments_give_the_model_positions() -> None:
             Video((2, 8, 16), tiles=(2, 1), thumbnail_grid=(1, 8, 4)),
         ],
     ]
-    shim = _Shim()
+    shim = MiniCPMRopeIndex()
     for side in ("left", "right"):
         batch = build_batch(samples, rules=RULES, padding_side=side)
         first = batch.sequences[0]
@@ -412,7 +395,7 @@ def test_from_pretrained_follows_the_checkpoints_downsample_mode(tmp_path) -> No
         assert p.input_ids.tolist() == [5, 6, *encode_specials(text, specials), 7, 8]
         assert p.image_grid_thw[:, 1:].tolist() == sizes.tolist()
 
-        shim = _Shim(MiniCPMV4_7Config.from_pretrained(str(folder)))
+        shim = MiniCPMRopeIndex(MiniCPMV4_7Config.from_pretrained(str(folder)))
         assert shim.config.downsample_mode == mode
         want, want_deltas = shim.get_rope_index(
             torch.from_numpy(p.input_ids)[None],

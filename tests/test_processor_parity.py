@@ -43,6 +43,7 @@ import torch
 
 pytest.importorskip("transformers")
 
+from hf_reference import released_video_processor  # noqa: E402
 from media import write_image, write_video  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402
@@ -131,22 +132,9 @@ class VideoSide:
         self.family = family
         self.merge_size, self.temporal_patch_size = 2, 2
         self.real = None
-        if family == "qwen3-vl":
-            module = importlib.import_module("transformers.models.qwen3_vl.video_processing_qwen3_vl")
-            # video_preprocessor_config.json of the released Qwen3-VL checkpoints
-            self.real = module.Qwen3VLVideoProcessor(
-                size={"shortest_edge": 4096, "longest_edge": 25165824},
-                patch_size=16,
-                temporal_patch_size=2,
-                merge_size=2,
-                fps=2,
-                min_frames=4,
-                max_frames=768,
-            )
-        elif family == "glm-4.1v":
-            module = importlib.import_module("transformers.models.glm4v.video_processing_glm4v")
-            self.real = module.Glm4vVideoProcessor()
-        self.module = module if self.real is not None else None
+        if family in ("qwen3-vl", "glm-4.1v"):  # the released video_preprocessor_config.json
+            self.real = released_video_processor(family)
+        self.module = importlib.import_module(type(self.real).__module__) if self.real is not None else None
         self.patch_size = 14 if self.real is None else self.real.patch_size
 
     def sizing(self, path: str):

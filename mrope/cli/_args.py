@@ -49,8 +49,10 @@ SEGMENT_FLAGS = ("--text", "--image", "--image-grid", "--video", "--video-grid")
 
 MODIFIERS: dict[str, tuple[str, ...]] = {
     "--crop": ("--image",),
-    "--tiles": ("--image", "--image-grid"),
+    "--tiles": ("--image", "--image-grid", "--video-grid"),
     "--thumbnail": ("--image-grid",),
+    "--thumbnail-grid": ("--image-grid", "--video-grid"),
+    "--generate": ("--image-grid",),
     "--origin": ("--image-grid",),
     "--fps": ("--video", "--video-grid"),
     "--nframes": ("--video",),
@@ -117,10 +119,14 @@ def _modify(item: dict[str, Any], flag: str, value: Any, owner: str) -> None:
             item["tiling"] = True
         else:
             if not value:
-                raise CliError("--tiles after --image-grid needs COLSxROWS, e.g. --tiles 2x2")
+                raise CliError(f"--tiles after {owner} needs COLSxROWS, e.g. --tiles 2x2")
             item["tiles"] = int_list(value, 2, "--tiles (COLSxROWS)")
     elif flag == "--thumbnail":
         item["thumbnail"] = True
+    elif flag == "--thumbnail-grid":
+        item["thumbnail_grid"] = int_list(value, 3, "--thumbnail-grid (T,H,W)")
+    elif flag == "--generate":
+        item["generate"] = True
     elif flag == "--origin":
         item["origin"] = int_list(value, 2, "--origin (row,col in merged tokens)")
     elif flag == "--fps":
@@ -228,7 +234,16 @@ def add_segment_options(p: argparse.ArgumentParser) -> None:
         seg.add_argument(flag, dest="items", action=Ordered, metavar=metavar, help=text)
     mods = {
         "--crop": ("TOP,LEFT,H,W", "crop box in pixels of the --image before it"),
-        "--tiles": ("COLSxROWS", "tile the image before it (a file: InternVL tiling; a grid: COLSxROWS)"),
+        "--tiles": (
+            "COLSxROWS",
+            "tile the image before it (a file: InternVL tiling; a grid: COLSxROWS), or slice each frame of "
+            "the --video-grid before it (MiniCPM-V, with --thumbnail-grid)",
+        ),
+        "--thumbnail-grid": (
+            "T,H,W",
+            "MiniCPM-V: the grid of the thumbnail before the tiles of the --image-grid (or each frame of the "
+            "--video-grid) before it",
+        ),
         "--origin": ("ROW,COL", "crop origin in merged tokens of the --image-grid before it"),
         "--fps": ("FPS", "sampling rate of the video before it"),
         "--nframes": ("N", "frames to sample from the --video before it"),
@@ -240,6 +255,7 @@ def add_segment_options(p: argparse.ArgumentParser) -> None:
         seg.add_argument(flag, dest="items", action=Ordered, nargs=nargs, metavar=metavar, help=text, **extra)
     for flag, text in (
         ("--thumbnail", "a thumbnail follows the tiles of the --image-grid before it"),
+        ("--generate", "GLM-Image: the --image-grid before it is an image the model will generate"),
         ("--no-wrap", "no vision_start / vision_end (nor timestamps) around the segment before it"),
     ):
         seg.add_argument(flag, dest="items", action=Ordered, nargs=0, help=text)

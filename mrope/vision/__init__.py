@@ -33,6 +33,7 @@ from mrope.vision.sampling import (
 from mrope.vision.tiling import TilePlan, plan_tiles
 from mrope.vision.video import (
     DEFAULT_MAX_PACKETS,
+    FrameSize,
     VideoInfo,
     decode_frames,
     load_video,
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_MAX_IMAGE_PIXELS",
     "DEFAULT_MAX_PACKETS",
     "FRAME_FACTOR",
+    "FrameSize",
     "MAX_ASPECT_RATIO",
     "MAX_SAMPLED_VIDEO_FRAMES",
     "MediaKind",

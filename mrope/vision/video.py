@@ -9,6 +9,28 @@ frame count or the duration, or its average rate disagrees with its base rate (a
 the frame count is the packet count, and if the intervals between sorted timestamps vary (any interval
 more than 25 % off the median) the file is variable-rate and ``frame_times`` holds every frame's time.
 
+Rotation. Phones record portrait video as landscape coded frames plus a display rotation (the MP4 / MOV
+``tkhd`` matrix, the Matroska projection). :class:`VideoInfo` reports both: ``width`` / ``height`` are
+the display size (after the rotation), ``rotation`` the rotation and ``coded_size`` the coded frames'
+size. Which of the two sizes a model is given depends on the reader that decodes the file, not on the
+model (transformers 5.24, PyAV 18; ``tests/test_vision_rotation.py`` runs the PyAV readers):
+
+- display size (the reader rotates): torchcodec (its documented behaviour: "TorchCodec automatically
+  applies this rotation during decoding"; its ``width`` / ``height`` are post-rotation). It is the
+  reader transformers' video processors use for a video path or URL (``fetch_videos``; so
+  ``processor(videos=path)`` and ``apply_chat_template`` with a video file), and qwen-vl-utils' first
+  choice when it is installed. OpenCV's FFmpeg capture rotates too (``CAP_PROP_ORIENTATION_AUTO``).
+- coded size (no rotation): transformers' own ``transformers.video_utils.load_video``, whose default
+  backend is ``"pyav"`` (``read_video_pyav``: ``frame.to_ndarray(format="rgb24")``), PyAV itself, and
+  torchvision's ``read_video`` (it decodes with PyAV; transformers' and qwen-vl-utils' last fallback).
+  decord 0.6.0 (its own FFmpeg 4.1) turns 180 but fails on 90 / 270 MP4 / MOV files in ``get_batch``
+  (qwen-vl-utils then falls back to torchvision: coded) and does not rotate Matroska.
+
+So :func:`load_video` and :func:`decode_frames` take ``frame_size``: ``"display"`` (the default: the
+released processors' own path, torchcodec) or ``"coded"`` (frames decoded by PyAV, transformers'
+``load_video`` or torchvision, then handed to the processor as arrays). For 90 / 270 the two grids have
+h and w swapped, and every h / w position of the video differs.
+
 Safety. Files are opened by Python and given to FFmpeg as a byte stream, and FFmpeg may not open any
 other resource (playlists, references), so a path or an upload can never make it read a URL or another
 file. Every failure is a :class:`~mrope.MediaError`.
@@ -62,6 +84,16 @@ def _synthetic_timestamps(container: av.container.InputContainer) -> bool:
 
 
 DecodeMode = Literal["auto", "seek", "sequential"]
+FrameSize = Literal["display", "coded"]
+"""Which frames a video is sized by (see the module docstring): ``"display"`` (rotated upright, as
+torchcodec and OpenCV hand them over) or ``"coded"`` (as stored, as PyAV, transformers'
+``load_video`` and torchvision hand them over)."""
+_FRAME_SIZES = ("display", "coded")
+
+
+def _check_frame_size(frame_size: object) -> None:
+    if frame_size not in _FRAME_SIZES:
+        raise MediaError(f"frame_size must be 'display' or 'coded'; got {frame_size!r}")
 
 
 @dataclass(frozen=True)
@@ -73,9 +105,11 @@ class VideoInfo:
             frames / duration).
         num_frames: frames in the video stream.
         duration: seconds.
-        width, height: display size in pixels, after the display rotation (90 / 270 swap them).
+        width, height: display size in pixels, after the display rotation (90 / 270 swap them);
+            :attr:`coded_size` is the stored frames' size and :meth:`size` either one.
         rotation: display rotation, counter-clockwise degrees, one of 0, 90, 180, 270 (read from the
-            MP4 / MOV track header or the Matroska projection; other containers report 0).
+            MP4 / MOV track header or the Matroska projection; other containers report 0): the
+            ``frame.rotation`` PyAV reports on decoded frames, normalised.
         frame_times: for a variable-rate file, every frame's time in seconds from the first frame
             (sorted presentation timestamps); ``None`` for a constant-rate file (time = index / fps).
         start_time: presentation time of the first frame, seconds (used to seek).
@@ -103,8 +137,15 @@ class VideoInfo:
 
     @property
     def coded_size(self) -> tuple[int, int]:
-        """``(height, width)`` of the coded frames, before the display rotation."""
+        """``(height, width)`` of the coded frames, before the display rotation: the frames PyAV,
+        transformers' ``load_video`` (backend ``"pyav"``) and torchvision decode."""
         return (self.width, self.height) if self.rotation in (90, 270) else (self.height, self.width)
+
+    def size(self, frame_size: FrameSize = "display") -> tuple[int, int]:
+        """``(height, width)`` in pixels of the frames a reader hands the model: ``"display"`` (after the
+        rotation: ``(height, width)``) or ``"coded"`` (:attr:`coded_size`)."""
+        _check_frame_size(frame_size)
+        return (self.height, self.width) if frame_size == "display" else self.coded_size
 
 
 # ------------------------------------------------------------------------------------------ opening
@@ -344,12 +385,14 @@ class _NoSeek(Exception):
     """The stream cannot seek: decode it sequentially."""
 
 
-def _to_rgb(frame: av.VideoFrame, size: tuple[int, int] | None) -> np.ndarray:
+def _to_rgb(frame: av.VideoFrame, size: tuple[int, int] | None, upright: bool) -> np.ndarray:
+    """``frame`` as uint8 RGB ``[H, W, 3]`` (scaled to ``size`` = (width, height) if given and different),
+    rotated upright by its display rotation when ``upright``."""
     if size is not None and (frame.width, frame.height) != size:
         arr = frame.to_ndarray(format="rgb24", width=size[0], height=size[1])
     else:
         arr = frame.to_ndarray(format="rgb24")
-    k = normalise_rotation(frame.rotation) // 90
+    k = normalise_rotation(frame.rotation) // 90 if upright else 0
     return np.rot90(arr, k) if k else arr
 
 
@@ -425,7 +468,9 @@ def _worth_seeking(stream: Any, cur: _Cursor, t: float, start: float) -> bool:
     return t - here > _NO_INDEX_SEEK_GAP_S
 
 
-def _decode_by_time(src: OpenSource, info: VideoInfo, idx: np.ndarray, mode: DecodeMode) -> list[np.ndarray]:
+def _decode_by_time(
+    src: OpenSource, info: VideoInfo, idx: np.ndarray, mode: DecodeMode, upright: bool
+) -> list[np.ndarray]:
     """Decode frames ``idx`` (sorted, unique), identified by their presentation timestamps."""
     targets, lows, highs = _windows(info, idx)
     container = open_container(src)
@@ -459,7 +504,7 @@ def _decode_by_time(src: OpenSource, info: VideoInfo, idx: np.ndarray, mode: Dec
                 if cur.time(frame) >= lo:
                     break
                 cur.pop()
-            arr = _to_rgb(frame, size)
+            arr = _to_rgb(frame, size, upright)
             if size is None:
                 size = (frame.width, frame.height)
             out.append(arr)
@@ -485,7 +530,7 @@ def _seek_to(cur: _Cursor, t: float, hi: float) -> None:
     cur.restart(0.0)
 
 
-def _decode_by_count(src: OpenSource, idx: np.ndarray) -> list[np.ndarray]:
+def _decode_by_count(src: OpenSource, idx: np.ndarray, upright: bool) -> list[np.ndarray]:
     """Decode frames ``idx`` (sorted, unique) by counting decoded frames from the start."""
     container = open_container(src)
     try:
@@ -499,7 +544,7 @@ def _decode_by_count(src: OpenSource, idx: np.ndarray) -> list[np.ndarray]:
             if nxt is None:
                 break
             if count == nxt:
-                out.append(_to_rgb(frame, size))
+                out.append(_to_rgb(frame, size, upright))
                 size = size or (frame.width, frame.height)
                 nxt = next(want, None)
         if nxt is not None:
@@ -519,6 +564,7 @@ def decode_frames(
     *,
     info: VideoInfo | None = None,
     mode: DecodeMode = "auto",
+    frame_size: FrameSize = "display",
 ) -> np.ndarray:
     """Decode frames ``indices`` of a video to RGB.
 
@@ -528,23 +574,28 @@ def decode_frames(
     (from the container's index; without one, across gaps over 4 s); ``"seek"`` seeks before every
     frame and ``"sequential"`` never seeks (both give the same frames; they exist to test and measure
     the auto mode). Decoding is threaded (``thread_type = "AUTO"``). Streams without timestamps (raw
-    H.264) are decoded from the start, counting frames. The display rotation of each frame is applied
-    (``np.rot90``), so the output is upright.
+    H.264) are decoded from the start, counting frames. With ``frame_size="display"`` the display
+    rotation of each frame is applied (``np.rot90``), so the output is upright (as torchcodec returns
+    it); with ``"coded"`` frames are returned as stored, as transformers' ``load_video`` (backend
+    ``"pyav"``) returns them.
 
     Args:
         source: a path, bytes, or a binary file-like object.
         indices: frame indices, any order, repeats allowed, each in ``[0, num_frames)``.
         info: the file's :class:`VideoInfo` if already probed.
         mode: ``"auto"``, ``"seek"`` or ``"sequential"``.
+        frame_size: ``"display"`` (upright) or ``"coded"`` (as stored); see the module docstring.
 
     Returns:
-        uint8 ``[n, H, W, 3]`` in the order of ``indices``; H x W is the display size.
+        uint8 ``[n, H, W, 3]`` in the order of ``indices``; ``(H, W) = info.size(frame_size)``.
 
     Raises:
         MediaError: bad indices, unreadable data, or a file that ends before a wanted frame.
     """
     if mode not in ("auto", "seek", "sequential"):
         raise MediaError(f"mode must be 'auto', 'seek' or 'sequential'; got {mode!r}")
+    _check_frame_size(frame_size)
+    upright = frame_size == "display"
     raw = np.asarray(indices)
     if raw.ndim != 1 or (raw.size and raw.dtype.kind not in "iu"):
         raise MediaError(f"indices must be a 1-D sequence of ints; got {indices!r}")
@@ -557,16 +608,16 @@ def decode_frames(
                 f"frame indices must lie in [0, {info.num_frames}); got {int(idx.min())}..{int(idx.max())}"
             )
         if idx.size == 0:
-            h, w = info.height, info.width
+            h, w = info.size(frame_size)
             return np.zeros((0, h, w, 3), dtype=np.uint8)
         uniq, inverse = np.unique(idx, return_inverse=True)
         try:
             try:
-                frames = _decode_by_time(src, info, uniq, mode)
+                frames = _decode_by_time(src, info, uniq, mode, upright)
             except _NoSeek:
-                frames = _decode_by_time(src, info, uniq, "sequential")
+                frames = _decode_by_time(src, info, uniq, "sequential", upright)
         except _NoTimestamps:
-            frames = _decode_by_count(src, uniq)
+            frames = _decode_by_count(src, uniq, upright)
     shape = frames[0].shape
     if any(f.shape != shape for f in frames):
         raise MediaError(f"the decoded frames change size mid-stream ({shape} and others); cannot stack them")
@@ -624,6 +675,7 @@ def load_video(
     max_frames: int | None = None,
     wrap: bool = True,
     use_audio_in_video: bool = False,
+    frame_size: FrameSize = "display",
 ) -> Video:
     """Size a video by a model's rules from its metadata alone: the :class:`mrope.Video` its processor
     would produce.
@@ -644,6 +696,13 @@ def load_video(
     ``n / num_frames * video_fps``, ``second_per_grid = temporal_patch_size / fps``, and
     ``frame_times`` are the sampled frames' times (seconds; real timestamps for a variable-rate file).
 
+    ``H x W`` is the resized frame size, from ``info.size(frame_size)``: by default the display size
+    (after the display rotation), what transformers' processors give the model for a video file (they
+    decode with torchcodec, which rotates); ``frame_size="coded"`` sizes the stored frames, what the
+    model gets when the frames come from transformers' ``load_video`` (default backend ``"pyav"``),
+    PyAV or torchvision (no rotation). They differ for a video rotated by 90 or 270 degrees (a portrait
+    phone video): h and w swap. See the module docstring for every reader.
+
     Args:
         source: a path, bytes, a binary file-like object, or a :class:`VideoInfo` already probed.
         model, rules: the preset and overrides.
@@ -654,20 +713,24 @@ def load_video(
         use_audio_in_video: for models with audio (the omni families): attach the file's audio track
             as ``Video.audio`` (:func:`mrope.vision.load_audio`), as their processors do with
             ``load_audio_from_video``; a file without an audio stream stays a silent video.
+        frame_size: ``"display"`` or ``"coded"``: which frames the model is given (see above).
 
     Raises:
-        MediaError: see :func:`probe_video` and :func:`sample_frame_indices`; ``fps`` with ``nframes``.
+        MediaError: see :func:`probe_video` and :func:`sample_frame_indices`; ``fps`` with ``nframes``;
+            a ``frame_size`` other than ``"display"`` / ``"coded"``.
     """
     lay = resolve_rules(model, rules)
     if fps is not None and nframes is not None:
         raise MediaError(f"pass fps or nframes, not both; got fps={fps!r}, nframes={nframes!r}")
+    _check_frame_size(frame_size)
     info = source if isinstance(source, VideoInfo) else probe_video(source)
+    height, width = info.size(frame_size)
     idx = _sample(info, lay, fps, nframes, min_frames, max_frames)
     n = int(idx.size)
     tps = lay.temporal_patch_size
     if lay.video_bounds == "clip":
         new_h, new_w = smart_resize_clip(
-            n, info.height, info.width, tps, lay.resize_factor, lay.video_min_pixels, lay.video_max_pixels
+            n, height, width, tps, lay.resize_factor, lay.video_min_pixels, lay.video_max_pixels
         )
     elif lay.video_bounds == "tokens":
         new_h, new_w = smart_resize_tokens(
@@ -675,7 +738,7 @@ def load_video(
         )
     else:
         ceiling = video_max_pixels(n, lay.video_min_pixels, lay.video_max_pixels, lay.video_total_pixels, tps)
-        new_h, new_w = smart_resize(info.height, info.width, lay.resize_factor, lay.video_min_pixels, ceiling)
+        new_h, new_w = smart_resize(height, width, lay.resize_factor, lay.video_min_pixels, ceiling)
     rate = sample_fps(n, info.num_frames, info.fps)
     times = sampled_times(info, idx)
     audio = None
