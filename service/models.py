@@ -122,14 +122,20 @@ class SpanOut(BaseModel):
 
 
 class PositionsResponse(BaseModel):
-    positions: list[list[int]] = Field(description="[3][T] rows t, h, w")
-    delta: int = Field(description="max(positions) + 1 - T: decode token i >= T gets i + delta")
+    positions: list[list[int]] | list[list[float]] = Field(
+        description="[3][T] rows t, h, w (numbers with a fraction under Qwen3-Omni's fractional time)"
+    )
+    delta: int | float = Field(description="max(positions) + 1 - T: decode token i >= T gets i + delta")
     num_tokens: int
     spans: list[SpanOut]
     image_grid_thw: list[list[int]]
     video_grid_thw: list[list[int]]
     second_per_grid_ts: list[float]
     notes: list[str]
+    audio_tokens: list[int] | None = Field(
+        None,
+        description="omni models (rules with audio): tokens of each audio clip in order; absent otherwise",
+    )
     generation_ids: list[list[int]] | None = Field(
         None,
         description="GLM-Image, when the segments hold images to generate: [3][n + 1] the decode-time positions "

@@ -796,3 +796,43 @@ def test_heavy_requests_leave_the_event_loop():
     assert (
         convert.is_light([mrope.Video(grid=(convert.INLINE_PATCHES + 1, 2, 2))], rules, Settings()) is False
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "extra"),
+    [
+        (
+            {
+                "model": "qwen2.5-vl",
+                "segments": [{"type": "text", "tokens": 3}, {"type": "image", "grid": [1, 4, 4]}],
+            },
+            None,
+        ),
+        # Qwen3-Omni: fractional positions and delta, and the audio clips' token counts
+        (
+            {
+                "model": "qwen3-omni",
+                "segments": [
+                    {"type": "text", "tokens": 2},
+                    {"type": "video", "grid": [2, 4, 4], "second_per_grid": 0.5, "audio": {"tokens": 3}},
+                    {"type": "audio", "tokens": 5},
+                ],
+                "rules": {"time_rounding": "none"},
+            },
+            "audio_tokens",
+        ),
+    ],
+)
+def test_positions_response_matches_its_documented_model(client, body, extra):
+    """The OpenAPI response model (service.models.PositionsResponse) accepts what the endpoint sends,
+    field for field (so a client generated from /openapi.json can read every answer)."""
+    from service.models import PositionsResponse
+
+    resp = client.post("/v1/positions", json=body)
+    assert resp.status_code == 200, resp.text
+    sent = resp.json()
+    assert set(sent) <= set(PositionsResponse.model_fields)
+    assert PositionsResponse.model_validate(sent).model_dump(exclude_none=True).keys() == sent.keys()
+    if extra:
+        assert sent[extra]
+        assert any(x != int(x) for row in sent["positions"] for x in row)  # fractional time kept
