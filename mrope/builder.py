@@ -774,6 +774,11 @@ class _Plan:
             raise LayoutError(
                 f"video (segment {index}): the {rules.name!r} rules (sequence positions) take images only"
             )
+        if rules.video_support == "none":
+            raise LayoutError(
+                f"video (segment {index}): the {rules.name!r} model takes images only (its get_rope_index has "
+                "no video grids; rules.video_support='none')"
+            )
         merged = merged_grid(
             vid.grid, rules.merge_size, f"video (segment {index})", rules.temporal_merge_size
         )

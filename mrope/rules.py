@@ -50,7 +50,17 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   ``linspace``) or ``"glm4v"`` (Glm4vVideoProcessor: one frame every ``1 / fps`` s up to
   ``max_duration`` seconds, evenly spread over the clip beyond, an even count) or ``"glm46v"``
   (Glm46VVideoProcessor: a rate set by the clip's length, 3 / 1 / 0.5 fps up to 30 / 300 / 2400 s, at
-  most 640 frames).
+  most 640 frames). ``image_bounds="edges"`` is GLM-Image's image processor
+  (:func:`mrope.vision.smart_resize_edges`): the short side scaled up to ``sqrt(image_min_pixels)``, the
+  long side down to ``sqrt(image_max_pixels)``, then both halved and rounded to the resize factor;
+  sides under one factor or an aspect ratio above 4 are refused. ``image_upscale_short_side``: a side
+  below one resize factor is first set to it, the other side scaled alike and rounded (height first,
+  then width), before the ``"frame"`` rule (PaddleOCR-VL's image processor).
+- ``video_support``: what the family does with videos. ``"sized"``: its processor takes video files
+  and :func:`mrope.vision.load_video` sizes them by the rules above. ``"grids"``: its processor takes
+  no video (transformers has no video processor for it), so ``load_video`` refuses a file, but its
+  ``get_rope_index`` lays out video grids given directly (``Video(grid=...)``; PaddleOCR-VL).
+  ``"none"``: neither; ``Video`` segments are refused too (GLM-Image, HunyuanOCR).
 
 Rules of single families, each named by what it does and off by default:
 
@@ -101,9 +111,10 @@ PositionsBase = Literal["counter", "sequence", "canvas"]
 ImageIndexScope = Literal["sequence", "batch"]
 ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
-PixelBounds = Literal["frame", "clip"]
+PixelBounds = Literal["frame", "clip", "edges"]
 VideoPixelBounds = Literal["frame", "clip", "tokens"]
 FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v"]
+VideoSupport = Literal["sized", "grids", "none"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "temporal": ("index", "seconds", "timestamps"),
@@ -117,9 +128,10 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "image_index_scope": ("sequence", "batch"),
     "image_span": ("placeholders", "between_wrappers"),
     "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
-    "image_bounds": ("frame", "clip"),
+    "image_bounds": ("frame", "clip", "edges"),
     "video_bounds": ("frame", "clip", "tokens"),
     "frame_sampling": ("qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v"),
+    "video_support": ("sized", "grids", "none"),
 }
 
 AudioTokenRule = Literal["stride4", "window"]
@@ -227,6 +239,8 @@ class LayoutRules:
     video_frame_max_pixels: int = 1024 * 1024  # one frame's area under video_bounds="tokens"
     frame_sampling: FrameSampling = "qwen-vl-utils"
     max_duration: float = 300.0
+    image_upscale_short_side: bool = False
+    video_support: VideoSupport = "sized"
     # audio and time-aligned layouts (Qwen2.5-Omni, Qwen3-Omni); audio_pad_id None: no audio
     audio_pad_id: int | None = None
     audio_start_id: int | None = None
@@ -257,7 +271,13 @@ class LayoutRules:
             value = getattr(self, name)
             if value not in allowed:
                 raise LayoutError(f"LayoutRules.{name} must be one of {list(allowed)}; got {value!r}")
-        for name in ("row_newline", "frame_block", "grid_border", "generates_images"):
+        for name in (
+            "row_newline",
+            "frame_block",
+            "grid_border",
+            "generates_images",
+            "image_upscale_short_side",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise LayoutError(f"LayoutRules.{name} must be true or false; got {getattr(self, name)!r}")
         if self.num_axes not in (3, 4) or isinstance(self.num_axes, bool):

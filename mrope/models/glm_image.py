@@ -12,8 +12,14 @@ single-frame images; ``convention="transformers5"`` applies it literally.
 Rotary (GlmImageTextRotaryEmbedding): chunked [8, 12, 12] with ``cat(f, f)`` and ``rotate_half`` (neox)
 on half of head_dim 128 (the 5.24 class default has no partial factor and cannot run; 0.5 assumed, no
 released config was available offline), theta 1e4.
-Sizing: vision patch 16, merge 1; the image processor's own resize (shortest / longest edge, 512..2048)
-is not Qwen's smart_resize.
+Sizing (image_processing_pil_glm_image.py): ``image_bounds="edges"``, its own resize
+(:func:`mrope.vision.smart_resize_edges`: shortest / longest edge 512 .. 2048 px, then halved; sides
+under 16 px and aspect ratios above 4 refused), with the vision config's patch 16 and merge 1 (factor
+16). The 5.24 image processor's class defaults (patch 14, merge 2, Qwen's pixel bounds) contradict the
+vision config and its own ``smart_resize`` defaults; the released ``preprocessor_config.json`` was not
+available offline, so the values here are the vision config's and the function's defaults.
+Videos (``video_support="none"``): no video processor and no video path in get_rope_index (it takes only
+``image_grid_thw``): :func:`mrope.vision.load_video` and ``Video`` segments are refused.
 """
 
 from mrope.models.family import ModelFamily
@@ -36,6 +42,8 @@ FAMILY = ModelFamily(
         patch_size=16,
         image_min_pixels=512 * 512,
         image_max_pixels=2048 * 2048,
+        image_bounds="edges",
+        video_support="none",
     ),
     spec=RopeSpec(head_dim=128, rotary_dim=64, theta=10_000.0, mrope_section=(8, 12, 12), pairing="neox"),
     transformers5={"advance": "spatial"},

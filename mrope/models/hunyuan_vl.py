@@ -11,7 +11,9 @@ head_dim 128, theta 1e4, NTK-alpha 1000 (``base = theta * alpha ** (d / (d - 2))
 ``recomposition_frequencies`` splits ``cat(f, f)`` by ``2 * section`` instead, which pairs axis 0 with axis 2
 and is not a rotation on image tokens (FAMILIES.md, "5.24 code that looks wrong"): the official layout is
 the one here.
-Sizing: patch 16, merge 2, images 512^2 .. 2048^2 px.
+Sizing: patch 16, merge 2, images 512^2 .. 2048^2 px (Qwen's smart_resize, as its image processor).
+Videos (``video_support="none"``): no video processor and no video path in get_rope_index:
+:func:`mrope.vision.load_video` and ``Video`` segments are refused.
 """
 
 from mrope.models.family import ModelFamily
@@ -36,6 +38,7 @@ FAMILY = ModelFamily(
         patch_size=16,
         image_min_pixels=512 * 512,
         image_max_pixels=2048 * 2048,
+        video_support="none",
     ),
     spec=RopeSpec(
         head_dim=128,

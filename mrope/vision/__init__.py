@@ -16,6 +16,7 @@ from mrope.vision.resize import (
     MAX_ASPECT_RATIO,
     smart_resize,
     smart_resize_clip,
+    smart_resize_edges,
     smart_resize_tokens,
     video_max_pixels,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "sampled_times",
     "smart_resize",
     "smart_resize_clip",
+    "smart_resize_edges",
     "smart_resize_tokens",
     "video_max_pixels",
 ]

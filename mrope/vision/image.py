@@ -19,7 +19,7 @@ from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
 from mrope.segments import Image
 from mrope.vision._source import open_source
-from mrope.vision.resize import smart_resize, smart_resize_clip
+from mrope.vision.resize import smart_resize, smart_resize_clip, smart_resize_edges
 from mrope.vision.tiling import TilePlan
 
 DEFAULT_MAX_IMAGE_PIXELS = 2 * 89_478_485
@@ -221,13 +221,41 @@ def _crop_origin(
     return top * resized[0] // (height * factor), left * resized[1] // (width * factor)
 
 
+def _check_sizes_images(lay: LayoutRules) -> None:
+    """Refuse to size an image file under rules whose processor mrope does not reproduce.
+
+    Raises:
+        MediaError: ``positions_base="canvas"`` (MiniCPM-V 4.7): the processor slices each picture into
+            a thumbnail and detail crops, and that slicing is not in :mod:`mrope.vision`.
+    """
+    if lay.positions_base == "canvas":
+        raise MediaError(
+            f"the {lay.name!r} processor slices each image into a thumbnail and detail crops, which "
+            "mrope.vision does not reproduce; take the crops' grids from the processor (its image_grid_thw "
+            "/ target_sizes) and pass Image(grid, tiles=(cols, rows), thumbnail_grid=...), or Image(grid) for "
+            "an unsliced picture"
+        )
+
+
 def _resized(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
+    _check_sizes_images(lay)
     if lay.image_bounds == "clip":  # GLM-4.1V: the bounds hold for temporal_patch_size copies of the image
         tps = lay.temporal_patch_size
         return smart_resize_clip(
             tps, height, width, tps, lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels
         )
-    return smart_resize(height, width, lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels)
+    if lay.image_bounds == "edges":  # GLM-Image
+        return smart_resize_edges(
+            height, width, lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels
+        )
+    return smart_resize(
+        height,
+        width,
+        lay.resize_factor,
+        lay.image_min_pixels,
+        lay.image_max_pixels,
+        upscale_short_side=lay.image_upscale_short_side,
+    )
 
 
 def image_grid(
@@ -253,8 +281,9 @@ def load_image(
 
     The image (or the crop) is resized with :func:`smart_resize` (``factor = rules.resize_factor``,
     ``rules.image_min_pixels .. rules.image_max_pixels``; :func:`smart_resize_clip` over
-    ``temporal_patch_size`` frames when ``rules.image_bounds`` is ``"clip"``) and its grid is
-    ``(1, resized_h / patch_size, resized_w / patch_size)``. No pixel is decoded.
+    ``temporal_patch_size`` frames when ``rules.image_bounds`` is ``"clip"``, :func:`smart_resize_edges`
+    when it is ``"edges"``) and its grid is ``(1, resized_h / patch_size, resized_w / patch_size)``. No
+    pixel is decoded.
 
     Args:
         source: a path, bytes, a binary file-like object, or a ``PIL.Image.Image``.
@@ -275,8 +304,13 @@ def load_image(
 
     Returns:
         :class:`mrope.Image`.
+
+    Raises:
+        MediaError: an unreadable or out-of-bounds image, or rules whose processor slices images
+            (``positions_base="canvas"``, MiniCPM-V 4.7: pass the crops' grids instead).
     """
     lay = resolve_rules(model, rules)
+    _check_sizes_images(lay)
     height, width = full = image_size(source)
     if crop is not None:
         top, left, height, width = _crop_box(crop, height, width)

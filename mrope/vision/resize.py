@@ -1,5 +1,6 @@
 """The Qwen ``smart_resize`` rule (SPEC section 5), the qwen-vl-utils video pixel budget, the clip-bounded
-rule of transformers' Qwen3-VL / GLM-4.1V video processors and HY-V4-VL's token-bounded video rule."""
+rule of transformers' Qwen3-VL / GLM-4.1V video processors, HY-V4-VL's token-bounded video rule and
+GLM-Image's edge-bounded image rule."""
 
 from __future__ import annotations
 
@@ -25,7 +26,13 @@ def _pixels(value: object, name: str) -> float:
 
 
 def smart_resize(
-    height: int, width: int, factor: int = 28, min_pixels: float = 56 * 56, max_pixels: float = 28 * 28 * 1280
+    height: int,
+    width: int,
+    factor: int = 28,
+    min_pixels: float = 56 * 56,
+    max_pixels: float = 28 * 28 * 1280,
+    *,
+    upscale_short_side: bool = False,
 ) -> tuple[int, int]:
     """The size, in pixels, a Qwen processor resizes an image of ``height x width`` pixels to.
 
@@ -38,6 +45,9 @@ def smart_resize(
         height, width: source size in pixels (> 0).
         factor: patch size times merge size (28 for Qwen2/2.5-VL and GLM-4.1V, 32 for Qwen3-VL).
         min_pixels, max_pixels: area bounds in pixels.
+        upscale_short_side: first, a height below ``factor`` becomes ``factor`` and the width
+            ``round(width * factor / height)``; then a width below ``factor`` likewise (PaddleOCR-VL's
+            image processor; the aspect ratio is checked after this step).
 
     Returns:
         ``(resized_height, resized_width)``, both positive multiples of ``factor``.
@@ -56,6 +66,11 @@ def smart_resize(
     lo, hi = _pixels(min_pixels, "min_pixels"), _pixels(max_pixels, "max_pixels")
     if lo > hi:
         raise MediaError(f"min_pixels ({min_pixels}) exceeds max_pixels ({max_pixels})")
+    if upscale_short_side:
+        if height < factor:
+            height, width = factor, round(width * factor / height)
+        if width < factor:
+            height, width = round(height * factor / width), factor
     if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
         raise MediaError(
             f"aspect ratio must be at most {MAX_ASPECT_RATIO}; got {height}x{width} (h x w), ratio "
@@ -238,3 +253,63 @@ def smart_resize_tokens(
         if cols >= narrowest:
             return rows * factor, cols * factor
     return factor, factor
+
+
+EDGES_MAX_ASPECT_RATIO = 4
+"""Longest side over shortest side above which GLM-Image's image processor refuses an image."""
+
+
+def smart_resize_edges(
+    height: int, width: int, factor: int = 16, min_pixels: int = 512 * 512, max_pixels: int = 2048 * 2048
+) -> tuple[int, int]:
+    """The size, in pixels, GLM-Image's image processor resizes an image of ``height x width`` pixels to
+    (transformers 5.24 ``glm_image`` ``smart_resize``).
+
+    The bounds are edges: ``shortest = int(round(sqrt(min_pixels)))``, ``longest =
+    int(round(sqrt(max_pixels)))``. ``scale`` is 1, or ``shortest / min(h, w)`` when the short side is
+    below ``shortest``, or ``longest / max(h, w)`` when ``max(h, w) * scale`` then exceeds ``longest``.
+    Both sides are halved (``h // 2``, ``w // 2``), and each becomes
+    ``max(factor, int(round(side * scale / factor)) * factor)``; if the longer then exceeds ``longest``,
+    ``beta = max / longest`` and each becomes ``max(factor, floor(side / beta / factor) * factor)``.
+
+    Args:
+        height, width: source size in pixels (each at least ``factor``).
+        factor: patch size times merge size (16 for GLM-Image: patch 16, merge 1).
+        min_pixels, max_pixels: the squares of the shortest and longest edge, in pixels.
+
+    Returns:
+        ``(resized_height, resized_width)``, positive multiples of ``factor``.
+
+    Raises:
+        MediaError: a side below ``factor``, an aspect ratio above 4, or a non-positive bound.
+
+    Examples: ``smart_resize_edges(1024, 1024) == (512, 512)``; ``smart_resize_edges(300, 400) == (256, 336)``.
+    """
+    height, width, factor = _int(height, "height"), _int(width, "width"), _int(factor, "factor")
+    if factor < 1:
+        raise MediaError(f"resize factor must be >= 1; got {factor}")
+    shortest = int(round(math.sqrt(_pixels(min_pixels, "min_pixels"))))
+    longest = int(round(math.sqrt(_pixels(max_pixels, "max_pixels"))))
+    if height < factor or width < factor:
+        raise MediaError(
+            f"both sides must be at least the resize factor {factor} px for this model's image processor; "
+            f"got {height}x{width} (h x w)"
+        )
+    if max(height, width) / min(height, width) > EDGES_MAX_ASPECT_RATIO:
+        raise MediaError(
+            f"aspect ratio must be at most {EDGES_MAX_ASPECT_RATIO} for this model's image processor; got "
+            f"{height}x{width} (h x w), ratio {max(height, width) / min(height, width):.2f}"
+        )
+    scale = 1.0
+    if min(height, width) < shortest:
+        scale = shortest / min(height, width)
+    if max(height, width) * scale > longest:
+        scale = longest / max(height, width)
+    half_h, half_w = height // 2, width // 2
+    h_bar = max(factor, int(round(half_h * scale / factor)) * factor)
+    w_bar = max(factor, int(round(half_w * scale / factor)) * factor)
+    if max(h_bar, w_bar) > longest:
+        beta = max(h_bar, w_bar) / longest
+        h_bar = max(factor, int(math.floor(h_bar / beta / factor)) * factor)
+        w_bar = max(factor, int(math.floor(w_bar / beta / factor)) * factor)
+    return h_bar, w_bar

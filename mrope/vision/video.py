@@ -664,6 +664,27 @@ def _sample(
     return glm4v_frame_indices(info.num_frames, info.fps, fps=rate, max_duration=lay.max_duration)
 
 
+def _check_sizes_videos(lay: LayoutRules) -> None:
+    """Refuse to size a video file under rules whose processor takes none, or whose sizing mrope does
+    not reproduce (``rules.video_support``; the canvas rule's sliced frames)."""
+    if lay.video_support != "sized":
+        grids = (
+            "pass its frames as images (load_image on each), or a grid you computed yourself as Video(grid=...)"
+            if lay.video_support == "grids"
+            else "pass its frames as images (load_image on each); its get_rope_index takes no videos"
+        )
+        raise MediaError(
+            f"the {lay.name!r} processor takes no video (transformers has no video processor for it), so "
+            f"mrope cannot size one the way the model is fed; {grids}"
+        )
+    if lay.positions_base == "canvas":
+        raise MediaError(
+            f"the {lay.name!r} processor samples and slices video frames with its own rules, which "
+            "mrope.vision does not reproduce; take the grids from the processor (its video_grid_thw / "
+            "target_sizes) and pass Video(grid, tiles=..., thumbnail_grid=...) or Video(grid)"
+        )
+
+
 def load_video(
     source: Any,
     model: ModelLike | None = None,
@@ -717,9 +738,12 @@ def load_video(
 
     Raises:
         MediaError: see :func:`probe_video` and :func:`sample_frame_indices`; ``fps`` with ``nframes``;
-            a ``frame_size`` other than ``"display"`` / ``"coded"``.
+            a ``frame_size`` other than ``"display"`` / ``"coded"``; rules whose processor takes no video
+            (``rules.video_support`` other than ``"sized"``: PaddleOCR-VL, GLM-Image, HunyuanOCR) or
+            slices its frames (``positions_base="canvas"``, MiniCPM-V 4.7): pass grids instead.
     """
     lay = resolve_rules(model, rules)
+    _check_sizes_videos(lay)
     if fps is not None and nframes is not None:
         raise MediaError(f"pass fps or nframes, not both; got fps={fps!r}, nframes={nframes!r}")
     _check_frame_size(frame_size)
