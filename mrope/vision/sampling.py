@@ -207,6 +207,8 @@ def qwen3_vl_frame_indices(
 
     ``temporal_patch_size``: the fewest frames a clip may have (one temporal patch; Qwen3-VL's
     ``smart_resize`` refuses fewer than 2). With 1 (HY-V4-VL) a one-frame video is a clip of one frame.
+    With ``nframes`` a one-frame video is sampled too, as the processor samples it: ``nframes`` copies
+    of frame 0.
 
     Returns:
         int64 ``[n]``, non-decreasing.
@@ -216,10 +218,10 @@ def qwen3_vl_frame_indices(
     """
     total = _positive_int(num_frames, "num_frames")
     least = _positive_int(temporal_patch_size, "temporal_patch_size")
-    _check_not_a_still(total, min(least, FRAME_FACTOR))
-    if nframes is not None:
+    if nframes is not None:  # the processor takes a count as is: a one-frame video gives it repeats
         n = _positive_int(nframes, "nframes")
     else:
+        _check_not_a_still(total, min(least, FRAME_FACTOR))
         rate = _positive_real(video_fps, "video fps")
         want = _positive_real(fps, "sampling fps")
         lo, hi = _positive_int(min_frames, "min_frames"), _positive_int(max_frames, "max_frames")
