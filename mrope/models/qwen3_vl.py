@@ -21,7 +21,9 @@ QWEN3_VIDEO_FIELDS = {
     "video:do_sample_frames": CheckpointChoice(
         "frame_sampling", {True: "qwen3-vl"}, why="5.24 then keeps every frame it is given"
     ),
-    "video:do_resize": CheckpointChoice("video_bounds", {True: "clip"}, why="5.24 then keeps the frames' size"),
+    "video:do_resize": CheckpointChoice(
+        "video_bounds", {True: "clip"}, why="5.24 then keeps the frames' size"
+    ),
     # not Qwen3VLVideoProcessor kwargs: set as attributes by from_pretrained and read by nothing (its
     # bounds are size.shortest_edge / size.longest_edge only)
     "video:min_pixels": None,
