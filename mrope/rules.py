@@ -50,7 +50,9 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   ``linspace``) or ``"glm4v"`` (Glm4vVideoProcessor: one frame every ``1 / fps`` s up to
   ``max_duration`` seconds, evenly spread over the clip beyond, an even count) or ``"glm46v"``
   (Glm46VVideoProcessor: a rate set by the clip's length, 3 / 1 / 0.5 fps up to 30 / 300 / 2400 s, at
-  most 640 frames).
+  most 640 frames) or ``"ernie"`` (Ernie4_5_VLMoeVideoProcessor: no rate by default, so every frame,
+  clamped to ``[min_frames, max_frames]``, spread by ``torch.arange(0, frames, frames / n).int()``; an odd
+  count repeats its last frame; ``fps`` applies only when a call passes one).
 
 Rules of single families, each named by what it does and off by default:
 
@@ -103,7 +105,7 @@ ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
 PixelBounds = Literal["frame", "clip"]
 VideoPixelBounds = Literal["frame", "clip", "tokens"]
-FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v"]
+FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v", "ernie"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "temporal": ("index", "seconds", "timestamps"),
@@ -119,7 +121,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
     "image_bounds": ("frame", "clip"),
     "video_bounds": ("frame", "clip", "tokens"),
-    "frame_sampling": ("qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v"),
+    "frame_sampling": ("qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v", "ernie"),
 }
 
 AudioTokenRule = Literal["stride4", "window"]

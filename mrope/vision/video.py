@@ -56,6 +56,7 @@ from mrope.vision._containers import iso_rotations, matroska_rotation, normalise
 from mrope.vision._source import OpenSource, open_source
 from mrope.vision.resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
 from mrope.vision.sampling import (
+    ernie_frame_indices,
     glm4v_frame_indices,
     glm46v_frame_indices,
     qwen3_vl_frame_indices,
@@ -642,6 +643,10 @@ def _sample(
     rate = lay.fps if fps is None else fps
     lo = lay.min_frames if min_frames is None else min_frames
     hi = lay.max_frames if max_frames is None else max_frames
+    if lay.frame_sampling == "ernie":  # rate only from the call: the class default has none
+        return ernie_frame_indices(
+            info.num_frames, info.fps, fps=fps, nframes=nframes, min_frames=lo, max_frames=hi
+        )
     if lay.frame_sampling == "qwen-vl-utils":
         return sample_frame_indices(
             info.num_frames, info.fps, fps=rate, nframes=nframes, min_frames=lo, max_frames=hi
