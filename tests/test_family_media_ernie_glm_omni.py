@@ -1,0 +1,406 @@
+"""ERNIE-4.5-VL, GLM-4.5V / 4.6V / OCR and Qwen2.5- / Qwen3-Omni media sized as transformers 5.24's own
+processors size them.
+
+Expected values come from transformers' code only:
+
+- ERNIE-4.5-VL: ``Ernie4_5_VLMoeVideoProcessor``'s class defaults, ``sample_frames`` and
+  ``get_num_of_video_patches`` and the image module's ``smart_resize``, compiled from their source files with
+  ``ast`` (both modules import torchvision at the top, which cannot be imported here; these methods need only
+  torch, numpy and math); the odd-count pad of ``_prepare_input_videos`` is one line, written out below;
+  ``Ernie4_5_VLMoeImageProcessorPil`` for images.
+- GLM-4.5V and GLM-OCR run ``Glm4vProcessor`` (processing_auto: ``glm4v_moe``; GLM-OCR has no processor of
+  its own) with ``Glm4vVideoProcessor`` (its module loads without torchvision) and
+  ``Glm4vImageProcessorPil``; GLM-4.6V its own ``Glm46VVideoProcessor`` (compiled from source, as above) and
+  ``Glm46VImageProcessorPil``.
+- Qwen2.5-Omni and Qwen3-Omni: ``Qwen2VLVideoProcessor`` / ``Qwen2VLImageProcessorPil`` (video / image
+  auto mappings), with the combined processor's own ``videos_kwargs`` size (which it passes over the video
+  processor's at every call, ``ProcessorMixin._merge_kwargs``) and the reference per-frame cap
+  (``cap_pixels_per_frame``): compiled from source as above. mrope sizes these videos as qwen-vl-utils does
+  (the model cards' recipe; the video processor's class default samples nothing): grids equal the
+  processor's ``sample_frames(fps=2)`` + capped ``resize``; the frames it picks differ (see the tests).
+- Real files are read by transformers' own PyAV reader (``transformers.video_utils.load_video``).
+"""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import functools
+import inspect
+import json
+import math
+import random
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from media import write_video
+from transformers.video_utils import VideoMetadata
+from transformers.video_utils import load_video as hf_load_video
+
+import mrope
+from mrope import LayoutError, MediaError, build_positions
+from mrope.models import get_family
+from mrope.vision import VideoInfo, ernie_frame_indices, image_grid, load_video
+from mrope.vision.sampling import torch_arange_float32
+
+
+def _source(package: str, filename: str) -> tuple[Path, ast.Module]:
+    import importlib
+
+    path = Path(inspect.getfile(importlib.import_module(package))).parent / filename
+    return path, ast.parse(path.read_text())
+
+
+def _compile(
+    package: str, filename: str, class_name: str, attributes: set[str], methods: set[str], namespace: dict
+) -> type:
+    """``class_name`` reduced to ``attributes`` (class defaults) and ``methods``, compiled from its source
+    file (annotations left unevaluated: they name torch / torchvision types)."""
+    path, tree = _source(package, filename)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    body = [
+        node
+        for node in cls.body
+        if (isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in attributes)
+        or (isinstance(node, ast.FunctionDef) and node.name in methods)
+    ]
+    assert {n.name for n in body if isinstance(n, ast.FunctionDef)} == methods
+    assert {n.targets[0].id for n in body if isinstance(n, ast.Assign)} == attributes
+    for node in body:
+        if isinstance(node, ast.FunctionDef):
+            node.decorator_list = []
+    reduced = ast.ClassDef(
+        name=class_name, bases=[], keywords=[], body=body, decorator_list=[], type_params=[]
+    )
+    module = ast.fix_missing_locations(ast.Module(body=[reduced], type_ignores=[]))
+    scope = {"np": np, "math": math, "torch": torch, **namespace}
+    flags = __future__.annotations.compiler_flag
+    exec(compile(module, str(path), "exec", flags=flags, dont_inherit=True), scope)
+    return scope[class_name]
+
+
+def _function(package: str, filename: str, name: str) -> Any:
+    """A module-level function compiled from its source file."""
+    path, tree = _source(package, filename)
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    scope: dict[str, Any] = {"math": math, "np": np}
+    exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), scope)
+    return scope[name]
+
+
+def _info(frames: int, fps: float, h: int, w: int) -> VideoInfo:
+    return VideoInfo(fps=fps, num_frames=frames, duration=frames / fps, width=w, height=h)
+
+
+def _metadata(frames: int, fps: float, h: int = 0, w: int = 0) -> VideoMetadata:
+    """What transformers' PyAV reader reports for a constant-rate file (duration = frames / fps)."""
+    return VideoMetadata(total_num_frames=frames, fps=fps, duration=frames / fps, width=w, height=h)
+
+
+CLIPS = [  # frames, fps, height, width
+    (50, 25.0, 100, 200),
+    (30, 30.0, 1080, 1920),
+    (45, 30.0, 360, 640),
+    (300, 30.0, 1080, 1920),
+    (9000, 30.0, 1080, 1920),
+    (108000, 30.0, 720, 1280),
+    (20, 10.0, 40, 40),
+    (12, 24.0, 20, 30),
+    (240, 24.0, 4000, 3000),
+    (600, 30.0, 2160, 3840),
+    (100, 25.0, 100, 3000),
+    (61, 30.0, 480, 640),
+    (2, 1.0, 64, 64),
+    (15, 30.0, 480, 640),
+    (16, 2.0, 224, 224),
+    (17, 30.0, 480, 640),
+    (179, 30.0, 480, 640),
+    (181, 30.0, 480, 640),
+    (1800, 29.97, 360, 640),
+    (72000, 24.0, 1080, 1920),
+    (5000, 5.0, 33, 1500),
+    (7, 0.5, 1234, 567),
+    (1001, 23.976, 1080, 1440),
+    (901, 30.0, 720, 1280),
+]
+
+IMAGE_SIDES = [
+    1,
+    7,
+    20,
+    27,
+    28,
+    29,
+    32,
+    33,
+    55,
+    56,
+    57,
+    100,
+    112,
+    113,
+    224,
+    333,
+    480,
+    720,
+    1080,
+    1920,
+    3000,
+    8000,
+]
+
+
+def _image_sizes(seed: int) -> list[tuple[int, int]]:
+    rng = random.Random(seed)
+    sizes = [(h, w) for h in IMAGE_SIDES for w in IMAGE_SIDES]
+    sizes += [(rng.randint(1, 9000), rng.randint(1, 9000)) for _ in range(100)]
+    return [(h, w) for h, w in sizes if max(h, w) / min(h, w) <= 200]
+
+
+# ------------------------------------------------------------------------------------ ERNIE-4.5-VL
+
+ERNIE = "ernie-4.5-vl"
+_ERNIE_VIDEO = ("transformers.models.ernie4_5_vl_moe", "video_processing_ernie4_5_vl_moe.py")
+
+
+@functools.cache
+def _ernie_smart_resize() -> Any:
+    """``smart_resize`` of image_processing_ernie4_5_vl_moe.py, the one the video module imports."""
+    return _function(
+        "transformers.models.ernie4_5_vl_moe", "image_processing_ernie4_5_vl_moe.py", "smart_resize"
+    )
+
+
+@functools.cache
+def _ernie_class() -> type:
+    attributes = {"size", "patch_size", "temporal_patch_size", "merge_size", "min_frames", "max_frames"}
+    methods = {"sample_frames", "get_num_of_video_patches"}
+    return _compile(
+        *_ERNIE_VIDEO,
+        "Ernie4_5_VLMoeVideoProcessor",
+        attributes,
+        methods,
+        {"smart_resize": _ernie_smart_resize()},
+    )
+
+
+def _ernie(**saved: Any) -> Any:
+    """The compiled processor with its class defaults (``fps`` / ``num_frames`` are BaseVideoProcessor's
+    ``None``) or a saved config's values."""
+    proc = _ernie_class()()
+    proc.fps = proc.num_frames = None
+    for name, value in saved.items():
+        setattr(proc, name, value)
+    return proc
+
+
+def _ernie_expected(proc: Any, frames: int, video_fps: float, h: int, w: int, **sample: Any):
+    """``preprocess`` with ``do_sample_frames`` (class default on): ``sample_frames(metadata, fps=self.fps,
+    num_frames=self.num_frames, ...)``; ``_prepare_input_videos`` repeats the last frame of an odd count;
+    each frame is sized alone (``smart_resize`` with ``size``). Returns (grid, frame times)."""
+    kwargs = {"fps": proc.fps, "num_frames": proc.num_frames, **sample}
+    idx = np.asarray(proc.sample_frames(_metadata(frames, video_fps, h, w), **kwargs), dtype=np.int64)
+    if idx.size % 2:  # video_processing_ernie4_5_vl_moe.py: "last frame is copied if uneven"
+        idx = np.append(idx, idx[-1])
+    size = proc.size
+    rh, rw = _ernie_smart_resize()(
+        h, w, proc.patch_size * proc.merge_size, size["shortest_edge"], size["longest_edge"]
+    )
+    grid = (idx.size, rh // proc.patch_size, rw // proc.patch_size)
+    assert proc.get_num_of_video_patches(idx.size, h, w) == math.prod(grid)
+    return grid, idx / video_fps
+
+
+def test_ernie_rules_are_the_class_defaults() -> None:
+    proc, rules = _ernie(), get_family(ERNIE).rules
+    assert (rules.video_min_pixels, rules.video_max_pixels) == (
+        proc.size["shortest_edge"],
+        proc.size["longest_edge"],
+    )
+    assert (rules.min_frames, rules.max_frames, rules.frame_sampling) == (
+        proc.min_frames,
+        proc.max_frames,
+        "ernie",
+    )
+    assert (rules.patch_size, rules.merge_size) == (proc.patch_size, proc.merge_size)
+
+
+@pytest.mark.parametrize(("frames", "fps", "h", "w"), CLIPS)
+def test_ernie_load_video_equals_the_processor(frames: int, fps: float, h: int, w: int) -> None:
+    """Grid, frames and frame times of ``load_video(model="ernie-4.5-vl")`` against the video processor's
+    class defaults (no rate: every frame, 16 .. 180), and the video's token count."""
+    grid, times = _ernie_expected(_ernie(), frames, fps, h, w)
+    video = load_video(_info(frames, fps, h, w), model=ERNIE)
+    assert video.grid == grid
+    np.testing.assert_allclose(video.frame_times, times, rtol=0, atol=1e-9)
+    # Ernie4_5_VLMoeProcessor.replace_video_token: prod(grid) // (merge_size**2 * temporal_patch_size 2)
+    proc = _ernie()
+    ids = build_positions([video], model=ERNIE).input_ids
+    want_tokens = math.prod(grid) // (proc.merge_size**2 * proc.temporal_patch_size)
+    assert int((ids == get_family(ERNIE).rules.video_pad_id).sum()) == want_tokens
+
+
+@pytest.mark.parametrize(("frames", "fps", "h", "w"), CLIPS[:14])
+@pytest.mark.parametrize("sample", [{"fps": 2}, {"fps": 0.7}, {"num_frames": 16}, {"num_frames": 33}])
+def test_ernie_a_rate_or_a_count_equals_the_processor(
+    frames: int, fps: float, h: int, w: int, sample: dict
+) -> None:
+    proc = _ernie()
+    kwargs = {"fps": sample["fps"]} if "fps" in sample else {"nframes": sample["num_frames"]}
+    try:
+        grid, times = _ernie_expected(proc, frames, fps, h, w, **sample)
+    except ValueError:  # a count above the frame count
+        with pytest.raises(MediaError):
+            load_video(_info(frames, fps, h, w), model=ERNIE, **kwargs)
+        return
+    video = load_video(_info(frames, fps, h, w), model=ERNIE, **kwargs)
+    assert video.grid == grid
+    np.testing.assert_allclose(video.frame_times, times, rtol=0, atol=1e-9)
+
+
+def test_ernie_frame_indices_equal_sample_frames() -> None:
+    """Which frames, over a spread of lengths and rates, with and without a rate and a count."""
+    proc = _ernie()
+    rng = random.Random(3)
+    cases = [
+        (rng.randint(1, 50000), rng.choice([1.0, 7.5, 23.976, 25.0, 29.97, 30.0, 60.0])) for _ in range(400)
+    ]
+    checked = 0
+    for frames, fps in cases + [(1, 30.0), (2, 30.0), (16, 30.0), (17, 30.0), (180, 30.0), (181, 30.0)]:
+        metadata = _metadata(frames, fps)
+        for rate in (None, 2.0, 0.5):
+            want = np.asarray(proc.sample_frames(metadata, fps=rate, num_frames=None))
+            want = np.append(want, want[-1]) if want.size % 2 else want
+            assert ernie_frame_indices(frames, fps, fps=rate).tolist() == want.tolist(), (frames, fps, rate)
+            checked += 1
+    assert checked == 1218
+    with pytest.raises(ValueError):
+        proc.sample_frames(_metadata(100, 30.0), num_frames=15)
+    with pytest.raises(MediaError, match="nframes must lie"):
+        ernie_frame_indices(100, 30.0, nframes=15)
+
+
+def test_torch_arange_float32_is_torch_arange() -> None:
+    """The float32 ``arange`` the processors truncate, element for element, below torch's thread split."""
+    rng = random.Random(4)
+    for _ in range(800):
+        end = rng.randint(1, 200000)
+        count = min(
+            end, rng.choice([rng.randint(1, 800), end / rng.uniform(1.0, 90.0), rng.uniform(1, 8000)])
+        )
+        want = torch.arange(0, end, end / count).numpy()
+        if want.size >= 32768:
+            continue
+        np.testing.assert_array_equal(torch_arange_float32(end, end / count), want)
+
+
+def test_ernie_image_grid_equals_the_pil_image_processor() -> None:
+    from transformers.models.ernie4_5_vl_moe.image_processing_pil_ernie4_5_vl_moe import (
+        Ernie4_5_VLMoeImageProcessorPil,
+        smart_resize,
+    )
+
+    proc = Ernie4_5_VLMoeImageProcessorPil()
+    rules = get_family(ERNIE).rules
+    assert (rules.image_min_pixels, rules.image_max_pixels) == (
+        proc.size["shortest_edge"],
+        proc.size["longest_edge"],
+    )
+    for h, w in _image_sizes(5):
+        rh, rw = smart_resize(h, w, 28, proc.size["shortest_edge"], proc.size["longest_edge"])
+        assert image_grid(h, w, model=ERNIE) == (1, rh // 14, rw // 14), (h, w)
+        assert proc.get_number_of_image_patches(h, w) == (rh // 14) * (rw // 14)
+
+
+@pytest.mark.parametrize(("frames", "fps", "w", "h"), [(45, 30, 200, 120), (9, 4, 96, 64)])
+def test_ernie_a_real_file_equals_transformers_reader_and_processor(
+    tmp_path: Path, frames: int, fps: int, w: int, h: int
+) -> None:
+    """End to end: a file read by transformers' PyAV reader with the processor's ``sample_frames`` (as
+    ``preprocess`` calls it), padded and sized as the processor does; against ``load_video``."""
+    path = write_video(tmp_path / "clip.mp4", frames, fps=fps, width=w, height=h)
+    proc = _ernie()
+    sample = functools.partial(proc.sample_frames, fps=proc.fps, num_frames=proc.num_frames)
+    pixels, metadata = hf_load_video(str(path), backend="pyav", sample_indices_fn=sample)
+    n = pixels.shape[0] + pixels.shape[0] % 2
+    rh, rw = _ernie_smart_resize()(
+        pixels.shape[1], pixels.shape[2], 28, proc.size["shortest_edge"], proc.size["longest_edge"]
+    )
+    video = load_video(path, model=ERNIE)
+    assert video.grid == (n, rh // 14, rw // 14)
+    times = list(metadata.timestamps) + list(metadata.timestamps[-1:]) * (pixels.shape[0] % 2)
+    np.testing.assert_allclose(video.frame_times, times, rtol=0, atol=1e-6)  # the reader's are float32
+
+
+def _folder(tmp_path: Path, config: dict, **files: Any) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    for name, data in files.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    return tmp_path
+
+
+@functools.cache
+def _ernie_config() -> dict:
+    from transformers.models.ernie4_5_vl_moe.configuration_ernie4_5_vl_moe import Ernie4_5_VLMoeConfig
+
+    return Ernie4_5_VLMoeConfig().to_dict()
+
+
+def test_ernie_from_pretrained_honours_a_saved_size(tmp_path: Path) -> None:
+    saved = {
+        "size": {"shortest_edge": 64 * 28 * 28, "longest_edge": 256 * 28 * 28},
+        "min_frames": 4,
+        "max_frames": 40,
+    }
+    family = mrope.from_pretrained(_folder(tmp_path, _ernie_config(), video_preprocessor_config=saved))
+    proc, changed = _ernie(**saved), 0
+    for frames, fps, h, w in CLIPS:
+        grid, times = _ernie_expected(proc, frames, fps, h, w)
+        video = load_video(_info(frames, fps, h, w), model=family)
+        assert video.grid == grid, (frames, fps, h, w)
+        np.testing.assert_allclose(video.frame_times, times, rtol=0, atol=1e-9)
+        changed += grid != _ernie_expected(_ernie(), frames, fps, h, w)[0]
+    assert changed >= 15
+
+
+def test_ernie_from_pretrained_ignores_the_pixel_keys_its_processors_do_not_read(tmp_path: Path) -> None:
+    """``min_pixels`` / ``max_pixels`` beside ``size``: the PIL image processor loaded from the same folder
+    sizes by ``size`` alone, so mrope does too."""
+    from transformers.models.ernie4_5_vl_moe.image_processing_pil_ernie4_5_vl_moe import (
+        Ernie4_5_VLMoeImageProcessorPil,
+    )
+
+    keys = {"min_pixels": 1_000_000, "max_pixels": 2_000_000}
+    folder = _folder(tmp_path, _ernie_config(), preprocessor_config=keys, video_preprocessor_config=keys)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        real = Ernie4_5_VLMoeImageProcessorPil.from_pretrained(str(folder))
+    family = mrope.from_pretrained(folder)
+    assert family.rules == get_family(ERNIE).rules
+    for h, w in [(100, 100), (3000, 4000), (28, 2000)]:
+        assert math.prod(image_grid(h, w, model=family)) == real.get_number_of_image_patches(h, w)
+
+
+@pytest.mark.parametrize(
+    ("video", "match"),
+    [
+        ({"fps": 2}, "saved rate"),
+        ({"num_frames": 32}, "fixed frame count"),
+        ({"do_sample_frames": False}, "every frame is kept"),
+        ({"do_sample_frames": True, "fps": None}, None),
+    ],
+)
+def test_ernie_from_pretrained_refuses_the_sampling_it_does_not_compute(
+    tmp_path: Path, video: dict, match: str | None
+) -> None:
+    folder = _folder(tmp_path, _ernie_config(), video_preprocessor_config=video)
+    if match is None:
+        assert mrope.from_pretrained(folder).rules == get_family(ERNIE).rules
+        return
+    with pytest.raises(LayoutError, match=match):
+        mrope.from_pretrained(folder)
