@@ -188,6 +188,10 @@ class LayoutRules:
       (Qwen2.5-Omni); ``"interleave"`` merges them one token at a time by time, video first on ties
       (Qwen3-Omni). The double start / end tokens share one position (``"shared"``) or take two
       (``"consecutive"``).
+    - ``second_per_grid_fps``: the rate a video's ``second_per_grid`` is ``temporal_patch_size`` over.
+      ``None``: the sampled rate (qwen-vl-utils hands it to Qwen2.5-VL's processor as ``fps``). A number:
+      the processor's own ``fps`` keyword default, which it uses whatever rate the frames were sampled at
+      (Qwen2.5-Omni 2.0, Qwen3-Omni 1.0; their model cards pass none); a call's ``fps`` replaces it.
     """
 
     name: str = "custom"
@@ -243,6 +247,7 @@ class LayoutRules:
     audio_in_video_wrappers: WrapperPositionRule = "shared"
     seconds_per_chunk: float = 2.0
     time_rounding: TimeRounding = "trunc"
+    second_per_grid_fps: float | None = None  # None: the sampled rate (see the class docstring)
     # rules of single families (module docstring)
     temporal_merge_size: int = 1
     row_newline: bool = False
@@ -283,6 +288,16 @@ class LayoutRules:
                 raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
         if not isinstance(self.pad_position, int) or isinstance(self.pad_position, bool):
             raise LayoutError(f"LayoutRules.pad_position must be an int; got {self.pad_position!r}")
+        spg_fps = self.second_per_grid_fps
+        if spg_fps is not None and (
+            isinstance(spg_fps, bool)
+            or not isinstance(spg_fps, (int, float))
+            or not math.isfinite(spg_fps)
+            or spg_fps <= 0
+        ):
+            raise LayoutError(
+                f"LayoutRules.second_per_grid_fps must be None or a finite number > 0; got {spg_fps!r}"
+            )
         for name in ("tokens_per_second", "fps", "max_duration"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:

@@ -75,6 +75,8 @@ FAMILY = ModelFamily(
         audio_in_video_wrappers="shared",
         seconds_per_chunk=2.0,
         time_rounding="trunc",
+        # _process_videos: second_per_grid = temporal_patch_size / fps, fps the call's keyword, else 2.0
+        second_per_grid_fps=2.0,
     ),
     spec=qwen2_vl.FAMILY.spec,
     transformers5={},

@@ -23,6 +23,8 @@ Sizing: Qwen2VLImageProcessor / Qwen2VLVideoProcessor (the auto mappings) with p
 is 32; videos as Qwen2.5-Omni's (qwen-vl-utils' rule; the processor's own ``videos_kwargs`` size 128 * 32^2 ..
 768 * 32^2 px a frame, passed over any saved one), and the clip within 128000 tokens of 32^2 px
 (``int(max_video_tokens * factor**2 * 0.9)``, Qwen2VLVideoProcessor's capped resize), not of 28^2.
+A video's ``second_per_grid`` is ``2 / fps`` with ``fps`` the processor's keyword, 1.0 by default (not
+Qwen2.5-Omni's 2.0, and not the rate the frames were sampled at).
 """
 
 from mrope.models import qwen2_5_omni, qwen2_vl
@@ -57,6 +59,8 @@ FAMILY = ModelFamily(
         audio_in_video="interleave",
         audio_in_video_wrappers="consecutive",
         time_rounding="none",
+        # _process_videos: second_per_grid = temporal_patch_size / fps, fps the call's keyword, else 1.0
+        second_per_grid_fps=1.0,
     ),
     spec=RopeSpec(
         head_dim=128,
