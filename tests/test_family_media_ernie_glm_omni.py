@@ -404,3 +404,191 @@ def test_ernie_from_pretrained_refuses_the_sampling_it_does_not_compute(
         return
     with pytest.raises(LayoutError, match=match):
         mrope.from_pretrained(folder)
+
+
+# -------------------------------------------------------------------------- GLM-4.5V, GLM-OCR, GLM-4.6V
+
+GLMS = ["glm-4.5v", "glm-ocr", "glm-4.6v"]
+
+
+def test_the_processors_each_family_uses() -> None:
+    """Which processors the auto mappings give each model type (GLM-OCR has no processor of its own: its
+    checkpoints name Glm4vProcessor / Glm46V ones; the omni types map to the Qwen2-VL ones)."""
+    from transformers.models.auto import auto_mappings
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+    from transformers.models.auto.video_processing_auto import VIDEO_PROCESSOR_MAPPING_NAMES
+
+    processors = dict(auto_mappings.PROCESSOR_MAPPING_NAMES)
+    assert processors["ernie4_5_vl_moe"] == "Ernie4_5_VLMoeProcessor"
+    assert processors["glm46v"] == "Glm46VProcessor" and processors["glm4v"] == "Glm4vProcessor"
+    assert IMAGE_PROCESSOR_MAPPING_NAMES["ernie4_5_vl_moe"]["pil"] == "Ernie4_5_VLMoeImageProcessorPil"
+    assert IMAGE_PROCESSOR_MAPPING_NAMES["glm46v"]["pil"] == "Glm46VImageProcessorPil"
+    for omni in ("qwen2_5_omni", "qwen3_omni_moe"):
+        assert IMAGE_PROCESSOR_MAPPING_NAMES[omni]["pil"] == "Qwen2VLImageProcessorPil"
+        assert (
+            VIDEO_PROCESSOR_MAPPING_NAMES[omni] is not None
+        )  # torchvision's entry (None here, it is absent)
+    source = Path(inspect.getfile(auto_mappings)).read_text()
+    for model_type, name in [
+        ("ernie4_5_vl_moe", "Ernie4_5_VLMoeVideoProcessor"),
+        ("glm46v", "Glm46VVideoProcessor"),
+        ("glm4v", "Glm4vVideoProcessor"),
+    ]:
+        assert f'("{model_type}", {{"torchvision": "{name}"}})' in source
+    from transformers.models.auto import processing_auto
+
+    assert '("glm4v_moe", "Glm4vProcessor")' in Path(inspect.getfile(processing_auto)).read_text()
+
+
+@functools.cache
+def _glm_video(family: str) -> tuple[Any, Any]:
+    """(the video processor with its class defaults, its module's ``smart_resize``)."""
+    if family == "glm-4.6v":
+        package = "transformers.models.glm46v"
+        attributes = {
+            "size",
+            "patch_size",
+            "temporal_patch_size",
+            "merge_size",
+            "max_duration",
+            "fps",
+            "num_frames",
+        }
+        cls = _compile(
+            package, "video_processing_glm46v.py", "Glm46VVideoProcessor", attributes, {"sample_frames"}, {}
+        )
+        return cls(), _function(package, "video_processing_glm46v.py", "smart_resize")
+    import importlib
+
+    module = importlib.import_module("transformers.models.glm4v.video_processing_glm4v")
+    return module.Glm4vVideoProcessor(), module.smart_resize
+
+
+def _glm_expected(family: str, frames: int, fps: float, h: int, w: int, proc: Any = None):
+    default, smart_resize = _glm_video(family)
+    proc = proc or default
+    idx = np.asarray(proc.sample_frames(_metadata(frames, fps, h, w)))
+    size, factor = proc.size, proc.patch_size * proc.merge_size
+    rh, rw = smart_resize(
+        idx.size, h, w, proc.temporal_patch_size, factor, size["shortest_edge"], size["longest_edge"]
+    )
+    grid = (math.ceil(idx.size / proc.temporal_patch_size), rh // proc.patch_size, rw // proc.patch_size)
+    return grid, idx / fps
+
+
+@pytest.mark.parametrize("family", GLMS)
+def test_glm_rules_are_the_class_defaults(family: str) -> None:
+    proc, rules = _glm_video(family)[0], get_family(family).rules
+    assert (rules.video_min_pixels, rules.video_max_pixels) == (
+        proc.size["shortest_edge"],
+        proc.size["longest_edge"],
+    )
+    assert (rules.fps, rules.max_duration, rules.temporal_patch_size) == (proc.fps, proc.max_duration, 2)
+    assert rules.frame_sampling == ("glm46v" if family == "glm-4.6v" else "glm4v")
+
+
+@pytest.mark.parametrize("family", GLMS)
+@pytest.mark.parametrize(("frames", "fps", "h", "w"), CLIPS)
+def test_glm_load_video_equals_the_processor(family: str, frames: int, fps: float, h: int, w: int) -> None:
+    grid, times = _glm_expected(family, frames, fps, h, w)
+    video = load_video(_info(frames, fps, h, w), model=family)
+    assert video.grid == grid
+    np.testing.assert_allclose(video.frame_times, times, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("family", GLMS)
+def test_glm_image_grid_equals_the_pil_image_processor(family: str) -> None:
+    if family == "glm-4.6v":
+        from transformers.models.glm46v.image_processing_pil_glm46v import Glm46VImageProcessorPil as cls
+        from transformers.models.glm46v.image_processing_pil_glm46v import smart_resize
+    else:
+        from transformers.models.glm4v.image_processing_pil_glm4v import Glm4vImageProcessorPil as cls
+        from transformers.models.glm4v.image_processing_pil_glm4v import smart_resize
+    proc, rules = cls(), get_family(family).rules
+    assert (rules.image_min_pixels, rules.image_max_pixels) == (
+        proc.size["shortest_edge"],
+        proc.size["longest_edge"],
+    )
+    for h, w in _image_sizes(6):
+        try:
+            rh, rw = smart_resize(2, h, w, 2, 28, proc.size["shortest_edge"], proc.size["longest_edge"])
+        except ValueError:
+            with pytest.raises(MediaError):
+                image_grid(h, w, model=family)
+            continue
+        assert image_grid(h, w, model=family) == (1, rh // 14, rw // 14), (h, w)
+        assert proc.get_number_of_image_patches(h, w) == (rh // 14) * (rw // 14)
+
+
+@pytest.mark.parametrize("family", GLMS)
+def test_glm_a_real_file_equals_transformers_reader_and_processor(tmp_path: Path, family: str) -> None:
+    path = write_video(tmp_path / "clip.mp4", 45, fps=30, width=200, height=120)
+    proc, smart_resize = _glm_video(family)
+    pixels, metadata = hf_load_video(str(path), backend="pyav", sample_indices_fn=proc.sample_frames)
+    n = pixels.shape[0]
+    rh, rw = smart_resize(
+        n, pixels.shape[1], pixels.shape[2], 2, 28, proc.size["shortest_edge"], proc.size["longest_edge"]
+    )
+    video = load_video(path, model=family)
+    assert video.grid == (math.ceil(n / 2), rh // 14, rw // 14)
+    np.testing.assert_allclose(video.frame_times, metadata.timestamps, rtol=0, atol=1e-6)
+
+
+def _glm_config(family: str) -> dict:
+    if family == "glm-4.6v":
+        from transformers.models.glm46v.configuration_glm46v import Glm46VConfig as cls
+    elif family == "glm-ocr":
+        from transformers.models.glm_ocr.configuration_glm_ocr import GlmOcrConfig as cls
+    else:
+        from transformers.models.glm4v_moe.configuration_glm4v_moe import Glm4vMoeConfig
+
+        config = Glm4vMoeConfig().to_dict()
+        config["text_config"]["head_dim"] = 128  # the 5.24 class has none (released config: 128)
+        return config
+    return cls().to_dict()
+
+
+@pytest.mark.parametrize("family", GLMS)
+def test_glm_from_pretrained_reads_what_the_processors_read(tmp_path: Path, family: str) -> None:
+    """A saved ``size`` is honoured (the video processor loaded from the same folder); top-level
+    ``min_pixels`` / ``max_pixels`` are read by neither processor, so they change nothing."""
+    from transformers.models.glm4v.image_processing_pil_glm4v import Glm4vImageProcessorPil
+
+    video = {
+        "size": {"shortest_edge": 28 * 28 * 8, "longest_edge": 28 * 28 * 2 * 600},
+        "min_pixels": 1,
+        "max_pixels": 10**9,
+    }
+    image = {"min_pixels": 1_000_000, "max_pixels": 2_000_000}
+    folder = _folder(
+        tmp_path, _glm_config(family), preprocessor_config=image, video_preprocessor_config=video
+    )
+    model = mrope.from_pretrained(folder)
+    assert model.rules == get_family(family).rules.replace(
+        video_min_pixels=28 * 28 * 8, video_max_pixels=28 * 28 * 1200
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        real_image = Glm4vImageProcessorPil.from_pretrained(str(folder))
+    for h, w in [(100, 100), (3000, 4000), (56, 2000)]:
+        assert math.prod(image_grid(h, w, model=model)) == real_image.get_number_of_image_patches(h, w)
+    proc = _glm_video(family)[0]
+    saved = type(proc)()
+    saved.size = video["size"]
+    changed = 0
+    for frames, fps, h, w in CLIPS:
+        grid, _ = _glm_expected(family, frames, fps, h, w, proc=saved)
+        assert load_video(_info(frames, fps, h, w), model=model).grid == grid, (frames, fps, h, w)
+        changed += grid != _glm_expected(family, frames, fps, h, w)[0]
+    assert changed >= 10
+
+
+@pytest.mark.parametrize("family", GLMS)
+def test_glm_from_pretrained_refuses_a_processor_that_does_not_sample(tmp_path: Path, family: str) -> None:
+    folder = _folder(tmp_path, _glm_config(family), video_preprocessor_config={"do_sample_frames": False})
+    with pytest.raises(LayoutError, match="every frame is kept"):
+        mrope.from_pretrained(folder)
+    folder = _folder(
+        tmp_path / "on", _glm_config(family), video_preprocessor_config={"do_sample_frames": True}
+    )
+    assert mrope.from_pretrained(folder).rules == get_family(family).rules
