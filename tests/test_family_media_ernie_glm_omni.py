@@ -30,6 +30,7 @@ import inspect
 import json
 import math
 import random
+import types
 import warnings
 from pathlib import Path
 from typing import Any
@@ -592,3 +593,202 @@ def test_glm_from_pretrained_refuses_a_processor_that_does_not_sample(tmp_path: 
         tmp_path / "on", _glm_config(family), video_preprocessor_config={"do_sample_frames": True}
     )
     assert mrope.from_pretrained(folder).rules == get_family(family).rules
+
+
+# ------------------------------------------------------------------------- Qwen2.5-Omni, Qwen3-Omni
+
+OMNIS = ["qwen2.5-omni", "qwen3-omni"]
+
+
+def _omni_processor_class(family: str) -> type:
+    if family == "qwen3-omni":
+        from transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe import Qwen3OmniMoeProcessor
+
+        return Qwen3OmniMoeProcessor
+    from transformers.models.qwen2_5_omni.processing_qwen2_5_omni import Qwen2_5OmniProcessor
+
+    return Qwen2_5OmniProcessor
+
+
+@functools.cache
+def _qwen2vl_video_class() -> type:
+    attributes = {
+        "size",
+        "patch_size",
+        "temporal_patch_size",
+        "merge_size",
+        "min_frames",
+        "max_frames",
+        "max_video_tokens",
+    }
+    return _compile(
+        "transformers.models.qwen2_vl",
+        "video_processing_qwen2_vl.py",
+        "Qwen2VLVideoProcessor",
+        attributes,
+        {"sample_frames"},
+        {},
+    )
+
+
+def _omni_video(family: str) -> Any:
+    """Qwen2VLVideoProcessor (compiled, class defaults; ``fps`` / ``num_frames`` BaseVideoProcessor's None)
+    with the released patch size (config.json vision_config, recorded in the registry)."""
+    proc = _qwen2vl_video_class()()
+    proc.fps = proc.num_frames = None
+    proc.patch_size = get_family(family).rules.patch_size
+    return proc
+
+
+def _omni_expected(family: str, frames: int, fps: float, h: int, w: int):
+    """The processor sampling at 2 fps, sized by Qwen2VLVideoProcessor.resize with the reference per-frame
+    cap (``cap_pixels_per_frame``) and the combined processor's own ``videos_kwargs`` size, written as the
+    resize writes it. Returns (grid, sampled count)."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+    proc = _omni_video(family)
+    n = len(proc.sample_frames(_metadata(frames, fps, h, w), fps=2))
+    size = _omni_processor_class(family).videos_kwargs["size"]
+    factor = proc.patch_size * proc.merge_size
+    total_pixels = int(proc.max_video_tokens * factor * factor * 0.9)
+    max_pixels = max(min(size["longest_edge"], total_pixels * 2 // n), int(size["shortest_edge"] * 1.05))
+    rh, rw = smart_resize(h, w, factor=factor, min_pixels=size["shortest_edge"], max_pixels=max_pixels)
+    return (math.ceil(n / 2), rh // proc.patch_size, rw // proc.patch_size), n
+
+
+@pytest.mark.parametrize("family", OMNIS)
+@pytest.mark.parametrize(("frames", "fps", "h", "w"), CLIPS)
+def test_omni_load_video_grid_equals_the_capped_video_processor(
+    family: str, frames: int, fps: float, h: int, w: int
+) -> None:
+    """Grid and frame count. The frames differ on purpose: mrope takes qwen-vl-utils' ``round(linspace)``
+    (the model card's reader), Qwen2VLVideoProcessor ``arange(0, n, n / count).int()``."""
+    (t, gh, gw), n = _omni_expected(family, frames, fps, h, w)
+    video = load_video(_info(frames, fps, h, w), model=family)
+    assert (video.grid, len(video.frame_times)) == ((t, gh, gw), n)
+
+
+@pytest.mark.parametrize("family", OMNIS)
+def test_omni_processor_passes_its_own_video_size(family: str) -> None:
+    """``_merge_kwargs`` gives the video processor the combined processor's ``videos_kwargs`` size whatever
+    the video processor was saved with; the registry's bounds are that size."""
+    from transformers.processing_utils import ProcessorMixin
+
+    cls = _omni_processor_class(family)
+    stub = types.SimpleNamespace(
+        valid_processor_kwargs=cls.valid_processor_kwargs,
+        videos_kwargs=cls.videos_kwargs,
+        video_processor=types.SimpleNamespace(size={"shortest_edge": 1, "longest_edge": 10**9}),
+    )
+    merged = ProcessorMixin._merge_kwargs(stub, tokenizer_init_kwargs={})
+    rules = get_family(family).rules
+    assert dict(merged["videos_kwargs"]["size"]) == {
+        "shortest_edge": rules.video_min_pixels,
+        "longest_edge": rules.video_max_pixels,
+    }
+
+
+@pytest.mark.parametrize("family", OMNIS)
+@pytest.mark.parametrize("call_fps", [None, 4.0])
+def test_omni_second_per_grid_is_the_processors(family: str, call_fps: float | None) -> None:
+    """``_process_videos`` (run on a stand-in video processor that returns a grid) reports
+    ``temporal_patch_size / fps`` with ``fps`` the call's keyword or its default, whatever rate the frames
+    were sampled at."""
+    cls = _omni_processor_class(family)
+
+    def video_processor(videos: Any, **kwargs: Any) -> dict:
+        return {"video_grid_thw": [[3, 4, 4]]}
+
+    video_processor.temporal_patch_size = 2  # type: ignore[attr-defined]
+    stub = types.SimpleNamespace(video_processor=video_processor, replace_video_token=lambda *a, **k: "")
+    videos_kwargs = {} if call_fps is None else {"fps": call_fps}
+    out, _ = cls._process_videos(stub, [None], videos_kwargs=videos_kwargs, load_audio_from_video=False)
+    want = out["video_second_per_grid"][0]
+    for frames, fps in [(45, 30.0), (300, 30.0), (7, 0.5), (100000, 30.0)]:
+        video = load_video(_info(frames, fps, 64, 64), model=family, fps=call_fps)
+        assert video.second_per_grid == want, (frames, fps)
+
+
+def test_qwen3_omni_clip_budget_is_in_its_own_tokens() -> None:
+    """A 5-minute 1080p clip: the budget binds, and the 32 px factor's budget gives the processor's grid."""
+    (t, gh, gw), _ = _omni_expected("qwen3-omni", 9000, 30.0, 1080, 1920)
+    assert load_video(_info(9000, 30.0, 1080, 1920), model="qwen3-omni").grid == (t, gh, gw) == (300, 28, 52)
+
+
+@pytest.mark.parametrize("family", OMNIS)
+def test_omni_image_grid_equals_the_pil_image_processor(family: str) -> None:
+    """Qwen2VLImageProcessorPil with the registry's released bounds and patch size."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil,
+        smart_resize,
+    )
+
+    rules = get_family(family).rules
+    size = {"shortest_edge": rules.image_min_pixels, "longest_edge": rules.image_max_pixels}
+    proc = Qwen2VLImageProcessorPil(size=size, patch_size=rules.patch_size)
+    factor = rules.patch_size * 2
+    for h, w in _image_sizes(7):
+        rh, rw = smart_resize(h, w, factor, size["shortest_edge"], size["longest_edge"])
+        assert image_grid(h, w, model=family) == (1, rh // rules.patch_size, rw // rules.patch_size), (h, w)
+        assert proc.get_number_of_image_patches(h, w, {}) == (rh // rules.patch_size) * (
+            rw // rules.patch_size
+        )
+
+
+@pytest.mark.parametrize("family", OMNIS)
+def test_omni_a_real_file_equals_transformers_reader_and_processor(tmp_path: Path, family: str) -> None:
+    """transformers' PyAV reader with the processor's ``sample_frames`` at 2 fps, the capped resize on the
+    frames it returns; against ``load_video`` (grid and count)."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+    path = write_video(tmp_path / "clip.mp4", 90, fps=30, width=200, height=120)
+    proc = _omni_video(family)
+    pixels, _ = hf_load_video(
+        str(path), backend="pyav", sample_indices_fn=functools.partial(proc.sample_frames, fps=2)
+    )
+    n = pixels.shape[0]
+    size = _omni_processor_class(family).videos_kwargs["size"]
+    factor = proc.patch_size * 2
+    max_pixels = max(
+        min(size["longest_edge"], int(128000 * factor * factor * 0.9) * 2 // n),
+        int(size["shortest_edge"] * 1.05),
+    )
+    rh, rw = smart_resize(pixels.shape[1], pixels.shape[2], factor, size["shortest_edge"], max_pixels)
+    video = load_video(path, model=family)
+    assert (video.grid, len(video.frame_times)) == (
+        (math.ceil(n / 2), rh // proc.patch_size, rw // proc.patch_size),
+        n,
+    )
+
+
+def _omni_config(family: str) -> dict:
+    """A minimal omni config.json (the class defaults' text config has no usable head_dim)."""
+    model_type = "qwen3_omni_moe" if family == "qwen3-omni" else "qwen2_5_omni"
+    return {"model_type": model_type, "thinker_config": {"model_type": f"{model_type}_thinker"}}
+
+
+@pytest.mark.parametrize("family", OMNIS)
+def test_omni_from_pretrained_video_keys(tmp_path: Path, family: str) -> None:
+    """A released-style folder (one preprocessor_config.json, which 5.24's video processor also loads):
+    the image bounds are read, the video size is the processor's own; the capped rule's keys are honoured
+    at the values mrope computes and refused otherwise."""
+    factor = get_family(family).rules.resize_factor
+    image = {
+        "min_pixels": 3136,
+        "max_pixels": 1_000_000,
+        "size": {"shortest_edge": 3136, "longest_edge": 1_000_000},
+    }
+    model = mrope.from_pretrained(_folder(tmp_path / "a", _omni_config(family), preprocessor_config=image))
+    assert model.rules == get_family(family).rules.replace(image_max_pixels=1_000_000)
+    ok = {"cap_pixels_per_frame": True, "max_video_tokens": 128000}
+    model = mrope.from_pretrained(_folder(tmp_path / "b", _omni_config(family), video_preprocessor_config=ok))
+    assert (
+        model.rules.video_total_pixels
+        == int(128000 * factor * factor * 0.9)
+        == get_family(family).rules.video_total_pixels
+    )
+    for bad in ({"cap_pixels_per_frame": False}, {"max_video_tokens": 32000}):
+        with pytest.raises(LayoutError):
+            mrope.from_pretrained(
+                _folder(tmp_path / str(len(str(bad))), _omni_config(family), video_preprocessor_config=bad)
+            )
