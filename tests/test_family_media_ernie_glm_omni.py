@@ -792,3 +792,16 @@ def test_omni_from_pretrained_video_keys(tmp_path: Path, family: str) -> None:
             mrope.from_pretrained(
                 _folder(tmp_path / str(len(str(bad))), _omni_config(family), video_preprocessor_config=bad)
             )
+
+
+@pytest.mark.parametrize("family", [ERNIE, *GLMS, *OMNIS, "hy-v4-vl"])
+def test_coded_frames_are_sized_as_an_unrotated_video_of_that_size(family: str) -> None:
+    """``frame_size="coded"`` sizes the stored frames of a portrait phone video (rotation 90): the grid of an
+    unrotated video of the coded size (checked against each processor above), for every sizing rule here
+    (HY-V4-VL's ``video_bounds="tokens"`` sized the display frames whatever ``frame_size`` said)."""
+    rotated = VideoInfo(fps=30.0, num_frames=60, duration=2.0, width=1080, height=1920, rotation=90)
+    coded = _info(60, 30.0, 1080, 1920)
+    display = _info(60, 30.0, 1920, 1080)
+    assert load_video(rotated, model=family, frame_size="coded").grid == load_video(coded, model=family).grid
+    assert load_video(rotated, model=family).grid == load_video(display, model=family).grid
+    assert load_video(coded, model=family).grid != load_video(display, model=family).grid

@@ -740,7 +740,7 @@ def load_video(
         )
     elif lay.video_bounds == "tokens":
         new_h, new_w = smart_resize_tokens(
-            n, info.height, info.width, lay.resize_factor, lay.video_max_pixels, lay.video_frame_max_pixels
+            n, height, width, lay.resize_factor, lay.video_max_pixels, lay.video_frame_max_pixels
         )
     else:
         ceiling = video_max_pixels(n, lay.video_min_pixels, lay.video_max_pixels, lay.video_total_pixels, tps)
