@@ -50,8 +50,10 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   ``linspace``) or ``"glm4v"`` (Glm4vVideoProcessor: one frame every ``1 / fps`` s up to
   ``max_duration`` seconds, evenly spread over the clip beyond, an even count) or ``"glm46v"``
   (Glm46VVideoProcessor: a rate set by the clip's length, 3 / 1 / 0.5 fps up to 30 / 300 / 2400 s, at
-  most 640 frames). ``image_bounds="edges"`` is GLM-Image's image processor
-  (:func:`mrope.vision.smart_resize_edges`): the short side scaled up to ``sqrt(image_min_pixels)``, the
+  most 640 frames) or ``"ernie"`` (Ernie4_5_VLMoeVideoProcessor: no rate by default, so every frame,
+  clamped to ``[min_frames, max_frames]``, spread by ``torch.arange(0, frames, frames / n).int()``; an odd
+  count repeats its last frame; ``fps`` applies only when a call passes one). ``image_bounds="edges"``
+  is GLM-Image's image processor (:func:`mrope.vision.smart_resize_edges`): the short side scaled up to ``sqrt(image_min_pixels)``, the
   long side down to ``sqrt(image_max_pixels)``, then both halved and rounded to the resize factor;
   sides under one factor or an aspect ratio above 4 are refused. ``image_upscale_short_side``: a side
   below one resize factor is first set to it, the other side scaled alike and rounded (height first,
@@ -113,7 +115,7 @@ ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
 PixelBounds = Literal["frame", "clip", "edges"]
 VideoPixelBounds = Literal["frame", "clip", "tokens"]
-FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v"]
+FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v", "ernie"]
 VideoSupport = Literal["sized", "grids", "none"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -130,7 +132,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
     "image_bounds": ("frame", "clip", "edges"),
     "video_bounds": ("frame", "clip", "tokens"),
-    "frame_sampling": ("qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v"),
+    "frame_sampling": ("qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v", "ernie"),
     "video_support": ("sized", "grids", "none"),
 }
 
@@ -198,6 +200,10 @@ class LayoutRules:
       (Qwen2.5-Omni); ``"interleave"`` merges them one token at a time by time, video first on ties
       (Qwen3-Omni). The double start / end tokens share one position (``"shared"``) or take two
       (``"consecutive"``).
+    - ``second_per_grid_fps``: the rate a video's ``second_per_grid`` is ``temporal_patch_size`` over.
+      ``None``: the sampled rate (qwen-vl-utils hands it to Qwen2.5-VL's processor as ``fps``). A number:
+      the processor's own ``fps`` keyword default, which it uses whatever rate the frames were sampled at
+      (Qwen2.5-Omni 2.0, Qwen3-Omni 1.0; their model cards pass none); a call's ``fps`` replaces it.
     """
 
     name: str = "custom"
@@ -255,6 +261,7 @@ class LayoutRules:
     audio_in_video_wrappers: WrapperPositionRule = "shared"
     seconds_per_chunk: float = 2.0
     time_rounding: TimeRounding = "trunc"
+    second_per_grid_fps: float | None = None  # None: the sampled rate (see the class docstring)
     # rules of single families (module docstring)
     temporal_merge_size: int = 1
     row_newline: bool = False
@@ -301,6 +308,16 @@ class LayoutRules:
                 raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
         if not isinstance(self.pad_position, int) or isinstance(self.pad_position, bool):
             raise LayoutError(f"LayoutRules.pad_position must be an int; got {self.pad_position!r}")
+        spg_fps = self.second_per_grid_fps
+        if spg_fps is not None and (
+            isinstance(spg_fps, bool)
+            or not isinstance(spg_fps, (int, float))
+            or not math.isfinite(spg_fps)
+            or spg_fps <= 0
+        ):
+            raise LayoutError(
+                f"LayoutRules.second_per_grid_fps must be None or a finite number > 0; got {spg_fps!r}"
+            )
         for name in ("tokens_per_second", "fps", "max_duration"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:

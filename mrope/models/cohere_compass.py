@@ -2,8 +2,10 @@
 
 transformers 5.24: get_rope_index (modeling_cohere_compass.py:1029) equals Qwen3-VL's. Ids: vision start
 255028 (``<|VISION_START|>``), end 255029, image 255031, video 255032. The processor writes Qwen3-VL's
-timestamp text, averaged over the 2 frames of a temporal patch (processing 70-97, 168). Video: patch 16,
-temporal 2, 128 * 32^2 .. 768 * 32^2 px per frame.
+timestamp text, averaged over the 2 frames of a temporal patch (processing 70-97, 168). Video
+(CohereCompassVideoProcessor, class defaults): Qwen3-VL's ``sample_frames`` (fps 2, 4..768 frames) and
+clip-bounded ``smart_resize``: patch 16, temporal 2, 128 * 32^2 .. 768 * 32^2 px bound the whole clip's
+``t * h * w`` (not one frame's: ``cap_pixels_per_frame`` is off, and refused when saved on).
 Rotary (70-150): Qwen3-VL interleaved, per layer type: ``rope_parameters`` is keyed by layer type and a
 ``None`` entry is a layer without rotary (NoPE); head_dim 128, no partial factor. The class default
 ``rope_parameters`` is ``{}`` (not runnable); the spec below is the full-attention layers' with the

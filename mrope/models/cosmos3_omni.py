@@ -3,7 +3,8 @@
 transformers 5.24: get_rope_index (modeling_cosmos3_omni.py:167) equals Qwen3-VL's; its sub-configs are
 ``qwen3_vl_text`` and ``qwen3_vl_vision``, so the rotary is Qwen3-VL's (read from the text config). The
 unified checkpoint's generator, sound and action towers take no positions here. Processor values are
-Qwen3-VL's (no released preprocessor values known to differ).
+Qwen3-VL's (no released preprocessor values known to differ); its video processor is Qwen3VLVideoProcessor
+(5.24 auto mapping), sized with the released Qwen3-VL values, not the class defaults.
 """
 
 from mrope.models import qwen3_vl

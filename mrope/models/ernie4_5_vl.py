@@ -8,11 +8,17 @@ vLLM) resumes at max + 1, which differs after a video with ``t / 2 > max(H', W')
 Rotary (Ernie4_5_VLMoeTextRotaryEmbedding): the 44 highest frequencies alternate h (even) and w (odd), the
 20 lowest go to t (``mrope_section`` (22, 22, 20) is ordered h, w, t); adjacent-pair rotation; head_dim
 128, theta 5e5.
-Sizing: patch 14, merge 2; images 56^2 .. 28^2 * 6177 px; videos 299 * 28^2 .. 1196 * 28^2 px per frame,
-16 .. 180 frames.
+Sizing: patch 14, merge 2; images 56^2 .. 28^2 * 6177 px (Ernie4_5_VLMoeImageProcessorPil, the Qwen rule).
+Videos (Ernie4_5_VLMoeVideoProcessor, video_processing_ernie4_5_vl_moe.py:318-483; class defaults): no
+``fps``, so ``sample_frames`` takes every frame, clamped to 16 .. 180 and spread by ``torch.arange(0, n,
+n / count).int()``; an odd count gets its last frame repeated (``frame_sampling="ernie"``,
+:func:`mrope.vision.ernie_frame_indices`); every frame is sized alone, 299 * 28^2 .. 1196 * 28^2 px (the Qwen
+rule, no budget shared by the clip). A call's ``fps`` (``load_video(fps=...)``) samples at that rate, as the
+processor does with one. A checkpoint that saves ``fps`` or ``num_frames`` is refused (mrope samples as the
+class default); ``min_pixels`` / ``max_pixels`` are read by neither processor (only ``size``).
 """
 
-from mrope.models.family import ModelFamily
+from mrope.models.family import CheckpointChoice, ModelFamily
 from mrope.rules import LayoutRules
 from mrope.spec import RopeSpec
 
@@ -41,8 +47,12 @@ FAMILY = ModelFamily(
         image_max_pixels=28 * 28 * 6177,
         video_min_pixels=299 * 28 * 28,
         video_max_pixels=1196 * 28 * 28,
+        # no budget shared by the clip: a total no clip of at most 2**24 frames reaches, so each frame's
+        # ceiling is video_max_pixels (video_bounds="frame")
+        video_total_pixels=1196 * 28 * 28 * 2**24,
         min_frames=16,
         max_frames=180,
+        frame_sampling="ernie",
     ),
     spec=RopeSpec(
         head_dim=128,
@@ -65,5 +75,23 @@ FAMILY = ModelFamily(
     },
     # the 5.24 video processor's temporal_patch_size (always 2: its __init__ refuses another) pads the frame
     # count to even (video_processing_ernie4_5_vl_moe.py:483); the grid's t still counts frames (``1`` here)
-    checkpoint_fields={"video:temporal_patch_size": None},
+    checkpoint_fields={
+        "video:temporal_patch_size": None,
+        # both processors size by ``size`` only; these keys are read by neither
+        "image:min_pixels": None,
+        "image:max_pixels": None,
+        "video:min_pixels": None,
+        "video:max_pixels": None,
+        "video:fps": CheckpointChoice(
+            "frame_sampling", {}, why="a saved rate; mrope samples as the class default, which has none"
+        ),
+        "video:num_frames": CheckpointChoice(
+            "frame_sampling",
+            {},
+            why="a fixed frame count; mrope samples as the class default, which has none",
+        ),
+        "video:do_sample_frames": CheckpointChoice(
+            "frame_sampling", {True: "ernie"}, why="without sampling every frame is kept, past max_frames"
+        ),
+    },
 )

@@ -24,5 +24,6 @@ FAMILY = glm4v.FAMILY.replace(
         max_frames=640,
         frame_sampling="glm46v",
     ),
+    checkpoint_fields=glm4v.glm_checkpoint_fields("glm46v"),
     exactness="GLM-4.1V rules, own video wrapper and time text; its 5.24 Glm46V get_rope_index (convention='transformers5') and processor (ids, grids)",
 )

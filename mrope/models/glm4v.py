@@ -8,7 +8,7 @@ Rotary: chunked [8, 12, 12], gptj (adjacent pairs), partial rotary 0.5 of head_d
 """
 
 from mrope.models import qwen2_vl
-from mrope.models.family import ModelFamily
+from mrope.models.family import CheckpointChoice, ModelFamily
 from mrope.spec import RopeSpec
 
 GLM_CONFIG_IDS = {
@@ -21,6 +21,22 @@ GLM_CONFIG_IDS = {
 """config.json keys of GLM-V's wrapper and placeholder ids. ``video_token_id`` is left out on purpose: the
 processor never writes it (frames carry ``image_token_id``), so ``image_token_id`` sets ``video_pad_id``
 too."""
+
+
+def glm_checkpoint_fields(frame_sampling: str) -> dict[str, str | CheckpointChoice | None]:
+    """Checkpoint keys of the GLM-V processors beyond :data:`mrope.checkpoint.CHECKPOINT_FIELDS`: they size
+    by ``size`` only (top-level ``min_pixels`` / ``max_pixels`` are read by neither processor), and a video
+    processor that does not sample (``do_sample_frames`` false) keeps every frame."""
+    return {
+        "image:min_pixels": None,
+        "image:max_pixels": None,
+        "video:min_pixels": None,
+        "video:max_pixels": None,
+        "video:do_sample_frames": CheckpointChoice(
+            "frame_sampling", {True: frame_sampling}, why="without sampling every frame is kept"
+        ),
+    }
+
 
 FAMILY = ModelFamily(
     name="glm-4.1v",
@@ -68,4 +84,5 @@ FAMILY = ModelFamily(
     exactness="official GLM-4.1V rule (pads 1); its 5.24 get_rope_index and processor on real files "
     "(convention='transformers5')",
     config_ids=GLM_CONFIG_IDS,
+    checkpoint_fields=glm_checkpoint_fields("glm4v"),
 )

@@ -17,10 +17,29 @@ pads audio to its ``n_samples`` (300 s, 30000 frames) and truncates longer clips
 ``ceil(samples / 160)``, at most 30000. It reports ``video_second_per_grid = 2 / fps`` with ``fps`` its
 own keyword (default 2.0), not the sampled rate.
 Rotary (1299): Qwen2-VL's chunked [16, 24, 24], neox, theta 1e6, head_dim 128.
+Sizing (image_processing_auto / video_processing_auto: Qwen2VLImageProcessor, Qwen2VLVideoProcessor): images
+3136 .. 12845056 px (the released preprocessor_config.json); videos as qwen-vl-utils (qwen-omni-utils, the
+model card's recipe), as Qwen2.5-VL: 128 .. 768 tokens a frame, the clip within 128000 tokens' pixels. The
+processor passes its own ``videos_kwargs`` size (128 * 28^2 .. 768 * 28^2) to the video processor at every
+call, over whatever the video processor's config says (``ProcessorMixin._merge_kwargs``), so a saved video
+size is read by nothing and mrope ignores it.
 """
 
 from mrope.models import qwen2_5_vl, qwen2_vl
 from mrope.models.family import ModelFamily
+
+OMNI_VIDEO_SIZE_KEYS = {
+    key: None
+    for key in (
+        "video:min_pixels",
+        "video:max_pixels",
+        "video:size.shortest_edge",
+        "video:size.longest_edge",
+        "video:size.min_pixels",
+        "video:size.max_pixels",
+    )
+}
+"""A saved video size: the omni processors pass their own ``videos_kwargs`` size over it at every call."""
 
 OMNI_CONFIG_IDS = {
     **qwen2_vl.QWEN_CONFIG_IDS,
@@ -56,6 +75,8 @@ FAMILY = ModelFamily(
         audio_in_video_wrappers="shared",
         seconds_per_chunk=2.0,
         time_rounding="trunc",
+        # _process_videos: second_per_grid = temporal_patch_size / fps, fps the call's keyword, else 2.0
+        second_per_grid_fps=2.0,
     ),
     spec=qwen2_vl.FAMILY.spec,
     transformers5={},
@@ -64,4 +85,5 @@ FAMILY = ModelFamily(
         "audio and use_audio_in_video included; build_positions ids = its processor's text expansion"
     ),
     config_ids=OMNI_CONFIG_IDS,
+    checkpoint_fields={**qwen2_vl.QWEN2_VIDEO_FIELDS, **OMNI_VIDEO_SIZE_KEYS},
 )

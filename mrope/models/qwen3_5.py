@@ -4,6 +4,10 @@ transformers 5.24: get_rope_index (modeling_qwen3_5.py:1361) equals Qwen3-VL's. 
 end 248054, image 248056, video 248057. Rotary (136): interleaved [11, 11, 10], neox, partial 0.25 of
 head_dim 256 (64 rotary channels; apply_rotary_pos_emb 667 passes the rest through), theta 1e7 released
 (1e4 class default); configs carry ``mrope_interleaved: true``.
+Video: Qwen3VLVideoProcessor (5.24 auto mapping), so Qwen3-VL's sampling and clip-bounded sizing with the
+released Qwen3-VL ``video_preprocessor_config.json`` values (4096..25165824 px over the clip, fps 2, 4..768
+frames), assumed for Qwen3.5 (no Qwen3.5 processor config was available offline; the
+class defaults, 128 * 32^2 .. 768 * 32^2, would differ: read a checkpoint with :func:`mrope.from_pretrained`).
 """
 
 from mrope.models import qwen2_vl, qwen3_vl

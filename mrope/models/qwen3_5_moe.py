@@ -1,7 +1,8 @@
 """Qwen3.5-MoE (``qwen3_5_moe``): Qwen3.5's rules, ids and rotary.
 
 transformers 5.24: get_rope_index (modeling_qwen3_5_moe.py:1471) equals Qwen3-VL's; rotary (153) is
-Qwen3.5's (interleaved [11, 11, 10], partial 0.25 of head_dim 256).
+Qwen3.5's (interleaved [11, 11, 10], partial 0.25 of head_dim 256). Video: Qwen3VLVideoProcessor with
+Qwen3.5's values (see :mod:`mrope.models.qwen3_5`).
 """
 
 from mrope.models import qwen3_5

@@ -19,10 +19,16 @@ its own processor's placeholders. mrope uses 13. Released ids: vision_start 1516
 mrope does not. Without any image or video grid, 5.24 takes another branch that pads with 1 (positions
 at valid tokens agree).
 Rotary (1239): Qwen3-VL's interleaved [24, 20, 20], neox, theta 1e6, head_dim 128 (released).
+Sizing: Qwen2VLImageProcessor / Qwen2VLVideoProcessor (the auto mappings) with patch 16, so the resize factor
+is 32; videos as Qwen2.5-Omni's (qwen-vl-utils' rule; the processor's own ``videos_kwargs`` size 128 * 32^2 ..
+768 * 32^2 px a frame, passed over any saved one), and the clip within 128000 tokens of 32^2 px
+(``int(max_video_tokens * factor**2 * 0.9)``, Qwen2VLVideoProcessor's capped resize), not of 28^2.
+A video's ``second_per_grid`` is ``2 / fps`` with ``fps`` the processor's keyword, 1.0 by default (not
+Qwen2.5-Omni's 2.0, and not the rate the frames were sampled at).
 """
 
-from mrope.models import qwen2_5_omni
-from mrope.models.family import ModelFamily
+from mrope.models import qwen2_5_omni, qwen2_vl
+from mrope.models.family import CheckpointChoice, ModelFamily
 from mrope.spec import RopeSpec
 
 FAMILY = ModelFamily(
@@ -42,6 +48,7 @@ FAMILY = ModelFamily(
         image_max_pixels=12845056,
         video_min_pixels=128 * 32 * 32,
         video_max_pixels=768 * 32 * 32,
+        video_total_pixels=int(128000 * 32 * 32 * 0.9),
         audio_pad_id=151675,
         audio_start_id=151669,
         audio_end_id=151670,
@@ -52,6 +59,8 @@ FAMILY = ModelFamily(
         audio_in_video="interleave",
         audio_in_video_wrappers="consecutive",
         time_rounding="none",
+        # _process_videos: second_per_grid = temporal_patch_size / fps, fps the call's keyword, else 1.0
+        second_per_grid_fps=1.0,
     ),
     spec=RopeSpec(
         head_dim=128,
@@ -67,5 +76,14 @@ FAMILY = ModelFamily(
     ),
     config_ids=qwen2_5_omni.OMNI_CONFIG_IDS,
     # the window get_rope_index counts audio tokens with (modeling_qwen3_omni_moe.py:356)
-    checkpoint_fields={"config:audio_config.n_window": "audio_window"},
+    checkpoint_fields={
+        "config:audio_config.n_window": "audio_window",
+        **qwen2_5_omni.OMNI_VIDEO_SIZE_KEYS,
+        "video:cap_pixels_per_frame": qwen2_vl.QWEN2_VIDEO_FIELDS["video:cap_pixels_per_frame"],
+        "video:max_video_tokens": CheckpointChoice(
+            "video_total_pixels",
+            {128000: int(128000 * 32 * 32 * 0.9)},
+            why="mrope's clip budget is qwen-vl-utils' 128000 tokens",
+        ),
+    },
 )

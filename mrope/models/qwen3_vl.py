@@ -18,9 +18,22 @@ QWEN3_VIDEO_FIELDS = {
     "video:num_frames": CheckpointChoice(
         "frame_sampling", {}, why="a fixed frame count; mrope samples at the checkpoint's fps"
     ),
+    "video:do_sample_frames": CheckpointChoice(
+        "frame_sampling", {True: "qwen3-vl"}, why="5.24 then keeps every frame it is given"
+    ),
+    "video:do_resize": CheckpointChoice(
+        "video_bounds", {True: "clip"}, why="5.24 then keeps the frames' size"
+    ),
+    # not Qwen3VLVideoProcessor kwargs: set as attributes by from_pretrained and read by nothing (its
+    # bounds are size.shortest_edge / size.longest_edge only)
+    "video:min_pixels": None,
+    "video:max_pixels": None,
+    "video:size.min_pixels": None,
+    "video:size.max_pixels": None,
 }
 """Qwen3VLVideoProcessor keys that change grids beyond what mrope computes (refused when set otherwise;
-``max_video_tokens`` acts only under ``cap_pixels_per_frame``, so it is read through that refusal)."""
+``max_video_tokens`` acts only under ``cap_pixels_per_frame``, so it is read through that refusal), and
+keys it does not read (ignored, as it ignores them)."""
 
 FAMILY = ModelFamily(
     name="qwen3-vl",
@@ -69,7 +82,6 @@ FAMILY = ModelFamily(
     # video_bounds="clip" reads from video_max_pixels; video_total_pixels follows for readers of the old field
     checkpoint_fields={
         "video:size.longest_edge": ("video_max_pixels", "video_total_pixels"),
-        "video:max_pixels": ("video_max_pixels", "video_total_pixels"),
         **QWEN3_VIDEO_FIELDS,
     },
 )

@@ -5,6 +5,8 @@ Rotary (94): Qwen3.5's interleaved [11, 11, 10], but the class config has no par
 channels of head_dim 256 rotate: the sections reach frequencies below 33 only, and frequencies 33..127 all
 stay on t. Apply (650) passes channels beyond the rotary through. No released checkpoint config was
 available offline: theta is the 5.24 class default 1e4 (read a checkpoint with :func:`mrope.from_pretrained`).
+Video: Qwen3VLVideoProcessor with Qwen3.5's values (Qwen3-VL's released ones, see :mod:`mrope.models.qwen3_5`),
+not its class defaults (128 * 32^2 .. 768 * 32^2 over the clip): with no checkpoint, an assumption.
 """
 
 from mrope.models import qwen3_5

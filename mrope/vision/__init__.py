@@ -23,6 +23,7 @@ from mrope.vision.resize import (
 from mrope.vision.sampling import (
     FRAME_FACTOR,
     MAX_SAMPLED_VIDEO_FRAMES,
+    ernie_frame_indices,
     glm4v_frame_indices,
     glm46v_frame_indices,
     num_sampled_frames,
@@ -58,6 +59,7 @@ __all__ = [
     "decode_data_uri",
     "decode_frames",
     "detect_media_kind",
+    "ernie_frame_indices",
     "glm4v_frame_indices",
     "glm46v_frame_indices",
     "image_grid",

@@ -207,6 +207,8 @@ def qwen3_vl_frame_indices(
 
     ``temporal_patch_size``: the fewest frames a clip may have (one temporal patch; Qwen3-VL's
     ``smart_resize`` refuses fewer than 2). With 1 (HY-V4-VL) a one-frame video is a clip of one frame.
+    With ``nframes`` a one-frame video is sampled too, as the processor samples it: ``nframes`` copies
+    of frame 0.
 
     Returns:
         int64 ``[n]``, non-decreasing.
@@ -216,10 +218,10 @@ def qwen3_vl_frame_indices(
     """
     total = _positive_int(num_frames, "num_frames")
     least = _positive_int(temporal_patch_size, "temporal_patch_size")
-    _check_not_a_still(total, min(least, FRAME_FACTOR))
-    if nframes is not None:
+    if nframes is not None:  # the processor takes a count as is: a one-frame video gives it repeats
         n = _positive_int(nframes, "nframes")
     else:
+        _check_not_a_still(total, min(least, FRAME_FACTOR))
         rate = _positive_real(video_fps, "video fps")
         want = _positive_real(fps, "sampling fps")
         lo, hi = _positive_int(min_frames, "min_frames"), _positive_int(max_frames, "max_frames")
@@ -367,3 +369,83 @@ def glm46v_frame_indices(
     if len(out) % 2:
         out.append(out[-1])
     return np.asarray(out, dtype=np.int64)
+
+
+_TORCH_FLOAT_LANES = 8
+"""Lanes of torch's CPU ``Vectorized<float>`` that its ``arange`` kernel fills per vector (AVX2 and
+AVX-512 builds alike, measured against torch 2.13)."""
+
+_TORCH_GRAIN = 32768
+"""torch's ``at::internal::GRAIN_SIZE``: longer ranges are split across threads, each split realigning
+the vectors (so :func:`torch_arange_float32` is exact below this many elements)."""
+
+
+def torch_arange_float32(end: int, step: float) -> np.ndarray:
+    """``torch.arange(0, end, step)`` (float32, on the CPU) without torch, bit for bit below
+    :data:`_TORCH_GRAIN` elements.
+
+    torch makes ``ceil(end / step)`` elements. Its kernel fills vectors of 8 lanes two at a time: a vector
+    starting at element ``b`` holds ``float32(float32(b * step) + k * step)`` for lane ``k`` (the sum in
+    float64); the elements left over after the last pair are ``float32(i * step)``.
+
+    Returns:
+        float32 ``[ceil(end / step)]``.
+    """
+    length = math.ceil(end / step)
+    out = np.empty(length, dtype=np.float32)
+    lanes = np.arange(_TORCH_FLOAT_LANES, dtype=np.float64) * step
+    i = 0
+    while i + 2 * _TORCH_FLOAT_LANES <= length:
+        for begin in (i, i + _TORCH_FLOAT_LANES):
+            base = float(np.float32(step * begin))
+            out[begin : begin + _TORCH_FLOAT_LANES] = (base + lanes).astype(np.float32)
+        i += 2 * _TORCH_FLOAT_LANES
+    out[i:] = (np.arange(i, length, dtype=np.float64) * step).astype(np.float32)
+    return out
+
+
+def ernie_frame_indices(
+    num_frames: int,
+    video_fps: float,
+    fps: float | None = None,
+    nframes: int | None = None,
+    min_frames: int = 16,
+    max_frames: int = 180,
+) -> np.ndarray:
+    """The frame indices transformers' ERNIE-4.5-VL video processor samples (``sample_frames``, then the
+    repeat of the last frame that ``_prepare_input_videos`` adds to an odd count).
+
+    Without ``fps`` (the class default: no rate) ``n`` is the frame count; with it ``n = num_frames /
+    video_fps * fps``; either is clamped to ``[min_frames, max_frames]`` and to the frame count (not
+    rounded: a fraction stays). ``nframes`` is used as is and must lie in ``[min_frames, max_frames]``.
+    Indices are ``torch.arange(0, num_frames, num_frames / n).int()`` (:func:`torch_arange_float32`,
+    truncated); an odd count gets its last index once more.
+
+    Returns:
+        int64 ``[m]``, ``m`` even, non-decreasing.
+
+    Raises:
+        MediaError: ``nframes`` outside ``[min_frames, max_frames]`` or above the frame count, more than
+            :data:`_TORCH_GRAIN` frames, bad counts or rates.
+    """
+    total = _positive_int(num_frames, "num_frames")
+    lo, hi = _positive_int(min_frames, "min_frames"), _positive_int(max_frames, "max_frames")
+    if nframes is not None:
+        n: float = _positive_int(nframes, "nframes")
+        if not lo <= n <= hi:
+            raise MediaError(f"nframes must lie in [{lo}, {hi}] (min_frames, max_frames); got {nframes}")
+        if n > total:
+            raise MediaError(f"cannot sample {nframes} frames from a video of {total} frames")
+    else:
+        want = (
+            total
+            if fps is None
+            else total / _positive_real(video_fps, "video fps") * _positive_real(fps, "fps")
+        )
+        n = min(max(want, lo), hi, total)
+    if n >= _TORCH_GRAIN:
+        raise MediaError(f"at most {_TORCH_GRAIN - 1:,} frames can be sampled by this rule; got {n:g}")
+    idx = torch_arange_float32(total, total / n).astype(np.int64)
+    if idx.size % 2:
+        idx = np.append(idx, idx[-1])
+    return idx

@@ -56,6 +56,7 @@ from mrope.vision._containers import iso_rotations, matroska_rotation, normalise
 from mrope.vision._source import OpenSource, open_source
 from mrope.vision.resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
 from mrope.vision.sampling import (
+    ernie_frame_indices,
     glm4v_frame_indices,
     glm46v_frame_indices,
     qwen3_vl_frame_indices,
@@ -642,6 +643,10 @@ def _sample(
     rate = lay.fps if fps is None else fps
     lo = lay.min_frames if min_frames is None else min_frames
     hi = lay.max_frames if max_frames is None else max_frames
+    if lay.frame_sampling == "ernie":  # rate only from the call: the class default has none
+        return ernie_frame_indices(
+            info.num_frames, info.fps, fps=fps, nframes=nframes, min_frames=lo, max_frames=hi
+        )
     if lay.frame_sampling == "qwen-vl-utils":
         return sample_frame_indices(
             info.num_frames, info.fps, fps=rate, nframes=nframes, min_frames=lo, max_frames=hi
@@ -714,7 +719,8 @@ def load_video(
     (never scaled up, each frame at most ``video_frame_max_pixels``, the clip's tokens with one newline
     a row within ``video_max_pixels / resize_factor**2``). The grid is
     ``(ceil(n / temporal_patch_size), H / patch_size, W / patch_size)``; ``fps`` is the sampling rate
-    ``n / num_frames * video_fps``, ``second_per_grid = temporal_patch_size / fps``, and
+    ``n / num_frames * video_fps``, ``second_per_grid = temporal_patch_size / fps`` (over
+    ``rules.second_per_grid_fps`` instead when set, or the call's ``fps``: the omni processors), and
     ``frame_times`` are the sampled frames' times (seconds; real timestamps for a variable-rate file).
 
     ``H x W`` is the resized frame size, from ``info.size(frame_size)``: by default the display size
@@ -758,12 +764,14 @@ def load_video(
         )
     elif lay.video_bounds == "tokens":
         new_h, new_w = smart_resize_tokens(
-            n, info.height, info.width, lay.resize_factor, lay.video_max_pixels, lay.video_frame_max_pixels
+            n, height, width, lay.resize_factor, lay.video_max_pixels, lay.video_frame_max_pixels
         )
     else:
         ceiling = video_max_pixels(n, lay.video_min_pixels, lay.video_max_pixels, lay.video_total_pixels, tps)
         new_h, new_w = smart_resize(height, width, lay.resize_factor, lay.video_min_pixels, ceiling)
     rate = sample_fps(n, info.num_frames, info.fps)
+    # the rate second_per_grid is counted in: the sampled one, or the processor's fps keyword (the call's)
+    spg_rate = rate if lay.second_per_grid_fps is None else (lay.second_per_grid_fps if fps is None else fps)
     times = sampled_times(info, idx)
     audio = None
     if use_audio_in_video:
@@ -778,7 +786,7 @@ def load_video(
     return Video(
         grid=(math.ceil(n / tps), new_h // lay.patch_size, new_w // lay.patch_size),
         fps=rate,
-        second_per_grid=tps / rate,
+        second_per_grid=tps / spg_rate,
         frame_times=tuple(float(x) for x in times),
         wrap=wrap,
         audio=audio,
