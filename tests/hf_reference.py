@@ -64,3 +64,21 @@ def released_video_processor(family: str) -> Any:
         module = importlib.import_module("transformers.models.glm4v.video_processing_glm4v")
         return module.Glm4vVideoProcessor()
     raise ValueError(f"no released video processor for {family!r} here")
+
+
+def processor_sampled_frames(
+    proc: Any, frames: int, video_fps: float, h: int, w: int, sample: dict[str, Any] | None = None
+) -> list[int]:
+    """The frame indices a transformers video processor's ``preprocess`` samples from a clip of ``frames``
+    frames at ``video_fps`` of ``h x w`` px (do_sample_frames on): ``sample_frames(metadata, fps=...,
+    num_frames=...)`` with the processor's own values overridden by ``sample``; a count goes with
+    ``fps=None`` (the two are exclusive there)."""
+    from transformers.video_utils import VideoMetadata
+
+    metadata = VideoMetadata(
+        total_num_frames=frames, fps=video_fps, duration=frames / video_fps, width=w, height=h
+    )
+    kwargs = {"fps": proc.fps, "num_frames": proc.num_frames, **(sample or {})}
+    if kwargs["num_frames"] is not None:
+        kwargs["fps"] = None
+    return list(proc.sample_frames(metadata, **kwargs))

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hf_reference import processor_sampled_frames
 from media import write_video
 from transformers.models.hy_v4_vl.configuration_hy_v4_vl import HYV4VLConfig
 from transformers.models.hy_v4_vl.processing_hy_v4_vl import HYV4VLProcessor
@@ -97,13 +98,7 @@ def _expected(
     ``sample_frames(metadata, **kwargs)`` with its own ``fps`` / ``num_frames`` (do_sample_frames on), then
     ``smart_resize`` on the sampled clip; ``get_num_of_video_patches`` does that sizing. A count is given
     to ``sample_frames`` with ``fps=None`` (the two are exclusive there)."""
-    metadata = VideoMetadata(
-        total_num_frames=frames, fps=video_fps, duration=frames / video_fps, width=w, height=h
-    )
-    kwargs = {"fps": proc.fps, "num_frames": proc.num_frames, **(sample or {})}
-    if kwargs["num_frames"] is not None:
-        kwargs["fps"] = None
-    idx = proc.sample_frames(metadata, **kwargs)
+    idx = processor_sampled_frames(proc, frames, video_fps, h, w, sample)
     _, t, gh, gw = proc.get_num_of_video_patches(len(idx), h, w)
     return (t, gh, gw), np.asarray(idx) / video_fps
 

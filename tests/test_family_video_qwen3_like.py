@@ -35,9 +35,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hf_reference import released_video_processor
+from hf_reference import processor_sampled_frames, released_video_processor
 from media import write_video
-from transformers.video_utils import VideoMetadata
 
 import mrope
 from mrope import LayoutError, MediaError, Video, build_positions
@@ -120,13 +119,7 @@ def _expected(
     two are exclusive there), then ``resize``'s ``smart_resize`` on the sampled clip (no per-frame cap:
     ``cap_pixels_per_frame`` is unset) and ``patchify``'s grid; the patch count is checked against the
     processor's ``get_num_of_video_patches``."""
-    metadata = VideoMetadata(
-        total_num_frames=frames, fps=video_fps, duration=frames / video_fps, width=w, height=h
-    )
-    kwargs = {"fps": proc.fps, "num_frames": proc.num_frames, **(sample or {})}
-    if kwargs["num_frames"] is not None:
-        kwargs["fps"] = None
-    idx = proc.sample_frames(metadata, **kwargs)
+    idx = processor_sampled_frames(proc, frames, video_fps, h, w, sample)
     n, tps = len(idx), proc.temporal_patch_size
     rh, rw = _module(family).smart_resize(
         num_frames=n,

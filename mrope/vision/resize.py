@@ -25,6 +25,16 @@ def _pixels(value: object, name: str) -> float:
     return float(value)
 
 
+def _check_aspect(height: int, width: int, limit: float) -> None:
+    """Refuse a ``height x width`` image (pixels, both positive) whose long side is over ``limit`` times
+    its short side, as the processors do."""
+    if max(height, width) / min(height, width) > limit:
+        raise MediaError(
+            f"aspect ratio must be at most {limit}; got {height}x{width} (h x w), ratio "
+            f"{max(height, width) / min(height, width):.2f}"
+        )
+
+
 def smart_resize(
     height: int,
     width: int,
@@ -71,11 +81,7 @@ def smart_resize(
             height, width = factor, round(width * factor / height)
         if width < factor:
             height, width = round(height * factor / width), factor
-    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
-        raise MediaError(
-            f"aspect ratio must be at most {MAX_ASPECT_RATIO}; got {height}x{width} (h x w), ratio "
-            f"{max(height, width) / min(height, width):.1f}"
-        )
+    _check_aspect(height, width, MAX_ASPECT_RATIO)
     h_bar = round(height / factor) * factor
     w_bar = round(width / factor) * factor
     if h_bar * w_bar > hi:
@@ -163,11 +169,7 @@ def smart_resize_clip(
     if height < factor or width < factor:
         scale = max(factor / height, factor / width)
         height, width = int(height * scale), int(width * scale)
-    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
-        raise MediaError(
-            f"aspect ratio must be at most {MAX_ASPECT_RATIO}; got {height}x{width} (h x w), ratio "
-            f"{max(height, width) / min(height, width):.1f}"
-        )
+    _check_aspect(height, width, MAX_ASPECT_RATIO)
     h_bar = round(height / factor) * factor
     w_bar = round(width / factor) * factor
     t_bar = round(n / tf) * tf
@@ -234,11 +236,7 @@ def smart_resize_tokens(
             f"frame count, size, resize factor and pixel budgets must be positive; got {n} frames of "
             f"{height}x{width} (h x w), factor {factor}, max_pixels {budget_px}, frame_max_pixels {frame_px}"
         )
-    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
-        raise MediaError(
-            f"aspect ratio must be at most {MAX_ASPECT_RATIO}; got {height}x{width} (h x w), ratio "
-            f"{max(height, width) / min(height, width):.1f}"
-        )
+    _check_aspect(height, width, MAX_ASPECT_RATIO)
     most_rows, most_cols = max(1, height // factor), max(1, width // factor)
     tokens = budget_px // (factor * factor)
     for rows in range(most_rows, 0, -1):
@@ -295,11 +293,7 @@ def smart_resize_edges(
             f"both sides must be at least the resize factor {factor} px for this model's image processor; "
             f"got {height}x{width} (h x w)"
         )
-    if max(height, width) / min(height, width) > EDGES_MAX_ASPECT_RATIO:
-        raise MediaError(
-            f"aspect ratio must be at most {EDGES_MAX_ASPECT_RATIO} for this model's image processor; got "
-            f"{height}x{width} (h x w), ratio {max(height, width) / min(height, width):.2f}"
-        )
+    _check_aspect(height, width, EDGES_MAX_ASPECT_RATIO)
     scale = 1.0
     if min(height, width) < shortest:
         scale = shortest / min(height, width)
