@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from mrope.canvas import canvas_row
+from mrope.canvas import canvas_row, check_marker_ids
 from mrope.errors import LayoutError
 from mrope.models import ModelLike, resolve_rules, resolve_tokenizer
 from mrope.rules import LayoutRules
@@ -634,6 +634,11 @@ class _Plan:
         elif self.rules.positions_base == "canvas" and isinstance(seg, (Image, Video)):
             self._canvas(seg, index)
         elif isinstance(seg, Image):
+            if seg.thumbnail_grid is not None:
+                raise LayoutError(
+                    f"image (segment {index}): a sliced picture (tiles with thumbnail_grid) needs the canvas "
+                    f"rule; the {self.rules.name!r} rules have positions_base={self.rules.positions_base!r}"
+                )
             self.image_grids.append(seg.grid)
             self.wrapped(index, seg.wrap, lambda: self._image(seg, index))
         elif isinstance(seg, Video) and seg.audio is None:
@@ -655,6 +660,7 @@ class _Plan:
         joined by the newline token. Grids are reported per crop ``(1, h, w)``, in order, as the token
         interface takes them; positions are written by :func:`mrope.canvas.canvas_row` over the tokens."""
         rules = self.rules
+        check_marker_ids(rules)
         if isinstance(seg, Video) and (seg.audio is not None or not seg.wrap):
             raise LayoutError(
                 f"video (segment {index}): the canvas rule takes wrapped video frames without audio"

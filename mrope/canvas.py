@@ -73,6 +73,21 @@ def _frames(ids: list[int], types: list[int], markers: set[int], slice_start: in
     return groups
 
 
+def check_marker_ids(rules: LayoutRules) -> None:
+    """Refuse canvas rules whose marker ids are unset (they come from a checkpoint's config).
+
+    Raises:
+        TokenError: ``slice_start_id``, ``slice_end_id`` or ``newline_id`` is ``None``.
+    """
+    ids_needed = (rules.slice_start_id, rules.slice_end_id, rules.newline_id)
+    if any(v is None for v in ids_needed):
+        raise TokenError(
+            f"the canvas rule needs its marker ids (slice_start_id, slice_end_id, newline_id); the "
+            f"{rules.name!r} rules have {ids_needed}: they come from the checkpoint's config "
+            "(mrope.from_pretrained) or rules={...}"
+        )
+
+
 def canvas_row(
     ids: list[int],
     types: list[int],
@@ -88,13 +103,7 @@ def canvas_row(
         rules: marker ids (``vision_start_id``, ``vision_end_id``, ``slice_start_id``, ``slice_end_id``,
             ``newline_id``) and ``merge_size``.
     """
-    ids_needed = (rules.slice_start_id, rules.slice_end_id, rules.newline_id)
-    if any(v is None for v in ids_needed):
-        raise TokenError(
-            f"the canvas rule needs its marker ids (slice_start_id, slice_end_id, newline_id); the "
-            f"{rules.name!r} rules have {ids_needed}: they come from the checkpoint's config "
-            "(mrope.from_pretrained) or rules={...}"
-        )
+    check_marker_ids(rules)
     n = len(ids)
     merge = rules.merge_size
     slice_start = int(rules.slice_start_id)  # type: ignore[arg-type]

@@ -213,11 +213,12 @@ class Preprocessor:
         either (the column types are fixed per job, so a record's own model cannot decide them)."""
         if isinstance(self.rules, LayoutRules):
             return self.rules
-        if self.model is None:
+        model = self.job_model()  # model=, or the checkpoint of model_dir=
+        if model is None:
             return None
         overrides = dict(self.rules) if isinstance(self.rules, Mapping) else {}
         kept = {k: v for k, v in overrides.items() if k == override}
-        return resolve_rules(self.model, kept or None)
+        return resolve_rules(model, kept or None)
 
     def media(self) -> MediaAccess:
         """What records may read: ``media_access``, by default local files (relative to ``base_dir``),

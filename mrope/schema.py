@@ -360,8 +360,25 @@ class ImageSegment(StrictModel):
                 "thumbnail_grid (a thumbnail before the tiles) needs tiles [cols, rows] and no thumbnail "
                 f"(one after the tiles); got {got}"
             )
+        if self.thumbnail_grid is not None and self.thumbnail_grid[0] != 1:
+            raise ValueError(f"thumbnail_grid is one frame, [1, h, w]; got {self.thumbnail_grid}")
         if self.generate and self.tiles is not None:
             raise ValueError("generate (an image the model will generate) takes no tiles")
+        if self.generate:
+            odd = [
+                f"{k} {v}"
+                for k, v, ok in (
+                    ("grid", self.grid, self.grid is None or self.grid[0] == 1),
+                    ("origin", self.origin, not self.origin or list(self.origin) == [0, 0]),
+                    ("wrap", "false", self.wrap),
+                )
+                if not ok
+            ]
+            if odd:
+                raise ValueError(
+                    "generate (an image the model will generate) is one 2-D target: a grid [1, h, w] or a "
+                    f"size, no origin, wrapped; got {', '.join(odd)}"
+                )
         return self
 
 
@@ -458,6 +475,8 @@ class VideoSegment(StrictModel):
                 f"a video's tiles and thumbnail_grid go together (MiniCPM-V's sliced frames); got {given} "
                 f"without {missing}"
             )
+        if self.thumbnail_grid is not None and self.thumbnail_grid[0] != 1:
+            raise ValueError(f"thumbnail_grid is one frame, [1, h, w]; got {self.thumbnail_grid}")
         if self.path is not None:
             extra = [
                 k

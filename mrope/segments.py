@@ -48,6 +48,14 @@ def _grid(value: Any, what: str) -> tuple[int, int, int]:
     return grid  # type: ignore[return-value]
 
 
+def _thumbnail_grid(value: Any, owner: str) -> tuple[int, int, int]:
+    """A sliced picture's thumbnail grid: one frame, ``(1, h, w)`` patches."""
+    grid = _grid(value, f"{owner} thumbnail")
+    if grid[0] != 1:
+        raise LayoutError(f"{owner} thumbnail_grid is one frame, (1, h, w); got {value!r}")
+    return grid
+
+
 def _positive(value: Any, name: str) -> float:
     if (
         isinstance(value, bool)
@@ -140,7 +148,7 @@ class Image:
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Image"))
         if self.thumbnail_grid is not None:
-            object.__setattr__(self, "thumbnail_grid", _grid(self.thumbnail_grid, "Image thumbnail"))
+            object.__setattr__(self, "thumbnail_grid", _thumbnail_grid(self.thumbnail_grid, "Image"))
             if self.tiles is None or self.thumbnail:
                 raise LayoutError("Image thumbnail_grid needs tiles=(cols, rows) and no thumbnail=True")
         if self.tiles is not None:
@@ -167,8 +175,13 @@ class Image:
         object.__setattr__(self, "origin", origin)
         if not isinstance(self.generate, bool):
             raise LayoutError(f"Image generate must be true or false; got {self.generate!r}")
-        if self.generate and self.tiles is not None:
-            raise LayoutError("an Image to generate (generate=True) cannot have tiles")
+        if self.generate and (
+            self.tiles is not None or self.grid[0] != 1 or origin != (0, 0) or not self.wrap
+        ):
+            raise LayoutError(
+                "an Image to generate (generate=True) is one 2-D target: grid (1, h, w), no tiles, no origin, "
+                f"wrap=True; got grid {self.grid}, tiles {self.tiles}, origin {origin}, wrap {self.wrap}"
+            )
 
 
 @dataclass(frozen=True, init=False)
@@ -282,7 +295,7 @@ class Video:
             if tiles is None or len(tiles) != 2 or min(tiles) < 1:
                 raise LayoutError(f"Video tiles must be (cols, rows), two positive ints; got {self.tiles!r}")
             object.__setattr__(self, "tiles", tiles)
-            object.__setattr__(self, "thumbnail_grid", _grid(self.thumbnail_grid, "Video thumbnail"))
+            object.__setattr__(self, "thumbnail_grid", _thumbnail_grid(self.thumbnail_grid, "Video"))
 
     def resolved_second_per_grid(self, temporal_patch_size: int, default_fps: float) -> float:
         """Seconds per temporal patch: ``second_per_grid`` or ``temporal_patch_size / fps``."""

@@ -272,11 +272,15 @@ def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: Lay
                 plain = False
             else:
                 pieces += t
-            if seg.thumbnail_grid is not None:  # MiniCPM-V's sliced frames: a thumbnail before each frame
-                tt, th, tw = seg.thumbnail_grid
-                floor += t * tt * th * tw // m2
-                plain = False
         elif not isinstance(seg, mrope.Image) or seg.tiles is not None:
+            plain = False
+        if seg.thumbnail_grid is not None and rules.positions_base == "canvas":
+            # MiniCPM-V's sliced pictures and frames: per frame <image> thumbnail (grid (1, h, w)) </image>,
+            # then the cols x rows slices, each between a start and an end marker, a newline between rows
+            _, th, tw = seg.thumbnail_grid
+            cols, rows = seg.tiles
+            frames = t if isinstance(seg, mrope.Video) else 1
+            floor += frames * (2 + th * tw // m2 + 2 * cols * rows + rows - 1)
             plain = False
     return Weight(floor, patches, pieces, plain)
 
@@ -306,7 +310,9 @@ def count_tokens(
     """The exact token count of ``segments``, refusing (413) anything over ``MROPE_MAX_TOKENS`` before a
     position is written: first by :func:`token_floor` (``floor`` when the caller has it), then by
     :func:`mrope.count_tokens` (which needs the tokenizer for timestamped videos: 422 without one)."""
-    check_tokens(token_floor(segments, rules) if floor is None else floor, settings)
+    targets = any(isinstance(seg, mrope.Image) and seg.generate for seg in segments)
+    what = "the token count with the images to generate" if targets else "the token count"
+    check_tokens(token_floor(segments, rules) if floor is None else floor, settings, what)
     check_tokenizer_for_videos(segments, rules, tokenizer)
     n = mrope.count_tokens(segments, rules=rules, tokenizer=tokenizer)
     check_tokens(n, settings)

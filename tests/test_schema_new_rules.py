@@ -30,11 +30,12 @@ from hf_reference import MINICPM_IDS, MiniCPMRopeIndex
 from transformers.models.glm_image.configuration_glm_image import GlmImageConfig
 from transformers.models.glm_image.modeling_glm_image import GlmImageModel
 
-from mrope import Audio, Image, Text, Video
+from mrope import Audio, Image, LayoutError, Text, TokenError, Video, build_positions, count_tokens
 from mrope.cli import main
 from mrope.pipeline import Preprocessor
 from mrope.rules import resolve_rules
 from mrope.schema import AudioSegment, ImageSegment, VideoSegment, parse_request, parse_segments, to_segments
+from service import convert
 from service.app import create_app
 from service.settings import Settings
 
@@ -369,6 +370,30 @@ REFUSED: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
         "segment 0: tiles, thumbnail_grid go with a grid",
     ),
     (
+        "a thumbnail of two frames",
+        MC,
+        {"type": "image", "grid": [1, 16, 24], "tiles": [3, 2], "thumbnail_grid": [2, 12, 8]},
+        "segment 0: thumbnail_grid is one frame, [1, h, w]; got [2, 12, 8]",
+    ),
+    (
+        "a video thumbnail of many frames",
+        MC,
+        {"type": "video", "grid": [2, 8, 16], "tiles": [2, 1], "thumbnail_grid": [1000000, 8, 12]},
+        "segment 0: thumbnail_grid is one frame, [1, h, w]; got [1000000, 8, 12]",
+    ),
+    (
+        "an image to generate with frames",
+        GLM,
+        {"type": "image", "grid": [3, 2, 4], "generate": True},
+        "is one 2-D target: a grid [1, h, w] or a size, no origin, wrapped; got grid [3, 2, 4]",
+    ),
+    (
+        "an image to generate at an origin, unwrapped",
+        GLM,
+        {"type": "image", "grid": [1, 2, 4], "generate": True, "origin": [1, 1], "wrap": False},
+        "is one 2-D target: a grid [1, h, w] or a size, no origin, wrapped; got origin [1, 1], wrap false",
+    ),
+    (
         "a thumbnail grid of two numbers",
         MC,
         {"type": "image", "grid": [1, 16, 24], "tiles": [3, 2], "thumbnail_grid": [12, 8]},
@@ -404,7 +429,15 @@ def test_the_librarys_own_layout_errors_come_through(client) -> None:
         "model": "qwen2-vl",
         "segments": [{"type": "video", "grid": [2, 8, 16], "tiles": [2, 1], "thumbnail_grid": [1, 8, 12]}],
     }
-    for body, words in ((late, "must come after every other segment"), (sliced, "need the canvas rule")):
+    sliced_image = {
+        "model": "qwen2-vl",
+        "segments": [{"type": "image", "grid": [1, 8, 16], "tiles": [2, 1], "thumbnail_grid": [1, 8, 12]}],
+    }
+    for body, words in (
+        (late, "must come after every other segment"),
+        (sliced, "need the canvas rule"),
+        (sliced_image, "a sliced picture (tiles with thumbnail_grid) needs the canvas rule"),
+    ):
         resp = client.post("/v1/positions", json=body)
         assert resp.status_code == 422 and resp.json()["error"]["code"] == "layout_error", resp.text
         assert words in resp.json()["error"]["message"]
@@ -416,7 +449,95 @@ def test_sliced_frames_count_their_thumbnails_against_the_token_cap() -> None:
     with TestClient(create_app(Settings(max_tokens=100_000))) as c:
         resp = c.post("/v1/positions", json={**MC, "segments": [seg]})
     assert resp.status_code == 413 and resp.json()["error"]["cap"] == "MROPE_MAX_TOKENS", resp.text
-    assert "1,048,577,000" in resp.json()["error"]["message"]  # 1000 * (1 + 4096 * 4096 / 16)
+    # per frame: one 4x4-patch slice (1 token, merge 4) between <slice> and </slice>, and the thumbnail's
+    # 4096 * 4096 / 16 tokens between <image> and </image>
+    assert "1,048,581,000" in resp.json()["error"]["message"]  # 1000 * (1 + 2 + 1048576 + 2)
+
+
+def test_the_library_refuses_what_the_schema_refuses() -> None:
+    """The same checks hold for library segments built by hand."""
+    for make, words in (
+        (lambda: Image(grid=(3, 2, 4), generate=True), "one 2-D target"),
+        (lambda: Image(grid=(1, 2, 4), generate=True, origin=(1, 1)), "one 2-D target"),
+        (lambda: Image(grid=(1, 2, 4), generate=True, wrap=False), "one 2-D target"),
+        (lambda: Image(grid=(1, 16, 24), tiles=(3, 2), thumbnail_grid=(2, 12, 8)), "one frame"),
+        (lambda: Video(grid=(2, 8, 16), tiles=(2, 1), thumbnail_grid=(9, 8, 12)), "one frame"),
+    ):
+        with pytest.raises(LayoutError, match=words):
+            make()
+
+
+@pytest.mark.parametrize(
+    "segment",
+    [
+        {"type": "image", "grid": [1, 16, 24], "tiles": [3, 2], "thumbnail_grid": [1, 12, 8]},
+        {"type": "video", "grid": [2, 8, 16], "tiles": [2, 1], "thumbnail_grid": [1, 8, 12]},
+    ],
+)
+def test_sliced_pictures_without_marker_ids_are_refused_not_a_crash(
+    client, capsys, tmp_path, segment
+) -> None:
+    """MiniCPM-V 4.7's registry rules have no marker ids until a checkpoint gives them: a sliced picture
+    is a 422 naming them (it was a 500: the builder wrote the missing ids before any check)."""
+    body = {"model": "minicpm-v-4.7", "segments": [{"type": "text", "tokens": 2}, segment]}
+    resp = client.post("/v1/positions", json=body)
+    assert resp.status_code == 422, resp.text
+    assert "needs its marker ids" in resp.json()["error"]["message"]
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(body))
+    assert main(["positions", "--spec", str(spec), "--json"]) == 2
+    assert "needs its marker ids" in capsys.readouterr().err
+    with pytest.raises(TokenError, match="needs its marker ids"):
+        build_positions(
+            to_segments(parse_segments(body["segments"]), resolve_rules("minicpm-v-4.7")),
+            model="minicpm-v-4.7",
+        )
+
+
+def test_the_service_counts_every_token_of_a_sliced_picture() -> None:
+    """The service decides from arithmetic whether a request is small enough to build on its event loop
+    (and refuses one over the cap before building): for sliced pictures its count is exact. By hand, per
+    picture (merge 4, 16 patches a token): <image> thumbnail </image>, then per slice <slice> crop
+    </slice>, a newline between rows."""
+    rules = resolve_rules("minicpm-v-4.7", MARKERS)
+    cases = [
+        # grid [1, 16, 24] in 3 x 2 slices, thumbnail 12 x 8: 2 + 6 + 24 + 2 * 6 + 1
+        (Image(grid=(1, 16, 24), tiles=(3, 2), thumbnail_grid=(1, 12, 8)), 45),
+        # two frames of 8 x 16 in 2 x 1 slices, thumbnail 8 x 12: 2 * (2 + 6 + 8 + 2 * 2 + 0)
+        (Video(grid=(2, 8, 16), tiles=(2, 1), thumbnail_grid=(1, 8, 12)), 40),
+        # a 724 x 724 grid in 181 x 181 one-token slices, a 4 x 4 thumbnail: the markers outnumber the crops
+        (
+            Image(grid=(1, 724, 724), tiles=(181, 181), thumbnail_grid=(1, 4, 4)),
+            2 + 1 + 32761 + 2 * 32761 + 180,
+        ),
+    ]
+    for seg, want in cases:
+        assert convert.weigh([seg], rules).token_floor == want == count_tokens([seg], rules=rules)
+    heavy = convert.weigh([cases[2][0]], rules)
+    assert not heavy.light(Settings())  # 98,466 tokens: built off the event loop (it was counted 32,761)
+
+
+def test_the_cap_message_says_it_counts_the_images_to_generate() -> None:
+    body = {
+        **GLM,
+        "segments": [{"type": "text", "tokens": 3}, {"type": "image", "grid": [1, 64, 64], "generate": True}],
+    }
+    with TestClient(create_app(Settings(max_tokens=1000))) as c:
+        resp = c.post("/v1/positions", json=body)
+    assert resp.status_code == 413, resp.text
+    # 3 prompt tokens and 64 * 64 target tokens (GLM-Image merges nothing)
+    assert resp.json()["error"]["message"].startswith("the token count with the images to generate is 4,099,")
+
+
+def test_a_job_from_a_checkpoint_folder_has_the_generation_column(tmp_path: Path) -> None:
+    """``Preprocessor(model_dir=...)`` of a GLM-Image checkpoint decides the column from the checkpoint
+    (it read only model=, so every record with targets was refused)."""
+    (tmp_path / "config.json").write_text(json.dumps(GlmImageConfig().to_dict()))
+    job = Preprocessor(model_dir=tmp_path)
+    assert job.generates_images
+    row = job.record({key: value for key, value in GLM_BODY.items() if key != "model"})
+    assert row["error"] == ""
+    assert_matches({k: np.asarray(v).tolist() for k, v in row.items()}, glm_expected(), "model_dir job")
 
 
 # ------------------------------------------------------------------------ the schema covers the library
@@ -447,7 +568,7 @@ FULL = [
         thumbnail_grid=(1, 12, 8),
     ),
     Image((1, 8, 8), tiles=(2, 2), thumbnail=True),
-    Image((1, 6, 4), origin=(1, 1), generate=True),
+    Image((1, 6, 4), generate=True),
     Video(
         (2, 8, 16),
         fps=1.5,
