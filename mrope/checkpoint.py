@@ -265,6 +265,7 @@ def from_pretrained(
 
     table = {**CHECKPOINT_FIELDS, **base.checkpoint_fields}
     got = _Collected()
+    from_file: dict[str, set[str]] = {kind: set() for kind in _FILES}  # fields each file's keys set
     for key, ids_target in base.config_ids.items():
         for value, at in _config_values(config, key):
             for name in (ids_target,) if isinstance(ids_target, str) else ids_target:
@@ -291,8 +292,15 @@ def from_pretrained(
         for value, at in found:
             if isinstance(choice, CheckpointChoice):
                 got.set(choice.field, choice.value_of(value, at), at, shown=value)
+                from_file[kind].add(choice.field)
             for name in _fields_for(key, table):
                 got.set(name, _number(name, value, at), at)
+                from_file[kind].add(name)
+    for kind, defaults in base.processor_defaults.items():
+        if kind in files:  # a present file runs its processor's class default for what it leaves out
+            for name, value in defaults.items():
+                if name not in from_file[kind]:
+                    got.set(name, value, f"{names[kind]}: {name} not set (the processor's class default)")
     changes = {name: value for name, (value, _) in got.values.items()}
     axes = len(spec.mrope_section)
     if axes != base.rules.num_axes:

@@ -366,6 +366,24 @@ def test_from_pretrained_honours_the_saved_video_processor(tmp_path: Path, neste
     assert changed >= 10
 
 
+@pytest.mark.parametrize(
+    ("saved", "match"),
+    [
+        ({"do_sample_frames": False}, "every frame is kept"),
+        ({"do_resize": False}, "frames keep their own size"),
+    ],
+)
+def test_from_pretrained_refuses_a_processor_that_keeps_frames_as_given(
+    tmp_path: Path, saved: dict[str, Any], match: str
+) -> None:
+    """``do_sample_frames`` false (the class default, written out) keeps every frame it is given;
+    ``do_resize`` false keeps their size: grids mrope's rules do not make, so a saved false is refused."""
+    with pytest.raises(LayoutError, match=match):
+        mrope.from_pretrained(_checkpoint(tmp_path, saved))
+    on = mrope.from_pretrained(_checkpoint(tmp_path / "on", {"do_sample_frames": True, "do_resize": True}))
+    assert on.rules == FAMILY.rules
+
+
 def test_from_pretrained_ignores_keys_the_processor_does_not_read(tmp_path: Path) -> None:
     """``min_pixels`` / ``max_pixels`` are not HYV4VLVideoProcessor kwargs: they change nothing there."""
     folder = _checkpoint(tmp_path, {"min_pixels": 1, "max_pixels": 1000, "size": {"longest_edge": 33554432}})

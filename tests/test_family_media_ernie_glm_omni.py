@@ -393,7 +393,8 @@ def test_ernie_from_pretrained_ignores_the_pixel_keys_its_processors_do_not_read
         ({"fps": 2}, "saved rate"),
         ({"num_frames": 32}, "fixed frame count"),
         ({"do_sample_frames": False}, "every frame is kept"),
-        ({"do_sample_frames": True, "fps": None}, None),
+        ({"do_resize": False}, "frames keep their own size"),
+        ({"do_sample_frames": True, "do_resize": True, "fps": None}, None),
     ],
 )
 def test_ernie_from_pretrained_refuses_the_sampling_it_does_not_compute(
@@ -589,8 +590,13 @@ def test_glm_from_pretrained_refuses_a_processor_that_does_not_sample(tmp_path: 
     folder = _folder(tmp_path, _glm_config(family), video_preprocessor_config={"do_sample_frames": False})
     with pytest.raises(LayoutError, match="every frame is kept"):
         mrope.from_pretrained(folder)
+    folder = _folder(tmp_path / "keep", _glm_config(family), video_preprocessor_config={"do_resize": False})
+    with pytest.raises(LayoutError, match="frames keep their own size"):
+        mrope.from_pretrained(folder)
     folder = _folder(
-        tmp_path / "on", _glm_config(family), video_preprocessor_config={"do_sample_frames": True}
+        tmp_path / "on",
+        _glm_config(family),
+        video_preprocessor_config={"do_sample_frames": True, "do_resize": True},
     )
     assert mrope.from_pretrained(folder).rules == get_family(family).rules
 

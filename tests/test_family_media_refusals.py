@@ -376,3 +376,53 @@ def test_minicpm_refusal_reaches_the_faces(photo, tmp_path, capsys) -> None:
     )
     assert "slices each image" in row["error"]
     assert json.dumps(row["error"])  # a plain string
+
+
+@pytest.mark.parametrize(
+    "saved",
+    [
+        {"patch_size": 16, "merge_size": 1},  # no size: the processor's class default bounds
+        {"patch_size": 16, "merge_size": 1, "size": {"shortest_edge": 512**2, "longest_edge": 2048**2}},
+        {"patch_size": 16, "merge_size": 1, "min_pixels": 300**2, "max_pixels": 1500**2},
+    ],
+)
+def test_glm_image_checkpoint_sizes_as_its_processor_loads_it(tmp_path, saved) -> None:
+    """A GLM-Image ``preprocessor_config.json`` runs ``GlmImageImageProcessorPil``'s class defaults for what
+    it leaves out (56^2 .. 28^2 * 1280 px, not the registry's 512^2 .. 2048^2): grids against the processor
+    ``from_pretrained`` loads from the same folder."""
+    from transformers.models.glm_image import image_processing_pil_glm_image as module
+    from transformers.models.glm_image.configuration_glm_image import GlmImageConfig
+
+    (tmp_path / "config.json").write_text(json.dumps(GlmImageConfig().to_dict()))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(saved))
+    family = mrope.from_pretrained(tmp_path)
+    proc = module.GlmImageImageProcessorPil.from_pretrained(tmp_path)
+    compared = 0
+    for height, width in SIZES:
+        try:
+            h, w = module.smart_resize(
+                height,
+                width,
+                factor=proc.patch_size * proc.merge_size,
+                min_pixels=proc.size["shortest_edge"],
+                max_pixels=proc.size["longest_edge"],
+            )
+        except ValueError:
+            with pytest.raises(MediaError):
+                image_grid(height, width, model=family)
+            continue
+        assert image_grid(height, width, model=family) == (1, h // proc.patch_size, w // proc.patch_size)
+        compared += 1
+    assert compared > len(SIZES) // 2
+    if "size" not in saved and "min_pixels" not in saved:  # the case the registry's values got wrong
+        assert image_grid(1080, 1920, model=family) != image_grid(1080, 1920, model="glm-image")
+
+
+def test_glm_image_checkpoint_without_patch_size_contradicts_its_vision_config(tmp_path) -> None:
+    """The processor's class default patch (14) against the vision config's 16: refused, named."""
+    from transformers.models.glm_image.configuration_glm_image import GlmImageConfig
+
+    (tmp_path / "config.json").write_text(json.dumps(GlmImageConfig().to_dict()))
+    (tmp_path / "preprocessor_config.json").write_text("{}")
+    with pytest.raises(LayoutError, match="patch_size not set .the processor's class default. = 14"):
+        mrope.from_pretrained(tmp_path)

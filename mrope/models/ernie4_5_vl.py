@@ -18,7 +18,7 @@ processor does with one. A checkpoint that saves ``fps`` or ``num_frames`` is re
 class default); ``min_pixels`` / ``max_pixels`` are read by neither processor (only ``size``).
 """
 
-from mrope.models.family import CheckpointChoice, ModelFamily
+from mrope.models.family import CheckpointChoice, ModelFamily, video_processor_switches
 from mrope.rules import LayoutRules
 from mrope.spec import RopeSpec
 
@@ -90,8 +90,8 @@ FAMILY = ModelFamily(
             {},
             why="a fixed frame count; mrope samples as the class default, which has none",
         ),
-        "video:do_sample_frames": CheckpointChoice(
-            "frame_sampling", {True: "ernie"}, why="without sampling every frame is kept, past max_frames"
+        **video_processor_switches(
+            "ernie", "frame", sampling_why="without sampling every frame is kept, past max_frames"
         ),
     },
 )

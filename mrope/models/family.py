@@ -65,6 +65,25 @@ class CheckpointChoice:
         return self.values[accepted[0]]
 
 
+def video_processor_switches(
+    frame_sampling: str,
+    video_bounds: str,
+    *,
+    sampling_why: str = "without sampling every frame is kept",
+) -> dict[str, CheckpointChoice]:
+    """A transformers video processor's ``do_sample_frames`` and ``do_resize`` keys: ``true`` is the rule
+    mrope computes (``frame_sampling`` / ``video_bounds``); ``false`` changes grids (every frame kept,
+    frames kept at their own size) and is refused."""
+    return {
+        "video:do_sample_frames": CheckpointChoice(
+            "frame_sampling", {True: frame_sampling}, why=sampling_why
+        ),
+        "video:do_resize": CheckpointChoice(
+            "video_bounds", {True: video_bounds}, why="without resizing the frames keep their own size"
+        ),
+    }
+
+
 @dataclass(frozen=True)
 class ModelFamily:
     """One model family (see the module docstring).
@@ -87,6 +106,10 @@ class ModelFamily:
             :class:`CheckpointChoice` reads a named value (MiniCPM-V 4.7's ``downsample_mode``).
         tokenizer: the checkpoint's tokenizer (``tokenizer.json``), used for timestamp text when a call
             passes none; ``None`` for registry families.
+        processor_defaults: ``{"image" | "video": {LayoutRules field: value}}``: what a processor config
+            file that is present but sets none of that field's keys stands for, where the processor's class
+            defaults differ from the registry's rules (GLM-Image, whose registry values are the vision
+            config's); ``{}``: the registry's rules.
         config_section_axes: the axis (0 = t, 1 = h, 2 = w, ...) of each entry of the config's
             ``mrope_section``, when the config orders them otherwise than :class:`RopeSpec` (ERNIE-4.5-VL
             writes (h, w, t): ``(1, 2, 0)``); ``None``: the same order.
@@ -104,6 +127,9 @@ class ModelFamily:
     checkpoint_fields: Mapping[str, str | tuple[str, ...] | CheckpointChoice | None] = field(
         default_factory=dict, hash=False, compare=True
     )
+    processor_defaults: Mapping[str, Mapping[str, Any]] = field(
+        default_factory=dict, hash=False, compare=True
+    )
     config_section_axes: tuple[int, ...] | None = None
     source: str = "registry"
     tokenizer: Any = field(default=None, hash=False, compare=False, repr=False)
@@ -115,6 +141,11 @@ class ModelFamily:
         object.__setattr__(self, "transformers5", _frozen(self.transformers5))
         object.__setattr__(self, "config_ids", _frozen(self.config_ids))
         object.__setattr__(self, "checkpoint_fields", _frozen(self.checkpoint_fields))
+        object.__setattr__(
+            self,
+            "processor_defaults",
+            _frozen({kind: _frozen(values) for kind, values in self.processor_defaults.items()}),
+        )
         if not isinstance(self.rules, LayoutRules):
             raise LayoutError(f"ModelFamily.rules must be a LayoutRules; got {type(self.rules).__name__}")
         if not isinstance(self.spec, RopeSpec):
@@ -128,7 +159,7 @@ class ModelFamily:
         args = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         for name, value in args.items():
             if isinstance(value, MappingProxyType):
-                args[name] = dict(value)
+                args[name] = {k: dict(v) if isinstance(v, MappingProxyType) else v for k, v in value.items()}
         return (_rebuild, (args,))
 
     def rules_for(self, convention: str = "released") -> LayoutRules:

@@ -8,7 +8,7 @@ Rotary: chunked [8, 12, 12], gptj (adjacent pairs), partial rotary 0.5 of head_d
 """
 
 from mrope.models import qwen2_vl
-from mrope.models.family import CheckpointChoice, ModelFamily
+from mrope.models.family import CheckpointChoice, ModelFamily, video_processor_switches
 from mrope.spec import RopeSpec
 
 GLM_CONFIG_IDS = {
@@ -32,9 +32,7 @@ def glm_checkpoint_fields(frame_sampling: str) -> dict[str, str | CheckpointChoi
         "image:max_pixels": None,
         "video:min_pixels": None,
         "video:max_pixels": None,
-        "video:do_sample_frames": CheckpointChoice(
-            "frame_sampling", {True: frame_sampling}, why="without sampling every frame is kept"
-        ),
+        **video_processor_switches(frame_sampling, "clip"),
     }
 
 

@@ -54,4 +54,15 @@ FAMILY = ModelFamily(
         "image_end_token_id": "vision_end_id",
         "image_token_id": "image_pad_id",
     },
+    # GlmImageImageProcessorPil's class defaults (image_processing_pil_glm_image.py: size 56^2 .. 28^2 *
+    # 1280, patch 14, merge 2), run by a preprocessor_config.json that leaves them out; the rules above
+    # are the vision config's and smart_resize's own defaults
+    processor_defaults={
+        "image": {
+            "patch_size": 14,
+            "merge_size": 2,
+            "image_min_pixels": 56 * 56,
+            "image_max_pixels": 28 * 28 * 1280,
+        }
+    },
 )

@@ -20,7 +20,7 @@ the processor then takes every frame it is given, which ``load_video(nframes=<th
 reproduces; the rules here are its sampling on, at the class fps.
 """
 
-from mrope.models.family import CheckpointChoice, ModelFamily
+from mrope.models.family import CheckpointChoice, ModelFamily, video_processor_switches
 from mrope.rules import LayoutRules
 from mrope.spec import RopeSpec
 
@@ -77,5 +77,7 @@ FAMILY = ModelFamily(
         "video:num_frames": CheckpointChoice(
             "frame_sampling", {}, why="a fixed frame count; mrope samples at the checkpoint's fps"
         ),
+        # do_sample_frames is off by class default; a file without the key is read as sampling (see above)
+        **video_processor_switches("qwen3-vl", "tokens"),
     },
 )

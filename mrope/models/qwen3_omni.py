@@ -22,7 +22,9 @@ Rotary (1239): Qwen3-VL's interleaved [24, 20, 20], neox, theta 1e6, head_dim 12
 Sizing: Qwen2VLImageProcessor / Qwen2VLVideoProcessor (the auto mappings) with patch 16, so the resize factor
 is 32; videos as Qwen2.5-Omni's (qwen-vl-utils' rule; the processor's own ``videos_kwargs`` size 128 * 32^2 ..
 768 * 32^2 px a frame, passed over any saved one), and the clip within 128000 tokens of 32^2 px
-(``int(max_video_tokens * factor**2 * 0.9)``, Qwen2VLVideoProcessor's capped resize), not of 28^2.
+(``int(max_video_tokens * factor**2 * 0.9)``, Qwen2VLVideoProcessor's capped resize), not of 28^2 (its
+integer share of the budget per frame differs from qwen-vl-utils' float one by a patch row in about 1 clip
+in 20,000: see :data:`mrope.models.qwen2_vl.QWEN2_VIDEO_FIELDS`).
 A video's ``second_per_grid`` is ``2 / fps`` with ``fps`` the processor's keyword, 1.0 by default (not
 Qwen2.5-Omni's 2.0, and not the rate the frames were sampled at).
 """

@@ -6,7 +6,7 @@ Sizing: patch 16 (resize factor 32).
 """
 
 from mrope.models import qwen2_vl
-from mrope.models.family import CheckpointChoice, ModelFamily
+from mrope.models.family import CheckpointChoice, ModelFamily, video_processor_switches
 from mrope.spec import RopeSpec
 
 QWEN3_VIDEO_FIELDS = {
@@ -18,12 +18,7 @@ QWEN3_VIDEO_FIELDS = {
     "video:num_frames": CheckpointChoice(
         "frame_sampling", {}, why="a fixed frame count; mrope samples at the checkpoint's fps"
     ),
-    "video:do_sample_frames": CheckpointChoice(
-        "frame_sampling", {True: "qwen3-vl"}, why="5.24 then keeps every frame it is given"
-    ),
-    "video:do_resize": CheckpointChoice(
-        "video_bounds", {True: "clip"}, why="5.24 then keeps the frames' size"
-    ),
+    **video_processor_switches("qwen3-vl", "clip"),
     # not Qwen3VLVideoProcessor kwargs: set as attributes by from_pretrained and read by nothing (its
     # bounds are size.shortest_edge / size.longest_edge only)
     "video:min_pixels": None,

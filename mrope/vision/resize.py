@@ -207,8 +207,9 @@ def smart_resize_tokens(
     Row counts are tried from the most down; for each, the widest column count the bounds allow is taken
     if the ray reaches it, that is ``cols >= floor(width * rows / height)`` (for ``rows > 1``) with
     ``cols <= ceil(width * (rows + 1) / height) - 1``. When no row count fits (a budget under one token a
-    frame), the frame is one merged patch, ``(factor, factor)``. Frames below ``factor`` are not refused
-    and become that one patch too. Integer arithmetic throughout.
+    frame), the frame is one merged patch, ``(factor, factor)``. Frames below ``factor`` are not refused:
+    a side below ``factor`` becomes one patch row (or column), ``smart_resize_tokens(10, 20, 1000) ==
+    (32, 992)``. Integer arithmetic throughout.
 
     Args:
         num_frames: sampled frames in the clip (the budget is shared by all of them).

@@ -214,12 +214,15 @@ def qwen3_vl_frame_indices(
         int64 ``[n]``, non-decreasing.
 
     Raises:
-        MediaError: fewer than ``temporal_patch_size`` frames to sample, bad counts or rates.
+        MediaError: fewer than ``temporal_patch_size`` frames to sample, more than
+            :data:`MAX_SAMPLED_VIDEO_FRAMES`, bad counts or rates.
     """
     total = _positive_int(num_frames, "num_frames")
     least = _positive_int(temporal_patch_size, "temporal_patch_size")
     if nframes is not None:  # the processor takes a count as is: a one-frame video gives it repeats
         n = _positive_int(nframes, "nframes")
+        if n > MAX_SAMPLED_VIDEO_FRAMES:
+            raise MediaError(f"nframes must be at most {MAX_SAMPLED_VIDEO_FRAMES:,}; got {n:,}")
     else:
         _check_not_a_still(total, min(least, FRAME_FACTOR))
         rate = _positive_real(video_fps, "video fps")
