@@ -17,7 +17,10 @@ Sizing (image_processing_pil_glm_image.py): ``image_bounds="edges"``, its own re
 under 16 px and aspect ratios above 4 refused), with the vision config's patch 16 and merge 1 (factor
 16). The 5.24 image processor's class defaults (patch 14, merge 2, Qwen's pixel bounds) contradict the
 vision config and its own ``smart_resize`` defaults; the released ``preprocessor_config.json`` was not
-available offline, so the values here are the vision config's and the function's defaults.
+available offline, so the values here are the vision config's and the function's defaults. A
+checkpoint's ``preprocessor_config.json`` that leaves the size or patch out runs the class defaults
+(``processor_defaults``): :func:`mrope.from_pretrained` reads it as the processor loads it, and a class
+patch of 14 against the vision config's 16 is refused as a contradiction.
 Videos (``video_support="none"``): no video processor and no video path in get_rope_index (it takes only
 ``image_grid_thw``): :func:`mrope.vision.load_video` and ``Video`` segments are refused.
 """
