@@ -721,24 +721,38 @@ def test_qwen3_omni_clip_budget_is_in_its_own_tokens() -> None:
     assert load_video(_info(9000, 30.0, 1080, 1920), model="qwen3-omni").grid == (t, gh, gw) == (300, 28, 52)
 
 
+# the image bounds of the released preprocessor_config.json (min_pixels 3136, max_pixels 12845056: the
+# Qwen2.5-Omni checkpoint, as the Qwen2/2.5-VL ones, SPEC section 5; Qwen3-Omni's file could not be read
+# offline and is taken to be the same), and the vision patch of each 5.24 config class
+OMNI_IMAGE_BOUNDS = (3136, 12845056)
+
+
+def _omni_vision_patch(family: str) -> tuple[int, int]:
+    if family == "qwen3-omni":
+        from transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe import Qwen3OmniMoeConfig as cls
+    else:
+        from transformers.models.qwen2_5_omni.configuration_qwen2_5_omni import Qwen2_5OmniConfig as cls
+    vision = cls().thinker_config.vision_config
+    return vision.patch_size, vision.spatial_merge_size
+
+
 @pytest.mark.parametrize("family", OMNIS)
 def test_omni_image_grid_equals_the_pil_image_processor(family: str) -> None:
-    """Qwen2VLImageProcessorPil with the registry's released bounds and patch size."""
+    """Qwen2VLImageProcessorPil with the released bounds and the config class's vision patch, each
+    written out here, not read from the registry."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
         Qwen2VLImageProcessorPil,
         smart_resize,
     )
 
-    rules = get_family(family).rules
-    size = {"shortest_edge": rules.image_min_pixels, "longest_edge": rules.image_max_pixels}
-    proc = Qwen2VLImageProcessorPil(size=size, patch_size=rules.patch_size)
-    factor = rules.patch_size * 2
+    patch, merge = _omni_vision_patch(family)
+    size = {"shortest_edge": OMNI_IMAGE_BOUNDS[0], "longest_edge": OMNI_IMAGE_BOUNDS[1]}
+    proc = Qwen2VLImageProcessorPil(size=size, patch_size=patch, merge_size=merge)
+    factor = patch * merge
     for h, w in _image_sizes(7):
         rh, rw = smart_resize(h, w, factor, size["shortest_edge"], size["longest_edge"])
-        assert image_grid(h, w, model=family) == (1, rh // rules.patch_size, rw // rules.patch_size), (h, w)
-        assert proc.get_number_of_image_patches(h, w, {}) == (rh // rules.patch_size) * (
-            rw // rules.patch_size
-        )
+        assert image_grid(h, w, model=family) == (1, rh // patch, rw // patch), (h, w)
+        assert proc.get_number_of_image_patches(h, w, {}) == (rh // patch) * (rw // patch)
 
 
 @pytest.mark.parametrize("family", OMNIS)

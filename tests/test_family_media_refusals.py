@@ -81,9 +81,9 @@ def test_load_video_refuses(family: str, clip) -> None:
 def test_video_support_is_a_rule_not_a_name(clip) -> None:
     """A family's rules with video_support switched back size the video again (by that rule), and any
     rules with it off refuse: the decision reads the value."""
-    assert (
-        load_video(clip, rules=get_family("paddleocr-vl").rules.replace(video_support="sized")).grid[0] >= 1
-    )
+    sized = get_family("paddleocr-vl").rules.replace(video_support="sized")
+    qwen = get_family("qwen2-vl").rules.replace(temporal_patch_size=sized.temporal_patch_size)
+    assert load_video(clip, rules=sized).grid == load_video(clip, rules=qwen).grid  # the same Qwen rule
     with pytest.raises(MediaError, match=NO_VIDEO_MESSAGE):
         load_video(clip, rules=get_family("qwen2-vl").rules.replace(video_support="grids"))
     with pytest.raises(LayoutError, match="video_support"):
@@ -186,13 +186,22 @@ def test_service_upload_of_a_video_is_a_422(family: str, clip, tmp_path) -> None
 
 
 def test_service_video_grids_follow_get_rope_index() -> None:
-    """Grid videos over JSON: PaddleOCR-VL answers, GLM-Image and HunyuanOCR refuse with a 422."""
+    """Grid videos over JSON: PaddleOCR-VL answers with its get_rope_index's positions (on the token ids
+    mrope lays out; the two conventions agree here, nothing follows the video), GLM-Image and HunyuanOCR
+    refuse with a 422."""
     with TestClient(create_app(Settings()), raise_server_exceptions=False) as client:
         segs = [{"type": "text", "tokens": 3}, {"type": "video", "grid": [2, 4, 4]}]
         ok = client.post("/v1/positions", json={"model": "paddleocr-vl", "segments": segs})
         assert ok.status_code == 200, ok.text
-        want = mrope.build_positions([Text(3), Video(grid=(2, 4, 4))], model="paddleocr-vl")
-        assert ok.json()["positions"] == want.ids.tolist()
+        laid = mrope.build_positions([Text(3), Video(grid=(2, 4, 4))], model="paddleocr-vl")
+        want, _ = _paddle_get_rope_index()(
+            torch.from_numpy(laid.input_ids[None]),
+            torch.from_numpy(laid.mm_token_type_ids[None]),
+            None,
+            torch.tensor([[2, 4, 4]]),
+            attention_mask=torch.ones(1, laid.num_tokens, dtype=torch.long),
+        )
+        assert ok.json()["positions"] == want[:, 0].tolist()
         for family in ("glm-image", "hunyuan-ocr"):
             resp = client.post("/v1/positions", json={"model": family, "segments": segs})
             assert resp.status_code == 422 and "images only" in resp.json()["error"]["message"], resp.text
@@ -252,14 +261,19 @@ def _processor(family: str):
         from transformers.models.hunyuan_vl.image_processing_pil_hunyuan_vl import HunYuanVLImageProcessorPil
 
         return HunYuanVLImageProcessorPil()
-    from transformers.models.glm_image.image_processing_pil_glm_image import GlmImageImageProcessorPil
+    import inspect
 
-    # the vision config (patch 16, spatial_merge_size 1) and smart_resize's own 512..2048 edge defaults
-    return GlmImageImageProcessorPil(
-        patch_size=16,
-        merge_size=1,
+    from transformers.models.glm_image import image_processing_pil_glm_image as module
+    from transformers.models.glm_image.configuration_glm_image import GlmImageConfig
+
+    # the vision config's patch and merge, and the module's smart_resize's own edge defaults (512..2048)
+    vision = GlmImageConfig().vision_config
+    bounds = inspect.signature(module.smart_resize).parameters
+    return module.GlmImageImageProcessorPil(
+        patch_size=vision.patch_size,
+        merge_size=vision.spatial_merge_size,
         temporal_patch_size=1,
-        size={"shortest_edge": 512**2, "longest_edge": 2048**2},
+        size={"shortest_edge": bounds["min_pixels"].default, "longest_edge": bounds["max_pixels"].default},
     )
 
 

@@ -190,6 +190,7 @@ _CLIPS = [  # frames, fps, height, width
     (3, 30.0, 480, 640),  # fewer frames than min_frames: all 3
     (7, 0.5, 1234, 567),  # fps below the target: all 7 (odd)
     (8, 4.0, 16, 16),  # frames below one patch: scaled up first
+    (45, 30.0, 17, 43),  # scaled up by a factor that int() truncates: (32, 64), not round()'s (32, 96)
     (12, 24.0, 20, 30),
     (300, 30.0, 1080, 1920),
     (9000, 30.0, 1080, 1920),  # the clip budget binds hard

@@ -28,16 +28,13 @@ import math
 from pathlib import Path
 
 import av
+import media
 import numpy as np
 import pytest
-
-pytest.importorskip("transformers")
-
-import media  # noqa: E402
-from hf_reference import released_video_processor  # noqa: E402
-from transformers.image_utils import load_image as hf_load_image  # noqa: E402
-from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as qwen2_smart_resize  # noqa: E402
-from transformers.video_utils import load_video as hf_load_video  # noqa: E402
+from hf_reference import released_video_processor
+from transformers.image_utils import load_image as hf_load_image
+from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize as qwen2_smart_resize
+from transformers.video_utils import load_video as hf_load_video
 
 from mrope import MediaError  # noqa: E402
 from mrope.vision import decode_frames, image_size, load_image, load_video, probe_video  # noqa: E402
