@@ -5,13 +5,23 @@
 - :func:`released_video_processor`: transformers' Qwen3-VL / GLM-4.1V video processor as the released
   checkpoints configure it. Imported by module path: the package's lazy attribute refuses without
   torchvision, the module itself loads.
+- :func:`compiled_class` / :func:`compiled_function`: a processor class reduced to its sizing attributes
+  and methods (or a module-level function), compiled from transformers' own source file, for video
+  processors whose modules import torchvision, which this machine cannot.
 """
 
 from __future__ import annotations
+import __future__
 
+import ast
 import importlib
+import inspect
+import math
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
 from transformers.models.minicpmv4_7.configuration_minicpmv4_7 import MiniCPMV4_7Config
 from transformers.models.minicpmv4_7.modeling_minicpmv4_7 import MiniCPMV4_7Model
 
@@ -82,3 +92,51 @@ def processor_sampled_frames(
     if kwargs["num_frames"] is not None:
         kwargs["fps"] = None
     return list(proc.sample_frames(metadata, **kwargs))
+
+
+def _source(package: str, filename: str) -> tuple[Path, ast.Module]:
+    path = Path(inspect.getfile(importlib.import_module(package))).parent / filename
+    return path, ast.parse(path.read_text())
+
+
+def compiled_class(
+    package: str, filename: str, class_name: str, attributes: set[str], methods: set[str], namespace: dict
+) -> type:
+    """``class_name`` of ``package/filename`` reduced to ``attributes`` (its class defaults) and
+    ``methods``, compiled from the source file with ``namespace`` (and ``np``, ``math``, ``torch``) as its
+    globals; annotations stay unevaluated (they name torch / torchvision types), and decorators other
+    than ``staticmethod`` / ``classmethod`` are dropped (they are transformers' docstring helpers)."""
+    path, tree = _source(package, filename)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    body = [
+        node
+        for node in cls.body
+        if (isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in attributes)
+        or (isinstance(node, ast.FunctionDef) and node.name in methods)
+    ]
+    assert {n.name for n in body if isinstance(n, ast.FunctionDef)} == methods
+    assert {n.targets[0].id for n in body if isinstance(n, ast.Assign)} == attributes
+    for node in body:
+        if isinstance(node, ast.FunctionDef):
+            node.decorator_list = [
+                d
+                for d in node.decorator_list
+                if isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
+            ]
+    reduced = ast.ClassDef(
+        name=class_name, bases=[], keywords=[], body=body, decorator_list=[], type_params=[]
+    )
+    module = ast.fix_missing_locations(ast.Module(body=[reduced], type_ignores=[]))
+    scope = {"np": np, "math": math, "torch": torch, **namespace}
+    flags = __future__.annotations.compiler_flag
+    exec(compile(module, str(path), "exec", flags=flags, dont_inherit=True), scope)
+    return scope[class_name]
+
+
+def compiled_function(package: str, filename: str, name: str) -> Any:
+    """A module-level function of ``package/filename`` compiled from its source file."""
+    path, tree = _source(package, filename)
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    scope: dict[str, Any] = {"math": math, "np": np}
+    exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), scope)
+    return scope[name]

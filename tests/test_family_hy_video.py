@@ -9,11 +9,8 @@ per frame, ``HYV4VLImageProcessorPil`` (no torchvision needed), and transformers
 """
 
 from __future__ import annotations
-import __future__
 
-import ast
 import functools
-import inspect
 import json
 import math
 import random
@@ -23,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hf_reference import processor_sampled_frames
+from hf_reference import compiled_class, processor_sampled_frames
 from media import write_video
 from transformers.models.hy_v4_vl.configuration_hy_v4_vl import HYV4VLConfig
 from transformers.models.hy_v4_vl.processing_hy_v4_vl import HYV4VLProcessor
@@ -55,32 +52,16 @@ _METHODS = {"sample_frames", "smart_resize", "get_num_of_video_patches"}
 @functools.cache
 def _processor_class() -> type:
     """``HYV4VLVideoProcessor`` reduced to its sizing: its class defaults and its three sizing methods,
-    compiled from the source file (annotations left unevaluated: they name torch types)."""
-    import transformers.models.hy_v4_vl as package
-
-    path = Path(inspect.getfile(package)).parent / "video_processing_hy_v4_vl.py"
-    tree = ast.parse(path.read_text())
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "HYV4VLVideoProcessor")
-    body = [
-        node
-        for node in cls.body
-        if (isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in _ATTRIBUTES)
-        or (isinstance(node, ast.FunctionDef) and node.name in _METHODS)
-    ]
-    assert {n.name for n in body if isinstance(n, ast.FunctionDef)} == _METHODS
-    assert {n.targets[0].id for n in body if isinstance(n, ast.Assign)} == _ATTRIBUTES
-    sizing = ast.ClassDef(
-        name="HYV4VLSizing", bases=[], keywords=[], body=body, decorator_list=[], type_params=[]
+    compiled from the source file (its logger silenced)."""
+    logger = types.SimpleNamespace(warning_once=lambda *args, **kwargs: None)
+    return compiled_class(
+        "transformers.models.hy_v4_vl",
+        "video_processing_hy_v4_vl.py",
+        "HYV4VLVideoProcessor",
+        _ATTRIBUTES,
+        _METHODS,
+        {"logger": logger},
     )
-    module = ast.fix_missing_locations(ast.Module(body=[sizing], type_ignores=[]))
-    namespace: dict[str, Any] = {
-        "np": np,
-        "math": math,
-        "logger": types.SimpleNamespace(warning_once=lambda *args, **kwargs: None),
-    }
-    flags = __future__.annotations.compiler_flag
-    exec(compile(module, str(path), "exec", flags=flags, dont_inherit=True), namespace)
-    return namespace["HYV4VLSizing"]
 
 
 def _processor(**attributes: Any) -> Any:

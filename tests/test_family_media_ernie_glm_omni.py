@@ -22,9 +22,7 @@ Expected values come from transformers' code only:
 """
 
 from __future__ import annotations
-import __future__
 
-import ast
 import functools
 import inspect
 import json
@@ -38,6 +36,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hf_reference import compiled_class, compiled_function
 from media import write_video
 from transformers.video_utils import VideoMetadata
 from transformers.video_utils import load_video as hf_load_video
@@ -47,50 +46,6 @@ from mrope import LayoutError, MediaError, build_positions
 from mrope.models import get_family
 from mrope.vision import VideoInfo, ernie_frame_indices, image_grid, load_video
 from mrope.vision.sampling import torch_arange_float32
-
-
-def _source(package: str, filename: str) -> tuple[Path, ast.Module]:
-    import importlib
-
-    path = Path(inspect.getfile(importlib.import_module(package))).parent / filename
-    return path, ast.parse(path.read_text())
-
-
-def _compile(
-    package: str, filename: str, class_name: str, attributes: set[str], methods: set[str], namespace: dict
-) -> type:
-    """``class_name`` reduced to ``attributes`` (class defaults) and ``methods``, compiled from its source
-    file (annotations left unevaluated: they name torch / torchvision types)."""
-    path, tree = _source(package, filename)
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
-    body = [
-        node
-        for node in cls.body
-        if (isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) in attributes)
-        or (isinstance(node, ast.FunctionDef) and node.name in methods)
-    ]
-    assert {n.name for n in body if isinstance(n, ast.FunctionDef)} == methods
-    assert {n.targets[0].id for n in body if isinstance(n, ast.Assign)} == attributes
-    for node in body:
-        if isinstance(node, ast.FunctionDef):
-            node.decorator_list = []
-    reduced = ast.ClassDef(
-        name=class_name, bases=[], keywords=[], body=body, decorator_list=[], type_params=[]
-    )
-    module = ast.fix_missing_locations(ast.Module(body=[reduced], type_ignores=[]))
-    scope = {"np": np, "math": math, "torch": torch, **namespace}
-    flags = __future__.annotations.compiler_flag
-    exec(compile(module, str(path), "exec", flags=flags, dont_inherit=True), scope)
-    return scope[class_name]
-
-
-def _function(package: str, filename: str, name: str) -> Any:
-    """A module-level function compiled from its source file."""
-    path, tree = _source(package, filename)
-    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    scope: dict[str, Any] = {"math": math, "np": np}
-    exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), scope)
-    return scope[name]
 
 
 def _info(frames: int, fps: float, h: int, w: int) -> VideoInfo:
@@ -171,7 +126,7 @@ _ERNIE_VIDEO = ("transformers.models.ernie4_5_vl_moe", "video_processing_ernie4_
 @functools.cache
 def _ernie_smart_resize() -> Any:
     """``smart_resize`` of image_processing_ernie4_5_vl_moe.py, the one the video module imports."""
-    return _function(
+    return compiled_function(
         "transformers.models.ernie4_5_vl_moe", "image_processing_ernie4_5_vl_moe.py", "smart_resize"
     )
 
@@ -180,7 +135,7 @@ def _ernie_smart_resize() -> Any:
 def _ernie_class() -> type:
     attributes = {"size", "patch_size", "temporal_patch_size", "merge_size", "min_frames", "max_frames"}
     methods = {"sample_frames", "get_num_of_video_patches"}
-    return _compile(
+    return compiled_class(
         *_ERNIE_VIDEO,
         "Ernie4_5_VLMoeVideoProcessor",
         attributes,
@@ -456,10 +411,10 @@ def _glm_video(family: str) -> tuple[Any, Any]:
             "fps",
             "num_frames",
         }
-        cls = _compile(
+        cls = compiled_class(
             package, "video_processing_glm46v.py", "Glm46VVideoProcessor", attributes, {"sample_frames"}, {}
         )
-        return cls(), _function(package, "video_processing_glm46v.py", "smart_resize")
+        return cls(), compiled_function(package, "video_processing_glm46v.py", "smart_resize")
     import importlib
 
     module = importlib.import_module("transformers.models.glm4v.video_processing_glm4v")
@@ -627,7 +582,7 @@ def _qwen2vl_video_class() -> type:
         "max_frames",
         "max_video_tokens",
     }
-    return _compile(
+    return compiled_class(
         "transformers.models.qwen2_vl",
         "video_processing_qwen2_vl.py",
         "Qwen2VLVideoProcessor",
