@@ -238,7 +238,6 @@ def _check_sizes_images(lay: LayoutRules) -> None:
 
 
 def _resized(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
-    _check_sizes_images(lay)
     if lay.image_bounds == "clip":  # GLM-4.1V: the bounds hold for temporal_patch_size copies of the image
         tps = lay.temporal_patch_size
         return smart_resize_clip(
@@ -264,6 +263,7 @@ def image_grid(
     """The encoder patch grid ``(1, H / patch, W / patch)`` of an image of ``height x width`` pixels
     after the model's smart resize (what :func:`load_image` gives for an untiled, uncropped file)."""
     lay = resolve_rules(model, rules)
+    _check_sizes_images(lay)
     new_h, new_w = _resized(height, width, lay)
     return (1, new_h // lay.patch_size, new_w // lay.patch_size)
 
