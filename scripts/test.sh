@@ -24,6 +24,12 @@ cannot_install() {
   exit 1
 }
 
+if ! command -v python >/dev/null; then # checked first, so nothing is installed for a run that cannot start
+  echo "scripts/test.sh: no python on PATH; make and activate a virtual environment first" >&2
+  echo "  (python3 -m venv .venv && . .venv/bin/activate), then run this command again." >&2
+  exit 1
+fi
+
 if ! has_browser; then
   command -v apt-get >/dev/null || cannot_install "this system has no apt-get"
   if [ "$(id -u)" = 0 ]; then

@@ -28,7 +28,14 @@ def stub(folder: Path, name: str, body: str = "") -> None:
 
 
 def run_script(
-    tmp_path: Path, *, browser: bool, uid: int = 0, apt: bool = True, sudo: bool = False, pytest_rc: int = 0
+    tmp_path: Path,
+    *,
+    browser: bool,
+    uid: int = 0,
+    apt: bool = True,
+    sudo: bool = False,
+    python: bool = True,
+    pytest_rc: int = 0,
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """Run scripts/test.sh with only stand-ins (and ``dirname``, ``env``, ``basename``) on PATH."""
     bin_dir = tmp_path / "bin"
@@ -36,7 +43,8 @@ def run_script(
     for tool in ("dirname", "env", "basename"):
         (bin_dir / tool).symlink_to(shutil.which(tool))
     stub(bin_dir, "id", f"echo {uid}\n")
-    stub(bin_dir, "python", f'[ "$2" = pytest ] && exit {pytest_rc}\nexit 0\n')
+    if python:
+        stub(bin_dir, "python", f'[ "$2" = pytest ] && exit {pytest_rc}\nexit 0\n')
     if browser:
         stub(bin_dir, "chromium")
         stub(bin_dir, "chromedriver")
@@ -104,3 +112,9 @@ def test_when_it_cannot_install_it_names_the_packages(tmp_path: Path, uid: int, 
     assert done.returncode == 1
     assert "chromium chromium-driver" in done.stderr and why in done.stderr
     assert calls == [], "nothing is installed and no test runs"
+
+
+def test_without_python_it_stops_before_installing_anything(tmp_path: Path) -> None:
+    done, calls = run_script(tmp_path, browser=False, python=False)
+    assert done.returncode == 1 and "no python on PATH" in done.stderr and "venv" in done.stderr
+    assert calls == []
