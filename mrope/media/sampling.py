@@ -1,21 +1,21 @@
-"""Which frames of a video a Qwen processor samples, and when they are (SPEC section 6).
+"""Which frames of a video a model's processor samples, and when they are.
 
-The rule is qwen-vl-utils' ``smart_nframes`` (``FRAME_FACTOR`` 2, default fps 2.0, 4 to 768 frames) and
-its frame indices ``round(linspace(0, total - 1, n))``.
+The Qwen rule is qwen-vl-utils' ``smart_nframes`` (``qwen-vl-utils/src/qwen_vl_utils/vision_process.py``
+in github.com/QwenLM/Qwen3-VL: ``FRAME_FACTOR`` 2, default fps 2.0, 4 to 768 frames) and its frame
+indices ``round(linspace(0, total - 1, n))``; the others follow transformers 5.24's video processors
+(their ``sample_frames``, e.g. models/qwen3_vl/video_processing_qwen3_vl.py:139), named at each function.
 """
 
 from __future__ import annotations
 
 import math
 from numbers import Integral, Real
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from mrope.errors import MediaError
-
-if TYPE_CHECKING:
-    from mrope.vision.video import VideoInfo
+from mrope.media.info import VideoInfo
 
 FRAME_FACTOR = 2
 """Sampled frame counts are multiples of this (the temporal patch size)."""

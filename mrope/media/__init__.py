@@ -1,4 +1,4 @@
-"""Reading media for M-RoPE: image sizes, tiling, video metadata, frame sampling and decoding.
+"""Read media for M-RoPE: image sizes, tiling, video and audio metadata, frame sampling and decoding.
 
 Everything position ids need comes from headers: :func:`load_image` and :func:`load_video` return the
 :class:`mrope.Image` / :class:`mrope.Video` a model's processor would produce without decoding pixels;
@@ -8,11 +8,11 @@ omni models, from container metadata.
 :class:`mrope.MediaError` whose message says what was expected and what came.
 """
 
-from mrope.vision._source import decode_data_uri, is_url, open_url
-from mrope.vision.audio import AudioInfo, has_audio_stream, load_audio, probe_audio
-from mrope.vision.detect import MediaKind, detect_media_kind
-from mrope.vision.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
-from mrope.vision.resize import (
+from mrope.media.audio import MAX_AUDIO_SECONDS, has_audio_stream, load_audio, probe_audio
+from mrope.media.detect import MediaKind, detect_media_kind
+from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
+from mrope.media.info import AudioInfo, FrameSize, VideoInfo
+from mrope.media.resize import (
     MAX_ASPECT_RATIO,
     smart_resize,
     smart_resize_clip,
@@ -20,7 +20,7 @@ from mrope.vision.resize import (
     smart_resize_tokens,
     video_max_pixels,
 )
-from mrope.vision.sampling import (
+from mrope.media.sampling import (
     FRAME_FACTOR,
     MAX_SAMPLED_VIDEO_FRAMES,
     ernie_frame_indices,
@@ -32,11 +32,10 @@ from mrope.vision.sampling import (
     sample_frame_indices,
     sampled_times,
 )
-from mrope.vision.tiling import TilePlan, plan_tiles
-from mrope.vision.video import (
+from mrope.media.source import decode_data_uri, is_url, open_url
+from mrope.media.tiling import TilePlan, plan_tiles
+from mrope.media.video import (
     DEFAULT_MAX_PACKETS,
-    FrameSize,
-    VideoInfo,
     decode_frames,
     load_video,
     probe_video,
@@ -52,6 +51,7 @@ __all__ = [
     "FRAME_FACTOR",
     "FrameSize",
     "MAX_ASPECT_RATIO",
+    "MAX_AUDIO_SECONDS",
     "MAX_SAMPLED_VIDEO_FRAMES",
     "MediaKind",
     "TilePlan",

@@ -1,5 +1,7 @@
-"""Audio metadata (:func:`probe_audio`) and :func:`load_audio`: the :class:`mrope.Audio` an omni model's
-processor would make of an audio file, or of a video file's audio track.
+"""Read an audio track's length (:func:`probe_audio`) and size it as an omni processor does (:func:`load_audio`).
+
+:func:`load_audio` gives the :class:`mrope.Audio` an omni model's processor would make of an audio file,
+or of a video file's audio track.
 
 Positions need only the clip's length, so nothing is decoded when the container says enough: the
 stream's duration in its time base (exact samples for WAV and for AAC in MP4, whose edit list drops the
@@ -15,51 +17,25 @@ float64 as it computes it), and then mel frames by the family's rule (:func:`mro
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import av
 
 from mrope.errors import MediaError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.media.container import open_container
+from mrope.media.info import AudioInfo
+from mrope.media.source import OpenSource, open_source
+from mrope.models import resolve_rules
+from mrope.rules import LayoutRules
 from mrope.segments import Audio
 from mrope.timeline import frames_from_samples, require_audio
-from mrope.vision._source import OpenSource, open_source
-from mrope.vision.video import open_container
 
 DEFAULT_MAX_AUDIO_PACKETS = 2_000_000
 """Most packets :func:`probe_audio` demuxes when the headers give no duration (about 12 hours of AAC
 at 48 kHz); it bounds the work a hostile file can cause."""
 
 MAX_AUDIO_SECONDS = 48 * 3600.0
-"""Longest audio track accepted (a header claiming more is refused)."""
-
-
-@dataclass(frozen=True)
-class AudioInfo:
-    """What :func:`probe_audio` learns about an audio track without decoding it.
-
-    Attributes:
-        sample_rate: samples per second of the track.
-        num_samples: samples per channel.
-        channels: channel count.
-        codec: the audio codec's name, e.g. ``"aac"``.
-        container: the demuxer's name.
-        timing: ``"stream"`` (the stream's duration), ``"packets"`` (the end of the last packet) or
-            ``"container"``.
-    """
-
-    sample_rate: int
-    num_samples: int
-    channels: int
-    codec: str = ""
-    container: str = ""
-    timing: str = "stream"
-
-    @property
-    def duration(self) -> float:
-        """Seconds."""
-        return self.num_samples / self.sample_rate
+"""Longest audio track accepted, seconds (a header claiming more is refused); the one home of this bound."""
 
 
 def _packet_span(container: Any, stream: Any, tb: float | None, max_packets: int, name: str) -> float | None:
@@ -194,6 +170,7 @@ def load_audio(
 
 __all__ = [
     "DEFAULT_MAX_AUDIO_PACKETS",
+    "MAX_AUDIO_SECONDS",
     "AudioInfo",
     "audio_from_info",
     "has_audio_stream",

@@ -15,12 +15,12 @@ from typing import IO, Any
 from PIL import Image as PILImage
 
 from mrope.errors import MediaError
+from mrope.media.resize import smart_resize, smart_resize_clip, smart_resize_edges
+from mrope.media.source import open_source
+from mrope.media.tiling import TilePlan
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
 from mrope.segments import Image
-from mrope.vision._source import open_source
-from mrope.vision.resize import smart_resize, smart_resize_clip, smart_resize_edges
-from mrope.vision.tiling import TilePlan
 
 DEFAULT_MAX_IMAGE_PIXELS = 2 * 89_478_485
 """Largest image (width x height, pixels) :func:`image_size` accepts: 178,956,970 pixels, PIL's own
@@ -226,12 +226,12 @@ def _check_sizes_images(lay: LayoutRules) -> None:
 
     Raises:
         MediaError: ``positions_base="canvas"`` (MiniCPM-V 4.7): the processor slices each picture into
-            a thumbnail and detail crops, and that slicing is not in :mod:`mrope.vision`.
+            a thumbnail and detail crops, and that slicing is not in :mod:`mrope.media`.
     """
     if lay.positions_base == "canvas":
         raise MediaError(
             f"the {lay.name!r} processor slices each image into a thumbnail and detail crops, which "
-            "mrope.vision does not reproduce; take the crops' grids from the processor (its image_grid_thw "
+            "mrope.media does not reproduce; take the crops' grids from the processor (its image_grid_thw "
             "/ target_sizes) and pass Image(grid, tiles=(cols, rows), thumbnail_grid=...), or Image(grid) for "
             "an unsliced picture"
         )

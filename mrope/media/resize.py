@@ -1,5 +1,9 @@
-"""The Qwen ``smart_resize`` rule (SPEC section 5), the qwen-vl-utils video pixel budget, the clip-bounded
-rule of transformers' Qwen3-VL / GLM-4.1V video processors, HY-V4-VL's token-bounded video rule and
+"""The processors' resize rules: the size a picture or a video frame is resized to before patching.
+
+The Qwen ``smart_resize`` rule (transformers 5.24 models/qwen2_vl/image_processing_qwen2_vl.py:63), the
+qwen-vl-utils video pixel budget (``fetch_video`` in qwen-vl-utils/src/qwen_vl_utils/vision_process.py,
+github.com/QwenLM/Qwen3-VL), the clip-bounded rule of transformers' Qwen3-VL / GLM-4.1V video
+processors (models/qwen3_vl/video_processing_qwen3_vl.py:75), HY-V4-VL's token-bounded video rule and
 GLM-Image's edge-bounded image rule."""
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from typing import Literal
 from PIL import Image as PILImage
 
 from mrope.errors import MediaError
-from mrope.vision._source import OpenSource
-from mrope.vision.video import STILL_FORMATS, open_container, video_stream
+from mrope.media.container import is_still_format, open_container, video_stream
+from mrope.media.source import OpenSource
 
 MediaKind = Literal["image", "video", "audio"]
 
@@ -58,7 +58,7 @@ def detect_media_kind(data: bytes) -> MediaKind:
         ) from None
     try:
         fmt = container.format.name
-        if fmt in STILL_FORMATS or fmt.endswith("_pipe"):  # FFmpeg sees an image PIL could not read
+        if is_still_format(fmt):  # FFmpeg sees an image PIL could not read
             raise MediaError(
                 f"{src.name} looks like a still image ({fmt}) whose header cannot be read (truncated or "
                 "corrupt?); expected a readable image or a video"

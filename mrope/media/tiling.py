@@ -1,6 +1,7 @@
-"""InternVL dynamic tiling (SPEC section 5): how many 448-pixel tiles an image is cut into.
+"""InternVL dynamic tiling: how many 448-pixel tiles an image is cut into.
 
-The rule, exactly as InternVL's ``dynamic_preprocess`` / ``find_closest_aspect_ratio`` apply it:
+The rule, exactly as InternVL's ``dynamic_preprocess`` / ``find_closest_aspect_ratio`` apply it
+(github.com/OpenGVLab/InternVL, internvl_chat/internvl/train/dataset.py):
 candidates ``(cols, rows)`` with ``min_tiles <= cols * rows <= max_tiles``, sorted by area (a stable sort
 of the same Python set InternVL builds, so equal-area candidates keep its order); the winner has the
 smallest ``|w / h - cols / rows|``; on an exact tie a later candidate replaces the winner only if
@@ -80,7 +81,7 @@ def plan_tiles(
 
 @dataclass(frozen=True)
 class TilePlan:
-    """Tiling options for :func:`mrope.vision.load_image`.
+    """Tiling options for :func:`mrope.media.load_image`.
 
     Attributes:
         tile_size: tile side in pixels; it must be a multiple of the model's resize factor (patch size

@@ -1,4 +1,4 @@
-"""Video metadata (:func:`probe_video`), frame decoding (:func:`decode_frames`) and :func:`load_video`.
+"""Read a video: metadata (:func:`probe_video`), frames (:func:`decode_frames`), sizing (:func:`load_video`).
 
 Position ids need only the sampled frames' count, size and times, so :func:`load_video` works from
 metadata alone: an hour-long file costs a header read, never a decode.
@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -49,13 +49,12 @@ import av
 import numpy as np
 
 from mrope.errors import MediaError
-from mrope.models import ModelLike, resolve_rules
-from mrope.rules import LayoutRules
-from mrope.segments import Video
-from mrope.vision._containers import iso_rotations, matroska_rotation, normalise_rotation
-from mrope.vision._source import OpenSource, open_source
-from mrope.vision.resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
-from mrope.vision.sampling import (
+from mrope.media.audio import audio_from_info, has_audio_stream, probe_audio
+from mrope.media.container import open_container, video_stream
+from mrope.media.info import FrameSize, VideoInfo, check_frame_size
+from mrope.media.resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
+from mrope.media.rotation import iso_rotations, matroska_rotation, normalise_rotation
+from mrope.media.sampling import (
     ernie_frame_indices,
     glm4v_frame_indices,
     glm46v_frame_indices,
@@ -64,6 +63,11 @@ from mrope.vision.sampling import (
     sample_frame_indices,
     sampled_times,
 )
+from mrope.media.source import OpenSource, open_source
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
+from mrope.segments import Video
+from mrope.timeline import require_audio
 
 DEFAULT_MAX_PACKETS = 500_000
 """Most packets :func:`probe_video` demuxes when it must count or time frames (about 4.6 hours at
@@ -75,7 +79,6 @@ VFR_TOLERANCE = 0.25
 _NO_INDEX_SEEK_GAP_S = 4.0
 """Without a keyframe index, :func:`decode_frames` seeks only across gaps longer than this (seconds)."""
 
-STILL_FORMATS = ("image2", "image2pipe")
 _AVFMT_NOTIMESTAMPS = 0x0080
 """Demuxer flag: the format stores no timestamps (raw elementary streams); the parser makes them up."""
 
@@ -85,115 +88,6 @@ def _synthetic_timestamps(container: av.container.InputContainer) -> bool:
 
 
 DecodeMode = Literal["auto", "seek", "sequential"]
-FrameSize = Literal["display", "coded"]
-"""Which frames a video is sized by (see the module docstring): ``"display"`` (rotated upright, as
-torchcodec and OpenCV hand them over) or ``"coded"`` (as stored, as PyAV, transformers'
-``load_video`` and torchvision hand them over)."""
-_FRAME_SIZES = ("display", "coded")
-
-
-def _check_frame_size(frame_size: object) -> None:
-    if frame_size not in _FRAME_SIZES:
-        raise MediaError(f"frame_size must be 'display' or 'coded'; got {frame_size!r}")
-
-
-@dataclass(frozen=True)
-class VideoInfo:
-    """What :func:`probe_video` learns about a video without decoding it.
-
-    Attributes:
-        fps: average frame rate, frames per second (the header's average rate; for a variable-rate file,
-            frames / duration).
-        num_frames: frames in the video stream.
-        duration: seconds.
-        width, height: display size in pixels, after the display rotation (90 / 270 swap them);
-            :attr:`coded_size` is the stored frames' size and :meth:`size` either one.
-        rotation: display rotation, counter-clockwise degrees, one of 0, 90, 180, 270 (read from the
-            MP4 / MOV track header or the Matroska projection; other containers report 0): the
-            ``frame.rotation`` PyAV reports on decoded frames, normalised.
-        frame_times: for a variable-rate file, every frame's time in seconds from the first frame
-            (sorted presentation timestamps); ``None`` for a constant-rate file (time = index / fps).
-        start_time: presentation time of the first frame, seconds (used to seek).
-        codec: the video codec's name, e.g. ``"h264"``.
-        container: the demuxer's name, e.g. ``"mov,mp4,m4a,3gp,3g2,mj2"``.
-        timing: ``"header"`` (container metadata only) or ``"packets"`` (counted / timed by demuxing).
-    """
-
-    fps: float
-    num_frames: int
-    duration: float
-    width: int
-    height: int
-    rotation: int = 0
-    frame_times: tuple[float, ...] | None = field(default=None, repr=False)
-    start_time: float = 0.0
-    codec: str = ""
-    container: str = ""
-    timing: str = "header"
-
-    @property
-    def variable_rate(self) -> bool:
-        """Whether frames are timed by their timestamps rather than ``index / fps``."""
-        return self.frame_times is not None
-
-    @property
-    def coded_size(self) -> tuple[int, int]:
-        """``(height, width)`` of the coded frames, before the display rotation: the frames PyAV,
-        transformers' ``load_video`` (backend ``"pyav"``) and torchvision decode."""
-        return (self.width, self.height) if self.rotation in (90, 270) else (self.height, self.width)
-
-    def size(self, frame_size: FrameSize = "display") -> tuple[int, int]:
-        """``(height, width)`` in pixels of the frames a reader hands the model: ``"display"`` (after the
-        rotation: ``(height, width)``) or ``"coded"`` (:attr:`coded_size`)."""
-        _check_frame_size(frame_size)
-        return (self.height, self.width) if frame_size == "display" else self.coded_size
-
-
-# ------------------------------------------------------------------------------------------ opening
-
-
-def _refuse_nested_open(url: str, flags: int, options: dict[str, Any]) -> Any:
-    raise MediaError(f"the media file asks to open another resource ({url!r}); refused")
-
-
-_JPEG_SOI = b"\xff\xd8"
-
-
-def open_container(src: OpenSource) -> av.container.InputContainer:
-    """Open a media source with PyAV for demuxing (shared by the video, audio and detection readers)."""
-    src.file.seek(0)
-    head = src.file.read(len(_JPEG_SOI))
-    src.file.seek(0)
-    try:
-        container = av.open(src.file, mode="r", io_open=_refuse_nested_open, metadata_errors="replace")
-    except MediaError:
-        raise
-    except Exception as exc:  # FFmpeg reports hostile bytes with many error types
-        raise MediaError(f"{src.name} is not a readable video ({type(exc).__name__}: {exc})") from None
-    if container.format.name == "mjpeg" and head != _JPEG_SOI:
-        # FFmpeg's raw MJPEG reader scans for a JPEG anywhere (e.g. one stored in a zip archive); a
-        # raw MJPEG stream starts with a JPEG start-of-image marker
-        container.close()
-        raise MediaError(
-            f"{src.name} is not a video: FFmpeg found JPEG data inside it, but it does not start like an "
-            f"MJPEG stream (first bytes {head!r}, expected {_JPEG_SOI!r})"
-        )
-    return container
-
-
-def video_stream(container: av.container.InputContainer, name: str) -> av.video.stream.VideoStream:
-    """The container's video stream, or a :class:`~mrope.MediaError` naming ``name`` when it has none or is
-    a still image."""
-    fmt = container.format.name
-    if fmt in STILL_FORMATS or fmt.endswith("_pipe"):
-        raise MediaError(f"{name} is a still image ({fmt}), not a video")
-    if not container.streams.video:
-        kinds = sorted({s.type for s in container.streams}) or ["none"]
-        raise MediaError(f"{name} has no video stream (streams: {', '.join(kinds)}); expected a video")
-    stream = container.streams.video[0]
-    if stream.codec_context is None:
-        raise MediaError(f"{name}: its video codec is not supported by this FFmpeg build")
-    return stream
 
 
 def _rate(value: Fraction | None) -> float | None:
@@ -595,7 +489,7 @@ def decode_frames(
     """
     if mode not in ("auto", "seek", "sequential"):
         raise MediaError(f"mode must be 'auto', 'seek' or 'sequential'; got {mode!r}")
-    _check_frame_size(frame_size)
+    check_frame_size(frame_size)
     upright = frame_size == "display"
     raw = np.asarray(indices)
     if raw.ndim != 1 or (raw.size and raw.dtype.kind not in "iu"):
@@ -685,7 +579,7 @@ def _check_sizes_videos(lay: LayoutRules) -> None:
     if lay.positions_base == "canvas":
         raise MediaError(
             f"the {lay.name!r} processor samples and slices video frames with its own rules, which "
-            "mrope.vision does not reproduce; take the grids from the processor (its video_grid_thw / "
+            "mrope.media does not reproduce; take the grids from the processor (its video_grid_thw / "
             "target_sizes) and pass Video(grid, tiles=..., thumbnail_grid=...) or Video(grid)"
         )
 
@@ -738,7 +632,7 @@ def load_video(
         min_frames, max_frames: bounds on the sampled count with ``fps``.
         wrap: emit the wrapper tokens (and Qwen3-VL timestamps).
         use_audio_in_video: for models with audio (the omni families): attach the file's audio track
-            as ``Video.audio`` (:func:`mrope.vision.load_audio`), as their processors do with
+            as ``Video.audio`` (:func:`mrope.media.load_audio`), as their processors do with
             ``load_audio_from_video``; a file without an audio stream stays a silent video.
         frame_size: ``"display"`` or ``"coded"``: which frames the model is given (see above).
 
@@ -752,7 +646,7 @@ def load_video(
     _check_sizes_videos(lay)
     if fps is not None and nframes is not None:
         raise MediaError(f"pass fps or nframes, not both; got fps={fps!r}, nframes={nframes!r}")
-    _check_frame_size(frame_size)
+    check_frame_size(frame_size)
     info = source if isinstance(source, VideoInfo) else probe_video(source)
     height, width = info.size(frame_size)
     idx = _sample(info, lay, fps, nframes, min_frames, max_frames)
@@ -775,9 +669,6 @@ def load_video(
     times = sampled_times(info, idx)
     audio = None
     if use_audio_in_video:
-        from mrope.timeline import require_audio
-        from mrope.vision.audio import audio_from_info, has_audio_stream, probe_audio
-
         require_audio(lay, "load_video(use_audio_in_video=True)")
         if isinstance(source, VideoInfo):
             raise MediaError("use_audio_in_video needs the file itself, not a VideoInfo")
