@@ -22,7 +22,7 @@ from typing import Any
 import av
 
 from mrope.errors import MediaError
-from mrope.media.container import open_container
+from mrope.media.container import open_container, stream_kinds
 from mrope.media.info import AudioInfo
 from mrope.media.source import OpenSource, open_source
 from mrope.models import resolve_rules
@@ -67,12 +67,13 @@ def _packet_span(container: Any, stream: Any, tb: float | None, max_packets: int
     return (end - max(first, 0)) * tb
 
 
-def _probe(src: OpenSource, max_packets: int) -> AudioInfo:
+def _probe_audio_source(src: OpenSource, max_packets: int) -> AudioInfo:
     container = open_container(src)
     try:
         if not container.streams.audio:
-            kinds = sorted({s.type for s in container.streams}) or ["none"]
-            raise MediaError(f"{src.name} has no audio stream (streams: {', '.join(kinds)}); expected audio")
+            raise MediaError(
+                f"{src.name} has no audio stream (streams: {stream_kinds(container)}); expected audio"
+            )
         stream = container.streams.audio[0]
         cc = stream.codec_context
         rate = int(stream.sample_rate or (cc.sample_rate if cc is not None else 0) or 0)
@@ -112,7 +113,7 @@ def probe_audio(source: Any, *, max_packets: int = DEFAULT_MAX_AUDIO_PACKETS) ->
     if isinstance(max_packets, bool) or not isinstance(max_packets, int) or max_packets < 1:
         raise MediaError(f"max_packets must be an int >= 1; got {max_packets!r}")
     with open_source(source) as src:
-        return _probe(src, max_packets)
+        return _probe_audio_source(src, max_packets)
 
 
 def stream_types(source: Any) -> tuple[str, ...]:

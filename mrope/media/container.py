@@ -52,6 +52,11 @@ def open_container(src: OpenSource) -> av.container.InputContainer:
     return container
 
 
+def stream_kinds(container: av.container.InputContainer) -> str:
+    """The kinds of stream a container holds, for messages: ``"audio, video"`` (``"none"`` if it has none)."""
+    return ", ".join(sorted({s.type for s in container.streams}) or ["none"])
+
+
 def video_stream(container: av.container.InputContainer, name: str) -> av.video.stream.VideoStream:
     """The container's video stream, or a :class:`~mrope.MediaError` naming ``name`` when it has none or is
     a still image."""
@@ -59,12 +64,11 @@ def video_stream(container: av.container.InputContainer, name: str) -> av.video.
     if is_still_format(fmt):
         raise MediaError(f"{name} is a still image ({fmt}), not a video")
     if not container.streams.video:
-        kinds = sorted({s.type for s in container.streams}) or ["none"]
-        raise MediaError(f"{name} has no video stream (streams: {', '.join(kinds)}); expected a video")
+        raise MediaError(f"{name} has no video stream (streams: {stream_kinds(container)}); expected a video")
     stream = container.streams.video[0]
     if stream.codec_context is None:
         raise MediaError(f"{name}: its video codec is not supported by this FFmpeg build")
     return stream
 
 
-__all__ = ["STILL_FORMATS", "is_still_format", "open_container", "video_stream"]
+__all__ = ["STILL_FORMATS", "is_still_format", "open_container", "stream_kinds", "video_stream"]

@@ -31,9 +31,8 @@ released processors' own path, torchcodec) or ``"coded"`` (frames decoded by PyA
 ``load_video`` or torchvision, then handed to the processor as arrays). For 90 / 270 the two grids have
 h and w swapped, and every h / w position of the video differs.
 
-Safety. Files are opened by Python and given to FFmpeg as a byte stream, and FFmpeg may not open any
-other resource (playlists, references), so a path or an upload can never make it read a URL or another
-file. Every failure is a :class:`~mrope.MediaError`.
+Safety. Files reach FFmpeg only through :func:`mrope.media.container.open_container`, as a byte stream
+that may open no other resource. Every failure is a :class:`~mrope.MediaError`.
 """
 
 from __future__ import annotations
@@ -155,7 +154,7 @@ def _scan_packets(
     return _Scan(count, times, False)
 
 
-def _probe(src: OpenSource, max_packets: int, deadline: float | None = None) -> VideoInfo:
+def _probe_video_source(src: OpenSource, max_packets: int, deadline: float | None = None) -> VideoInfo:
     if isinstance(max_packets, bool) or not isinstance(max_packets, int) or max_packets < 1:
         raise MediaError(f"max_packets must be an int >= 1; got {max_packets!r}")
     iso, mkv = _header_rotations(src)
@@ -266,7 +265,7 @@ def probe_video(
             no frame size, no frames, or no usable frame rate.
     """
     with open_source(source) as src:
-        return _probe(src, max_packets, deadline)
+        return _probe_video_source(src, max_packets, deadline)
 
 
 # ----------------------------------------------------------------------------------------- decoding
@@ -496,7 +495,7 @@ def decode_frames(
         raise MediaError(f"indices must be a 1-D sequence of ints; got {indices!r}")
     with open_source(source) as src:
         if info is None:
-            info = _probe(src, DEFAULT_MAX_PACKETS)
+            info = _probe_video_source(src, DEFAULT_MAX_PACKETS)
         idx = raw.astype(np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= info.num_frames):
             raise MediaError(
