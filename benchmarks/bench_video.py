@@ -26,7 +26,7 @@ import av
 import numpy as np
 
 import mrope
-from mrope.vision import decode_frames, load_video, probe_video, sample_frame_indices
+from mrope.media import decode_frames, load_video, probe_video, sample_frame_indices
 
 
 def make_video(path: Path, minutes: float, width: int, height: int, fps: int, gop: int) -> Path:

@@ -27,7 +27,7 @@ import torch
 from PIL import Image as PILImage
 
 import mrope
-from mrope.vision import load_image
+from mrope.media import load_image
 
 PRESETS = ("qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v")
 TOLERANCE = 5e-5

@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image
 
 import mrope
-from mrope.vision import load_image, load_video
+from mrope.media import load_image, load_video
 
 MODEL = "qwen2.5-vl"
 

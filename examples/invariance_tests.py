@@ -26,6 +26,7 @@ from PIL import Image as PILImage
 
 import mrope
 from mrope import Image, Text, Video
+from mrope.media import load_image
 from mrope.testing import (
     assert_crop_invariant,
     assert_prefill_decode_consistent,
@@ -33,7 +34,6 @@ from mrope.testing import (
     assert_time_aligned,
     assert_translation_invariant,
 )
-from mrope.vision import load_image
 
 MODELS = ["qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v"]
 

@@ -31,7 +31,7 @@ _LAZY = {
     "rerotate": "mrope.ops",
     "from_pretrained": "mrope.checkpoint",
 }
-_SUBMODULES = ("models", "ops", "vision", "testing", "pipeline", "plot", "cli", "integrations", "schema")
+_SUBMODULES = ("models", "ops", "media", "vision", "testing", "pipeline", "plot", "cli", "integrations", "schema")
 
 
 def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part is used

@@ -19,9 +19,9 @@ import pytest
 
 import mrope
 from mrope import Audio, LayoutError, MediaError, Text, Video
+from mrope.media import has_audio_stream, load_audio, load_video, probe_audio
 from mrope.models import get_family
 from mrope.timeline import audio_tokens, audio_tokens_from_frames
-from mrope.vision import has_audio_stream, load_audio, load_video, probe_audio
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -183,7 +183,7 @@ def test_load_video_attaches_its_audio(tmp_path):
 
 
 def test_detect_media_kind_tells_audio(tmp_path):
-    from mrope.vision import detect_media_kind
+    from mrope.media import detect_media_kind
 
     assert detect_media_kind(media.write_audio(tmp_path / "a.wav", 0.3).read_bytes()) == "audio"
     assert detect_media_kind(media.write_audio(tmp_path / "a.m4a", 0.3).read_bytes()) == "audio"

@@ -20,8 +20,8 @@ from fastapi.testclient import TestClient
 import mrope
 from mrope import Image, Text, Video
 from mrope.cli import main
+from mrope.media import load_image
 from mrope.pipeline import record_positions
-from mrope.vision import load_image
 from service.app import create_app
 from service.settings import Settings
 

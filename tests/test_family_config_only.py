@@ -315,7 +315,7 @@ def test_build_positions_gives_what_the_processor_and_model_give(family: str, mo
 
 
 def load_image_for(photo, family: str):
-    from mrope.vision import load_image
+    from mrope.media import load_image
 
     return load_image(photo, model=family)
 
@@ -352,7 +352,7 @@ def _glm46v_sample_frames():
 def test_glm46v_samples_the_frames_its_video_processor_samples(frames: int, fps: float) -> None:
     from transformers.video_utils import VideoMetadata
 
-    from mrope.vision import glm46v_frame_indices, load_video
+    from mrope.media import glm46v_frame_indices, load_video
 
     # what transformers' PyAV reader reports: duration = frames / fps
     metadata = VideoMetadata(total_num_frames=frames, fps=fps, duration=frames / fps)

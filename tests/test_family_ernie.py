@@ -199,7 +199,7 @@ def test_image_sizing_equals_the_image_processor() -> None:
         Ernie4_5_VLMoeImageProcessorPil,
     )
 
-    from mrope.vision import image_grid
+    from mrope.media import image_grid
 
     proc = Ernie4_5_VLMoeImageProcessorPil()
     for h, w in [(300, 400), (1080, 1920), (2600, 2000), (50, 70)]:

@@ -234,7 +234,7 @@ def test_image_sizing_equals_the_image_processor() -> None:
     from PIL import Image as PILImage
     from transformers.models.hunyuan_vl.image_processing_pil_hunyuan_vl import HunYuanVLImageProcessorPil
 
-    from mrope.vision import image_grid
+    from mrope.media import image_grid
 
     proc = HunYuanVLImageProcessorPil()
     for h, w in [(300, 400), (1080, 1920), (2600, 2000), (50, 70)]:

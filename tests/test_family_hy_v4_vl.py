@@ -163,7 +163,7 @@ def test_image_sizing_equals_the_image_processor() -> None:
     from PIL import Image as PILImage
     from transformers.models.hy_v4_vl.image_processing_pil_hy_v4_vl import HYV4VLImageProcessorPil
 
-    from mrope.vision import image_grid
+    from mrope.media import image_grid
 
     proc = HYV4VLImageProcessorPil()
     for h, w in [(300, 400), (1080, 1920), (2600, 2000), (50, 70)]:

@@ -28,8 +28,8 @@ from transformers.video_utils import VideoMetadata
 
 import mrope
 from mrope import LayoutError, MediaError, Video, build_positions
+from mrope.media import VideoInfo, image_grid, load_video, qwen3_vl_frame_indices, smart_resize_tokens
 from mrope.models import get_family
-from mrope.vision import VideoInfo, image_grid, load_video, qwen3_vl_frame_indices, smart_resize_tokens
 
 FAMILY = get_family("hy-v4-vl")
 VIDEO_ID = FAMILY.rules.video_pad_id

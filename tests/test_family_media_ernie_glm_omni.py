@@ -43,9 +43,9 @@ from transformers.video_utils import load_video as hf_load_video
 
 import mrope
 from mrope import LayoutError, MediaError, build_positions
+from mrope.media import VideoInfo, ernie_frame_indices, image_grid, load_video
+from mrope.media.sampling import torch_arange_float32
 from mrope.models import get_family
-from mrope.vision import VideoInfo, ernie_frame_indices, image_grid, load_video
-from mrope.vision.sampling import torch_arange_float32
 
 
 def _info(frames: int, fps: float, h: int, w: int) -> VideoInfo:

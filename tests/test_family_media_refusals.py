@@ -30,9 +30,9 @@ import mrope
 from mrope import Image, Text, Video
 from mrope.cli import main as cli_main
 from mrope.errors import LayoutError, MediaError
+from mrope.media import image_grid, load_image, load_video, probe_video
 from mrope.models import get_family
 from mrope.pipeline import process_record
-from mrope.vision import image_grid, load_image, load_video, probe_video
 from service.app import create_app
 from service.settings import Settings
 
@@ -344,7 +344,7 @@ def test_load_image_equals_the_processors_grid(family: str, size: tuple[int, int
 
 def test_the_old_rule_was_wrong_for_glm_image_and_paddleocr() -> None:
     """The cases these rules fix: Qwen's smart_resize with the same values gives other grids."""
-    from mrope.vision import smart_resize
+    from mrope.media import smart_resize
 
     def qwen(family: str, h: int, w: int) -> tuple[int, int, int]:
         r = get_family(family).rules

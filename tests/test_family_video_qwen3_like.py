@@ -40,8 +40,8 @@ from media import write_video
 
 import mrope
 from mrope import LayoutError, MediaError, Video, build_positions
+from mrope.media import VideoInfo, load_video, qwen3_vl_frame_indices
 from mrope.models import get_family
-from mrope.vision import VideoInfo, load_video, qwen3_vl_frame_indices
 
 QWEN3_VIDEO = ("qwen3-vl-moe", "qwen3.5", "qwen3.5-moe", "qwen4-exp", "cosmos3-omni")
 FAMILIES = (*QWEN3_VIDEO, "cosmos3-edge", "cohere-compass")
@@ -437,7 +437,7 @@ def test_a_saved_temporal_patch_loads_where_the_processor_loads(tmp_path: Path, 
 def test_an_absurd_frame_count_is_refused_before_any_allocation(family: str) -> None:
     """The processor takes a count as is (copies of frames past the video's), so mrope bounds it: a
     trillion frames was a 7 TiB numpy allocation error, not a MediaError."""
-    from mrope.vision.sampling import MAX_SAMPLED_VIDEO_FRAMES
+    from mrope.media.sampling import MAX_SAMPLED_VIDEO_FRAMES
 
     info = VideoInfo(fps=30.0, num_frames=3, duration=0.1, width=292, height=64)
     with pytest.raises(MediaError, match="nframes must be at most 16,777,216; got 1,000,000,000,000"):

@@ -19,8 +19,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
 from mrope import LayoutError, SpecError, Text, Video
+from mrope.media import load_image, load_video
 from mrope.models import ModelFamily, get_family
-from mrope.vision import load_image, load_video
 
 QWEN2_5_CONFIG = qwen2_5_vl_config(  # the released fields plus ones mrope ignores
     architectures=["Qwen2_5_VLForConditionalGeneration"], torch_dtype="bfloat16"
@@ -253,7 +253,7 @@ def test_glm_video_max_duration_samples_like_its_own_processor(tmp_path: Path) -
     from transformers.models.glm4v.video_processing_glm4v import Glm4vVideoProcessor
     from transformers.video_utils import VideoMetadata
 
-    from mrope.vision.sampling import glm4v_frame_indices
+    from mrope.media.sampling import glm4v_frame_indices
 
     folder = _write(
         tmp_path / "glm", config={"model_type": "glm4v"}, video_preprocessor_config={"max_duration": 20}

@@ -10,8 +10,8 @@ import pytest
 from media import write_image, write_video
 
 from mrope import Image, Text, build_positions
+from mrope.media import load_image, load_video
 from mrope.testing import assert_crop_invariant, assert_tile_invariant, assert_time_aligned
-from mrope.vision import load_image, load_video
 
 
 @pytest.fixture(scope="module")

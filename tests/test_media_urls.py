@@ -25,9 +25,9 @@ from fastapi.testclient import TestClient
 
 import mrope
 from mrope import MediaError
+from mrope.media import load_audio, load_image, load_video, probe_audio, probe_video
 from mrope.pipeline import record_positions
 from mrope.schema import MEDIA_NONE, MediaAccess
-from mrope.vision import load_audio, load_image, load_video, probe_audio, probe_video
 from service.app import create_app
 from service.settings import Settings
 

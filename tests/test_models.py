@@ -8,8 +8,8 @@ import torch
 
 import mrope
 from mrope import Image, LayoutError, LayoutRules, RopeSpec, Text, Video
+from mrope.media import image_grid
 from mrope.models import families, get_family, names, resolve_rules
-from mrope.vision import image_grid
 
 
 def test_every_family_is_consistent() -> None:

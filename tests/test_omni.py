@@ -362,7 +362,7 @@ def test_service_uploads_audio_and_videos_with_audio(tmp_path):
     import media as tm
     from fastapi.testclient import TestClient
 
-    from mrope.vision import load_audio, load_video
+    from mrope.media import load_audio, load_video
     from service.app import create_app
     from service.settings import Settings
 
@@ -624,7 +624,7 @@ def test_build_positions_equals_the_full_processor_and_model(thinkers, model):
     and the model's positions on them equal build_positions' positions."""
     from PIL import Image as PILImage
 
-    from mrope.vision import load_image
+    from mrope.media import load_image
 
     proc, names = _full_processor(model)
     rng = np.random.default_rng(0)

@@ -22,6 +22,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
 from mrope import Image, Text, Video
+from mrope.media import load_image, load_video
 from mrope.pipeline import (
     QWEN_TURN,
     RESULT_COLUMNS,
@@ -33,7 +34,6 @@ from mrope.pipeline import (
     process_record,
     record_positions,
 )
-from mrope.vision import load_image, load_video
 
 pytestmark = pytest.mark.timeout(120)
 

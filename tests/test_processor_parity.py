@@ -52,7 +52,7 @@ from transformers.processing_utils import ProcessorMixin  # noqa: E402
 from transformers.video_utils import read_video_pyav  # noqa: E402
 
 from mrope import Text, Video, build_positions, get_rope_index  # noqa: E402
-from mrope.vision import load_image, load_video  # noqa: E402
+from mrope.media import load_image, load_video  # noqa: E402
 
 QWEN_SPECIALS = {
     "<|endoftext|>": 151643,

@@ -30,7 +30,7 @@ from PIL import PngImagePlugin
 from service_proc import open_fds, rss_mib, serve, trickle
 
 import mrope
-from mrope.vision import load_image, probe_video
+from mrope.media import load_image, probe_video
 
 pytestmark = pytest.mark.timeout(240)
 

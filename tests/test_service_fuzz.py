@@ -18,8 +18,8 @@ from PIL import Image as PILImage
 from schemathesis.checks import positive_data_acceptance
 
 import mrope
+from mrope.media import image_grid
 from mrope.rules import PRESET_NAMES, LayoutRules
-from mrope.vision import image_grid
 from service.app import create_app
 from service.settings import Settings
 

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import mrope
-from mrope.vision import load_image, load_video
+from mrope.media import load_image, load_video
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,7 +19,7 @@ from PIL import Image as PILImage
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
-from mrope.vision import load_image, load_video
+from mrope.media import load_image, load_video
 from service import media
 from service.app import create_app
 from service.settings import Settings

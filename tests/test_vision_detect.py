@@ -6,7 +6,7 @@ import pytest
 from media import forged_png, image_bytes, truncated
 
 from mrope import MediaError
-from mrope.vision import detect_media_kind
+from mrope.media import detect_media_kind
 
 
 def test_zero_sized_png_is_an_unreadable_image_not_a_video() -> None:

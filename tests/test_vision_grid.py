@@ -6,7 +6,7 @@ import pytest
 from media import image_bytes
 
 from mrope import MediaError
-from mrope.vision import image_grid, load_image
+from mrope.media import image_grid, load_image
 
 
 def test_spec_examples() -> None:

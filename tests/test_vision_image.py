@@ -12,7 +12,7 @@ from PIL import Image as PILImage
 
 import mrope
 from mrope import MediaError
-from mrope.vision import (
+from mrope.media import (
     DEFAULT_MAX_IMAGE_PIXELS,
     TilePlan,
     detect_media_kind,

@@ -37,7 +37,7 @@ from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_res
 from transformers.video_utils import load_video as hf_load_video
 
 from mrope import MediaError  # noqa: E402
-from mrope.vision import decode_frames, image_size, load_image, load_video, probe_video  # noqa: E402
+from mrope.media import decode_frames, image_size, load_image, load_video, probe_video  # noqa: E402
 
 NUM_FRAMES, FPS, WIDTH, HEIGHT = 8, 4, 96, 48  # coded 96 x 48 (w x h): landscape, 2 s
 FILES = [  # (suffix, rotation): every rotation in MP4; MOV and Matroska (projection roll) at 90 / 270

@@ -16,7 +16,7 @@ import torch
 
 import mrope
 from mrope import MediaError
-from mrope.vision import (
+from mrope.media import (
     VideoInfo,
     decode_frames,
     detect_media_kind,

@@ -1,83 +1,19 @@
-"""Reading media for M-RoPE: image sizes, tiling, video metadata, frame sampling and decoding.
+"""Deprecated alias of :mod:`mrope.media` (the package reads every kind of media, so it was renamed).
 
-Everything position ids need comes from headers: :func:`load_image` and :func:`load_video` return the
-:class:`mrope.Image` / :class:`mrope.Video` a model's processor would produce without decoding pixels;
-:func:`load_audio` gives the :class:`mrope.Audio` of an audio file (or a video's audio track) for the
-omni models, from container metadata.
-:func:`decode_frames` decodes the sampled frames when pixels are wanted. Every bad-media error is a
-:class:`mrope.MediaError` whose message says what was expected and what came.
+``import mrope.vision`` warns and yields :mod:`mrope.media` itself, so ``mrope.vision is mrope.media``
+and a patch on either applies to both. The old submodule paths (``mrope.vision.video``, ...) are the
+stubs beside this file; they are loaded here, while ``mrope.vision`` is still this package, so that each
+resolves to its :mod:`mrope.media` module object (once ``mrope.vision`` is :mod:`mrope.media`, Python
+would look for them in ``mrope/media/`` and load second copies). The package's warning stands for them.
 """
 
-from mrope.vision._source import decode_data_uri, is_url, open_url
-from mrope.vision.audio import AudioInfo, has_audio_stream, load_audio, probe_audio
-from mrope.vision.detect import MediaKind, detect_media_kind
-from mrope.vision.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
-from mrope.vision.resize import (
-    MAX_ASPECT_RATIO,
-    smart_resize,
-    smart_resize_clip,
-    smart_resize_edges,
-    smart_resize_tokens,
-    video_max_pixels,
-)
-from mrope.vision.sampling import (
-    FRAME_FACTOR,
-    MAX_SAMPLED_VIDEO_FRAMES,
-    ernie_frame_indices,
-    glm4v_frame_indices,
-    glm46v_frame_indices,
-    num_sampled_frames,
-    qwen3_vl_frame_indices,
-    sample_fps,
-    sample_frame_indices,
-    sampled_times,
-)
-from mrope.vision.tiling import TilePlan, plan_tiles
-from mrope.vision.video import (
-    DEFAULT_MAX_PACKETS,
-    FrameSize,
-    VideoInfo,
-    decode_frames,
-    load_video,
-    probe_video,
-)
+import warnings
 
-__all__ = [
-    "AudioInfo",
-    "has_audio_stream",
-    "load_audio",
-    "probe_audio",
-    "DEFAULT_MAX_IMAGE_PIXELS",
-    "DEFAULT_MAX_PACKETS",
-    "FRAME_FACTOR",
-    "FrameSize",
-    "MAX_ASPECT_RATIO",
-    "MAX_SAMPLED_VIDEO_FRAMES",
-    "MediaKind",
-    "TilePlan",
-    "VideoInfo",
-    "decode_data_uri",
-    "decode_frames",
-    "detect_media_kind",
-    "ernie_frame_indices",
-    "glm4v_frame_indices",
-    "glm46v_frame_indices",
-    "image_grid",
-    "image_size",
-    "is_url",
-    "load_image",
-    "load_video",
-    "num_sampled_frames",
-    "open_url",
-    "plan_tiles",
-    "probe_video",
-    "qwen3_vl_frame_indices",
-    "sample_fps",
-    "sample_frame_indices",
-    "sampled_times",
-    "smart_resize",
-    "smart_resize_clip",
-    "smart_resize_edges",
-    "smart_resize_tokens",
-    "video_max_pixels",
-]
+from mrope import media as _new
+from mrope._deprecated import alias_module
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from mrope.vision import audio, detect, image, resize, sampling, tiling, video  # noqa: F401
+
+alias_module(__name__, _new)

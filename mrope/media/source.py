@@ -1,6 +1,6 @@
-"""Normalise a media source (a path, a URL, bytes, or a binary file-like object) into a seekable binary file.
+"""Open a media source (a path, a URL, bytes, or a binary file-like object) as a seekable binary file.
 
-Every reader in :mod:`mrope.vision` goes through :func:`open_source`, so sources are opened by Python and
+Every reader in :mod:`mrope.media` goes through :func:`open_source`, so sources are opened by Python and
 FFmpeg only ever sees a byte stream (a string like ``concat:a|b`` is a file name here, nothing else), and
 every error on the way is a :class:`~mrope.MediaError`.
 
@@ -40,7 +40,9 @@ def is_url(text: str) -> bool:
     return bool(_SCHEME.match(text)) or text[:5].lower() == "data:"
 
 
-def _short(text: str) -> str:
+def short_repr(text: str) -> str:
+    """A source string as error messages quote it: its ``repr`` cut to 120 characters, a ``data:`` URI
+    by its length."""
     if text[:5].lower() == "data:":
         return f"<data: URI of {len(text)} characters>"
     return repr(text if len(text) <= 120 else text[:117] + "...")
@@ -50,13 +52,13 @@ def decode_data_uri(uri: str) -> bytes:
     """The bytes of a ``data:[<type>][;base64],<data>`` URI (RFC 2397)."""
     head, sep, payload = uri[5:].partition(",")
     if not sep:
-        raise MediaError(f"{_short(uri)} is not a data: URI (expected data:[<type>][;base64],<data>)")
+        raise MediaError(f"{short_repr(uri)} is not a data: URI (expected data:[<type>][;base64],<data>)")
     try:
         if head.lower().endswith(";base64"):
             return base64.b64decode(unquote_to_bytes(payload), validate=True)
         return unquote_to_bytes(payload)
     except (binascii.Error, ValueError) as exc:
-        raise MediaError(f"{_short(uri)} holds invalid base64 data ({exc})") from None
+        raise MediaError(f"{short_repr(uri)} holds invalid base64 data ({exc})") from None
 
 
 def open_url(url: str, *, follow_redirects: bool = True, block_size: int = URL_BLOCK_SIZE) -> IO[bytes]:
@@ -77,7 +79,7 @@ def open_url(url: str, *, follow_redirects: bool = True, block_size: int = URL_B
     try:
         import fsspec
     except ImportError:
-        raise MediaError(f"reading {_short(url)} needs fsspec (pip install fsspec)") from None
+        raise MediaError(f"reading {short_repr(url)} needs fsspec (pip install fsspec)") from None
     scheme = (_SCHEME.match(url) or [None, ""])[1].lower()
     options: dict[str, Any] = {}
     if scheme in ("http", "https") and not follow_redirects:
@@ -85,18 +87,20 @@ def open_url(url: str, *, follow_redirects: bool = True, block_size: int = URL_B
     try:
         f = fsspec.open(url, "rb", block_size=block_size, **options).open()
     except FileNotFoundError:
-        raise MediaError(f"no such file: {_short(url)}") from None
+        raise MediaError(f"no such file: {short_repr(url)}") from None
     except ImportError as exc:
-        raise MediaError(f"reading {_short(url)} needs a package for {scheme}:// ({exc})") from None
+        raise MediaError(f"reading {short_repr(url)} needs a package for {scheme}:// ({exc})") from None
     except Exception as exc:  # fsspec backends raise their own error types (aiohttp, botocore, ...)
-        raise MediaError(f"cannot open {_short(url)}: {type(exc).__name__}: {exc}") from None
+        raise MediaError(f"cannot open {short_repr(url)}: {type(exc).__name__}: {exc}") from None
     try:  # no size, or a redirect not followed: only a whole (unbounded) download would do
         f.seek(0, io.SEEK_END)
         f.seek(0)
     except Exception:
         f.close()
         why = "" if follow_redirects else " (or it answers with a redirect, which is not followed here)"
-        raise MediaError(f"{_short(url)} cannot be read in ranges: the server gives no size{why}") from None
+        raise MediaError(
+            f"{short_repr(url)} cannot be read in ranges: the server gives no size{why}"
+        ) from None
     return f  # type: ignore[no-any-return]
 
 
@@ -118,7 +122,7 @@ class OpenSource:
 def describe(source: Any) -> str:
     """A short name of ``source`` for error messages."""
     if isinstance(source, str) and is_url(source):
-        return _short(source)
+        return short_repr(source)
     if isinstance(source, (str, os.PathLike)):
         return repr(os.fspath(source))
     if isinstance(source, (bytes, bytearray, memoryview)):
