@@ -8,7 +8,7 @@ that every ``model=`` argument takes (``build_positions``, ``get_rope_index``, `
 
 Files read (all optional but ``config.json``; unknown keys are ignored):
 
-- ``config.json``: the rotary spec (:meth:`mrope.RopeSpec.from_hf_config`, pairing from the text config's
+- ``config.json``: the rotary spec (:func:`mrope.models.spec_from_config`, pairing from the text config's
   ``model_type``), the family (the top-level ``model_type``: GLM-4.6V's rules, not those of the
   ``glm4v_text`` inside it), token ids (the family's ``config_ids``, at any config level), the vision tower's
   ``patch_size`` / ``spatial_merge_size`` / ``temporal_patch_size``, ``tokens_per_second`` (Qwen2.5-VL,
@@ -209,7 +209,7 @@ def from_pretrained(
         family: the family to read it as (a name, model_type or repo id) when the config's model_type is
             not a registered one; by default the family of the top-level ``model_type``.
         layer_type: for per-layer-type rotary configs, the layer type whose spec to take (see
-            :meth:`mrope.RopeSpec.from_hf_config`).
+            :func:`mrope.models.spec_from_config`).
 
     Returns:
         A :class:`~mrope.models.ModelFamily` (its ``source`` names the folder) that ``model=`` takes

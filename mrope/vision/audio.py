@@ -21,7 +21,8 @@ from typing import Any
 import av
 
 from mrope.errors import MediaError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import resolve_rules
+from mrope.rules import LayoutRules
 from mrope.segments import Audio
 from mrope.timeline import frames_from_samples, require_audio
 from mrope.vision._source import OpenSource, open_source
