@@ -5,7 +5,10 @@ at which frequency, and which position axis (t, h, w for three axes; 1 to 4 axes
 The frequency-to-axis map (:meth:`RopeSpec.axis_map`) lives here and nowhere else; the torch path and the
 Triton kernel both read it.
 
-Conventions (SPEC section 4):
+Conventions (as transformers 5.24 computes them: ``inv_freq`` in models/qwen2_vl/modeling_qwen2_vl.py:122,
+chunked sections :142, split-half ``rotate_half`` :147; interleaved sections in
+models/qwen3_vl/modeling_qwen3_vl.py:410; adjacent pairs ``rotate_half_llm`` in
+models/glm4v/modeling_glm4v.py:493; h/w alternating in models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py:62):
 
 - ``inv_freq[i] = theta ** (-2 i / rotary_dim)`` for ``i in [0, rotary_dim / 2)``, then scaled
   (formulas in :mod:`mrope.scaling`, one per scaling type).
