@@ -47,6 +47,7 @@ from typing import Any
 from mrope.errors import LayoutError, SpecError
 from mrope.models import CheckpointChoice, ModelFamily, get_family
 from mrope.models.config import config_levels, family_of_config, spec_from_config
+from mrope.rules import FIELD_TYPES
 
 CHECKPOINT_FIELDS: dict[str, str | tuple[str, ...] | CheckpointChoice | None] = {
     # config.json (any level: top, thinker_config, text_config; vision_config under any of them)
@@ -95,20 +96,8 @@ _NESTED = {"image": "image_processor", "video": "video_processor"}
 """transformers 5.x ``ProcessorMixin.save_pretrained`` writes the processors' configs nested in
 ``processor_config.json``; its loaders take a nested config first and the per-processor file only when
 there is none (image_processing_base.py, video_processing_utils.py ``get_*_processor_dict``)."""
-_INT_FIELDS = {
-    "patch_size",
-    "merge_size",
-    "temporal_patch_size",
-    "image_min_pixels",
-    "image_max_pixels",
-    "video_min_pixels",
-    "video_max_pixels",
-    "video_total_pixels",
-    "video_frame_max_pixels",
-    "min_frames",
-    "max_frames",
-    "audio_window",
-}
+_INT_FIELDS = frozenset(name for name, kind in FIELD_TYPES.items() if kind is int)
+"""The LayoutRules fields a checkpoint number must be whole for."""
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -97,7 +97,7 @@ The rules of released models live in the registry (:mod:`mrope.models`, one modu
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from mrope.errors import LayoutError
@@ -260,13 +260,7 @@ class LayoutRules:
             value = getattr(self, name)
             if value not in allowed:
                 raise LayoutError(f"LayoutRules.{name} must be one of {list(allowed)}; got {value!r}")
-        for name in (
-            "row_newline",
-            "frame_block",
-            "grid_border",
-            "generates_images",
-            "image_upscale_short_side",
-        ):
+        for name in _FLAGS:
             if not isinstance(getattr(self, name), bool):
                 raise LayoutError(f"LayoutRules.{name} must be true or false; got {getattr(self, name)!r}")
         if self.num_axes not in (3, 4) or isinstance(self.num_axes, bool):
@@ -357,9 +351,11 @@ class LayoutRules:
         return cls().replace(**data)
 
 
-_FIELD_NAMES = frozenset(f.name for f in fields(LayoutRules))
-_HINTS = get_type_hints(LayoutRules)
+FIELD_TYPES: dict[str, Any] = get_type_hints(LayoutRules)
+"""Every rule's type, read from the field annotations (``int``, ``bool``, a ``Literal`` of its choices, ...)."""
+_FIELD_NAMES = frozenset(FIELD_TYPES)
 _CHOICES: dict[str, tuple[str, ...]] = {
-    name: get_args(_HINTS[name]) for name in _HINTS if get_origin(_HINTS[name]) is Literal
+    name: get_args(kind) for name, kind in FIELD_TYPES.items() if get_origin(kind) is Literal
 }
-"""The allowed values of every rule named by a ``Literal`` type above, read from the field's type."""
+"""The allowed values of every rule typed by a ``Literal`` above."""
+_FLAGS: tuple[str, ...] = tuple(name for name, kind in FIELD_TYPES.items() if kind is bool)

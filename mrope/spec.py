@@ -38,7 +38,6 @@ from mrope.scaling import INV_FREQ_FORMULAS, NUMPY_F64, SCALING_TYPES, ScalingTy
 SectionLayout = Literal["chunked", "interleaved", "hw_alternating"]
 Pairing = Literal["neox", "gptj"]
 
-AXES = ("t", "h", "w")
 SECTION_LAYOUTS: tuple[str, ...] = get_args(SectionLayout)
 PAIRINGS: tuple[str, ...] = get_args(Pairing)
 MAX_AXES = 4

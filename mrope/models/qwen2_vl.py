@@ -23,15 +23,29 @@ TRANSFORMERS5 = {"advance": "spatial", "pad_position": 0, "seconds_grouping": "i
 ``arange * (tps * spg)`` in float32 (transformers 5.24 models/qwen2_5_vl/modeling_qwen2_5_vl.py:1033
 ``time_interval = tokens_per_second * second_per_grid``, then :1040 ``current_pos += max(h, w) // merge``)."""
 
+VIDEO_TOKENS = 128000
+"""A clip's token budget: qwen-vl-utils' ``MODEL_SEQ_LEN``, Qwen2VLVideoProcessor's ``max_video_tokens``."""
+
+
+def clip_pixels(factor: int) -> int:
+    """A clip's pixel budget for a resize factor: ``int(VIDEO_TOKENS * factor**2 * 0.9)`` (qwen-vl-utils)."""
+    return int(VIDEO_TOKENS * factor * factor * 0.9)
+
+
+def video_tokens_choice(factor: int) -> CheckpointChoice:
+    """The ``max_video_tokens`` key: :data:`VIDEO_TOKENS` is the budget mrope computes, another is refused."""
+    return CheckpointChoice(
+        "video_total_pixels",
+        {VIDEO_TOKENS: clip_pixels(factor)},
+        why=f"mrope's clip budget is qwen-vl-utils' {VIDEO_TOKENS} tokens",
+    )
+
+
 QWEN2_VIDEO_FIELDS = {
     "video:cap_pixels_per_frame": CheckpointChoice(
         "video_bounds", {True: "frame"}, why="mrope sizes videos as qwen-vl-utils does: the capped rule"
     ),
-    "video:max_video_tokens": CheckpointChoice(
-        "video_total_pixels",
-        {128000: int(128000 * 28 * 28 * 0.9)},
-        why="mrope's clip budget is qwen-vl-utils' 128000 tokens",
-    ),
+    "video:max_video_tokens": video_tokens_choice(28),
 }
 """Qwen2VLVideoProcessor's keys for the clip's pixel budget (5.24: ``cap_pixels_per_frame`` bounds the
 frames by ``max_video_tokens * 28^2 * 0.9`` shared by the clip, as qwen-vl-utils does): the values mrope
@@ -68,7 +82,7 @@ FAMILY = ModelFamily(
         # qwen_vl_utils/vision_process.py: MODEL_SEQ_LEN, smart_nframes, fetch_video)
         video_min_pixels=128 * 28 * 28,
         video_max_pixels=768 * 28 * 28,
-        video_total_pixels=int(128000 * 28 * 28 * 0.9),
+        video_total_pixels=clip_pixels(28),
         fps=2.0,
         min_frames=4,
         max_frames=768,
