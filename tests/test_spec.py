@@ -335,3 +335,9 @@ def test_all_presets_exist() -> None:
     for name in PRESET_NAMES:
         assert isinstance(get_family(name).spec, RopeSpec)
     assert torch.tensor(get_family("qwen3-vl").spec.axis_map()).dtype == torch.int64
+
+
+def test_every_scaling_type_has_one_formula() -> None:
+    from mrope.scaling import INV_FREQ_FORMULAS, SCALING_TYPES
+
+    assert tuple(INV_FREQ_FORMULAS) == SCALING_TYPES == ("none", "linear", "dynamic", "ntk_alpha", "yarn")
