@@ -17,7 +17,7 @@ import torch
 from transformers import CONFIG_MAPPING
 
 import mrope
-from mrope import RopeSpec, SpecError
+from mrope import SpecError
 from mrope.models import families, get_family, model_types, spec_from_config
 
 # Released text-config values (FAMILIES.md, released config.json files). Where the 5.24 class default
@@ -366,6 +366,6 @@ def test_yarn_and_errors() -> None:
             {"model_type": "qwen3_vl", "head_dim": 128, "rope_parameters": {"mrope_interleaved": False}}
         )
     # a family may be named when the config's model type is not a registered one
-    assert spec_from_config({"model_type": "llama", **_QWEN2}, family="qwen2-vl") == RopeSpec.preset(
-        "qwen2-vl"
+    assert (
+        spec_from_config({"model_type": "llama", **_QWEN2}, family="qwen2-vl") == get_family("qwen2-vl").spec
     )
