@@ -33,6 +33,7 @@ import sys
 import torch
 
 from mrope import RopeSpec
+from mrope.models import get_family
 from mrope.ops import apply_mrope
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -179,7 +180,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     t = args.tokens
     bf16_rows = bf16_section(spec, t, args.repeat)
     bf16_title = f"# bf16 apply M-RoPE on CPU, thd layout, Qwen2-VL-7B shapes, T = {t}, {torch.get_num_threads()} threads"

@@ -137,8 +137,8 @@ def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
 
 def correctness(device: torch.device, compile_backend: str) -> Report:
     from mrope import RopeSpec
+    from mrope.models import PRESET_NAMES, get_family
     from mrope.ops import apply_mrope
-    from mrope.spec import PRESET_NAMES
 
     rep = Report()
     g = torch.Generator(device="cpu").manual_seed(0)
@@ -158,16 +158,16 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
             return rand(b, s, hq, d, dtype=dtype), rand(b, s, hk, d, dtype=dtype)
         return rand(b, hq, s, d, dtype=dtype), rand(b, hk, s, d, dtype=dtype)
 
-    base_spec = RopeSpec.preset("qwen2-vl")
+    base_spec = get_family("qwen2-vl").spec
     specs = {}  # one name per distinct released spec (equal specs need one run)
     for name in PRESET_NAMES:
-        if RopeSpec.preset(name) not in specs.values():
-            specs[name] = RopeSpec.preset(name)
+        if get_family(name).spec not in specs.values():
+            specs[name] = get_family(name).spec
     specs["qwen2-vl+linear"] = base_spec.with_scaling(type="linear", factor=4.0)
     specs["qwen2-vl+dynamic"] = base_spec.with_scaling(
         type="dynamic", factor=2.0, original_max_position_embeddings=64
     )
-    specs["qwen3-vl+yarn"] = RopeSpec.preset("qwen3-vl").with_scaling(
+    specs["qwen3-vl+yarn"] = get_family("qwen3-vl").spec.with_scaling(
         type="yarn", factor=4.0, original_max_position_embeddings=256
     )
 
@@ -466,10 +466,10 @@ def time_tokens(device: torch.device, t: int, repeat: int) -> list[str]:
     """Markdown rows for one token count: every path's median time, bandwidth and share of a copy's."""
     from _timing import compare
 
-    from mrope import RopeSpec
+    from mrope.models import get_family
     from mrope.ops import apply_mrope, rerotate
 
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     hq, hk, d = QWEN2_VL_7B["hq"], QWEN2_VL_7B["hk"], QWEN2_VL_7B["head_dim"]
     g = torch.Generator(device="cpu").manual_seed(t)
     q = torch.randn(t, hq, d, generator=g).to(device, torch.bfloat16)

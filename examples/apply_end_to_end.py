@@ -72,7 +72,7 @@ def photo_bytes(width: int = 448, height: int = 336) -> bytes:
 
 def run(model: str, backend: str, photo: bytes) -> float:
     """Max abs error of q and k for one preset (prints a line)."""
-    spec = mrope.RopeSpec.preset(model)
+    spec = mrope.models.get_family(model).spec
     image = load_image(photo, model=model)
     positions = mrope.build_positions([mrope.Text(14), image, mrope.Text(9)], model=model)
     gen = torch.Generator().manual_seed(0)

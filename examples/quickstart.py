@@ -13,7 +13,7 @@ from mrope import Image, Text, Video
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", default="qwen2.5-vl", choices=sorted(mrope.rules.PRESET_NAMES))
+    parser.add_argument("--model", default="qwen2.5-vl", choices=sorted(mrope.models.PRESET_NAMES))
     args = parser.parse_args()
     segments = [
         Text(12),

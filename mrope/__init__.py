@@ -5,6 +5,7 @@ The core (spec, rules, segments, builder, tokens) is pure numpy; :mod:`mrope.vis
 assertions for users' test suites.
 """
 
+from mrope import models  # noqa: F401  (eager: the registry installs the deprecated aliases on the value types)
 from mrope.builder import (
     Batch,
     MRopeWarning,
@@ -31,7 +32,7 @@ _LAZY = {
     "rerotate": "mrope.ops",
     "from_pretrained": "mrope.checkpoint",
 }
-_SUBMODULES = ("models", "ops", "media", "vision", "testing", "pipeline", "plot", "cli", "integrations", "schema")
+_SUBMODULES = ("ops", "media", "vision", "testing", "pipeline", "plot", "cli", "integrations", "schema")
 
 
 def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part is used

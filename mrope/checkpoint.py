@@ -8,7 +8,7 @@ that every ``model=`` argument takes (``build_positions``, ``get_rope_index``, `
 
 Files read (all optional but ``config.json``; unknown keys are ignored):
 
-- ``config.json``: the rotary spec (:meth:`mrope.RopeSpec.from_hf_config`, pairing from the text config's
+- ``config.json``: the rotary spec (:func:`mrope.models.spec_from_config`, pairing from the text config's
   ``model_type``), the family (the top-level ``model_type``: GLM-4.6V's rules, not those of the
   ``glm4v_text`` inside it), token ids (the family's ``config_ids``, at any config level), the vision tower's
   ``patch_size`` / ``spatial_merge_size`` / ``temporal_patch_size``, ``tokens_per_second`` (Qwen2.5-VL,
@@ -47,6 +47,7 @@ from typing import Any
 from mrope.errors import LayoutError, SpecError
 from mrope.models import CheckpointChoice, ModelFamily, get_family
 from mrope.models.config import config_levels, family_of_config, spec_from_config
+from mrope.rules import FIELD_TYPES
 
 CHECKPOINT_FIELDS: dict[str, str | tuple[str, ...] | CheckpointChoice | None] = {
     # config.json (any level: top, thinker_config, text_config; vision_config under any of them)
@@ -95,20 +96,8 @@ _NESTED = {"image": "image_processor", "video": "video_processor"}
 """transformers 5.x ``ProcessorMixin.save_pretrained`` writes the processors' configs nested in
 ``processor_config.json``; its loaders take a nested config first and the per-processor file only when
 there is none (image_processing_base.py, video_processing_utils.py ``get_*_processor_dict``)."""
-_INT_FIELDS = {
-    "patch_size",
-    "merge_size",
-    "temporal_patch_size",
-    "image_min_pixels",
-    "image_max_pixels",
-    "video_min_pixels",
-    "video_max_pixels",
-    "video_total_pixels",
-    "video_frame_max_pixels",
-    "min_frames",
-    "max_frames",
-    "audio_window",
-}
+_INT_FIELDS = frozenset(name for name, kind in FIELD_TYPES.items() if kind is int)
+"""The LayoutRules fields a checkpoint number must be whole for."""
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -209,7 +198,7 @@ def from_pretrained(
         family: the family to read it as (a name, model_type or repo id) when the config's model_type is
             not a registered one; by default the family of the top-level ``model_type``.
         layer_type: for per-layer-type rotary configs, the layer type whose spec to take (see
-            :meth:`mrope.RopeSpec.from_hf_config`).
+            :func:`mrope.models.spec_from_config`).
 
     Returns:
         A :class:`~mrope.models.ModelFamily` (its ``source`` names the folder) that ``model=`` takes

@@ -45,7 +45,8 @@ import numpy as np
 from mrope import schema
 from mrope.builder import Positions, build_positions, count_tokens
 from mrope.errors import MRopeError
-from mrope.rules import LayoutRules, resolve_rules
+from mrope.models import resolve_rules
+from mrope.rules import LayoutRules
 from mrope.schema import MediaAccess, Record, RequestError
 from mrope.segments import Segment
 

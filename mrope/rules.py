@@ -91,14 +91,14 @@ Rules of single families, each named by what it does and off by default:
   grids, last first, then one end marker), and deltas are 0.
 
 The rules of released models live in the registry (:mod:`mrope.models`, one module per family);
-:func:`resolve_rules` turns a ``model=`` argument into rules.
+:func:`mrope.models.resolve_rules` turns a ``model=`` argument into rules.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from mrope.errors import LayoutError
 
@@ -118,57 +118,39 @@ VideoPixelBounds = Literal["frame", "clip", "tokens"]
 FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v", "ernie"]
 VideoSupport = Literal["sized", "grids", "none"]
 
-_CHOICES: dict[str, tuple[str, ...]] = {
-    "temporal": ("index", "seconds", "timestamps"),
-    "spatial": ("offset", "reset", "centered"),
-    "crop": ("keep", "reset"),
-    "tiles": ("global", "independent"),
-    "advance": ("max+1", "spatial"),
-    "timestamp_position": ("before", "after"),
-    "timestamp_time": ("mean", "first"),
-    "positions_base": ("counter", "sequence", "canvas"),
-    "image_index_scope": ("sequence", "batch"),
-    "image_span": ("placeholders", "between_wrappers"),
-    "seconds_grouping": ("(i*spg)*tps", "i*(tps*spg)"),
-    "image_bounds": ("frame", "clip", "edges"),
-    "video_bounds": ("frame", "clip", "tokens"),
-    "frame_sampling": ("qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v", "ernie"),
-    "video_support": ("sized", "grids", "none"),
-}
-
 AudioTokenRule = Literal["stride4", "window"]
 AudioFrameRule = Literal["ceil", "floor"]
 AudioInVideoRule = Literal["chunks", "interleave"]
 WrapperPositionRule = Literal["shared", "consecutive"]
 TimeRounding = Literal["trunc", "none"]
 
-_AUDIO_CHOICES: dict[str, tuple[str, ...]] = {
-    "audio_tokens": ("stride4", "window"),
-    "audio_frames": ("ceil", "floor"),
-    "audio_in_video": ("chunks", "interleave"),
-    "audio_in_video_wrappers": ("shared", "consecutive"),
-    "time_rounding": ("trunc", "none"),
-}
 
-
-def _check_audio_rules(rules: LayoutRules) -> None:
-    for name, allowed in _AUDIO_CHOICES.items():
-        value = getattr(rules, name)
-        if value not in allowed:
-            raise LayoutError(f"LayoutRules.{name} must be one of {list(allowed)}; got {value!r}")
-    for name in ("audio_window", "audio_sampling_rate", "audio_hop_length"):
+def _check_positive_ints(rules: LayoutRules, names: tuple[str, ...]) -> None:
+    for name in names:
         value = getattr(rules, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
+
+
+def _is_positive_number(value: Any) -> bool:
+    """A finite int or float > 0, not a bool."""
+    return (
+        not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+    )
+
+
+def _check_audio_rules(rules: LayoutRules) -> None:
+    _check_positive_ints(rules, ("audio_window", "audio_sampling_rate", "audio_hop_length"))
     if rules.audio_max_frames is not None and (
         not isinstance(rules.audio_max_frames, int) or rules.audio_max_frames < 1
     ):
         raise LayoutError(
             f"LayoutRules.audio_max_frames must be a positive int or None; got {rules.audio_max_frames!r}"
         )
-    sec = rules.seconds_per_chunk
-    if isinstance(sec, bool) or not isinstance(sec, (int, float)) or not math.isfinite(sec) or sec <= 0:
-        raise LayoutError(f"LayoutRules.seconds_per_chunk must be a finite number > 0; got {sec!r}")
+    if not _is_positive_number(rules.seconds_per_chunk):
+        raise LayoutError(
+            f"LayoutRules.seconds_per_chunk must be a finite number > 0; got {rules.seconds_per_chunk!r}"
+        )
     ids = (rules.audio_pad_id, rules.audio_start_id, rules.audio_end_id)
     if any(i is not None for i in ids) and any(i is None for i in ids):
         raise LayoutError(
@@ -278,13 +260,7 @@ class LayoutRules:
             value = getattr(self, name)
             if value not in allowed:
                 raise LayoutError(f"LayoutRules.{name} must be one of {list(allowed)}; got {value!r}")
-        for name in (
-            "row_newline",
-            "frame_block",
-            "grid_border",
-            "generates_images",
-            "image_upscale_short_side",
-        ):
+        for name in _FLAGS:
             if not isinstance(getattr(self, name), bool):
                 raise LayoutError(f"LayoutRules.{name} must be true or false; got {getattr(self, name)!r}")
         if self.num_axes not in (3, 4) or isinstance(self.num_axes, bool):
@@ -294,27 +270,22 @@ class LayoutRules:
                 f"LayoutRules.num_axes {self.num_axes} needs positions_base='sequence' (the counter rule "
                 "writes three axes t, h, w)"
             )
-        for name in (
-            "merge_size",
-            "temporal_patch_size",
-            "patch_size",
-            "min_frames",
-            "max_frames",
-            "temporal_merge_size",
-            "video_frame_max_pixels",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
+        _check_positive_ints(
+            self,
+            (
+                "merge_size",
+                "temporal_patch_size",
+                "patch_size",
+                "min_frames",
+                "max_frames",
+                "temporal_merge_size",
+                "video_frame_max_pixels",
+            ),
+        )
         if not isinstance(self.pad_position, int) or isinstance(self.pad_position, bool):
             raise LayoutError(f"LayoutRules.pad_position must be an int; got {self.pad_position!r}")
         spg_fps = self.second_per_grid_fps
-        if spg_fps is not None and (
-            isinstance(spg_fps, bool)
-            or not isinstance(spg_fps, (int, float))
-            or not math.isfinite(spg_fps)
-            or spg_fps <= 0
-        ):
+        if spg_fps is not None and not _is_positive_number(spg_fps):
             raise LayoutError(
                 f"LayoutRules.second_per_grid_fps must be None or a finite number > 0; got {spg_fps!r}"
             )
@@ -363,17 +334,9 @@ class LayoutRules:
         """Side lengths of a resized image are multiples of this: ``patch_size * merge_size``."""
         return self.patch_size * self.merge_size
 
-    @classmethod
-    def preset(cls, name: str) -> LayoutRules:
-        """The released rules of a registered model family (a name, model_type or repo id; see
-        :func:`mrope.models.get_family`)."""
-        from mrope.models import get_family
-
-        return get_family(name).rules
-
     def replace(self, **changes: Any) -> LayoutRules:
         """A copy with some rules changed (unknown names are an error)."""
-        unknown = set(changes) - {f.name for f in fields(self)}
+        unknown = set(changes) - _FIELD_NAMES
         if unknown:
             raise LayoutError(f"unknown LayoutRules fields {sorted(unknown)}")
         return replace(self, **changes)
@@ -388,20 +351,11 @@ class LayoutRules:
         return cls().replace(**data)
 
 
-def resolve_rules(
-    model: Any = None,
-    rules: LayoutRules | dict[str, Any] | None = None,
-    convention: str = "released",
-) -> LayoutRules:
-    """The rules to use for a ``model=`` argument; see :func:`mrope.models.resolve_rules`."""
-    from mrope.models import resolve_rules as resolve
-
-    return resolve(model, rules, convention)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "PRESET_NAMES":  # the registry's family names (kept for callers of the old table)
-        from mrope.models import names
-
-        return names()
-    raise AttributeError(f"module 'mrope.rules' has no attribute {name!r}")
+FIELD_TYPES: dict[str, Any] = get_type_hints(LayoutRules)
+"""Every rule's type, read from the field annotations (``int``, ``bool``, a ``Literal`` of its choices, ...)."""
+_FIELD_NAMES = frozenset(FIELD_TYPES)
+_CHOICES: dict[str, tuple[str, ...]] = {
+    name: get_args(kind) for name, kind in FIELD_TYPES.items() if get_origin(kind) is Literal
+}
+"""The allowed values of every rule typed by a ``Literal`` above."""
+_FLAGS: tuple[str, ...] = tuple(name for name, kind in FIELD_TYPES.items() if kind is bool)

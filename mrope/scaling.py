@@ -22,12 +22,13 @@ Formulas (``d`` = rotary dim, ``e = arange(0, d, 2) / d``):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 
-if TYPE_CHECKING:  # pragma: no cover
-    from mrope.spec import RopeSpec
+ScalingType = Literal["none", "linear", "dynamic", "ntk_alpha", "yarn"]
+"""``RopeScaling.type``: the scaling types, one formula each in :data:`INV_FREQ_FORMULAS`."""
+SCALING_TYPES: tuple[str, ...] = get_args(ScalingType)
 
 
 class ArrayOps(Protocol):
@@ -44,6 +45,25 @@ class ArrayOps(Protocol):
 
     def at_least(self, x: Any, low: int) -> Any:
         """``max(x, low)`` for a sequence length (a Python int, or a 0-d tensor kept on its device)."""
+
+
+class RotarySpec(Protocol):
+    """What the formulas read of a :class:`~mrope.RopeSpec` (so this module needs no import of it)."""
+
+    @property
+    def theta(self) -> float:
+        """The frequency base."""
+
+    @property
+    def rotary_dim(self) -> int:
+        """Channels that rotate."""
+
+    @property
+    def scaling(self) -> Any:
+        """The :class:`~mrope.RopeScaling` (``factor``, ``original_max_position_embeddings``, ``alpha``)."""
+
+    def yarn_ramp(self) -> tuple[float, float]:
+        """YaRN's correction range ``(low, high)`` in frequency indices."""
 
 
 class _NumpyOps:
@@ -69,15 +89,15 @@ def _plain(ops: ArrayOps, base: Any, d: int) -> Any:
     return 1.0 / (base ** ops.exponents(d))
 
 
-def _none(ops: ArrayOps, spec: RopeSpec, seq_len: Any) -> Any:
+def _none(ops: ArrayOps, spec: RotarySpec, seq_len: Any) -> Any:
     return _plain(ops, float(spec.theta), spec.rotary_dim)
 
 
-def _linear(ops: ArrayOps, spec: RopeSpec, seq_len: Any) -> Any:
+def _linear(ops: ArrayOps, spec: RotarySpec, seq_len: Any) -> Any:
     return _plain(ops, float(spec.theta), spec.rotary_dim) / spec.scaling.factor
 
 
-def _dynamic(ops: ArrayOps, spec: RopeSpec, seq_len: Any) -> Any:
+def _dynamic(ops: ArrayOps, spec: RotarySpec, seq_len: Any) -> Any:
     sc, d = spec.scaling, spec.rotary_dim
     if seq_len is None:
         return _plain(ops, float(spec.theta), d)
@@ -87,13 +107,13 @@ def _dynamic(ops: ArrayOps, spec: RopeSpec, seq_len: Any) -> Any:
     return _plain(ops, base, d)
 
 
-def _ntk_alpha(ops: ArrayOps, spec: RopeSpec, seq_len: Any) -> Any:
+def _ntk_alpha(ops: ArrayOps, spec: RotarySpec, seq_len: Any) -> Any:
     d = spec.rotary_dim
     base = spec.theta * spec.scaling.alpha ** (d / (d - 2))
     return _plain(ops, base, d)
 
 
-def _yarn(ops: ArrayOps, spec: RopeSpec, seq_len: Any) -> Any:
+def _yarn(ops: ArrayOps, spec: RotarySpec, seq_len: Any) -> Any:
     sc, d = spec.scaling, spec.rotary_dim
     pos_freqs = float(spec.theta) ** ops.exponents(d)
     extrapolated = 1.0 / pos_freqs
@@ -104,7 +124,7 @@ def _yarn(ops: ArrayOps, spec: RopeSpec, seq_len: Any) -> Any:
     return interpolated * (1 - extrapolation_weight) + extrapolated * extrapolation_weight
 
 
-INV_FREQ_FORMULAS: dict[str, Callable[[ArrayOps, RopeSpec, Any], Any]] = {
+INV_FREQ_FORMULAS: dict[ScalingType, Callable[[ArrayOps, RotarySpec, Any], Any]] = {
     "none": _none,
     "linear": _linear,
     "dynamic": _dynamic,
@@ -112,5 +132,3 @@ INV_FREQ_FORMULAS: dict[str, Callable[[ArrayOps, RopeSpec, Any], Any]] = {
     "yarn": _yarn,
 }
 """``RopeScaling.type`` -> ``formula(ops, spec, seq_len)``, inverse frequencies ``[rotary_dim // 2]``."""
-
-SCALING_TYPES: tuple[str, ...] = tuple(INV_FREQ_FORMULAS)

@@ -127,7 +127,7 @@ class Image:
             of a tile do not depend on this order.
         origin: the crop origin ``(row, col)`` in merged-grid tokens of the source image; used by the
             ``crop="keep"`` rule, ignored by ``crop="reset"``.
-        wrap: emit the preset's vision_start / vision_end tokens around the image.
+        wrap: emit the rules' vision_start / vision_end tokens around the image.
         thumbnail_grid: with tiles, a thumbnail of its own grid that comes FIRST, before the tiles (MiniCPM-V's
             canvas rule, ``positions_base="canvas"``: the thumbnail is stretched over the tiles' canvas and
             each tile is a detail slice).
@@ -250,7 +250,7 @@ class Video:
             ``temporal_patch_size / fps``, as the processors compute it.
         frame_times: the sampled frames' times in seconds (for Qwen3-VL timestamps, and exact for
             variable-rate files); ``None`` means ``k / fps`` for frame k.
-        wrap: emit the preset's wrapper tokens (and, for Qwen3-VL, the timestamp text).
+        wrap: emit the rules' wrapper tokens (and, for Qwen3-VL, the timestamp text).
         audio: the video's own audio track, for models that interleave it with the frames by time
             (Qwen2.5-Omni / Qwen3-Omni with ``use_audio_in_video``); ``None`` for a silent video or
             when the audio is not used.

@@ -5,7 +5,10 @@ at which frequency, and which position axis (t, h, w for three axes; 1 to 4 axes
 The frequency-to-axis map (:meth:`RopeSpec.axis_map`) lives here and nowhere else; the torch path and the
 Triton kernel both read it.
 
-Conventions (SPEC section 4):
+Conventions (as transformers 5.24 computes them: ``inv_freq`` in models/qwen2_vl/modeling_qwen2_vl.py:122,
+chunked sections :142, split-half ``rotate_half`` :147; interleaved sections in
+models/qwen3_vl/modeling_qwen3_vl.py:410; adjacent pairs ``rotate_half_llm`` in
+models/glm4v/modeling_glm4v.py:493; h/w alternating in models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py:62):
 
 - ``inv_freq[i] = theta ** (-2 i / rotary_dim)`` for ``i in [0, rotary_dim / 2)``, then scaled
   (formulas in :mod:`mrope.scaling`, one per scaling type).
@@ -25,19 +28,18 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
 from mrope.errors import SpecError
-from mrope.scaling import INV_FREQ_FORMULAS, NUMPY_F64, SCALING_TYPES
+from mrope.scaling import INV_FREQ_FORMULAS, NUMPY_F64, SCALING_TYPES, ScalingType
 
 SectionLayout = Literal["chunked", "interleaved", "hw_alternating"]
 Pairing = Literal["neox", "gptj"]
-ScalingType = Literal["none", "linear", "dynamic", "ntk_alpha", "yarn"]
 
-AXES = ("t", "h", "w")
-SECTION_LAYOUTS: tuple[str, ...] = ("chunked", "interleaved", "hw_alternating")
+SECTION_LAYOUTS: tuple[str, ...] = get_args(SectionLayout)
+PAIRINGS: tuple[str, ...] = get_args(Pairing)
 MAX_AXES = 4
 
 
@@ -183,8 +185,8 @@ class RopeSpec:
                 f"{self.scaling.type} scaling needs rotary_dim > 2 (its base exponent is d / (d - 2)); "
                 f"got rotary_dim {self.rotary_dim}"
             )
-        if self.pairing not in ("neox", "gptj"):
-            raise SpecError(f"pairing must be 'neox' or 'gptj'; got {self.pairing!r}")
+        if self.pairing not in PAIRINGS:
+            raise SpecError(f"pairing must be {' or '.join(repr(x) for x in PAIRINGS)}; got {self.pairing!r}")
 
     # ------------------------------------------------------------------ frequencies
 
@@ -267,19 +269,7 @@ class RopeSpec:
             return float(mscale(sc.factor, sc.mscale) / mscale(sc.factor, sc.mscale_all_dim))
         return mscale(sc.factor)
 
-    # ------------------------------------------------------------------ registry and (de)serialisation
-
-    @classmethod
-    def preset(cls, name: str) -> RopeSpec:
-        """The released rotary spec of a registered model family (a name, model_type or repo id; see
-        :func:`mrope.models.get_family`)."""
-        from mrope.errors import LayoutError
-        from mrope.models import get_family
-
-        try:
-            return get_family(name).spec
-        except LayoutError as exc:
-            raise SpecError(str(exc)) from None
+    # ------------------------------------------------------------------ (de)serialisation
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict that :meth:`from_dict` turns back into an equal spec."""
@@ -326,28 +316,3 @@ class RopeSpec:
     def with_scaling(self, **kwargs: Any) -> RopeSpec:
         """A copy with a new :class:`RopeScaling` built from ``kwargs``."""
         return replace(self, scaling=RopeScaling(**kwargs))
-
-    @classmethod
-    def from_hf_config(
-        cls, config: dict[str, Any], *, layer_type: str | None = None, family: Any = None
-    ) -> RopeSpec:
-        """The rotary spec of a Hugging Face model config, given as a dict (the parsed ``config.json``;
-        :func:`mrope.from_pretrained` reads checkpoint folders).
-
-        Reads nested ``text_config`` / ``thinker_config.text_config``, ``rope_scaling`` and
-        ``rope_parameters`` (per layer type too: ``layer_type=`` picks one, default ``"full_attention"``),
-        ``rope_theta``, ``mrope_section``, ``mrope_interleaved``, ``partial_rotary_factor`` and ``head_dim``.
-        Pairing and section layout follow the family of the text config's ``model_type`` (``family=``
-        overrides it); see :mod:`mrope.models.config`.
-        """
-        from mrope.models.config import spec_from_config
-
-        return spec_from_config(config, layer_type=layer_type, family=family)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "PRESET_NAMES":  # the registry's family names (kept for callers of the old table)
-        from mrope.models import names
-
-        return names()
-    raise AttributeError(f"module 'mrope.spec' has no attribute {name!r}")

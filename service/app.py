@@ -30,7 +30,8 @@ from starlette.responses import Response
 
 import mrope
 from mrope.builder import MRopeWarning
-from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
+from mrope.models import PRESET_NAMES, resolve_rules
+from mrope.rules import LayoutRules
 from mrope.spec import RopeSpec
 from service import convert, docs, jsonbody, media, render
 from service.direct import DirectRoutes, read_body

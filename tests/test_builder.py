@@ -22,6 +22,7 @@ from mrope import (
     next_positions,
     text_positions,
 )
+from mrope.models import get_family
 
 
 def rows(p: mrope.Positions) -> list[list[int]]:
@@ -407,11 +408,11 @@ def test_count_tokens_needs_no_positions() -> None:
 
 
 def test_rules_presets_and_replace() -> None:
-    assert LayoutRules.preset("qwen2.5-vl").temporal == "seconds"
-    assert LayoutRules.preset("qwen3-vl").temporal == "timestamps"
-    assert LayoutRules.preset("qwen3-vl").resize_factor == 32
-    assert LayoutRules.preset("qwen2-vl").resize_factor == 28
-    rules = LayoutRules.preset("qwen2-vl").replace(tiles="independent")
+    assert get_family("qwen2.5-vl").rules.temporal == "seconds"
+    assert get_family("qwen3-vl").rules.temporal == "timestamps"
+    assert get_family("qwen3-vl").rules.resize_factor == 32
+    assert get_family("qwen2-vl").rules.resize_factor == 28
+    rules = get_family("qwen2-vl").rules.replace(tiles="independent")
     assert LayoutRules.from_dict(rules.to_dict()) == rules
 
 

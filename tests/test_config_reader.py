@@ -17,8 +17,8 @@ import torch
 from transformers import CONFIG_MAPPING
 
 import mrope
-from mrope import RopeSpec, SpecError
-from mrope.models import families, get_family, model_types
+from mrope import SpecError
+from mrope.models import families, get_family, model_types, spec_from_config
 
 # Released text-config values (FAMILIES.md, released config.json files). Where the 5.24 class default
 # cannot run (glm4v_text: no partial factor; glm4v_moe_text: no head_dim; cohere_compass_text:
@@ -231,7 +231,7 @@ _ROTATING = sorted(
 @pytest.mark.parametrize("model_type", _ROTATING)
 def test_from_hf_config_rotates_like_the_family(model_type: str) -> None:
     text_type = TOP_TO_TEXT.get(model_type, model_type)
-    spec = RopeSpec.from_hf_config(_config_dict(model_type))
+    spec = spec_from_config(_config_dict(model_type))
     head_dim = spec.head_dim
     g = torch.Generator().manual_seed(len(model_type))
     q = torch.randn(2, 4, 9, head_dim, generator=g)
@@ -254,12 +254,12 @@ def test_family_spec_is_what_its_released_config_reads() -> None:
         top = next((t for t in fam.model_types if t in TOP_TO_TEXT), None)
         if top is None or fam.name in ("cohere-compass", "cosmos3-omni"):
             continue  # cohere: no released rotary known; cosmos3-omni: Qwen3-VL's text config here
-        assert RopeSpec.from_hf_config(_config_dict(top)) == fam.spec, fam.name
+        assert spec_from_config(_config_dict(top)) == fam.spec, fam.name
 
 
 @pytest.mark.parametrize("model_type", ["hunyuan_vl", "hunyuan_vl_text"])
 def test_hunyuan_frequencies_are_5_24s_and_layout_is_the_familys(model_type: str) -> None:
-    spec = RopeSpec.from_hf_config(_config_dict(model_type))
+    spec = spec_from_config(_config_dict(model_type))
     assert spec == get_family("hunyuan_vl").spec  # 4 axes, Tencent's xdrope layout, NTK-alpha 1000
     _, rotary, _ = _hf_text("hunyuan_vl_text")
     assert rotary.rope_type == "ntk_alpha"
@@ -276,22 +276,22 @@ def test_hunyuan_released_xdrope_section_key() -> None:
             "rope_scaling": {"type": "dynamic", "alpha": 1000, "xdrope_section": [16, 16, 16, 16]},
         },
     }
-    assert RopeSpec.from_hf_config(released) == get_family("hunyuan_vl").spec
+    assert spec_from_config(released) == get_family("hunyuan_vl").spec
 
 
 def test_ernie_config_section_order_is_h_w_t() -> None:
-    spec = RopeSpec.from_hf_config(_config_dict("ernie4_5_vl_moe"))
+    spec = spec_from_config(_config_dict("ernie4_5_vl_moe"))
     assert spec.mrope_section == (20, 22, 22) and spec == get_family("ernie4_5_vl_moe").spec
 
 
 def test_pairing_follows_the_text_config() -> None:
     # GLM-4.6V: glm46v on top, glm4v_text inside: adjacent pairs; GLM-4.5V: split halves
-    assert RopeSpec.from_hf_config(_config_dict("glm46v")).pairing == "gptj"
-    assert RopeSpec.from_hf_config(_config_dict("glm4v_moe")).pairing == "neox"
-    assert RopeSpec.from_hf_config(_config_dict("glm4v")).pairing == "gptj"
+    assert spec_from_config(_config_dict("glm46v")).pairing == "gptj"
+    assert spec_from_config(_config_dict("glm4v_moe")).pairing == "neox"
+    assert spec_from_config(_config_dict("glm4v")).pairing == "gptj"
     # without a model_type in the text config, the top-level family decides
     bare = {"model_type": "glm46v", "text_config": {k: v for k, v in _GLM4V.items()}}
-    assert RopeSpec.from_hf_config(bare).pairing == "gptj"
+    assert spec_from_config(bare).pairing == "gptj"
 
 
 def test_legacy_rope_scaling_form() -> None:
@@ -302,7 +302,7 @@ def test_legacy_rope_scaling_form() -> None:
         "rope_theta": 1000000.0,
         "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
     }
-    assert RopeSpec.from_hf_config(config) == RopeSpec.preset("qwen2-vl")
+    assert spec_from_config(config) == get_family("qwen2-vl").spec
 
 
 def test_thinker_text_config_is_read() -> None:
@@ -310,7 +310,7 @@ def test_thinker_text_config_is_read() -> None:
         "model_type": "qwen3_vl",
         "thinker_config": {"model_type": "qwen3_vl", "text_config": _config_dict("qwen3_vl_text")},
     }
-    assert RopeSpec.from_hf_config(config) == RopeSpec.from_hf_config(_config_dict("qwen3_vl_text"))
+    assert spec_from_config(config) == spec_from_config(_config_dict("qwen3_vl_text"))
 
 
 def test_per_layer_type_rope_parameters() -> None:
@@ -323,17 +323,17 @@ def test_per_layer_type_rope_parameters() -> None:
             "nope_attention": None,
         },
     }
-    assert RopeSpec.from_hf_config(text).theta == 2e6  # full attention by default
-    assert RopeSpec.from_hf_config(text, layer_type="sliding_attention").theta == 1e4
+    assert spec_from_config(text).theta == 2e6  # full attention by default
+    assert spec_from_config(text, layer_type="sliding_attention").theta == 1e4
     with pytest.raises(SpecError, match="'nope_attention' has no rotary"):
-        RopeSpec.from_hf_config(text, layer_type="nope_attention")
+        spec_from_config(text, layer_type="nope_attention")
     with pytest.raises(SpecError, match="not in rope_parameters"):
-        RopeSpec.from_hf_config(text, layer_type="chunked_attention")
+        spec_from_config(text, layer_type="chunked_attention")
     del text["rope_parameters"]["full_attention"]
-    assert RopeSpec.from_hf_config(text).theta == 1e4  # the only layer type with a rotary
+    assert spec_from_config(text).theta == 1e4  # the only layer type with a rotary
     text["rope_parameters"]["local_attention"] = {"rope_theta": 3e4, "mrope_section": [24, 20, 20]}
     with pytest.raises(SpecError, match="pass layer_type="):
-        RopeSpec.from_hf_config(text)
+        spec_from_config(text)
 
 
 def test_yarn_and_errors() -> None:
@@ -349,23 +349,23 @@ def test_yarn_and_errors() -> None:
             "mrope_section": [16, 24, 24],
         },
     }
-    spec = RopeSpec.from_hf_config(config)
+    spec = spec_from_config(config)
     assert spec.scaling == mrope.RopeScaling(type="yarn", factor=4.0, original_max_position_embeddings=32768)
     with pytest.raises(SpecError, match="not a registered M-RoPE family.*qwen2_vl"):
-        RopeSpec.from_hf_config({"model_type": "llama", "head_dim": 128, "rope_theta": 1e4})
+        spec_from_config({"model_type": "llama", "head_dim": 128, "rope_theta": 1e4})
     with pytest.raises(SpecError, match="model_type missing"):
-        RopeSpec.from_hf_config({"head_dim": 128, "rope_theta": 1e4})
+        spec_from_config({"head_dim": 128, "rope_theta": 1e4})
     with pytest.raises(SpecError, match="unsupported rope type 'longrope'"):
-        RopeSpec.from_hf_config(
+        spec_from_config(
             {"model_type": "qwen2_vl", "head_dim": 128, "rope_scaling": {"rope_type": "longrope"}}
         )
     with pytest.raises(SpecError, match="must be a dict.*from_pretrained"):
-        RopeSpec.from_hf_config("/some/checkpoint")
+        spec_from_config("/some/checkpoint")
     with pytest.raises(SpecError, match="mrope_interleaved=False.*qwen3-vl"):
-        RopeSpec.from_hf_config(
+        spec_from_config(
             {"model_type": "qwen3_vl", "head_dim": 128, "rope_parameters": {"mrope_interleaved": False}}
         )
     # a family may be named when the config's model type is not a registered one
-    assert RopeSpec.from_hf_config({"model_type": "llama", **_QWEN2}, family="qwen2-vl") == RopeSpec.preset(
-        "qwen2-vl"
+    assert (
+        spec_from_config({"model_type": "llama", **_QWEN2}, family="qwen2-vl") == get_family("qwen2-vl").spec
     )

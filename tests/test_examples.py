@@ -107,7 +107,7 @@ def test_the_reference_of_apply_end_to_end_is_sensitive() -> None:
         import apply_end_to_end as example
     finally:
         sys.path.remove(str(EXAMPLES))
-    spec = mrope.RopeSpec.preset("qwen2.5-vl")
+    spec = mrope.models.get_family("qwen2.5-vl").spec
     p = mrope.build_positions([mrope.Text(3), mrope.Image(grid=(1, 8, 8))], model="qwen2.5-vl")
     x = np.random.default_rng(0).standard_normal((p.num_tokens, 1, spec.head_dim))
     right = example.reference(x, p.ids, spec)

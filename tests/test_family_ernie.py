@@ -147,7 +147,7 @@ RELEASED_CONFIG = {
 
 def test_rotary_from_config_rotates_like_the_model() -> None:
     # class-default text config = the released rotary: theta 5e5, head_dim 128, mrope_section (22, 22, 20)
-    spec = mrope.RopeSpec.from_hf_config(RELEASED_CONFIG)
+    spec = mrope.models.spec_from_config(RELEASED_CONFIG)
     assert spec == FAMILY.spec
     p = build_positions([Text(3), Video((8, 6, 4)), Image((1, 4, 8)), Text(2)], rules=RULES)
     positions = torch.from_numpy(p.ids)

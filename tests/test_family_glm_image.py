@@ -19,8 +19,8 @@ from transformers.models.glm_image.modeling_glm_image import (
 )
 
 import mrope
-from mrope import Image, LayoutError, RopeSpec, Text, TokenError, build_batch, build_positions
-from mrope.models import get_family
+from mrope import Image, LayoutError, Text, TokenError, build_batch, build_positions
+from mrope.models import get_family, spec_from_config
 from mrope.tokens import generation_index, rope_index
 
 START, END, PAD = 16384, 16385, 167855  # GlmImageConfig's image start / end / placeholder ids
@@ -165,7 +165,7 @@ def test_rotary_from_config_rotates_like_the_model() -> None:
         "num_attention_heads": 32,
         "rope_parameters": rope,
     }
-    spec = RopeSpec.from_hf_config({"model_type": "glm_image", "text_config": text})
+    spec = spec_from_config({"model_type": "glm_image", "text_config": text})
     assert spec == get_family("glm-image").spec
     p = build_positions([Text(3), Image((1, 5, 7)), Text(2), Image((1, 4, 4), generate=True)], rules=RULES)
     positions = torch.from_numpy(np.concatenate([p.ids, p.generation_ids], axis=1))

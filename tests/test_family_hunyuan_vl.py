@@ -194,7 +194,7 @@ def test_rotary_from_config_is_the_official_xdrope() -> None:
     gen = torch.Generator().manual_seed(3)
     q, k = torch.randn(n, 4, 128, generator=gen), torch.randn(n, 2, 128, generator=gen)
     want_q, want_k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-    spec = mrope.RopeSpec.from_hf_config(RELEASED_CONFIG)
+    spec = mrope.models.spec_from_config(RELEASED_CONFIG)
     assert spec == FAMILY.spec
     got_q, got_k = mrope.apply_mrope(q, k, positions, spec, backend="torch")
     torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)

@@ -128,7 +128,7 @@ def test_rotary_from_config_rotates_like_the_model() -> None:
     rot_q, rot_k = apply_rotary_pos_emb(q[None, ..., 192:], k[None, ..., 192:], cos, sin, unsqueeze_dim=2)
     want_q = torch.cat([q[..., :192], rot_q[0]], dim=-1)
     want_k = torch.cat([k[..., :192], rot_k[0]], dim=-1)
-    spec = mrope.RopeSpec.from_hf_config(RELEASED_CONFIG)
+    spec = mrope.models.spec_from_config(RELEASED_CONFIG)
     assert spec == FAMILY.spec
     got_q, got_k = mrope.apply_mrope(q, k, positions, spec, backend="torch")
     torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)

@@ -288,7 +288,7 @@ def test_family_rules_and_rotary() -> None:
         "mrope_section": [11, 11, 10],
     }
     text = {"hidden_size": 4096, "num_attention_heads": 16, "head_dim": 256, "rope_parameters": rope}
-    spec = mrope.RopeSpec.from_hf_config(
+    spec = mrope.models.spec_from_config(
         {
             "model_type": "minicpmv4_7",
             "text_config": {"model_type": "qwen3_5_text", **text, "mrope_interleaved": True},

@@ -103,7 +103,7 @@ def test_qwen2_5_folder_sizes_images_like_its_own_processor(tmp_path: Path, unif
     model = mrope.from_pretrained(folder)
     assert isinstance(model, ModelFamily) and model.name == "qwen2.5-vl" and model.source == str(folder)
     assert (model.rules.image_min_pixels, model.rules.image_max_pixels) == (3136, 12845056)
-    assert model.spec == mrope.RopeSpec.preset("qwen2.5-vl")
+    assert model.spec == mrope.models.get_family("qwen2.5-vl").spec
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         processor = AutoImageProcessor.from_pretrained(str(folder))
@@ -161,7 +161,7 @@ def test_qwen3_folder_with_tokenizer_and_video_processor(tmp_path: Path) -> None
     tok = _char_tokenizer()
     tok.save(str(folder / "tokenizer.json"))
     model = mrope.from_pretrained(folder)
-    assert model.name == "qwen3-vl" and model.spec == mrope.RopeSpec.preset("qwen3-vl")
+    assert model.name == "qwen3-vl" and model.spec == mrope.models.get_family("qwen3-vl").spec
     r = model.rules
     assert (r.patch_size, r.image_min_pixels, r.image_max_pixels) == (16, 65536, 16777216)
     assert (r.video_min_pixels, r.video_total_pixels, r.fps, r.min_frames, r.max_frames) == (

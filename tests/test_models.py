@@ -9,7 +9,7 @@ import torch
 import mrope
 from mrope import Image, LayoutError, LayoutRules, RopeSpec, Text, Video
 from mrope.media import image_grid
-from mrope.models import families, get_family, names, resolve_rules
+from mrope.models import PRESET_NAMES, families, get_family, names, resolve_rules, spec_from_config
 
 
 def test_every_family_is_consistent() -> None:
@@ -151,3 +151,58 @@ def test_families_and_checkpoints_pickle(tmp_path) -> None:
     assert np.array_equal(
         mrope.build_positions(segs, model=back).ids, mrope.build_positions(segs, model=ckpt).ids
     )
+
+
+_QWEN2_CONFIG = {
+    "model_type": "qwen2_vl",
+    "head_dim": 128,
+    "rope_theta": 1e6,
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+}
+
+
+def test_moved_class_methods_warn_and_give_the_registrys_values() -> None:
+    """The value types' old lookups (installed by mrope.models) warn and return what the registry does."""
+    with pytest.warns(DeprecationWarning, match=r"get_family\(name\)\.rules"):
+        assert LayoutRules.preset("Qwen/Qwen2-VL-7B-Instruct") == get_family("qwen2-vl").rules
+    with pytest.warns(DeprecationWarning, match=r"get_family\(name\)\.spec"):
+        assert RopeSpec.preset("qwen3_vl") == get_family("qwen3-vl").spec
+    with pytest.warns(DeprecationWarning, match="mrope.models.spec_from_config"):
+        old = RopeSpec.from_hf_config(_QWEN2_CONFIG, layer_type=None)
+    assert old == spec_from_config(_QWEN2_CONFIG) == get_family("qwen2-vl").spec
+
+
+def test_moved_module_names_warn_and_are_the_registrys() -> None:
+    import mrope.rules
+    import mrope.spec
+
+    with pytest.warns(DeprecationWarning, match="mrope.models.resolve_rules"):
+        assert mrope.rules.resolve_rules is resolve_rules
+    for module in (mrope.rules, mrope.spec):
+        with pytest.warns(DeprecationWarning, match="mrope.models.PRESET_NAMES"):
+            assert module.PRESET_NAMES is PRESET_NAMES
+    assert PRESET_NAMES == names() == tuple(f.name for f in families())
+    with pytest.raises(AttributeError, match="no attribute 'preset_names'"):
+        mrope.rules.preset_names  # noqa: B018
+
+
+def test_value_types_import_no_registry() -> None:
+    """rules, spec, scaling and segments are leaves: they import mrope.errors, and spec the scaling formulas."""
+    import ast
+    from pathlib import Path
+
+    allowed = {
+        "rules": {"mrope.errors"},
+        "spec": {"mrope.errors", "mrope.scaling"},
+        "scaling": {"mrope.errors"},
+        "segments": {"mrope.errors"},
+    }
+    for name, may_import in allowed.items():
+        tree = ast.parse((Path(mrope.__file__).parent / f"{name}.py").read_text())
+        found = {
+            node.module if isinstance(node, ast.ImportFrom) else alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for alias in node.names
+        }
+        assert {m for m in found if m and m.startswith("mrope")} <= may_import, name

@@ -13,13 +13,14 @@ import triton  # noqa: F401  (a dev dependency: the kernel tests must not be ski
 
 from mrope import ApplyError, MRopeError, RopeSpec
 from mrope import ops as mrope_ops
+from mrope.models import PRESET_NAMES as FAMILY_NAMES
+from mrope.models import get_family
 from mrope.ops import apply_mrope, cos_sin, triton_kernel
 from mrope.ops import dispatch as ops_dispatch
 from mrope.ops.freqs import hf_inv_freq_fp32, turn_limbs
-from mrope.spec import PRESET_NAMES as FAMILY_NAMES
 
 # one family name per distinct released rotary spec (the registry grows; equal specs need one run)
-PRESET_NAMES = tuple({RopeSpec.preset(name): name for name in reversed(FAMILY_NAMES)}.values())[::-1]
+PRESET_NAMES = tuple({get_family(name).spec: name for name in reversed(FAMILY_NAMES)}.values())[::-1]
 
 BACKENDS = ("torch", "triton")
 LAYOUTS = ("thd", "bhsd", "bshd")
@@ -173,7 +174,7 @@ def run(q, k, pos, spec, layout, backend, **kw):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_presets_exact_fp32_against_reference(preset: str, layout: str, backend: str) -> None:
-    spec = RopeSpec.preset(preset)
+    spec = get_family(preset).spec
     q, k = make_qk(layout, hq=4, hk=2, d=spec.head_dim, dtype=torch.float32)
     pos = make_positions(layout, high=5000, axes=spec.num_axes)
     qr, kr = run(q, k, pos, spec, layout, backend, angle_precision="exact")
@@ -187,7 +188,7 @@ def test_presets_exact_fp32_against_reference(preset: str, layout: str, backend:
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_presets_fp32_angles_against_reference(preset: str, layout: str, backend: str) -> None:
     """Default precision: the angle is transformers' fp32 product; everything after it is accurate."""
-    spec = RopeSpec.preset(preset)
+    spec = get_family(preset).spec
     q, k = make_qk(layout, hq=3, hk=1, d=spec.head_dim, dtype=torch.float32)
     pos = make_positions(layout, high=5000, axes=spec.num_axes)
     qr, kr = run(q, k, pos, spec, layout, backend)
@@ -201,7 +202,7 @@ def test_presets_fp32_angles_against_reference(preset: str, layout: str, backend
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_dtypes_in_and_out(layout: str, dtype: torch.dtype, backend: str) -> None:
-    spec = RopeSpec.preset("qwen3-vl")
+    spec = get_family("qwen3-vl").spec
     q, k = make_qk(layout, hq=4, hk=2, d=128, dtype=dtype)
     pos = make_positions(layout, high=300)
     qr, kr = run(q, k, pos, spec, layout, backend, angle_precision="exact")
@@ -213,7 +214,7 @@ def test_dtypes_in_and_out(layout: str, dtype: torch.dtype, backend: str) -> Non
 def test_backends_agree() -> None:
     """Both backends compute the same fp32 angles and round the output once to nearest: fp32 results
     differ by trig rounding only, bf16 results are almost all bit-identical (never more than one ulp)."""
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     q, k = make_qk("thd", hq=4, hk=2, d=128, dtype=torch.float32)
     pos = make_positions("thd", high=100)
     a = run(q, k, pos, spec, "thd", "torch")
@@ -235,14 +236,14 @@ def _partial_neox() -> RopeSpec:
 
 
 SCALED = {
-    "linear": RopeSpec.preset("qwen2-vl").with_scaling(type="linear", factor=4.0),
-    "dynamic": RopeSpec.preset("qwen2-vl").with_scaling(
+    "linear": get_family("qwen2-vl").spec.with_scaling(type="linear", factor=4.0),
+    "dynamic": get_family("qwen2-vl").spec.with_scaling(
         type="dynamic", factor=2.0, original_max_position_embeddings=32
     ),
-    "yarn": RopeSpec.preset("qwen3-vl").with_scaling(
+    "yarn": get_family("qwen3-vl").spec.with_scaling(
         type="yarn", factor=4.0, original_max_position_embeddings=64
     ),
-    "yarn-gptj-partial": RopeSpec.preset("glm-4.1v").with_scaling(
+    "yarn-gptj-partial": get_family("glm-4.1v").spec.with_scaling(
         type="yarn", factor=8.0, original_max_position_embeddings=128, attention_factor=1.3
     ),
 }
@@ -282,7 +283,7 @@ def test_dynamic_ntk_uses_max_position(backend: str) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("inplace", (False, True))
 def test_partial_rotary_passes_channels_through(backend: str, inplace: bool) -> None:
-    for spec in (_partial_neox(), RopeSpec.preset("glm-4.1v")):
+    for spec in (_partial_neox(), get_family("glm-4.1v").spec):
         q, k = make_qk("thd", hq=3, hk=2, d=spec.head_dim, dtype=torch.float32)
         pos = make_positions("thd")
         q0, k0 = q.clone(), k.clone()
@@ -386,7 +387,7 @@ def test_one_row_positions_are_plain_rope_for_any_axis_count(backend: str) -> No
 def test_float_positions(backend: str, dtype: torch.dtype) -> None:
     """Fractional positions (Qwen3-Omni's float32 time) in both precisions; exact mode is exact for the
     float value given, fp32 mode multiplies float32(pos) as transformers does."""
-    spec = RopeSpec.preset("qwen3-vl")
+    spec = get_family("qwen3-vl").spec
     q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32, t=8)
     g = torch.Generator().manual_seed(7)
     pos = (torch.rand(3, 8, generator=g, dtype=torch.float64) * 900 - 50).to(dtype)
@@ -405,7 +406,7 @@ def test_float_positions(backend: str, dtype: torch.dtype) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_float64_positions_far_out_in_exact_mode(backend: str) -> None:
     """float64 positions near 1e12 with a fraction of 1/4: exact mode keeps one fp32 rounding."""
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     q, k = make_qk("thd", hq=1, hk=1, d=128, dtype=torch.float32, t=4)
     pos = torch.tensor([[1e12 + 0.25, 3.5, -7e11 - 0.75, 2.0**40 + 0.5]] * 3, dtype=torch.float64)
     import mpmath
@@ -436,7 +437,7 @@ def test_positions_must_match_the_axis_count() -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16), ids=str)
 def test_inplace_views_into_packed_qkv_thd(backend: str, dtype: torch.dtype) -> None:
-    spec = RopeSpec.preset("qwen2.5-vl")
+    spec = get_family("qwen2.5-vl").spec
     t, hq, hk, d = 7, 4, 2, 128
     qkv = torch.randn(t, (hq + 2 * hk) * d, dtype=torch.float64).to(dtype)
     before = qkv.clone()
@@ -458,7 +459,7 @@ def test_inplace_views_into_packed_qkv_thd(backend: str, dtype: torch.dtype) -> 
 @pytest.mark.parametrize("layout", ("bshd", "bhsd"))
 def test_strided_views_batched(backend: str, layout: str) -> None:
     """Views into a packed [B, S, (HQ + 2 HK) * D] buffer; for bhsd, transposed views of it."""
-    spec = RopeSpec.preset("qwen3-vl")
+    spec = get_family("qwen3-vl").spec
     b, s, hq, hk, d = 2, 5, 3, 1, 128
     qkv = torch.randn(b, s, hq + 2 * hk, d)
     before = qkv.clone()
@@ -493,7 +494,7 @@ def test_many_heads_and_tokens_cover_every_block(backend: str) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_position_dtypes(backend: str) -> None:
     """int32, int64 and int16 position ids give the same rotation (the kernel loads what it is given)."""
-    spec = RopeSpec.preset("qwen3-vl")
+    spec = get_family("qwen3-vl").spec
     q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
     pos = make_positions("thd", high=3000)
     for precision in ("fp32", "exact"):
@@ -506,7 +507,7 @@ def test_position_dtypes(backend: str) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_empty_inputs(backend: str) -> None:
     q, k = torch.zeros(0, 4, 128), torch.zeros(0, 2, 128)
-    for spec in (RopeSpec.preset("qwen2-vl"), SCALED["dynamic"]):
+    for spec in (get_family("qwen2-vl").spec, SCALED["dynamic"]):
         for precision in ("fp32", "exact"):
             empty = torch.zeros(3, 0, dtype=torch.int64)
             qr, kr = run(q, k, empty, spec, "thd", backend, angle_precision=precision)
@@ -520,7 +521,7 @@ def test_empty_inputs(backend: str) -> None:
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_text_positions_are_plain_rope(preset: str, backend: str) -> None:
     """t = h = w gives exactly 1-D RoPE: same bits as 1-D positions, and the 1-D RoPE reference."""
-    spec = RopeSpec.preset(preset)
+    spec = get_family(preset).spec
     for layout in LAYOUTS:
         q, k = make_qk(layout, hq=2, hk=1, d=spec.head_dim, dtype=torch.float32)
         flat = make_positions(layout)[0]
@@ -551,7 +552,7 @@ def _rope_1d(x: torch.Tensor, ang: torch.Tensor, spec: RopeSpec, layout: str) ->
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("preset", ("qwen2-vl", "qwen3-vl", "glm-4.1v"))
 def test_translation_leaves_scores_unchanged(preset: str, backend: str) -> None:
-    spec = RopeSpec.preset(preset)
+    spec = get_family(preset).spec
     q, k = make_qk("thd", hq=2, hk=2, d=spec.head_dim, dtype=torch.float32, t=12)
     pos = make_positions("thd", t=12, high=40)
     scores = []
@@ -566,7 +567,7 @@ def test_translation_leaves_scores_unchanged(preset: str, backend: str) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_exact_mode_at_long_positions(backend: str) -> None:
     """exact: error vs float64 near 1e-6 at positions 1e3, 1e5, 1e6; fp32 angles drift with position."""
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32, t=16)
     for base in (1_000, 100_000, 1_000_000):
         pos = make_positions("thd", t=16, high=50) + base
@@ -580,7 +581,7 @@ def test_exact_mode_at_long_positions(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_exact_mode_extreme_and_negative_positions(backend: str) -> None:
-    spec = RopeSpec.preset("qwen3-vl")
+    spec = get_family("qwen3-vl").spec
     q, k = make_qk("thd", hq=1, hk=1, d=128, dtype=torch.float32, t=6)
     pos = torch.tensor([[2**24 + 1, 2**31 - 1, -5, -(10**6), 0, 123456789]] * 3)
     pos[1] -= 3
@@ -595,7 +596,7 @@ def test_turn_limbs_against_mpmath() -> None:
 
     mpmath.mp.prec = 300
     for preset in PRESET_NAMES:
-        inv = RopeSpec.preset(preset).inv_freq()
+        inv = get_family(preset).spec.inv_freq()
         limbs = turn_limbs(inv)
         assert limbs.shape == (3, inv.size) and limbs.dtype == np.int64
         assert ((limbs >= 0) & (limbs < 2**32)).all()
@@ -639,7 +640,7 @@ def rotate_with_angles(x: torch.Tensor, ang: torch.Tensor, spec: RopeSpec) -> to
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_exact_mode_whole_int64_range(backend: str) -> None:
     """Issue 9.4: both sides of 2^31, 2^32, 2^53 and the int64 ends. 2^32 + 5 must not rotate like 5."""
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     values = [5, 2**31 - 1, 2**31, 2**32 + 5, -(2**32) - 5, 2**53 + 1, 2**62, -(2**62), 2**63 - 1, -(2**63)]
     pos = torch.tensor([values, values[::-1], [v // 3 for v in values]], dtype=torch.int64)
     q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32, t=len(values))
@@ -660,7 +661,7 @@ def test_exact_mode_whole_int64_range(backend: str) -> None:
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_cos_sin_shapes_and_rotation(preset: str) -> None:
     """cos/sin in transformers' shape rotate exactly like apply_mrope (rotate_half or adjacent pairs)."""
-    spec = RopeSpec.preset(preset)
+    spec = get_family(preset).spec
     pos = make_positions("bshd", axes=spec.num_axes)
     cos, sin = cos_sin(pos, spec, layout="bshd")
     assert cos.shape == (2, 5, spec.rotary_dim) and cos.dtype == torch.float32
@@ -696,7 +697,7 @@ def test_cos_sin_yarn_attention_factor_and_exact() -> None:
 
 def test_fp32_inv_freq_close_to_spec() -> None:
     """transformers' fp32 arithmetic stays within a few fp32 roundings of the float64 spec for every scaling."""
-    specs = [RopeSpec.preset(p) for p in PRESET_NAMES] + list(SCALED.values())
+    specs = [get_family(p).spec for p in PRESET_NAMES] + list(SCALED.values())
     for spec in specs:
         seq = 100
         got = hf_inv_freq_fp32(spec, torch.tensor(seq - 1)).double().numpy()
@@ -743,7 +744,7 @@ def test_gradcheck_triton_interpreted(precision: str) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_backward_is_inverse_rotation_and_inplace_autograd(backend: str) -> None:
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     t, hq, hk, d = 5, 2, 1, 128
     w = torch.randn((hq + 2 * hk) * d, 16, dtype=torch.float32)
     x = torch.randn(t, 16)
@@ -790,7 +791,7 @@ def test_gradcheck_four_axes_offset_float_positions(backend: str) -> None:
 
 
 def test_grad_of_unused_output_is_zero() -> None:
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
     q.requires_grad_(True)
     k.requires_grad_(True)
@@ -804,7 +805,7 @@ def test_grad_of_unused_output_is_zero() -> None:
 def test_torch_compile_fullgraph(backend: str, inplace: bool) -> None:
     """The custom ops (and the torch path) trace in one graph; outputs match eager."""
     torch._dynamo.reset()
-    spec = RopeSpec.preset("qwen3-vl")
+    spec = get_family("qwen3-vl").spec
     q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
     pos = make_positions("thd")
     want = run(q, k, pos, spec, "thd", backend)
@@ -821,7 +822,7 @@ def test_custom_ops_registered_with_mutation() -> None:
     schema = str(torch.ops.mrope.rotary_.default._schema)
     assert "Tensor(a0!) q" in schema and "Tensor(a1!) k" in schema
     assert "!" not in str(torch.ops.mrope.rotary.default._schema)
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
     pos = make_positions("thd")
     axis = torch.as_tensor(spec.axis_map(), dtype=torch.int32)
@@ -836,7 +837,7 @@ def test_custom_ops_registered_with_mutation() -> None:
 
 
 def _ok():
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     q, k = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
     return q, k, make_positions("thd"), spec
 
@@ -912,7 +913,7 @@ def test_bad_device_and_interpreter_errors(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_cos_sin_bad_input() -> None:
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     with pytest.raises(ApplyError, match=r"must be \[3, T\] or \[T\]; got \[2, 9\]"):
         cos_sin(torch.zeros(2, 9, dtype=torch.int64), spec)
     with pytest.raises(ApplyError, match=r"must be \[3, B, S\] or \[B, S\]; got \[9\]"):
@@ -928,8 +929,8 @@ def test_cos_sin_bad_input() -> None:
 # --------------------------------------------------------------------------------------- rerotate (issue 15)
 
 REROTATE_SPECS = {
-    "qwen3-vl": RopeSpec.preset("qwen3-vl"),
-    "glm-4.1v (gptj, partial)": RopeSpec.preset("glm-4.1v"),
+    "qwen3-vl": get_family("qwen3-vl").spec,
+    "glm-4.1v (gptj, partial)": get_family("glm-4.1v").spec,
     "HY-V4-VL offset slice": GROWN["offset slice at the end (HY-V4-VL)"],
     "HunyuanOCR 4 axes": GROWN["4 axes chunked ntk_alpha (HunyuanOCR)"],
 }
@@ -960,7 +961,7 @@ def test_rerotate_equals_rotating_at_the_new_positions(name: str, backend: str) 
 def test_rerotate_fp32_angles_and_bf16_cache(backend: str) -> None:
     """fp32 precision: rotating by the difference of the two fp32 angles equals transformers' rotation at
     p2 (fp32 angles) to fp32 rounding; a bf16 cache keeps bf16 accuracy; out of place leaves k alone."""
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     k, _ = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32, t=9)
     p1 = make_positions("thd", high=2000)
     p2 = p1 + torch.tensor([[40], [3], [-7]])
@@ -977,7 +978,7 @@ def test_rerotate_fp32_angles_and_bf16_cache(backend: str) -> None:
 def test_rerotate_a_block_inside_a_larger_cache(backend: str) -> None:
     """A transformers-style cache [B, HK, S_max, D]: an image block (slots 4..11 of row 1) moves to a new
     offset in place through a view; every other slot is untouched."""
-    spec = RopeSpec.preset("qwen3-vl")
+    spec = get_family("qwen3-vl").spec
     b, hk, s_max, d = 2, 2, 16, 128
     raw = torch.randn(b, hk, s_max, d, dtype=torch.float64).float()
     pos = make_positions("bhsd", b=b, s=s_max, high=50)
@@ -997,7 +998,7 @@ def test_rerotate_a_block_inside_a_larger_cache(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_rerotate_float_positions(backend: str) -> None:
-    spec = RopeSpec.preset("qwen3-vl")
+    spec = get_family("qwen3-vl").spec
     k, _ = make_qk("thd", hq=1, hk=1, d=128, dtype=torch.float32, t=6)
     p1 = torch.rand(3, 6, dtype=torch.float64) * 100
     p2 = p1 + 12345.625
@@ -1007,7 +1008,7 @@ def test_rerotate_float_positions(backend: str) -> None:
 
 
 def test_rerotate_bad_input() -> None:
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     k, _ = make_qk("thd", hq=1, hk=1, d=128, dtype=torch.float32)
     p = make_positions("thd")
     with pytest.raises(ApplyError, match="from_positions: positions for layout 'thd' must have shape"):
@@ -1025,7 +1026,7 @@ def test_rerotate_bad_input() -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_rerotate_compiles_and_custom_ops_check(backend: str) -> None:
     torch._dynamo.reset()
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     k, _ = make_qk("thd", hq=2, hk=1, d=128, dtype=torch.float32)
     p1, p2 = make_positions("thd"), make_positions("thd", seed=4)
     want = mrope_ops.rerotate(k.clone(), p1, p2, spec, backend=backend)

@@ -22,6 +22,7 @@ from transformers.models.qwen3_vl import modeling_qwen3_vl
 from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig
 
 from mrope import RopeSpec
+from mrope.models import get_family
 from mrope.ops import apply_mrope, cos_sin
 from mrope.ops.freqs import hf_inv_freq_fp32
 
@@ -52,21 +53,21 @@ MODELS = {
         modeling_qwen2_vl.Qwen2VLRotaryEmbedding,
         modeling_qwen2_vl.apply_rotary_pos_emb,
         {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]},
-        RopeSpec.preset("qwen2-vl"),
+        get_family("qwen2-vl").spec,
     ),
     "qwen2.5-vl": (
         Qwen2_5_VLTextConfig,
         modeling_qwen2_5_vl.Qwen2_5_VLRotaryEmbedding,
         modeling_qwen2_5_vl.apply_rotary_pos_emb,
         {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]},
-        RopeSpec.preset("qwen2.5-vl"),
+        get_family("qwen2.5-vl").spec,
     ),
     "qwen3-vl": (
         Qwen3VLTextConfig,
         modeling_qwen3_vl.Qwen3VLTextRotaryEmbedding,
         modeling_qwen3_vl.apply_rotary_pos_emb,
         {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [24, 20, 20], "mrope_interleaved": True},
-        RopeSpec.preset("qwen3-vl"),
+        get_family("qwen3-vl").spec,
     ),
     "glm-4.1v": (
         Glm4vTextConfig,
@@ -78,11 +79,11 @@ MODELS = {
             "mrope_section": [8, 12, 12],
             "partial_rotary_factor": 0.5,
         },
-        RopeSpec.preset("glm-4.1v"),
+        get_family("glm-4.1v").spec,
     ),
 }
 
-_QWEN2 = RopeSpec.preset("qwen2-vl")
+_QWEN2 = get_family("qwen2-vl").spec
 SCALED = {
     "linear": ({"rope_type": "linear", "factor": 4.0}, _QWEN2.with_scaling(type="linear", factor=4.0)),
     "dynamic": (

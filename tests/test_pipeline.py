@@ -328,7 +328,7 @@ def test_model_and_rules_precedence(root) -> None:
     assert own.rules.name == "qwen2-vl" and own.rules.spatial == "centered"
     job = record_positions(record, model="qwen3-vl", rules={"spatial": "reset", "crop": "keep"})
     assert (job.rules.name, job.rules.spatial, job.rules.crop) == ("qwen3-vl", "reset", "keep")
-    fixed = mrope.LayoutRules.preset("glm-4.1v")
+    fixed = mrope.models.get_family("glm-4.1v").rules
     assert record_positions(record, rules=fixed).rules is fixed
 
 

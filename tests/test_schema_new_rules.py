@@ -32,8 +32,8 @@ from transformers.models.glm_image.modeling_glm_image import GlmImageModel
 
 from mrope import Audio, Image, LayoutError, Text, TokenError, Video, build_positions, count_tokens
 from mrope.cli import main
+from mrope.models import resolve_rules
 from mrope.pipeline import Preprocessor
-from mrope.rules import resolve_rules
 from mrope.schema import AudioSegment, ImageSegment, VideoSegment, parse_request, parse_segments, to_segments
 from service import convert
 from service.app import create_app

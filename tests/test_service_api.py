@@ -15,8 +15,7 @@ from fastapi.testclient import TestClient
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
-from mrope.rules import PRESET_NAMES, LayoutRules
-from mrope.spec import RopeSpec
+from mrope.models import PRESET_NAMES, get_family
 from service import convert
 from service.app import create_app
 from service.render import negotiate, npy_bytes
@@ -140,7 +139,7 @@ def test_positions_equal_library(tok_client, tokenizer_path, model):
     assert resp.json() == expected(lib)
 
 
-TIMESTAMP_MODELS = [m for m in PRESET_NAMES if LayoutRules.preset(m).temporal == "timestamps"]
+TIMESTAMP_MODELS = [m for m in PRESET_NAMES if get_family(m).rules.temporal == "timestamps"]
 
 
 @pytest.mark.parametrize("model", TIMESTAMP_MODELS)
@@ -377,8 +376,8 @@ def test_presets(client):
     body = client.get("/v1/presets").json()
     assert set(body["presets"]) == set(PRESET_NAMES)
     for name in PRESET_NAMES:
-        assert body["presets"][name]["spec"] == json.loads(json.dumps(RopeSpec.preset(name).to_dict()))
-        assert body["presets"][name]["rules"] == json.loads(json.dumps(LayoutRules.preset(name).to_dict()))
+        assert body["presets"][name]["spec"] == json.loads(json.dumps(get_family(name).spec.to_dict()))
+        assert body["presets"][name]["rules"] == json.loads(json.dumps(get_family(name).rules.to_dict()))
 
 
 def test_health_openapi_docs(client):
@@ -789,7 +788,7 @@ def test_npy_bytes_equal_np_save(shape):
 
 
 def test_heavy_requests_leave_the_event_loop():
-    rules, settings = LayoutRules.preset("qwen3-vl"), Settings(inline_tokens=1000)
+    rules, settings = get_family("qwen3-vl").rules, Settings(inline_tokens=1000)
     assert convert.is_light([mrope.Text(999), mrope.Video(grid=(4, 2, 2))], rules, settings) is False
     assert convert.is_light([mrope.Text(900), mrope.Video(grid=(4, 2, 2))], rules, settings) is True
     # a tiny grid with many temporal patches is heavy under timestamp rules: one block per patch

@@ -19,7 +19,7 @@ from schemathesis.checks import positive_data_acceptance
 
 import mrope
 from mrope.media import image_grid
-from mrope.rules import PRESET_NAMES, LayoutRules
+from mrope.models import PRESET_NAMES, get_family
 from service.app import create_app
 from service.settings import Settings
 
@@ -46,7 +46,7 @@ def test_openapi_fuzz(case):
 
 # ------------------------------------------------------------------------- valid inputs vs the library
 
-NON_TIMESTAMP = [m for m in PRESET_NAMES if LayoutRules.preset(m).temporal != "timestamps"]
+NON_TIMESTAMP = [m for m in PRESET_NAMES if get_family(m).rules.temporal != "timestamps"]
 even = st.integers(1, 6).map(lambda k: 2 * k)
 text_seg = st.one_of(
     st.builds(lambda n: {"type": "text", "tokens": n}, st.integers(0, 40)),
@@ -105,7 +105,7 @@ def client():
 def test_valid_segments_match_library(client, model, items):
     resp = client.post("/v1/positions", json={"model": model, "segments": items})
     try:
-        lib = mrope.build_positions(to_library(items, LayoutRules.preset(model)), model=model)
+        lib = mrope.build_positions(to_library(items, get_family(model).rules), model=model)
     except mrope.MRopeError as exc:  # e.g. a 1:300 pixel size: the service must refuse it the same way
         assert resp.status_code == 422, resp.text
         assert resp.json()["error"]["message"] == str(exc)

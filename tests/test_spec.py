@@ -11,18 +11,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mrope import RopeScaling, RopeSpec, SpecError
-from mrope.spec import PRESET_NAMES
+from mrope.models import PRESET_NAMES, get_family
 
 
 def test_chunked_axis_map_matches_spec_rule() -> None:
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     axis = spec.axis_map()
     assert axis.shape == (64,)
     assert (axis[:16] == 0).all() and (axis[16:40] == 1).all() and (axis[40:] == 2).all()
 
 
 def test_interleaved_axis_map_matches_spec_rule() -> None:
-    spec = RopeSpec.preset("qwen3-vl")
+    spec = get_family("qwen3-vl").spec
     axis = spec.axis_map()
     # THW THW ... (20 triples) then the leftover T
     assert axis[:60].tolist() == [0, 1, 2] * 20
@@ -108,9 +108,9 @@ def test_rotary_offset_round_trips_and_defaults() -> None:
         rotary_offset=192,
     )
     assert RopeSpec.from_json(spec.to_json()) == spec
-    old = RopeSpec.preset("qwen2-vl").to_dict()
+    old = get_family("qwen2-vl").spec.to_dict()
     del old["rotary_offset"]  # dicts written before the field existed
-    assert RopeSpec.from_dict(old) == RopeSpec.preset("qwen2-vl")
+    assert RopeSpec.from_dict(old) == get_family("qwen2-vl").spec
 
 
 def test_ntk_alpha_matches_hunyuan_formula() -> None:
@@ -126,13 +126,13 @@ def test_ntk_alpha_matches_hunyuan_formula() -> None:
 
 
 def test_glm_preset_is_partial_and_adjacent() -> None:
-    spec = RopeSpec.preset("glm-4.1v")
+    spec = get_family("glm-4.1v").spec
     assert (spec.head_dim, spec.rotary_dim, spec.pairing) == (128, 64, "gptj")
     assert spec.mrope_section == (8, 12, 12)
 
 
 def test_inv_freq_matches_formula() -> None:
-    spec = RopeSpec.preset("qwen2-vl")
+    spec = get_family("qwen2-vl").spec
     i = np.arange(64)
     np.testing.assert_allclose(spec.inv_freq(), 1e6 ** (-2 * i / 128), rtol=1e-15)
 
@@ -333,5 +333,11 @@ def test_scaling_validation() -> None:
 def test_all_presets_exist() -> None:
     assert set(PRESET_NAMES) >= {"qwen2-vl", "qwen2.5-vl", "qwen3-vl", "glm-4.1v"}
     for name in PRESET_NAMES:
-        assert isinstance(RopeSpec.preset(name), RopeSpec)
-    assert torch.tensor(RopeSpec.preset("qwen3-vl").axis_map()).dtype == torch.int64
+        assert isinstance(get_family(name).spec, RopeSpec)
+    assert torch.tensor(get_family("qwen3-vl").spec.axis_map()).dtype == torch.int64
+
+
+def test_every_scaling_type_has_one_formula() -> None:
+    from mrope.scaling import INV_FREQ_FORMULAS, SCALING_TYPES
+
+    assert tuple(INV_FREQ_FORMULAS) == SCALING_TYPES == ("none", "linear", "dynamic", "ntk_alpha", "yarn")

@@ -27,7 +27,7 @@ def test_translation(model: str) -> None:
 
 
 def test_text_only_mrope_is_plain_rope_scores() -> None:
-    spec = mrope.RopeSpec.preset("qwen3-vl")
+    spec = mrope.models.get_family("qwen3-vl").spec
     gen = torch.Generator().manual_seed(1)
     q = torch.randn(6, 1, 128, generator=gen, dtype=torch.float64)
     k = torch.randn(6, 1, 128, generator=gen, dtype=torch.float64)
@@ -98,7 +98,7 @@ def test_time_alignment_holds_in_seconds_and_fails_by_index() -> None:
 
 
 def test_scores_use_the_apply_path_and_agree_with_float64_math() -> None:
-    spec = mrope.RopeSpec.preset("qwen2-vl")
+    spec = mrope.models.get_family("qwen2-vl").spec
     p = build_positions([Text(2), Image(grid=(1, 4, 4), wrap=False)], model="qwen2-vl")
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(p.num_tokens, 1, 128, generator=gen, dtype=torch.float64)

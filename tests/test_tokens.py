@@ -23,7 +23,7 @@ def stamp_tokens(text: str) -> list[int]:
 def mm_types(input_ids: np.ndarray, model: str) -> np.ndarray:
     """0/1/2 types as the processors make them; GLM-4.1V's frames carry the image id, and pads after an
     unclosed <|begin_of_video|> are video (Glm4vProcessor.create_mm_token_type_ids, written out)."""
-    rules = mrope.LayoutRules.preset(model)
+    rules = mrope.models.get_family(model).rules
     if rules.image_pad_id != rules.video_pad_id:
         return (input_ids == rules.image_pad_id).astype(np.int64) + 2 * (input_ids == rules.video_pad_id)
     rows = np.atleast_2d(input_ids)
@@ -96,7 +96,7 @@ def test_glm_video_frames_wrap_and_timestamp_after() -> None:
     p = build_positions(
         [Video(grid=(2, 4, 4), frame_times=(0.0, 0.5, 1.5, 2.0))], model="glm-4.1v", tokenizer=stamp_tokens
     )
-    rules = mrope.LayoutRules.preset("glm-4.1v")
+    rules = mrope.models.get_family("glm-4.1v").rules
     ids = p.input_ids.tolist()
     # <|begin_of_video|> (<|begin_of_image|> 4 tokens <|end_of_image|> "0") (... "1") <|end_of_video|>
     assert ids[0] == rules.video_start_id and ids[-1] == rules.video_end_id

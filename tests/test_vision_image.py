@@ -275,7 +275,7 @@ def test_tile_plan_options():
 
 
 def _global_tile_check(tiled: mrope.Image, model: str = "qwen2-vl") -> None:
-    rules = mrope.LayoutRules.preset(model)
+    rules = mrope.models.get_family(model).rules
     cols, rows = tiled.tiles
     prefix = [mrope.Text(5)]
     pt = mrope.build_positions(prefix + [tiled], model=model)
@@ -301,7 +301,7 @@ def _global_tile_check(tiled: mrope.Image, model: str = "qwen2-vl") -> None:
 def test_load_image_tiling_keeps_the_global_grid(model):
     data = media.image_bytes(1000, 1000, "PNG")
     tiled = load_image(data, model=model, tiling=True)
-    patch = mrope.LayoutRules.preset(model).patch_size
+    patch = mrope.models.get_family(model).rules.patch_size
     assert tiled.tiles == (3, 3) and tiled.thumbnail
     assert tiled.grid == (1, 3 * 448 // patch, 3 * 448 // patch)
     _global_tile_check(tiled, model)

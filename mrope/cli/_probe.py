@@ -12,7 +12,8 @@ from mrope.builder import temporal_index
 from mrope.cli._args import CliError, positive_int, positive_number, rule_overrides
 from mrope.cli._sequence import model_from_args, model_name
 from mrope.errors import MRopeError
-from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
+from mrope.models import PRESET_NAMES, resolve_rules
+from mrope.rules import LayoutRules
 from mrope.vision import VideoInfo, load_video, probe_video, sample_frame_indices
 
 

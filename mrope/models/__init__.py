@@ -1,218 +1,47 @@
 """The model registry: one module per released model family, indexed by name, model_type and repo id.
 
-Each module defines ``FAMILY = ModelFamily(...)`` (see :class:`ModelFamily`). Everything that takes
-``model=`` (the builder, the token interface, the vision sizing helpers) resolves it here, so a family's
-ids, rules, spec and sizing live in exactly one place. Adding a family is one module plus one line in
-:data:`FAMILY_MODULES`.
+Each family module defines ``FAMILY = ModelFamily(...)`` (:mod:`mrope.models.family`, the value type);
+:mod:`mrope.models.registry` indexes the families and holds every lookup by name (:func:`get_family`,
+:func:`resolve_rules`, :func:`resolve_spec`, :data:`PRESET_NAMES`); :mod:`mrope.models.config` reads a
+Hugging Face config dict into a spec (:func:`spec_from_config`); :mod:`mrope.models.table` renders the
+README's family table. This package gathers their public names, and installs the deprecated aliases the
+value types used to carry (``LayoutRules.preset``, ``RopeSpec.preset``, ``RopeSpec.from_hf_config``,
+``mrope.rules.resolve_rules``, ``mrope.rules.PRESET_NAMES``, ``mrope.spec.PRESET_NAMES``): the value types
+import nothing of the registry, so the registry puts the old paths back onto them.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Mapping
 from typing import Any
 
-from mrope.errors import LayoutError
-from mrope.models.family import CONVENTIONS, CheckpointChoice, Convention, ModelFamily, check_convention
+import mrope.rules as _rules_module
+import mrope.spec as _spec_module
+from mrope._deprecated import moved_names, warn_moved
+from mrope.errors import LayoutError, SpecError
+from mrope.models.config import spec_from_config
+from mrope.models.family import CONVENTIONS, CheckpointChoice, Convention, ModelFamily
+from mrope.models.registry import (
+    FAMILY_MODULES,
+    PRESET_NAMES,
+    ModelLike,
+    families,
+    family_for_model_type,
+    get_family,
+    model_types,
+    names,
+    resolve_rules,
+    resolve_spec,
+    resolve_tokenizer,
+)
+from mrope.models.table import family_table
 from mrope.rules import LayoutRules
 from mrope.spec import RopeSpec
-
-FAMILY_MODULES: tuple[str, ...] = (
-    "qwen2_vl",
-    "qwen2_5_vl",
-    "qwen3_vl",
-    "glm4v",
-    "qwen3_vl_moe",
-    "cosmos3_omni",
-    "qwen3_5",
-    "qwen3_5_moe",
-    "qwen4_exp",
-    "cosmos3_edge",
-    "cohere_compass",
-    "glm4v_moe",
-    "glm46v",
-    "glm_ocr",
-    "paddleocr_vl",
-    "glm_image",
-    "ernie4_5_vl",
-    "hy_v4_vl",
-    "hunyuan_vl",
-    "minicpmv4_7",
-    "qwen2_5_omni",
-    "qwen3_omni",
-)
-"""Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
-
-ModelLike = str | ModelFamily
-"""What ``model=`` takes: a family name, a Hugging Face model_type, a repo id, or a :class:`ModelFamily`
-(for example what :func:`mrope.from_pretrained` returns)."""
-
-
-def _load() -> tuple[tuple[ModelFamily, ...], dict[str, ModelFamily]]:
-    fams = tuple(importlib.import_module(f"mrope.models.{m}").FAMILY for m in FAMILY_MODULES)
-    index: dict[str, ModelFamily] = {}
-    for fam in fams:
-        for key in (fam.name, *fam.model_types, *fam.aliases):
-            k = key.lower()
-            if k in index and index[k] is not fam:
-                raise LayoutError(f"registry: {key!r} names both {index[k].name!r} and {fam.name!r}")
-            index[k] = fam
-    return fams, index
-
-
-_FAMILIES, _INDEX = _load()
-_BY_MODEL_TYPE: dict[str, ModelFamily] = {t.lower(): f for f in _FAMILIES for t in f.model_types}
-
-
-def families() -> tuple[ModelFamily, ...]:
-    """Every registered family, in registry order."""
-    return _FAMILIES
-
-
-def names() -> tuple[str, ...]:
-    """The canonical family names, in registry order."""
-    return tuple(f.name for f in _FAMILIES)
-
-
-def _unknown(what: str) -> LayoutError:
-    return LayoutError(
-        f"{what}; expected a model family name ({', '.join(names())}), a Hugging Face model_type "
-        f"(e.g. 'qwen2_5_vl'), a repo id (e.g. 'Qwen/Qwen2.5-VL-7B-Instruct'), a ModelFamily, or "
-        "mrope.from_pretrained(<checkpoint folder>)"
-    )
-
-
-def get_family(model: Any) -> ModelFamily:
-    """The :class:`ModelFamily` a ``model=`` value names.
-
-    Args:
-        model: a family name (``"qwen2.5-vl"``), a Hugging Face ``model_type`` (``"qwen2_5_vl"``), a repo id
-            (``"Qwen/Qwen2.5-VL-7B-Instruct"``; all matched case-insensitively), or a :class:`ModelFamily`.
-
-    Raises:
-        LayoutError: no model given, or an unknown one; the message lists the names.
-    """
-    if isinstance(model, ModelFamily):
-        return model
-    if model is None:
-        raise _unknown("no model given: mrope has no default model, pass model=")
-    if not isinstance(model, str):
-        raise _unknown(f"model must be a name or a ModelFamily; got {type(model).__name__}")
-    fam = _INDEX.get(model.strip().lower())
-    if fam is None:
-        raise _unknown(f"unknown model {model!r}")
-    return fam
-
-
-def family_for_model_type(model_type: str) -> ModelFamily | None:
-    """The family a Hugging Face ``model_type`` belongs to, or ``None``."""
-    return _BY_MODEL_TYPE.get(str(model_type).lower())
-
-
-def model_types() -> tuple[str, ...]:
-    """Every Hugging Face ``model_type`` a registered family answers to."""
-    return tuple(_BY_MODEL_TYPE)
-
-
-def resolve_rules(
-    model: Any = None,
-    rules: LayoutRules | dict[str, Any] | None = None,
-    convention: str = "released",
-) -> LayoutRules:
-    """The :class:`LayoutRules` for a ``model=`` / ``rules=`` / ``convention=`` triple.
-
-    - ``rules`` a :class:`LayoutRules`: used as given (``model`` may then be omitted); under
-      ``convention="transformers5"`` the model's transformers 5.24 overrides are applied to it.
-    - otherwise the model's rules under ``convention`` (``"released"``: the official semantics;
-      ``"transformers5"``: the family's own transformers 5.24 ``get_rope_index``), with a ``rules`` dict's
-      overrides applied last.
-
-    Raises:
-        LayoutError: no model (and no full rules), an unknown model or convention, bad overrides.
-    """
-    check_convention(convention)
-    if isinstance(rules, LayoutRules):
-        if convention == "released":
-            return rules
-        if model is None:
-            raise LayoutError(
-                "convention='transformers5' needs model= (the family whose transformers 5.24 conventions "
-                "apply); got rules= alone"
-            )
-        return rules.replace(**get_family(model).transformers5)
-    base = get_family(model).rules_for(convention)
-    if rules is None:
-        return base
-    if not isinstance(rules, dict):
-        raise LayoutError(f"rules must be a LayoutRules or a dict of overrides; got {type(rules).__name__}")
-    return base.replace(**rules)
-
-
-def resolve_tokenizer(model: Any, tokenizer: Any = None) -> Any:
-    """``tokenizer`` if given, else the tokenizer a :class:`ModelFamily` carries (a checkpoint's
-    ``tokenizer.json`` read by :func:`mrope.from_pretrained`), else ``None``."""
-    if tokenizer is not None or not isinstance(model, ModelFamily):
-        return tokenizer
-    return model.tokenizer
-
-
-def resolve_spec(model: Any) -> RopeSpec:
-    """The :class:`RopeSpec` of a ``model=`` value (a :class:`RopeSpec` is returned as is)."""
-    if isinstance(model, RopeSpec):
-        return model
-    return get_family(model).spec
-
-
-def _rules_summary(rules: LayoutRules) -> str:
-    parts = [f"`{rules.temporal}` time"]
-    if rules.temporal == "seconds":
-        parts[0] += f" ({rules.tokens_per_second:g}/s)"
-    if rules.temporal == "timestamps":
-        text = rules.format_timestamp(1.0)
-        parts.append(
-            f"`{text}` {rules.timestamp_position} each {'frame' if rules.timestamp_time == 'first' else 'patch'}"
-        )
-    parts.append(f"patch {rules.patch_size}, merge {rules.merge_size}, temporal {rules.temporal_patch_size}")
-    for field, default in (("temporal_merge_size", 1), ("row_newline", False), ("num_axes", 3)):
-        value = getattr(rules, field, default)
-        if value != default:
-            parts.append(f"{field} {value}")
-    base = getattr(rules, "positions_base", "counter")
-    if base != "counter":
-        parts.append(f"positions_base `{base}`")
-    return "; ".join(parts)
-
-
-def _spec_summary(spec: RopeSpec) -> str:
-    rotary = (
-        f"{spec.rotary_dim}" if spec.rotary_dim == spec.head_dim else f"{spec.rotary_dim} of {spec.head_dim}"
-    )
-    offset = getattr(spec, "rotary_offset", 0)
-    if offset:
-        rotary += f" from {offset}"
-    scaling = "" if spec.scaling.type == "none" else f", {spec.scaling.type}"
-    section = ", ".join(str(s) for s in spec.mrope_section)
-    theta = f"{spec.theta:.0e}".replace("e+0", "e").replace("e+", "e")
-    return f"{spec.section_layout} ({section}), {spec.pairing}, {rotary}, θ {theta}{scaling}"
-
-
-def family_table() -> str:
-    """The README's table of supported families, generated from the registry (Markdown)."""
-    rows = [
-        "| family | model types | layout rules | rotary (released) | exact against |",
-        "|---|---|---|---|---|",
-    ]
-    for fam in _FAMILIES:
-        types = ", ".join(f"`{t}`" for t in fam.model_types)
-        rows.append(
-            f"| `{fam.name}` | {types} | {_rules_summary(fam.rules)} | {_spec_summary(fam.spec)} | "
-            f"{fam.exactness} |"
-        )
-    return "\n".join(rows)
-
 
 __all__ = [
     "CONVENTIONS",
     "FAMILY_MODULES",
+    "PRESET_NAMES",
     "CheckpointChoice",
     "Convention",
     "ModelFamily",
@@ -226,4 +55,46 @@ __all__ = [
     "resolve_rules",
     "resolve_spec",
     "resolve_tokenizer",
+    "spec_from_config",
 ]
+
+
+# ---------------------------------------------------------------- deprecated aliases on the value types
+
+
+def _preset_rules(cls: type[LayoutRules], name: str) -> LayoutRules:
+    """Deprecated: ``mrope.models.get_family(name).rules``."""
+    warn_moved("mrope.LayoutRules.preset(name)", "mrope.models.get_family(name).rules")
+    return get_family(name).rules
+
+
+def _preset_spec(cls: type[RopeSpec], name: str) -> RopeSpec:
+    """Deprecated: ``mrope.models.get_family(name).spec`` (an unknown name is a :class:`SpecError` here)."""
+    warn_moved("mrope.RopeSpec.preset(name)", "mrope.models.get_family(name).spec")
+    try:
+        return get_family(name).spec
+    except LayoutError as exc:
+        raise SpecError(str(exc)) from None
+
+
+def _spec_from_hf_config(
+    cls: type[RopeSpec], config: Mapping[str, Any], *, layer_type: str | None = None, family: Any = None
+) -> RopeSpec:
+    """Deprecated: :func:`mrope.models.spec_from_config`."""
+    warn_moved("mrope.RopeSpec.from_hf_config", "mrope.models.spec_from_config")
+    return spec_from_config(config, layer_type=layer_type, family=family)
+
+
+LayoutRules.preset = classmethod(_preset_rules)  # type: ignore[attr-defined]
+RopeSpec.preset = classmethod(_preset_spec)  # type: ignore[attr-defined]
+RopeSpec.from_hf_config = classmethod(_spec_from_hf_config)  # type: ignore[attr-defined]
+_rules_module.__getattr__ = moved_names(  # type: ignore[method-assign]
+    "mrope.rules",
+    {
+        "PRESET_NAMES": (PRESET_NAMES, "mrope.models.PRESET_NAMES"),
+        "resolve_rules": (resolve_rules, "mrope.models.resolve_rules"),
+    },
+)
+_spec_module.__getattr__ = moved_names(  # type: ignore[method-assign]
+    "mrope.spec", {"PRESET_NAMES": (PRESET_NAMES, "mrope.models.PRESET_NAMES")}
+)

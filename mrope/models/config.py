@@ -28,6 +28,7 @@ from typing import Any
 
 from mrope.errors import LayoutError, SpecError
 from mrope.models.family import ModelFamily
+from mrope.models.registry import family_for_model_type, get_family, model_types
 from mrope.spec import RopeScaling, RopeSpec
 
 _SCALING_TYPES = {
@@ -79,8 +80,6 @@ def family_of_config(config: Mapping[str, Any], *, outer_first: bool = False) ->
     ``glm46v`` holds a ``glm4v_text``); ``outer_first=True`` asks the top-level ``model_type`` first (the
     layout rules and processor are the whole model's: GLM-4.6V's video wrapper and time text).
     """
-    from mrope.models import family_for_model_type, model_types
-
     found = config_model_types(config)
     for model_type in found[::-1] if outer_first else found:
         fam = family_for_model_type(model_type)
@@ -129,8 +128,6 @@ def spec_kwargs_from_config(
 ) -> dict[str, Any]:
     """The :class:`~mrope.RopeSpec` keyword arguments a model config describes (see the module
     docstring). ``family`` (a name or :class:`ModelFamily`) overrides the one found by model_type."""
-    from mrope.models import get_family
-
     levels = config_levels(config)
     try:
         fam = get_family(family) if family is not None else family_of_config(config)

@@ -11,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from mrope.errors import LayoutError
 from mrope.rules import LayoutRules
 from mrope.spec import RopeSpec
 
 Convention = Literal["released", "transformers5"]
-CONVENTIONS: tuple[str, ...] = ("released", "transformers5")
+CONVENTIONS: tuple[str, ...] = get_args(Convention)
+"""The conventions a family's rules come in: ``"released"`` (the official semantics) and ``"transformers5"``
+(the family's own transformers 5.24 ``get_rope_index``)."""
 
 
 def _frozen(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -181,5 +183,6 @@ def _rebuild(args: dict[str, Any]) -> ModelFamily:
 
 
 def check_convention(convention: str) -> None:
+    """Refuse a convention that is not one of :data:`CONVENTIONS` (a :class:`LayoutError`)."""
     if convention not in CONVENTIONS:
         raise LayoutError(f"convention must be one of {list(CONVENTIONS)}; got {convention!r}")

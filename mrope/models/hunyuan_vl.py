@@ -8,9 +8,10 @@ sequence (vLLM per request; Tencent trains with 5.24's method one sample at a ti
 across the rows of a batch, offered as ``convention="transformers5"``. Pads 0. Images only.
 Rotary: Tencent's xdrope: chunked [16, 16, 16, 16] (the same axis map in both halves, split-half pairs),
 head_dim 128, theta 1e4, NTK-alpha 1000 (``base = theta * alpha ** (d / (d - 2))``). 5.24's
-``recomposition_frequencies`` splits ``cat(f, f)`` by ``2 * section`` instead, which pairs axis 0 with axis 2
-and is not a rotation on image tokens (FAMILIES.md, "5.24 code that looks wrong"): the official layout is
-the one here.
+``recomposition_frequencies`` (models/hunyuan_vl/modeling_hunyuan_vl.py:181-190) splits ``cat(f, f)`` by
+``2 * section`` instead, so ``rotate_half`` pairs axis 0 with axis 2 and axis 1 with axis 3, not a rotation on
+image tokens; Tencent's own ``apply_rotary_pos_emb_xdrope`` repeats the section list (``xdrope_section * 2``),
+the same axis map in both halves: the official layout is the one here.
 Sizing: patch 16, merge 2, images 512^2 .. 2048^2 px (Qwen's smart_resize, as its image processor).
 Videos (``video_support="none"``): no video processor and no video path in get_rope_index:
 :func:`mrope.vision.load_video` and ``Video`` segments are refused.

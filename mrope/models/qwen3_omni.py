@@ -30,7 +30,7 @@ Qwen2.5-Omni's 2.0, and not the rate the frames were sampled at).
 """
 
 from mrope.models import qwen2_5_omni, qwen2_vl
-from mrope.models.family import CheckpointChoice, ModelFamily
+from mrope.models.family import ModelFamily
 from mrope.spec import RopeSpec
 
 FAMILY = ModelFamily(
@@ -50,7 +50,7 @@ FAMILY = ModelFamily(
         image_max_pixels=12845056,
         video_min_pixels=128 * 32 * 32,
         video_max_pixels=768 * 32 * 32,
-        video_total_pixels=int(128000 * 32 * 32 * 0.9),
+        video_total_pixels=qwen2_vl.clip_pixels(32),
         audio_pad_id=151675,
         audio_start_id=151669,
         audio_end_id=151670,
@@ -82,10 +82,6 @@ FAMILY = ModelFamily(
         "config:audio_config.n_window": "audio_window",
         **qwen2_5_omni.OMNI_VIDEO_SIZE_KEYS,
         "video:cap_pixels_per_frame": qwen2_vl.QWEN2_VIDEO_FIELDS["video:cap_pixels_per_frame"],
-        "video:max_video_tokens": CheckpointChoice(
-            "video_total_pixels",
-            {128000: int(128000 * 32 * 32 * 0.9)},
-            why="mrope's clip budget is qwen-vl-utils' 128000 tokens",
-        ),
+        "video:max_video_tokens": qwen2_vl.video_tokens_choice(32),
     },
 )

@@ -8,7 +8,6 @@ frames); the class defaults (128 * 32^2 .. 768 * 32^2) would differ.
 """
 
 from mrope.models import qwen3_vl
-from mrope.models.family import ModelFamily
 
 FAMILY = qwen3_vl.FAMILY.replace(
     name="qwen3-vl-moe",
@@ -22,4 +21,3 @@ FAMILY = qwen3_vl.FAMILY.replace(
     rules=qwen3_vl.FAMILY.rules.replace(name="qwen3-vl-moe"),
     exactness="Qwen3-VL rules; its 5.24 Qwen3VLMoe get_rope_index (convention='transformers5') and processor (ids, grids)",
 )
-assert isinstance(FAMILY, ModelFamily)
