@@ -121,14 +121,14 @@ def test_repo_id_and_model_type_work_for_images() -> None:
     np.testing.assert_array_equal(a.ids, b.ids)
 
 
-def test_readme_family_table_is_the_registrys() -> None:
+def test_docs_family_table_is_the_registrys() -> None:
     from pathlib import Path
 
     from mrope.models import family_table
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert family_table() in readme, (
-        "README.md's 'Supported families' table differs from the registry: replace it with the output of "
+    page = (Path(__file__).resolve().parents[1] / "docs" / "families.md").read_text()
+    assert family_table() in page, (
+        "docs/families.md's 'Supported families' table differs from the registry: replace it with the output of "
         "python -c 'import mrope.models as m; print(m.family_table())'"
     )
 
