@@ -15,9 +15,9 @@ from typing import Any
 
 import mrope
 from mrope import schema
+from mrope.layout.omni import audio_tokens, require_audio
 from mrope.rules import LayoutRules
 from mrope.schema import MediaAccess
-from mrope.timeline import audio_tokens, require_audio
 from mrope.tokenizer import encode_text
 from mrope.vision import (
     DEFAULT_MAX_IMAGE_PIXELS,

@@ -9,7 +9,7 @@ the container's duration.
 
 The processors resample to the model's rate (16 kHz) the way ``librosa.load`` does, so a clip of ``n``
 samples at ``sr`` Hz becomes ``ceil(n * (16000 / sr))`` samples (``librosa.resample``'s length rule, in
-float64 as it computes it), and then mel frames by the family's rule (:func:`mrope.timeline.frames_from_samples`).
+float64 as it computes it), and then mel frames by the family's rule (:func:`mrope.layout.omni.frames_from_samples`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 import av
 
 from mrope.errors import MediaError
+from mrope.layout.omni import frames_from_samples, require_audio
 from mrope.rules import LayoutRules, resolve_rules
 from mrope.segments import Audio
-from mrope.timeline import frames_from_samples, require_audio
 from mrope.vision._source import OpenSource, open_source
 from mrope.vision.video import open_container
 

@@ -775,7 +775,7 @@ def load_video(
     times = sampled_times(info, idx)
     audio = None
     if use_audio_in_video:
-        from mrope.timeline import require_audio
+        from mrope.layout.omni import require_audio
         from mrope.vision.audio import audio_from_info, has_audio_stream, probe_audio
 
         require_audio(lay, "load_video(use_audio_in_video=True)")
