@@ -1,5 +1,6 @@
-"""The builder's public API: segments -> ``[3, T]`` position ids (numpy), batches, token counts, decode
-continuation; each call asks the layout engine of its rules (:mod:`mrope.layout`) to plan and fill.
+"""The builder's public API: segments -> position ids, batches, token counts, decode continuation.
+
+Each call asks the layout engine of its rules (:mod:`mrope.layout`) to plan and fill ``[3, T]`` int64 ids.
 
 The output types live in :mod:`mrope.positions`, grid arithmetic in :mod:`mrope.grid`, the pieces and
 the fill engine in :mod:`mrope.layout.pieces`.

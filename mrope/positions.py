@@ -1,7 +1,8 @@
-"""The builder's output types: :class:`Positions` of one sequence, :class:`Batch` of a padded batch, the
-:class:`Span` of tokens each segment produced, and decode continuation (:func:`next_positions`).
+"""The builder's output types (Positions, Batch, Span) and decode continuation.
 
-Every layout engine describes what it filled with these types.
+:class:`Positions` describes one sequence, :class:`Batch` a padded batch, a :class:`Span` the tokens one
+segment produced; :func:`next_positions` continues a sequence past its prompt. Every layout engine
+describes what it filled with these types.
 """
 
 from __future__ import annotations

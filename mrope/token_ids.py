@@ -1,7 +1,8 @@
 """The token-id interface: token ids -> M-RoPE positions, as the transformers models' get_rope_index.
 
 :func:`get_rope_index` is the drop-in for the transformers method (torch in, torch out);
-:func:`numpy_rope_index` is its numpy form, and :func:`generation_index` gives the positions of images a model generates (GLM-Image).
+:func:`numpy_rope_index` is its numpy form, and :func:`generation_index` gives the positions of images a
+model generates (GLM-Image).
 
 A sequence arrives as token ids with runs of placeholder tokens and one flat list of grids per modality
 (see :mod:`mrope.layout.token_scan`). The coordinates themselves come from the same layout engines and

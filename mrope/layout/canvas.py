@@ -1,10 +1,10 @@
-"""The canvas engine (MiniCPM-V 4.7): a thumbnail stretched over the canvas its detail slices tile; its
-planning, token count and row of the token-id scan.
+"""The canvas engine (MiniCPM-V 4.7): planning, token count and token-id scan row of the canvas rule.
 
-A picture or a video frame is a thumbnail crop wrapped in ``<image>`` .. ``</image>`` (the rules'
-``vision_start_id`` / ``vision_end_id``), optionally followed by detail slices, each wrapped in
-``<slice>`` .. ``</slice>``, in rows separated by a newline token (``newline_id``). A run of frames that
-only these markers separate is one group (how a clip emits its frames).
+A thumbnail is stretched over the canvas its detail slices tile. A picture or a video frame is a thumbnail
+crop wrapped in ``<image>`` .. ``</image>`` (the rules' ``vision_start_id`` / ``vision_end_id``), optionally
+followed by detail slices, each wrapped in ``<slice>`` .. ``</slice>``, in rows separated by a newline token
+(``newline_id``). A run of frames that only these markers separate is one group (how a clip emits its
+frames).
 
 Each frame is laid out on a canvas at origin ``o`` (the counter when the frame starts):
 

@@ -1,5 +1,4 @@
-"""The counter engine (the default): segments to pieces under the Qwen-style ``1 + max`` rule, its token count
-and its row of the token-id scan.
+"""The counter engine (the default, Qwen-style ``1 + max``): planning, token count and token-id scan row.
 
 Each piece starts at ``s = 1 + max(all positions so far)`` (transformers 5.24
 models/qwen2_vl/modeling_qwen2_vl.py:895, ``get_rope_index``); the rules' variants (tiles, centred or

@@ -1,11 +1,11 @@
-"""The omni engine (Qwen2.5-Omni TMRoPE, Qwen3-Omni): audio tokens and the audio timeline; its planning,
-token count and token-id scan.
+"""The omni engine (Qwen2.5-Omni TMRoPE, Qwen3-Omni): audio tokens, the audio timeline and its token scan.
 
 Rules with audio (``LayoutRules.audio_pad_id`` set) lay a sequence out as the omni models' own
-``get_rope_index`` does (transformers 5.24 models/qwen2_5_omni/modeling_qwen2_5_omni.py:217): a 4.x token scan in which every image, video and audio clip is wrapped in its
-start / end tokens, each piece starts one past the largest position of the piece before it, images and
-videos are 3-D blocks whose time is in ``tokens_per_second`` units, audio is a 1-D run (one position per
-token), and a video that carries its audio shares its start with it and interleaves with it by time.
+``get_rope_index`` does (transformers 5.24 models/qwen2_5_omni/modeling_qwen2_5_omni.py:217): a 4.x token
+scan in which every image, video and audio clip is wrapped in its start / end tokens, each piece starts one
+past the largest position of the piece before it, images and videos are 3-D blocks whose time is in
+``tokens_per_second`` units, audio is a 1-D run (one position per token), and a video that carries its audio
+shares its start with it and interleaves with it by time.
 
 The two omni families differ only in rule values (see :class:`~mrope.LayoutRules`): how mel frames become
 audio tokens, whether time is truncated to int64 (Qwen2.5-Omni) or kept as float32 (Qwen3-Omni), how a
@@ -416,7 +416,7 @@ class OmniPlan:
         self.video_grids: list[tuple[int, int, int]] = []
         self.second_per_grid: list[float] = []
         self.audio_tokens: list[int] = []
-        self.targets: list[tuple[int, int, int]] = []  # the builder plan's interface (no generation here)
+        self.targets: list[tuple[int, int, int]] = []  # the plans' interface (no generation here)
         m = rules.merge_size
         for i, seg in enumerate(segments):
             if isinstance(seg, Text):
@@ -468,7 +468,7 @@ class OmniPlan:
         ids: np.ndarray | None = None,
         tokens: np.ndarray | None = None,
         image_index: int = 0,
-        total: int | None = None,  # the builder's plan takes its length; the timeline computes its own
+        total: int | None = None,  # the other plans take their length; the timeline computes its own
     ) -> Positions:
         rules = self.rules
         pos, top, bodies = layout(self.pieces, rules, processor_order=True)

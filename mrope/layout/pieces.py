@@ -83,6 +83,8 @@ def untiled_block(
     token_id: int,
     origin: tuple[int, int] = (0, 0),
 ) -> Block:
+    """One block of LLM grid ``merged`` (time offsets ``tau``) under the rules' ``row_newline``,
+    ``spatial`` (centred, reset), ``crop`` (``origin``) and ``frame_block`` rules."""
     _, hh, ww = merged
     cols = ww + rules.row_newline  # the row_newline rule: one more token, at column W', ends every row
     h0, w0 = spatial_offset(hh, cols, rules, origin)

@@ -1,6 +1,6 @@
-"""The sequence engine (HunyuanOCR's ``positions_base="sequence"``): every axis counts tokens, an image's
-own tokens carry (column, row, image index); its planning, token count and row of the token-id scan.
+"""The sequence engine (HunyuanOCR's sequence positions): planning, token count and token-id scan row.
 
+Every axis counts tokens; an image's own tokens carry (column, row, image index) on the last three.
 transformers 5.24 models/hunyuan_vl/modeling_hunyuan_vl.py:887 (``get_rope_index``). Segments are
 planned by the counter planner without tiles or videos and without its plan cache (its blocks are
 filled here, never fused with their wrappers).

@@ -1,5 +1,6 @@
-"""The token-id scan the layout engines share: token ids, masks and grids read into validated numpy, grid
-queues, runs of token types, and the batch loop that asks an engine to fill each row.
+"""The token-id scan the layout engines share: validated inputs, grid queues, runs, and the batch loop.
+
+Token ids, masks and grids are read into validated numpy; the batch loop asks an engine to fill each row.
 
 A sequence arrives as token ids with runs of placeholder tokens (``<|image_pad|>``, ``<|video_pad|>``)
 and one flat list of grids per modality, shared by the whole batch and consumed in order. Vision runs
