@@ -20,12 +20,12 @@ from mrope._deprecated import moved_names
 from mrope.errors import LayoutError, MRopeWarning
 from mrope.layout import LayoutPlan, engine
 from mrope.models import ModelLike, resolve_rules, resolve_tokenizer
-from mrope.positions import Batch, next_positions
+from mrope.positions import next_positions
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Segment, Text, Video
 
 if TYPE_CHECKING:
-    from mrope.positions import Positions
+    from mrope.positions import Batch, Positions
 
 
 def build_positions(
@@ -148,7 +148,9 @@ def build_batch(
         if lay.image_index_scope == "batch":  # the image index keeps counting across the rows
             image_index += len(plan.image_grids) - len(plan.targets)
     deltas = np.asarray([p.delta for p in seqs], dtype=ids.dtype)
-    return Batch(ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(seqs))
+    return _positions.Batch(
+        ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(seqs)
+    )
 
 
 def text_positions(n: int) -> np.ndarray:
@@ -161,7 +163,7 @@ def text_positions(n: int) -> np.ndarray:
 _MOVED = {
     name: (getattr(module, name), f"{module.__name__}.{name}")
     for module, names in (
-        (_positions, ("Positions", "Span", "span_token_types")),
+        (_positions, ("Batch", "Positions", "Span", "span_token_types")),
         (_grid, ("MAX_GENERATED_TOKENS", "MAX_POSITION", "MAX_TILES", "TEXT_FILL_ID")),
         (_grid, ("frame_tokens", "merged_grid", "target_positions", "temporal_index")),
     )
@@ -171,7 +173,6 @@ __getattr__ = moved_names(__name__, _MOVED)  # names that left this module warn 
 
 
 __all__ = [
-    "Batch",
     "build_batch",
     "build_positions",
     "count_tokens",

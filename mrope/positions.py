@@ -174,19 +174,19 @@ class Positions:
 
 class _LazySpans:
     """``Positions.spans`` of a sequence made on first read by the engine that filled it (kept until then
-    under ``_span_source`` as ``(make_spans, args)``), then kept in the instance (which then shadows this
+    under ``_span_pieces`` as ``(make_spans, args)``), then kept in the instance (which then shadows this
     non-data descriptor). Building a batch thus writes no span that nobody reads."""
 
     def __get__(self, obj: Positions | None, owner: type | None = None) -> Any:
         if obj is None:
             raise AttributeError("spans")  # a required field: no class-level default
         state = obj.__dict__
-        source = state.get("_span_source")
+        source = state.get("_span_pieces")
         if source is None:  # another thread made them in between
             return state["spans"]
         make_spans, args = source
         spans = state["spans"] = tuple(make_spans(*args))
-        state.pop("_span_source", None)
+        state.pop("_span_pieces", None)
         return spans
 
 
@@ -212,7 +212,7 @@ def positions_with_lazy_spans(
     out.__dict__.update(
         ids=ids,
         delta=delta,
-        _span_source=(make_spans, span_args),
+        _span_pieces=(make_spans, span_args),
         input_ids=input_ids,
         image_grid_thw=image_grid_thw,
         video_grid_thw=video_grid_thw,

@@ -23,7 +23,7 @@ from mrope.grid import target_positions, temporal_index
 from mrope.layout.pieces import ZERO_OFFSETS, Block, TextRun, untiled_block
 from mrope.rules import LayoutRules
 
-TYPES_ERROR = "mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)"
+_TYPES_ERROR = "mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)"
 """The error for token type ids outside 0, 1, 2."""
 
 TokenRuns = tuple[list[int], list[int], list[int]]
@@ -197,7 +197,7 @@ def _take_bordered(queue: GridQueue, run_len: int, row: int, at: int) -> tuple[i
     return queue.next - 1, run_len == need + 2
 
 
-def runs_of(row_types: np.ndarray, n: int) -> TokenRuns:
+def _runs_of(row_types: np.ndarray, n: int) -> TokenRuns:
     """Starts, stops and 0/1/2 kinds of the runs of equal type in one row of ``n`` token types."""
     if not n:
         return [], [], []
@@ -414,7 +414,7 @@ def read_token_inputs(
                 f"mm_token_type_ids must have the shape of input_ids {tuple(ids.shape)}; got {tuple(types.shape)}"
             )
         if types.dtype.kind not in "iu":
-            raise TokenError(TYPES_ERROR)
+            raise TokenError(_TYPES_ERROR)
     return TokenInputs(
         ids,
         mask,
@@ -434,7 +434,7 @@ def read_token_inputs(
 def check_type_values(types: np.ndarray | None) -> None:
     """Refuse type ids outside 0 (text), 1 (image), 2 (video) (a :class:`~mrope.TokenError`)."""
     if types is not None and types.size and _unsigned(types).max() > 2:
-        raise TokenError(TYPES_ERROR)
+        raise TokenError(_TYPES_ERROR)
 
 
 RowFiller = Callable[..., tuple[int, int]]
@@ -517,7 +517,7 @@ def scan_batch(
         types += (ids == image_id).view(np.int8)
     batch_runs = None if per_row_scan or types is None else BatchRuns(types)
     if batch_runs is not None and type_ids_given and not batch_runs.within(2):
-        raise TokenError(TYPES_ERROR)
+        raise TokenError(_TYPES_ERROR)
     image_index = 0
     for row, (first, last, holed) in enumerate(_valid_spans(mask_runs, b, length)):
         # where the row's positions go: a view of its slice when its valid tokens are contiguous
@@ -541,13 +541,13 @@ def scan_batch(
             out[:, row, first:last] = pad_position  # the masked slots between valid ones
             target = None
             if batch_runs is not None:
-                runs = runs_of(row_types, n)
+                runs = _runs_of(row_types, n)
         if batch_runs is None:
             if lay.image_span == "between_wrappers":
                 row_types, _ = _wrapped_types(row_ids, lay)
             elif row_types is None:  # shared pad id: the video wrappers tell videos from images
                 row_types = _wrapped_video_types(row_ids, image_id, lay)
-            runs = runs_of(row_types, n)
+            runs = _runs_of(row_types, n)
         dense = target if target is not None else np.empty((axes, n), dtype=np.int64)
         top, image_index = fill_row(dense, runs, row_ids, row_types, row, images, videos, lay, image_index)
         if target is None:
@@ -569,7 +569,6 @@ def scan_batch(
 
 
 __all__ = [
-    "TYPES_ERROR",
     "BatchRuns",
     "GridQueue",
     "RowFiller",
@@ -580,7 +579,6 @@ __all__ = [
     "grid_rows_array",
     "read_token_inputs",
     "run_pieces",
-    "runs_of",
     "scan_batch",
     "seconds_per_grid",
 ]
