@@ -226,7 +226,7 @@ def main() -> None:
     )
     ids = long.input_ids[None]
     t = median_seconds(
-        lambda: mrope.rope_index(ids, long.image_grid_thw, model="qwen2-vl"), repeat=7, min_time=0.5
+        lambda: mrope.numpy_rope_index(ids, long.image_grid_thw, model="qwen2-vl"), repeat=7, min_time=0.5
     )
     print(
         f"rope_index (token form), {long.num_tokens} tokens: {t * 1e3:.2f} ms = {long.num_tokens / t / 1e6:.0f} M positions/s"

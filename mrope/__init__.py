@@ -1,28 +1,29 @@
 """mrope: multimodal M-RoPE coordinates (t, h, w) for vision-language models, and the op that applies them.
 
-The core (spec, rules, segments, builder, tokens) is pure numpy; :mod:`mrope.vision` reads media,
+The core (spec, rules, segments, the builder and its layout engines, the token-id interface) is pure numpy; :mod:`mrope.media` reads media,
 :mod:`mrope.ops` rotates q and k with torch or a Triton kernel, :mod:`mrope.testing` holds invariance
 assertions for users' test suites.
 """
 
 from mrope import models  # noqa: F401  (eager: the registry installs the deprecated aliases on the value types)
-from mrope.builder import (
-    Batch,
+from mrope._deprecated import warn_moved
+from mrope.builder import build_batch, build_positions, count_tokens, next_positions, text_positions
+from mrope.errors import (
+    ApplyError,
+    LayoutError,
+    MediaError,
+    MRopeError,
     MRopeWarning,
-    Positions,
-    Span,
-    build_batch,
-    build_positions,
-    count_tokens,
-    next_positions,
-    text_positions,
+    PatchError,
+    SpecError,
+    TokenError,
 )
-from mrope.errors import ApplyError, LayoutError, MediaError, MRopeError, PatchError, SpecError, TokenError
+from mrope.layout.omni import audio_tokens
+from mrope.positions import Batch, Positions, Span
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Text, Video
 from mrope.spec import RopeScaling, RopeSpec
-from mrope.timeline import audio_tokens
-from mrope.tokens import generation_index, get_rope_index, rope_index
+from mrope.token_ids import generation_index, get_rope_index, numpy_rope_index
 
 __version__ = "0.1.0"
 
@@ -33,6 +34,7 @@ _LAZY = {
     "from_pretrained": "mrope.checkpoint",
 }
 _SUBMODULES = ("ops", "media", "vision", "testing", "pipeline", "plot", "cli", "integrations", "schema")
+_MOVED = {"rope_index": (numpy_rope_index, "mrope.numpy_rope_index")}  # old name -> (value, new path)
 
 
 def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part is used
@@ -42,6 +44,10 @@ def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part 
         return getattr(importlib.import_module(_LAZY[name]), name)
     if name in _SUBMODULES:
         return importlib.import_module(f"mrope.{name}")
+    if name in _MOVED:  # a name that moved: a deprecated alias that warns
+        value, new_path = _MOVED[name]
+        warn_moved(f"mrope.{name}", new_path)
+        return value
     raise AttributeError(f"module 'mrope' has no attribute {name!r}")
 
 
@@ -69,7 +75,7 @@ __all__ = [
     "build_batch",
     "generation_index",
     "get_rope_index",
-    "rope_index",
+    "numpy_rope_index",
     "build_positions",
     "cos_sin",
     "rerotate",

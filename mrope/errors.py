@@ -1,8 +1,8 @@
-"""The project's error types.
+"""The project's error types, and its one warning type.
 
 Every error mrope raises on bad input is a :class:`MRopeError`, which is also a ``ValueError`` so that
 callers who already catch ``ValueError`` keep working. The message always says what was expected and
-what came.
+what came. :class:`MRopeWarning` is the one warning type for things legal but worth knowing.
 """
 
 from __future__ import annotations
@@ -34,3 +34,7 @@ class ApplyError(MRopeError):
 
 class PatchError(MRopeError):
     """A model that :func:`mrope.integrations.transformers.patch` cannot patch (or unpatch) as asked."""
+
+
+class MRopeWarning(UserWarning):
+    """Something legal but worth knowing, e.g. two video patches that share a time coordinate."""

@@ -43,9 +43,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrope import schema
-from mrope.builder import Positions, build_positions, count_tokens
+from mrope.builder import build_positions, count_tokens
 from mrope.errors import MRopeError
 from mrope.models import resolve_rules
+from mrope.positions import Positions
 from mrope.rules import LayoutRules
 from mrope.schema import MediaAccess, Record, RequestError
 from mrope.segments import Segment

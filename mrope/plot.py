@@ -25,8 +25,8 @@ import numpy as np
 from PIL import Image as PILImage
 from PIL import ImageDraw, ImageFont
 
-from mrope.builder import Positions, Span
 from mrope.errors import LayoutError
+from mrope.positions import Positions, Span
 
 BACKGROUND = (255, 255, 255)
 INK = (30, 30, 30)

@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from mrope.builder import Positions, build_positions, next_positions
+from mrope.builder import build_positions, next_positions
 from mrope.models import ModelLike, names, resolve_rules, resolve_spec
+from mrope.positions import Positions
 from mrope.rules import LayoutRules
 from mrope.segments import Segment, Text, Video
 from mrope.spec import RopeSpec

@@ -1,4 +1,4 @@
-"""The FastAPI app: a thin HTTP face over :func:`mrope.build_positions` and :func:`mrope.rope_index`.
+"""The FastAPI app: a thin HTTP face over :func:`mrope.build_positions` and :func:`mrope.numpy_rope_index`.
 
 Run it with ``uvicorn service.app:app`` (settings from ``MROPE_*`` environment variables, see
 :mod:`service.settings`) or :func:`service.server.run`. :func:`create_app` builds an app from explicit
@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 import mrope
-from mrope.builder import MRopeWarning
+from mrope.errors import MRopeWarning
 from mrope.models import PRESET_NAMES, resolve_rules
 from mrope.rules import LayoutRules
 from mrope.spec import RopeSpec
@@ -332,7 +332,7 @@ def decode_rope_index(raw: bytes, state: ServiceState) -> tuple[RopeIndexRequest
 def compute_rope_index(
     body: RopeIndexRequest, model: Any, fmt: OutputFormat, state: ServiceState
 ) -> Response:
-    position_ids, deltas = mrope.rope_index(
+    position_ids, deltas = mrope.numpy_rope_index(
         body.input_ids,
         body.image_grid_thw,
         body.video_grid_thw,

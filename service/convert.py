@@ -15,9 +15,11 @@ from typing import Any
 
 import mrope
 from mrope import schema
+from mrope.layout import engine_for
+from mrope.layout.canvas import frame_tokens as canvas_frame_tokens
+from mrope.layout.omni import audio_tokens, require_audio
 from mrope.rules import LayoutRules
 from mrope.schema import MediaAccess
-from mrope.timeline import audio_tokens, require_audio
 from mrope.tokenizer import encode_text
 from mrope.vision import (
     DEFAULT_MAX_IMAGE_PIXELS,
@@ -274,13 +276,12 @@ def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: Lay
                 pieces += t
         elif not isinstance(seg, mrope.Image) or seg.tiles is not None:
             plain = False
-        if seg.thumbnail_grid is not None and rules.positions_base == "canvas":
-            # MiniCPM-V's sliced pictures and frames: per frame <image> thumbnail (grid (1, h, w)) </image>,
-            # then the cols x rows slices, each between a start and an end marker, a newline between rows
+        if seg.thumbnail_grid is not None and engine_for(rules) == "canvas":
+            # MiniCPM-V's sliced pictures and frames: per frame the thumbnail and the markers (the slices'
+            # own tokens are counted above)
             _, th, tw = seg.thumbnail_grid
-            cols, rows = seg.tiles
             frames = t if isinstance(seg, mrope.Video) else 1
-            floor += frames * (2 + th * tw // m2 + 2 * cols * rows + rows - 1)
+            floor += frames * canvas_frame_tokens(th * tw // m2, 0, seg.tiles)
             plain = False
     return Weight(floor, patches, pieces, plain)
 

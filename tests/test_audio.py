@@ -19,9 +19,9 @@ import pytest
 
 import mrope
 from mrope import Audio, LayoutError, MediaError, Text, Video
+from mrope.layout.omni import audio_tokens, audio_tokens_from_frames
 from mrope.media import has_audio_stream, load_audio, load_video, probe_audio
 from mrope.models import get_family
-from mrope.timeline import audio_tokens, audio_tokens_from_frames
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -68,7 +68,7 @@ def test_models_without_audio_refuse_it(tmp_path):
     with pytest.raises(LayoutError, match="no audio"):
         load_audio(media.write_audio(tmp_path / "a.wav", 0.5), model="qwen2-vl")
     with pytest.raises(mrope.TokenError, match="no audio"):
-        mrope.rope_index([[1, 2]], model="qwen2.5-vl", audio_seqlens=[100])
+        mrope.numpy_rope_index([[1, 2]], model="qwen2.5-vl", audio_seqlens=[100])
 
 
 # ------------------------------------------------------------------------------------ token counts

@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 import pytest
 
-from mrope import Image, MRopeWarning, Text, Video, build_batch, build_positions, builder
+from mrope import Image, MRopeWarning, Text, Video, build_batch, build_positions, positions
+from mrope.layout import counter, pieces
 
 START, END = 151652, 151653  # Qwen2-VL's <|vision_start|>, <|vision_end|>
 
@@ -85,26 +86,26 @@ def test_outputs_never_alias_the_caches() -> None:
     assert grids[0].image_grid_thw is not grids[1].image_grid_thw
     grids[0].image_grid_thw[:] = 0  # each sequence owns its grid arrays
     assert grids[1].image_grid_thw.tolist() == [[1, 4, 6]] * 3
-    assert all(not array.flags.writeable for array in builder._GRID_ARRAYS.values())
+    assert all(not array.flags.writeable for array in positions._GRID_ARRAYS.values())
     # the cached coordinate arrays themselves refuse writes
-    assert builder._TEMPLATES and all(
+    assert pieces._TEMPLATES and all(
         not array.flags.writeable
-        for entry in builder._TEMPLATES.values()
+        for entry in pieces._TEMPLATES.values()
         for array in entry
         if isinstance(array, np.ndarray)
     )
 
 
 def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(builder, "_SEGMENT_PLAN_LIMIT", 3)
-    monkeypatch.setattr(builder, "_TEMPLATE_BUDGET", 256)
-    monkeypatch.setattr(builder, "_SEGMENT_PLANS", {})
-    monkeypatch.setattr(builder, "_last_plans", [None, None])
-    monkeypatch.setattr(builder, "_segment_plan_count", 0)
-    monkeypatch.setattr(builder, "_TEMPLATES", {})
-    monkeypatch.setattr(builder, "_template_tokens", 0)
-    monkeypatch.setattr(builder, "_GRID_ARRAY_LIMIT", 2)
-    monkeypatch.setattr(builder, "_GRID_ARRAYS", {})
+    monkeypatch.setattr(counter, "_SEGMENT_PLAN_LIMIT", 3)
+    monkeypatch.setattr(pieces, "_TEMPLATE_BUDGET", 256)
+    monkeypatch.setattr(counter, "_SEGMENT_PLANS", {})
+    monkeypatch.setattr(counter, "_last_plans", [None, None])
+    monkeypatch.setattr(counter, "_segment_plan_count", 0)
+    monkeypatch.setattr(pieces, "_TEMPLATES", {})
+    monkeypatch.setattr(pieces, "_template_tokens", 0)
+    monkeypatch.setattr(positions, "_GRID_ARRAY_LIMIT", 2)
+    monkeypatch.setattr(positions, "_GRID_ARRAYS", {})
     for size in range(2, 14, 2):  # more distinct images than the plan cache holds, twice over
         segs = [
             Text(1),
@@ -115,16 +116,16 @@ def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.Monkey
         ]
         for _ in range(2):
             np.testing.assert_array_equal(build_positions(segs, model="qwen2-vl").ids, counter_rule(segs))
-            assert sum(len(plans) for plans in builder._SEGMENT_PLANS.values()) <= 3
-            assert sum(entry[0].shape[1] for entry in builder._TEMPLATES.values()) <= 256
-            assert len(builder._GRID_ARRAYS) <= 2
-    many = [Image(grid=(1, 2, 2))] * (builder._GRID_ARRAY_GRIDS + 1)  # a grid list too long to keep
+            assert sum(len(plans) for plans in counter._SEGMENT_PLANS.values()) <= 3
+            assert sum(entry[0].shape[1] for entry in pieces._TEMPLATES.values()) <= 256
+            assert len(positions._GRID_ARRAYS) <= 2
+    many = [Image(grid=(1, 2, 2))] * (positions._GRID_ARRAY_GRIDS + 1)  # a grid list too long to keep
     assert build_positions(many, model="qwen2-vl").image_grid_thw.tolist() == [[1, 2, 2]] * len(many)
-    assert all(len(key) <= builder._GRID_ARRAY_GRIDS for key in builder._GRID_ARRAYS)
+    assert all(len(key) <= positions._GRID_ARRAY_GRIDS for key in positions._GRID_ARRAYS)
     # a block too big for the template budget is computed each time and never kept
     big = [Image(grid=(1, 40, 40))]
     np.testing.assert_array_equal(build_positions(big, model="qwen2-vl").ids, counter_rule(big))
-    assert all(entry[0].shape[1] <= 64 for entry in builder._TEMPLATES.values())
+    assert all(entry[0].shape[1] <= 64 for entry in pieces._TEMPLATES.values())
 
 
 def test_rules_do_not_share_plans() -> None:
@@ -180,4 +181,4 @@ def test_big_segments_are_planned_but_not_kept() -> None:
     segs = [Text(1), video]
     p = build_positions(segs, model="qwen2-vl")
     np.testing.assert_array_equal(p.ids, counter_rule(segs))
-    assert all(video not in plans for plans in builder._SEGMENT_PLANS.values())
+    assert all(video not in plans for plans in counter._SEGMENT_PLANS.values())

@@ -23,7 +23,7 @@ from transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe import (
 import mrope
 from mrope import Image, LayoutError, Text, TokenError, Video, build_batch, build_positions
 from mrope.models import get_family
-from mrope.tokens import rope_index
+from mrope.token_ids import numpy_rope_index as rope_index
 
 IMAGE, VIDEO = 100295, 103367
 FAMILY = get_family("ernie4_5_vl_moe")

@@ -21,7 +21,8 @@ from transformers.models.glm_image.modeling_glm_image import (
 import mrope
 from mrope import Image, LayoutError, Text, TokenError, build_batch, build_positions
 from mrope.models import get_family, spec_from_config
-from mrope.tokens import generation_index, rope_index
+from mrope.token_ids import generation_index
+from mrope.token_ids import numpy_rope_index as rope_index
 
 START, END, PAD = 16384, 16385, 167855  # GlmImageConfig's image start / end / placeholder ids
 RULES = get_family("glm_image").rules

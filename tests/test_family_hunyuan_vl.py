@@ -29,7 +29,7 @@ import mrope
 from mrope import Image, Text, TokenError, Video, build_batch, build_positions
 from mrope.errors import LayoutError
 from mrope.models import get_family
-from mrope.tokens import rope_index
+from mrope.token_ids import numpy_rope_index as rope_index
 
 IMAGE, START, END = 120120, 120118, 120119
 FAMILY = get_family("tencent/HunyuanOCR")

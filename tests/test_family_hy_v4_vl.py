@@ -20,7 +20,7 @@ from transformers.models.hy_v4_vl.modeling_hy_v4_vl import (
 import mrope
 from mrope import Image, Text, TokenError, Video, build_batch, build_positions, count_tokens
 from mrope.models import get_family
-from mrope.tokens import rope_index
+from mrope.token_ids import numpy_rope_index as rope_index
 
 IMAGE, VIDEO = 120120, 120124
 FAMILY = get_family("hy_v4_vl")

@@ -18,8 +18,8 @@ from hf_reference import MINICPM_IDS, MiniCPMRopeIndex
 from transformers.models.minicpmv4_7.configuration_minicpmv4_7 import MiniCPMV4_7Config
 
 from mrope import LayoutRules, TokenError
-from mrope.canvas import stretch
-from mrope.tokens import rope_index
+from mrope.layout.canvas import stretch
+from mrope.token_ids import numpy_rope_index as rope_index
 
 IM_START, IM_END, SLICE_START, SLICE_END, NEWLINE, IMAGE, VIDEO = MINICPM_IDS.values()  # 900 to 906
 ID_START, ID_END = 907, 908

@@ -291,7 +291,7 @@ def test_qwen3_omni_audio_window_of_the_checkpoint(tmp_path: Path) -> None:
     from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import _get_feat_extract_output_lengths
 
     from mrope import Audio
-    from mrope.timeline import audio_tokens
+    from mrope.layout.omni import audio_tokens
 
     config = {
         "model_type": "qwen3_omni_moe",

@@ -56,7 +56,7 @@ _NO_MODEL = [
     lambda: mrope.build_positions([Text(3)]),
     lambda: mrope.build_batch([[Text(3)]]),
     lambda: mrope.count_tokens([Text(3)]),
-    lambda: mrope.rope_index(np.zeros((1, 3), dtype=np.int64)),
+    lambda: mrope.numpy_rope_index(np.zeros((1, 3), dtype=np.int64)),
     lambda: mrope.get_rope_index(torch.zeros(1, 3, dtype=torch.long)),
     lambda: image_grid(100, 100),
     lambda: mrope.vision.load_video(

@@ -288,14 +288,18 @@ def test_token_errors():
     )
     ids, grid = p.input_ids[None], [[2, 4, 4]]
     with pytest.raises(TokenError, match="no audio_seqlens values left"):
-        mrope.rope_index(ids, None, grid, model="qwen2.5-omni", second_per_grid_ts=[1.0], audio_seqlens=[])
+        mrope.numpy_rope_index(
+            ids, None, grid, model="qwen2.5-omni", second_per_grid_ts=[1.0], audio_seqlens=[]
+        )
     with pytest.raises(TokenError, match="video tokens"):  # 40 frames -> 9 tokens, not the 10 written
-        mrope.rope_index(ids, None, grid, model="qwen2.5-omni", second_per_grid_ts=[1.0], audio_seqlens=[40])
+        mrope.numpy_rope_index(
+            ids, None, grid, model="qwen2.5-omni", second_per_grid_ts=[1.0], audio_seqlens=[40]
+        )
     with pytest.raises(TokenError, match="second_per_grid"):
-        mrope.rope_index(ids, None, grid, model="qwen2.5-omni")
+        mrope.numpy_rope_index(ids, None, grid, model="qwen2.5-omni")
     silent = mrope.build_positions([Video((2, 4, 4), second_per_grid=1.0)], model="qwen2.5-omni")
     with pytest.raises(TokenError, match="carries no audio"):
-        mrope.rope_index(
+        mrope.numpy_rope_index(
             silent.input_ids[None],
             None,
             grid,
@@ -305,7 +309,7 @@ def test_token_errors():
         )
     stray = np.array([[5, Q25.audio_pad_id, 6]])
     with pytest.raises(TokenError, match="outside a start / end block"):
-        mrope.rope_index(stray, model="qwen2.5-omni")
+        mrope.numpy_rope_index(stray, model="qwen2.5-omni")
     with pytest.raises(LayoutError, match="wrap=False"):
         mrope.build_positions([Image((1, 4, 4), wrap=False)], model="qwen3-omni")
 
@@ -511,7 +515,7 @@ def test_audio_bounds():
     with pytest.raises(LayoutError, match="below 2\\*\\*32"):
         Audio(seconds=2.0**33)
     with pytest.raises(TokenError):  # a clip longer than its row
-        mrope.rope_index(
+        mrope.numpy_rope_index(
             [[Q3.audio_start_id, Q3.audio_pad_id, Q3.audio_end_id]], model="qwen3-omni", audio_seqlens=[2**31]
         )
 

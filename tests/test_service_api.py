@@ -292,7 +292,7 @@ def test_rope_index_equal_library(client, model):
     }
     resp = client.post("/v1/rope-index", json=req)
     assert resp.status_code == 200, resp.text
-    pos, deltas = mrope.rope_index(ids, img, vid, mask, model=model, second_per_grid_ts=[1.5])
+    pos, deltas = mrope.numpy_rope_index(ids, img, vid, mask, model=model, second_per_grid_ts=[1.5])
     torch_pos, torch_deltas = mrope.get_rope_index(ids, img, vid, mask, model=model, second_per_grid_ts=[1.5])
     assert resp.json() == {"position_ids": pos.tolist(), "deltas": deltas.tolist()}
     assert torch_pos.tolist() == pos.tolist() and torch_deltas.reshape(-1).tolist() == deltas.tolist()
@@ -314,7 +314,7 @@ def test_rope_index_type_ids_and_pad_position(client):
         "pad_position": 0,
     }
     resp = client.post("/v1/rope-index", json=req)
-    pos, deltas = mrope.rope_index(
+    pos, deltas = mrope.numpy_rope_index(
         ids, img, vid, mask, model="qwen2-vl", mm_token_type_ids=types, pad_position=0
     )
     assert resp.json() == {"position_ids": pos.tolist(), "deltas": deltas.tolist()}

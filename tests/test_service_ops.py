@@ -352,7 +352,7 @@ def test_model_dir_serves_a_checkpoint(tmp_path):
             "/v1/rope-index", json={"model": "my-vl", "input_ids": ids, "image_grid_thw": [[1, 4, 4]]}
         )
         assert ri.status_code == 200, ri.text
-        pos, deltas = mrope.rope_index(ids, [[1, 4, 4]], model=checkpoint)
+        pos, deltas = mrope.numpy_rope_index(ids, [[1, 4, 4]], model=checkpoint)
         assert ri.json()["position_ids"] == pos.tolist() and ri.json()["deltas"] == deltas.tolist()
         up = c.post("/v1/positions/upload", data={"model": "my-vl"}, files=[("files", ("a.png", png()))])
         assert up.status_code == 200, up.text

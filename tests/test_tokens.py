@@ -213,7 +213,7 @@ def test_token_form_property(segs: list, model: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MRopeWarning)
         p = build_positions(segs, model=model, tokenizer=stamp_tokens)
-    pos, deltas = mrope.rope_index(
+    pos, deltas = mrope.numpy_rope_index(
         p.input_ids[None],
         p.image_grid_thw,
         p.video_grid_thw,

@@ -12,10 +12,9 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from mrope.builder import MRopeWarning
 from mrope.cli import _batch, _commands, _probe
 from mrope.cli._args import CliError, Parser
-from mrope.errors import MRopeError
+from mrope.errors import MRopeError, MRopeWarning
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from mrope.builder import Positions
 from mrope.cli._args import CliError
+from mrope.positions import Positions
 
 SAVE_SUFFIXES = (".npy", ".json")
 

@@ -8,10 +8,10 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from mrope.builder import temporal_index
 from mrope.cli._args import CliError, positive_int, positive_number, rule_overrides
 from mrope.cli._sequence import model_from_args, model_name
 from mrope.errors import MRopeError
+from mrope.grid import temporal_index
 from mrope.models import PRESET_NAMES, resolve_rules
 from mrope.rules import LayoutRules
 from mrope.vision import VideoInfo, load_video, probe_video, sample_frame_indices
@@ -46,7 +46,7 @@ def _patch_column(rules: LayoutRules, video: Any, n_patches: int) -> tuple[str, 
         return "timestamp", [rules.format_timestamp(x) for x in times]
     spg = video.resolved_second_per_grid(rules.temporal_patch_size, rules.fps)
     if rules.has_audio:  # the omni timeline: float32 time, fractional for Qwen3-Omni
-        from mrope.timeline import video_time
+        from mrope.layout.omni import video_time
 
         return "t offset", [float(v) for v in video_time(n_patches, spg, rules).tolist()]
     tau = temporal_index(n_patches, rules, spg)
@@ -55,7 +55,7 @@ def _patch_column(rules: LayoutRules, video: Any, n_patches: int) -> tuple[str, 
 
 def _audio(path: str, rules: LayoutRules) -> dict[str, Any]:
     """An audio track's metadata, and its mel frames and tokens under rules with audio."""
-    from mrope.timeline import audio_tokens
+    from mrope.layout.omni import audio_tokens
     from mrope.vision.audio import audio_from_info, probe_audio
 
     info = probe_audio(path)

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mrope.builder import Positions
 from mrope.cli._args import CliError, items_from_flags, positive_int, rule_overrides
 from mrope.errors import MRopeError
 from mrope.pipeline import Preprocessor, load_tokenizer
+from mrope.positions import Positions
 from mrope.schema import RequestError, require_model
 from mrope.segments import Audio, Image, Segment, Text, Video
 

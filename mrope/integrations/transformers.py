@@ -792,7 +792,7 @@ def _check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rule
 def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any:
     """A drop-in for ``owner.get_rope_index`` (same signature, positional or keyword) that calls
     :func:`mrope.get_rope_index` with the family and this model's rules."""
-    from mrope.tokens import get_rope_index
+    from mrope.token_ids import get_rope_index
 
     signature = inspect.signature(type(owner).get_rope_index)
     takes = set(inspect.signature(get_rope_index).parameters) - {
@@ -844,7 +844,7 @@ def _cache_generation(
 ) -> None:
     """Set :data:`_GENERATION_CACHE` on ``owner`` as GLM-Image's own get_rope_index does: the prompt
     length, and :func:`mrope.generation_index` of the rows that have grids (``None`` without grids)."""
-    from mrope.tokens import generation_index
+    from mrope.token_ids import generation_index
 
     grids = call.get("image_grid_thw")
     per_sample = call.get("images_per_sample")

@@ -48,6 +48,7 @@ import av
 import numpy as np
 
 from mrope.errors import MediaError
+from mrope.layout.omni import require_audio
 from mrope.media.audio import audio_from_info, has_audio_stream, probe_audio
 from mrope.media.container import open_container, video_stream
 from mrope.media.info import FrameSize, VideoInfo, check_frame_size
@@ -66,7 +67,6 @@ from mrope.media.source import OpenSource, open_source
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
 from mrope.segments import Video
-from mrope.timeline import require_audio
 
 DEFAULT_MAX_PACKETS = 500_000
 """Most packets :func:`probe_video` demuxes when it must count or time frames (about 4.6 hours at

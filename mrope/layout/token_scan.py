@@ -1,0 +1,584 @@
+"""The token-id scan the layout engines share: validated inputs, grid queues, runs, and the batch loop.
+
+Token ids, masks and grids are read into validated numpy; the batch loop asks an engine to fill each row.
+
+A sequence arrives as token ids with runs of placeholder tokens (``<|image_pad|>``, ``<|video_pad|>``)
+and one flat list of grids per modality, shared by the whole batch and consumed in order. Vision runs
+are found either by the placeholder ids (the transformers 4.x token scan) or from
+``mm_token_type_ids`` (0 text, 1 image, 2 video; the transformers 5.x form). Every run must be
+covered exactly by whole grids: a mismatch is a :class:`~mrope.TokenError` that names the run, the
+grid and the counts, never an IndexError from deep inside.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from mrope.errors import LayoutError, TokenError
+from mrope.grid import target_positions, temporal_index
+from mrope.layout.pieces import ZERO_OFFSETS, Block, TextRun, untiled_block
+from mrope.rules import LayoutRules
+
+_TYPES_ERROR = "mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)"
+"""The error for token type ids outside 0, 1, 2."""
+
+TokenRuns = tuple[list[int], list[int], list[int]]
+"""Starts, stops and 0/1/2 kinds of the runs of equal token type in one row."""
+
+
+def as_numpy(value: Any, name: str, ndim: int | None = None) -> np.ndarray | None:
+    """``value`` as a numpy array, sharing memory with a CPU torch tensor (no copy)."""
+    if value is None:
+        return None
+    arr = value
+    if not isinstance(arr, np.ndarray):
+        if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor, without importing torch
+            try:
+                arr = value.numpy()  # a view of a CPU tensor without grad
+            except (RuntimeError, TypeError):  # it requires grad, or lives on another device
+                arr = value.detach().cpu().numpy()
+        else:
+            try:
+                arr = np.asarray(value)
+            except (TypeError, ValueError):
+                raise TokenError(f"{name} must be an array of numbers; got {type(value).__name__}") from None
+    if arr.dtype == object:
+        raise TokenError(f"{name} must be a rectangular array of numbers")
+    if ndim is not None and arr.ndim != ndim:
+        raise TokenError(f"{name} must be {ndim}-D; got shape {tuple(arr.shape)}")
+    return arr
+
+
+_UNSIGNED = {np.dtype(f"i{size}"): np.dtype(f"u{size}") for size in (1, 2, 4, 8)}
+
+
+def _unsigned(arr: np.ndarray) -> np.ndarray:
+    """An integer array viewed as unsigned (negatives become huge), so ``max()`` alone bounds it."""
+    unsigned = _UNSIGNED.get(arr.dtype)  # native byte order: a dict hit; others are spelled out
+    if unsigned is None:
+        return arr.view(arr.dtype.str.replace("i", "u")) if arr.dtype.kind == "i" else arr
+    return arr.view(unsigned)
+
+
+def _grid_rows(value: Any, name: str) -> list[list[int]]:
+    """A validated ``[n, 3]`` grid array (t, h, w, every dim >= 1) as ``n`` Python lists."""
+    rows = None
+    if hasattr(value, "detach") and hasattr(value, "cpu") and value.dim() == 2 and value.shape[1] == 3:
+        rows = value.tolist()  # an integer torch tensor straight to Python ints (a tensor holds one dtype)
+        if not rows or type(rows[0][0]) is not int:
+            rows = None
+    if rows is None:
+        arr = as_numpy(value, name)
+        if arr is None or arr.size == 0:
+            return []
+        if arr.ndim != 2 or arr.shape[1] != 3:
+            raise TokenError(f"{name} must have shape [n, 3] (t, h, w); got {tuple(arr.shape)}")
+        if arr.dtype.kind not in "iu":
+            if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+                raise TokenError(f"{name} must hold integers; got {arr.tolist()}")
+            arr = arr.astype(np.int64)
+        rows = arr.tolist()  # a handful of rows: Python beats numpy's per-call cost
+    if min(map(min, rows)) < 1:
+        i, grid = next((i, grid) for i, grid in enumerate(rows) if min(grid) < 1)
+        raise TokenError(f"{name}[{i}] = {grid}: every grid dim must be >= 1")
+    return rows
+
+
+def grid_rows_array(value: Any, name: str) -> np.ndarray:
+    """:func:`_grid_rows` as an int64 ``[n, 3]`` array."""
+    return np.array(_grid_rows(value, name), dtype=np.int64).reshape(-1, 3)
+
+
+def seconds_per_grid(value: Any, n_videos: int) -> np.ndarray | None:
+    """``second_per_grid_ts`` as float64 ``[n_videos]`` seconds per temporal patch, or ``None``."""
+    spg = as_numpy(value, "second_per_grid_ts")
+    if spg is None:
+        return None
+    spg = spg.astype(np.float64).reshape(-1)
+    if spg.size != n_videos:
+        raise TokenError(f"second_per_grid_ts has {spg.size} values for {n_videos} video_grid_thw rows")
+    if not np.all(np.isfinite(spg)) or np.any(spg <= 0):
+        raise TokenError(f"second_per_grid_ts must be finite and > 0; got {spg.tolist()}")
+    return spg
+
+
+class GridQueue:
+    """One modality's grids, consumed in order across the batch."""
+
+    def __init__(
+        self,
+        name: str,
+        rows: list[list[int]],
+        merge: int,
+        spg: list[float] | None,
+        temporal_merge: int = 1,
+        newline: int = 0,
+    ) -> None:
+        self.name = name
+        self.rows = rows
+        self.spg = spg
+        self.next = 0
+        tokens = self.tokens = []  # placeholder tokens of each grid: merged frames of H' rows of W' (+1)
+        for i, (t, h, w) in enumerate(rows):
+            if h % merge or w % merge:
+                raise TokenError(
+                    f"{name}[{i}] = {[t, h, w]}: h and w must be multiples of the merge size {merge}"
+                )
+            if t % temporal_merge:
+                raise TokenError(
+                    f"{name}[{i}] = {[t, h, w]}: t must be a multiple of the temporal merge size {temporal_merge}"
+                )
+            tokens.append(t // temporal_merge * (h // merge) * (w // merge + newline))
+
+    def take(self, run_len: int, row: int, at: int) -> list[int]:
+        """Indices of the grids that exactly fill a run of ``run_len`` placeholder tokens."""
+        used: list[int] = []
+        left = run_len
+        while left > 0:
+            if self.next >= len(self.rows):
+                raise TokenError(
+                    f"row {row}, {self.name[:5]} run at valid token {at}: {run_len} placeholder tokens need "
+                    f"more {self.name} grids; only {len(self.rows)} given, all used ({left} tokens left uncovered)"
+                )
+            need = self.tokens[self.next]
+            if need > left:
+                raise TokenError(
+                    f"row {row}, {self.name[:5]} run at valid token {at}: {self.name}[{self.next}] = "
+                    f"{self.rows[self.next]} needs {need} placeholder tokens, but the run has {left} left "
+                    f"(of {run_len})"
+                )
+            used.append(self.next)
+            self.next += 1
+            left -= need
+        return used
+
+    def take_one(self, run_len: int, row: int, at: int) -> tuple[int, int]:
+        """The next grid, as ``(h, w)`` patches, for a crop of exactly ``run_len`` tokens (the canvas rule)."""
+        if self.next >= len(self.rows):
+            raise TokenError(
+                f"row {row}, crop at valid token {at}: {run_len} tokens need one more {self.name} row; only "
+                f"{len(self.rows)} given, all used"
+            )
+        g = self.next
+        if self.tokens[g] != run_len or self.rows[g][0] != 1:
+            raise TokenError(
+                f"row {row}, crop at valid token {at}: the canvas rule takes one (1, h, w) {self.name} row "
+                f"per crop of h*w/merge^2 tokens; {self.name}[{g}] = {self.rows[g]} for a crop of {run_len}"
+            )
+        self.next += 1
+        return self.rows[g][1], self.rows[g][2]
+
+    def check_all_used(self) -> None:
+        if self.next != len(self.rows):
+            raise TokenError(
+                f"{len(self.rows)} {self.name} rows given but the placeholder runs use {self.next}"
+            )
+
+
+def _take_bordered(queue: GridQueue, run_len: int, row: int, at: int) -> tuple[int, bool]:
+    """The one grid of an image run under the ``grid_border`` rule, and whether the run holds the two
+    border tokens (``H' * (W' + 1) + 2`` tokens) or the grid alone."""
+    if queue.next >= len(queue.rows):
+        raise TokenError(
+            f"row {row}, image run at valid token {at}: {run_len} placeholder tokens need one more "
+            f"{queue.name} row; only {len(queue.rows)} given, all used"
+        )
+    need = queue.tokens[queue.next]
+    if run_len not in (need, need + 2):
+        raise TokenError(
+            f"row {row}, image run at valid token {at}: {queue.name}[{queue.next}] = {queue.rows[queue.next]} "
+            f"needs {need} grid tokens ({need + 2} with the two border tokens), but the run has {run_len}"
+        )
+    queue.next += 1
+    return queue.next - 1, run_len == need + 2
+
+
+def _runs_of(row_types: np.ndarray, n: int) -> TokenRuns:
+    """Starts, stops and 0/1/2 kinds of the runs of equal type in one row of ``n`` token types."""
+    if not n:
+        return [], [], []
+    change = (np.flatnonzero(row_types[1:] != row_types[:-1]) + 1).tolist()
+    starts = [0, *change]
+    return starts, [*change, n], row_types[starts].tolist()
+
+
+class BatchRuns:
+    """The runs of equal token type of a whole ``[B, L]`` batch, found in one vectorised pass over it
+    (rows flattened end to end); a row's runs are then a slice of them, cut where its valid tokens lie."""
+
+    def __init__(self, types: np.ndarray) -> None:
+        flat = types.reshape(-1)
+        change = (flat[1:] != flat[:-1]).nonzero()[0]
+        change += 1
+        self.length = types.shape[1]
+        self.kinds: list[int] = flat[change].tolist()
+        self.change: list[int] = change.tolist()
+        self.first_kind = int(flat[0]) if flat.size else 0
+
+    def within(self, top: int) -> bool:
+        """Whether every type lies in ``0..top``: each value of the batch is the kind of some run, so
+        the runs' kinds bound it without another pass over the batch."""
+        kinds = self.kinds
+        return 0 <= self.first_kind <= top and (not kinds or (min(kinds) >= 0 and max(kinds) <= top))
+
+    def row(self, row: int, first: int, last: int) -> TokenRuns:
+        """The runs of ``types[row, first:last]``, their starts and stops counted from ``first``."""
+        if last <= first:
+            return [], [], []
+        base = row * self.length + first
+        change = self.change
+        lo = bisect_right(change, base)
+        hi = bisect_left(change, base + last - first, lo)
+        inner = [c - base for c in change[lo:hi]]
+        kinds = self.kinds
+        return [0, *inner], [*inner, last - first], [kinds[lo - 1] if lo else self.first_kind, *kinds[lo:hi]]
+
+
+_BLOCKS: dict[tuple, Block] = {}
+"""The blocks of :func:`run_pieces` per grid and rules (immutable there; at most 4096, then a fresh dict)."""
+
+
+def run_pieces(
+    runs: TokenRuns,
+    row: int,
+    images: GridQueue,
+    videos: GridQueue,
+    lay: LayoutRules,
+) -> list[TextRun | Block]:
+    """Text runs and vision blocks of one row, from its runs of 0/1/2 token types."""
+    pieces: list[TextRun | Block] = []
+    merge = lay.merge_size
+    blocks = _BLOCKS if len(_BLOCKS) < 4096 else {}
+    rule_key = (lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
+    bordered_rule = lay.grid_border
+    temporal, temporal_merge = lay.temporal, lay.temporal_merge_size
+    for a, z, kind in zip(*runs, strict=True):
+        if kind == 0:
+            pieces.append(TextRun(z - a, 0, "text", -1))
+            continue
+        queue = images if kind == 1 else videos
+        bordered = False
+        g = queue.next
+        if bordered_rule and kind == 1:
+            g, bordered = _take_bordered(queue, z - a, row, a)
+            taken: Sequence[int] = (g,)
+        elif g < len(queue.rows) and queue.tokens[g] == z - a:  # one grid fills the run: the usual case
+            queue.next = g + 1
+            taken = (g,)
+        else:
+            taken = queue.take(z - a, row, a)
+        for g in taken:
+            t, h, w = queue.rows[g]
+            if kind == 2:
+                t //= temporal_merge
+            if kind == 1 or temporal == "index":
+                time_key: Any = t
+            elif temporal == "timestamps":
+                time_key = 0
+            else:
+                time_key = (t, float(queue.spg[g]), lay.tokens_per_second, lay.seconds_grouping)  # type: ignore[index]
+            # blocks are immutable here; the same grid under the same rules is the same block
+            key = (time_key, h // merge, w // merge, rule_key)
+            block = blocks.get(key)
+            if block is None:
+                if time_key == 0:
+                    tau = ZERO_OFFSETS
+                elif isinstance(time_key, int):
+                    tau = np.arange(t, dtype=np.int64)
+                else:
+                    tau = temporal_index(t, lay, time_key[1])
+                block = blocks[key] = untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
+            if bordered:
+                pieces.append(TextRun(1, 0, "wrapper", -1))
+                pieces.append(block)
+                pieces.append(TextRun(1, 0, "wrapper", -1))
+            else:
+                pieces.append(block)
+    return pieces
+
+
+def _wrapped_video_types(row_ids: np.ndarray, pad_id: int, lay: LayoutRules) -> np.ndarray:
+    """0/1/2 token types when images and videos share one pad id (GLM-4.1V): pads after more
+    ``video_start_id`` than ``video_end_id`` tokens are video (2), the others image (1), as the
+    processor's ``create_mm_token_type_ids`` decides."""
+    inside = np.cumsum(row_ids == lay.video_start_id) > np.cumsum(row_ids == lay.video_end_id)
+    pads = row_ids == pad_id
+    return (pads.view(np.int8) + (pads & inside).view(np.int8)).astype(np.int8)
+
+
+def _wrapped_types(row_ids: np.ndarray, lay: LayoutRules) -> tuple[np.ndarray, int]:
+    """Token types of one row under the ``between_wrappers`` image rule: 1 for the tokens strictly
+    between each ``vision_start_id`` and the next ``vision_end_id``; also how many such images.
+
+    A start with no end after it (the start of an image to generate) leaves its tokens as text."""
+    types = np.zeros(row_ids.shape[0], dtype=np.int8)
+    starts = np.flatnonzero(row_ids == lay.vision_start_id).tolist()
+    ends = np.flatnonzero(row_ids == lay.vision_end_id).tolist()
+    if len(ends) > len(starts) or any(e <= s for s, e in zip(starts, ends, strict=False)):
+        raise TokenError(
+            f"image wrappers out of order: vision_start_id {lay.vision_start_id} at {starts}, "
+            f"vision_end_id {lay.vision_end_id} at {ends}"
+        )
+    for k, (s, e) in enumerate(zip(starts, ends, strict=False)):
+        if k + 1 < len(starts) and starts[k + 1] < e:
+            raise TokenError(
+                f"image wrappers nest: a vision_start_id at {starts[k + 1]} before the end at {e}"
+            )
+        types[s + 1 : e] = 1
+    return types, len(ends)
+
+
+def _valid_spans(mask_runs: BatchRuns | None, b: int, length: int) -> list[tuple[int, int, bool]]:
+    """Per row, where its valid tokens lie: ``(first, last, holed)``, the slice ``[first, last)`` that
+    holds them and whether masked tokens lie between them (more than one run of ones).
+
+    ``mask_runs`` are the runs of the validated 0/1 ``[B, L]`` mask (``None``: every token is valid):
+    a row's layout, padded on either side or not, is read from its runs without another pass."""
+    if mask_runs is None:
+        return [(0, length, False)] * b
+    spans: list[tuple[int, int, bool]] = []
+    for row in range(b):
+        starts, stops, kinds = mask_runs.row(row, 0, length)
+        ones = [k for k, kind in enumerate(kinds) if kind]
+        if not ones:
+            spans.append((0, 0, False))
+        else:
+            spans.append((starts[ones[0]], stops[ones[-1]], len(ones) > 1))
+    return spans
+
+
+# ------------------------------------------------------------------------------------ the batch
+
+
+class TokenInputs(NamedTuple):
+    """What the token-id interface hands a layout engine: validated ids, mask and type ids, the grids as
+    given, and the resolved rules."""
+
+    ids: np.ndarray  # integer [B, L]
+    mask: np.ndarray | None  # 0/1 (integer or bool) [B, L], or None: every token is valid
+    mask_runs: BatchRuns | None  # the runs of ``mask``
+    types: np.ndarray | None  # integer [B, L] mm_token_type_ids (values not checked yet), or None
+    image_grid_thw: Any
+    video_grid_thw: Any
+    second_per_grid_ts: Any
+    images_per_sample: Any
+    audio_seqlens: Any
+    use_audio_in_video: bool | None
+    rules: LayoutRules
+    pad_position: Any
+
+
+def read_token_inputs(
+    input_ids: Any,
+    attention_mask: Any,
+    mm_token_type_ids: Any,
+    image_grid_thw: Any,
+    video_grid_thw: Any,
+    second_per_grid_ts: Any,
+    images_per_sample: Any,
+    audio_seqlens: Any,
+    use_audio_in_video: bool | None,
+    lay: LayoutRules,
+    pad_position: Any,
+) -> TokenInputs:
+    """Validate ``input_ids``, ``attention_mask`` and the shape and dtype of ``mm_token_type_ids``
+    (their values are checked by the engine's scan); the grids pass as given."""
+    ids = as_numpy(input_ids, "input_ids", ndim=2)
+    assert ids is not None
+    if ids.dtype.kind not in "iu":
+        raise TokenError(f"input_ids must hold integer token ids; got dtype {ids.dtype}")
+    mask = as_numpy(attention_mask, "attention_mask")
+    mask_runs = None
+    if mask is not None:
+        if mask.shape != ids.shape:
+            raise TokenError(
+                f"attention_mask must have the shape of input_ids {tuple(ids.shape)}; got {tuple(mask.shape)}"
+            )
+        if mask.dtype.kind not in "biu":
+            if not np.all((mask == 0) | (mask == 1)):
+                raise TokenError("attention_mask must hold only 0 and 1")
+            mask = mask.astype(bool)
+        # one pass finds the mask's runs: they bound its values (each value is some run's kind) and
+        # give every row's layout; an integer mask is read as it is, without a bool copy
+        mask_runs = BatchRuns(mask)
+        if not mask_runs.within(1):
+            raise TokenError("attention_mask must hold only 0 and 1")
+    types = as_numpy(mm_token_type_ids, "mm_token_type_ids")
+    if types is not None:
+        if types.shape != ids.shape:
+            raise TokenError(
+                f"mm_token_type_ids must have the shape of input_ids {tuple(ids.shape)}; got {tuple(types.shape)}"
+            )
+        if types.dtype.kind not in "iu":
+            raise TokenError(_TYPES_ERROR)
+    return TokenInputs(
+        ids,
+        mask,
+        mask_runs,
+        types,
+        image_grid_thw,
+        video_grid_thw,
+        second_per_grid_ts,
+        images_per_sample,
+        audio_seqlens,
+        use_audio_in_video,
+        lay,
+        pad_position,
+    )
+
+
+def check_type_values(types: np.ndarray | None) -> None:
+    """Refuse type ids outside 0 (text), 1 (image), 2 (video) (a :class:`~mrope.TokenError`)."""
+    if types is not None and types.size and _unsigned(types).max() > 2:
+        raise TokenError(_TYPES_ERROR)
+
+
+RowFiller = Callable[..., tuple[int, int]]
+"""An engine's row of the scan: ``fill_row(dense, runs, row_ids, row_types, row, images, videos, rules,
+image_index) -> (largest position, next image index)``, writing the row's positions into ``dense``."""
+
+
+def scan_batch(
+    inputs: TokenInputs, fill_row: RowFiller, *, per_row_types: bool = False, images_only: bool = False
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
+    """Positions ``[A, B, L]``, deltas ``[B]`` and per row the positions of the images to generate (or
+    ``None``) of a batch of token ids, each row filled by the engine's ``fill_row``.
+
+    ``per_row_types``: the engine reads each row's token ids and types (the canvas rule), so the rows
+    are scanned one by one rather than from the batch's runs. ``images_only``: the engine refuses video
+    grids (sequence positions)."""
+    ids, mask, mask_runs, types = inputs.ids, inputs.mask, inputs.mask_runs, inputs.types
+    lay, pad_position = inputs.rules, inputs.pad_position
+    image_grid_thw, video_grid_thw = inputs.image_grid_thw, inputs.video_grid_thw
+    second_per_grid_ts, images_per_sample = inputs.second_per_grid_ts, inputs.images_per_sample
+    b, length = ids.shape
+    # rules whose rows are scanned one by one (their own token types); the others take the batch's runs
+    per_row_scan = per_row_types or lay.image_span == "between_wrappers"
+    type_ids_given = types is not None
+    if per_row_scan:
+        check_type_values(types)  # (otherwise checked on the batch's runs, below)
+
+    merge = lay.merge_size
+    newline = int(lay.row_newline)
+    image_grids = _grid_rows(image_grid_thw, "image_grid_thw")
+    per_sample = as_numpy(images_per_sample, "images_per_sample")
+    if per_sample is not None:
+        per_sample = per_sample.reshape(-1)
+        if (
+            per_sample.dtype.kind not in "iu"
+            or per_sample.size != b
+            or np.any(per_sample < 0)
+            or int(per_sample.sum()) != len(image_grids)
+        ):
+            raise TokenError(
+                f"images_per_sample must hold {b} counts >= 0 summing to the {len(image_grids)} "
+                f"image_grid_thw rows; got {per_sample.tolist()}"
+            )
+        bounds = np.concatenate([[0], np.cumsum(per_sample)]).tolist()
+        row_images = [
+            GridQueue("image_grid_thw", image_grids[bounds[r] : bounds[r + 1]], merge, None, 1, newline)
+            for r in range(b)
+        ]
+    else:
+        if lay.generates_images and b > 1 and len(image_grids):
+            raise TokenError(
+                f"the {lay.name!r} rules generate images: with {b} rows, pass images_per_sample (the "
+                "processor's count of grids per row, images to generate included)"
+            )
+        shared = GridQueue("image_grid_thw", image_grids, merge, None, 1, newline)
+        row_images = [shared] * b
+    videos_grid = _grid_rows(video_grid_thw, "video_grid_thw")
+    if second_per_grid_ts is None:
+        spg_list = [1.0] * len(videos_grid)
+    else:
+        spg_list = seconds_per_grid(second_per_grid_ts, len(videos_grid)).tolist()  # type: ignore[union-attr]
+    if lay.temporal == "timestamps":
+        # one (1, H, W) block per temporal patch, as the model splits it
+        spg_list = [x for (t, _, _), x in zip(videos_grid, spg_list, strict=True) for _ in range(t)]
+        videos_grid = [[1, h, w] for t, h, w in videos_grid for _ in range(t)]
+    videos = GridQueue("video_grid_thw", videos_grid, merge, spg_list, lay.temporal_merge_size, newline)
+    if images_only and len(videos_grid):
+        raise TokenError(f"the {lay.name!r} rules (sequence positions) take images only; got video grids")
+
+    axes = lay.num_axes
+    out = np.empty((axes, b, length), dtype=np.int64)
+    deltas = np.zeros(b, dtype=np.int64)
+    generation: list[np.ndarray | None] = [None] * b
+    image_id, video_id = lay.image_pad_id, lay.video_pad_id
+    shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
+    if types is None and not shared_id and lay.image_span != "between_wrappers":
+        # 0 text, 1 image, 2 video for the whole batch at once (int8 adds; an int8 shift costs more)
+        types = (ids == video_id).view(np.int8)
+        types += types  # in place: the comparison's own buffer
+        types += (ids == image_id).view(np.int8)
+    batch_runs = None if per_row_scan or types is None else BatchRuns(types)
+    if batch_runs is not None and type_ids_given and not batch_runs.within(2):
+        raise TokenError(_TYPES_ERROR)
+    image_index = 0
+    for row, (first, last, holed) in enumerate(_valid_spans(mask_runs, b, length)):
+        # where the row's positions go: a view of its slice when its valid tokens are contiguous
+        if first:
+            out[:, row, :first] = pad_position
+        if last < length:
+            out[:, row, last:] = pad_position
+        images = row_images[row]
+        valid = np.flatnonzero(mask[row]) if holed else None  # type: ignore[index]
+        if valid is None:
+            n = last - first
+            target = out[:, row, first:last]
+            if batch_runs is not None:
+                runs = batch_runs.row(row, first, last)
+                row_ids = row_types = None  # the engine fills from the runs alone
+            else:
+                row_ids, row_types = ids[row, first:last], None if types is None else types[row, first:last]
+        else:
+            n = len(valid)
+            row_ids, row_types = ids[row, valid], None if types is None else types[row, valid]
+            out[:, row, first:last] = pad_position  # the masked slots between valid ones
+            target = None
+            if batch_runs is not None:
+                runs = _runs_of(row_types, n)
+        if batch_runs is None:
+            if lay.image_span == "between_wrappers":
+                row_types, _ = _wrapped_types(row_ids, lay)
+            elif row_types is None:  # shared pad id: the video wrappers tell videos from images
+                row_types = _wrapped_video_types(row_ids, image_id, lay)
+            runs = _runs_of(row_types, n)
+        dense = target if target is not None else np.empty((axes, n), dtype=np.int64)
+        top, image_index = fill_row(dense, runs, row_ids, row_types, row, images, videos, lay, image_index)
+        if target is None:
+            out[:, row, valid] = dense
+        deltas[row] = top + 1 - n
+        if lay.generates_images and (per_sample is not None or row == b - 1):
+            # grids left after the row's images are the images the model will generate
+            try:
+                generation[row] = target_positions(top + 1, images.rows[images.next :], merge)
+            except LayoutError as exc:
+                raise TokenError(f"row {row}: {exc}") from None
+            images.next = len(images.rows)
+    if lay.generates_images:
+        deltas[:] = 0
+    for queue in row_images if per_sample is not None else row_images[:1]:  # one shared queue, or one per row
+        queue.check_all_used()
+    videos.check_all_used()
+    return out, deltas, generation
+
+
+__all__ = [
+    "BatchRuns",
+    "GridQueue",
+    "RowFiller",
+    "TokenInputs",
+    "TokenRuns",
+    "as_numpy",
+    "check_type_values",
+    "grid_rows_array",
+    "read_token_inputs",
+    "run_pieces",
+    "scan_batch",
+    "seconds_per_grid",
+]

@@ -1,0 +1,228 @@
+"""The token-id interface: token ids -> M-RoPE positions, as the transformers models' get_rope_index.
+
+:func:`get_rope_index` is the drop-in for the transformers method (torch in, torch out);
+:func:`numpy_rope_index` is its numpy form, and :func:`generation_index` gives the positions of images a
+model generates (GLM-Image).
+
+A sequence arrives as token ids with runs of placeholder tokens and one flat list of grids per modality
+(see :mod:`mrope.layout.token_scan`). The coordinates themselves come from the same layout engines and
+fill engine as :func:`mrope.build_positions`, so the two interfaces cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mrope._deprecated import moved_names
+from mrope.errors import LayoutError, TokenError
+from mrope.layout import engine
+from mrope.layout.token_scan import read_token_inputs
+from mrope.models import ModelLike, resolve_rules
+from mrope.rules import LayoutRules
+
+if TYPE_CHECKING:
+    import torch
+
+
+def _rope_index_full(
+    input_ids: Any,
+    image_grid_thw: Any,
+    video_grid_thw: Any,
+    attention_mask: Any,
+    lay: LayoutRules,
+    second_per_grid_ts: Any,
+    mm_token_type_ids: Any,
+    pad_position: int,
+    images_per_sample: Any,
+    audio_seqlens: Any = None,
+    use_audio_in_video: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
+    """Positions, deltas and per row the positions of images to generate, from the rules' engine."""
+    inputs = read_token_inputs(
+        input_ids,
+        attention_mask,
+        mm_token_type_ids,
+        image_grid_thw,
+        video_grid_thw,
+        second_per_grid_ts,
+        images_per_sample,
+        audio_seqlens,
+        use_audio_in_video,
+        lay,
+        pad_position,
+    )
+    return engine(lay).scan_token_ids(inputs)
+
+
+def numpy_rope_index(
+    input_ids: Any,
+    image_grid_thw: Any = None,
+    video_grid_thw: Any = None,
+    attention_mask: Any = None,
+    *,
+    model: ModelLike | None = None,
+    rules: LayoutRules | dict[str, Any] | None = None,
+    second_per_grid_ts: Any = None,
+    mm_token_type_ids: Any = None,
+    pad_position: int | None = None,
+    images_per_sample: Any = None,
+    convention: str = "released",
+    audio_seqlens: Any = None,
+    use_audio_in_video: bool | None = None,
+    second_per_grids: Any = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The numpy core of :func:`get_rope_index`.
+
+    Returns:
+        ``(position_ids int64 [A, B, L], deltas int64 [B])``; A is ``rules.num_axes`` (3: t, h, w);
+        float32 both for fractional-time rules (Qwen3-Omni).
+    """
+    lay = resolve_rules(model, rules, convention)
+    if second_per_grids is not None:  # the omni models' name for it
+        if second_per_grid_ts is not None:
+            raise TokenError("pass second_per_grid_ts or second_per_grids, not both")
+        second_per_grid_ts = second_per_grids
+    if not lay.has_audio and (audio_seqlens is not None or use_audio_in_video):
+        raise TokenError(
+            f"audio_seqlens / use_audio_in_video given, but the {lay.name!r} rules have no audio"
+        )
+    out, deltas, _ = _rope_index_full(
+        input_ids,
+        image_grid_thw,
+        video_grid_thw,
+        attention_mask,
+        lay,
+        second_per_grid_ts,
+        mm_token_type_ids,
+        lay.pad_position if pad_position is None else pad_position,
+        images_per_sample,
+        audio_seqlens,
+        use_audio_in_video,
+    )
+    return out, deltas
+
+
+def generation_index(
+    input_ids: Any,
+    image_grid_thw: Any,
+    attention_mask: Any = None,
+    *,
+    model: ModelLike | None = None,
+    rules: LayoutRules | dict[str, Any] | None = None,
+    images_per_sample: Any = None,
+) -> np.ndarray:
+    """Decode-time positions of the images a model generates (rules with ``generates_images``,
+    GLM-Image): per row, the grids left after the prompt's images are generated last grid first, each
+    as a 2-D block starting one past the prompt's largest position, then one end marker.
+
+    Returns:
+        int64 ``[B, 3, G]``, rows shorter than the longest repeat their last column (how GLM-Image
+        caches them); step ``k`` of decoding row ``b`` uses ``[b, :, k]``.
+    """
+    lay = resolve_rules(model, rules)
+    if not lay.generates_images:
+        raise TokenError(f"the {lay.name!r} rules do not generate images (generates_images=False)")
+    _, _, generation = _rope_index_full(
+        input_ids,
+        image_grid_thw,
+        None,
+        attention_mask,
+        lay,
+        None,
+        None,
+        lay.pad_position,
+        images_per_sample,
+    )
+    rows = [g if g is not None else np.zeros((3, 0), dtype=np.int64) for g in generation]
+    width = max(g.shape[1] for g in rows)
+    out = np.zeros((len(rows), 3, width), dtype=np.int64)
+    for r, g in enumerate(rows):
+        if g.shape[1]:
+            out[r, :, : g.shape[1]] = g
+            out[r, :, g.shape[1] :] = g[:, -1:]
+    return out
+
+
+def get_rope_index(
+    input_ids: Any,
+    image_grid_thw: Any = None,
+    video_grid_thw: Any = None,
+    attention_mask: Any = None,
+    *,
+    model: ModelLike | None = None,
+    rules: LayoutRules | dict[str, Any] | None = None,
+    second_per_grid_ts: Any = None,
+    mm_token_type_ids: Any = None,
+    pad_position: int | None = None,
+    images_per_sample: Any = None,
+    convention: str = "released",
+    audio_seqlens: Any = None,
+    use_audio_in_video: bool | None = None,
+    second_per_grids: Any = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """M-RoPE position ids from token ids, like the transformers model method.
+
+    Args:
+        input_ids: int ``[B, L]`` (torch, numpy or nested lists).
+        image_grid_thw: int ``[n_images, 3]`` encoder grids, in order, shared by the batch.
+        video_grid_thw: int ``[n_videos, 3]``. For Qwen3-VL one row ``(T, H, W)`` per video, as its
+            processor gives it; it is split into ``T`` blocks of ``(1, H, W)`` like the model does.
+        attention_mask: 0/1 ``[B, L]``; positions are computed on valid tokens only.
+        model: required (no default): a family name, a Hugging Face model_type, a repo id, a
+            :class:`mrope.models.ModelFamily` or what :func:`mrope.from_pretrained` returns; ``rules``
+            replaces or overrides its rules (see :class:`~mrope.LayoutRules`).
+        second_per_grid_ts: float ``[n_videos]`` seconds per temporal patch (Qwen2.5-VL; default 1.0),
+            used as float32 like the model does with the float32 tensor its processor hands over.
+        mm_token_type_ids: int ``[B, L]`` 0 text / 1 image / 2 video (transformers 5.x form); when
+            given, runs are taken from it instead of the placeholder ids.
+        pad_position: value written at masked slots (default: the rules' ``pad_position``).
+        images_per_sample: int ``[B]``: how many ``image_grid_thw`` rows belong to each row (GLM-Image's
+            processor output, images to generate included); without it the grids are one queue.
+        audio_seqlens: int ``[n_audios]`` mel-frame lengths of every audio clip in order, standalone or
+            inside a video (omni families: ``feature_attention_mask.sum(-1)``, what the models take);
+            ``None`` counts each clip's tokens from the ids.
+        use_audio_in_video: omni families: whether videos carry their audio. The layout is read from
+            the ids (a video whose vision_start is followed by audio_start carries audio); ``True`` with
+            a video that carries none is an error, as the models would misplace it.
+        second_per_grids: the omni models' name for ``second_per_grid_ts``.
+        convention: ``"released"`` (official semantics) or ``"transformers5"`` (the family's own
+            transformers 5.24 ``get_rope_index``: its advance and pad value).
+
+    Returns:
+        ``(position_ids, deltas)``: int64 torch ``[A, B, L]`` (A = ``rules.num_axes``) and ``[B, 1]``, on ``input_ids``' device
+        when it is a torch tensor.
+    """
+    import torch
+
+    try:
+        pos, deltas = numpy_rope_index(
+            input_ids,
+            image_grid_thw,
+            video_grid_thw,
+            attention_mask,
+            model=model,
+            rules=rules,
+            second_per_grid_ts=second_per_grid_ts,
+            mm_token_type_ids=mm_token_type_ids,
+            pad_position=pad_position,
+            images_per_sample=images_per_sample,
+            convention=convention,
+            audio_seqlens=audio_seqlens,
+            use_audio_in_video=use_audio_in_video,
+            second_per_grids=second_per_grids,
+        )
+    except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
+        raise TokenError(str(exc)) from None
+    # the numpy results become tensors without a copy; moved only when the ids live off the CPU
+    pos_t = torch.from_numpy(pos)
+    deltas_t = torch.from_numpy(deltas[:, None])
+    if isinstance(input_ids, torch.Tensor) and not input_ids.is_cpu:
+        pos_t, deltas_t = pos_t.to(input_ids.device), deltas_t.to(input_ids.device)
+    return pos_t, deltas_t
+
+
+__getattr__ = moved_names(__name__, {"rope_index": (numpy_rope_index, f"{__name__}.numpy_rope_index")})
+
+__all__ = ["generation_index", "get_rope_index", "numpy_rope_index"]
