@@ -1,5 +1,5 @@
 """mrope.service: an HTTP API over the mrope library (FastAPI).
 
-``uvicorn service.app:app`` or :func:`service.server.run`; settings from ``MROPE_*`` environment
-variables (:mod:`service.settings`).
+``uvicorn mrope.service.app:app`` or :func:`mrope.service.server.run`; settings from ``MROPE_*`` environment
+variables (:mod:`mrope.service.settings`).
 """

@@ -1,8 +1,8 @@
 """The FastAPI app: a thin HTTP face over :func:`mrope.build_positions` and :func:`mrope.rope_index`.
 
-Run it with ``uvicorn service.app:app`` (settings from ``MROPE_*`` environment variables, see
-:mod:`service.settings`) or :func:`service.server.run`. :func:`create_app` builds an app from explicit
-:class:`~service.settings.Settings` (tests use it).
+Run it with ``uvicorn mrope.service.app:app`` (settings from ``MROPE_*`` environment variables, see
+:mod:`mrope.service.settings`) or :func:`mrope.service.server.run`. :func:`create_app` builds an app from explicit
+:class:`~mrope.service.settings.Settings` (tests use it).
 
 Every endpoint follows the same path: the guard checks content type, ``Accept`` and body size; pydantic
 validates the body; the caps are checked with cheap counts; the library computes; JSON or npy is
@@ -32,13 +32,19 @@ import mrope
 from mrope.builder import MRopeWarning
 from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
 from mrope.spec import RopeSpec
-from service import convert, docs, jsonbody, media, render
-from service.direct import DirectRoutes, read_body
-from service.errors import ServiceError, install_handlers, over_cap
-from service.guards import BodyPace, RequestGuard, Route, output_format, request_format
-from service.memory import pin_mmap_threshold
-from service.metrics import CONTENT_TYPE, Metrics
-from service.models import (
+
+from . import convert, docs, jsonbody, media, render
+from .direct import DirectRoutes, read_body
+from .errors import ServiceError, install_handlers, over_cap
+from .guards import BodyPace, RequestGuard, Route, output_format, request_format
+from .memory import pin_mmap_threshold
+from .metrics import CONTENT_TYPE, Metrics
+from .operator import AccessLog, ApiKeys, ConcurrencyLimit
+from .page import PAGE_PATH, install_page
+from .render import OutputFormat
+from .settings import Settings
+from .uploads import TempBudget, UploadForm, receive_upload, sweep_stale_spools
+from .wire import (
     ErrorResponse,
     FileItem,
     HealthResponse,
@@ -53,11 +59,6 @@ from service.models import (
     rules_dict,
     upload_form_schema,
 )
-from service.operator import AccessLog, ApiKeys, ConcurrencyLimit
-from service.page import PAGE_PATH, install_page
-from service.render import OutputFormat
-from service.settings import Settings
-from service.uploads import TempBudget, UploadForm, receive_upload, sweep_stale_spools
 
 POSITIONS_PATH = "/v1/positions"
 ROPE_INDEX_PATH = "/v1/rope-index"
@@ -110,7 +111,7 @@ def _ok(model: type, description: str) -> dict[int | str, dict[str, Any]]:
 
 
 def _json_body(model: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAPI request body of a route that reads its JSON itself (see :mod:`service.jsonbody`)."""
+    """The OpenAPI request body of a route that reads its JSON itself (see :mod:`mrope.service.jsonbody`)."""
     return {
         "requestBody": {
             "required": True,
@@ -226,11 +227,11 @@ def count_build_render(
     state: ServiceState,
     extra: dict[str, Any] | None = None,
 ) -> Response:
-    """Token cap, then the library's positions, rendered (``weight``: :func:`service.convert.weigh`
+    """Token cap, then the library's positions, rendered (``weight``: :func:`mrope.service.convert.weigh`
     of the segments).
 
     The cap is checked before any position is written: exactly (:func:`mrope.count_tokens`), or, for a
-    request that :meth:`~service.convert.Weight.surely_under_cap` places far below it by arithmetic,
+    request that :meth:`~mrope.service.convert.Weight.surely_under_cap` places far below it by arithmetic,
     after building (the count would cost as much again as the build).
     """
     settings = state.settings
@@ -489,7 +490,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             inline=size < settings.inline_tokens,
         )
 
-    # innermost of the service's middlewares: the hot endpoints skip the router (see service.direct)
+    # innermost of the service's middlewares: the hot endpoints skip the router (see mrope.service.direct)
     app.add_middleware(
         DirectRoutes,
         endpoints={POSITIONS_PATH: positions, ROPE_INDEX_PATH: rope_index},
@@ -640,8 +641,8 @@ _app: FastAPI | None = None
 
 
 def __getattr__(name: str) -> Any:
-    """``service.app.app``: the app for the environment's settings, made on first access (so importing
-    this module never reads the environment; ``uvicorn service.app:app`` triggers it)."""
+    """``mrope.service.app.app``: the app for the environment's settings, made on first access (so importing
+    this module never reads the environment; ``uvicorn mrope.service.app:app`` triggers it)."""
     global _app
     if name == "app":
         if _app is None:

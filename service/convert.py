@@ -30,9 +30,10 @@ from mrope.vision import (
     probe_audio,
     probe_video,
 )
-from service.errors import ServiceError, over_cap
-from service.models import ImageSegment, TextSegment, VideoSegment
-from service.settings import Settings
+
+from .errors import ServiceError, over_cap
+from .settings import Settings
+from .wire import ImageSegment, TextSegment, VideoSegment
 
 
 def tokenize(tokenizer: Any, text: str, where: str) -> list[int]:

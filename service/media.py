@@ -41,11 +41,12 @@ from mrope.vision import (
 )
 from mrope.vision.detect import NOT_PICTURE_FORMATS
 from mrope.vision.video import ProbeDeadlineError
-from service.convert import check_audio_meta, check_image_pixels, check_video_meta
-from service.errors import ServiceError
-from service.models import FileItem
-from service.settings import Settings
-from service.uploads import StoredFile
+
+from .convert import check_audio_meta, check_image_pixels, check_video_meta
+from .errors import ServiceError
+from .settings import Settings
+from .uploads import StoredFile
+from .wire import FileItem
 
 log = logging.getLogger("mrope.service")
 

@@ -627,7 +627,8 @@ def test_batch_bar_on_a_terminal_that_reports_no_size(files, tmp_path) -> None:
 
 
 def test_serve_passes_its_options_to_the_service(monkeypatch, capsys) -> None:
-    import service.server
+    import mrope.service.server  # noqa: F401 - loads the submodule that service.server names
+    from mrope import service
 
     calls = []
     monkeypatch.setattr(service.server, "run", lambda **kw: calls.append(kw))

@@ -21,9 +21,9 @@ import mrope
 from mrope import Image, Text, Video
 from mrope.cli import main
 from mrope.pipeline import record_positions
+from mrope.service.app import create_app
+from mrope.service.settings import Settings
 from mrope.vision import load_image
-from service.app import create_app
-from service.settings import Settings
 
 pytestmark = pytest.mark.timeout(120)
 

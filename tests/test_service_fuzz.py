@@ -19,9 +19,9 @@ from schemathesis.checks import positive_data_acceptance
 
 import mrope
 from mrope.rules import PRESET_NAMES, LayoutRules
+from mrope.service.app import create_app
+from mrope.service.settings import Settings
 from mrope.vision import image_grid
-from service.app import create_app
-from service.settings import Settings
 
 # small caps keep every generated request cheap; they are part of what is fuzzed
 APP = create_app(

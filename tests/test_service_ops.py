@@ -25,8 +25,8 @@ from service_proc import serve, trickle
 
 import mrope
 import mrope.vision
-from service.app import create_app
-from service.settings import Settings, SettingsError
+from mrope.service.app import create_app
+from mrope.service.settings import Settings, SettingsError
 
 BODY = {
     "model": "qwen2-vl",
@@ -184,8 +184,8 @@ def test_in_flight_gauge_counts_running_requests():
     counted, 0 after."""
     import anyio
 
-    from service.metrics import Metrics
-    from service.operator import ConcurrencyLimit
+    from mrope.service.metrics import Metrics
+    from mrope.service.operator import ConcurrencyLimit
 
     metrics = Metrics()
     seen = []
