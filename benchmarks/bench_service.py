@@ -529,9 +529,9 @@ def instruction_phases(n: int) -> None:
     import gc
 
     import mrope
+    from mrope.schema import PositionsRequest
     from mrope.service import app as service_app
     from mrope.service import convert, jsonbody, render
-    from mrope.service.wire import PositionsRequest
 
     app = _service_app()
     state = app.state.service

@@ -29,9 +29,20 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 import mrope
+from mrope import models as registry
 from mrope.builder import MRopeWarning
-from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
-from mrope.spec import RopeSpec
+from mrope.models import resolve_rules
+from mrope.rules import LayoutRules
+from mrope.schema import (
+    FileItem,
+    PositionsRequest,
+    RequestError,
+    TextSegment,
+    UploadFields,
+    load_tokenizer,
+    model_names,
+    rules_dict,
+)
 
 from . import convert, docs, jsonbody, media, render
 from .direct import DirectRoutes, read_body
@@ -46,17 +57,12 @@ from .settings import Settings
 from .uploads import TempBudget, UploadForm, receive_upload, sweep_stale_spools
 from .wire import (
     ErrorResponse,
-    FileItem,
     HealthResponse,
-    PositionsRequest,
     PositionsResponse,
     PresetsResponse,
     RopeIndexRequest,
     RopeIndexResponse,
-    TextSegment,
-    UploadFields,
     UploadResponse,
-    rules_dict,
     upload_form_schema,
 )
 
@@ -140,16 +146,12 @@ def _add_body_schemas(app: FastAPI, models: tuple[type[BaseModel], ...]) -> None
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def load_tokenizer(path: str | None) -> Any:
-    """``tokenizers.Tokenizer.from_file(path)``, or ``None`` without a path."""
-    if path is None:
-        return None
-    from tokenizers import Tokenizer
-
+def service_tokenizer(path: str | None) -> Any:
+    """The tokenizer of ``MROPE_TOKENIZER`` (a ``tokenizer.json``), or ``None`` without one."""
     try:
-        return Tokenizer.from_file(path)
-    except Exception as exc:  # noqa: BLE001 - the Rust side raises a bare Exception
-        raise RuntimeError(f"MROPE_TOKENIZER={path!r} cannot be loaded as a tokenizer.json: {exc}") from exc
+        return load_tokenizer(path)
+    except RequestError as exc:
+        raise RuntimeError(f"MROPE_TOKENIZER={path!r}: {exc}") from exc
 
 
 def load_checkpoint(path: str | None) -> Any:
@@ -201,18 +203,11 @@ def _presets_body() -> bytes:
     return orjson.dumps(
         {
             "presets": {
-                name: {"spec": RopeSpec.preset(name).to_dict(), "rules": LayoutRules.preset(name).to_dict()}
-                for name in PRESET_NAMES
+                family.name: {"spec": family.spec.to_dict(), "rules": family.rules.to_dict()}
+                for family in registry.families()
             }
         }
     )
-
-
-def _body_size(request: Request) -> int:
-    try:
-        return int(request.headers.get("content-length", "0"))
-    except ValueError:
-        return 0
 
 
 # ---------------------------------------------------------------------------------- computations
@@ -374,7 +369,7 @@ def parse_upload_fields(form: UploadForm, state: ServiceState) -> tuple[UploadFi
         data[name] = value
     if "model" not in data:
         raise ServiceError(
-            422, "invalid_form", "the form has no 'model' field (one of " + ", ".join(PRESET_NAMES) + ")"
+            422, "invalid_form", "the form has no 'model' field (one of " + ", ".join(model_names()) + ")"
         )
     served = state.served_model(data)
     fields = jsonbody.validate(UploadFields, data, shape)
@@ -417,7 +412,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings.check()
     metrics = Metrics()
     checkpoint = load_checkpoint(settings.model_dir)
-    tokenizer = load_tokenizer(settings.tokenizer)
+    tokenizer = service_tokenizer(settings.tokenizer)
     if tokenizer is None and checkpoint is not None:
         tokenizer = checkpoint.tokenizer
     state = ServiceState(
@@ -615,6 +610,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     form.files, file_items, model, rules, settings, state.slots, metrics.media_seconds
                 )
             )
+            reader = convert.ServiceReader(rules, settings, state.tokenizer)
             segments: list[mrope.Text | mrope.Image | mrope.Video] = []
             infos: dict[int, dict[str, Any]] = {}  # one entry per distinct load, in layout order
             for k, item in enumerate(layout):
@@ -623,7 +619,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     segments.append(done.segment)
                     infos.setdefault(id(done), done.info)
                 else:
-                    segments.append(convert.text_segment(item, state.tokenizer, f"layout item {k}"))
+                    segments.append(reader.text(item, f"layout item {k}"))
             extra = {"files": list(infos.values())}
             weight = convert.weigh(segments, rules)
             return await state.offload(

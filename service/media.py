@@ -28,6 +28,7 @@ from prometheus_client import Gauge, Histogram
 import mrope
 from mrope.errors import MediaError, MRopeError
 from mrope.rules import LayoutRules
+from mrope.schema import FileItem
 from mrope.vision import (
     DEFAULT_MAX_IMAGE_PIXELS,
     detect_media_kind,
@@ -46,7 +47,6 @@ from .convert import check_audio_meta, check_image_pixels, check_video_meta
 from .errors import ServiceError
 from .settings import Settings
 from .uploads import StoredFile
-from .wire import FileItem
 
 log = logging.getLogger("mrope.service")
 

@@ -1,7 +1,7 @@
-"""Pydantic models of the requests and responses (they make the OpenAPI schema).
+"""The service's own wire models: the token-id request, the responses and the upload form (the OpenAPI schema).
 
 Segments, layouts and upload fields are :mod:`mrope.schema`'s, the one definition every face uses
-(strict, closed, ``null`` = absent); this module adds the token-id request and the responses. The library
+(strict, closed, ``null`` = absent); this module adds only what the HTTP face alone has. The library
 itself checks everything about coordinates (grids divisible by the merge size, tiles, frame times, ...).
 """
 
@@ -11,42 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mrope.rules import PRESET_NAMES
-from mrope.schema import (  # the one definition of a segment and a layout, shared with every face
-    GRID_DIM_MAX,
-    INT64_MAX,
-    INT64_MIN,
-    FileItem,
-    Grid,
-    ImageSegment,
-    Int64,
-    LayoutItem,
-    ModelName,
-    PositionsRequest,
-    RulesOverrides,
-    SecondsPerPatch,
-    TextSegment,
-    UploadFields,
-    VideoSegment,
-    rules_dict,
-)
-from mrope.schema import Segment_ as Segment
-
-__all__ = [
-    "GRID_DIM_MAX",
-    "INT64_MAX",
-    "INT64_MIN",
-    "FileItem",
-    "ImageSegment",
-    "LayoutItem",
-    "PositionsRequest",
-    "RopeIndexRequest",
-    "Segment",
-    "TextSegment",
-    "UploadFields",
-    "VideoSegment",
-    "rules_dict",
-]
+from mrope.schema import Grid, Int64, ModelName, RulesOverrides, SecondsPerPatch, model_names
 
 # ------------------------------------------------------------------------------------ rope-index
 
@@ -91,7 +56,7 @@ def upload_form_schema() -> dict[str, Any]:
         "type": "object",
         "required": ["model", "files"],
         "properties": {
-            "model": {"type": "string", "enum": list(PRESET_NAMES)},
+            "model": {"type": "string", "enum": list(model_names())},
             "files": {
                 "type": "array",
                 "items": {"type": "string", "format": "binary"},

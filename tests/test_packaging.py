@@ -37,8 +37,10 @@ def wheel(build_py) -> tuple[dict[str, Path], dict[str, set[str]]]:
     here = os.getcwd()
     os.chdir(ROOT)  # build_py finds files relative to the working directory, as a build runs
     try:
-        found = build_py.find_all_modules()
-        data = {package: set(files) for package, _, _, files in build_py.data_files}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # static/ is package data, not a package: setuptools says so
+            found = build_py.find_all_modules()
+            data = {package: set(files) for package, _, _, files in build_py.data_files}
     finally:
         os.chdir(here)
     modules = {
