@@ -43,11 +43,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrope import schema
+from mrope._deprecated import moved_names
 from mrope.builder import Positions, build_positions, count_tokens
 from mrope.errors import MRopeError
 from mrope.models import resolve_rules
 from mrope.rules import LayoutRules
-from mrope.schema import MediaAccess, Record, RequestError, load_tokenizer
+from mrope.schema import MediaAccess, Record, RequestError
 from mrope.segments import Segment
 
 if TYPE_CHECKING:
@@ -232,7 +233,7 @@ class Preprocessor:
         """The job's tokenizer, else the checkpoint's (``model=mrope.from_pretrained(folder)`` with a
         ``tokenizer.json``), else ``None``."""
         if self.tokenizer is not None:
-            return load_tokenizer(self.tokenizer)
+            return schema.load_tokenizer(self.tokenizer)
         return getattr(self.job_model(), "tokenizer", None)
 
     def build(self, segments: Sequence[Segment], rules: LayoutRules) -> Positions:
@@ -526,3 +527,7 @@ __all__ = [
     "result_row",
     "rows_to_table",
 ]
+
+__getattr__ = moved_names(
+    __name__, {"load_tokenizer": (schema.load_tokenizer, "mrope.schema.load_tokenizer")}
+)

@@ -1,7 +1,7 @@
-"""Request models -> library segments, and the cheap checks that run before any array is built.
+"""The service's caps on a request, checked before any array is built: segments read under them, tokens counted.
 
 Nothing here computes a coordinate: segments are :mod:`mrope.schema`'s and become library segments by
-its converters (images given by pixel size are sized by :func:`mrope.vision.image_grid`; a media URL is
+its :class:`~mrope.schema.SegmentReader`, which :class:`ServiceReader` puts under the caps (images given by pixel size are sized by :func:`mrope.vision.image_grid`; a media URL is
 read only from the hosts of ``MROPE_MEDIA_URL_HOSTS``, a local path never), and token counts come from
 :func:`mrope.count_tokens` (behind an arithmetic floor), so the token cap is enforced before a huge
 ``[3, T]`` array is allocated.

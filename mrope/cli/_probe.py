@@ -12,7 +12,9 @@ from mrope.builder import temporal_index
 from mrope.cli._args import CliError, positive_int, positive_number, rule_overrides
 from mrope.cli._sequence import model_from_args, model_name
 from mrope.errors import MRopeError
-from mrope.rules import PRESET_NAMES, LayoutRules, resolve_rules
+from mrope.models import resolve_rules
+from mrope.rules import LayoutRules
+from mrope.schema import model_names
 from mrope.vision import VideoInfo, load_video, probe_video, sample_frame_indices
 
 
@@ -27,7 +29,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--model",
         metavar="MODEL",
-        help="the model, required: " + ", ".join(PRESET_NAMES) + " (or a Hugging Face model_type / repo id)",
+        help="the model, required: " + ", ".join(model_names()) + " (or a Hugging Face model_type / repo id)",
     )
     p.add_argument("--model-dir", metavar="DIR", help="a checkpoint folder read by mrope.from_pretrained")
     p.add_argument("--fps", help="sampling rate, frames per second (default: the preset's, 2.0)")
