@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mrope.schema import Grid, Int64, ModelName, RulesOverrides, SecondsPerPatch, model_names
+from mrope.vision import MediaKind
 
 # ------------------------------------------------------------------------------------ rope-index
 
@@ -112,15 +113,22 @@ class PositionsResponse(BaseModel):
 class FileOut(BaseModel):
     index: int
     filename: str | None
-    kind: Literal["image", "video"]
+    kind: MediaKind
     bytes: int
-    width: int
-    height: int
-    grid: list[int] = Field(description="encoder grid [t, h, w] derived from the file")
+    width: int | None = Field(None, description="image and video: pixels")
+    height: int | None = Field(None, description="image and video: pixels")
+    grid: list[int] | None = Field(
+        None, description="image and video: encoder grid [t, h, w] derived from the file"
+    )
     fps: float | None = Field(None, description="video: the sampling rate used")
-    duration: float | None = Field(None, description="video: seconds, from the container")
+    duration: float | None = Field(None, description="video and audio: seconds, from the container")
     num_frames: int | None = Field(None, description="video: frames in the file")
     sampled_frames: int | None = Field(None, description="video: frames the grid covers")
+    audio_mel_frames: int | None = Field(
+        None, description="omni models: mel frames of a video's own audio track"
+    )
+    sample_rate: int | None = Field(None, description="audio: samples per second, from the container")
+    mel_frames: int | None = Field(None, description="audio (omni models): mel frames of the clip")
 
 
 class UploadResponse(PositionsResponse):
