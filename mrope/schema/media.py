@@ -9,12 +9,7 @@ from urllib.parse import urlsplit
 
 from .errors import RequestError
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
-def is_url(path: str) -> bool:
-    """Whether ``path`` is a URL (``scheme://...``) or a ``data:`` URI rather than a local path."""
-    return bool(_SCHEME.match(path)) or path[:5].lower() == "data:"
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")  # the scheme of a URL, to tell file:// apart
 
 
 @dataclass(frozen=True)
