@@ -431,8 +431,8 @@ async def asgi_call(app, method: str, path: str, body: bytes) -> int:
 
 def _service_app():
     sys.path.insert(0, str(ROOT))
-    from service.app import create_app
-    from service.settings import Settings
+    from mrope.service.app import create_app
+    from mrope.service.settings import Settings
 
     return create_app(Settings())
 
@@ -458,9 +458,9 @@ def stage_app():
     from starlette.responses import Response
 
     import mrope
-    from service import app as service_app
-    from service.convert import weigh
-    from service.direct import DirectRoutes, read_body
+    from mrope.service import app as service_app
+    from mrope.service.convert import weigh
+    from mrope.service.direct import DirectRoutes, read_body
 
     stage = os.environ[STAGE_ENV]
     if stage not in STAGES:
@@ -529,9 +529,9 @@ def instruction_phases(n: int) -> None:
     import gc
 
     import mrope
-    from service import app as service_app
-    from service import convert, jsonbody, render
-    from service.models import PositionsRequest
+    from mrope.schema import PositionsRequest
+    from mrope.service import app as service_app
+    from mrope.service import convert, jsonbody, render
 
     app = _service_app()
     state = app.state.service
@@ -602,7 +602,7 @@ def start_server(workers: int, access_log: bool, stage: str | None = None) -> tu
     port = free_port()
     app = "" if stage is None else ", app='bench_service:stage_app', factory=True"
     code = (
-        "from service.server import run; "
+        "from mrope.service.server import run; "
         f"run(port={port}, workers={workers}, log_level='warning', access_log={access_log}{app})"
     )
     path = os.pathsep.join((str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")))

@@ -2,7 +2,7 @@
 
 Run: ``python examples/apply_end_to_end.py [--backend auto|torch|triton]``
 
-For every preset the script sizes a real (generated) image with :func:`mrope.vision.load_image`, builds
+For every preset the script sizes a real (generated) image with :func:`mrope.media.load_image`, builds
 the positions of ``text + image + text`` with :func:`mrope.build_positions`, rotates random queries and
 keys with :func:`mrope.apply_mrope` (``layout="thd"``: q ``[T, heads, head_dim]``), and compares the
 result with :func:`reference`, a float64 implementation written here from the conventions alone:

@@ -4,7 +4,7 @@ Run: ``python -m pytest examples/invariance_tests.py`` (or ``python examples/inv
 
 :mod:`mrope.testing` checks what the model sees, the q.k scores after M-RoPE, not only the coordinates.
 The crop and tile cases here start from a real image file, sized by the model's rules through
-:func:`mrope.vision.load_image` exactly as a preprocessing job would size it:
+:func:`mrope.media.load_image` exactly as a preprocessing job would size it:
 
 - a crop aligned to the merge grid at the same scale scores like that region of the whole image
   (and under ``crop="keep"`` gets exactly its coordinates);

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrope import schema
+from mrope._deprecated import moved_names
 from mrope.builder import build_positions, count_tokens
 from mrope.errors import MRopeError
 from mrope.models import resolve_rules
@@ -101,39 +102,11 @@ def plain(value: Any) -> Any:
     return value
 
 
-@functools.lru_cache(maxsize=8)
-def _tokenizer_from_file(path: str) -> Any:
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise RecordError(
-            f"tokenizer {path!r} is a path, which needs the 'tokenizers' package (pip install tokenizers)"
-        ) from None
-    try:
-        return Tokenizer.from_file(path)
-    except Exception as exc:  # the Rust side raises a bare Exception
-        raise RecordError(f"cannot load tokenizer {path!r} as a tokenizer.json: {exc}") from None
-
-
 @functools.lru_cache(maxsize=4)
 def _checkpoint(path: str) -> Any:
     from mrope.checkpoint import from_pretrained
 
     return from_pretrained(path)
-
-
-def load_tokenizer(tokenizer: Any) -> Any:
-    """A ``tokenizer.json`` path -> ``tokenizers.Tokenizer`` (loaded once per process); anything else
-    (a callable ``str -> list[int]``, a tokenizer object, ``None``) is returned as it is."""
-    if isinstance(tokenizer, (str, os.PathLike)):
-        return _tokenizer_from_file(os.fspath(tokenizer))
-    return tokenizer
-
-
-def encode_text(tokenizer: Any, text: str, where: str) -> list[int]:
-    """Token ids of ``text`` (no special tokens added) with a ``tokenizers.Tokenizer``, a transformers
-    tokenizer or a callable ``str -> list[int]``; no tokenizer is a :class:`RecordError`."""
-    return schema.tokenize(tokenizer, text, where)
 
 
 # ------------------------------------------------------------------------------------------ records
@@ -261,7 +234,7 @@ class Preprocessor:
         """The job's tokenizer, else the checkpoint's (``model=mrope.from_pretrained(folder)`` with a
         ``tokenizer.json``), else ``None``."""
         if self.tokenizer is not None:
-            return load_tokenizer(self.tokenizer)
+            return schema.load_tokenizer(self.tokenizer)
         return getattr(self.job_model(), "tokenizer", None)
 
     def build(self, segments: Sequence[Segment], rules: LayoutRules) -> Positions:
@@ -546,9 +519,7 @@ __all__ = [
     "arrow_schema",
     "batch_records",
     "describe_error",
-    "encode_text",
     "error_row",
-    "load_tokenizer",
     "plain",
     "whole_floats_as_ints",
     "process_batch",
@@ -557,3 +528,7 @@ __all__ = [
     "result_row",
     "rows_to_table",
 ]
+
+__getattr__ = moved_names(
+    __name__, {"load_tokenizer": (schema.load_tokenizer, "mrope.schema.load_tokenizer")}
+)

@@ -41,7 +41,7 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   the temporal patch size, and sides below one resize factor scaled up first: GLM-4.1V's image
   processor with ``t = temporal_patch_size``, and transformers' Qwen3-VL and GLM-4.1V video
   processors). ``video_bounds`` has a third rule, ``"tokens"`` (HY-V4-VL's video processor,
-  :func:`mrope.vision.smart_resize_tokens`): frames are never scaled up, each is at most
+  :func:`mrope.media.smart_resize_tokens`): frames are never scaled up, each is at most
   ``video_frame_max_pixels`` pixels, and the clip's ``n * rows * (cols + 1)`` tokens (``n`` sampled frames
   of ``rows x cols`` merged patches, one newline token a row) stay within ``video_max_pixels /
   resize_factor**2``. ``frame_sampling`` picks which frames a video processor samples: ``"qwen-vl-utils"``
@@ -53,13 +53,13 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   most 640 frames) or ``"ernie"`` (Ernie4_5_VLMoeVideoProcessor: no rate by default, so every frame,
   clamped to ``[min_frames, max_frames]``, spread by ``torch.arange(0, frames, frames / n).int()``; an odd
   count repeats its last frame; ``fps`` applies only when a call passes one). ``image_bounds="edges"``
-  is GLM-Image's image processor (:func:`mrope.vision.smart_resize_edges`): the short side scaled up to ``sqrt(image_min_pixels)``, the
+  is GLM-Image's image processor (:func:`mrope.media.smart_resize_edges`): the short side scaled up to ``sqrt(image_min_pixels)``, the
   long side down to ``sqrt(image_max_pixels)``, then both halved and rounded to the resize factor;
   sides under one factor or an aspect ratio above 4 are refused. ``image_upscale_short_side``: a side
   below one resize factor is first set to it, the other side scaled alike and rounded (height first,
   then width), before the ``"frame"`` rule (PaddleOCR-VL's image processor).
 - ``video_support``: what the family does with videos. ``"sized"``: its processor takes video files
-  and :func:`mrope.vision.load_video` sizes them by the rules above. ``"grids"``: its processor takes
+  and :func:`mrope.media.load_video` sizes them by the rules above. ``"grids"``: its processor takes
   no video (transformers has no video processor for it), so ``load_video`` refuses a file, but its
   ``get_rope_index`` lays out video grids given directly (``Video(grid=...)``; PaddleOCR-VL).
   ``"none"``: neither; ``Video`` segments are refused too (GLM-Image, HunyuanOCR).

@@ -3,7 +3,7 @@
 
 Grids are encoder patch grids ``(t, h, w)``, exactly as Hugging Face processors report them in
 ``image_grid_thw`` / ``video_grid_thw``; the builder divides h and w by the merge size. Segments are
-plain frozen values: they know nothing of files (see :mod:`mrope.vision` for reading media) and nothing
+plain frozen values: they know nothing of files (see :mod:`mrope.media` for reading media) and nothing
 of a model (the :class:`~mrope.LayoutRules` given to the builder decide the coordinates).
 """
 

@@ -1,5 +1,7 @@
 """mrope.service: an HTTP API over the mrope library (FastAPI).
 
-``uvicorn service.app:app`` or :func:`service.server.run`; settings from ``MROPE_*`` environment
-variables (:mod:`service.settings`).
+The folder ``service/`` of the repository is installed as the package ``mrope.service`` (see
+``[tool.setuptools]`` in pyproject.toml), so every import inside it is relative.
+``uvicorn mrope.service.app:app`` or :func:`mrope.service.server.run`; settings from ``MROPE_*`` environment
+variables (:mod:`mrope.service.settings`).
 """

@@ -1,8 +1,8 @@
 """The FastAPI app: a thin HTTP face over :func:`mrope.build_positions` and :func:`mrope.numpy_rope_index`.
 
-Run it with ``uvicorn service.app:app`` (settings from ``MROPE_*`` environment variables, see
-:mod:`service.settings`) or :func:`service.server.run`. :func:`create_app` builds an app from explicit
-:class:`~service.settings.Settings` (tests use it).
+Run it with ``uvicorn mrope.service.app:app`` (settings from ``MROPE_*`` environment variables, see
+:mod:`mrope.service.settings`) or :func:`mrope.service.server.run`. :func:`create_app` builds an app from explicit
+:class:`~mrope.service.settings.Settings` (tests use it).
 
 Every endpoint follows the same path: the guard checks content type, ``Accept`` and body size; pydantic
 validates the body; the caps are checked with cheap counts; the library computes; JSON or npy is
@@ -29,36 +29,42 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 import mrope
+from mrope import models as registry
 from mrope.errors import MRopeWarning
-from mrope.models import PRESET_NAMES, resolve_rules
+from mrope.models import resolve_rules
 from mrope.rules import LayoutRules
-from mrope.spec import RopeSpec
-from service import convert, docs, jsonbody, media, render
-from service.direct import DirectRoutes, read_body
-from service.errors import ServiceError, install_handlers, over_cap
-from service.guards import BodyPace, RequestGuard, Route, output_format, request_format
-from service.memory import pin_mmap_threshold
-from service.metrics import CONTENT_TYPE, Metrics
-from service.models import (
-    ErrorResponse,
+from mrope.schema import (
     FileItem,
-    HealthResponse,
     PositionsRequest,
+    RequestError,
+    TextSegment,
+    UploadFields,
+    load_tokenizer,
+    model_names,
+    rules_dict,
+)
+
+from . import convert, docs, jsonbody, media, render
+from .direct import DirectRoutes, read_body
+from .errors import ServiceError, install_handlers, over_cap
+from .guards import BodyPace, RequestGuard, Route, output_format, request_format
+from .memory import pin_mmap_threshold
+from .metrics import CONTENT_TYPE, Metrics
+from .operator import AccessLog, ApiKeys, ConcurrencyLimit
+from .page import PAGE_PATH, install_page
+from .render import OutputFormat
+from .settings import Settings
+from .uploads import TempBudget, UploadForm, receive_upload, sweep_stale_spools
+from .wire import (
+    ErrorResponse,
+    HealthResponse,
     PositionsResponse,
     PresetsResponse,
     RopeIndexRequest,
     RopeIndexResponse,
-    TextSegment,
-    UploadFields,
     UploadResponse,
-    rules_dict,
     upload_form_schema,
 )
-from service.operator import AccessLog, ApiKeys, ConcurrencyLimit
-from service.page import PAGE_PATH, install_page
-from service.render import OutputFormat
-from service.settings import Settings
-from service.uploads import TempBudget, UploadForm, receive_upload, sweep_stale_spools
 
 POSITIONS_PATH = "/v1/positions"
 ROPE_INDEX_PATH = "/v1/rope-index"
@@ -111,7 +117,7 @@ def _ok(model: type, description: str) -> dict[int | str, dict[str, Any]]:
 
 
 def _json_body(model: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAPI request body of a route that reads its JSON itself (see :mod:`service.jsonbody`)."""
+    """The OpenAPI request body of a route that reads its JSON itself (see :mod:`mrope.service.jsonbody`)."""
     return {
         "requestBody": {
             "required": True,
@@ -140,16 +146,12 @@ def _add_body_schemas(app: FastAPI, models: tuple[type[BaseModel], ...]) -> None
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def load_tokenizer(path: str | None) -> Any:
-    """``tokenizers.Tokenizer.from_file(path)``, or ``None`` without a path."""
-    if path is None:
-        return None
-    from tokenizers import Tokenizer
-
+def service_tokenizer(path: str | None) -> Any:
+    """The tokenizer of ``MROPE_TOKENIZER`` (a ``tokenizer.json``), or ``None`` without one."""
     try:
-        return Tokenizer.from_file(path)
-    except Exception as exc:  # noqa: BLE001 - the Rust side raises a bare Exception
-        raise RuntimeError(f"MROPE_TOKENIZER={path!r} cannot be loaded as a tokenizer.json: {exc}") from exc
+        return load_tokenizer(path)
+    except RequestError as exc:
+        raise RuntimeError(f"MROPE_TOKENIZER={path!r}: {exc}") from exc
 
 
 def load_checkpoint(path: str | None) -> Any:
@@ -201,18 +203,11 @@ def _presets_body() -> bytes:
     return orjson.dumps(
         {
             "presets": {
-                name: {"spec": RopeSpec.preset(name).to_dict(), "rules": LayoutRules.preset(name).to_dict()}
-                for name in PRESET_NAMES
+                family.name: {"spec": family.spec.to_dict(), "rules": family.rules.to_dict()}
+                for family in registry.families()
             }
         }
     )
-
-
-def _body_size(request: Request) -> int:
-    try:
-        return int(request.headers.get("content-length", "0"))
-    except ValueError:
-        return 0
 
 
 # ---------------------------------------------------------------------------------- computations
@@ -227,11 +222,11 @@ def count_build_render(
     state: ServiceState,
     extra: dict[str, Any] | None = None,
 ) -> Response:
-    """Token cap, then the library's positions, rendered (``weight``: :func:`service.convert.weigh`
+    """Token cap, then the library's positions, rendered (``weight``: :func:`mrope.service.convert.weigh`
     of the segments).
 
     The cap is checked before any position is written: exactly (:func:`mrope.count_tokens`), or, for a
-    request that :meth:`~service.convert.Weight.surely_under_cap` places far below it by arithmetic,
+    request that :meth:`~mrope.service.convert.Weight.surely_under_cap` places far below it by arithmetic,
     after building (the count would cost as much again as the build).
     """
     settings = state.settings
@@ -374,7 +369,7 @@ def parse_upload_fields(form: UploadForm, state: ServiceState) -> tuple[UploadFi
         data[name] = value
     if "model" not in data:
         raise ServiceError(
-            422, "invalid_form", "the form has no 'model' field (one of " + ", ".join(PRESET_NAMES) + ")"
+            422, "invalid_form", "the form has no 'model' field (one of " + ", ".join(model_names()) + ")"
         )
     served = state.served_model(data)
     fields = jsonbody.validate(UploadFields, data, shape)
@@ -417,7 +412,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings.check()
     metrics = Metrics()
     checkpoint = load_checkpoint(settings.model_dir)
-    tokenizer = load_tokenizer(settings.tokenizer)
+    tokenizer = service_tokenizer(settings.tokenizer)
     if tokenizer is None and checkpoint is not None:
         tokenizer = checkpoint.tokenizer
     state = ServiceState(
@@ -490,7 +485,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             inline=size < settings.inline_tokens,
         )
 
-    # innermost of the service's middlewares: the hot endpoints skip the router (see service.direct)
+    # innermost of the service's middlewares: the hot endpoints skip the router (see mrope.service.direct)
     app.add_middleware(
         DirectRoutes,
         endpoints={POSITIONS_PATH: positions, ROPE_INDEX_PATH: rope_index},
@@ -615,6 +610,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     form.files, file_items, model, rules, settings, state.slots, metrics.media_seconds
                 )
             )
+            reader = convert.ServiceReader(rules, settings, state.tokenizer)
             segments: list[mrope.Text | mrope.Image | mrope.Video] = []
             infos: dict[int, dict[str, Any]] = {}  # one entry per distinct load, in layout order
             for k, item in enumerate(layout):
@@ -623,7 +619,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     segments.append(done.segment)
                     infos.setdefault(id(done), done.info)
                 else:
-                    segments.append(convert.text_segment(item, state.tokenizer, f"layout item {k}"))
+                    segments.append(reader.text(item, f"layout item {k}"))
             extra = {"files": list(infos.values())}
             weight = convert.weigh(segments, rules)
             return await state.offload(
@@ -641,8 +637,8 @@ _app: FastAPI | None = None
 
 
 def __getattr__(name: str) -> Any:
-    """``service.app.app``: the app for the environment's settings, made on first access (so importing
-    this module never reads the environment; ``uvicorn service.app:app`` triggers it)."""
+    """``mrope.service.app.app``: the app for the environment's settings, made on first access (so importing
+    this module never reads the environment; ``uvicorn mrope.service.app:app`` triggers it)."""
     global _app
     if name == "app":
         if _app is None:

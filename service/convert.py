@@ -1,7 +1,7 @@
-"""Request models -> library segments, and the cheap checks that run before any array is built.
+"""The service's caps on a request, checked before any array is built: segments read under them, tokens counted.
 
 Nothing here computes a coordinate: segments are :mod:`mrope.schema`'s and become library segments by
-its converters (images given by pixel size are sized by :func:`mrope.vision.image_grid`; a media URL is
+its :class:`~mrope.schema.SegmentReader`, which :class:`ServiceReader` puts under the caps (images given by pixel size are sized by :func:`mrope.media.image_grid`; a media URL is
 read only from the hosts of ``MROPE_MEDIA_URL_HOSTS``, a local path never), and token counts come from
 :func:`mrope.count_tokens` (behind an arithmetic floor), so the token cap is enforced before a huge
 ``[3, T]`` array is allocated.
@@ -18,10 +18,7 @@ from mrope import schema
 from mrope.layout import engine_for
 from mrope.layout.canvas import frame_tokens as canvas_frame_tokens
 from mrope.layout.omni import audio_tokens, require_audio
-from mrope.rules import LayoutRules
-from mrope.schema import MediaAccess
-from mrope.tokenizer import encode_text
-from mrope.vision import (
+from mrope.media import (
     DEFAULT_MAX_IMAGE_PIXELS,
     has_audio_stream,
     image_size,
@@ -32,28 +29,11 @@ from mrope.vision import (
     probe_audio,
     probe_video,
 )
-from service.errors import ServiceError, over_cap
-from service.models import ImageSegment, TextSegment, VideoSegment
-from service.settings import Settings
+from mrope.rules import LayoutRules
+from mrope.schema import ImageSegment, MediaAccess, TextSegment, VideoSegment
 
-
-def tokenize(tokenizer: Any, text: str, where: str) -> list[int]:
-    """Token ids of ``text`` with the configured tokenizer (no special tokens added)."""
-    if tokenizer is None:
-        raise ServiceError(
-            422,
-            "tokenizer_required",
-            f"{where} is text, which needs a tokenizer: start the service with MROPE_TOKENIZER set to a "
-            "tokenizer.json, or send token counts / ids",
-            cap="MROPE_TOKENIZER",
-        )
-    return encode_text(tokenizer, text)
-
-
-def text_segment(seg: TextSegment, tokenizer: Any, where: str) -> mrope.Text:
-    if seg.text is not None:
-        return mrope.Text(tokenize(tokenizer, seg.text, where))
-    return schema.text_from(seg, None, where)
+from .errors import ServiceError, over_cap
+from .settings import Settings
 
 
 def check_video_meta(meta: Any, settings: Settings, where: str) -> None:
@@ -117,36 +97,6 @@ def _open(path: str, settings: Settings, where: str) -> Any:
     return open_url(url, follow_redirects=False)
 
 
-def image_segment(seg: ImageSegment, rules: LayoutRules, settings: Settings, where: str) -> mrope.Image:
-    if seg.path is None:
-        if seg.grid is None:
-            assert seg.height is not None and seg.width is not None  # the model validator guarantees it
-            check_image_pixels(seg.height, seg.width, settings, where)
-        return schema.image_from(seg, rules, schema.MEDIA_NONE, where)
-    with _open(seg.path, settings, where) as f:
-        height, width = image_size(f, max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS))
-        check_image_pixels(height, width, settings, where)
-        tiling = seg.tiling.model_dump() if isinstance(seg.tiling, schema.TilingOptions) else seg.tiling
-        return load_image(f, rules=rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap)
-
-
-def video_segment(seg: VideoSegment, rules: LayoutRules, settings: Settings, where: str) -> mrope.Video:
-    if seg.path is None:
-        return schema.video_from(seg, rules, schema.MEDIA_NONE, where)
-    with _open(seg.path, settings, where) as f:
-        meta = probe_video(f, max_packets=settings.max_video_frames + 1)
-    check_video_meta(meta, settings, where)
-    counts = {
-        k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
-    }
-    video = load_video(meta, rules=rules, fps=seg.fps, wrap=seg.wrap, **counts)
-    if seg.use_audio_in_video:  # omni models: the video's own audio track, from the same URL
-        with _open(seg.path, settings, where) as f:
-            if has_audio_stream(f):
-                video = dataclasses.replace(video, audio=audio_file(f, rules, settings, where, True))
-    return video
-
-
 def audio_file(f: Any, rules: LayoutRules, settings: Settings, where: str, wrap: bool) -> mrope.Audio:
     """An audio track read from its container, under the duration cap (``MROPE_MAX_VIDEO_SECONDS``)."""
     require_audio(rules, where)
@@ -155,13 +105,64 @@ def audio_file(f: Any, rules: LayoutRules, settings: Settings, where: str, wrap:
     return load_audio(meta, rules=rules, wrap=wrap)
 
 
-def audio_segment(
-    seg: schema.AudioSegment, rules: LayoutRules, settings: Settings, where: str
-) -> mrope.Audio:
-    if seg.path is None:
-        return schema.audio_from(seg, rules, schema.MEDIA_NONE, where)
-    with _open(seg.path, settings, where) as f:
-        return audio_file(f, rules, settings, where, seg.wrap)
+class ServiceReader(schema.SegmentReader):
+    """The schema's segment reader under the service's caps: text needs ``MROPE_TOKENIZER``, a pixel size
+    is checked against ``MROPE_MAX_IMAGE_PIXELS``, and a media URL (an allowlisted host only) is opened
+    without redirects and probed under the size and duration caps before it is read."""
+
+    __slots__ = ("settings",)
+
+    def __init__(self, rules: LayoutRules, settings: Settings, tokenizer: Any) -> None:
+        super().__init__(rules, tokenizer=tokenizer)
+        self.settings = settings
+
+    def text(self, seg: TextSegment, where: str) -> mrope.Text:
+        try:
+            return super().text(seg, where)
+        except schema.TokenizerRequired:
+            raise ServiceError(
+                422,
+                "tokenizer_required",
+                f"{where} is text, which needs a tokenizer: start the service with MROPE_TOKENIZER set to a "
+                "tokenizer.json, or send token counts / ids",
+                cap="MROPE_TOKENIZER",
+            ) from None
+
+    def image(self, seg: ImageSegment, where: str) -> mrope.Image:
+        settings = self.settings
+        if seg.path is None:
+            if seg.grid is None:
+                assert seg.height is not None and seg.width is not None  # the model validator guarantees it
+                check_image_pixels(seg.height, seg.width, settings, where)
+            return super().image(seg, where)
+        with _open(seg.path, settings, where) as f:
+            height, width = image_size(f, max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS))
+            check_image_pixels(height, width, settings, where)
+            tiling = seg.tiling.model_dump() if isinstance(seg.tiling, schema.TilingOptions) else seg.tiling
+            return load_image(f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap)
+
+    def video(self, seg: VideoSegment, where: str) -> mrope.Video:
+        if seg.path is None:
+            return super().video(seg, where)
+        settings, rules = self.settings, self.rules
+        with _open(seg.path, settings, where) as f:
+            meta = probe_video(f, max_packets=settings.max_video_frames + 1)
+        check_video_meta(meta, settings, where)
+        counts = {
+            k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
+        }
+        video = load_video(meta, rules=rules, fps=seg.fps, wrap=seg.wrap, **counts)
+        if seg.use_audio_in_video:  # omni models: the video's own audio track, from the same URL
+            with _open(seg.path, settings, where) as f:
+                if has_audio_stream(f):
+                    video = dataclasses.replace(video, audio=audio_file(f, rules, settings, where, True))
+        return video
+
+    def audio(self, seg: schema.AudioSegment, where: str) -> mrope.Audio:
+        if seg.path is None:
+            return super().audio(seg, where)
+        with _open(seg.path, self.settings, where) as f:
+            return audio_file(f, self.rules, self.settings, where, seg.wrap)
 
 
 def reads_media(items: Sequence[Any]) -> bool:
@@ -176,20 +177,9 @@ def to_segments(
     settings: Settings,
     tokenizer: Any,
 ) -> list[mrope.Text | mrope.Image | mrope.Video]:
-    """Library segments for the JSON segments of a request (text is tokenized here when given as text)."""
+    """Library segments for the JSON segments of a request, under the segment cap (:class:`ServiceReader`)."""
     check_segment_count(len(items), settings)
-    out: list[mrope.Text | mrope.Image | mrope.Video] = []
-    for i, seg in enumerate(items):
-        where = f"segment {i}"
-        if isinstance(seg, TextSegment):
-            out.append(text_segment(seg, tokenizer, where))
-        elif isinstance(seg, ImageSegment):
-            out.append(image_segment(seg, rules, settings, where))
-        elif isinstance(seg, schema.AudioSegment):
-            out.append(audio_segment(seg, rules, settings, where))
-        else:
-            out.append(video_segment(seg, rules, settings, where))
-    return out
+    return ServiceReader(rules, settings, tokenizer).segments(items)  # type: ignore[return-value]
 
 
 def check_segment_count(n: int, settings: Settings) -> None:

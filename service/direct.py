@@ -4,7 +4,7 @@
 ``/docs`` and a 405 for other methods stay as they are), but their requests are answered here, inside
 every middleware of the service (access log and request id, metrics, API keys, concurrency limit, body
 guard): :class:`DirectRoutes` calls the same endpoint function with a plain ``Request`` and turns an
-exception into a response with the same handlers the app installed (:mod:`service.errors`), so a client
+exception into a response with the same handlers the app installed (:mod:`mrope.service.errors`), so a client
 sees the same bytes either way. What is skipped is per-request work the endpoints do not use: matching
 the path against every route, the dependency solver, the exception and exit-stack middlewares around
 the router, and the body stream generator. Any other method or path goes on to the app unchanged.

@@ -93,7 +93,7 @@ class RequestInfo:
 
 
 CURRENT_REQUEST: ContextVar[RequestInfo | None] = ContextVar("mrope_request", default=None)
-"""The request being answered (set by :class:`service.operator.AccessLog`)."""
+"""The request being answered (set by :class:`mrope.service.operator.AccessLog`)."""
 
 
 def error_body(code: str, message: str, **extra: Any) -> bytes:

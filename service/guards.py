@@ -30,14 +30,14 @@ else:  # pragma: no cover - Python 3.10
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.errors import ServiceError, error_response, over_cap
-from service.render import OutputFormat, negotiate
+from .errors import ServiceError, error_response, over_cap
+from .render import OutputFormat, negotiate
 
 FORMAT_KEY = "mrope.output_format"
 """ASGI scope key of the output format negotiated by the guard."""
 
 BODY_RECEIVED = "mrope.body_received"
-"""ASGI scope key that :class:`service.protocol.HttpToolsProtocol` sets once the whole request body has
+"""ASGI scope key that :class:`mrope.service.protocol.HttpToolsProtocol` sets once the whole request body has
 arrived: reading it then cannot wait, so no read deadline is armed (a timer per read costs more than a
 small request's routing). Without that protocol the key is never set and every read is timed."""
 

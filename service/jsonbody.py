@@ -37,8 +37,8 @@ import numpy as np
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from service.errors import ServiceError, describe_validation_errors
-from service.settings import Settings
+from .errors import ServiceError, describe_validation_errors
+from .settings import Settings
 
 MAX_DEPTH = 32
 """Deepest nesting of objects and lists in a body (the schemas need 5)."""

@@ -1,5 +1,5 @@
 """Uploaded files -> segments: kind by content, size or metadata checked against the caps, then sized by
-:mod:`mrope.vision` (headers and container metadata only, never a full decode).
+:mod:`mrope.media` (headers and container metadata only, never a full decode).
 
 All file work runs in worker threads (at most ``MROPE_MEDIA_THREADS`` at once, timed-out ones
 included until they stop: :class:`MediaSlots`), each bounded by ``MROPE_MEDIA_TIMEOUT_S`` (the request
@@ -27,8 +27,7 @@ from prometheus_client import Gauge, Histogram
 
 import mrope
 from mrope.errors import MediaError, MRopeError
-from mrope.rules import LayoutRules
-from mrope.vision import (
+from mrope.media import (
     DEFAULT_MAX_IMAGE_PIXELS,
     detect_media_kind,
     has_audio_stream,
@@ -39,13 +38,15 @@ from mrope.vision import (
     probe_audio,
     probe_video,
 )
-from mrope.vision.detect import NOT_PICTURE_FORMATS
-from mrope.vision.video import ProbeDeadlineError
-from service.convert import check_audio_meta, check_image_pixels, check_video_meta
-from service.errors import ServiceError
-from service.models import FileItem
-from service.settings import Settings
-from service.uploads import StoredFile
+from mrope.media.detect import NOT_PICTURE_FORMATS
+from mrope.media.video import ProbeDeadlineError
+from mrope.rules import LayoutRules
+from mrope.schema import FileItem
+
+from .convert import check_audio_meta, check_image_pixels, check_video_meta
+from .errors import ServiceError
+from .settings import Settings
+from .uploads import StoredFile
 
 log = logging.getLogger("mrope.service")
 
@@ -72,7 +73,7 @@ def detect_kind(stored: StoredFile, settings: Settings, deadline: float | None =
     """``("image", None)``, ``("audio", None)`` or ``("video", VideoInfo | None)`` from the file's bytes (its name and declared
     type are ignored).
 
-    The leading :data:`SNIFF_BYTES` go to :func:`mrope.vision.detect_media_kind`. An image whose header
+    The leading :data:`SNIFF_BYTES` go to :func:`mrope.media.detect_media_kind`. An image whose header
     is longer (a JPEG with a 100 KB ICC profile, a PNG with a large XMP chunk) or a video whose index
     sits at its end (an MP4 with ``moov`` last) cannot be recognised from its head, so when the head
     is not enough the whole file's header is read by PIL, then the file is probed as a video, before
@@ -117,7 +118,7 @@ def pil_identifies(path: str) -> bool:
 def load_image_file(
     stored: StoredFile, item: FileItem, model: str, rules: LayoutRules, settings: Settings
 ) -> LoadedFile:
-    """Header size -> pixel cap -> :func:`mrope.vision.load_image`."""
+    """Header size -> pixel cap -> :func:`mrope.media.load_image`."""
     # the library's own bomb guard still applies; the service's cap is checked here so that its
     # error names MROPE_MAX_IMAGE_PIXELS
     height, width = image_size(
@@ -137,7 +138,7 @@ def load_video_file(
     meta: Any,
     deadline: float | None = None,
 ) -> LoadedFile:
-    """Container metadata -> duration / frame / frame-size caps -> :func:`mrope.vision.load_video`."""
+    """Container metadata -> duration / frame / frame-size caps -> :func:`mrope.media.load_video`."""
     if meta is None:
         meta = probe_video(stored.path, max_packets=settings.max_video_frames + 1, deadline=deadline)
     name = _name(stored)
@@ -164,7 +165,7 @@ def load_video_file(
 def load_audio_file(
     stored: StoredFile, item: FileItem, model: str, rules: LayoutRules, settings: Settings
 ) -> LoadedFile:
-    """Container metadata -> duration cap (``MROPE_MAX_VIDEO_SECONDS``) -> :func:`mrope.vision.load_audio`
+    """Container metadata -> duration cap (``MROPE_MAX_VIDEO_SECONDS``) -> :func:`mrope.media.load_audio`
     (omni models only)."""
     if not rules.has_audio:
         raise MediaError(
@@ -269,7 +270,7 @@ async def run_bounded(fn: Callable[[float], T], slots: MediaSlots, timeout_s: fl
 
     A thread cannot be killed: on timeout the request answers at once, the thread is abandoned and
     keeps its slot until it returns. ``fn`` gets the deadline (``time.monotonic()``) and stops its
-    own long loops there (:func:`mrope.vision.probe_video` counts packets against it), so the work
+    own long loops there (:func:`mrope.media.probe_video` counts packets against it), so the work
     ends soon after the answer.
     """
     deadline = time.monotonic() + timeout_s

@@ -28,7 +28,7 @@ class Metrics:
             until they stop).
         rejections: ``mrope_rejections_total{reason}``, error responses by their error code.
         in_flight: ``mrope_requests_in_flight``, requests in progress (counted against
-            ``MROPE_MAX_CONCURRENT``; :class:`service.operator.ConcurrencyLimit` gives its count).
+            ``MROPE_MAX_CONCURRENT``; :class:`mrope.service.operator.ConcurrencyLimit` gives its count).
     """
 
     def __init__(self) -> None:

@@ -22,8 +22,8 @@ from collections.abc import Collection
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.errors import CURRENT_REQUEST, RequestInfo, error_response
-from service.metrics import Metrics
+from .errors import CURRENT_REQUEST, RequestInfo, error_response
+from .metrics import Metrics
 
 access_log = logging.getLogger("mrope.access")
 

@@ -24,7 +24,7 @@ _SECURITY = {
 
 
 def _asset(name: str) -> bytes:
-    return resources.files("service").joinpath("static", name).read_bytes()
+    return resources.files(__package__).joinpath("static", name).read_bytes()
 
 
 def install_page(app: FastAPI) -> None:

@@ -7,10 +7,10 @@ headers is kept forever, one file descriptor each. These subclasses close a conn
   (or after the first byte of a later request on it), or
 - it would be the worker's connection number ``MROPE_MAX_CONNECTIONS + 1``.
 
-Bodies have their own deadlines in the app (:mod:`service.guards`); the protocol tells the app when a
-body has arrived in full (:data:`service.guards.BODY_RECEIVED`), so reading it arms no deadline.
-:func:`service.server.run` selects this class; with plain ``uvicorn`` pass
-``--http service.protocol:HttpToolsProtocol`` (it needs ``httptools``, a dependency of the service).
+Bodies have their own deadlines in the app (:mod:`mrope.service.guards`); the protocol tells the app when a
+body has arrived in full (:data:`mrope.service.guards.BODY_RECEIVED`), so reading it arms no deadline.
+:func:`mrope.service.server.run` selects this class; with plain ``uvicorn`` pass
+``--http mrope.service.protocol:HttpToolsProtocol`` (it needs ``httptools``, a dependency of the service).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _HttpTools
 
-from service.guards import BODY_RECEIVED
-from service.settings import Settings
+from .guards import BODY_RECEIVED
+from .settings import Settings
 
 log = logging.getLogger("mrope.service")
 
@@ -82,7 +82,7 @@ class HttpToolsProtocol(_Deadlines, _HttpTools):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self.scope[BODY_RECEIVED] = True  # the app's body reads cannot wait now (service.guards)
+        self.scope[BODY_RECEIVED] = True  # the app's body reads cannot wait now (mrope.service.guards)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_deadline()

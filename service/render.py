@@ -22,7 +22,8 @@ import orjson
 from starlette.responses import Response
 
 from mrope import Positions
-from service.errors import ServiceError
+
+from .errors import ServiceError
 
 NPY = "application/x-npy"
 JSON = "application/json"

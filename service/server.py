@@ -1,7 +1,7 @@
 """Run the service under uvicorn: :func:`run` is what ``mrope serve`` calls.
 
 Besides the app it sets what only the server can: the protocol with a header deadline and a connection
-limit (:mod:`service.protocol`), the shutdown grace period (``MROPE_SHUTDOWN_GRACE_S``: after SIGTERM,
+limit (:mod:`mrope.service.protocol`), the shutdown grace period (``MROPE_SHUTDOWN_GRACE_S``: after SIGTERM,
 requests in progress get that long, then they are cancelled and the process exits, whatever clients
 do), httptools and uvloop, and an access log (one line per request with its id, on logger
 ``mrope.access``).
@@ -16,10 +16,10 @@ from typing import Any
 import uvicorn
 from uvicorn.config import LOGGING_CONFIG
 
-from service.settings import Settings
+from .settings import Settings
 
-APP = "service.app:app"
-PROTOCOL = "service.protocol:HttpToolsProtocol"
+APP = "mrope.service.app:app"
+PROTOCOL = "mrope.service.protocol:HttpToolsProtocol"
 ACCESS_LOGGER = "mrope.access"
 
 

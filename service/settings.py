@@ -63,7 +63,7 @@ class Settings:
         min_upload_rate: slowest average upload rate in bytes per second, checked once an upload has
             run ``read_timeout_s`` seconds (408 below it), so slow uploads cannot hold the temp budget.
         shutdown_grace_s: after SIGTERM, requests in progress get this long to finish; then they are
-            cancelled and the process exits (``mrope serve`` / :func:`service.server.run`).
+            cancelled and the process exits (``mrope serve`` / :func:`mrope.service.server.run`).
         model_dir: a checkpoint folder (``config.json``, processor configs, ``tokenizer.json``) read at
             start-up by :func:`mrope.from_pretrained`; requests name it ``"model": <model_name>``. Its
             tokenizer serves text and timestamps when ``MROPE_TOKENIZER`` is unset.

@@ -25,8 +25,8 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
-from service.errors import ServiceError, over_cap
-from service.settings import Settings
+from .errors import ServiceError, over_cap
+from .settings import Settings
 
 FILE_PART = "files"
 FIELD_PARTS = ("model", "layout", "rules")

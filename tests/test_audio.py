@@ -1,4 +1,4 @@
-"""mrope.Audio, the omni families' audio token counts, and mrope.vision.load_audio on real files.
+"""mrope.Audio, the omni families' audio token counts, and mrope.media.load_audio on real files.
 
 Expected values come from outside mrope: token counts from transformers 5.24's own
 ``_get_feat_extract_output_lengths`` and ``WhisperFeatureExtractor`` (configured with the released
@@ -54,7 +54,7 @@ def test_audio_segment_takes_exactly_one_length():
 
 
 def test_segments_module_is_pure():
-    code = "import mrope.segments, sys; assert 'mrope.vision' not in sys.modules and 'av' not in sys.modules"
+    code = "import mrope.segments, sys; assert 'mrope.media' not in sys.modules and 'av' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
     assert not hasattr(mrope.Image, "from_file") and not hasattr(mrope.Video, "from_file")
 

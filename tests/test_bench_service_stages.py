@@ -21,7 +21,7 @@ import bench_service  # noqa: E402
 def real_answer() -> bytes:
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
+    from mrope.service.app import create_app
 
     with TestClient(create_app()) as client:
         resp = client.post(

@@ -399,7 +399,7 @@ def test_help_and_version_exit_0(capsys) -> None:
 def test_probe_lists_the_sampled_frames_with_times(files, capsys) -> None:
     code, out, err = run(capsys, "probe", files["video"], "--model", "qwen2.5-vl", "--fps", "2")
     assert (code, err) == (0, "")
-    info = mrope.vision.probe_video(files["video"])
+    info = mrope.media.probe_video(files["video"])
     idx = sample_frame_indices(info.num_frames, info.fps, fps=2.0)
     times = sampled_times(info, idx)
     lines = out.splitlines()
@@ -627,7 +627,8 @@ def test_batch_bar_on_a_terminal_that_reports_no_size(files, tmp_path) -> None:
 
 
 def test_serve_passes_its_options_to_the_service(monkeypatch, capsys) -> None:
-    import service.server
+    import mrope.service.server  # noqa: F401 - loads the submodule that service.server names
+    from mrope import service
 
     calls = []
     monkeypatch.setattr(service.server, "run", lambda **kw: calls.append(kw))

@@ -63,7 +63,7 @@ def test_preprocess_pipeline(tmp_path: Path, engine: str) -> None:
     assert not (out / "broken.npy").exists()
     # positions saved next to the media equal the library's for the same files
     caption = mrope.build_positions(
-        [mrope.Text(12), mrope.vision.load_image(out / "cat.png", model="qwen2.5-vl")], model="qwen2.5-vl"
+        [mrope.Text(12), mrope.media.load_image(out / "cat.png", model="qwen2.5-vl")], model="qwen2.5-vl"
     )
     np.testing.assert_array_equal(np.load(out / "caption.npy"), caption.ids)
     assert results["caption"]["delta"] == caption.delta

@@ -358,7 +358,7 @@ def test_glm46v_samples_the_frames_its_video_processor_samples(frames: int, fps:
     metadata = VideoMetadata(total_num_frames=frames, fps=fps, duration=frames / fps)
     want = _glm46v_sample_frames()(metadata).tolist()
     assert glm46v_frame_indices(frames, fps).tolist() == want
-    info = mrope.vision.VideoInfo(fps=fps, num_frames=frames, duration=frames / fps, width=640, height=480)
+    info = mrope.media.VideoInfo(fps=fps, num_frames=frames, duration=frames / fps, width=640, height=480)
     video = load_video(info, model="glm-4.6v")
     assert len(video.frame_times) == len(want)
     np.testing.assert_allclose(video.frame_times, np.asarray(want) / fps)

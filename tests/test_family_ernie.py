@@ -193,7 +193,7 @@ def test_segments_give_the_processors_placeholders() -> None:
 
 
 def test_image_sizing_equals_the_image_processor() -> None:
-    """mrope.vision sizes an image as the family's own image processor (Pillow backend, class defaults)."""
+    """mrope.media sizes an image as the family's own image processor (Pillow backend, class defaults)."""
     from PIL import Image as PILImage
     from transformers.models.ernie4_5_vl_moe.image_processing_pil_ernie4_5_vl_moe import (
         Ernie4_5_VLMoeImageProcessorPil,

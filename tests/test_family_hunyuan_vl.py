@@ -230,7 +230,7 @@ def test_decode_window_has_four_axes() -> None:
 
 
 def test_image_sizing_equals_the_image_processor() -> None:
-    """mrope.vision sizes an image as the family's own image processor (Pillow backend, class defaults)."""
+    """mrope.media sizes an image as the family's own image processor (Pillow backend, class defaults)."""
     from PIL import Image as PILImage
     from transformers.models.hunyuan_vl.image_processing_pil_hunyuan_vl import HunYuanVLImageProcessorPil
 

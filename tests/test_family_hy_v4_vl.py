@@ -159,7 +159,7 @@ def test_segments_give_the_processors_placeholders() -> None:
 
 
 def test_image_sizing_equals_the_image_processor() -> None:
-    """mrope.vision sizes an image as the family's own image processor (Pillow backend, class defaults)."""
+    """mrope.media sizes an image as the family's own image processor (Pillow backend, class defaults)."""
     from PIL import Image as PILImage
     from transformers.models.hy_v4_vl.image_processing_pil_hy_v4_vl import HYV4VLImageProcessorPil
 

@@ -137,7 +137,7 @@ def test_the_description_works_everywhere_model_is_taken(tmp_path: Path) -> None
     got = mrope.apply_mrope(q, q, torch.from_numpy(p.ids), model, backend="torch")
     want = mrope.apply_mrope(q, q, torch.from_numpy(p.ids), model.spec, backend="torch")
     torch.testing.assert_close(got, want, rtol=0, atol=0)
-    info = mrope.vision.VideoInfo(fps=30.0, num_frames=120, duration=4.0, width=640, height=360)
+    info = mrope.media.VideoInfo(fps=30.0, num_frames=120, duration=4.0, width=640, height=360)
     assert load_video(info, model=model).grid == load_video(info, model="qwen2.5-vl").grid
 
 
@@ -322,7 +322,7 @@ def test_video_processor_falls_back_to_preprocessor_config(tmp_path: Path) -> No
     model = mrope.from_pretrained(folder)
     assert real.size.shortest_edge == 65536 != get_family("qwen3-vl").rules.video_min_pixels
     for width, height, seconds in [(640, 360, 4.0), (160, 90, 2.0)]:  # the second grows to the floor
-        info = mrope.vision.VideoInfo(
+        info = mrope.media.VideoInfo(
             fps=30.0, num_frames=int(30 * seconds), duration=seconds, width=width, height=height
         )
         n = len(real.sample_frames(VideoMetadata(total_num_frames=info.num_frames, fps=30.0)))

@@ -1,5 +1,5 @@
 """The invariance kit on real media: crops and shuffled tiles of a generated image, and one video
-sampled at 1 and 2 fps, read through mrope.vision."""
+sampled at 1 and 2 fps, read through mrope.media."""
 
 from __future__ import annotations
 

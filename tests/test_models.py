@@ -59,8 +59,8 @@ _NO_MODEL = [
     lambda: mrope.numpy_rope_index(np.zeros((1, 3), dtype=np.int64)),
     lambda: mrope.get_rope_index(torch.zeros(1, 3, dtype=torch.long)),
     lambda: image_grid(100, 100),
-    lambda: mrope.vision.load_video(
-        mrope.vision.VideoInfo(num_frames=8, fps=4.0, width=64, height=64, duration=2.0)
+    lambda: mrope.media.load_video(
+        mrope.media.VideoInfo(num_frames=8, fps=4.0, width=64, height=64, duration=2.0)
     ),
     lambda: mrope.build_positions([Text(3)], rules={"advance": "spatial"}),
 ]

@@ -35,9 +35,9 @@ from mrope.cli import main
 from mrope.models import resolve_rules
 from mrope.pipeline import Preprocessor
 from mrope.schema import AudioSegment, ImageSegment, VideoSegment, parse_request, parse_segments, to_segments
-from service import convert
-from service.app import create_app
-from service.settings import Settings
+from mrope.service import convert
+from mrope.service.app import create_app
+from mrope.service.settings import Settings
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -24,9 +24,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from service_proc import serve, trickle
 
 import mrope
-import mrope.vision
-from service.app import create_app
-from service.settings import Settings, SettingsError
+import mrope.media
+from mrope.service.app import create_app
+from mrope.service.settings import Settings, SettingsError
 
 BODY = {
     "model": "qwen2-vl",
@@ -184,8 +184,8 @@ def test_in_flight_gauge_counts_running_requests():
     counted, 0 after."""
     import anyio
 
-    from service.metrics import Metrics
-    from service.operator import ConcurrencyLimit
+    from mrope.service.metrics import Metrics
+    from mrope.service.operator import ConcurrencyLimit
 
     metrics = Metrics()
     seen = []
@@ -336,7 +336,7 @@ def test_model_dir_serves_a_checkpoint(tmp_path):
     ]
     lib_segs = [
         mrope.Text(4),
-        mrope.Image(grid=mrope.vision.image_grid(1080, 1920, rules=checkpoint.rules)),
+        mrope.Image(grid=mrope.media.image_grid(1080, 1920, rules=checkpoint.rules)),
         mrope.Video(grid=(4, 8, 8), second_per_grid=1.0),
     ]
     with TestClient(create_app(settings)) as c:
@@ -356,7 +356,7 @@ def test_model_dir_serves_a_checkpoint(tmp_path):
         assert ri.json()["position_ids"] == pos.tolist() and ri.json()["deltas"] == deltas.tolist()
         up = c.post("/v1/positions/upload", data={"model": "my-vl"}, files=[("files", ("a.png", png()))])
         assert up.status_code == 200, up.text
-        assert up.json()["files"][0]["grid"] == list(mrope.vision.image_grid(48, 64, rules=checkpoint.rules))
+        assert up.json()["files"][0]["grid"] == list(mrope.media.image_grid(48, 64, rules=checkpoint.rules))
         unknown = c.post("/v1/positions", json={"model": "other-vl", "segments": segments})
         assert unknown.status_code == 422
     with pytest.raises(SettingsError, match="MROPE_MODEL_DIR"):

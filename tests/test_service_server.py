@@ -16,12 +16,21 @@ from PIL import Image as PILImage
 from service_proc import rss_mib, serve
 
 import mrope
-from service.server import run
+from mrope.service.server import run
 
 
 @pytest.mark.timeout(90)
 def test_uvicorn_app_over_the_network(tmp_path):
-    argv = [sys.executable, "-m", "uvicorn", "service.app:app", "--host", "127.0.0.1", "--port", "{port}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "mrope.service.app:app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+    ]
     env = {"MROPE_MAX_SEGMENTS": "100", "MROPE_TMP_DIR": str(tmp_path)}
     with serve(argv, env) as server, httpx.Client(base_url=server.base, timeout=20) as c:
         segs = [

@@ -20,9 +20,9 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
 from mrope.media import load_image, load_video
-from service import media
-from service.app import create_app
-from service.settings import Settings
+from mrope.service import media
+from mrope.service.app import create_app
+from mrope.service.settings import Settings
 
 UPLOAD = "/v1/positions/upload"
 

@@ -1,4 +1,4 @@
-"""mrope.vision images: smart_resize, header sizes with EXIF orientation, guards, tiling and crops."""
+"""mrope.media images: smart_resize, header sizes with EXIF orientation, guards, tiling and crops."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""mrope.vision videos: probing (header, packet fallback, VFR, rotation), sampling, decoding, load_video
+"""mrope.media videos: probing (header, packet fallback, VFR, rotation), sampling, decoding, load_video
 and a bad-input corpus. All media are generated here (tests/media.py)."""
 
 from __future__ import annotations

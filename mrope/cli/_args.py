@@ -16,7 +16,8 @@ from dataclasses import fields
 from typing import Any, NoReturn
 
 from mrope.pipeline import DEFAULT_MAX_TOKENS
-from mrope.rules import PRESET_NAMES, LayoutRules
+from mrope.rules import LayoutRules
+from mrope.schema import model_names
 
 
 class CliError(Exception):
@@ -189,7 +190,7 @@ def add_model_options(p: argparse.ArgumentParser, tokenizer: bool = True) -> Non
         "--model",
         metavar="MODEL",
         help="the model, required (here or in the spec file / record): "
-        + ", ".join(PRESET_NAMES)
+        + ", ".join(model_names())
         + ", or a Hugging Face model_type or repo id naming one",
     )
     p.add_argument(

@@ -105,7 +105,7 @@ def run_serve(args: argparse.Namespace) -> int:
     port = _port(args.port)
     workers = positive_int(args.workers, "--workers")
     try:
-        from service.server import run
+        from mrope.service.server import run
     except ImportError as exc:
         raise CliError(
             f"the service cannot be imported ({exc}); install mrope with its service dependencies"

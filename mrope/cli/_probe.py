@@ -12,9 +12,10 @@ from mrope.cli._args import CliError, positive_int, positive_number, rule_overri
 from mrope.cli._sequence import model_from_args, model_name
 from mrope.errors import MRopeError
 from mrope.grid import temporal_index
-from mrope.models import PRESET_NAMES, resolve_rules
+from mrope.media import VideoInfo, load_video, probe_video, sample_frame_indices
+from mrope.models import resolve_rules
 from mrope.rules import LayoutRules
-from mrope.vision import VideoInfo, load_video, probe_video, sample_frame_indices
+from mrope.schema import model_names
 
 
 def add_parser(sub: Any) -> None:
@@ -28,7 +29,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--model",
         metavar="MODEL",
-        help="the model, required: " + ", ".join(PRESET_NAMES) + " (or a Hugging Face model_type / repo id)",
+        help="the model, required: " + ", ".join(model_names()) + " (or a Hugging Face model_type / repo id)",
     )
     p.add_argument("--model-dir", metavar="DIR", help="a checkpoint folder read by mrope.from_pretrained")
     p.add_argument("--fps", help="sampling rate, frames per second (default: the preset's, 2.0)")
@@ -56,7 +57,7 @@ def _patch_column(rules: LayoutRules, video: Any, n_patches: int) -> tuple[str, 
 def _audio(path: str, rules: LayoutRules) -> dict[str, Any]:
     """An audio track's metadata, and its mel frames and tokens under rules with audio."""
     from mrope.layout.omni import audio_tokens
-    from mrope.vision.audio import audio_from_info, probe_audio
+    from mrope.media.audio import audio_from_info, probe_audio
 
     info = probe_audio(path)
     doc: dict[str, Any] = {**asdict(info), "duration": info.duration}
@@ -71,7 +72,7 @@ def describe(
     path: str, model: str, rules: LayoutRules, fps: float | None, nframes: int | None
 ) -> dict[str, Any]:
     """Everything ``probe`` reports, as plain JSON values."""
-    from mrope.vision.audio import stream_types
+    from mrope.media.audio import stream_types
 
     if fps is not None and nframes is not None:
         raise CliError("give --fps or --nframes, not both")

@@ -12,9 +12,9 @@ from typing import Any
 
 from mrope.cli._args import CliError, items_from_flags, positive_int, rule_overrides
 from mrope.errors import MRopeError
-from mrope.pipeline import Preprocessor, load_tokenizer
+from mrope.pipeline import Preprocessor
 from mrope.positions import Positions
-from mrope.schema import RequestError, require_model
+from mrope.schema import RequestError, load_tokenizer, require_model
 from mrope.segments import Audio, Image, Segment, Text, Video
 
 

@@ -12,7 +12,7 @@ Sizing: patch 14, merge 2; images 56^2 .. 28^2 * 6177 px (Ernie4_5_VLMoeImagePro
 Videos (Ernie4_5_VLMoeVideoProcessor, video_processing_ernie4_5_vl_moe.py:318-483; class defaults): no
 ``fps``, so ``sample_frames`` takes every frame, clamped to 16 .. 180 and spread by ``torch.arange(0, n,
 n / count).int()``; an odd count gets its last frame repeated (``frame_sampling="ernie"``,
-:func:`mrope.vision.ernie_frame_indices`); every frame is sized alone, 299 * 28^2 .. 1196 * 28^2 px (the Qwen
+:func:`mrope.media.ernie_frame_indices`); every frame is sized alone, 299 * 28^2 .. 1196 * 28^2 px (the Qwen
 rule, no budget shared by the clip). A call's ``fps`` (``load_video(fps=...)``) samples at that rate, as the
 processor does with one. A checkpoint that saves ``fps`` or ``num_frames`` is refused (mrope samples as the
 class default); ``min_pixels`` / ``max_pixels`` are read by neither processor (only ``size``).

@@ -7,7 +7,7 @@ transformers 5.24: get_rope_index (modeling_glm46v.py:131) equals GLM-4.1V's. Vi
 the text config's model_type. Image 112^2 .. 28^2 * 15000 px.
 Video sampling (video_processing_glm46v.py:138-180): a dynamic target rate (3 fps up to 30 s, 1 fps up to
 300 s, 0.5 fps up to 2400 s), two frames per second of it, at most 640 frames
-(``frame_sampling="glm46v"``, :func:`mrope.vision.glm46v_frame_indices`).
+(``frame_sampling="glm46v"``, :func:`mrope.media.glm46v_frame_indices`).
 """
 
 from mrope.models import glm4v

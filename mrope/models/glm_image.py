@@ -13,7 +13,7 @@ Rotary (GlmImageTextRotaryEmbedding): chunked [8, 12, 12] with ``cat(f, f)`` and
 on half of head_dim 128 (the 5.24 class default has no partial factor and cannot run; 0.5 assumed, no
 released config was available offline), theta 1e4.
 Sizing (image_processing_pil_glm_image.py): ``image_bounds="edges"``, its own resize
-(:func:`mrope.vision.smart_resize_edges`: shortest / longest edge 512 .. 2048 px, then halved; sides
+(:func:`mrope.media.smart_resize_edges`: shortest / longest edge 512 .. 2048 px, then halved; sides
 under 16 px and aspect ratios above 4 refused), with the vision config's patch 16 and merge 1 (factor
 16). The 5.24 image processor's class defaults (patch 14, merge 2, Qwen's pixel bounds) contradict the
 vision config and its own ``smart_resize`` defaults; the released ``preprocessor_config.json`` was not
@@ -22,7 +22,7 @@ checkpoint's ``preprocessor_config.json`` that leaves the size or patch out runs
 (``processor_defaults``): :func:`mrope.from_pretrained` reads it as the processor loads it, and a class
 patch of 14 against the vision config's 16 is refused as a contradiction.
 Videos (``video_support="none"``): no video processor and no video path in get_rope_index (it takes only
-``image_grid_thw``): :func:`mrope.vision.load_video` and ``Video`` segments are refused.
+``image_grid_thw``): :func:`mrope.media.load_video` and ``Video`` segments are refused.
 """
 
 from mrope.models.family import ModelFamily

@@ -14,7 +14,7 @@ image tokens; Tencent's own ``apply_rotary_pos_emb_xdrope`` repeats the section 
 the same axis map in both halves: the official layout is the one here.
 Sizing: patch 16, merge 2, images 512^2 .. 2048^2 px (Qwen's smart_resize, as its image processor).
 Videos (``video_support="none"``): no video processor and no video path in get_rope_index:
-:func:`mrope.vision.load_video` and ``Video`` segments are refused.
+:func:`mrope.media.load_video` and ``Video`` segments are refused.
 """
 
 from mrope.models.family import ModelFamily

@@ -16,8 +16,8 @@ Ids: the config's ``image_token_id``, ``video_token_id``, ``image_start_id``, ``
 ``slice_start_id``, ``slice_end_id`` and ``newline_id`` (all ``None`` in the class defaults, and no released
 config was available offline): until they are read from a checkpoint's config the marker ids stay unset
 and positions raise, naming them; the placeholder ids here are the Qwen3.5 vocabulary's stand-ins.
-Sizing: MiniCPM's slicing (scale 448, up to 9 slices) is not in :mod:`mrope.vision`; give the crops' grids.
-Under the canvas rule :func:`mrope.vision.load_image`, ``image_grid`` and ``load_video`` refuse rather than
+Sizing: MiniCPM's slicing (scale 448, up to 9 slices) is not in :mod:`mrope.media`; give the crops' grids.
+Under the canvas rule :func:`mrope.media.load_image`, ``image_grid`` and ``load_video`` refuse rather than
 return a Qwen-rule grid the processor never makes.
 Rotary: the text model is ``qwen3_5_text``, so Qwen3.5's (interleaved [11, 11, 10], partial 0.25 of
 head_dim 256, theta 1e7).

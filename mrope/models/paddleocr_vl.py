@@ -5,7 +5,7 @@ the same as max+1). Ids: vision start 101305, end 101306, image 100295 (video 10
 video path). Image processor: patch 14, merge 2, temporal 1, 384^2 .. 1536^2 px, and a side under 28 px
 first set to 28 with the other scaled alike (``image_upscale_short_side``). Videos
 (``video_support="grids"``): transformers 5.24 has no PaddleOCR-VL video processor, so
-:func:`mrope.vision.load_video` refuses a file; its get_rope_index still lays out ``video_grid_thw``, so
+:func:`mrope.media.load_video` refuses a file; its get_rope_index still lays out ``video_grid_thw``, so
 ``Video(grid=...)`` keeps working.
 Rotary (166): Qwen2-VL chunked [16, 24, 24], neox, theta 5e5, head_dim 128.
 """

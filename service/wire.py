@@ -1,7 +1,7 @@
-"""Pydantic models of the requests and responses (they make the OpenAPI schema).
+"""The service's own wire models: the token-id request, the responses and the upload form (the OpenAPI schema).
 
 Segments, layouts and upload fields are :mod:`mrope.schema`'s, the one definition every face uses
-(strict, closed, ``null`` = absent); this module adds the token-id request and the responses. The library
+(strict, closed, ``null`` = absent); this module adds only what the HTTP face alone has. The library
 itself checks everything about coordinates (grids divisible by the merge size, tiles, frame times, ...).
 """
 
@@ -11,42 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mrope.rules import PRESET_NAMES
-from mrope.schema import (  # the one definition of a segment and a layout, shared with every face
-    GRID_DIM_MAX,
-    INT64_MAX,
-    INT64_MIN,
-    FileItem,
-    Grid,
-    ImageSegment,
-    Int64,
-    LayoutItem,
-    ModelName,
-    PositionsRequest,
-    RulesOverrides,
-    SecondsPerPatch,
-    TextSegment,
-    UploadFields,
-    VideoSegment,
-    rules_dict,
-)
-from mrope.schema import Segment_ as Segment
-
-__all__ = [
-    "GRID_DIM_MAX",
-    "INT64_MAX",
-    "INT64_MIN",
-    "FileItem",
-    "ImageSegment",
-    "LayoutItem",
-    "PositionsRequest",
-    "RopeIndexRequest",
-    "Segment",
-    "TextSegment",
-    "UploadFields",
-    "VideoSegment",
-    "rules_dict",
-]
+from mrope.media import MediaKind
+from mrope.schema import Grid, Int64, ModelName, RulesOverrides, SecondsPerPatch, model_names
 
 # ------------------------------------------------------------------------------------ rope-index
 
@@ -91,7 +57,7 @@ def upload_form_schema() -> dict[str, Any]:
         "type": "object",
         "required": ["model", "files"],
         "properties": {
-            "model": {"type": "string", "enum": list(PRESET_NAMES)},
+            "model": {"type": "string", "enum": list(model_names())},
             "files": {
                 "type": "array",
                 "items": {"type": "string", "format": "binary"},
@@ -147,15 +113,22 @@ class PositionsResponse(BaseModel):
 class FileOut(BaseModel):
     index: int
     filename: str | None
-    kind: Literal["image", "video"]
+    kind: MediaKind
     bytes: int
-    width: int
-    height: int
-    grid: list[int] = Field(description="encoder grid [t, h, w] derived from the file")
+    width: int | None = Field(None, description="image and video: pixels")
+    height: int | None = Field(None, description="image and video: pixels")
+    grid: list[int] | None = Field(
+        None, description="image and video: encoder grid [t, h, w] derived from the file"
+    )
     fps: float | None = Field(None, description="video: the sampling rate used")
-    duration: float | None = Field(None, description="video: seconds, from the container")
+    duration: float | None = Field(None, description="video and audio: seconds, from the container")
     num_frames: int | None = Field(None, description="video: frames in the file")
     sampled_frames: int | None = Field(None, description="video: frames the grid covers")
+    audio_mel_frames: int | None = Field(
+        None, description="omni models: mel frames of a video's own audio track"
+    )
+    sample_rate: int | None = Field(None, description="audio: samples per second, from the container")
+    mel_frames: int | None = Field(None, description="audio (omni models): mel frames of the clip")
 
 
 class UploadResponse(PositionsResponse):

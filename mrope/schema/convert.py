@@ -1,0 +1,218 @@
+"""Validated segments and messages -> library segments (:class:`mrope.Text`, :class:`mrope.Image`, ...).
+
+Coordinates are the builder's business, not this module's: a grid is passed on as given, a pixel size is
+sized by :func:`mrope.media.image_grid`, a media path is read (as the face's :class:`MediaAccess` allows)
+by :mod:`mrope.media`'s loaders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from mrope.media import image_grid, load_audio, load_image, load_video
+from mrope.rules import LayoutRules
+from mrope.segments import Audio, Image, Segment, Text, Video
+
+from .media import MEDIA_NONE, MediaAccess
+from .records import Message, MessageText
+from .request import AudioSegment, ImageSegment, TextSegment, TilingOptions, VideoSegment
+from .text import tokenize
+
+
+def text_from(seg: TextSegment | MessageText, tokenizer: Any, where: str) -> Text:
+    """A :class:`mrope.Text` (a string is tokenized with ``tokenizer``; without one, an error)."""
+    if seg.text is not None:
+        return Text(tokenize(tokenizer, seg.text, where))
+    if getattr(seg, "ids", None) is not None:
+        return Text(seg.ids)  # type: ignore[union-attr]
+    return Text(int(seg.tokens or 0))
+
+
+def image_from(seg: ImageSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Image:
+    """A :class:`mrope.Image`: a grid as given, a size by the rules, a path read from its header."""
+    if seg.path is not None:
+        source = media.resolve(seg.path, where)
+        tiling = seg.tiling.model_dump() if isinstance(seg.tiling, TilingOptions) else seg.tiling
+        return load_image(source, rules=rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap)
+    if seg.grid is not None:
+        grid = tuple(seg.grid)
+    else:
+        assert seg.height is not None and seg.width is not None  # the model validator guarantees it
+        grid = image_grid(seg.height, seg.width, rules=rules)
+    return Image(
+        grid=grid,  # type: ignore[arg-type]
+        tiles=tuple(seg.tiles) if seg.tiles is not None else None,  # type: ignore[arg-type]
+        thumbnail=bool(seg.thumbnail),
+        tile_order=tuple(seg.tile_order) if seg.tile_order is not None else None,
+        origin=tuple(seg.origin) if seg.origin is not None else (0, 0),  # type: ignore[arg-type]
+        wrap=seg.wrap,
+        generate=seg.generate,
+        thumbnail_grid=tuple(seg.thumbnail_grid) if seg.thumbnail_grid is not None else None,  # type: ignore[arg-type]
+    )
+
+
+def video_from(seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Video:
+    """A :class:`mrope.Video`: a grid as given, a path sampled from its metadata."""
+    if seg.path is not None:
+        source = media.resolve(seg.path, where)
+        counts = {
+            k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
+        }
+        return load_video(
+            source,
+            rules=rules,
+            fps=seg.fps,
+            wrap=seg.wrap,
+            use_audio_in_video=bool(seg.use_audio_in_video),
+            **counts,
+        )
+    audio = seg.audio
+    return Video(
+        grid=tuple(seg.grid),  # type: ignore[arg-type]
+        fps=seg.fps,
+        second_per_grid=seg.second_per_grid,
+        frame_times=tuple(seg.frame_times) if seg.frame_times is not None else None,
+        wrap=seg.wrap,
+        audio=None
+        if audio is None
+        else Audio(audio.tokens, seconds=audio.seconds, mel_frames=audio.mel_frames),
+        tiles=tuple(seg.tiles) if seg.tiles is not None else None,  # type: ignore[arg-type]
+        thumbnail_grid=tuple(seg.thumbnail_grid) if seg.thumbnail_grid is not None else None,  # type: ignore[arg-type]
+    )
+
+
+def audio_from(seg: AudioSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Audio:
+    """A :class:`mrope.Audio`: a length as given, a path read from its container (omni models)."""
+    if seg.path is not None:
+        return load_audio(media.resolve(seg.path, where), rules=rules, wrap=seg.wrap)
+    return Audio(seg.tokens, seconds=seg.seconds, mel_frames=seg.mel_frames, wrap=seg.wrap)
+
+
+class SegmentReader:
+    """Validated segments -> library segments for one request: its rules, the face's tokenizer, and what
+    media the face reads.
+
+    A face with checks of its own (the service: caps on pixels and durations, URLs opened without
+    redirects) subclasses it and overrides :meth:`text`, :meth:`image`, :meth:`video` or :meth:`audio`;
+    the dispatch on ``type`` and the places named in errors stay here.
+    """
+
+    __slots__ = ("media", "rules", "tokenizer")
+
+    def __init__(self, rules: LayoutRules, *, tokenizer: Any = None, media: MediaAccess = MEDIA_NONE) -> None:
+        self.rules = rules
+        self.tokenizer = tokenizer
+        self.media = media
+
+    def text(self, seg: TextSegment, where: str) -> Text:
+        return text_from(seg, self.tokenizer, where)
+
+    def image(self, seg: ImageSegment, where: str) -> Image:
+        return image_from(seg, self.rules, self.media, where)
+
+    def video(self, seg: VideoSegment, where: str) -> Video:
+        return video_from(seg, self.rules, self.media, where)
+
+    def audio(self, seg: AudioSegment, where: str) -> Audio:
+        return audio_from(seg, self.rules, self.media, where)
+
+    def segment(self, seg: TextSegment | ImageSegment | VideoSegment | AudioSegment, where: str) -> Segment:
+        """One validated segment -> :class:`mrope.Text` / :class:`mrope.Image` / :class:`mrope.Video` /
+        :class:`mrope.Audio`."""
+        if isinstance(seg, TextSegment):
+            return self.text(seg, where)
+        if isinstance(seg, ImageSegment):
+            return self.image(seg, where)
+        if isinstance(seg, AudioSegment):
+            return self.audio(seg, where)
+        return self.video(seg, where)
+
+    def segments(
+        self, items: Sequence[TextSegment | ImageSegment | VideoSegment | AudioSegment]
+    ) -> list[Segment]:
+        """Validated segments -> library segments, in order (``segment i`` in errors)."""
+        return [self.segment(seg, f"segment {i}") for i, seg in enumerate(items)]
+
+
+def to_segment(
+    seg: TextSegment | ImageSegment | VideoSegment | AudioSegment,
+    rules: LayoutRules,
+    *,
+    tokenizer: Any = None,
+    media: MediaAccess = MEDIA_NONE,
+    where: str = "segment",
+) -> Segment:
+    """One validated segment -> :class:`mrope.Text` / :class:`mrope.Image` / :class:`mrope.Video` /
+    :class:`mrope.Audio`."""
+    return SegmentReader(rules, tokenizer=tokenizer, media=media).segment(seg, where)
+
+
+def to_segments(
+    items: Sequence[TextSegment | ImageSegment | VideoSegment | AudioSegment],
+    rules: LayoutRules,
+    *,
+    tokenizer: Any = None,
+    media: MediaAccess = MEDIA_NONE,
+) -> list[Segment]:
+    """Validated segments -> library segments, in order (media read as ``media`` allows)."""
+    return SegmentReader(rules, tokenizer=tokenizer, media=media).segments(items)
+
+
+def message_segments(
+    messages: Sequence[Message],
+    rules: LayoutRules,
+    *,
+    tokenizer: Any = None,
+    media: MediaAccess = MEDIA_NONE,
+    turn_format: tuple[str, str] | None = None,
+    generation_prompt: str | None = None,
+) -> list[Segment]:
+    """Chat messages -> library segments, in order.
+
+    Adjacent strings (texts, turn wrappers, the generation prompt) are tokenized together, as a chat
+    template renders them; ``turn_format = (prefix, suffix)`` wraps each message's content (``{role}``
+    filled in) and ``generation_prompt`` is appended at the end.
+    """
+    out: list[Segment] = []
+    pending: list[str] = []
+    origin: list[str] = []
+
+    def add_text(text: str, where: str) -> None:
+        if not pending:
+            origin[:] = [where]
+        pending.append(text)
+
+    def flush() -> None:
+        if pending:
+            out.append(Text(tokenize(tokenizer, "".join(pending), origin[0])))
+            pending.clear()
+
+    for m, message in enumerate(messages):
+        where = f"message {m}"
+        content = message.content
+        items: list[Any] = (
+            [MessageText(type="text", text=content)] if isinstance(content, str) else list(content)
+        )
+        if turn_format is not None:
+            add_text(turn_format[0].format(role=message.role), f"{where} (its turn prefix)")
+        for c, item in enumerate(items):
+            at = f"{where} item {c}"
+            if isinstance(item, MessageText):
+                if item.tokens is not None:
+                    flush()
+                    out.append(Text(item.tokens))
+                else:
+                    add_text(item.text or "", at)
+                continue
+            flush()
+            if isinstance(item, ImageSegment):
+                out.append(image_from(item, rules, media, at))
+            else:
+                out.append(video_from(item, rules, media, at))
+        if turn_format is not None:
+            add_text(turn_format[1].format(role=message.role), f"{where} (its turn suffix)")
+    if generation_prompt:
+        add_text(generation_prompt, "the generation prompt")
+    flush()
+    return out
