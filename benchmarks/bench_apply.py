@@ -67,7 +67,8 @@ def transformers_path():
 
 
 def image_prompt_positions(tokens: int) -> torch.Tensor:
-    """``[3, 1, T]`` positions: text runs and 32 x 32 image blocks in turn (SPEC section 1)."""
+    """``[3, 1, T]`` positions: text runs and 32 x 32 image blocks in turn (the Qwen2-VL rule,
+    docs/conventions.md "Building positions")."""
     rows = torch.empty(3, tokens, dtype=torch.int64)
     i, s = 0, 0
     while i < tokens:

@@ -2,7 +2,8 @@
 
 Sized to finish within about 5 minutes on one H100/H200-class GPU (most of it Triton compilation). Sections:
 
-1. Correctness against a float64 reference (written here from SPEC section 4) for every preset spec and a
+1. Correctness against a float64 reference (written here from the released rotaries, docs/conventions.md
+   "Rotation"; transformers 5.24 models/qwen2_vl/modeling_qwen2_vl.py:122-147) for every preset spec and a
    few scaled ones, both angle precisions, fp32 / bf16 / fp16, thd and bhsd layouts, in-place writes through
    views of a packed qkv buffer, partial rotary, positions up to 1e6 (exact mode); the torch path on CUDA
    too; CUDA-graph capture and replay; ``torch.compile(fullgraph=True)``; gradients (backward = inverse
@@ -75,7 +76,9 @@ class Report:
 
 
 def ref_axis(spec) -> list[int]:
-    """Axis of every frequency, from the rules (SPEC section 4, CONTRACT 2), not from spec.axis_map()."""
+    """Axis of every frequency, from the rules (transformers 5.24 recomposition_frequencies: chunked
+    models/qwen2_vl/modeling_qwen2_vl.py:138, interleaved models/qwen3_vl/modeling_qwen3_vl.py:410,
+    hw_alternating models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py:124), not from spec.axis_map()."""
     sec, out = spec.mrope_section, []
     a = len(sec)
     for i in range(spec.rotary_dim // 2):

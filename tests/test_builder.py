@@ -1,4 +1,4 @@
-"""The builder: SPEC literal cases, rules, tiles, crops, batches, decode, properties and errors."""
+"""The builder: literal cases, rules, tiles, crops, batches, decode, properties and errors."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def rows(p: mrope.Positions) -> list[list[int]]:
     return p.ids.tolist()
 
 
-# ------------------------------------------------------------------------------ SPEC literal cases
+# ------------------------------------- literal cases (hand derivation of docs/conventions.md's rules)
 
 
 def test_text_image_text_literal() -> None:

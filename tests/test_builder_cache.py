@@ -1,7 +1,8 @@
 """The builder's caches (segment plans per rules, block templates): bounded, never aliased into
 outputs, and invisible in the results.
 
-Expected positions come from the counter rule written out here (SPEC section 1: each piece starts at
+Expected positions come from the counter rule written out here (docs/conventions.md, "Building positions";
+the official Qwen2-VL get_rope_index, as in transformers 4.x: each piece starts at
 ``1 + max(all positions so far)``; text counts up on every axis; a Qwen2-VL block of merged grid
 ``(T', H', W')`` holds ``(s + i, s + j, s + k)``), not from the builder.
 """

@@ -20,7 +20,7 @@ import mrope
 from mrope import SpecError
 from mrope.models import families, get_family, model_types, spec_from_config
 
-# Released text-config values (FAMILIES.md, released config.json files). Where the 5.24 class default
+# Released text-config values (the released checkpoints' config.json files). Where the 5.24 class default
 # cannot run (glm4v_text: no partial factor; glm4v_moe_text: no head_dim; cohere_compass_text:
 # rope_parameters {}), these released values are what makes the family's own rotary runnable.
 _QWEN2 = {
@@ -157,8 +157,9 @@ TOP_TO_TEXT = {
     "minicpmv4_7": "qwen3_5_text",
     "qwen4_exp": "qwen4_exp_text",
 }
-# 5.24's HunyuanOCR rotary pairs channels of different axes (FAMILIES.md, "5.24 bugs" 1); the family follows
-# Tencent's layout (tests/test_family_hunyuan_vl.py), so here only its frequencies are compared with 5.24's
+# 5.24's HunyuanOCR rotary pairs channels of different axes (transformers 5.24
+# models/hunyuan_vl/modeling_hunyuan_vl.py:181-190); the family follows Tencent's layout
+# (tests/test_family_hunyuan_vl.py), so here only its frequencies are compared with 5.24's
 LAYOUT_NOT_5_24 = {"hunyuan_vl_text"}
 # the text rotary where a module has several
 ROTARY_CLASS = {

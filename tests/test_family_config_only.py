@@ -1,12 +1,13 @@
 """The config-only families against their own transformers 5.24 ``get_rope_index`` (issue 10).
 
-Each family below reuses an existing rule set with its own ids and sizing (FAMILIES.md section A). For each,
-random padded batches (left and right padding, ``attention_mask``, ``mm_token_type_ids``) built by
-``mrope.build_batch`` under ``convention="transformers5"`` must equal what the family's own
-``get_rope_index`` (the 5.24 method, called on an object holding the family's config class) computes from
-the same ``input_ids``, types and grids; ``mrope.get_rope_index`` on those inputs must too, with and
-without ``mm_token_type_ids``. The config objects are the 5.24 config classes with their defaults: their
-``vision_config.spatial_merge_size`` (2) is the released value, and ``get_rope_index`` reads nothing else.
+Each family below reuses an existing rule set with its own ids and sizing (its 5.24 ``get_rope_index`` is
+the rule set's, as this file checks; the registry's table is in docs/families.md). For each, random padded
+batches (left and right padding, ``attention_mask``, ``mm_token_type_ids``) built by ``mrope.build_batch``
+under ``convention="transformers5"`` must equal what the family's own ``get_rope_index`` (the 5.24 method,
+called on an object holding the family's config class) computes from the same ``input_ids``, types and
+grids; ``mrope.get_rope_index`` on those inputs must too, with and without ``mm_token_type_ids``. The
+config objects are the 5.24 config classes with their defaults: their ``vision_config.spatial_merge_size``
+(2) is the released value, and ``get_rope_index`` reads nothing else.
 
 Adding a family here is one line in ``FAMILIES``.
 """
@@ -113,9 +114,10 @@ def test_get_rope_index_equals_the_familys_own(family: str, side: str) -> None:
 # build_positions from segments against the family's own 5.24 processor: its text expansion, tokenisation,
 # mm_token_type_ids and grids run for real, with its Pillow image processor (released values) on images
 # made here and a tokenizer built with ``tokenizers`` that carries the family's special tokens at their
-# ids. Video processors need torchvision, which cannot be imported here (SPEC.md section 7): a stand-in
-# (``_VideoSide``) hands the processor the grid and ``VideoMetadata`` (native fps, sampled frame indices)
-# of a video whose sampling is given, and mrope gets the same video as ``Video(grid, fps, frame_times)``.
+# ids. Video processors need torchvision, which cannot be imported here (its wheel is built against the
+# CUDA build of torch, not the CPU build installed here): a stand-in (``_VideoSide``) hands the processor
+# the grid and ``VideoMetadata`` (native fps, sampled frame indices) of a video whose sampling is given,
+# and mrope gets the same video as ``Video(grid, fps, frame_times)``.
 
 QWEN_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 GLM_TOKENS = ("<|begin_of_image|>", "<|end_of_image|>", "<|image|>", "<|begin_of_video|>", "<|end_of_video|>")
@@ -136,7 +138,8 @@ def _pil(module: str, cls: str, **kwargs):
 
 
 # family -> (processor module, processor class, image processor factory, token strings -> ids, prompt
-# placeholders (image, video)); ids are the family's released ones (FAMILIES.md), written out here
+# placeholders (image, video)); ids are the family's released ones (the token ids of its 5.24
+# configuration_<family>.py, e.g. models/qwen3_5/configuration_qwen3_5.py:179-182), written out here
 _QWEN3_5_IDS = dict(zip(QWEN_TOKENS, (248053, 248054, 248056, 248057), strict=True))
 _QWEN_IDS = dict(zip(QWEN_TOKENS, (151652, 151653, 151655, 151656), strict=True))
 _QWEN_PH = ("<|vision_start|><|image_pad|><|vision_end|>", "<|video_pad|>")
@@ -325,8 +328,8 @@ def load_image_for(photo, family: str):
 
 def _glm46v_sample_frames():
     """5.24's ``Glm46VVideoProcessor.sample_frames``, compiled from its source file: the module imports
-    torchvision at the top, which cannot be imported here (SPEC.md section 7); the method itself needs
-    only numpy and the processor's ``temporal_patch_size`` (2)."""
+    torchvision at the top, which cannot be imported here (its wheel needs the CUDA build of torch); the
+    method itself needs only numpy and the processor's ``temporal_patch_size`` (2)."""
     import ast
     import inspect
     import math

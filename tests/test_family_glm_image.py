@@ -184,8 +184,9 @@ def test_rotary_from_config_rotates_like_the_model() -> None:
 
 
 def test_segments_give_the_processors_placeholders() -> None:
-    """GlmImageProcessor's own expansion with the checkpoint's merge 1 (the class default 2 contradicts its
-    model's positions, FAMILIES.md), between the start / end tokens of its template."""
+    """GlmImageProcessor's own expansion with the checkpoint's merge 1 (the class default 2, transformers 5.24
+    models/glm_image/image_processing_glm_image.py:111, contradicts its model's positions, which never merge
+    the grid: modeling_glm_image.py:1028), between the start / end tokens of its template."""
     from types import SimpleNamespace
 
     from special_text import encode_specials

@@ -677,8 +677,8 @@ def test_qwen3_omni_clip_budget_is_in_its_own_tokens() -> None:
 
 
 # the image bounds of the released preprocessor_config.json (min_pixels 3136, max_pixels 12845056: the
-# Qwen2.5-Omni checkpoint, as the Qwen2/2.5-VL ones, SPEC section 5; Qwen3-Omni's file could not be read
-# offline and is taken to be the same), and the vision patch of each 5.24 config class
+# Qwen2.5-Omni checkpoint, as the Qwen2/2.5-VL ones, docs/conventions.md "Sizing media"; Qwen3-Omni's file
+# could not be read offline and is taken to be the same), and the vision patch of each 5.24 config class
 OMNI_IMAGE_BOUNDS = (3136, 12845056)
 
 

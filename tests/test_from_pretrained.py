@@ -1,7 +1,8 @@
 """mrope.from_pretrained: checkpoint folders written here with released values (no hub is reachable).
 
 Expected values: transformers' own image processor reading the same folder (AutoImageProcessor), the
-family's own rotary through RopeSpec.from_hf_config's tests, and hand derivations (SPEC sections 1-2).
+family's own rotary through RopeSpec.from_hf_config's tests, and hand derivations of the position and
+time rules (docs/conventions.md, "Building positions").
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def test_qwen2_5_folder_sizes_images_like_its_own_processor(tmp_path: Path, unif
         photo = PILImage.new("RGB", size)
         want = processor(images=[photo], return_tensors="np")["image_grid_thw"][0].tolist()
         assert list(load_image(photo, model=model).grid) == want, size
-    # the checkpoint's bounds are what differ from a bare class default (SPEC section 5: 1380 vs 1247 tokens)
+    # the checkpoint's bounds are what differ from a bare class default (1380 vs 1247 tokens: hand
+    # derivation with transformers 5.24 models/qwen2_vl/image_processing_qwen2_vl.py:63 smart_resize)
     grid = load_image(PILImage.new("RGB", (1280, 853)), model=model).grid
     assert grid[1] * grid[2] // 4 == 1380
 

@@ -1,4 +1,4 @@
-"""The seed's "multimodal" row (crop, tile and frame-order changes keep coordinates consistent), at model
+"""The multimodal invariance (crop, tile and frame-order changes keep coordinates consistent), at model
 level: rotated q and k of layer 0 of a patched tiny random-weight model, fed mrope's positions.
 
 Why the expected values hold by hand: without pixels every image (video) placeholder carries the same token

@@ -161,7 +161,8 @@ def test_exact_angles_and_triton_interpreter(name: str, monkeypatch: pytest.Monk
 
 
 def _released_rule(runs: list[tuple]) -> torch.Tensor:
-    """The official rule (SPEC section 1, max+1 advance) for one unpadded sequence, written out here.
+    """The official rule (max+1 advance, as the Qwen2-VL release and transformers 4.x's get_rope_index:
+    docs/conventions.md, "Known divergences") for one unpadded sequence, written out here.
 
     runs: ("text", n) or ("vision", T', H', W', tau) with tau the t offset of each temporal patch.
     """
@@ -612,10 +613,10 @@ def test_hunyuan_ocr_released_convention_is_the_official_xdrope_rotation() -> No
 
 
 def test_every_registry_family_has_the_model_level_checks() -> None:
-    """Every registry family is in FAMILIES (patched prefill, generate, build_batch positions and the seed
-    table above and in test_integration_seed/pipeline) or has its own tests here: GLM-Image (it decodes at
-    planned image positions) and HunyuanOCR (refused under the default convention, by design). A family
-    added to the registry fails this until its tiny model passes those checks."""
+    """Every registry family is in FAMILIES (patched prefill, generate, build_batch positions and the
+    validation checks above and in test_integration_seed/pipeline) or has its own tests here: GLM-Image
+    (it decodes at planned image positions) and HunyuanOCR (refused under the default convention, by
+    design). A family added to the registry fails this until its tiny model passes those checks."""
     others = [
         f.name for f in mrope.models.families() if f.name not in (*FAMILIES, "glm-image", "hunyuan-ocr")
     ]

@@ -1,6 +1,7 @@
-"""The seed's validation table (shared/seeds), at model level, on patched tiny models.
+"""The usual RoPE validation checks (relativity, prefill-decode, padding, pairing, length boundary), at
+model level, on patched tiny models.
 
-| seed check      | here                                                                              |
+| check           | here                                                                              |
 |-----------------|-----------------------------------------------------------------------------------|
 | prefill-decode  | full-sequence logits == prefill + token-by-token decode with the KV cache          |
 | batch padding   | left and right padding give the same valid-token logits (and == each row alone)    |
@@ -174,9 +175,11 @@ PAIRING = {
     "minicpm-v-4.7": "neox",
     "qwen4-exp": "neox",
 }
-"""Released pairings (SPEC section 4, FAMILIES.md): GLM-4.1V, GLM-4.6V, GLM-OCR, ERNIE-4.5-VL and HY-V4-VL
-rotate adjacent channels; the Qwen models, GLM-4.5V, Cosmos3, PaddleOCR-VL, Cohere-Compass and MiniCPM-V
-4.7 (a Qwen3.5 text model) and Qwen4-Exp split halves."""
+"""Released pairings (each family's 5.24 apply_rotary_pos_emb): GLM-4.1V, GLM-4.6V, GLM-OCR, ERNIE-4.5-VL
+and HY-V4-VL rotate adjacent channels (models/glm4v/modeling_glm4v.py:493 rotate_half_llm, glm_ocr:130,
+ernie4_5_vl_moe:171 rotate_half_text, hy_v4_vl:71); the Qwen models, GLM-4.5V (glm4v_moe:157 rotate_half),
+Cosmos3, PaddleOCR-VL, Cohere-Compass and MiniCPM-V 4.7 (a Qwen3.5 text model) and Qwen4-Exp split
+halves."""
 
 CAT_TABLE = frozenset({"hy-v4-vl"})
 """gptj families whose rotary module still returns a ``cat(f, f)`` table: HY-V4-VL's apply_rotary_pos_emb

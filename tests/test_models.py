@@ -79,7 +79,8 @@ def test_full_rules_need_no_model() -> None:
 
 def test_convention_switch_by_hand() -> None:
     # Qwen2-VL, a bare 4-patch video of merged 1 x 1 after one text token: the official rule resumes at
-    # 1 + max = 5; transformers 5.x at s + max(H', W') = 1 + 1 = 2 (hand derivation, SPEC section 1).
+    # 1 + max = 5; transformers 5.x at s + max(H', W') = 1 + 1 = 2 (hand derivation; 5.x advance:
+    # transformers 5.24 models/qwen2_vl/modeling_qwen2_vl.py:989).
     segs = [Text(1), Video(grid=(4, 2, 2), wrap=False), Text(1)]
     released = mrope.build_positions(segs, model="qwen2-vl")
     t5 = mrope.build_positions(segs, model="qwen2-vl", convention="transformers5")

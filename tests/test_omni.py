@@ -8,7 +8,7 @@
 - ``build_positions``: token ids against the processors' own text expansion (``replace_*_token``,
   including ``replace_video_with_audio_token``), tokenized by a ``tokenizers`` tokenizer carrying the
   released special tokens. (The combined processor cannot be built here: its video processor needs
-  torchvision, SPEC section 7.)
+  torchvision, whose wheel is built against the CUDA build of torch, not the CPU build installed here.)
 """
 
 from __future__ import annotations
@@ -558,8 +558,8 @@ def test_pipeline_keeps_fractional_positions():
 def _full_processor(model: str):
     """The family's combined processor with a ``tokenizers`` tokenizer carrying the released special
     tokens, the Pillow image processor with the released sizing, and the released Whisper feature
-    extractor. Its video processor needs torchvision (SPEC section 7), so it is left out: this processor
-    takes text, images and audio."""
+    extractor. Its video processor needs torchvision (not importable beside the CPU build of torch here),
+    so it is left out: this processor takes text, images and audio."""
     from types import SimpleNamespace
 
     from tokenizers import AddedToken, Tokenizer, pre_tokenizers

@@ -1,5 +1,10 @@
-"""mrope.ops against a float64 reference written from SPEC section 4, on the torch path and on the Triton
-kernel (Triton's interpreter on CPU tensors; triton is a dev dependency, so a missing triton fails here).
+"""mrope.ops against a float64 reference written from the released rotary rules, on the torch path and on
+the Triton kernel (Triton's interpreter on CPU tensors; triton is a dev dependency, so a missing triton
+fails here).
+
+The reference follows transformers 5.24's rotaries: ``inv_freq`` models/qwen2_vl/modeling_qwen2_vl.py:122,
+chunked sections :138, split-half pairing ``rotate_half`` :147, interleaved sections
+models/qwen3_vl/modeling_qwen3_vl.py:410 (summed up in docs/conventions.md, "Rotation").
 """
 
 from __future__ import annotations
@@ -43,7 +48,10 @@ def test_triton_is_importable_and_used() -> None:
 
 
 def ref_axis(spec: RopeSpec) -> np.ndarray:
-    """SPEC 4 and CONTRACT 2, one frequency at a time. Chunked: axis a while i < s_0 + ... + s_a, past the
+    """One frequency at a time (transformers 5.24 recomposition_frequencies: chunked
+    models/qwen2_vl/modeling_qwen2_vl.py:138, interleaved models/qwen3_vl/modeling_qwen3_vl.py:410,
+    hw_alternating models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py:124; HunyuanOCR's 4-axis chunked
+    layout is Tencent's apply_rotary_pos_emb_xdrope). Chunked: axis a while i < s_0 + ... + s_a, past the
     sum axis 0. Interleaved (A axes): a >= 1 if i % A == a and i < A s_a, else 0 (three axes: h if
     i % 3 == 1 and i < 3 s_h, w if i % 3 == 2 and i < 3 s_w). hw_alternating (ERNIE): i < s_h + s_w is h
     when even, w when odd; the rest t."""
@@ -66,7 +74,8 @@ def ref_axis(spec: RopeSpec) -> np.ndarray:
 
 
 def ref_inv_freq(spec: RopeSpec, seq_len: int) -> np.ndarray:
-    """SPEC 4: ``theta ** (-2i / d_r)``; NTK-alpha (HunYuan) grows the base to ``theta alpha^(d / (d - 2))``;
+    """``theta ** (-2i / d_r)`` (transformers 5.24 models/qwen2_vl/modeling_qwen2_vl.py:122); NTK-alpha
+    (HunYuan, models/hunyuan_vl/modeling_hunyuan_vl.py:175) grows the base to ``theta alpha^(d / (d - 2))``;
     the other scaled specs take spec.inv_freq (its formulas are checked against transformers in
     test_ops_parity.py and test_spec.py)."""
     d = spec.rotary_dim

@@ -296,9 +296,9 @@ def _hunyuan_official(q, k, pos, inv_freq, section):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_hunyuan_ocr_four_axes_ntk_alpha_matches_official_layout(backend: str) -> None:
-    """HunyuanOCR: 4 axes [16, 16, 16, 16] chunked (the official xdrope layout; 5.24's cat(f, f) split is
-    not a rotation, see FAMILIES.md), NTK-alpha 1000: inv_freq bit-identical to transformers'
-    compute_ntk_alpha_rope_parameters."""
+    """HunyuanOCR: 4 axes [16, 16, 16, 16] chunked (the official xdrope layout; 5.24's cat(f, f) split,
+    transformers 5.24 models/hunyuan_vl/modeling_hunyuan_vl.py:181-190, is not a rotation), NTK-alpha 1000:
+    inv_freq bit-identical to transformers' compute_ntk_alpha_rope_parameters."""
     from transformers.models.hunyuan_vl import modeling_hunyuan_vl as m
     from transformers.models.hunyuan_vl.configuration_hunyuan_vl import HunYuanVLTextConfig
 

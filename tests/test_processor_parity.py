@@ -9,8 +9,9 @@ ids), and then through the family's own ``get_rope_index`` (the method on a mini
 mm_token_type_ids, image_grid_thw, video_grid_thw, second_per_grid_ts, positions and delta.
 
 What is not the real transformers code, and why:
-- Video processors need torchvision, which cannot be imported here (SPEC.md section 7): transformers does
-  not even export the class the combined processor checks its video processor against. The test relaxes
+- Video processors need torchvision, which cannot be imported here (its wheel is built against the CUDA
+  build of torch, not the CPU build installed here): transformers does not even export the class the
+  combined processor checks its video processor against. The test relaxes
   that one class check and gives the combined processor a stand-in video processor (``VideoSide``) that
   returns the grid and ``VideoMetadata`` a released video processor returns; pixels are never needed. The
   combined processor's own text expansion, tokenisation, ``mm_token_type_ids`` and (Qwen2.5-VL)

@@ -210,7 +210,8 @@ def test_empty_sequence(client):
 
 
 def test_image_from_pixel_size(client):
-    # SPEC 5: 750x1000 (h x w) -> 756x1008 -> grid (1, 54, 72) under Qwen2 rules
+    # 750x1000 (h x w) -> 756x1008 -> grid (1, 54, 72) under Qwen2 rules (hand derivation with transformers
+    # 5.24 models/qwen2_vl/image_processing_qwen2_vl.py:63 smart_resize)
     seg = {"type": "image", "height": 750, "width": 1000}
     body = client.post("/v1/positions", json={"model": "qwen2-vl", "segments": [seg]}).json()
     assert body["image_grid_thw"] == [[1, 54, 72]]

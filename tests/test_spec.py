@@ -66,14 +66,16 @@ def test_four_axis_chunked_equals_official_xdrope_layout() -> None:
     spec = RopeSpec(head_dim=128, rotary_dim=128, theta=1e4, mrope_section=tuple(section))
     assert spec.num_axes == 4 and spec.axis_map().tolist() == first
     # 5.24's cat(f, f) then split by [2 s]: axis a owns channels [32a, 32a + 32): pairs (c, c + 64) mix
-    # axis 0 with axis 2 and axis 1 with axis 3 (FAMILIES.md "5.24 code that looks wrong")
+    # axis 0 with axis 2 and axis 1 with axis 3 (transformers 5.24
+    # models/hunyuan_vl/modeling_hunyuan_vl.py:181-190)
     hf524 = [a for a, s in enumerate(section) for _ in range(2 * s)]
     assert hf524[:64] != hf524[64:]
 
 
 def test_hw_alternating_axis_map() -> None:
-    """ERNIE-4.5-VL (FAMILIES.md, modeling_ernie4_5_vl_moe 62-205): frequency k < 44 is h if k is even, w if
-    odd; k >= 44 (the 20 lowest rates) is t. Its config lists (h, w, t) = (22, 22, 20)."""
+    """ERNIE-4.5-VL (transformers 5.24 models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py:62-205):
+    frequency k < 44 is h if k is even, w if odd; k >= 44 (the 20 lowest rates) is t. Its config lists
+    (h, w, t) = (22, 22, 20)."""
     spec = RopeSpec(
         head_dim=128,
         rotary_dim=128,

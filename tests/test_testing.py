@@ -104,7 +104,8 @@ def test_scores_use_the_apply_path_and_agree_with_float64_math() -> None:
     q = torch.randn(p.num_tokens, 1, 128, generator=gen, dtype=torch.float64)
     k = torch.randn(p.num_tokens, 1, 128, generator=gen, dtype=torch.float64)
     scores = rope_scores(p, spec, q, k)[0]
-    # independent float64 rotation from SPEC section 4 (chunked sections, neox pairing)
+    # independent float64 rotation (chunked sections, neox pairing: transformers 5.24
+    # models/qwen2_vl/modeling_qwen2_vl.py:138 and :147)
     inv = torch.from_numpy(spec.inv_freq())
     axis = torch.from_numpy(spec.axis_map())
     pos = torch.from_numpy(p.ids).double()

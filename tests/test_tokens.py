@@ -1,4 +1,9 @@
-"""get_rope_index: agreement with the builder, transformers parity, SPEC video expectations, bad input."""
+"""get_rope_index: agreement with the builder, transformers parity, released video layouts, bad input.
+
+Video layouts: Qwen3-VL splits each video row into one ``(1, H', W')`` block per temporal patch
+(transformers 5.24 models/qwen3_vl/modeling_qwen3_vl.py:953); GLM-4.1V writes each frame as image-wrapped
+pads followed by ``int(t)`` (models/glm4v/processing_glm4v.py:182).
+"""
 
 from __future__ import annotations
 

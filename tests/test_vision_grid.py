@@ -11,7 +11,8 @@ from mrope.media import image_grid, load_image
 
 def test_spec_examples() -> None:
     assert image_grid(750, 1000, model="qwen2-vl") == (1, 54, 72)  # 756 x 1008 -> 972 merged tokens
-    # SPEC's example uses transformers' class-default bound 28*28*1280: 728 x 1316
+    # under transformers' class-default bound 28*28*1280 (5.24
+    # models/qwen2_vl/image_processing_qwen2_vl.py:96), by hand with its smart_resize (:63): 728 x 1316
     assert image_grid(1080, 1920, model="qwen2-vl", rules={"image_max_pixels": 28 * 28 * 1280}) == (1, 52, 94)
     # the released checkpoints' bounds (3136 .. 12845056): no downscale, 1092 x 1932
     assert image_grid(1080, 1920, model="qwen2-vl") == (1, 78, 138)
