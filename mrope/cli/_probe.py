@@ -11,8 +11,10 @@ from typing import Any
 from mrope.cli._args import CliError, positive_int, positive_number, rule_overrides
 from mrope.cli._sequence import model_from_args, model_name
 from mrope.errors import MRopeError
-from mrope.grid import temporal_index
+from mrope.layout import engine
+from mrope.layout.omni import audio_tokens
 from mrope.media import VideoInfo, load_video, probe_video, sample_frame_indices
+from mrope.media.audio import audio_from_info, probe_audio
 from mrope.models import resolve_rules
 from mrope.rules import LayoutRules
 from mrope.schema import model_names
@@ -46,19 +48,12 @@ def _patch_column(rules: LayoutRules, video: Any, n_patches: int) -> tuple[str, 
         times = video.patch_times(rules.temporal_patch_size, rules.fps, rules.timestamp_time)
         return "timestamp", [rules.format_timestamp(x) for x in times]
     spg = video.resolved_second_per_grid(rules.temporal_patch_size, rules.fps)
-    if rules.has_audio:  # the omni timeline: float32 time, fractional for Qwen3-Omni
-        from mrope.layout.omni import video_time
-
-        return "t offset", [float(v) for v in video_time(n_patches, spg, rules).tolist()]
-    tau = temporal_index(n_patches, rules, spg)
-    return "t offset", [int(v) for v in tau]
+    # the engine's own offsets: int64, or float32 on the omni timeline (fractional for Qwen3-Omni)
+    return "t offset", engine(rules).video_time(n_patches, spg, rules).tolist()
 
 
 def _audio(path: str, rules: LayoutRules) -> dict[str, Any]:
     """An audio track's metadata, and its mel frames and tokens under rules with audio."""
-    from mrope.layout.omni import audio_tokens
-    from mrope.media.audio import audio_from_info, probe_audio
-
     info = probe_audio(path)
     doc: dict[str, Any] = {**asdict(info), "duration": info.duration}
     if rules.has_audio:

@@ -1,8 +1,8 @@
 """The layout engines, chosen from one table by the rules: counter (the default), sequence, canvas, omni.
 
 Each engine is a module with one interface (:class:`LayoutEngine`): ``plan_segments`` (segments -> a plan
-whose ``positions()`` fills them), ``count_tokens`` and ``scan_token_ids`` (the token-id interface's
-scan). :func:`engine_for` names the engine of a set of rules and :data:`ENGINES` maps that name to its
+whose ``positions()`` fills them), ``count_tokens``, ``scan_token_ids`` (the token-id interface's
+scan) and ``video_time`` (the t offsets of a video's temporal patches). :func:`engine_for` names the engine of a set of rules and :data:`ENGINES` maps that name to its
 module, the way transformers' ``ROPE_INIT_FUNCTIONS`` maps a rope type to its function.
 """
 
@@ -51,6 +51,8 @@ class LayoutEngine(Protocol):
     def scan_token_ids(
         self, inputs: TokenInputs
     ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]: ...
+
+    def video_time(self, n_patches: int, second_per_grid: float, rules: LayoutRules) -> np.ndarray: ...
 
 
 ENGINES: dict[str, LayoutEngine] = {

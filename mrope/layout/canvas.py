@@ -34,7 +34,7 @@ import numpy as np
 
 from mrope.errors import LayoutError, TokenError
 from mrope.grid import MAX_TILES, merged_grid
-from mrope.layout.counter import CounterPlan, planned_tokens
+from mrope.layout.counter import CounterPlan, planned_tokens, video_time
 from mrope.layout.pieces import fill_pieces
 from mrope.layout.token_scan import GridQueue, TokenInputs, TokenRuns, scan_batch
 from mrope.positions import Positions, Span
@@ -368,4 +368,5 @@ __all__ = [
     "plan_segments",
     "scan_token_ids",
     "stretch",
+    "video_time",
 ]

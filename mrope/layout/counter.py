@@ -562,3 +562,9 @@ def fill_row(
 def scan_token_ids(inputs: TokenInputs) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
     """Positions, deltas and generation positions of a batch of token ids (see :mod:`mrope.token_ids`)."""
     return scan_batch(inputs, fill_row)
+
+
+def video_time(n_patches: int, second_per_grid: float, rules: LayoutRules) -> np.ndarray:
+    """The t offsets (int64 ``[n_patches]``) of a video's temporal patches under these rules:
+    :func:`mrope.grid.temporal_index` (the index, or the ``seconds`` rule's float32 product)."""
+    return temporal_index(n_patches, rules, second_per_grid)

@@ -15,7 +15,7 @@ import numpy as np
 
 from mrope.errors import LayoutError
 from mrope.grid import MAX_POSITION
-from mrope.layout.counter import CounterPlan
+from mrope.layout.counter import CounterPlan, video_time
 from mrope.layout.counter import count_tokens as count_counter_tokens
 from mrope.layout.pieces import Block, TextRun
 from mrope.layout.token_scan import GridQueue, TokenInputs, TokenRuns, run_pieces, scan_batch
@@ -133,4 +133,5 @@ __all__ = [
     "fill_sequence_pieces",
     "plan_segments",
     "scan_token_ids",
+    "video_time",
 ]
