@@ -606,8 +606,9 @@ def test_openapi_documents_the_new_fields(client) -> None:
     assert "generation_ids" in comps["PositionsResponse"]["properties"]
 
 
-def test_readme_lists_the_json_fields() -> None:
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+def test_docs_list_the_json_fields() -> None:
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    text = "".join((docs / page).read_text(encoding="utf-8") for page in ("service.md", "cli.md"))
     for words in (
         '"thumbnail_grid": [1, h, w]',
         '"generate": true',

@@ -35,6 +35,12 @@ URL_BLOCK_SIZE = 1 << 18
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
+def url_scheme(text: str) -> str | None:
+    """The scheme of a ``scheme://`` URL, lower-cased (``"file"``, ``"https"``, ...), or ``None``."""
+    match = _SCHEME.match(text)
+    return match.group(1).lower() if match else None
+
+
 def is_url(text: str) -> bool:
     """Whether a string source is a URL (``scheme://``) or a ``data:`` URI rather than a local path."""
     return bool(_SCHEME.match(text)) or text[:5].lower() == "data:"
@@ -80,7 +86,7 @@ def open_url(url: str, *, follow_redirects: bool = True, block_size: int = URL_B
         import fsspec
     except ImportError:
         raise MediaError(f"reading {short_repr(url)} needs fsspec (pip install fsspec)") from None
-    scheme = (_SCHEME.match(url) or [None, ""])[1].lower()
+    scheme = url_scheme(url) or ""
     options: dict[str, Any] = {}
     if scheme in ("http", "https") and not follow_redirects:
         options["allow_redirects"] = False

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .errors import RequestError
+from mrope.media.source import short_repr, url_scheme
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")  # the scheme of a URL, to tell file:// apart
+from .errors import RequestError
 
 
 @dataclass(frozen=True)
@@ -38,25 +37,27 @@ class MediaAccess:
     def resolve(self, path: str, where: str) -> str:
         """The source to read for ``path`` (an absolute path or the URL), or a :class:`RequestError`
         saying why this face does not read it."""
-        scheme = _SCHEME.match(path)
+        scheme = url_scheme(path)
         if path[:5].lower() == "data:":
             if not self.urls:
                 raise RequestError(f"{where}: media given as a data: URI are not read here; {self._how()}")
             return path
-        if scheme and scheme.group(1).lower() != "file":
+        if scheme and scheme != "file":
             if not self.urls:
-                raise RequestError(f"{where}: {_short(path)} is a URL, which is not read here; {self._how()}")
+                raise RequestError(
+                    f"{where}: {short_repr(path)} is a URL, which is not read here; {self._how()}"
+                )
             if self.url_hosts is not None:
                 host = _host(path)
                 if host not in self.url_hosts and host.split(":")[0] not in self.url_hosts:
                     raise RequestError(
-                        f"{where}: the host {host or '(none)'!r} of {_short(path)} is not in the allowlist of "
+                        f"{where}: the host {host or '(none)'!r} of {short_repr(path)} is not in the allowlist of "
                         "media hosts"
                     )
             return path
         if not self.local_files:
             raise RequestError(
-                f"{where}: {_short(path)} is a local file, which is not read here; {self._how()}"
+                f"{where}: {short_repr(path)} is a local file, which is not read here; {self._how()}"
             )
         if scheme:
             return path
@@ -80,10 +81,6 @@ def _host(url: str) -> str:
         return f"{host}:{parts.port}" if parts.port else host
     except ValueError:
         return ""
-
-
-def _short(path: str) -> str:
-    return repr(path if len(path) <= 80 else path[:77] + "...")
 
 
 MEDIA_NONE = MediaAccess()
