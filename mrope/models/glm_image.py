@@ -51,7 +51,7 @@ FAMILY = ModelFamily(
     spec=RopeSpec(head_dim=128, rotary_dim=64, theta=10_000.0, mrope_section=(8, 12, 12), pairing="neox"),
     transformers5={"advance": "spatial"},
     exactness="transformers 5.24 get_rope_index (its release code) with images_per_sample, and its decode "
-    "cache of generated-image positions (mrope.tokens.generation_index / Positions.generation_ids)",
+    "cache of generated-image positions (mrope.generation_index / Positions.generation_ids)",
     config_ids={
         "image_start_token_id": "vision_start_id",
         "image_end_token_id": "vision_end_id",
