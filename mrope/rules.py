@@ -75,7 +75,7 @@ Rules of single families, each named by what it does and off by default:
 - ``positions_base``: ``"counter"`` (the block counter above) or ``"sequence"``: every axis is the
   token's index in the sequence, and the grid tokens of an image write ``(w, h, image index)`` on the
   last three axes (HunyuanOCR). ``num_axes`` rows (3 or 4; with 4, axis 0 stays the sequence index).
-  ``"canvas"``: MiniCPM-V 4.7's canvas of a thumbnail and its detail slices (:mod:`mrope.canvas`), with
+  ``"canvas"``: MiniCPM-V 4.7's canvas of a thumbnail and its detail slices (:mod:`mrope.layout.canvas`), with
   the marker ids ``slice_start_id``, ``slice_end_id`` and ``newline_id`` (``vision_start_id`` /
   ``vision_end_id`` are ``<image>`` / ``</image>``).
 - ``grid_border``: one placeholder token before and one after each image grid, inside the vision

@@ -475,7 +475,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     async def rope_index(request: Request) -> Response:
-        """The token-id form: identical to ``mrope.get_rope_index`` (numpy core ``mrope.rope_index``)."""
+        """The token-id form: identical to ``mrope.get_rope_index`` (numpy core ``mrope.numpy_rope_index``)."""
         raw = await read_body(request.receive)
         body, model, size = await state.offload(
             functools.partial(decode_rope_index, raw, state), inline=len(raw) <= INLINE_BODY_BYTES

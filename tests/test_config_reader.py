@@ -1,9 +1,9 @@
-"""RopeSpec.from_hf_config against each family's own transformers 5.24 rotary embedding and apply function.
+"""mrope.models.spec_from_config against each family's own transformers 5.24 rotary embedding and apply function.
 
 For every model type the registry accepts, the test builds the family's text config class with released
 values (written out here, independently of mrope's family modules), turns it into the dict that
 ``config.json`` would hold (``to_dict()``, nested under the top-level model type where there is one), reads
-it with ``RopeSpec.from_hf_config``, and compares ``mrope.apply_mrope`` (torch path, fp32) with the
+it with ``mrope.models.spec_from_config``, and compares ``mrope.apply_mrope`` (torch path, fp32) with the
 family's ``*RotaryEmbedding`` + ``apply_rotary_pos_emb`` on random q, k and M-RoPE positions, pass-through
 channels included.
 """

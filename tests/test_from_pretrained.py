@@ -1,7 +1,7 @@
 """mrope.from_pretrained: checkpoint folders written here with released values (no hub is reachable).
 
 Expected values: transformers' own image processor reading the same folder (AutoImageProcessor), the
-family's own rotary through RopeSpec.from_hf_config's tests, and hand derivations of the position and
+family's own rotary through mrope.models.spec_from_config's tests, and hand derivations of the position and
 time rules (docs/conventions.md, "Building positions").
 """
 

@@ -1,6 +1,6 @@
 """The real server: uvicorn in a subprocess on a free loopback port, called over the network.
 
-Both ways of starting it are covered: ``uvicorn service.app:app`` and :func:`service.server.run`. The
+Both ways of starting it are covered: ``uvicorn mrope.service.app:app`` and :func:`mrope.service.server.run`. The
 subprocess is started and always stopped by :func:`service_proc.serve`, whatever the test does.
 """
 

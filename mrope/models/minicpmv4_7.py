@@ -1,4 +1,4 @@
-"""MiniCPM-V 4.7 (``minicpmv4_7``): the canvas rule (:mod:`mrope.canvas`).
+"""MiniCPM-V 4.7 (``minicpmv4_7``): the canvas rule (:mod:`mrope.layout.canvas`).
 
 Positions (modeling_minicpmv4_7.py:952): each picture or video frame is a thumbnail ``<image>`` ..
 ``</image>``, optionally followed by detail slices ``<slice>`` .. ``</slice>`` in rows joined by a newline;
