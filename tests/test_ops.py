@@ -120,7 +120,9 @@ def reference(
     p = pos_canonical(positions, layout, spec.num_axes)
     seq_len = int(p.max()) + 1
     axis = torch.from_numpy(ref_axis(spec))
-    assert np.array_equal(ref_axis(spec), spec.axis_map()), "spec.axis_map disagrees with the section rule ref_axis writes out"
+    assert np.array_equal(ref_axis(spec), spec.axis_map()), (
+        "spec.axis_map disagrees with the section rule ref_axis writes out"
+    )
     pos = p.permute(1, 2, 0)[..., axis]  # [B, S, F]
     if angle_dtype == "fp32":
         d = spec.rotary_dim
