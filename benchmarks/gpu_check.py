@@ -112,7 +112,7 @@ def reference(x: torch.Tensor, positions: torch.Tensor, spec, layout: str) -> to
         if spec.scaling.type == "ntk_alpha":
             base *= spec.scaling.alpha ** (d / (d - 2))
         inv = base ** (-2.0 * torch.arange(f, dtype=torch.float64) / d)
-    else:  # scaled specs: the spec's formulas (checked against transformers in tests/test_spec.py)
+    else:  # scaled specs: the spec's formulas (checked against transformers in tests/core/test_spec.py)
         inv = torch.from_numpy(spec.inv_freq(int(p.max()) + 1))
     inv = inv.to(x.device)
     axis = torch.tensor(ref_axis(spec), device=x.device)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README Quick start; .ci/run runs exactly this): bring what the tests need,
-# then run them. Arguments go to pytest (`bash scripts/test.sh tests/test_cli.py` runs one file).
+# then run them. Arguments go to pytest (`bash scripts/test.sh tests/faces/test_cli.py` runs one file).
 #
 # 1. System packages pip cannot install: a headless Chromium and its driver for the inspection page's
-#    browser test (tests/test_service_page.py). Installed with apt-get (sudo when not root) when missing.
+#    browser test (tests/service/test_service_page.py). Installed with apt-get (sudo when not root) when missing.
 # 2. The package with its dev extra. torch is pinned to the CPU build a machine may already hold, so that
 #    pip does not download a CUDA build; the package itself asks for torch>=2.4.
 # 3. pytest; the script exits with pytest's status (5 when it collected nothing, which fails CI too).
@@ -18,7 +18,7 @@ has_browser() {
 }
 
 cannot_install() {
-  echo "scripts/test.sh: the tests need a headless Chromium and chromedriver (tests/test_service_page.py)," >&2
+  echo "scripts/test.sh: the tests need a headless Chromium and chromedriver (tests/service/test_service_page.py)," >&2
   echo "  and $1. Install the packages ${SYSTEM_PACKAGES[*]} (Debian / Ubuntu names;" >&2
   echo "  elsewhere your system's Chromium and chromedriver), then run this command again." >&2
   exit 1

@@ -13,7 +13,7 @@ Rotation. Phones record portrait video as landscape coded frames plus a display 
 ``tkhd`` matrix, the Matroska projection). :class:`VideoInfo` reports both: ``width`` / ``height`` are
 the display size (after the rotation), ``rotation`` the rotation and ``coded_size`` the coded frames'
 size. Which of the two sizes a model is given depends on the reader that decodes the file, not on the
-model (transformers 5.24, PyAV 18; ``tests/test_vision_rotation.py`` runs the PyAV readers):
+model (transformers 5.24, PyAV 18; ``tests/media/test_vision_rotation.py`` runs the PyAV readers):
 
 - display size (the reader rotates): torchcodec (its documented behaviour: "TorchCodec automatically
   applies this rotation during decoding"; its ``width`` / ``height`` are post-rotation). It is the

@@ -2,7 +2,7 @@
 
 ``triton.compile`` lowers the kernel to PTX and, with the ``ptxas`` shipped in the triton wheel, to a cubin
 for any ``sm_XX``: this checks that the compiled (not interpreted) kernel builds for the GPUs it targets,
-and ``ptxas``' resource report gives its registers and spills. Used by ``tests/test_ops_aot.py`` and
+and ``ptxas``' resource report gives its registers and spills. Used by ``tests/ops/test_ops_aot.py`` and
 ``benchmarks/aot_report.py``.
 """
 

@@ -1,0 +1,1 @@
+"""Test support shared by the test modules: media files, checkpoints, transformers references, servers."""
