@@ -1,4 +1,4 @@
-"""apply_mrope and cos_sin: input checks, layouts, backend choice and the autograd face.
+"""The public ops apply_mrope, cos_sin and rerotate: input checks, layouts, backend choice, autograd.
 
 Layouts (``layout=``):
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from mrope.errors import MRopeError, PatchError
+from mrope.models import get_family
 
 TEXT_HIDDEN = 64
 """Hidden size of the tiny text model."""
@@ -154,8 +155,6 @@ def tiny_config(model: Any, *, layers: int = 2, text: dict[str, Any] | None = No
     """
     from transformers import AutoConfig
 
-    from mrope.models import get_family
-
     try:
         family = get_family(model)
     except MRopeError as exc:
@@ -231,9 +230,11 @@ def tiny_config(model: Any, *, layers: int = 2, text: dict[str, Any] | None = No
         subconfigs["audio_config"] = {k: v for k, v in _AUDIO_SHRINK.items() if k in audio_defaults}
     top: dict[str, Any] = {}
     defaults = base.to_dict()
-    for key, rule_fields in dict(family.config_ids).items():  # released ids where the class has none
-        if defaults.get(key) is None:
-            top[key] = getattr(rules, rule_fields if isinstance(rule_fields, str) else rule_fields[0])
+    id_fields = {key: (f,) if isinstance(f, str) else tuple(f) for key, f in family.config_ids.items()}
+    has_default = {f for key, fs in id_fields.items() if defaults.get(key) is not None for f in fs}
+    for key, rule_fields in id_fields.items():  # released ids where the class has none for the field
+        if defaults.get(key) is None and not has_default.intersection(rule_fields):
+            top[key] = getattr(rules, rule_fields[0])
     if "position_id_per_seconds" in defaults:  # omni: time scale of the released checkpoints
         top["position_id_per_seconds"] = _as_number(rules.tokens_per_second)
     try:
@@ -265,8 +266,6 @@ def tiny_model(
         PatchError: the family has no transformers class this builder can shrink.
     """
     import transformers
-
-    from mrope.models import get_family
 
     config = tiny_config(model, layers=layers, text=text)
     class_name = _BUILD.get(get_family(model).model_types[0], ("", ""))[1]
