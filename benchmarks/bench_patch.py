@@ -1,6 +1,6 @@
 """Benchmark: prefill of a patched transformers model against the same model unpatched, same process.
 
-For each family, two tiny random-weight models with identical weights (``mrope.integrations.tiny``:
+For each family, two tiny random-weight models with identical weights (``mrope.testing.tiny``:
 hidden 64, 2 layers, the real vocabulary) are built; one is patched
 (``mrope.integrations.transformers.patch``), the other is not. Both run the same prefill, round-robin
 timed (``_timing.compare``): the model computes its own positions (``get_rope_index``: transformers' loop vs
@@ -62,8 +62,8 @@ def prompt(model, family: str, scale: int, device: torch.device) -> dict[str, to
 
 
 def run_family(family: str, device: torch.device, dtype: torch.dtype, scale: int, repeat: int) -> str:
-    from mrope.integrations.tiny import tiny_model
     from mrope.integrations.transformers import patch
+    from mrope.testing.tiny import tiny_model
 
     plain = tiny_model(family, dtype=dtype).to(device)
     patched = copy.deepcopy(plain)

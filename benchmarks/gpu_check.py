@@ -542,8 +542,8 @@ def patched_model_check(device: torch.device, rep: Report, repeat: int) -> list[
     import bench_patch
 
     import mrope
-    from mrope.integrations.tiny import tiny_model
     from mrope.integrations.transformers import model_inputs, model_rules, patch
+    from mrope.testing.tiny import tiny_model
 
     for family in (*bench_patch.FAMILIES, *MODEL_CHECK_FAMILIES):
 

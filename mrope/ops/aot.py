@@ -20,7 +20,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from mrope.ops import triton_kernel
+import mrope.ops.triton_kernel as triton_kernel
 
 _TRITON_TYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64"}
 
@@ -65,7 +65,7 @@ class CompiledVariant:
 
 
 def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, ...], Any], int]:
-    params = list(inspect.signature(triton_kernel._mrope_kernel).parameters)
+    params = list(inspect.signature(triton_kernel.mrope_kernel).parameters)
     hq, hk = (variant.hk, 0) if variant.rerotate else (variant.hq, variant.hk)
     n_freq = variant.rotary_dim // 2
     cfg = triton_kernel.launch_config(variant.tokens, hq, hk, n_freq)
@@ -141,7 +141,7 @@ def compile_variant(variant: KernelVariant, arch: int) -> CompiledVariant:
             accepts some code the compiler does not).
     """
     signature, constexprs, num_warps = _signature(variant)
-    src = ASTSource(fn=triton.jit(triton_kernel._mrope_kernel), signature=signature, constexprs=constexprs)
+    src = ASTSource(fn=triton.jit(triton_kernel.mrope_kernel), signature=signature, constexprs=constexprs)
     options = {"num_warps": num_warps, "enable_fp_fusion": False}
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     if not compiled.asm.get("cubin"):

@@ -1,4 +1,4 @@
-"""apply_mrope and cos_sin: input checks, layouts, backend choice and the autograd face.
+"""The public ops apply_mrope, cos_sin and rerotate: input checks, layouts, backend choice, autograd.
 
 Layouts (``layout=``):
 
@@ -22,13 +22,14 @@ from typing import Literal
 
 import torch
 
+import mrope.ops.layouts as layouts
+import mrope.ops.torch_path as torch_path
 from mrope.errors import ApplyError
-from mrope.ops import layouts, torch_path
 from mrope.ops.freqs import AnglePrecision, axis_tensor, freq_table
 from mrope.spec import RopeSpec
 
 try:  # triton is an optional dependency (extra "triton"); the torch path never needs it
-    from mrope.ops import triton_kernel as _tk
+    import mrope.ops.triton_kernel as _tk
 
     TRITON_IMPORT_ERROR: str | None = None
 except ImportError as exc:  # pragma: no cover - exercised only where triton is missing
@@ -56,7 +57,7 @@ POSITION_DTYPES: tuple[torch.dtype, ...] = (
 
 
 @dataclass(frozen=True)
-class _Plan:
+class _RotationSettings:
     """Everything but the tensors: what a forward or backward rotation needs."""
 
     spec: RopeSpec
@@ -191,7 +192,7 @@ def _rotate(
     positions: torch.Tensor,
     axis: torch.Tensor,
     freq: torch.Tensor,
-    plan: _Plan,
+    plan: _RotationSettings,
     conj: bool,
     inplace: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -209,7 +210,7 @@ def _rotate(
             plan.precision == "exact",
             conj,
             spec.attention_factor(),
-            getattr(spec, "rotary_offset", 0),
+            spec.rotary_offset,
         )
         if inplace:
             torch.ops.mrope.rotary_(q, k, *args)
@@ -262,11 +263,6 @@ class _RotateFn(torch.autograd.Function):
         return dq, dk, None, None, None, None, None
 
 
-def _no_heads(x: torch.Tensor, layout: str) -> torch.Tensor:
-    """A zero-head slice of x (a "k" with nothing to rotate)."""
-    return x.narrow(layouts.head_axis(layout), 0, 0)
-
-
 class _RotateInplaceFn(torch.autograd.Function):
     """Autograd face of the in-place rotation of one tensor.
 
@@ -277,7 +273,7 @@ class _RotateInplaceFn(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, positions, axis, freq, plan):  # type: ignore[override]
-        _rotate(x, _no_heads(x, plan.layout), positions, axis, freq, plan, False, True)
+        _rotate(x, layouts.no_heads(x, plan.layout), positions, axis, freq, plan, False, True)
         ctx.mark_dirty(x)
         ctx.save_for_backward(positions, axis, freq)
         ctx.plan = plan
@@ -286,7 +282,7 @@ class _RotateInplaceFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
         positions, axis, freq = ctx.saved_tensors
-        empty = _no_heads(grad, ctx.plan.layout)
+        empty = layouts.no_heads(grad, ctx.plan.layout)
         dx, _ = _RotateFn.apply(grad, empty, positions, axis, freq, ctx.plan, True)
         return dx, None, None, None, None
 
@@ -324,7 +320,7 @@ def apply_mrope(
             positions such as Qwen3-Omni's float32 time; ``"fp32"`` multiplies ``float32(pos)``, ``"exact"``
             splits ``floor(pos)`` from 32 bits of fraction).
             ``angle_precision="exact"`` is exact over the whole int64 range.
-        spec: the rotary spec (e.g. ``RopeSpec.preset("qwen2-vl")``), or a model description whose ``spec``
+        spec: the rotary spec (e.g. ``mrope.models.resolve_spec("qwen2-vl")``), or a model description whose ``spec``
             it is (a :class:`mrope.models.ModelFamily`, what :func:`mrope.from_pretrained` returns).
         layout: ``"thd"``, ``"bhsd"`` or ``"bshd"``.
         inplace: rotate q and k in place (they may be strided views into one packed qkv buffer) and return
@@ -353,7 +349,7 @@ def apply_mrope(
         spec = spec.spec  # a model description (mrope.models.ModelFamily, mrope.from_pretrained's result)
     q, k, pos3 = _check_inputs(q, k, positions, spec, layout)
     chosen = _choose_backend(backend, q.device)
-    plan = _Plan(spec=spec, layout=layout, backend=chosen, precision=angle_precision)
+    plan = _RotationSettings(spec=spec, layout=layout, backend=chosen, precision=angle_precision)
     axis, freq = _tables(spec, angle_precision, chosen, pos3)
     if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
         return _rotate(q, k, pos3, axis, freq, plan, False, inplace)

@@ -39,3 +39,8 @@ def canonical_strides(x: torch.Tensor, layout: str) -> tuple[int, int, int, int]
 def head_axis(layout: str) -> int:
     """The dimension that indexes heads in ``layout``."""
     return 2 if layout == "bshd" else 1
+
+
+def no_heads(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """A zero-head slice of q or k given in ``layout`` (a "k" with nothing to rotate)."""
+    return x.narrow(head_axis(layout), 0, 0)

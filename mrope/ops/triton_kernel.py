@@ -25,7 +25,10 @@ fp32 or fp64 positions), ``ROT_OFF`` (the rotary slice's first channel).
 The kernel source is a plain function; it is wrapped with ``triton.jit`` on first use (see
 :func:`get_kernel`), so whether it is compiled or interpreted follows ``TRITON_INTERPRET`` at call time, not
 at import time. Torch sees it as the custom ops ``mrope::rotary`` (functional) and ``mrope::rotary_``
-(mutates ``q`` and ``k``), which work under ``torch.compile`` and CUDA graphs.
+(mutates ``q`` and ``k``), and ``mrope::rerotate`` / ``mrope::rerotate_`` (keys moved between positions),
+which work under ``torch.compile`` and CUDA graphs; their Python faces here are :func:`triton_rotary`,
+:func:`triton_rotary_`, :func:`triton_rerotate` and :func:`triton_rerotate_` (the public
+:func:`mrope.ops.rerotate` checks its inputs and calls one of them).
 """
 
 from __future__ import annotations
@@ -38,14 +41,14 @@ import torch
 import triton
 import triton.language as tl
 
-from mrope.ops import layouts
+import mrope.ops.layouts as layouts
 from mrope.ops.freqs import TWO_PI_HI, TWO_PI_LO
 
 _TWO_PI_HI = tl.constexpr(TWO_PI_HI)
 _TWO_PI_LO = tl.constexpr(TWO_PI_LO)
 
 
-def _mrope_kernel(
+def mrope_kernel(
     Q,
     K,
     QO,
@@ -243,7 +246,7 @@ def get_kernel() -> Any:
     """The kernel wrapped by ``triton.jit`` for the current interpreter setting (cached per setting)."""
     mode = interpreting()
     if mode not in _KERNELS:
-        _KERNELS[mode] = triton.jit(_mrope_kernel)
+        _KERNELS[mode] = triton.jit(mrope_kernel)
     return _KERNELS[mode]
 
 
@@ -378,7 +381,7 @@ def launch(
 
 
 @torch.library.custom_op("mrope::rotary", mutates_args=())
-def rotary(
+def triton_rotary(
     q: torch.Tensor,
     k: torch.Tensor,
     positions: torch.Tensor,
@@ -414,7 +417,7 @@ def rotary(
     return q_out, k_out
 
 
-@rotary.register_fake
+@triton_rotary.register_fake
 def _rotary_fake(
     q, k, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor, rotary_offset
 ):
@@ -422,7 +425,7 @@ def _rotary_fake(
 
 
 @torch.library.custom_op("mrope::rotary_", mutates_args=("q", "k"))
-def rotary_(
+def triton_rotary_(
     q: torch.Tensor,
     k: torch.Tensor,
     positions: torch.Tensor,
@@ -455,19 +458,15 @@ def rotary_(
     )
 
 
-@rotary_.register_fake
+@triton_rotary_.register_fake
 def _rotary_inplace_fake(
     q, k, positions, axis, freq, layout, rotary_dim, gptj, exact, conj, attention_factor, rotary_offset
 ):
     return None
 
 
-def _no_heads(x: torch.Tensor, layout: str) -> torch.Tensor:
-    return x.narrow(layouts.head_axis(layout), 0, 0)
-
-
 @torch.library.custom_op("mrope::rerotate_", mutates_args=("k",))
-def rerotate_(
+def triton_rerotate_(
     k: torch.Tensor,
     to_positions: torch.Tensor,
     from_positions: torch.Tensor,
@@ -482,9 +481,9 @@ def rerotate_(
     """Re-rotate keys in place from ``from_positions`` to ``to_positions`` (both ``[A, B, S]``), one launch."""
     launch(
         k,
-        _no_heads(k, layout),
+        layouts.no_heads(k, layout),
         k,
-        _no_heads(k, layout),
+        layouts.no_heads(k, layout),
         to_positions,
         axis,
         freq,
@@ -499,7 +498,7 @@ def rerotate_(
     )
 
 
-@rerotate_.register_fake
+@triton_rerotate_.register_fake
 def _rerotate_inplace_fake(
     k, to_positions, from_positions, axis, freq, layout, rotary_dim, gptj, exact, rotary_offset
 ):
@@ -507,7 +506,7 @@ def _rerotate_inplace_fake(
 
 
 @torch.library.custom_op("mrope::rerotate", mutates_args=())
-def rerotate(
+def triton_rerotate(
     k: torch.Tensor,
     to_positions: torch.Tensor,
     from_positions: torch.Tensor,
@@ -519,13 +518,13 @@ def rerotate(
     exact: bool,
     rotary_offset: int,
 ) -> torch.Tensor:
-    """Functional re-rotation: new keys, contiguous in ``layout``. Arguments as :func:`rerotate_`."""
+    """Functional re-rotation: new keys, contiguous in ``layout``. Arguments as :func:`triton_rerotate_`."""
     out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     launch(
         k,
-        _no_heads(k, layout),
+        layouts.no_heads(k, layout),
         out,
-        _no_heads(out, layout),
+        layouts.no_heads(out, layout),
         to_positions,
         axis,
         freq,
@@ -541,7 +540,7 @@ def rerotate(
     return out
 
 
-@rerotate.register_fake
+@triton_rerotate.register_fake
 def _rerotate_fake(
     k, to_positions, from_positions, axis, freq, layout, rotary_dim, gptj, exact, rotary_offset
 ):

@@ -21,7 +21,8 @@ from support.tiny_vlm import FAMILIES, patched
 import mrope
 from mrope.errors import PatchError
 from mrope.integrations import transformers as mt
-from mrope.integrations.tiny import tiny_config, tiny_model
+from mrope.integrations.transformers import patching, rotation
+from mrope.testing.tiny import tiny_config, tiny_model
 
 ATOL = 2e-6  # fp32 logits: the same rotation arithmetic, fused differently
 
@@ -30,13 +31,13 @@ ATOL = 2e-6  # fp32 logits: the same rotation arithmetic, fused differently
 def apply_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Counts the patched attention's calls of apply_mrope (one per layer per forward)."""
     calls: list[str] = []
-    real = mt.apply_mrope
+    real = rotation.apply_mrope
 
     def counting(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         calls.append(kwargs.get("layout", "thd"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(mt, "apply_mrope", counting)
+    monkeypatch.setattr(rotation, "apply_mrope", counting)
     return calls
 
 
@@ -316,9 +317,11 @@ def test_a_rotary_mrope_does_not_reproduce_is_refused_untouched(monkeypatch: pyt
 
 def test_positions_mrope_does_not_reproduce_are_refused_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
     net = tv.model("qwen2.5-vl")
-    real = mt._rules_of
+    real = patching.rules_of
     # a wrong convention for this check: released rules (pads 1) where the model pads with 0
-    monkeypatch.setattr(mt, "_rules_of", lambda config, family, convention: real(config, family, "released"))
+    monkeypatch.setattr(
+        patching, "rules_of", lambda config, family, convention: real(config, family, "released")
+    )
     with pytest.raises(PatchError, match="differ from"):
         mt.patch(net)
     assert _untouched(net)
@@ -741,7 +744,7 @@ def test_per_layer_type_rotaries_each_get_their_own_spec() -> None:
     prefill equals the unpatched model's."""
     from transformers import AutoModelForImageTextToText
 
-    from mrope.integrations.tiny import tiny_config
+    from mrope.testing.tiny import tiny_config
 
     name = "cohere-compass"
     config = tiny_config(name)
@@ -763,3 +766,15 @@ def test_per_layer_type_rotaries_each_get_their_own_spec() -> None:
             got = net(**kw, use_cache=False).logits
     assert thetas == {"sliding_attention": 1e4, "full_attention": 1e6}
     torch.testing.assert_close(got, want, rtol=0, atol=ATOL)
+
+
+def test_model_rules_read_the_config_through_from_pretrained() -> None:
+    """The patch reads a model's rules with mrope.from_pretrained (one reader of checkpoint fields), so a
+    config's seconds_per_chunk (the omni thinkers' audio-in-video chunk) is read too."""
+    import types
+
+    config = tiny_config("qwen2.5-omni")
+    config.seconds_per_chunk = 3
+    rules = mt.model_rules(types.SimpleNamespace(config=config))
+    assert rules.seconds_per_chunk == 3.0
+    assert rules == mrope.from_pretrained(config.to_dict()).rules_for("transformers5")

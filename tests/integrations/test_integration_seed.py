@@ -28,7 +28,8 @@ from support.tiny_vlm import FAMILIES, patched, recording
 import mrope
 from mrope.errors import PatchError
 from mrope.integrations import transformers as mt
-from mrope.integrations.tiny import tiny_model
+from mrope.integrations.transformers import patching
+from mrope.testing.tiny import tiny_model
 
 ATOL = 1e-5
 
@@ -302,13 +303,13 @@ def test_patch_probes_dynamic_ntk_past_the_original_length_and_restores_the_rota
     mt.patch(net)
     mt.unpatch(net)
     assert rotary.inv_freq is table and rotary.max_seq_len_cached == 2000
-    real = mt._spec_of
+    real = patching.spec_of
 
     def wrong_factor(config, layer_type=None):  # noqa: ANN001, ANN202
         spec = real(config, layer_type)
         return dataclasses.replace(spec, scaling=dataclasses.replace(spec.scaling, factor=2.0))
 
-    monkeypatch.setattr(mt, "_spec_of", wrong_factor)
+    monkeypatch.setattr(patching, "spec_of", wrong_factor)
     with pytest.raises(PatchError, match="does not reproduce"):
         mt.patch(net)
     assert not mt.is_patched(net) and rotary.inv_freq is table and rotary.max_seq_len_cached == 2000

@@ -1,0 +1,25 @@
+"""Test support for code that uses mrope: the invariance kit and tiny models to run it on.
+
+- :mod:`mrope.testing.invariance` (re-exported here): assertions on the q.k scores a model sees after
+  :func:`mrope.apply_mrope`: translation, crop, tile, prefill/decode and time invariance.
+- :mod:`mrope.testing.tiny`: tiny random-weight transformers models of a family, built from configs (no
+  hub), for tests, examples and benchmarks of code that puts mrope inside a model.
+"""
+
+from mrope.testing.invariance import (
+    assert_crop_invariant,
+    assert_prefill_decode_consistent,
+    assert_tile_invariant,
+    assert_time_aligned,
+    assert_translation_invariant,
+    rope_scores,
+)
+
+__all__ = [
+    "assert_crop_invariant",
+    "assert_prefill_decode_consistent",
+    "assert_tile_invariant",
+    "assert_time_aligned",
+    "assert_translation_invariant",
+    "rope_scores",
+]
