@@ -1,4 +1,4 @@
-"""The README's table of supported families, rendered from the registry (Markdown)."""
+"""The table of supported families (docs/families.md), rendered from the registry (Markdown)."""
 
 from __future__ import annotations
 
