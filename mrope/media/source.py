@@ -145,7 +145,7 @@ def _size_of(f: IO[bytes]) -> int:
 
 
 @contextmanager
-def open_source(source: Any) -> Iterator[OpenSource]:
+def open_source(source: Source) -> Iterator[OpenSource]:
     """Open ``source`` for reading; a path is closed on exit, a caller's file object is not.
 
     Raises:
