@@ -185,6 +185,12 @@ def test_request_pipelined_after_a_500_is_answered(failing_server):
     if closed and len(answers) == 1:  # a 500 that closes must say so
         assert answers[0][1].get("connection") == "close", answers[0][1]
     assert [a[0] for a in answers] == [500, 200], got[:2000]
+    # a 500 given before the body was read closes the connection, and says so
+    raw = b"POST /fail/early HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello"
+    got, closed = exchange(failing_server.port, raw, 2, timeout_s=5)
+    answers = split_responses(got)
+    assert closed and [a[0] for a in answers] == [500], got[:2000]
+    assert answers[0][1].get("connection") == "close", answers[0][1]
 
 
 def test_every_closing_error_says_connection_close(server):

@@ -1,7 +1,7 @@
 """An app with routes that fail like a bug would, for tests that need a real 500 from a real server.
 
 ``failing_app.create`` is a factory for :func:`mrope.service.server.run` (``app=..., factory=True``):
-the service app plus ``GET /fail/{anything}`` (raises after the request is read) and
+the service app plus ``GET`` and ``POST /fail/{anything}`` (raises, reading no body) and
 ``POST /read/{anything}`` (reads its whole body, so a client that leaves mid-body is a disconnect).
 ``{anything}`` may hold any character, line breaks included (the raw path of a log-injection attempt).
 """
@@ -21,7 +21,7 @@ FACTORY = "support.failing_app:create"
 def create() -> FastAPI:
     app = create_app()
 
-    @app.get("/fail/{rest:path}")
+    @app.api_route("/fail/{rest:path}", methods=["GET", "POST"])
     async def fail(rest: str) -> Response:
         raise RuntimeError("a bug, on purpose")
 
