@@ -3,7 +3,8 @@ concurrency limit (pure ASGI middlewares).
 
 - :class:`AccessLog` (outermost): gives every request an id (the client's ``X-Request-ID`` when it is
   short and plain, else a new one), returns it in the ``X-Request-ID`` header and in every error body,
-  writes one line per request to logger ``mrope.access`` (never a header, so never a key) and records
+  writes one line per request to logger ``mrope.access`` (never a header, so never a key; the path with
+  its control characters escaped, so one request is one line) and records
   the request metrics. An error answered in full (a 500) ends there, so its connection stays open.
 - :class:`ApiKeys`: with ``MROPE_API_KEYS`` set, every path but ``/healthz`` needs
   ``Authorization: Bearer <key>`` (401 otherwise); keys are compared in constant time.
@@ -24,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import CURRENT_REQUEST, RequestInfo, error_response
 from .guards import closing_headers
+from .logtext import log_text
 from .metrics import Metrics
 
 access_log = logging.getLogger("mrope.access")
@@ -101,8 +103,8 @@ class AccessLog:
                 access_log.info(
                     '%s "%s %s" %d %dB %.1fms id=%s%s',
                     f"{client[0]}:{client[1]}" if client else "-",
-                    scope.get("method", ""),
-                    path[:200],
+                    log_text(scope.get("method", ""), 20),
+                    log_text(path),
                     status,
                     sent,
                     seconds * 1e3,

@@ -19,6 +19,8 @@ from PIL import Image as PILImage
 from support.failing_app import FACTORY
 from support.service_proc import ROOT, rss_mib, serve
 
+from mrope.service.logtext import log_text
+
 pytestmark = pytest.mark.timeout(240)
 
 BAD_FORMATS = ["{0.foo}", "{0[0]}", "{!r}", "{:{}}", "{}{}", "{x}", "no field", "{:q}"]
@@ -240,3 +242,18 @@ def test_raw_paths_are_escaped_in_every_log_line(failing_server):
     assert "client disconnected during POST /read/d\\r\\n2026" in log, log[-3000:]
     assert '"GET /x\\r\\n2026-01-01' in log and '"GET /y\\x00z\\x1b[31m"' in log, log[-3000:]
     assert_one_line_per_request(log)
+
+
+@pytest.mark.parametrize(
+    "text,line",
+    [
+        ("/plain/ü", "/plain/ü"),
+        ("/a\r\nb", "/a\\r\\nb"),
+        ("/\x00\x1b\x7f\t", "/\\x00\\x1b\\x7f\\t"),
+        ("/\u2028\x85", "/\\u2028\\x85"),
+        ("/a\\r", "/a\\\\r"),  # a literal backslash cannot pass for an escape
+    ],
+)
+def test_log_text_is_one_unambiguous_line(text, line):
+    assert log_text(text) == line
+    assert log_text("x" * 500) == "x" * 200
