@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mrope.errors import LayoutError
+from mrope.grid import MAX_TILES
 
 _SEQUENCES = frozenset((tuple, list))
 _INT = frozenset((int,))
@@ -54,6 +55,27 @@ def _thumbnail_grid(value: Any, owner: str) -> tuple[int, int, int]:
     if grid[0] != 1:
         raise LayoutError(f"{owner} thumbnail_grid is one frame, (1, h, w); got {value!r}")
     return grid
+
+
+def _sized(value: Any, n: int) -> bool:
+    """Whether ``value`` has a length and it is ``n`` (checked before any copy of it is made)."""
+    try:
+        return len(value) == n
+    except TypeError:
+        return False
+
+
+def _tiles(value: Any, owner: str) -> tuple[int, int]:
+    """``(cols, rows)``: two positive ints whose product is at most :data:`mrope.grid.MAX_TILES`."""
+    tiles = _exact_ints(value)
+    if tiles is None or len(tiles) != 2 or min(tiles) < 1:
+        raise LayoutError(f"{owner} tiles must be (cols, rows), two positive ints; got {value!r}")
+    if tiles[0] * tiles[1] > MAX_TILES:
+        raise LayoutError(
+            f"{owner} tiles {tiles[0]}x{tiles[1]} are {tiles[0] * tiles[1]} tiles; at most {MAX_TILES} are "
+            "supported"
+        )
+    return tiles  # type: ignore[return-value]
 
 
 def _positive(value: Any, name: str) -> float:
@@ -152,19 +174,17 @@ class Image:
             if self.tiles is None or self.thumbnail:
                 raise LayoutError("Image thumbnail_grid needs tiles=(cols, rows) and no thumbnail=True")
         if self.tiles is not None:
-            tiles = _exact_ints(self.tiles)
-            if tiles is None or len(tiles) != 2 or min(tiles) < 1:
-                raise LayoutError(f"Image tiles must be (cols, rows), two positive ints; got {self.tiles!r}")
+            tiles = _tiles(self.tiles, "Image")
             object.__setattr__(self, "tiles", tiles)
             if self.grid[0] != 1:
                 raise LayoutError(f"a tiled Image must have t == 1 in its grid; got grid {self.grid}")
-            n = tiles[0] * tiles[1]
+            n = tiles[0] * tiles[1]  # at most MAX_TILES: the order below is checked in O(n) memory
             if self.tile_order is not None:
-                order = _exact_ints(self.tile_order)
+                order = _exact_ints(self.tile_order) if _sized(self.tile_order, n) else None
                 if order is None or sorted(order) != list(range(n)):
                     raise LayoutError(
                         f"Image tile_order must be a permutation of 0..{n - 1} for {tiles[0]}x{tiles[1]} "
-                        f"tiles; got {self.tile_order!r}"
+                        f"tiles; got {reprlib.repr(self.tile_order)}"
                     )
                 object.__setattr__(self, "tile_order", order)
         elif self.thumbnail or self.tile_order is not None:
@@ -291,10 +311,7 @@ class Video:
         if (self.tiles is None) != (self.thumbnail_grid is None):
             raise LayoutError("Video tiles and thumbnail_grid go together (MiniCPM-V's sliced frames)")
         if self.tiles is not None:
-            tiles = _exact_ints(self.tiles)
-            if tiles is None or len(tiles) != 2 or min(tiles) < 1:
-                raise LayoutError(f"Video tiles must be (cols, rows), two positive ints; got {self.tiles!r}")
-            object.__setattr__(self, "tiles", tiles)
+            object.__setattr__(self, "tiles", _tiles(self.tiles, "Video"))
             object.__setattr__(self, "thumbnail_grid", _thumbnail_grid(self.thumbnail_grid, "Video"))
 
     def resolved_second_per_grid(self, temporal_patch_size: int, default_fps: float) -> float:

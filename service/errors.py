@@ -23,6 +23,8 @@ from starlette.responses import Response
 from mrope import schema
 from mrope.errors import LayoutError, MediaError, MRopeError, SpecError, TokenError
 
+from .logtext import log_text
+
 log = logging.getLogger("mrope.service")
 
 _HTTP_CODES = {
@@ -184,16 +186,22 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, code, message, exc.headers)
 
 
+def _log_path(request: Request) -> str:
+    """The request's raw path for a log line, escaped (``request.url`` would drop its CR, LF and tabs,
+    gluing what followed them to the path)."""
+    return log_text(request.scope.get("path", ""))
+
+
 async def _client_disconnect(request: Request, exc: Exception) -> Response:
     # nobody will read this answer; it only keeps a vanished client out of the error log
-    log.info("client disconnected during %s %s", request.method, request.url.path)
+    log.info("client disconnected during %s %s", log_text(request.method, 20), _log_path(request))
     return error_response(
         400, "client_disconnected", "the client disconnected before the request body was read"
     )
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    log.exception("unhandled error on %s %s", log_text(request.method, 20), _log_path(request), exc_info=exc)
     return error_response(500, "internal_error", f"internal error ({type(exc).__name__}); this is a bug")
 
 

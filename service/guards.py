@@ -36,6 +36,9 @@ from .render import OutputFormat, negotiate
 FORMAT_KEY = "mrope.output_format"
 """ASGI scope key of the output format negotiated by the guard."""
 
+BODY_STATE = "mrope.body_state"
+"""ASGI scope key of the request's :class:`BodyState`, set by :class:`RequestGuard` (see :func:`closing_headers`)."""
+
 BODY_RECEIVED = "mrope.body_received"
 """ASGI scope key that :class:`mrope.service.protocol.HttpToolsProtocol` sets once the whole request body has
 arrived: reading it then cannot wait, so no read deadline is armed (a timer per read costs more than a
@@ -116,15 +119,22 @@ class RequestGuard:
             await response(scope, receive, send)
             return
         body = BodyState(complete=not has_body(headers))
+        scope[BODY_STATE] = body  # read by closing_headers, in the outermost middleware
+        await self.app(scope, counting_receive(receive, route, self.pace, body, scope), send)
 
-        async def send_closing(message: Message) -> None:
-            # an answer given before the body was read to its end (a cap, a deadline, an early error)
-            # closes the connection: the rest of the body is never read
-            if message["type"] == "http.response.start" and not body.complete:
-                message["headers"] = [*message.get("headers", ()), (b"connection", b"close")]
-            await send(message)
 
-        await self.app(scope, counting_receive(receive, route, self.pace, body, scope), send_closing)
+CLOSE = ((b"connection", b"close"),)
+
+
+def closing_headers(scope: Scope) -> tuple[tuple[bytes, bytes], ...]:
+    """``Connection: close`` when the request's body was not read to its end, else nothing.
+
+    An answer given before (a cap, a deadline, an early error, a 500) closes the connection: the rest
+    of the body is never read. The outermost middleware (:class:`mrope.service.operator.AccessLog`)
+    adds these headers, so the 500s of Starlette's error middleware, outside the guard, get them too.
+    """
+    body = scope.get(BODY_STATE)
+    return CLOSE if body is not None and not body.complete else ()
 
 
 def has_body(headers: Mapping[bytes, bytes]) -> bool:

@@ -45,6 +45,7 @@ from mrope.schema import FileItem
 
 from .convert import check_audio_meta, check_image_pixels, check_video_meta
 from .errors import ServiceError
+from .logtext import log_text
 from .settings import Settings
 from .uploads import StoredFile
 
@@ -214,7 +215,7 @@ def load_file(
         raise type(exc)(_rename(str(exc), stored)) from None
     except Exception as exc:  # noqa: BLE001 - decoders raise many types on bad bytes
         if os.path.exists(stored.path):  # else the request timed out and its spool is gone: nobody waits
-            log.warning("media reader raised %s on %s: %s", type(exc).__name__, name, exc)
+            log.warning("media reader raised %s on %s: %s", type(exc).__name__, name, log_text(str(exc), 500))
         raise ServiceError(
             422, "invalid_media", f"{name} cannot be read: {type(exc).__name__}: {exc}"[:500]
         ) from None

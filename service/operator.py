@@ -3,8 +3,9 @@ concurrency limit (pure ASGI middlewares).
 
 - :class:`AccessLog` (outermost): gives every request an id (the client's ``X-Request-ID`` when it is
   short and plain, else a new one), returns it in the ``X-Request-ID`` header and in every error body,
-  writes one line per request to logger ``mrope.access`` (never a header, so never a key) and records
-  the request metrics.
+  writes one line per request to logger ``mrope.access`` (never a header, so never a key; the path with
+  its control characters escaped, so one request is one line) and records
+  the request metrics. An error answered in full (a 500) ends there, so its connection stays open.
 - :class:`ApiKeys`: with ``MROPE_API_KEYS`` set, every path but ``/healthz`` needs
   ``Authorization: Bearer <key>`` (401 otherwise); keys are compared in constant time.
 - :class:`ConcurrencyLimit`: at most ``MROPE_MAX_CONCURRENT`` requests in progress (probes and metrics
@@ -23,6 +24,8 @@ from collections.abc import Collection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import CURRENT_REQUEST, RequestInfo, error_response
+from .guards import closing_headers
+from .logtext import log_text
 from .metrics import Metrics
 
 access_log = logging.getLogger("mrope.access")
@@ -64,19 +67,27 @@ class AccessLog:
         start = time.perf_counter()
         status = 500
         sent = 0
+        complete = False
         header = (REQUEST_ID_HEADER.lower().encode(), info.request_id.encode())
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status, sent
+            nonlocal status, sent, complete
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [*message.get("headers", ()), header]
+                message["headers"] = [*message.get("headers", ()), header, *closing_headers(scope)]
             elif message["type"] == "http.response.body":
                 sent += len(message.get("body", b""))
+                complete = not message.get("more_body", False)
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception:
+            # Starlette's error middleware re-raises the bug it has just answered (a 500, logged by
+            # mrope.service.errors); the server would close the connection without a word and drop a
+            # pipelined request. Answered in full, it ends here and the connection lives on.
+            if not complete:
+                raise
         finally:
             CURRENT_REQUEST.reset(token)
             seconds = time.perf_counter() - start
@@ -92,8 +103,8 @@ class AccessLog:
                 access_log.info(
                     '%s "%s %s" %d %dB %.1fms id=%s%s',
                     f"{client[0]}:{client[1]}" if client else "-",
-                    scope.get("method", ""),
-                    path[:200],
+                    log_text(scope.get("method", ""), 20),
+                    log_text(path),
                     status,
                     sent,
                     seconds * 1e3,

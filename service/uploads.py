@@ -281,8 +281,10 @@ async def receive_upload(
     folder = tempfile.mkdtemp(prefix=spool_prefix(), dir=settings.temp_root)
     reader = _FormReader(folder, settings, budget)
     try:
-        parser = MultipartParser(_boundary(request), reader.callbacks())  # type: ignore[arg-type]
+        boundary = _boundary(request)
         try:
+            # inside the try: the parser refuses some boundaries (over 256 bytes) as it is built
+            parser = MultipartParser(boundary, reader.callbacks())  # type: ignore[arg-type]
             with anyio.fail_after(settings.upload_timeout_s):
                 async for chunk in request.stream():
                     if chunk:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from mrope.errors import LayoutError, TokenError
-from mrope.grid import MAX_TILES, merged_grid
+from mrope.grid import merged_grid
 from mrope.layout.counter import CounterPlan, planned_tokens, video_time
 from mrope.layout.pieces import fill_pieces
 from mrope.layout.token_scan import GridQueue, TokenInputs, TokenRuns, scan_batch
@@ -239,10 +239,6 @@ class CanvasPlan(CounterPlan):
             self.text(1, rules.vision_end_id, "wrapper", index)
             if seg.tiles is not None:
                 cols, rows = seg.tiles
-                if cols * rows > MAX_TILES:
-                    raise LayoutError(
-                        f"{kind} (segment {index}): {cols * rows} tiles; at most {MAX_TILES} are supported"
-                    )
                 _, hh, ww = merged_grid(grid, m, f"{kind} (segment {index})")
                 if hh % rows or ww % cols:
                     raise LayoutError(

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mrope.errors import LayoutError
-from mrope.grid import MAX_TILES, TEXT_FILL_ID, frame_tokens, merged_grid, target_positions, temporal_index
+from mrope.grid import TEXT_FILL_ID, frame_tokens, merged_grid, target_positions, temporal_index
 from mrope.layout.pieces import (
     Block,
     TextRun,
@@ -234,10 +234,6 @@ class CounterPlan:
             )
         cols, rows = img.tiles
         _, hh, ww = merged
-        if cols * rows > MAX_TILES:
-            raise LayoutError(
-                f"image (segment {index}): {cols * rows} tiles; at most {MAX_TILES} are supported"
-            )
         if hh % rows or ww % cols:
             raise LayoutError(
                 f"image (segment {index}): merged grid {hh}x{ww} (h x w) does not split into {rows} rows "

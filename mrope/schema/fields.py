@@ -8,8 +8,6 @@ becomes the canonical name; rule overrides are generated from :class:`mrope.Layo
 from __future__ import annotations
 
 import functools
-import re
-import string
 import typing
 from collections.abc import Mapping
 from dataclasses import fields as dataclass_fields
@@ -20,7 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model,
 from mrope import models as registry
 from mrope.errors import MRopeError
 from mrope.media.audio import MAX_AUDIO_SECONDS
-from mrope.rules import LayoutRules
+from mrope.rules import LayoutRules, check_timestamp_format
 
 from .errors import RequestError
 
@@ -152,29 +150,13 @@ def _override_type(hint: Any) -> Any:
     return hint
 
 
-_FORMAT_NUMBER = re.compile(r"\d+")
-
-
-def _check_timestamp_format(value: Any) -> Any:
-    """Refuse format specs with huge widths or precisions (``{:>999999999}`` would allocate a GB)."""
-    if isinstance(value, str):
-        try:
-            parsed = list(string.Formatter().parse(value))
-        except ValueError as exc:
-            raise ValueError(f"timestamp_format is not a valid format string: {exc}") from None
-        for _, _, spec, _ in parsed:
-            if spec and any(int(n) > 64 for n in _FORMAT_NUMBER.findall(spec)):
-                raise ValueError(f"timestamp_format spec {spec!r} asks for a width or precision over 64")
-    return value
-
-
 def _rules_model() -> type[BaseModel]:
     hints = typing.get_type_hints(LayoutRules)
     spec: dict[str, Any] = {}
     for f in dataclass_fields(LayoutRules):
         hint = _RULE_TYPES.get(f.name) or _override_type(hints[f.name])
         if f.name == "timestamp_format":
-            hint = Annotated[hint, AfterValidator(_check_timestamp_format)]
+            hint = Annotated[hint, AfterValidator(check_timestamp_format)]
         spec[f.name] = (Union[hint, None], None)  # noqa: UP007
     return create_model(  # type: ignore[call-overload, no-any-return]
         "RulesOverrides",

@@ -1,0 +1,49 @@
+"""Bounds the value types check for every face (issue 23 items 3 and 5): tile counts and tile orders
+before anything is allocated, and timestamp formats of exactly one float field."""
+
+from __future__ import annotations
+
+import pytest
+
+import mrope
+from mrope import Image, LayoutRules, Video
+from mrope.grid import MAX_TILES
+from mrope.rules import check_timestamp_format
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Image(grid=(1, 4, 4), tiles=(10000, 5000), tile_order=(0,)),
+        lambda: Image(grid=(1, 4, 4), tiles=(2**31 - 1, 3), tile_order=(0, 1)),
+        lambda: Image(grid=(1, 4, 4), tiles=(MAX_TILES + 1, 1)),
+        lambda: Video(grid=(2, 4, 4), tiles=(MAX_TILES, 2), thumbnail_grid=(1, 4, 4)),
+    ],
+)
+def test_tile_counts_over_the_bound_are_refused(make):
+    with pytest.raises(mrope.LayoutError, match=f"at most {MAX_TILES}"):
+        make()
+
+
+def test_tile_order_length_is_checked_first():
+    with pytest.raises(mrope.LayoutError, match="permutation") as info:
+        Image(grid=(1, 4, 4), tiles=(2, 2), tile_order=tuple(range(100_000)))
+    assert len(str(info.value)) < 300  # the order is not echoed in full
+    assert Image(grid=(1, 4, 4), tiles=(2, 2), tile_order=range(3, -1, -1)).tile_order == (3, 2, 1, 0)
+
+
+@pytest.mark.parametrize(
+    "fmt", ["{0.foo}", "{0[0]}", "{0}", "{x}", "{!r}", "{:{}}", "{}{}", "none", "{:q}", 5]
+)
+def test_timestamp_format_is_one_positional_float_field(fmt):
+    with pytest.raises(mrope.LayoutError, match=r"exactly one float field, \{\} or \{:spec\}"):
+        LayoutRules(timestamp_format=fmt)
+    with pytest.raises(ValueError):
+        check_timestamp_format(fmt)
+
+
+def test_timestamp_format_width_is_bounded_in_the_library_too():
+    with pytest.raises(mrope.LayoutError, match="width or precision over 64"):
+        LayoutRules(timestamp_format="{:>999999999}")
+    assert LayoutRules(timestamp_format="{{t}} {:>64.2f}").format_timestamp(1.5).endswith("1.50")
+    assert LayoutRules(timestamp_format="{:d}").format_timestamp(2.9) == "2"
