@@ -4,7 +4,7 @@ Each family module defines ``FAMILY = ModelFamily(...)`` (:mod:`mrope.models.fam
 :mod:`mrope.models.registry` indexes the families and holds every lookup by name (:func:`get_family`,
 :func:`resolve_rules`, :func:`resolve_spec`, :data:`PRESET_NAMES`); :mod:`mrope.models.config` reads a
 Hugging Face config dict into a spec (:func:`spec_from_config`); :mod:`mrope.models.table` renders the
-README's family table. This package gathers their public names, and installs the deprecated aliases the
+family table of docs/families.md. This package gathers their public names, and installs the deprecated aliases the
 value types used to carry (``LayoutRules.preset``, ``RopeSpec.preset``, ``RopeSpec.from_hf_config``,
 ``mrope.rules.resolve_rules``, ``mrope.rules.PRESET_NAMES``, ``mrope.spec.PRESET_NAMES``): the value types
 import nothing of the registry, so the registry puts the old paths back onto them.

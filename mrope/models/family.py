@@ -98,7 +98,7 @@ class ModelFamily:
         spec: the released checkpoints' :class:`RopeSpec`.
         transformers5: :class:`LayoutRules` field overrides (pad value included) that reproduce the
             family's own transformers 5.24 ``get_rope_index``; applied by ``convention="transformers5"``.
-        exactness: one line for the README family table: what is exact against what.
+        exactness: one line for the family table (docs/families.md): what is exact against what.
         config_ids: ``config.json`` token-id keys -> the :class:`LayoutRules` field (or fields) they set
             (read by :func:`mrope.from_pretrained`).
         checkpoint_fields: overrides of :data:`mrope.checkpoint.CHECKPOINT_FIELDS`, the table of which

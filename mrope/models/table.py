@@ -43,7 +43,7 @@ def _spec_summary(spec: RopeSpec) -> str:
 
 
 def family_table() -> str:
-    """The README's table of supported families, generated from the registry (Markdown)."""
+    """The table of supported families (docs/families.md), generated from the registry (Markdown)."""
     rows = [
         "| family | model types | layout rules | rotary (released) | exact against |",
         "|---|---|---|---|---|",
