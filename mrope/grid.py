@@ -12,16 +12,13 @@ import numpy as np
 
 from mrope.errors import LayoutError
 from mrope.rules import LayoutRules
+from mrope.segments import MAX_TILES  # the bound lives with the value type that checks it
 
 TEXT_FILL_ID = 0
 """Token id written into :attr:`Positions.input_ids` for text given as a count only."""
 
 MAX_POSITION = 2**62
 """Largest position the builder writes: int64 with headroom for ``position + delta`` arithmetic."""
-
-MAX_TILES = 1 << 16
-"""Most tiles one image (or video frame) may have, checked when the segment is made (:mod:`mrope.segments`);
-InternVL-style plans use up to a few dozen."""
 
 MAX_GENERATED_TOKENS = 1 << 22
 """Most tokens of images to generate per sequence (GLM-Image's largest target, 2048 px at 32 px a token,

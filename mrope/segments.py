@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from mrope.errors import LayoutError
-from mrope.grid import MAX_TILES
+
+MAX_TILES = 1 << 16
+"""Most tiles one image (or video frame) may have, checked when the segment is made; InternVL-style plans
+use up to a few dozen."""
 
 _SEQUENCES = frozenset((tuple, list))
 _INT = frozenset((int,))
@@ -66,7 +69,7 @@ def _sized(value: Any, n: int) -> bool:
 
 
 def _tiles(value: Any, owner: str) -> tuple[int, int]:
-    """``(cols, rows)``: two positive ints whose product is at most :data:`mrope.grid.MAX_TILES`."""
+    """``(cols, rows)``: two positive ints whose product is at most :data:`MAX_TILES`."""
     tiles = _exact_ints(value)
     if tiles is None or len(tiles) != 2 or min(tiles) < 1:
         raise LayoutError(f"{owner} tiles must be (cols, rows), two positive ints; got {value!r}")
