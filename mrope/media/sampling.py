@@ -286,12 +286,18 @@ def glm4v_frame_indices(
             ]
     if not raw:
         raise MediaError(f"max_duration {limit:g} s at {want:g} fps samples no frame")
+    return _distinct_padded_even(raw)
+
+
+def _distinct_padded_even(indices: list[int]) -> np.ndarray:
+    """int64 ``[n]``: ``indices`` with repeats dropped (first occurrence kept, order kept), then the last one
+    repeated once if the count is odd, as the GLM-4.1V and GLM-4.6V video processors do before patching."""
     seen: set[int] = set()
     out: list[int] = []
-    for i in raw:
-        if i not in seen:
-            seen.add(i)
-            out.append(i)
+    for k in indices:
+        if k not in seen:
+            seen.add(k)
+            out.append(k)
     if len(out) % 2:
         out.append(out[-1])
     return np.asarray(out, dtype=np.int64)
@@ -363,15 +369,7 @@ def glm46v_frame_indices(
             raw = np.linspace(0, last, want, dtype=int).tolist()
         else:
             raw = taken
-    seen: set[int] = set()
-    out: list[int] = []
-    for k in raw:
-        if k not in seen:
-            seen.add(k)
-            out.append(k)
-    if len(out) % 2:
-        out.append(out[-1])
-    return np.asarray(out, dtype=np.int64)
+    return _distinct_padded_even(raw)
 
 
 _TORCH_FLOAT_LANES = 8
