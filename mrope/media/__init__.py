@@ -9,8 +9,9 @@ omni models, from container metadata.
 """
 
 from mrope.media.audio import MAX_AUDIO_SECONDS, has_audio_stream, load_audio, probe_audio
+from mrope.media.crops import AlignedCrop, align_box, crop_step
 from mrope.media.detect import MediaKind, detect_media_kind
-from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
+from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS, crop_segment, image_grid, image_size, load_image
 from mrope.media.info import AudioInfo, FrameSize, VideoInfo
 from mrope.media.resize import (
     MAX_ASPECT_RATIO,
@@ -42,7 +43,11 @@ from mrope.media.video import (
 )
 
 __all__ = [
+    "AlignedCrop",
     "AudioInfo",
+    "align_box",
+    "crop_segment",
+    "crop_step",
     "has_audio_stream",
     "load_audio",
     "probe_audio",
