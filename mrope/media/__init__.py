@@ -13,6 +13,7 @@ from mrope.media.crops import AlignedCrop, align_box, crop_step
 from mrope.media.detect import MediaKind, detect_media_kind
 from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS, crop_segment, image_grid, image_size, load_image
 from mrope.media.info import AudioInfo, FrameSize, VideoInfo
+from mrope.media.readers import DEFAULT_READER, READERS, Reader, ReaderInfo, reader_info
 from mrope.media.resize import (
     MAX_ASPECT_RATIO,
     smart_resize,
@@ -53,12 +54,16 @@ __all__ = [
     "probe_audio",
     "DEFAULT_MAX_IMAGE_PIXELS",
     "DEFAULT_MAX_PACKETS",
+    "DEFAULT_READER",
     "FRAME_FACTOR",
     "FrameSize",
     "MAX_ASPECT_RATIO",
     "MAX_AUDIO_SECONDS",
     "MAX_SAMPLED_VIDEO_FRAMES",
     "MediaKind",
+    "READERS",
+    "Reader",
+    "ReaderInfo",
     "TilePlan",
     "VideoInfo",
     "decode_data_uri",
@@ -76,6 +81,7 @@ __all__ = [
     "open_url",
     "plan_tiles",
     "probe_video",
+    "reader_info",
     "qwen3_vl_frame_indices",
     "sample_fps",
     "sample_frame_indices",
