@@ -39,7 +39,9 @@ from transformers.video_utils import load_video as hf_load_video
 
 from mrope.errors import MediaError
 from mrope.media import DEFAULT_READER, READERS, load_video, probe_video, reader_info
+from mrope.models import names, resolve_rules
 
+DOCS = Path(__file__).parents[2] / "docs" / "readers.md"
 VFR_TIMES = [
     round(float(t), 3) for t in np.r_[np.linspace(0, 0.5, 20, endpoint=False), np.linspace(0.5, 2.98, 20)]
 ]
@@ -182,8 +184,17 @@ def test_the_issues_grids_follow_the_reader(files) -> None:
     assert load_video(rotated, model="qwen3-vl").grid == (8, 28, 20)  # no reader named: display size
 
 
-def test_reader_names_and_bounds() -> None:
+def test_reader_names_and_the_documented_default_per_family() -> None:
     assert DEFAULT_READER == "torchcodec" and set(READERS) == {"torchcodec", "pyav", "torchvision", "decord"}
+    # docs/readers.md lists every family mrope sizes videos for, with its sampler and loader
+    rows = [line.split("|")[1:-1] for line in DOCS.read_text().splitlines() if line.startswith("| `")]
+    table = {r[0].strip(" `"): (r[1].strip(), r[2].strip(" `")) for r in rows if r[0].strip(" `") in names()}
+    sized = {
+        n: resolve_rules(n)
+        for n in names()
+        if resolve_rules(n).video_support == "sized" and resolve_rules(n).positions_base != "canvas"
+    }
+    assert table == {n: (lay.frame_sampling, DEFAULT_READER) for n, lay in sized.items()}
 
 
 def test_reader_refusals(files) -> None:
