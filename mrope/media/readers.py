@@ -11,7 +11,9 @@ every reader here counts frames from the stream (a packet scan, at most ``max_pa
 - ``"torchcodec"`` (``read_video_torchcodec``; ``VideoDecoder(seek_mode="exact")``): the frames counted
   by its scan (one a packet), ``average_fps = num_frames / (end - begin)`` where ``begin`` is the
   smallest packet timestamp and ``end`` the largest timestamp plus duration (torchcodec
-  ``_core/Metadata.cpp`` ``get_average_fps``), and frames rotated upright (the display size). It is the
+  ``_core/Metadata.cpp`` ``get_average_fps``), and frames rotated upright, the display size (its
+  documented behaviour: "TorchCodec automatically applies this rotation during decoding"; its
+  ``width`` / ``height`` are post-rotation; OpenCV's FFmpeg capture rotates too). It is the
   loader every family's processor uses for a video path or URL (``fetch_videos``,
   ``video_processing_utils.py:566``), so the default of every family.
 - ``"pyav"`` (``read_video_pyav``, the default backend of ``transformers.video_utils.load_video``):

@@ -12,23 +12,15 @@ more than 25 % off the median) the file is variable-rate and ``frame_times`` hol
 Rotation. Phones record portrait video as landscape coded frames plus a display rotation (the MP4 / MOV
 ``tkhd`` matrix, the Matroska projection). :class:`VideoInfo` reports both: ``width`` / ``height`` are
 the display size (after the rotation), ``rotation`` the rotation and ``coded_size`` the coded frames'
-size. Which of the two sizes a model is given depends on the reader that decodes the file, not on the
-model (transformers 5.24, PyAV 18; ``tests/media/test_vision_rotation.py`` runs the PyAV readers):
-
-- display size (the reader rotates): torchcodec (its documented behaviour: "TorchCodec automatically
-  applies this rotation during decoding"; its ``width`` / ``height`` are post-rotation). It is the
-  reader transformers' video processors use for a video path or URL (``fetch_videos``; so
-  ``processor(videos=path)`` and ``apply_chat_template`` with a video file), and qwen-vl-utils' first
-  choice when it is installed. OpenCV's FFmpeg capture rotates too (``CAP_PROP_ORIENTATION_AUTO``).
-- coded size (no rotation): transformers' own ``transformers.video_utils.load_video``, whose default
-  backend is ``"pyav"`` (``read_video_pyav``: ``frame.to_ndarray(format="rgb24")``), PyAV itself, and
-  torchvision's ``read_video`` (it decodes with PyAV; transformers' and qwen-vl-utils' last fallback).
-  decord 0.6.0 (its own FFmpeg 4.1) turns 180 but fails on 90 / 270 MP4 / MOV files in ``get_batch``
-  (qwen-vl-utils then falls back to torchvision: coded) and does not rotate Matroska.
-
-So :func:`load_video` and :func:`decode_frames` take ``frame_size``: ``"display"`` (the default: the
-released processors' own path, torchcodec) or ``"coded"`` (frames decoded by PyAV, transformers'
-``load_video`` or torchvision, then handed to the processor as arrays). For 90 / 270 the two grids have
+size. Which of the two a model is given depends on the loader that decodes the file, not on the model
+(transformers 5.24, PyAV 18; ``tests/media/test_vision_rotation.py`` runs the PyAV readers): torchcodec,
+which transformers' video processors use for a video path or URL (``fetch_videos``), rotates (display
+size); transformers' own ``load_video`` (default backend ``"pyav"``), PyAV and torchvision do not
+(coded size); decord 0.6.0 fails on 90 / 270 MP4 / MOV files. :mod:`mrope.media.readers` has each
+loader's frame count, rate and orientation. So :func:`load_video` and :func:`decode_frames` take
+``frame_size``: ``"display"`` (the default: the released processors' own path) or ``"coded"`` (frames
+decoded by PyAV, transformers' ``load_video`` or torchvision, then handed to the processor as arrays),
+and :func:`load_video` takes ``reader=`` to follow one loader entirely. For 90 / 270 the two grids have
 h and w swapped, and every h / w position of the video differs.
 
 Safety. Files reach FFmpeg only through :func:`mrope.media.container.open_container`, as a byte stream
