@@ -12,6 +12,9 @@ new module object itself, so ``mrope.old is mrope.new`` and monkeypatching eithe
 A name that moved out of a module that stays gets :func:`moved_names`, which returns a module
 ``__getattr__`` (PEP 562); the module that owns the new home installs it, so the old module imports
 nothing above it.
+
+A call form that changed (an argument that moved or became redundant) keeps working through the new
+function, which calls :func:`warn_signature` when it sees the old form.
 """
 
 from __future__ import annotations
@@ -27,6 +30,16 @@ def warn_moved(old: str, new: str, stacklevel: int = 3) -> None:
     """Warn that the public path ``old`` is now ``new`` (``DeprecationWarning``)."""
     warnings.warn(
         f"{old} has moved to {new}; the old path is a deprecated alias and will be removed in a later release",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def warn_signature(old: str, new: str, stacklevel: int = 3) -> None:
+    """Warn that a public call form ``old`` is now ``new`` (``DeprecationWarning``): the old form still
+    works, through an alias that converts it."""
+    warnings.warn(
+        f"{old} is deprecated; call {new} (the old form still works and will be removed in a later release)",
         DeprecationWarning,
         stacklevel=stacklevel,
     )
@@ -54,4 +67,4 @@ def moved_names(module_name: str, moved: Mapping[str, tuple[Any, str]]) -> Calla
     return __getattr__
 
 
-__all__ = ["alias_module", "moved_names", "warn_moved"]
+__all__ = ["alias_module", "moved_names", "warn_moved", "warn_signature"]

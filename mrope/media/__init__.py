@@ -9,9 +9,11 @@ omni models, from container metadata.
 """
 
 from mrope.media.audio import MAX_AUDIO_SECONDS, has_audio_stream, load_audio, probe_audio
+from mrope.media.crops import AlignedCrop, align_box, crop_step
 from mrope.media.detect import MediaKind, detect_media_kind
-from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
+from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS, crop_segment, image_grid, image_size, load_image
 from mrope.media.info import AudioInfo, FrameSize, VideoInfo
+from mrope.media.readers import DEFAULT_READER, READERS, Reader, ReaderInfo, reader_info
 from mrope.media.resize import (
     MAX_ASPECT_RATIO,
     smart_resize,
@@ -42,18 +44,26 @@ from mrope.media.video import (
 )
 
 __all__ = [
+    "AlignedCrop",
     "AudioInfo",
+    "align_box",
+    "crop_segment",
+    "crop_step",
     "has_audio_stream",
     "load_audio",
     "probe_audio",
     "DEFAULT_MAX_IMAGE_PIXELS",
     "DEFAULT_MAX_PACKETS",
+    "DEFAULT_READER",
     "FRAME_FACTOR",
     "FrameSize",
     "MAX_ASPECT_RATIO",
     "MAX_AUDIO_SECONDS",
     "MAX_SAMPLED_VIDEO_FRAMES",
     "MediaKind",
+    "READERS",
+    "Reader",
+    "ReaderInfo",
     "TilePlan",
     "VideoInfo",
     "decode_data_uri",
@@ -71,6 +81,7 @@ __all__ = [
     "open_url",
     "plan_tiles",
     "probe_video",
+    "reader_info",
     "qwen3_vl_frame_indices",
     "sample_fps",
     "sample_frame_indices",

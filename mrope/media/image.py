@@ -15,6 +15,7 @@ from typing import IO, Any
 from PIL import Image as PILImage
 
 from mrope.errors import MediaError
+from mrope.media.crops import AlignedCrop, align_box, whole_at_crop_scale
 from mrope.media.resize import smart_resize, smart_resize_clip, smart_resize_edges
 from mrope.media.source import open_source
 from mrope.media.tiling import TilePlan
@@ -188,39 +189,6 @@ def _crop_box(crop: Any, height: int, width: int) -> tuple[int, int, int, int]:
     return top, left, ch, cw
 
 
-def _crop_step(crop_side: int, resized_side: int, factor: int) -> int:
-    """The source-pixel step a crop offset must be a multiple of to fall on the merge grid at the crop's
-    scale (``resized / crop``): ``offset * resized / (crop * factor)`` must be whole."""
-    den = crop_side * factor
-    return den // math.gcd(resized_side, den)
-
-
-def _nearest_multiple(offset: int, step: int, limit: int) -> int:
-    """The multiple of ``step`` in ``[0, limit]`` nearest ``offset`` (the lower one on a tie)."""
-    low = offset // step * step
-    high = low + step
-    return high if high <= limit and high - offset < offset - low else low
-
-
-def _crop_origin(
-    box: tuple[int, int, int, int], full: tuple[int, int], resized: tuple[int, int], factor: int
-) -> tuple[int, int]:
-    """A crop's corner in merged tokens at its own scale; a corner off the merge grid is an error that
-    names the nearest aligned box of the same size."""
-    top, left, height, width = box
-    steps = (_crop_step(height, resized[0], factor), _crop_step(width, resized[1], factor))
-    if top % steps[0] or left % steps[1]:
-        near_top = _nearest_multiple(top, steps[0], full[0] - height)
-        near_left = _nearest_multiple(left, steps[1], full[1] - width)
-        raise MediaError(
-            f"crop (top, left, height, width) = {box} is not aligned to the merge grid at the crop's scale "
-            f"({resized[0]}/{height} x {resized[1]}/{width}, {factor} px per merged token there): top must be "
-            f"a multiple of {steps[0]} source pixels and left a multiple of {steps[1]}; the nearest aligned box is "
-            f"({near_top}, {near_left}, {height}, {width})"
-        )
-    return top * resized[0] // (height * factor), left * resized[1] // (width * factor)
-
-
 def _check_sizes_images(lay: LayoutRules) -> None:
     """Refuse to size an image file under rules whose processor mrope does not reproduce.
 
@@ -275,6 +243,7 @@ def load_image(
     *,
     tiling: TilePlan | dict[str, Any] | bool | None = None,
     crop: Sequence[int] | None = None,
+    snap: bool = False,
     wrap: bool = True,
 ) -> Image:
     """Size an image file by a model's rules: the :class:`mrope.Image` its processor would produce.
@@ -299,7 +268,11 @@ def load_image(
             must fall on the merge grid at that scale. Whether the origin is used is the
             ``LayoutRules.crop`` rule: ``"keep"`` shifts the crop's (h, w) by it, so its tokens get the
             coordinates they have in the whole image at that scale; ``"reset"`` (every released
-            model) starts the crop at the block start like any image.
+            model) starts the crop at the block start like any image. The alignment rule is in
+            :mod:`mrope.media.crops`; a box off the grid is refused, naming the nearest aligned box.
+        snap: take the nearest aligned box (same size, corner moved by less than one merged token at
+            the crop's scale) instead of refusing; :func:`crop_segment` returns that box, to crop the
+            pixels to.
         wrap: emit vision_start / vision_end around the image.
 
     Returns:
@@ -332,6 +305,41 @@ def load_image(
         new_h, new_w = _resized(height, width, lay)
     origin = (0, 0)
     if crop is not None:
-        origin = _crop_origin((top, left, height, width), full, (new_h, new_w), factor)
+        _, origin = align_box((top, left, height, width), full, (new_h, new_w), factor, snap=snap)
     grid = (1, new_h // lay.patch_size, new_w // lay.patch_size)
     return Image(grid=grid, tiles=tiles, thumbnail=thumbnail, origin=origin, wrap=wrap)
+
+
+def crop_segment(
+    source: Any,
+    box: Sequence[int],
+    model: ModelLike | None = None,
+    rules: LayoutRules | dict[str, Any] | None = None,
+    *,
+    snap: bool = True,
+    wrap: bool = True,
+) -> AlignedCrop:
+    """A pixel box on a source image -> the aligned crop and its segment for a model family.
+
+    The crop is sized as :func:`load_image` sizes it (``crop=box``); with ``snap`` (the default) a box
+    off the merge grid at the crop's scale moves to the nearest aligned box of the same size (the rule:
+    :mod:`mrope.media.crops`). Crop the pixels to ``.box``; ``.image`` is the crop's
+    :class:`mrope.Image` and ``.whole`` the source image at the crop's scale, whose merged grid holds
+    the crop at ``.image.origin`` (what :func:`mrope.testing.assert_crop_invariant` compares it with).
+
+    Raises:
+        MediaError: an unreadable image, a box outside it, or (``snap=False``) an unaligned box.
+    """
+    lay = resolve_rules(model, rules)
+    _check_sizes_images(lay)
+    full = image_size(source)
+    requested = _crop_box(box, *full)
+    resized = _resized(requested[2], requested[3], lay)
+    aligned, origin = align_box(requested, full, resized, lay.resize_factor, snap=snap)
+    grid = (1, resized[0] // lay.patch_size, resized[1] // lay.patch_size)
+    return AlignedCrop(
+        box=aligned,
+        requested=requested,
+        image=Image(grid=grid, origin=origin, wrap=wrap),
+        whole=whole_at_crop_scale(full, aligned, resized, lay.resize_factor, lay.merge_size, wrap=wrap),
+    )

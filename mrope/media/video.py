@@ -12,23 +12,15 @@ more than 25 % off the median) the file is variable-rate and ``frame_times`` hol
 Rotation. Phones record portrait video as landscape coded frames plus a display rotation (the MP4 / MOV
 ``tkhd`` matrix, the Matroska projection). :class:`VideoInfo` reports both: ``width`` / ``height`` are
 the display size (after the rotation), ``rotation`` the rotation and ``coded_size`` the coded frames'
-size. Which of the two sizes a model is given depends on the reader that decodes the file, not on the
-model (transformers 5.24, PyAV 18; ``tests/media/test_vision_rotation.py`` runs the PyAV readers):
-
-- display size (the reader rotates): torchcodec (its documented behaviour: "TorchCodec automatically
-  applies this rotation during decoding"; its ``width`` / ``height`` are post-rotation). It is the
-  reader transformers' video processors use for a video path or URL (``fetch_videos``; so
-  ``processor(videos=path)`` and ``apply_chat_template`` with a video file), and qwen-vl-utils' first
-  choice when it is installed. OpenCV's FFmpeg capture rotates too (``CAP_PROP_ORIENTATION_AUTO``).
-- coded size (no rotation): transformers' own ``transformers.video_utils.load_video``, whose default
-  backend is ``"pyav"`` (``read_video_pyav``: ``frame.to_ndarray(format="rgb24")``), PyAV itself, and
-  torchvision's ``read_video`` (it decodes with PyAV; transformers' and qwen-vl-utils' last fallback).
-  decord 0.6.0 (its own FFmpeg 4.1) turns 180 but fails on 90 / 270 MP4 / MOV files in ``get_batch``
-  (qwen-vl-utils then falls back to torchvision: coded) and does not rotate Matroska.
-
-So :func:`load_video` and :func:`decode_frames` take ``frame_size``: ``"display"`` (the default: the
-released processors' own path, torchcodec) or ``"coded"`` (frames decoded by PyAV, transformers'
-``load_video`` or torchvision, then handed to the processor as arrays). For 90 / 270 the two grids have
+size. Which of the two a model is given depends on the loader that decodes the file, not on the model
+(transformers 5.24, PyAV 18; ``tests/media/test_vision_rotation.py`` runs the PyAV readers): torchcodec,
+which transformers' video processors use for a video path or URL (``fetch_videos``), rotates (display
+size); transformers' own ``load_video`` (default backend ``"pyav"``), PyAV and torchvision do not
+(coded size); decord 0.6.0 fails on 90 / 270 MP4 / MOV files. :mod:`mrope.media.readers` has each
+loader's frame count, rate and orientation. So :func:`load_video` and :func:`decode_frames` take
+``frame_size``: ``"display"`` (the default: the released processors' own path) or ``"coded"`` (frames
+decoded by PyAV, transformers' ``load_video`` or torchvision, then handed to the processor as arrays),
+and :func:`load_video` takes ``reader=`` to follow one loader entirely. For 90 / 270 the two grids have
 h and w swapped, and every h / w position of the video differs.
 
 Safety. Files reach FFmpeg only through :func:`mrope.media.container.open_container`, as a byte stream
@@ -52,6 +44,7 @@ from mrope.layout.omni import require_audio
 from mrope.media.audio import audio_from_info, has_audio_stream, probe_audio
 from mrope.media.container import open_container, video_stream
 from mrope.media.info import FrameSize, VideoInfo, check_frame_size
+from mrope.media.readers import Reader, check_reader, reader_info
 from mrope.media.resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
 from mrope.media.rotation import iso_rotations, matroska_rotation, normalise_rotation
 from mrope.media.sampling import (
@@ -594,7 +587,8 @@ def load_video(
     max_frames: int | None = None,
     wrap: bool = True,
     use_audio_in_video: bool = False,
-    frame_size: FrameSize = "display",
+    frame_size: FrameSize | None = None,
+    reader: Reader | None = None,
 ) -> Video:
     """Size a video by a model's rules from its metadata alone: the :class:`mrope.Video` its processor
     would produce.
@@ -623,6 +617,12 @@ def load_video(
     PyAV or torchvision (no rotation). They differ for a video rotated by 90 or 270 degrees (a portrait
     phone video): h and w swap. See the module docstring for every reader.
 
+    ``reader`` names the loader the processor is fed by (:mod:`mrope.media.readers`): ``"torchcodec"``
+    (every family's processor for a video path: the default there), ``"pyav"``, ``"torchvision"`` or
+    ``"decord"``. The frame count, rate and orientation are then that loader's, counted from the stream
+    (a bounded packet scan), never a header's; ``frame_times`` are ``i / fps`` as the processor times
+    them. ``None`` keeps the metadata probe above.
+
     Args:
         source: a path, bytes, a binary file-like object, or a :class:`VideoInfo` already probed.
         model, rules: the preset and overrides.
@@ -633,11 +633,14 @@ def load_video(
         use_audio_in_video: for models with audio (the omni families): attach the file's audio track
             as ``Video.audio`` (:func:`mrope.media.load_audio`), as their processors do with
             ``load_audio_from_video``; a file without an audio stream stays a silent video.
-        frame_size: ``"display"`` or ``"coded"``: which frames the model is given (see above).
+        frame_size: ``"display"`` or ``"coded"``: which frames the model is given (see above; default
+            ``"display"``, or the reader's orientation).
+        reader: the loader to follow (see above); not with a :class:`VideoInfo` source.
 
     Raises:
         MediaError: see :func:`probe_video` and :func:`sample_frame_indices`; ``fps`` with ``nframes``;
-            a ``frame_size`` other than ``"display"`` / ``"coded"``; rules whose processor takes no video
+            a ``frame_size`` other than ``"display"`` / ``"coded"``, or one the ``reader`` does not give;
+            an unknown reader, or a file it cannot read (:func:`mrope.media.readers.reader_info`); rules whose processor takes no video
             (``rules.video_support`` other than ``"sized"``: PaddleOCR-VL, GLM-Image, HunyuanOCR) or
             slices its frames (``positions_base="canvas"``, MiniCPM-V 4.7): pass grids instead.
     """
@@ -645,8 +648,18 @@ def load_video(
     _check_sizes_videos(lay)
     if fps is not None and nframes is not None:
         raise MediaError(f"pass fps or nframes, not both; got fps={fps!r}, nframes={nframes!r}")
-    check_frame_size(frame_size)
     info = source if isinstance(source, VideoInfo) else probe_video(source)
+    if reader is not None:
+        check_reader(reader)
+        seen = reader_info(source, reader, info, max_packets=DEFAULT_MAX_PACKETS)
+        if frame_size is not None and frame_size != seen.frame_size:
+            raise MediaError(
+                f"reader={reader!r} hands over {seen.frame_size} frames; frame_size={frame_size!r} contradicts it "
+                "(leave frame_size out)"
+            )
+        info, frame_size = seen.info, seen.frame_size
+    frame_size = "display" if frame_size is None else frame_size
+    check_frame_size(frame_size)
     height, width = info.size(frame_size)
     idx = _sample(info, lay, fps, nframes, min_frames, max_frames)
     n = int(idx.size)

@@ -1,13 +1,14 @@
 """Test support for code that uses mrope: the invariance kit and tiny models to run it on.
 
 - :mod:`mrope.testing.invariance` (re-exported here): assertions on the q.k scores a model sees after
-  :func:`mrope.apply_mrope`: translation, crop, tile, prefill/decode and time invariance.
+  :func:`mrope.apply_mrope`: translation, crop, tile, frame order, prefill/decode and time invariance.
 - :mod:`mrope.testing.tiny`: tiny random-weight transformers models of a family, built from configs (no
   hub), for tests, examples and benchmarks of code that puts mrope inside a model.
 """
 
 from mrope.testing.invariance import (
     assert_crop_invariant,
+    assert_frame_order_invariant,
     assert_prefill_decode_consistent,
     assert_tile_invariant,
     assert_time_aligned,
@@ -17,6 +18,7 @@ from mrope.testing.invariance import (
 
 __all__ = [
     "assert_crop_invariant",
+    "assert_frame_order_invariant",
     "assert_prefill_decode_consistent",
     "assert_tile_invariant",
     "assert_time_aligned",
