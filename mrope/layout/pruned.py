@@ -11,6 +11,7 @@ unpruned prompt's decoding starts. Unmasked prompts never come here (see docs/pr
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import numpy as np
 
 from mrope.errors import LayoutError
