@@ -26,6 +26,10 @@ from mrope import Image, LayoutError, Text, Video
 from mrope.integrations import transformers as mt
 from mrope.integrations.transformers.inputs import named_for
 
+NO_TOKEN_MASKS = frozenset({"qwen2.5-omni", "qwen3-omni", "minicpm-v-4.7"})
+"""Families whose token path takes no masks (the omni and canvas engines): their pruned prompts are
+built from segments."""
+
 
 def _masks(rng: np.random.Generator, n: int, frames: int, *, video: bool) -> np.ndarray:
     """A random mask of ``n`` tokens in ``frames`` equal frames; for a video the first frame whole and
@@ -134,6 +138,24 @@ def test_pruned_prompt_keeps_the_models_own_unpruned_positions(name: str) -> Non
     np.testing.assert_array_equal(batch.ids[:, 0, -n:], pruned.ids)
     np.testing.assert_array_equal(batch.input_ids[0, -n:], pruned.input_ids)
     assert batch.attention_mask[0].sum() == n and batch.deltas[0] == pruned.delta
+    # the token path: the pruned ids, the unpruned grids and one mask per grid
+    masks = {"image_keep": image_masks, "video_keep": video_masks or None}
+    grids = {"image_grid_thw": full.image_grid_thw, "video_grid_thw": full.video_grid_thw}
+    if name in NO_TOKEN_MASKS:
+        with pytest.raises(mrope.TokenError, match="do not take masks on token ids"):
+            mrope.numpy_rope_index(batch.input_ids, **grids, rules=rules, **masks)
+    else:
+        got, deltas = mrope.get_rope_index(
+            torch.from_numpy(batch.input_ids),
+            **grids,
+            attention_mask=torch.from_numpy(batch.attention_mask),
+            rules=rules,
+            second_per_grid_ts=full.second_per_grid_ts,
+            **masks,
+        )
+        np.testing.assert_array_equal(got[:, 0, -n:].numpy(), want[:, keep])
+        assert (got[:, 0, :-n] == rules.pad_position).all() and deltas[0, 0] == pruned.delta
+        np.testing.assert_array_equal(got[:, 1].numpy(), batch.ids[:, 1])
     alone = mrope.build_positions(other, model=name, rules=rules, tokenizer=tv.tokenize)
     np.testing.assert_array_equal(batch.sequences[1].ids, alone.ids)
     assert np.shares_memory(batch.sequences[0].ids, batch.ids)
