@@ -86,15 +86,15 @@ def count_tokens(
 
     Uses the same planner, so it is exact; without a tokenizer each timestamp text counts as one token
     (a lower bound for Qwen3-VL / GLM-4.1V videos). Cheap for any grid size: use it to enforce caps
-    before building. ``model`` is required, as in :func:`build_positions`. With ``keep=`` masks the
-    count is the pruned prompt's, from a build (which checks the masks' lengths).
+    before building. ``model`` is required, as in :func:`build_positions`. With ``keep=`` masks it is
+    the pruned prompt's count: the unpruned count less the dropped tokens (the masks' lengths are checked
+    when the prompt is built; the work of building is the unpruned prompt's).
     """
     tokenizer = resolve_tokenizer(model, tokenizer)
     lay = resolve_rules(model, rules)
-    if not isinstance(segments, (Text, Image, Video, Audio)) and isinstance(segments, Sequence):
-        if segment_masks(segments):
-            return build_positions(segments, rules=lay, tokenizer=tokenizer).num_tokens
-    return engine(lay).count_tokens(segments, lay, tokenizer)
+    n = engine(lay).count_tokens(segments, lay, tokenizer)
+    masks = segment_masks(segments)
+    return n - sum(m.size - int(np.count_nonzero(m)) for m in masks.values()) if masks else n
 
 
 def build_batch(
