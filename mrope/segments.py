@@ -200,8 +200,7 @@ class Image:
     wrap: bool = True
     generate: bool = False
     thumbnail_grid: tuple[int, int, int] | None = None
-    keep: np.ndarray | None = field(default=None, compare=False)
-    _keep_key: bytes | None = field(init=False, default=None, repr=False)
+    keep: np.ndarray | None = field(default=None, compare=False)  # compared by its bits (see below)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Image"))
@@ -210,7 +209,7 @@ class Image:
                 raise LayoutError(
                     "an Image to generate (generate=True) has no prompt tokens to prune (keep=)"
                 )
-            for name, value in zip(("keep", "_keep_key"), _keep_mask(self.keep, "Image"), strict=True):
+            for name, value in zip(("keep", "_keep_bits"), _keep_mask(self.keep, "Image"), strict=True):
                 object.__setattr__(self, name, value)
         if self.thumbnail_grid is not None:
             object.__setattr__(self, "thumbnail_grid", _thumbnail_grid(self.thumbnail_grid, "Image"))
@@ -334,13 +333,12 @@ class Video:
     audio: Audio | None = None
     tiles: tuple[int, int] | None = None
     thumbnail_grid: tuple[int, int, int] | None = None
-    keep: np.ndarray | None = field(default=None, compare=False)
-    _keep_key: bytes | None = field(init=False, default=None, repr=False)
+    keep: np.ndarray | None = field(default=None, compare=False)  # compared by its bits (see below)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Video"))
         if self.keep is not None:
-            for name, value in zip(("keep", "_keep_key"), _keep_mask(self.keep, "Video"), strict=True):
+            for name, value in zip(("keep", "_keep_bits"), _keep_mask(self.keep, "Video"), strict=True):
                 object.__setattr__(self, name, value)
         if self.fps is not None:
             object.__setattr__(self, "fps", _positive(self.fps, "Video fps"))
@@ -393,6 +391,24 @@ class Video:
         if which == "first":
             return [times[i * p] for i in range(n_patches)]
         return [(times[i * p] + times[i * p + p - 1]) / 2 for i in range(n_patches)]
+
+
+def _mask_equality(cls: type) -> None:
+    """``==`` of ``cls`` also compares the ``keep`` masks, by their bits (kept as ``_keep_bits``, not a
+    field); ``hash`` stays the dataclass's, over the other fields (equal values still hash alike)."""
+    fields_equal = cls.__eq__
+
+    def __eq__(self: Any, other: Any) -> Any:  # noqa: N807
+        same = fields_equal(self, other)
+        if same is not True:
+            return same
+        return self.__dict__.get("_keep_bits") == other.__dict__.get("_keep_bits")
+
+    cls.__eq__ = __eq__  # type: ignore[method-assign]
+
+
+_mask_equality(Image)
+_mask_equality(Video)
 
 
 Segment = Text | Image | Video | Audio
