@@ -62,7 +62,7 @@ def select_columns(full: Positions, cols: np.ndarray) -> Positions:
     """``full`` with only the columns ``cols`` keeps: ids, input_ids and spans follow, the grids (the
     vision tower still sees every patch), audio counts and decode-time positions do not change, and
     ``delta`` grows by the dropped count, so decode token ``T_kept + k`` gets the unpruned prompt's
-    ``T + k + delta``."""
+    ``T + k + delta`` (rules that generate images keep theirs: they decode at ``generation_ids``)."""
     dropped = int(cols.size - np.count_nonzero(cols))
     before = np.concatenate([[0], np.cumsum(cols)]).tolist()  # kept columns before each index
     spans = tuple(
@@ -70,7 +70,8 @@ def select_columns(full: Positions, cols: np.ndarray) -> Positions:
         for s in full.spans
         if before[s.stop] > before[s.start] or s.stop == s.start
     )
-    delta = full.delta + dropped
+    # rules that generate images decode at their generation_ids (delta 0 by convention), others at i + delta
+    delta = full.delta if full.rules.generates_images else full.delta + dropped
     return Positions(
         ids=np.ascontiguousarray(full.ids[:, cols]),
         delta=float(delta) if full.ids.dtype.kind == "f" else int(delta),

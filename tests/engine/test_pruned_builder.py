@@ -9,12 +9,14 @@ the unpruned prompt, and the unpruned ids without the dropped placeholders.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
 import pytest
 import torch
 from support import tiny_vlm as tv
+from support.hf_reference import MINICPM_IDS, MiniCPMRopeIndex
 from support.tiny_vlm import FAMILIES, NO_VIDEO
 from transformers.models.glm_image.configuration_glm_image import GlmImageConfig
 from transformers.models.glm_image.modeling_glm_image import GlmImageModel
@@ -216,9 +218,45 @@ def test_glm_image_pruned_source_image_keeps_the_models_positions() -> None:
     keep = _expected_columns(full.mm_token_type_ids, [mask], [])
     np.testing.assert_array_equal(pruned.ids, want[:, 0].numpy()[:, keep])
     np.testing.assert_array_equal(pruned.input_ids, full.input_ids[keep])
+    assert pruned.delta == full.delta == 0  # GLM-Image decodes at its generation ids
     np.testing.assert_array_equal(pruned.generation_ids, full.generation_ids)
     cache = shim._cached_decode_position_ids[0].numpy()
     np.testing.assert_array_equal(pruned.generation_ids, cache[:, : full.generation_ids.shape[1]])
+
+
+def test_minicpm_sliced_image_and_video_in_prompt_order() -> None:
+    """MiniCPM-V 4.7's canvas: a thumbnail first, then the slices between their markers; sliced frames."""
+    rules = mrope.models.get_family("minicpm-v-4.7").rules_for("transformers5")
+    rules = dataclasses.replace(rules, **{k: v for k, v in MINICPM_IDS.items() if hasattr(rules, k)})
+    segments = [
+        Text([5, 6]),
+        Image((1, 16, 24), tiles=(3, 2), thumbnail_grid=(1, 12, 8)),
+        Text([7]),
+        Video((2, 16, 8), tiles=(1, 2), thumbnail_grid=(1, 4, 8)),
+    ]
+    full = mrope.build_positions(segments, rules=rules)
+    types = full.mm_token_type_ids
+    want, delta = MiniCPMRopeIndex().get_rope_index(
+        torch.from_numpy(full.input_ids[None]),
+        torch.from_numpy(types[None]),
+        torch.from_numpy(full.image_grid_thw[:, 1:]),
+        torch.from_numpy(full.video_grid_thw[:, 1:]),
+        "16x",
+        torch.ones(1, full.num_tokens, dtype=torch.long),
+    )
+    rng = np.random.default_rng(9)
+    masks = [_masks(rng, int((types == kind).sum()), 1, video=False) for kind in (1, 2)]
+    pruned_segments = list(segments)
+    pruned_segments[1] = dataclasses.replace(segments[1], keep=masks[0])
+    pruned_segments[3] = dataclasses.replace(segments[3], keep=masks[1])
+    pruned = mrope.build_positions(pruned_segments, rules=rules)
+    _check(
+        pruned,
+        want[:, 0].numpy(),
+        int(delta[0, 0]),
+        full.input_ids,
+        _expected_columns(types, masks[:1], masks[1:]),
+    )
 
 
 def test_masks_are_checked() -> None:
