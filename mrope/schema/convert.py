@@ -40,7 +40,8 @@ def keep_mask(mask: KeepMask, segment: Image | Video, where: str) -> np.ndarray:
     """A ``keep`` mask decoded, once its length is known to be within the segment's bound: at most two
     tokens per encoder patch (a newline column, two border tokens) plus two, so decoding never costs
     more than the unpruned segment's tokens; the library checks the exact length when it builds."""
-    patches = math.prod(segment.grid) + (math.prod(segment.thumbnail_grid) if segment.thumbnail_grid else 0)
+    thumbnails = segment.grid[0] * math.prod(segment.thumbnail_grid) if segment.thumbnail_grid else 0
+    patches = math.prod(segment.grid) + thumbnails  # a sliced video has a thumbnail a frame
     if mask.size > 2 * patches + 2:
         raise RequestError(
             f"{where}: keep covers {mask.size} tokens; the segment (grid {list(segment.grid)}) has at most "

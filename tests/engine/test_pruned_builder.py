@@ -143,6 +143,8 @@ def test_pruned_prompt_keeps_the_models_own_unpruned_positions(name: str) -> Non
     # the token path: the pruned ids, the unpruned grids and one mask per grid
     masks = {"image_keep": image_masks, "video_keep": video_masks or None}
     grids = {"image_grid_thw": full.image_grid_thw, "video_grid_thw": full.video_grid_thw}
+    # every other family hands over its mm_token_type_ids, the rest have them read from the placeholders
+    types = {"mm_token_type_ids": batch.mm_token_type_ids} if FAMILIES.index(name) % 2 else {}
     if name in NO_TOKEN_MASKS:
         with pytest.raises(mrope.TokenError, match="do not take masks on token ids"):
             mrope.numpy_rope_index(batch.input_ids, **grids, rules=rules, **masks)
@@ -154,6 +156,7 @@ def test_pruned_prompt_keeps_the_models_own_unpruned_positions(name: str) -> Non
             rules=rules,
             second_per_grid_ts=full.second_per_grid_ts,
             **masks,
+            **types,
         )
         np.testing.assert_array_equal(got[:, 0, -n:].numpy(), want[:, keep])
         assert (got[:, 0, :-n] == rules.pad_position).all() and deltas[0, 0] == pruned.delta
@@ -257,6 +260,26 @@ def test_minicpm_sliced_image_and_video_in_prompt_order() -> None:
         full.input_ids,
         _expected_columns(types, masks[:1], masks[1:]),
     )
+
+
+def test_token_path_masks_are_checked() -> None:
+    full = mrope.build_positions(
+        [Text(2), Image((1, 4, 4)), Text(1), Image((1, 4, 8)), Text(1)], model="qwen2-vl"
+    )
+    args = {"image_grid_thw": full.image_grid_thw, "model": "qwen2-vl"}
+    with pytest.raises(mrope.TokenError, match="image_keep\\[1\\] must be a bool mask of the grid's 8"):
+        mrope.numpy_rope_index(full.input_ids[None], **args, image_keep=[None, np.ones(4, dtype=bool)])
+    with pytest.raises(mrope.TokenError, match="one mask or None per grid: 2 grids; got 1"):
+        mrope.numpy_rope_index(full.input_ids[None], **args, image_keep=[None])
+    # both images dropped whole: two empty wrapper pairs, each takes the next image
+    gone = [np.zeros(4, dtype=bool), np.zeros(8, dtype=bool)]
+    ids = full.input_ids[full.mm_token_type_ids == 0]
+    pos, delta = mrope.numpy_rope_index(ids[None], **args, image_keep=gone)
+    np.testing.assert_array_equal(pos[:, 0], full.ids[:, full.mm_token_type_ids == 0])
+    assert delta[0] == full.delta + 12
+    without = np.concatenate([full.input_ids[:2], full.input_ids[8:]])  # image 0 and its wrappers gone
+    with pytest.raises(mrope.TokenError, match="must sit in an empty wrapper pair"):
+        mrope.numpy_rope_index(without[None], **args, image_keep=[gone[0], None])
 
 
 def test_masks_are_checked() -> None:
