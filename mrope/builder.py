@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace as _replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +20,7 @@ import mrope.positions as _positions
 from mrope._deprecated import moved_names
 from mrope.errors import LayoutError, MRopeWarning
 from mrope.layout import LayoutPlan, engine
+from mrope.layout.pruned import pruned_positions, segment_masks
 from mrope.models import ModelLike, resolve_rules, resolve_tokenizer
 from mrope.positions import next_positions
 from mrope.rules import LayoutRules
@@ -52,12 +54,16 @@ def build_positions(
             transformers 5.24 ``get_rope_index``: ``s + max(H', W')`` advance, its pad value).
 
     Returns:
-        :class:`Positions` with ``ids`` int64 ``[3, T]``.
+        :class:`Positions` with ``ids`` int64 ``[3, T]``. Segments with ``keep=`` masks give the pruned
+        prompt: the unpruned positions at the kept tokens (docs/pruning.md).
     """
     tokenizer = resolve_tokenizer(model, tokenizer)
     plan = _plan_sequence(segments, resolve_rules(model, rules, convention), tokenizer)
     for note in plan.notes:
         warnings.warn(note, MRopeWarning, stacklevel=2)
+    masks = segment_masks(segments)
+    if masks:
+        return pruned_positions(plan.positions(), masks, segments)
     return plan.positions()
 
 
@@ -80,13 +86,15 @@ def count_tokens(
 
     Uses the same planner, so it is exact; without a tokenizer each timestamp text counts as one token
     (a lower bound for Qwen3-VL / GLM-4.1V videos). Cheap for any grid size: use it to enforce caps
-    before building. ``model`` is required, as in :func:`build_positions`.
+    before building. ``model`` is required, as in :func:`build_positions`. With ``keep=`` masks it is
+    the pruned prompt's count: the unpruned count less the dropped tokens (the masks' lengths are checked
+    when the prompt is built; the work of building is the unpruned prompt's).
     """
     tokenizer = resolve_tokenizer(model, tokenizer)
     lay = resolve_rules(model, rules)
-    tokenizer = resolve_tokenizer(model, tokenizer)
-    lay = resolve_rules(model, rules)
-    return engine(lay).count_tokens(segments, lay, tokenizer)
+    n = engine(lay).count_tokens(segments, lay, tokenizer)
+    masks = segment_masks(segments)
+    return n - sum(m.size - int(np.count_nonzero(m)) for m in masks.values()) if masks else n
 
 
 def build_batch(
@@ -119,6 +127,9 @@ def build_batch(
     if isinstance(samples, (str, bytes)) or not isinstance(samples, Sequence) or not samples:
         raise LayoutError("build_batch takes a non-empty list of segment lists")
     plans = [_plan_sequence(s, lay, tokenizer) for s in samples]
+    masks = [segment_masks(s) for s in samples]
+    if any(masks):
+        return _pruned_batch(plans, masks, samples, lay, padding_side, pad_position, pad_token_id)
     lengths = [plan.num_tokens for plan in plans]
     width = max(lengths)
     b = len(plans)
@@ -150,6 +161,42 @@ def build_batch(
     deltas = np.asarray([p.delta for p in seqs], dtype=ids.dtype)
     return _positions.Batch(
         ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(seqs)
+    )
+
+
+def _pruned_batch(
+    plans: list[LayoutPlan],
+    masks: list[dict[int, np.ndarray]],
+    samples: Sequence[Sequence[Segment]],
+    lay: LayoutRules,
+    padding_side: str,
+    pad_position: int,
+    pad_token_id: int,
+) -> Batch:
+    """:func:`build_batch` of samples some of which carry ``keep=`` masks: each row built unpruned, its
+    kept columns selected, then padded (the rows' ids are views of the batch, as unpruned)."""
+    seqs = []
+    image_index = 0
+    for row, (plan, row_masks) in enumerate(zip(plans, masks, strict=True)):
+        for note in plan.notes:
+            warnings.warn(f"sample {row}: {note}", MRopeWarning, stacklevel=3)
+        full = plan.positions(None, None, image_index)
+        seqs.append(pruned_positions(full, row_masks, samples[row]) if row_masks else full)
+        if lay.image_index_scope == "batch":
+            image_index += len(plan.image_grids) - len(plan.targets)
+    width = max(p.num_tokens for p in seqs)
+    ids = np.full((lay.num_axes, len(seqs), width), pad_position, dtype=seqs[0].ids.dtype)
+    mask = np.zeros((len(seqs), width), dtype=np.int64)
+    input_ids = np.full((len(seqs), width), pad_token_id, dtype=np.int64)
+    rows = []
+    for row, p in enumerate(seqs):
+        n = p.num_tokens
+        sl = slice(width - n, width) if padding_side == "left" else slice(0, n)
+        ids[:, row, sl], input_ids[row, sl], mask[row, sl] = p.ids, p.input_ids, 1
+        rows.append(_replace(p, ids=ids[:, row, sl], input_ids=input_ids[row, sl]))
+    deltas = np.asarray([p.delta for p in seqs], dtype=ids.dtype)
+    return _positions.Batch(
+        ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(rows)
     )
 
 

@@ -14,8 +14,10 @@ import operator
 import re
 import reprlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from mrope.errors import LayoutError
 
@@ -79,6 +81,30 @@ def _tiles(value: Any, owner: str) -> tuple[int, int]:
             "supported"
         )
     return tiles  # type: ignore[return-value]
+
+
+def _keep_mask(value: Any, owner: str) -> tuple[np.ndarray, bytes]:
+    """A ``keep=`` mask as a read-only 1-D numpy bool array, and the bytes that stand for it in ``==`` and
+    ``hash`` (its length, then its bits). Takes a numpy or torch bool array or a list of Python bools."""
+    arr = value
+    if hasattr(arr, "detach") and hasattr(arr, "cpu"):  # a torch tensor, without importing torch
+        arr = arr.detach().cpu().numpy()
+    elif not isinstance(arr, np.ndarray):
+        if isinstance(arr, (str, bytes)) or not hasattr(arr, "__len__"):
+            raise LayoutError(f"{owner} keep must be a 1-D bool mask; got {reprlib.repr(value)}")
+        if not all(type(v) is bool or isinstance(v, np.bool_) for v in arr):
+            raise LayoutError(
+                f"{owner} keep must be a 1-D mask of bools (True keeps a token); got {reprlib.repr(value)}"
+            )
+        arr = np.asarray(arr, dtype=bool)
+    if arr.dtype != np.bool_ or arr.ndim != 1:
+        raise LayoutError(
+            f"{owner} keep must be a 1-D bool mask (True keeps a token); got dtype {arr.dtype}, shape "
+            f"{tuple(arr.shape)}"
+        )
+    arr = arr.copy()
+    arr.flags.writeable = False
+    return arr, len(arr).to_bytes(8, "little") + np.packbits(arr).tobytes()
 
 
 def _positive(value: Any, name: str) -> float:
@@ -156,6 +182,11 @@ class Image:
         thumbnail_grid: with tiles, a thumbnail of its own grid that comes FIRST, before the tiles (MiniCPM-V's
             canvas rule, ``positions_base="canvas"``: the thumbnail is stretched over the tiles' canvas and
             each tile is a detail slice).
+        keep: a pruning mask (see docs/pruning.md): one bool per language-model token of the image, in
+            prompt order (``t`` outermost, ``w`` fastest; a tiled image tile by tile in the order its
+            tiles are emitted, the thumbnail where it is emitted, MiniCPM-V's thumbnail first). ``False``
+            drops the token from the prompt; every other token keeps the position it has unpruned. Its
+            length is checked against the rules when the prompt is built. ``None``: nothing is pruned.
         generate: an image the model will generate (GLM-Image's targets): it takes no prompt tokens,
             its grid is reported after the prompt's images, and its positions are decode-time
             positions (:attr:`mrope.Positions.generation_ids`). Targets come after every other segment.
@@ -169,9 +200,17 @@ class Image:
     wrap: bool = True
     generate: bool = False
     thumbnail_grid: tuple[int, int, int] | None = None
+    keep: np.ndarray | None = field(default=None, compare=False)  # compared by its bits (see below)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Image"))
+        if self.keep is not None:
+            if self.generate:
+                raise LayoutError(
+                    "an Image to generate (generate=True) has no prompt tokens to prune (keep=)"
+                )
+            for name, value in zip(("keep", "_keep_bits"), _keep_mask(self.keep, "Image"), strict=True):
+                object.__setattr__(self, name, value)
         if self.thumbnail_grid is not None:
             object.__setattr__(self, "thumbnail_grid", _thumbnail_grid(self.thumbnail_grid, "Image"))
             if self.tiles is None or self.thumbnail:
@@ -280,6 +319,10 @@ class Video:
         tiles, thumbnail_grid: MiniCPM-V's canvas rule (``positions_base="canvas"``) only: every frame is a
             thumbnail of grid ``thumbnail_grid`` followed by ``tiles=(cols, rows)`` detail slices that split
             the frame's ``(h, w)``; both or neither.
+        keep: a pruning mask (see docs/pruning.md): one bool per language-model token of the video's
+            frames, in prompt order (``t`` outermost, ``w`` fastest; audio tokens are not in it). ``False``
+            drops the token; every other token (timestamps and wrappers of a frame that keeps nothing
+            included) keeps the position it has unpruned. ``None``: nothing is pruned.
     """
 
     grid: tuple[int, int, int]
@@ -290,9 +333,13 @@ class Video:
     audio: Audio | None = None
     tiles: tuple[int, int] | None = None
     thumbnail_grid: tuple[int, int, int] | None = None
+    keep: np.ndarray | None = field(default=None, compare=False)  # compared by its bits (see below)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Video"))
+        if self.keep is not None:
+            for name, value in zip(("keep", "_keep_bits"), _keep_mask(self.keep, "Video"), strict=True):
+                object.__setattr__(self, name, value)
         if self.fps is not None:
             object.__setattr__(self, "fps", _positive(self.fps, "Video fps"))
         if self.second_per_grid is not None:
@@ -344,6 +391,24 @@ class Video:
         if which == "first":
             return [times[i * p] for i in range(n_patches)]
         return [(times[i * p] + times[i * p + p - 1]) / 2 for i in range(n_patches)]
+
+
+def _mask_equality(cls: type) -> None:
+    """``==`` of ``cls`` also compares the ``keep`` masks, by their bits (kept as ``_keep_bits``, not a
+    field); ``hash`` stays the dataclass's, over the other fields (equal values still hash alike)."""
+    fields_equal = cls.__eq__
+
+    def __eq__(self: Any, other: Any) -> Any:  # noqa: N807
+        same = fields_equal(self, other)
+        if same is not True:
+            return same
+        return self.__dict__.get("_keep_bits") == other.__dict__.get("_keep_bits")
+
+    cls.__eq__ = __eq__  # type: ignore[method-assign]
+
+
+_mask_equality(Image)
+_mask_equality(Video)
 
 
 Segment = Text | Image | Video | Audio

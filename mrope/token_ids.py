@@ -18,6 +18,7 @@ import numpy as np
 from mrope._deprecated import moved_names
 from mrope.errors import LayoutError, TokenError
 from mrope.layout import engine
+from mrope.layout.pruned_ids import pruned_rope_index
 from mrope.layout.token_scan import read_token_inputs
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
@@ -72,6 +73,8 @@ def numpy_rope_index(
     audio_seqlens: Any = None,
     use_audio_in_video: bool | None = None,
     second_per_grids: Any = None,
+    image_keep: Any = None,
+    video_keep: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The numpy core of :func:`get_rope_index`.
 
@@ -88,6 +91,27 @@ def numpy_rope_index(
         raise TokenError(
             f"audio_seqlens / use_audio_in_video given, but the {lay.name!r} rules have no audio"
         )
+    pad = lay.pad_position if pad_position is None else pad_position
+    if image_keep is not None or video_keep is not None:  # pruned ids: expanded, scanned, selected
+
+        def scan(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            full = _rope_index_full(
+                ids, image_grid_thw, video_grid_thw, mask, lay, second_per_grid_ts, types, pad, None
+            )
+            return full[0], full[1]
+
+        return pruned_rope_index(
+            scan,
+            input_ids,
+            attention_mask,
+            mm_token_type_ids,
+            image_grid_thw,
+            video_grid_thw,
+            image_keep,
+            video_keep,
+            lay,
+            pad,
+        )
     out, deltas, _ = _rope_index_full(
         input_ids,
         image_grid_thw,
@@ -96,7 +120,7 @@ def numpy_rope_index(
         lay,
         second_per_grid_ts,
         mm_token_type_ids,
-        lay.pad_position if pad_position is None else pad_position,
+        pad,
         images_per_sample,
         audio_seqlens,
         use_audio_in_video,
@@ -161,6 +185,8 @@ def get_rope_index(
     audio_seqlens: Any = None,
     use_audio_in_video: bool | None = None,
     second_per_grids: Any = None,
+    image_keep: Any = None,
+    video_keep: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """M-RoPE position ids from token ids, like the transformers model method.
 
@@ -189,6 +215,9 @@ def get_rope_index(
         second_per_grids: the omni models' name for ``second_per_grid_ts``.
         convention: ``"released"`` (official semantics) or ``"transformers5"`` (the family's own
             transformers 5.24 ``get_rope_index``: its advance and pad value).
+        image_keep, video_keep: for pruned ids (vision placeholders dropped): one bool mask or ``None``
+            per grid, in grid order, over the grid's language-model tokens; every kept token gets its
+            unpruned position and a row's delta continues where the unpruned row's does (docs/pruning.md).
 
     Returns:
         ``(position_ids, deltas)``: int64 torch ``[A, B, L]`` (A = ``rules.num_axes``) and ``[B, 1]``, on ``input_ids``' device
@@ -212,6 +241,8 @@ def get_rope_index(
             audio_seqlens=audio_seqlens,
             use_audio_in_video=use_audio_in_video,
             second_per_grids=second_per_grids,
+            image_keep=image_keep,
+            video_keep=video_keep,
         )
     except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
         raise TokenError(str(exc)) from None

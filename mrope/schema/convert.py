@@ -7,16 +7,23 @@ by :mod:`mrope.media`'s loaders.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from mrope.media import image_grid, load_audio, load_image, load_video
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Segment, Text, Video
 
+from .errors import RequestError
 from .media import MEDIA_NONE, MediaAccess
 from .records import Message, MessageText
-from .request import AudioSegment, ImageSegment, TextSegment, TilingOptions, VideoSegment
+from .request import AudioSegment, ImageSegment, KeepMask, TextSegment, TilingOptions, VideoSegment
 from .text import tokenize
 
 
@@ -29,8 +36,41 @@ def text_from(seg: TextSegment | MessageText, tokenizer: Any, where: str) -> Tex
     return Text(int(seg.tokens or 0))
 
 
+def keep_mask(mask: KeepMask, segment: Image | Video, where: str) -> np.ndarray:
+    """A ``keep`` mask decoded, once its length is known to be within the segment's bound: at most two
+    tokens per encoder patch (a newline column, two border tokens) plus two, so decoding never costs
+    more than the unpruned segment's tokens; the library checks the exact length when it builds."""
+    thumbnails = segment.grid[0] * math.prod(segment.thumbnail_grid) if segment.thumbnail_grid else 0
+    patches = math.prod(segment.grid) + thumbnails  # a sliced video has a thumbnail a frame
+    if mask.size > 2 * patches + 2:
+        raise RequestError(
+            f"{where}: keep covers {mask.size} tokens; the segment (grid {list(segment.grid)}) has at most "
+            f"{2 * patches + 2}"
+        )
+    if mask.runs is not None:
+        return np.repeat(np.arange(len(mask.runs)) % 2 == 0, mask.runs)
+    try:
+        packed = base64.b64decode(mask.bits or "", validate=True)
+    except binascii.Error:
+        raise RequestError(f"{where}: keep bits must be base64") from None
+    if len(packed) != (mask.size + 7) // 8:
+        raise RequestError(
+            f"{where}: keep bits hold {len(packed)} bytes; length {mask.size} needs {(mask.size + 7) // 8}"
+        )
+    return np.unpackbits(np.frombuffer(packed, dtype=np.uint8), count=mask.size).astype(bool)
+
+
+def _with_keep(segment: Any, mask: KeepMask | None, where: str) -> Any:
+    return segment if mask is None else replace(segment, keep=keep_mask(mask, segment, where))
+
+
 def image_from(seg: ImageSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Image:
     """A :class:`mrope.Image`: a grid as given, a size by the rules, a path read from its header."""
+    image = _image_from(seg, rules, media, where)
+    return _with_keep(image, seg.keep, where)
+
+
+def _image_from(seg: ImageSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Image:
     if seg.path is not None:
         source = media.resolve(seg.path, where)
         tiling = seg.tiling.model_dump() if isinstance(seg.tiling, TilingOptions) else seg.tiling
@@ -54,6 +94,10 @@ def image_from(seg: ImageSegment, rules: LayoutRules, media: MediaAccess, where:
 
 def video_from(seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Video:
     """A :class:`mrope.Video`: a grid as given, a path sampled from its metadata."""
+    return _with_keep(_video_from(seg, rules, media, where), seg.keep, where)
+
+
+def _video_from(seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Video:
     if seg.path is not None:
         source = media.resolve(seg.path, where)
         counts = {

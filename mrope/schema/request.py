@@ -59,6 +59,41 @@ class TilingOptions(StrictModel):
     thumbnail: bool = True
 
 
+MAX_KEEP_RUNS = 1 << 22
+"""Most runs a run-length ``keep`` mask may list (each at least one token but the first)."""
+MAX_KEEP_BITS_CHARS = 1 << 22
+"""Most base64 characters of a bitset ``keep`` mask (24 Mi tokens)."""
+
+
+class KeepMask(StrictModel):
+    """A pruning mask over a segment's language-model vision tokens (docs/pruning.md), compact: ``runs``
+    (alternating kept / dropped run lengths, kept first: ``[3, 2, 4]`` keeps 3, drops 2, keeps 4; a first 0
+    when the first token is dropped) or ``bits`` (base64 of the mask packed 8 tokens a byte, the first
+    token in the highest bit, as numpy's ``packbits``) with its ``length``. Its length must be the
+    segment's token count; it is checked against the segment's grid before it is decoded."""
+
+    runs: (
+        Annotated[list[Annotated[int, Field(ge=0, le=GRID_DIM_MAX)]], Field(max_length=MAX_KEEP_RUNS)] | None
+    ) = None
+    bits: Annotated[str, Field(max_length=MAX_KEEP_BITS_CHARS)] | None = None
+    length: Annotated[int, Field(ge=0, le=6 * MAX_KEEP_BITS_CHARS)] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> KeepMask:
+        if (self.runs is None) == (self.bits is None):
+            raise ValueError("a keep mask takes runs or bits, exactly one of them")
+        if (self.bits is None) != (self.length is None):
+            raise ValueError("a keep mask's bits go with its length (and runs without one)")
+        if self.runs is not None and any(n == 0 for n in self.runs[1:]):
+            raise ValueError("a keep mask's runs after the first must be >= 1")
+        return self
+
+    @property
+    def size(self) -> int:
+        """How many tokens the mask covers."""
+        return sum(self.runs) if self.runs is not None else int(self.length or 0)
+
+
 class ImageSegment(StrictModel):
     """An image: its encoder ``grid``, its pixel ``height`` and ``width``, or a media ``path``.
 
@@ -99,6 +134,9 @@ class ImageSegment(StrictModel):
         False,
         description="GLM-Image: an image the model will generate (no prompt tokens; its decode-time positions "
         "come back as generation_ids); after every other segment, no tiles",
+    )
+    keep: KeepMask | None = Field(
+        None, description="a pruning mask over the image's tokens (docs/pruning.md)"
     )
 
     @model_validator(mode="after")
@@ -236,6 +274,9 @@ class VideoSegment(StrictModel):
         None,
         description="MiniCPM-V (canvas rule): the encoder grid [1, h, w] of each frame's thumbnail, before "
         "its slices; with tiles",
+    )
+    keep: KeepMask | None = Field(
+        None, description="a pruning mask over the video's tokens (docs/pruning.md)"
     )
 
     @model_validator(mode="after")

@@ -44,7 +44,9 @@ Modules: :mod:`~mrope.integrations.transformers.patching` (patch, unpatch and wh
 :mod:`~mrope.integrations.transformers.discovery` (the model's family, hook points, spec and rules),
 :mod:`~mrope.integrations.transformers.probes` (the checks before patching),
 :mod:`~mrope.integrations.transformers.rotation` (the :class:`Rotation` stand-in) and
-:mod:`~mrope.integrations.transformers.inputs` (:func:`model_inputs`).
+:mod:`~mrope.integrations.transformers.inputs` (:func:`model_inputs`),
+:mod:`~mrope.integrations.transformers.pruned` (:func:`pruned_video_inputs`: video tokens pruned after
+the vision tower, docs/pruning.md).
 """
 
 from mrope.integrations.transformers.discovery import APPLY_FUNCTION
@@ -58,6 +60,7 @@ from mrope.integrations.transformers.patching import (
     unpatch,
 )
 from mrope.integrations.transformers.probes import NotARotationError
+from mrope.integrations.transformers.pruned import MaskRule, pruned_video_inputs
 from mrope.integrations.transformers.rotation import Rotation
 from mrope.models import CONVENTIONS
 
@@ -65,6 +68,7 @@ __all__ = [
     "APPLY_FUNCTION",
     "CONVENTIONS",
     "DEFAULT_CONVENTION",
+    "MaskRule",
     "NotARotationError",
     "Rotation",
     "is_patched",
@@ -72,5 +76,6 @@ __all__ = [
     "model_rules",
     "patch",
     "patch_info",
+    "pruned_video_inputs",
     "unpatch",
 ]
