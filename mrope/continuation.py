@@ -78,6 +78,33 @@ class ConversationState:
             top = max(self.top, start - 1)
         return ConversationState(self.rules, self.engine, self.num_tokens + g, start, top, self.images)
 
+    def after_window(self, dropped: int, shift: int | float = 0, images: int = 0) -> ConversationState:
+        """The state after a truncation window took ``dropped`` tokens out of the cache.
+
+        ``shift=0``: the kept tokens keep their logical positions (the next token gets the position it
+        had without the window; :attr:`delta` grows by ``dropped``, as a cache index counts fewer
+        tokens). ``shift > 0``: the tokens after the gap moved down by ``shift`` on every axis (their
+        cached keys re-rotated with :func:`mrope.rerotate`), so the conversation continues as if the
+        dropped segments had never been in it; ``images``: the images among the dropped tokens (the image
+        index of HunyuanOCR's sequence positions then counts without them)."""
+        for name, value in (("dropped", dropped), ("shift", shift), ("images", images)):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer)) or value < 0:
+                raise LayoutError(f"{name} must be a number >= 0; got {value!r}")
+        if dropped > self.num_tokens or shift > self.next_start or images > self.images:
+            raise LayoutError(
+                f"a window cannot drop {dropped} of {self.num_tokens} tokens and {images} of {self.images} "
+                f"images, or move positions down by {shift} from {self.next_start}"
+            )
+        kind = type(self.next_start)
+        return ConversationState(
+            self.rules,
+            self.engine,
+            self.num_tokens - int(dropped),
+            kind(self.next_start - shift),
+            type(self.top)(self.top - shift),
+            self.images - int(images),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields."""
         return asdict(self)
