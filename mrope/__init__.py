@@ -23,8 +23,8 @@ from mrope.layout.omni import audio_tokens
 from mrope.positions import Batch, Positions, Span
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Text, Video
-from mrope.speculative import draft_depths, draft_positions, tree_attention_mask
 from mrope.spec import RopeScaling, RopeSpec
+from mrope.speculative import draft_depths, draft_positions, tree_attention_mask
 from mrope.token_ids import generation_index, get_rope_index, numpy_rope_index
 
 __version__ = "0.1.0"
