@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -57,7 +57,8 @@ class ConversationState:
     @property
     def delta(self) -> int | float:
         """``top + 1 - num_tokens``: the next decoded token (conversation index ``i``) gets ``i + delta``
-        (float32 arithmetic under fractional time, as :attr:`Positions.delta`)."""
+        (float32 arithmetic under fractional time, as :attr:`Positions.delta`). Rules that generate
+        images (GLM-Image) keep ``Positions.delta`` at 0 and plan their decode positions instead."""
         if isinstance(self.top, float):
             return float(np.float32(np.float32(self.top) + np.float32(1)) - np.float32(self.num_tokens))
         return self.top + 1 - self.num_tokens
@@ -256,20 +257,11 @@ def continue_positions(
         top=top,
         images=here.images + len(turn.image_grid_thw),
     )
-    if turn.generation_ids is None:
-        own = after.delta + after.num_tokens - n  # decode after the turn, in the turn's own indices
-        if lay.fractional_time:
-            own = float(np.float32(np.float32(top) + np.float32(1)) - np.float32(n))
-        turn = _with_delta(turn, own)
+    if not lay.generates_images:  # (GLM-Image keeps delta 0: its decode positions are planned)
+        own = replace(after, num_tokens=n).delta  # decode after the turn, in the turn's own indices
+        if own != turn.delta:
+            turn = Positions(**{**{f: getattr(turn, f) for f in turn.__dataclass_fields__}, "delta": own})
     return Turn(turn, here.num_tokens, after)
-
-
-def _with_delta(p: Positions, delta: int | float) -> Positions:
-    if delta == p.delta:
-        return p
-    fields = {f: getattr(p, f) for f in p.__dataclass_fields__}
-    fields["delta"] = delta
-    return Positions(**fields)
 
 
 __all__ = ["ConversationState", "Turn", "continue_positions", "conversation_state"]

@@ -149,7 +149,9 @@ def test_every_family_continues_as_the_whole_conversation_builds(convention: str
                 assert [s.kind for s in out.positions.spans][-1] == "text"
                 state = out.state
         assert state.num_tokens == whole.num_tokens, name
-        if not rules.generates_images:  # GLM-Image keeps delta 0 (its decode positions are planned)
+        if rules.generates_images:  # GLM-Image keeps delta 0 (its decode positions are planned)
+            assert out.positions.delta == whole.delta == 0
+        else:
             assert state.delta == whole.delta, name
             assert out.positions.window(b - a, b - a + 2).tolist() == whole.window(b, b + 2).tolist(), name
 
