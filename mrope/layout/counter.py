@@ -609,7 +609,7 @@ def continue_segments(
     cut = len(lead)
     return Positions(
         ids=whole.ids[:, start:].copy(),
-        delta=whole.delta + start,
+        delta=whole.delta if rules.generates_images else whole.delta + start,  # (GLM-Image: always 0)
         spans=tuple(
             span._replace(start=span.start - start, stop=span.stop - start, index=span.index - cut)
             for span in whole.spans[cut:]
