@@ -227,6 +227,11 @@ def continue_positions(
         lay = given
     else:
         lay = resolve_rules(model, rules, convention)
+        if given is not None and lay != given:
+            raise LayoutError(
+                f"the conversation was built under other {given.name!r} rules than the ones given (another "
+                "convention or overrides); leave model= and rules= out to continue under its own"
+            )
     if (lay.name, engine_for(lay)) != (state.rules, state.engine):
         raise LayoutError(
             f"the conversation was built under the {state.rules!r} rules ({state.engine} engine); "

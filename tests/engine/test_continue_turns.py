@@ -179,6 +179,9 @@ def test_fractional_time_state_and_refusals() -> None:
     glm = mrope.build_positions([Text(3), Image((1, 4, 4), generate=True)], model="glm-image")
     with pytest.raises(LayoutError, match="images to generate"):
         conversation_state(glm)
+    released = mrope.build_positions([Text(3), Image((1, 4, 8))], model="qwen2-vl")
+    with pytest.raises(LayoutError, match="other 'qwen2-vl' rules"):
+        continue_positions(released, [Text(2)], model="qwen2-vl", convention="transformers5")
     spatial = mrope.build_positions(
         [Text(3), Image((1, 4, 8), wrap=False)], model="qwen2-vl", convention="transformers5"
     )
