@@ -8,6 +8,7 @@ assertions for users' test suites.
 from mrope import models  # noqa: F401  (eager: the registry installs the deprecated aliases on the value types)
 from mrope._deprecated import warn_moved
 from mrope.builder import build_batch, build_positions, count_tokens, next_positions, text_positions
+from mrope.continuation import ConversationState, Turn, continue_positions, conversation_state
 from mrope.errors import (
     ApplyError,
     LayoutError,
@@ -23,6 +24,7 @@ from mrope.positions import Batch, Positions, Span
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Text, Video
 from mrope.spec import RopeScaling, RopeSpec
+from mrope.speculative import draft_depths, draft_positions, tree_attention_mask
 from mrope.token_ids import generation_index, get_rope_index, numpy_rope_index
 
 __version__ = "0.1.0"
@@ -32,8 +34,23 @@ _LAZY = {
     "cos_sin": "mrope.ops",
     "rerotate": "mrope.ops",
     "from_pretrained": "mrope.checkpoint",
+    "evs_mask": "mrope.pruning",
+    "evs_retained_tokens": "mrope.pruning",
+    "vidcom2_mask": "mrope.pruning",
+    "vidcom2_retained_tokens": "mrope.pruning",
 }
-_SUBMODULES = ("ops", "media", "vision", "testing", "pipeline", "plot", "cli", "integrations", "schema")
+_SUBMODULES = (
+    "ops",
+    "media",
+    "vision",
+    "testing",
+    "pipeline",
+    "plot",
+    "cli",
+    "integrations",
+    "schema",
+    "pruning",
+)
 _MOVED = {"rope_index": (numpy_rope_index, "mrope.numpy_rope_index")}  # old name -> (value, new path)
 
 
@@ -83,4 +100,15 @@ __all__ = [
     "count_tokens",
     "next_positions",
     "text_positions",
+    "ConversationState",
+    "Turn",
+    "continue_positions",
+    "conversation_state",
+    "draft_depths",
+    "draft_positions",
+    "tree_attention_mask",
+    "evs_mask",
+    "evs_retained_tokens",
+    "vidcom2_mask",
+    "vidcom2_retained_tokens",
 ]

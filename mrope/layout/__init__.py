@@ -2,7 +2,9 @@
 
 Each engine is a module with one interface (:class:`LayoutEngine`): ``plan_segments`` (segments -> a plan
 whose ``positions()`` fills them), ``count_tokens``, ``scan_token_ids`` (the token-id interface's
-scan) and ``video_time`` (the t offsets of a video's temporal patches). :func:`engine_for` names the engine of a set of rules and :data:`ENGINES` maps that name to its
+scan), ``video_time`` (the t offsets of a video's temporal patches), and for continued conversations
+``next_start`` (where a piece appended to a sequence starts) and ``continue_segments`` (segments laid
+out from there). :func:`engine_for` names the engine of a set of rules and :data:`ENGINES` maps that name to its
 module, the way transformers' ``ROPE_INIT_FUNCTIONS`` maps a rope type to its function.
 """
 
@@ -53,6 +55,17 @@ class LayoutEngine(Protocol):
     ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]: ...
 
     def video_time(self, n_patches: int, second_per_grid: float, rules: LayoutRules) -> np.ndarray: ...
+
+    def next_start(self, positions: Positions) -> int | float: ...
+
+    def continue_segments(
+        self,
+        segments: Sequence[Segment],
+        rules: LayoutRules,
+        tokenizer: Any,
+        start: Any,
+        image_index: int = 0,
+    ) -> Positions: ...
 
 
 ENGINES: dict[str, LayoutEngine] = {

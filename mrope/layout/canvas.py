@@ -35,6 +35,7 @@ import numpy as np
 from mrope.errors import LayoutError, TokenError
 from mrope.grid import merged_grid
 from mrope.layout.counter import CounterPlan, planned_tokens, video_time
+from mrope.layout.counter import continue_segments as continue_counter_segments
 from mrope.layout.pieces import fill_pieces
 from mrope.layout.token_scan import GridQueue, TokenInputs, TokenRuns, scan_batch
 from mrope.positions import Positions, Span
@@ -326,6 +327,20 @@ def count_tokens(segments: Sequence[Segment], rules: LayoutRules, tokenizer: Any
 # ------------------------------------------------------------------------------------ token ids
 
 
+def next_start(positions: Positions) -> int:
+    """Where the counter stands after a whole sequence: ``1 + max`` (a frame resumes it at
+    ``o + max(Hc, Wc) + 1``, one past its largest coordinate; text counts on from there)."""
+    return int(positions.ids.max()) + 1 if positions.num_tokens else 0
+
+
+def continue_segments(
+    segments: Sequence[Segment], rules: LayoutRules, tokenizer: Any, start: int, image_index: int = 0
+) -> Positions:
+    """Positions of ``segments`` appended where the counter stands at ``start``: see
+    :func:`mrope.layout.counter.continue_segments`."""
+    return continue_counter_segments(segments, rules, tokenizer, start, image_index, plan_segments)
+
+
 def fill_row(
     dense: np.ndarray,
     runs: TokenRuns,
@@ -358,9 +373,11 @@ __all__ = [
     "canvas_positions",
     "canvas_row",
     "check_marker_ids",
+    "continue_segments",
     "count_tokens",
     "fill_row",
     "frame_tokens",
+    "next_start",
     "plan_segments",
     "scan_token_ids",
     "stretch",

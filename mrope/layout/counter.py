@@ -560,6 +560,71 @@ def scan_token_ids(inputs: TokenInputs) -> tuple[np.ndarray, np.ndarray, list[np
     return scan_batch(inputs, fill_row)
 
 
+# ------------------------------------------------------------------------------------ continuing
+
+
+_TEXT_KINDS = frozenset({"text", "wrapper", "timestamp"})
+"""Span kinds whose tokens are 1-D text positions (the same value on every axis)."""
+
+
+def next_start(positions: Positions) -> int:
+    """Where the counter stands after a whole sequence: where a piece appended to it starts.
+
+    ``1 + max`` under the ``max+1`` advance; under transformers 5.24's ``spatial`` advance (``s +
+    max(H', W')`` after a block, which ``1 + max`` does not recover) one past the last token, which must
+    be text (a prompt ends with text: the assistant's header)."""
+    if not positions.num_tokens:
+        return 0
+    if positions.rules.advance != "spatial":
+        return int(positions.ids.max()) + 1
+    last = positions.spans[-1]
+    if last.kind not in _TEXT_KINDS:
+        raise LayoutError(
+            f"under the spatial advance the counter after a sequence that ends with a {last.kind} block "
+            "is not in its positions; end the sequence with text, or continue from a state"
+        )
+    return int(positions.ids[0, -1]) + 1
+
+
+def continue_segments(
+    segments: Sequence[Segment],
+    rules: LayoutRules,
+    tokenizer: Any,
+    start: int,
+    image_index: int = 0,
+    plan: Callable[[Sequence[Segment], LayoutRules, Any], Any] = plan_segments,
+) -> Positions:
+    """Positions of ``segments`` appended to a sequence after which the counter stands at ``start``
+    (with ``image_index`` images before them): planned by ``plan`` after a text run of ``start`` tokens
+    (which leaves every engine built on text runs at ``start``), filled, and cut after that run. Spans
+    count from the first new token and from segment 0; ``delta`` is the new tokens' own (``1 + max``
+    minus their count)."""
+    if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
+        raise LayoutError(f"start must be an int >= 0; got {start!r}")
+    start = int(start)
+    lead = (Text(start),) if start else ()
+    whole = plan([*lead, *segments], rules, tokenizer).positions(image_index=image_index)
+    if not start:
+        return whole
+    cut = len(lead)
+    return Positions(
+        ids=whole.ids[:, start:].copy(),
+        delta=whole.delta if rules.generates_images else whole.delta + start,  # (GLM-Image: always 0)
+        spans=tuple(
+            span._replace(start=span.start - start, stop=span.stop - start, index=span.index - cut)
+            for span in whole.spans[cut:]
+        ),
+        input_ids=whole.input_ids[start:].copy(),
+        image_grid_thw=whole.image_grid_thw,
+        video_grid_thw=whole.video_grid_thw,
+        second_per_grid_ts=whole.second_per_grid_ts,
+        rules=whole.rules,
+        notes=whole.notes,
+        audio_tokens=whole.audio_tokens,
+        generation_ids=whole.generation_ids,
+    )
+
+
 def video_time(n_patches: int, second_per_grid: float, rules: LayoutRules) -> np.ndarray:
     """The t offsets (int64 ``[n_patches]``) of a video's temporal patches under these rules:
     :func:`mrope.grid.temporal_index` (the index, or the ``seconds`` rule's float32 product)."""

@@ -280,15 +280,16 @@ def interleave(
 class _Cursor:
     """The released loop's running start (``st_idx``) and its list of appended position pieces."""
 
-    def __init__(self, rules: LayoutRules, n: int) -> None:
+    def __init__(self, rules: LayoutRules, n: int, first: Any = 0) -> None:
         self.dtype = np.float32 if rules.fractional_time else np.int64
         self.out = np.empty((3, n), dtype=self.dtype)
         self.at = 0
+        self.first = self.dtype(first)  # the start before anything (0, or where a conversation stands)
         self.last_max: Any = None  # the largest value of the last appended piece
 
     def start(self) -> Any:
-        """``llm_pos_ids_list[-1].max() + 1`` (0 before anything)."""
-        return self.dtype(0) if self.last_max is None else self.dtype(self.last_max + self.dtype(1))
+        """``llm_pos_ids_list[-1].max() + 1`` (``first`` before anything)."""
+        return self.first if self.last_max is None else self.dtype(self.last_max + self.dtype(1))
 
     def put(self, block: np.ndarray, last_max: Any = None) -> None:
         n = block.shape[1]
@@ -312,9 +313,10 @@ def _vision_block(grid: tuple[int, int, int], tau: np.ndarray, st: Any, dtype: A
 
 
 def layout(
-    pieces: Sequence[Piece], rules: LayoutRules, processor_order: bool = False
+    pieces: Sequence[Piece], rules: LayoutRules, processor_order: bool = False, start: Any = 0
 ) -> tuple[np.ndarray, Any, list[list[Run]]]:
-    """Positions of one sequence of pieces, following the released omni ``get_rope_index`` step by step.
+    """Positions of one sequence of pieces, following the released omni ``get_rope_index`` step by step;
+    the first piece starts at ``start`` (0, or where a conversation the pieces continue stands).
 
     Returns:
         ``(ids [3, n], top, bodies)``: positions (int64, or float32 under ``time_rounding="none"``), the
@@ -322,7 +324,7 @@ def layout(
         order (``processor_order=True``) or the model's.
     """
     n = sum(p.num_tokens for p in pieces)
-    cur = _Cursor(rules, n)
+    cur = _Cursor(rules, n, start)
     dtype = cur.dtype
     one = dtype(1)
     bodies: list[list[Run]] = []
@@ -469,9 +471,12 @@ class OmniPlan:
         tokens: np.ndarray | None = None,
         image_index: int = 0,
         total: int | None = None,  # the other plans take their length; the timeline computes its own
+        start: Any = 0,
     ) -> Positions:
+        """Fill and describe the sequence, its first piece at ``start`` (0 but in a continued
+        conversation)."""
         rules = self.rules
-        pos, top, bodies = layout(self.pieces, rules, processor_order=True)
+        pos, top, bodies = layout(self.pieces, rules, processor_order=True, start=start)
         total = pos.shape[1]
         if ids is None:
             ids = pos
@@ -533,6 +538,23 @@ class OmniPlan:
 def plan_segments(segments: Sequence[Segment], rules: LayoutRules, tokenizer: Any) -> OmniPlan:
     """The plan of one sequence of segments (the omni timeline takes no tokenizer)."""
     return OmniPlan(segments, rules)
+
+
+def next_start(positions: Positions) -> int | float:
+    """Where a piece appended to a whole sequence starts: one past its last token (a text token or an
+    end marker: ``llm_pos_ids_list[-1].max() + 1``), in the positions' dtype."""
+    if not positions.num_tokens:
+        return 0
+    last = positions.ids[0, -1]
+    return (last + last.dtype.type(1)).item()
+
+
+def continue_segments(
+    segments: Sequence[Segment], rules: LayoutRules, tokenizer: Any, start: int | float, image_index: int = 0
+) -> Positions:
+    """Positions of ``segments`` appended to a sequence after which the next piece starts at ``start``
+    (fractional under fractional time); spans count from the first new token."""
+    return plan_segments(segments, rules, tokenizer).positions(start=start)
 
 
 def count_tokens(segments: Sequence[Segment], rules: LayoutRules, tokenizer: Any) -> int:
@@ -769,10 +791,12 @@ __all__ = [
     "audio_mel_frames",
     "audio_tokens",
     "audio_tokens_from_frames",
+    "continue_segments",
     "count_tokens",
     "frames_from_samples",
     "interleave",
     "layout",
+    "next_start",
     "omni_rope_index",
     "plan_segments",
     "require_audio",

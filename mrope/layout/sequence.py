@@ -16,6 +16,7 @@ import numpy as np
 from mrope.errors import LayoutError
 from mrope.grid import MAX_POSITION
 from mrope.layout.counter import CounterPlan, video_time
+from mrope.layout.counter import continue_segments as continue_counter_segments
 from mrope.layout.counter import count_tokens as count_counter_tokens
 from mrope.layout.pieces import Block, TextRun
 from mrope.layout.token_scan import GridQueue, TokenInputs, TokenRuns, run_pieces, scan_batch
@@ -101,6 +102,20 @@ def count_tokens(segments: Sequence[Segment], rules: LayoutRules, tokenizer: Any
     return count_counter_tokens(segments, rules, tokenizer, SequencePositionsPlan)
 
 
+def next_start(positions: Positions) -> int:
+    """Where a piece appended to a sequence (or to the tail of one) starts: one past its last token's
+    index (the first axis counts tokens on every token)."""
+    return int(positions.ids[0, -1]) + 1 if positions.num_tokens else 0
+
+
+def continue_segments(
+    segments: Sequence[Segment], rules: LayoutRules, tokenizer: Any, start: int, image_index: int = 0
+) -> Positions:
+    """Positions of ``segments`` appended after ``start`` tokens and ``image_index`` images (the image
+    index runs on through the conversation): see :func:`mrope.layout.counter.continue_segments`."""
+    return continue_counter_segments(segments, rules, tokenizer, start, image_index, plan_segments)
+
+
 def fill_row(
     dense: np.ndarray,
     runs: TokenRuns,
@@ -128,9 +143,11 @@ def scan_token_ids(inputs: TokenInputs) -> tuple[np.ndarray, np.ndarray, list[np
 
 __all__ = [
     "SequencePositionsPlan",
+    "continue_segments",
     "count_tokens",
     "fill_row",
     "fill_sequence_pieces",
+    "next_start",
     "plan_segments",
     "scan_token_ids",
     "video_time",
