@@ -4,6 +4,9 @@
   :func:`mrope.apply_mrope`: translation, crop, tile, prefill/decode and time invariance.
 - :mod:`mrope.testing.tiny`: tiny random-weight transformers models of a family, built from configs (no
   hub), for tests, examples and benchmarks of code that puts mrope inside a model.
+- :func:`validate` (``mrope check`` on the command line): the RoPE validation table on a user's model, a
+  checkpoint folder or a tiny model of a family; rows in :mod:`mrope.testing.rows`, the report in
+  :mod:`mrope.testing.report`.
 """
 
 from mrope.testing.invariance import (
@@ -14,12 +17,20 @@ from mrope.testing.invariance import (
     assert_translation_invariant,
     rope_scores,
 )
+from mrope.testing.report import RowResult, ValidationReport
+from mrope.testing.rows.subject import ValidationError
+from mrope.testing.validate import ROW_NAMES, validate
 
 __all__ = [
+    "ROW_NAMES",
+    "RowResult",
+    "ValidationError",
+    "ValidationReport",
     "assert_crop_invariant",
     "assert_prefill_decode_consistent",
     "assert_tile_invariant",
     "assert_time_aligned",
     "assert_translation_invariant",
     "rope_scores",
+    "validate",
 ]
