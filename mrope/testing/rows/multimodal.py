@@ -41,12 +41,12 @@ def crop(subject: Subject, quick: bool) -> RowResult:
         origin = (3, 2)
         whole = subject.positions([Text(subject.text(4, 20)), Image(grid=(1, 6 * m, 8 * m))])
         part = subject.positions([Text(subject.text(4, 20)), Image(grid=(1, 2 * m, 4 * m), origin=origin)])
-        blocks = sum(s.kind == "image" for s in whole.spans)
-        if blocks != 1:  # rows of an image as separate blocks (a newline per row): no grid to crop from
+        images = [s for s in whole.spans if s.kind == "image"]
+        if len(images) != 1 or images[0].grid is None:  # rows as separate blocks, or a canvas of slices
             return RowResult(
                 "crop",
                 NOT_APPLICABLE,
-                f"the {subject.rules.name!r} rules lay one image out as {blocks} blocks",
+                f"the {subject.rules.name!r} rules lay one image out as {len(images)} block(s) without one merged grid",
             )
         assert_crop_invariant(whole, part, origin=origin, spec=subject.spec)
         return f"a 2x4 crop at {origin} of a 6x8 merged grid scores like that region (crop rule {subject.rules.crop!r})"
