@@ -31,11 +31,10 @@ rotary pairs channels driven by different position axes (models/hunyuan_vl/model
 ROTATION_ROWS = ["relativity", "pairing", "length_boundaries", "short_context", "crop", "tiles", "frames"]
 """The rows that run the model's rotary alone (and the coordinates): cheap on every family."""
 
-FORWARD_FAMILIES = ("qwen3-vl", "glm-4.1v", "ernie-4.5-vl", "cohere-compass", "qwen2.5-omni", "glm-image")
+FORWARD_FAMILIES = ("qwen3-vl", "glm-4.1v", "ernie-4.5-vl", "qwen2.5-omni", "glm-image")
 """Families the rows through the whole model (prefill = decode, padding, the sweep) run on here, one per
 kind of text model: interleaved sections with timestamps, adjacent pairing, (h, w)-alternating
-sections, a per-layer-type rotary with a NoPE layer, an omni thinker, an image generator (its decode
-row does not apply). qwen2-vl and qwen2.5-vl run them in the tests below; tests/integrations runs the
+sections, an omni thinker, an image generator (its decode row does not apply). qwen2-vl and qwen2.5-vl run them in the tests below; tests/integrations runs the
 same checks on every family's patched model."""
 
 
@@ -196,7 +195,7 @@ def _word_tokenizer(folder) -> None:  # noqa: ANN001
 
     from mrope.testing.rows import sweep
 
-    words = sorted(set(" ".join([sweep._FILLER, sweep._EVIDENCE, sweep._QUESTION, sweep._ANSWER]).split()))
+    words = sorted(set(" ".join([sweep.FILLER, sweep.EVIDENCE, sweep.QUESTION, sweep.ANSWER]).split()))
     vocab = {"[UNK]": 999, **{w: 1000 + i for i, w in enumerate(words)}}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()

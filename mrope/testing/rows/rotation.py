@@ -71,11 +71,15 @@ def relativity(subject: Subject, quick: bool) -> RowResult:
     spec shows the same to 1e-9."""
     positions = prompt_positions(subject)
     top = int(positions.max())
-    shifts = [s for s in RELATIVE_SHIFTS[:-1]] + [RELATIVE_SHIFTS[-1] - top]
+    shifts = [*RELATIVE_SHIFTS[:-1], RELATIVE_SHIFTS[-1] - top]
     note = ""
     if subject.spec.scaling.type == "dynamic":  # frequencies grow with the length past L0
         shifts = [s for s in shifts if top + s < subject.length_l0]
         note = f"dynamic NTK frequencies grow past L0 = {subject.length_l0}: shifts kept below it; "
+        if not shifts:
+            return RowResult(
+                "relativity", NOT_APPLICABLE, note + f"the prompt already reaches position {top}"
+            )
     q, k = subject.probe_vectors(positions.shape[1], seed=1)
     base = _scores(*subject.own_rotation(positions, q, k))
     reference = _scores(*subject.reference_rotation(positions, q, k))

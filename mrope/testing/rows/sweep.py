@@ -25,10 +25,11 @@ QUICK_TOKENS = 48
 TOKENS = 512
 """Context lengths of the sweep (capped below ``L0``); ``sweep_tokens`` sets another."""
 
-_FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
-_EVIDENCE = "The pass key is 71432. Remember it. 71432 is the pass key. "
-_QUESTION = "What is the pass key? The pass key is"
-_ANSWER = " 71432."
+FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+EVIDENCE = "The pass key is 71432. Remember it. 71432 is the pass key. "
+QUESTION = "What is the pass key? The pass key is"
+ANSWER = " 71432."
+"""The pass-key text of the sweep with a tokenizer: filler (repeated), evidence, question, answer."""
 
 
 def _pieces(subject: Subject) -> tuple[list[int], list[int], list[int], list[int]]:
@@ -36,7 +37,7 @@ def _pieces(subject: Subject) -> tuple[list[int], list[int], list[int], list[int
     tok = subject.tokenizer
     if tok is not None:
         enc = lambda text: list(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
-        return enc(_FILLER), enc(_EVIDENCE), enc(_QUESTION), enc(_ANSWER)
+        return enc(FILLER), enc(EVIDENCE), enc(QUESTION), enc(ANSWER)
     gen = np.random.default_rng(11)
     marker, key, value = gen.choice(np.arange(*TEXT_IDS), size=3, replace=False).tolist()
     return subject.text(37, 12), [marker, key, value], [marker, key], [value]
@@ -91,4 +92,14 @@ def position_sweep(
     )
 
 
-__all__ = ["DEPTHS", "QUICK_DEPTHS", "QUICK_TOKENS", "TOKENS", "position_sweep"]
+__all__ = [
+    "ANSWER",
+    "DEPTHS",
+    "EVIDENCE",
+    "FILLER",
+    "QUESTION",
+    "QUICK_DEPTHS",
+    "QUICK_TOKENS",
+    "TOKENS",
+    "position_sweep",
+]
