@@ -1,4 +1,4 @@
-"""The ``mrope`` command line: ``positions``, ``probe``, ``plot``, ``batch`` and ``serve``.
+"""The ``mrope`` command line: ``positions``, ``probe``, ``plot``, ``batch``, ``serve`` and ``check``.
 
 Run ``mrope --help`` (or ``python -m mrope --help``). :func:`main` takes the arguments as a list and
 returns the exit code: 0 on success, 1 when a batch had failed samples, 2 for bad input (a one-line
@@ -12,7 +12,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from mrope.cli import _batch, _commands, _probe
+from mrope.cli import _batch, _check, _commands, _probe
 from mrope.cli._args import CliError, Parser
 from mrope.errors import MRopeError, MRopeWarning
 
@@ -35,6 +35,7 @@ def build_parser() -> Parser:
     _commands.add_plot_parser(sub)
     _batch.add_parser(sub)
     _commands.add_serve_parser(sub)
+    _check.add_parser(sub)
     return parser
 
 

@@ -4,6 +4,9 @@
   :func:`mrope.apply_mrope`: translation, crop, tile, frame order, prefill/decode and time invariance.
 - :mod:`mrope.testing.tiny`: tiny random-weight transformers models of a family, built from configs (no
   hub), for tests, examples and benchmarks of code that puts mrope inside a model.
+- :func:`validate` (``mrope check`` on the command line): the RoPE validation table on a user's model, a
+  checkpoint folder or a tiny model of a family; rows in :mod:`mrope.testing.rows`, the report in
+  :mod:`mrope.testing.report`.
 """
 
 from mrope.testing.invariance import (
@@ -15,8 +18,15 @@ from mrope.testing.invariance import (
     assert_translation_invariant,
     rope_scores,
 )
+from mrope.testing.report import RowResult, ValidationReport
+from mrope.testing.rows.subject import ValidationError
+from mrope.testing.validate import ROW_NAMES, validate
 
 __all__ = [
+    "ROW_NAMES",
+    "RowResult",
+    "ValidationError",
+    "ValidationReport",
     "assert_crop_invariant",
     "assert_frame_order_invariant",
     "assert_prefill_decode_consistent",
@@ -24,4 +34,5 @@ __all__ = [
     "assert_time_aligned",
     "assert_translation_invariant",
     "rope_scores",
+    "validate",
 ]
