@@ -11,7 +11,12 @@ from collections.abc import Callable
 
 from mrope.errors import MRopeError
 from mrope.segments import Image, Text, Video
-from mrope.testing.invariance import assert_crop_invariant, assert_tile_invariant, assert_time_aligned
+from mrope.testing.invariance import (
+    assert_crop_invariant,
+    assert_frame_order_invariant,
+    assert_tile_invariant,
+    assert_time_aligned,
+)
 from mrope.testing.report import FAIL, NOT_APPLICABLE, PASS, RowResult
 from mrope.testing.rows.subject import Subject
 
@@ -48,7 +53,11 @@ def crop(subject: Subject, quick: bool) -> RowResult:
                 NOT_APPLICABLE,
                 f"the {subject.rules.name!r} rules lay one image out as {len(images)} block(s) without one merged grid",
             )
-        assert_crop_invariant(whole, part, origin=origin, spec=subject.spec)
+        read = assert_crop_invariant(whole, part, subject.spec)
+        if read is not None and tuple(read) != origin:  # "keep": the crop must sit where it was cut
+            raise AssertionError(
+                f"the crop was cut at {origin} but its coordinates place it at {tuple(read)}"
+            )
         return f"a 2x4 crop at {origin} of a 6x8 merged grid scores like that region (crop rule {subject.rules.crop!r})"
 
     return _run("crop", subject, check)
@@ -87,9 +96,12 @@ def frames(subject: Subject, quick: bool) -> RowResult:
 
     def check() -> str:
         m = rules.merge_size
-        low, high = Video(grid=(4, 2 * m, 2 * m), fps=1.0), Video(grid=(8, 2 * m, 2 * m), fps=2.0)
-        assert_time_aligned(low, high, rules=rules, spec=subject.spec)
-        return "4 patches at 1 fps and 8 at 2 fps: the same seconds get the same t"
+        low = subject.positions([Video(grid=(4, 2 * m, 2 * m), fps=1.0, wrap=False)])
+        high = subject.positions([Video(grid=(8, 2 * m, 2 * m), fps=2.0, wrap=False)])
+        assert_time_aligned(low, high, subject.spec)
+        # every other patch of the 2 fps video is the 1 fps video: each keeps its frame's coordinates
+        assert_frame_order_invariant(high, low, range(0, 8, 2), subject.spec)
+        return "4 patches at 1 fps and 8 at 2 fps: the same seconds get the same t and the same coordinates"
 
     return _run("frames", subject, check)
 
