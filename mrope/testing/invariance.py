@@ -170,6 +170,8 @@ def _image_spans(p: Positions, what: str) -> list:
 def _grid_of(p: Positions, what: str) -> tuple[np.ndarray, int, int]:
     """Token indices of a single untiled image as a merged ``[H', W']`` array."""
     spans = _image_spans(p, what)
+    if len(spans) == 1 and spans[0].grid is None:  # a canvas of slices (MiniCPM-V) has no one grid
+        raise AssertionError(f"{what}'s image is laid out as a canvas of slices, without one merged grid")
     if len(spans) != 1 or spans[0].tile is not None or spans[0].grid[0] != 1:
         raise AssertionError(f"{what} must hold exactly one untiled image; got {len(spans)} image spans")
     _, hh, ww = spans[0].grid

@@ -18,6 +18,7 @@ from support.media import write_image
 from mrope import Image, Text, build_positions
 from mrope.errors import MediaError
 from mrope.media import crop_segment, load_image
+from mrope.models import get_family
 from mrope.testing import assert_crop_invariant
 
 # (patch, merge, min_pixels, max_pixels) of the checkpoints' preprocessor_config.json:
@@ -164,3 +165,13 @@ def test_the_old_origin_argument_warns_and_still_checks(images) -> None:
         assert assert_crop_invariant(whole_r, crop_r, origin=(4, 5)) is None
     with pytest.warns(DeprecationWarning), pytest.raises(AssertionError, match="does not fit"):
         assert_crop_invariant(whole_r, crop_r, origin=(5, 5))
+
+
+def test_a_canvas_image_is_refused_with_a_reason_not_a_type_error() -> None:
+    """MiniCPM-V's canvas lays an image out as slices without one merged grid: the crop assertion says so."""
+    rules = get_family("minicpm-v-4.7").rules.replace(
+        slice_start_id=248060, slice_end_id=248061, newline_id=198
+    )
+    whole = build_positions([Image(grid=(1, 28, 28))], rules=rules)
+    with pytest.raises(AssertionError, match="canvas of slices"):
+        assert_crop_invariant(whole, whole)
