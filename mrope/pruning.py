@@ -24,7 +24,7 @@ and the masks built later from the embeddings keep exactly that many tokens. Mas
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -196,12 +196,37 @@ def _budgets(distinct: torch.Tensor, retention: float, per_frame: int, total: in
     return apportion(share * per_frame, total, 1, per_frame)
 
 
+def _per_video(
+    mask_of: Callable[[torch.Tensor, Sequence[int]], torch.Tensor],
+) -> Callable[..., list[torch.Tensor]]:
+    def rule(features: Sequence[torch.Tensor], llm_grids: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        return [mask_of(f, g) for f, g in zip(features, llm_grids, strict=True)]
+
+    return rule
+
+
+def evs_rule(q: float) -> Callable[..., list[torch.Tensor]]:
+    """EVS at pruning rate ``q`` as a mask rule ``rule(features, llm_grids) -> masks`` (one
+    :func:`evs_mask` per video, on its merged features and ``(T', H', W')`` grid): the ``video_keep=`` of
+    :func:`mrope.integrations.transformers.pruned_video_inputs`, which prunes a model's videos at that rate."""
+    _rate(q, "q (the EVS pruning rate)", low_open=False)
+    return _per_video(lambda features, grid: evs_mask(features, grid, 1, q))
+
+
+def vidcom2_rule(retention: float) -> Callable[..., list[torch.Tensor]]:
+    """VidCom2 at ``retention`` as a mask rule ``rule(features, llm_grids) -> masks`` (see :func:`evs_rule`)."""
+    _rate(retention, "retention (the VidCom2 retention ratio)", low_open=True)
+    return _per_video(lambda features, grid: vidcom2_mask(features, grid, 1, retention))
+
+
 __all__ = [
     "apportion",
     "evs_mask",
+    "evs_rule",
     "evs_retained_tokens",
     "vidcom2_budgets",
     "vidcom2_mask",
     "vidcom2_retained_tokens",
+    "vidcom2_rule",
     "vidcom2_scores",
 ]

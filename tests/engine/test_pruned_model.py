@@ -110,3 +110,37 @@ def test_masks_must_fit_the_features() -> None:
             pixel_values_videos=full["pixel_values_videos"],
             video_keep=[np.ones(1, bool)],
         )
+
+
+def test_a_model_pruned_at_an_evs_rate_keeps_the_published_count_and_mask() -> None:
+    """pruned_video_inputs(video_keep=evs_rule(q)): the kept placeholders are EVS's count, and the mask is
+    EVS's on the model's own merged video features (computed here through the model's get_video_features)."""
+    from mrope.pruning import evs_mask, evs_retained_tokens, evs_rule
+
+    net = tv.model("qwen2-vl")
+    m = mt.model_rules(net).merge_size
+    segments = _segments(m)
+    full = tv.inputs("qwen2-vl", [segments])
+    grid = [int(v) for v in full["video_grid_thw"][0]]
+    with torch.no_grad():
+        feats = net.model.get_video_features(
+            full["pixel_values_videos"], full["video_grid_thw"], return_dict=True
+        )
+    expected = evs_mask(feats.pooler_output[0], grid, m, 0.5)
+    got = mt.pruned_video_inputs(
+        net,
+        [segments],
+        pixel_values_videos=full["pixel_values_videos"],
+        pixel_values=full["pixel_values"],
+        video_keep=evs_rule(0.5),
+        tokenizer=tv.tokenize,
+    )
+    dropped = full["input_ids"].shape[1] - got["input_ids"].shape[1]
+    n = grid[0] * grid[1] * grid[2] // (m * m)
+    assert dropped == n - evs_retained_tokens(grid, m, 0.5) > 0
+    types = full["mm_token_type_ids"][0].numpy()
+    keep = np.ones(types.size, dtype=bool)
+    keep[types == 2] = expected.numpy()
+    assert torch.equal(got["input_ids"][0], full["input_ids"][0][torch.from_numpy(keep)])
+    with pytest.raises(LayoutError, match="pruning rate"):
+        evs_rule(1.0)
