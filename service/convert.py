@@ -89,12 +89,13 @@ def media_access(settings: Settings) -> MediaAccess:
 
 
 def _open(path: str, settings: Settings, where: str) -> Any:
-    """The allowlisted URL opened for range reads, redirects refused (a redirect could point anywhere)."""
+    """The allowlisted URL opened for range reads: one plain http(s) URL (checked again by
+    :func:`mrope.media.open_url` itself), redirects refused (a redirect could point anywhere)."""
     try:
         url = media_access(settings).resolve(path, where)
     except schema.RequestError as exc:
         raise ServiceError(422, "media_not_allowed", str(exc), cap="MROPE_MEDIA_URL_HOSTS") from None
-    return open_url(url, follow_redirects=False)
+    return open_url(url, hosts=settings.url_hosts)
 
 
 def audio_file(f: Any, rules: LayoutRules, settings: Settings, where: str, wrap: bool) -> mrope.Audio:
