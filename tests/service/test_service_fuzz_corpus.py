@@ -1,6 +1,6 @@
 """A fixed fuzz corpus against one real server (issue 23): models x rules x extreme values, on
 ``/v1/positions`` and ``/v1/rope-index``, answered as JSON and as npy. No request may get a 5xx, and
-every refusal is a bounded error body.
+every refusal is a bounded error body. Then the same server is shut down with a request in progress.
 
 The corpus is drawn once from a seeded generator, so a failure names a request that fails again.
 """
@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import random
+import signal
+import socket
+import time
 
 import httpx
 import pytest
-from support.service_proc import serve
+from support.service_proc import read_until_closed, serve
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
@@ -140,7 +143,11 @@ def server(tmp_path_factory):
     tokenizer = Tokenizer(WordLevel({"[UNK]": 0, "<": 1, ">": 2}, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = Whitespace()
     tokenizer.save(str(root / "tokenizer.json"))
-    env = {"MROPE_TOKENIZER": str(root / "tokenizer.json"), "MROPE_MAX_TOKENS": "200000"}
+    env = {
+        "MROPE_TOKENIZER": str(root / "tokenizer.json"),
+        "MROPE_MAX_TOKENS": "200000",
+        "MROPE_SHUTDOWN_GRACE_S": "0.5",
+    }
     with serve(env=env) as srv:
         yield srv
 
@@ -165,3 +172,23 @@ def test_fuzz_corpus_gets_no_server_error(server):
     assert "Traceback" not in server.log(), server.log()[-3000:]
     # the corpus reaches both outcomes: it is not all refusals (nor all answers)
     assert refused > REQUESTS // 10 and answered > REQUESTS // 10, (refused, answered)
+
+
+def test_requests_cancelled_at_shutdown_are_no_server_errors(server):
+    """A request still waiting for its body when the grace period ends is answered 503
+    ``shutting_down`` and logged as that: no 500, no traceback (issue 23 item 10). It stops the
+    module's server, so it runs last here."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(
+            b"POST /v1/positions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
+        time.sleep(0.3)
+        server.proc.send_signal(signal.SIGTERM)
+        got = read_until_closed(s, 10.0)
+        server.proc.wait(timeout=20)
+    log = server.log()
+    assert got.startswith(b"HTTP/1.1 503"), got[:300]
+    assert json.loads(got.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "shutting_down"
+    assert "Traceback" not in log and '" 500 ' not in log, log[-3000:]
+    assert '"POST /v1/positions" 503 ' in log and "error=shutting_down" in log, log[-3000:]
