@@ -31,11 +31,10 @@ Grid = Annotated[list[GridDim], Field(min_length=3, max_length=3, description="e
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 # Time values are bounded to physically plausible ranges: with the token and segment caps they keep
 # every position far inside int64 (the library computes t offsets in int64).
-MAX_FPS = 1000.0
-MIN_FPS = 1e-3
+MIN_FPS, MAX_FPS = RULE_BOUNDS["fps"]
 MAX_SECONDS_PER_PATCH = 3600.0
 MAX_FRAME_TIME = 1e7
-MAX_TOKENS_PER_SECOND = 1000.0
+MAX_TOKENS_PER_SECOND = RULE_BOUNDS["tokens_per_second"][1]
 MAX_PATH_CHARS = 1 << 20  # a data: URI of a small image fits
 Fps = Annotated[float, Field(ge=MIN_FPS, le=MAX_FPS, allow_inf_nan=False, description="frames per second")]
 SecondsPerPatch = Annotated[float, Field(gt=0, le=MAX_SECONDS_PER_PATCH, allow_inf_nan=False)]
