@@ -1,10 +1,12 @@
 """Uploaded files -> segments: kind by content, size or metadata checked against the caps, then sized by
 :mod:`mrope.media` (headers and container metadata only, never a full decode).
 
-All file work runs in worker threads (at most ``MROPE_MEDIA_THREADS`` at once, timed-out ones
-included until they stop: :class:`MediaSlots`), each bounded by ``MROPE_MEDIA_TIMEOUT_S`` (the request
-answers then, and packet counting stops at the same deadline), so a slow or hostile file never stalls
-the event loop or other requests, and never leaves work running past the thread budget.
+Each file is probed once (:class:`Probe`), whatever its placements. All file work runs in worker
+threads (at most ``MROPE_MEDIA_THREADS`` at once, timed-out ones included until they stop:
+:class:`MediaSlots`), under one deadline per request, ``MROPE_MEDIA_TIMEOUT_S`` (the request answers
+then, and packet counting and Pillow's header reads stop at the same deadline), so a slow or hostile
+file never stalls the event loop or other requests, and never leaves work running past the thread
+budget.
 """
 
 from __future__ import annotations
