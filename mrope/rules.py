@@ -128,6 +128,50 @@ WrapperPositionRule = Literal["shared", "consecutive"]
 TimeRounding = Literal["trunc", "none"]
 
 
+MAX_PIXELS_RULE = 2**50
+"""Largest pixel-count rule (``image_max_pixels``, ``video_total_pixels``, ...): far above any family's."""
+MAX_FRAMES_RULE = 1 << 20
+"""Largest frame-count rule (``min_frames``, ``max_frames``)."""
+
+RULE_BOUNDS: dict[str, tuple[float, float]] = {
+    "merge_size": (1, 64),
+    "temporal_patch_size": (1, 64),
+    "temporal_merge_size": (1, 64),
+    "patch_size": (1, 4096),
+    "image_min_pixels": (0, MAX_PIXELS_RULE),
+    "image_max_pixels": (1, MAX_PIXELS_RULE),
+    "video_min_pixels": (0, MAX_PIXELS_RULE),
+    "video_max_pixels": (1, MAX_PIXELS_RULE),
+    "video_total_pixels": (1, MAX_PIXELS_RULE),
+    "video_frame_max_pixels": (1, MAX_PIXELS_RULE),
+    "min_frames": (1, MAX_FRAMES_RULE),
+    "max_frames": (1, MAX_FRAMES_RULE),
+    "fps": (1e-3, 1000.0),
+    "tokens_per_second": (0.0, 1000.0),
+    "second_per_grid_fps": (1e-3, 1000.0),
+    "max_duration": (0.0, 1e7),
+    "seconds_per_chunk": (0.0, 3600.0),
+    "audio_window": (1, 1 << 20),
+    "audio_sampling_rate": (1, 1 << 22),
+    "audio_hop_length": (1, 1 << 20),
+    "audio_max_frames": (1, 2**31 - 1),
+}
+"""The inclusive range of every sized rule (the number rules of the families all lie far inside):
+a rule is a size or a rate, so each bounds work (``temporal_patch_size`` 67108864 made a list of that
+length per video). Checked by :class:`LayoutRules` for every face, and the request schema's rule
+overrides carry the same ranges (:mod:`mrope.schema`). A ``0.0`` lower bound of a float rule stands
+for "greater than 0", which the class checks too. Token ids and ``pad_position`` are any int64."""
+
+
+def _check_bounds(rules: LayoutRules) -> None:
+    for name, (lo, hi) in RULE_BOUNDS.items():
+        value = getattr(rules, name)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue  # types are checked where the rule is
+        if not lo <= value <= hi:
+            raise LayoutError(f"LayoutRules.{name} must be in [{lo:g}, {hi:g}]; got {value!r}")
+
+
 MAX_TIMESTAMP_WIDTH = 64
 """Largest width or precision a ``timestamp_format`` field may ask for (``{:>999999999}`` is a GB)."""
 _FORMAT_NUMBER = re.compile(r"\d+")
@@ -344,6 +388,7 @@ class LayoutRules:
                 "video_frame_max_pixels",
             ),
         )
+        _check_bounds(self)
         if not isinstance(self.pad_position, int) or isinstance(self.pad_position, bool):
             raise LayoutError(f"LayoutRules.pad_position must be an int; got {self.pad_position!r}")
         spg_fps = self.second_per_grid_fps

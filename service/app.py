@@ -230,6 +230,7 @@ def count_build_render(
     after building (the count would cost as much again as the build).
     """
     settings = state.settings
+    weight.check_work(settings)
     counted = not weight.surely_under_cap(settings)
     if counted:
         convert.count_tokens(segments, rules, settings, state.tokenizer, weight.token_floor)

@@ -89,12 +89,13 @@ def media_access(settings: Settings) -> MediaAccess:
 
 
 def _open(path: str, settings: Settings, where: str) -> Any:
-    """The allowlisted URL opened for range reads, redirects refused (a redirect could point anywhere)."""
+    """The allowlisted URL opened for range reads: one plain http(s) URL (checked again by
+    :func:`mrope.media.open_url` itself), redirects refused (a redirect could point anywhere)."""
     try:
         url = media_access(settings).resolve(path, where)
     except schema.RequestError as exc:
         raise ServiceError(422, "media_not_allowed", str(exc), cap="MROPE_MEDIA_URL_HOSTS") from None
-    return open_url(url, follow_redirects=False)
+    return open_url(url, hosts=settings.url_hosts)
 
 
 def audio_file(f: Any, rules: LayoutRules, settings: Settings, where: str, wrap: bool) -> mrope.Audio:
@@ -220,12 +221,25 @@ class Weight:
         pieces: segments plus the temporal patches of videos without audio.
         plain: no tiles, no audio and no timestamp text: :data:`EXTRA_TOKENS_PER_PIECE` per piece bounds
             the tokens beyond the floor.
+        timed_frames: the frame times planning writes out (``temporal_patch_size`` per temporal patch
+            of a video given by its grid, under rules with timestamp text); 0 under other rules.
     """
 
     token_floor: int
     video_patches: int
     pieces: int
     plain: bool
+    timed_frames: int = 0
+
+    def check_work(self, settings: Settings) -> None:
+        """413 when the tokens and the frame times to plan pass ``MROPE_MAX_TOKENS`` together: planning
+        costs per frame time as well as per token, and both are known here before any work."""
+        if self.timed_frames:
+            check_tokens(
+                self.token_floor + self.timed_frames,
+                settings,
+                "the token count plus the video frame times to plan (temporal patches x temporal_patch_size)",
+            )
 
     def light(self, settings: Settings) -> bool:
         """Counting, building and rendering are cheap enough for the event loop."""
@@ -244,7 +258,7 @@ class Weight:
 def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules) -> Weight:
     """The :class:`Weight` of ``segments`` under ``rules``."""
     m2 = rules.merge_size * rules.merge_size
-    floor = patches = 0
+    floor = patches = timed = 0
     pieces = len(segments)
     plain = rules.temporal != "timestamps"
     for seg in segments:
@@ -259,6 +273,8 @@ def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: Lay
         floor += t * h * w // m2  # an image to generate (GLM-Image) counts too: its positions are made
         if isinstance(seg, mrope.Video):
             patches += t
+            if rules.temporal == "timestamps" and seg.frame_times is None:
+                timed += t * rules.temporal_patch_size
             if seg.audio is not None:
                 floor += audio_tokens(seg.audio, rules)
                 plain = False
@@ -273,7 +289,7 @@ def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: Lay
             frames = t if isinstance(seg, mrope.Video) else 1
             floor += frames * canvas_frame_tokens(th * tw // m2, 0, seg.tiles)
             plain = False
-    return Weight(floor, patches, pieces, plain)
+    return Weight(floor, patches, pieces, plain, timed)
 
 
 def is_light(

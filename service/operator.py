@@ -5,7 +5,9 @@ concurrency limit (pure ASGI middlewares).
   short and plain, else a new one), returns it in the ``X-Request-ID`` header and in every error body,
   writes one line per request to logger ``mrope.access`` (never a header, so never a key; the path with
   its control characters escaped, so one request is one line) and records
-  the request metrics. An error answered in full (a 500) ends there, so its connection stays open.
+  the request metrics. An error answered in full (a 500) ends there, so its connection stays open. A
+  request cancelled at shutdown (the grace period over) is answered 503 ``shutting_down`` when nothing
+  was sent yet, and logged and counted as that, without a traceback (it is no server error).
 - :class:`ApiKeys`: with ``MROPE_API_KEYS`` set, every path but ``/healthz`` needs
   ``Authorization: Bearer <key>`` (401 otherwise); keys are compared in constant time.
 - :class:`ConcurrencyLimit`: at most ``MROPE_MAX_CONCURRENT`` requests in progress (probes and metrics
@@ -14,6 +16,7 @@ concurrency limit (pure ASGI middlewares).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import re
@@ -68,12 +71,13 @@ class AccessLog:
         status = 500
         sent = 0
         complete = False
+        started = False
         header = (REQUEST_ID_HEADER.lower().encode(), info.request_id.encode())
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status, sent, complete
+            nonlocal status, sent, complete, started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started = message["status"], True
                 message["headers"] = [*message.get("headers", ()), header, *closing_headers(scope)]
             elif message["type"] == "http.response.body":
                 sent += len(message.get("body", b""))
@@ -88,6 +92,19 @@ class AccessLog:
             # pipelined request. Answered in full, it ends here and the connection lives on.
             if not complete:
                 raise
+        except asyncio.CancelledError:
+            # uvicorn cancels what still runs when MROPE_SHUTDOWN_GRACE_S is over: not a server error.
+            # Answered when nothing was sent yet; else the server closes the connection.
+            if not started:
+                response = error_response(
+                    503,
+                    "shutting_down",
+                    "the server shut down before this request finished; retry it",
+                    headers={"Retry-After": "1", "Connection": "close"},
+                )
+                await response(scope, receive, send_with_id)
+            else:
+                info.error_code = "shutting_down"
         finally:
             CURRENT_REQUEST.reset(token)
             seconds = time.perf_counter() - start

@@ -56,6 +56,9 @@ class Settings:
         max_concurrent: most requests in progress at once (``/healthz``, ``/readyz`` and ``/metrics``
             not counted); past it 503 with ``Retry-After``.
         max_connections: most open connections per worker process; more are closed at once.
+        max_header_bytes: most bytes of a request line and its headers together; more: 431 and the
+            connection is closed.
+        max_headers: most header lines in one request; more: 431 and the connection is closed.
         header_timeout_s: longest time from a connection's (or a request's) first byte to the end of
             its request headers; the connection is closed after it.
         read_timeout_s: longest wait for the next piece of a request body (408 after it).
@@ -92,6 +95,8 @@ class Settings:
     cors_origins: str | None = None
     max_concurrent: int = 64
     max_connections: int = 1024
+    max_header_bytes: int = 64 * 1024
+    max_headers: int = 128
     header_timeout_s: float = 10.0
     read_timeout_s: float = 10.0
     body_timeout_s: float = 30.0

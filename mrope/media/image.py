@@ -17,7 +17,7 @@ from PIL import Image as PILImage
 from mrope.errors import MediaError
 from mrope.media.crops import AlignedCrop, align_box, whole_at_crop_scale
 from mrope.media.resize import smart_resize, smart_resize_clip, smart_resize_edges
-from mrope.media.source import open_source
+from mrope.media.source import DeadlineReader, ProbeDeadlineError, open_source
 from mrope.media.tiling import TilePlan
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
@@ -42,6 +42,8 @@ _MAX_EXIF_BYTES = 1 << 20
 def _pil_open(f: IO[bytes], name: str) -> PILImage.Image:
     try:
         return PILImage.open(f)
+    except ProbeDeadlineError:
+        raise
     except PILImage.DecompressionBombError as exc:
         raise MediaError(f"{name}: {exc} (refused without decoding)") from None
     except PILImage.UnidentifiedImageError:
@@ -66,6 +68,28 @@ def _png_chunk(f: IO[bytes], size: int, wanted: bytes) -> bytes | None:
             return None
         pos += 12 + length
     return None
+
+
+def _check_png_chunks(f: IO[bytes], size: int, name: str) -> None:
+    """Refuse a PNG with more than :data:`_MAX_PNG_CHUNKS` chunks before its pixel data: Pillow reads
+    every one of them (about 30 us each) before it knows the size, so millions of empty ones would hold
+    a reader for minutes. Chunks are skipped by their lengths; nothing is inflated."""
+    pos = len(_PNG_SIGNATURE)
+    for _ in range(_MAX_PNG_CHUNKS):
+        if pos + 8 > size:
+            return
+        f.seek(pos)
+        head = f.read(8)
+        if len(head) < 8:
+            return
+        length, kind = struct.unpack(">I4s", head)
+        if kind in (b"IDAT", b"IEND"):
+            return
+        pos += 12 + length
+    raise MediaError(
+        f"{name} has more than {_MAX_PNG_CHUNKS} PNG chunks before its pixel data; expected an image "
+        "with a header of a few chunks"
+    )
 
 
 def _orientation(im: PILImage.Image, f: IO[bytes] | None, size: int) -> int:
@@ -117,7 +141,9 @@ def _check_png_bound(f: IO[bytes], size: int, width: int, height: int, name: str
         )
 
 
-def image_size(source: Any, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> tuple[int, int]:
+def image_size(
+    source: Any, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, deadline: float | None = None
+) -> tuple[int, int]:
     """``(height, width)`` in pixels of an image as displayed, from its header only.
 
     EXIF orientations 5-8 (transposed or rotated by 90 / 270 degrees, as phones write portrait photos)
@@ -127,6 +153,10 @@ def image_size(source: Any, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> tu
         source: a path, the file's bytes, a binary file-like object, or a ``PIL.Image.Image``.
         max_pixels: the largest ``height * width`` accepted (default
             :data:`DEFAULT_MAX_IMAGE_PIXELS`).
+        deadline: a ``time.monotonic()`` value; the header is read through a
+            :class:`~mrope.media.source.DeadlineReader`, so reading stops with
+            :class:`~mrope.media.source.ProbeDeadlineError` once it is past (Pillow's readers loop over
+            chunks and markers without a bound of their own).
 
     Raises:
         MediaError: not an image, corrupt or truncated within the header, cut off before its pixel
@@ -142,7 +172,11 @@ def image_size(source: Any, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> tu
         name = f"<PIL {source.mode} image>"
     else:
         with open_source(source) as src:
-            im = _pil_open(src.file, src.name)
+            if src.file.read(8) == _PNG_SIGNATURE:
+                _check_png_chunks(src.file, src.size, src.name)
+            src.file.seek(0)
+            file = src.file if deadline is None else DeadlineReader(src.file, deadline, src.name)
+            im = _pil_open(file, src.name)  # type: ignore[arg-type]
             name = src.name
             width, height = _stored_size(im)
             if width <= 0 or height <= 0:

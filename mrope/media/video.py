@@ -56,7 +56,7 @@ from mrope.media.sampling import (
     sample_frame_indices,
     sampled_times,
 )
-from mrope.media.source import OpenSource, open_source
+from mrope.media.source import OpenSource, ProbeDeadlineError, open_source
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
 from mrope.segments import Video
@@ -231,10 +231,6 @@ def _probe_video_source(src: OpenSource, max_packets: int, deadline: float | Non
         return VideoInfo(rate, n, n / rate, width, height, rotation, None, start, timing="packets", **common)
     finally:
         container.close()
-
-
-class ProbeDeadlineError(MediaError):
-    """:func:`probe_video` passed its ``deadline`` while counting packets."""
 
 
 def probe_video(

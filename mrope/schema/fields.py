@@ -18,7 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model,
 from mrope import models as registry
 from mrope.errors import MRopeError
 from mrope.media.audio import MAX_AUDIO_SECONDS
-from mrope.rules import LayoutRules, check_timestamp_format
+from mrope.rules import RULE_BOUNDS, LayoutRules, check_timestamp_format
 
 from .errors import RequestError
 
@@ -31,11 +31,10 @@ Grid = Annotated[list[GridDim], Field(min_length=3, max_length=3, description="e
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 # Time values are bounded to physically plausible ranges: with the token and segment caps they keep
 # every position far inside int64 (the library computes t offsets in int64).
-MAX_FPS = 1000.0
-MIN_FPS = 1e-3
+MIN_FPS, MAX_FPS = RULE_BOUNDS["fps"]
 MAX_SECONDS_PER_PATCH = 3600.0
 MAX_FRAME_TIME = 1e7
-MAX_TOKENS_PER_SECOND = 1000.0
+MAX_TOKENS_PER_SECOND = RULE_BOUNDS["tokens_per_second"][1]
 MAX_PATH_CHARS = 1 << 20  # a data: URI of a small image fits
 Fps = Annotated[float, Field(ge=MIN_FPS, le=MAX_FPS, allow_inf_nan=False, description="frames per second")]
 SecondsPerPatch = Annotated[float, Field(gt=0, le=MAX_SECONDS_PER_PATCH, allow_inf_nan=False)]
@@ -50,10 +49,7 @@ MediaPath = Annotated[
         "(read only by faces that allow it; the service reads URLs of allowlisted hosts only)",
     ),
 ]
-_RULE_TYPES: dict[str, Any] = {
-    "fps": Fps,
-    "tokens_per_second": Annotated[float, Field(gt=0, le=MAX_TOKENS_PER_SECOND, allow_inf_nan=False)],
-}
+_RULE_TYPES: dict[str, Any] = {"fps": Fps}
 
 
 AudioSeconds = Annotated[float, Field(gt=0, le=MAX_AUDIO_SECONDS, allow_inf_nan=False)]
@@ -136,16 +132,20 @@ class StrictModel(BaseModel):
 # --------------------------------------------------------------------------------------------- rules
 
 
-def _override_type(hint: Any) -> Any:
-    """The request type of one LayoutRules field: bounded ints, finite floats, short strings."""
+def _override_type(hint: Any, bounds: tuple[float, float] | None = None) -> Any:
+    """The request type of one LayoutRules field: int64 and finite floats, at most the rule's upper
+    bound (:data:`mrope.rules.RULE_BOUNDS`; the lower ones are the library's to refuse, as
+    ``layout_error``), short strings."""
     if hint is int:
-        return Int64
+        return Int64 if bounds is None else Annotated[int, Field(ge=INT64_MIN, le=bounds[1])]
     if hint is float:
-        return FiniteFloat
+        return FiniteFloat if bounds is None else Annotated[float, Field(le=bounds[1], allow_inf_nan=False)]
     if hint is str:
         return Annotated[str, Field(max_length=64)]
     if typing.get_origin(hint) is Union or type(hint).__name__ == "UnionType":
-        args = [_override_type(a) if a is not type(None) else type(None) for a in typing.get_args(hint)]
+        args = [
+            _override_type(a, bounds) if a is not type(None) else type(None) for a in typing.get_args(hint)
+        ]
         return Union[tuple(args)]  # noqa: UP007 - built from a runtime list
     return hint
 
@@ -154,7 +154,7 @@ def _rules_model() -> type[BaseModel]:
     hints = typing.get_type_hints(LayoutRules)
     spec: dict[str, Any] = {}
     for f in dataclass_fields(LayoutRules):
-        hint = _RULE_TYPES.get(f.name) or _override_type(hints[f.name])
+        hint = _RULE_TYPES.get(f.name) or _override_type(hints[f.name], RULE_BOUNDS.get(f.name))
         if f.name == "timestamp_format":
             hint = Annotated[hint, AfterValidator(check_timestamp_format)]
         spec[f.name] = (Union[hint, None], None)  # noqa: UP007

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-from mrope.media.source import short_repr, url_scheme
+from mrope.errors import MediaError
+from mrope.media.source import check_web_url, short_repr, url_host, url_scheme
 
 from .errors import RequestError
 
@@ -19,8 +19,9 @@ class MediaAccess:
         local_files: read local paths (relative ones against ``base_dir``) and ``file://`` URLs.
         urls: read remote URLs (``s3://``, ``gs://``, ``https://``, ... through fsspec) and ``data:``
             URIs.
-        url_hosts: when set, only URLs whose host (or ``host:port``) is listed (``data:`` URIs carry
-            their bytes and need no host).
+        url_hosts: when set, only plain ``http://`` / ``https://`` URLs whose host (or ``host:port``) is
+            listed: no other scheme, no fsspec chain (:func:`mrope.media.source.check_web_url`; ``data:``
+            URIs carry their bytes and need no host).
         base_dir: the folder relative paths are resolved against.
     """
 
@@ -48,12 +49,16 @@ class MediaAccess:
                     f"{where}: {short_repr(path)} is a URL, which is not read here; {self._how()}"
                 )
             if self.url_hosts is not None:
-                host = _host(path)
+                host = url_host(path)
                 if host not in self.url_hosts and host.split(":")[0] not in self.url_hosts:
                     raise RequestError(
                         f"{where}: the host {host or '(none)'!r} of {short_repr(path)} is not in the allowlist of "
                         "media hosts"
                     )
+                try:
+                    return check_web_url(path)
+                except MediaError as exc:
+                    raise RequestError(f"{where}: {exc}") from None
             return path
         if not self.local_files:
             raise RequestError(
@@ -72,15 +77,6 @@ class MediaAccess:
         if self.urls:
             return "give a URL of an allowed host"
         return "give a local path"
-
-
-def _host(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
-        return f"{host}:{parts.port}" if parts.port else host
-    except ValueError:
-        return ""
 
 
 MEDIA_NONE = MediaAccess()

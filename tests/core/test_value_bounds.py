@@ -47,3 +47,28 @@ def test_timestamp_format_width_is_bounded_in_the_library_too():
         LayoutRules(timestamp_format="{:>999999999}")
     assert LayoutRules(timestamp_format="{{t}} {:>64.2f}").format_timestamp(1.5).endswith("1.50")
     assert LayoutRules(timestamp_format="{:d}").format_timestamp(2.9) == "2"
+
+
+def test_every_sized_rule_has_one_range_for_the_library_and_the_schema():
+    """Issue 23 item 4: the bounds of RULE_BOUNDS hold in LayoutRules, and their upper ends in the
+    request schema's rule overrides too; every family's own values lie inside them."""
+    from pydantic import ValidationError
+
+    from mrope import models as registry
+    from mrope.rules import RULE_BOUNDS
+    from mrope.schema import RulesOverrides
+
+    for family in registry.families():
+        for name, (lo, hi) in RULE_BOUNDS.items():
+            value = getattr(family.rules, name)
+            assert value is None or lo <= value <= hi, (family.name, name, value)
+    for name, (lo, hi) in RULE_BOUNDS.items():
+        over = hi * 2 if isinstance(hi, int) else hi * 1.5
+        with pytest.raises(mrope.LayoutError, match=f"LayoutRules.{name} must be in"):
+            LayoutRules(**{name: over})
+        with pytest.raises(ValidationError):
+            RulesOverrides(**{name: over})
+        assert RulesOverrides(**{name: hi}).model_dump()[name] == hi
+        if isinstance(lo, int) and lo > 0:  # int rules: the low end too
+            with pytest.raises(mrope.LayoutError):
+                LayoutRules(**{name: lo - 1})

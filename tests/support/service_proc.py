@@ -89,6 +89,19 @@ def trickle(sock: socket.socket, filler: bytes, *, tries: int, every_s: float, u
     return got
 
 
+def read_until_closed(sock: socket.socket, timeout_s: float) -> bytes:
+    """Everything the server sends on ``sock`` until it closes the connection (or resets it), or no
+    byte comes for ``timeout_s`` seconds."""
+    got = b""
+    sock.settimeout(timeout_s)
+    try:
+        while data := sock.recv(65536):
+            got += data
+    except (TimeoutError, ConnectionResetError, BlockingIOError):
+        pass
+    return got
+
+
 def wait_healthy(base: str, proc: subprocess.Popen, log_path: str, startup_s: float) -> None:
     deadline = time.monotonic() + startup_s
     while True:
