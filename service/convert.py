@@ -314,15 +314,19 @@ def count_tokens(
     tokenizer: Any,
     floor: int | None = None,
 ) -> int:
-    """The exact token count of ``segments``, refusing (413) anything over ``MROPE_MAX_TOKENS`` before a
+    """The exact token count of ``segments`` unpruned (the work of building them), refusing (413) anything over ``MROPE_MAX_TOKENS`` before a
     position is written: first by :func:`token_floor` (``floor`` when the caller has it), then by
     :func:`mrope.count_tokens` (which needs the tokenizer for timestamped videos: 422 without one)."""
     targets = any(isinstance(seg, mrope.Image) and seg.generate for seg in segments)
     what = "the token count with the images to generate" if targets else "the token count"
     check_tokens(token_floor(segments, rules) if floor is None else floor, settings, what)
     check_tokenizer_for_videos(segments, rules, tokenizer)
-    n = mrope.count_tokens(segments, rules=rules, tokenizer=tokenizer)
-    check_tokens(n, settings)
+    # the cap bounds the work, and building a pruned prompt is the unpruned prompt's work: count it whole
+    masked = [getattr(seg, "keep", None) is not None for seg in segments]
+    pruned = any(masked)
+    whole = [dataclasses.replace(s, keep=None) if m else s for s, m in zip(segments, masked, strict=True)]
+    n = mrope.count_tokens(whole, rules=rules, tokenizer=tokenizer)
+    check_tokens(n, settings, "the token count before pruning" if pruned else what)
     return n
 
 
