@@ -158,42 +158,61 @@ class PaddedPack:
         )
 
 
+def padded_arrays(
+    input_ids: Sequence[np.ndarray],
+    position_ids: Sequence[np.ndarray],
+    segments: Sequence[Sequence[int]],
+    width: int,
+    pad_token_id: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Rows of ``input_ids [L_r]`` and ``position_ids [1 + A, L_r]`` (holding segments of the given
+    lengths) padded to ``width``, the padding of each row a segment of its own (positions ``0 .. p - 1``
+    on every row): ``(input_ids [R, W], position_ids [1 + A, R, W], is_sample [R, W], cu_seqlens, max_seqlen)``,
+    ``cu_seqlens`` over the ``R * W`` tokens read row after row."""
+    longest = max(int(ids.shape[0]) for ids in input_ids)
+    if width < longest:
+        raise PackingError(f"cannot pad to length {width}: the longest row has {longest} tokens")
+    first = position_ids[0]
+    out_pos = np.empty((first.shape[0], len(input_ids), width), dtype=first.dtype)
+    ids = np.full((len(input_ids), width), pad_token_id, dtype=np.int64)
+    is_sample = np.zeros((len(input_ids), width), dtype=bool)
+    lengths: list[int] = []
+    for r, (row_ids, row_pos, row_segments) in enumerate(zip(input_ids, position_ids, segments, strict=True)):
+        n = int(row_ids.shape[0])
+        if row_pos.shape[0] != first.shape[0] or row_pos.dtype != first.dtype:
+            raise PackingError("rows of different position layouts (axes or dtype) cannot share a batch")
+        out_pos[:, r, :n] = row_pos
+        out_pos[:, r, n:] = np.arange(width - n, dtype=first.dtype)
+        ids[r, :n] = row_ids
+        is_sample[r, :n] = True
+        lengths.extend(int(k) for k in row_segments)
+        if n < width:
+            lengths.append(width - n)
+    return ids, out_pos, is_sample, cu_seqlens(lengths), max(lengths)
+
+
 def pad_rows(rows: Sequence[PackedRow], length: int | None = None, pad_token_id: int = 0) -> PaddedPack:
     """Rows padded to ``length`` (default: the longest), the padding a segment of its own."""
     if not rows:
         raise PackingError("pad_rows needs at least one row")
     width = max(r.num_tokens for r in rows) if length is None else length
-    if width < max(r.num_tokens for r in rows):
-        raise PackingError(
-            f"length={width} is shorter than the longest row ({max(r.num_tokens for r in rows)})"
-        )
-    first = rows[0].position_ids
-    out_pos = np.empty((first.shape[0], len(rows), width), dtype=first.dtype)
-    ids = np.full((len(rows), width), pad_token_id, dtype=np.int64)
-    types = np.zeros((len(rows), width), dtype=np.int64)
-    is_sample = np.zeros((len(rows), width), dtype=bool)
-    segments: list[int] = []
+    ids, pos, is_sample, cu, longest = padded_arrays(
+        [r.input_ids for r in rows],
+        [r.position_ids for r in rows],
+        [np.diff(r.cu_seqlens) for r in rows],
+        width,
+        pad_token_id,
+    )
+    types = np.zeros(ids.shape, dtype=np.int64)
     for r, row in enumerate(rows):
-        n = row.num_tokens
-        if row.position_ids.shape[0] != first.shape[0] or row.position_ids.dtype != first.dtype:
-            raise PackingError(
-                "pad_rows: rows of different position layouts (axes or dtype) cannot share a batch"
-            )
-        out_pos[:, r, :n] = row.position_ids
-        out_pos[:, r, n:] = np.arange(width - n, dtype=first.dtype)
-        ids[r, :n] = row.input_ids
-        types[r, :n] = row.mm_token_type_ids
-        is_sample[r, :n] = True
-        segments.extend(np.diff(row.cu_seqlens).tolist())
-        if n < width:
-            segments.append(width - n)
+        types[r, : row.num_tokens] = row.mm_token_type_ids
     return PaddedPack(
         input_ids=ids,
-        position_ids=out_pos,
+        position_ids=pos,
         mm_token_type_ids=types,
         is_sample=is_sample,
-        cu_seqlens=cu_seqlens(segments),
-        max_seqlen=max(segments),
+        cu_seqlens=cu,
+        max_seqlen=longest,
         rows=tuple(rows),
     )
 
@@ -352,6 +371,7 @@ __all__ = [
     "make_row",
     "pack",
     "pad_rows",
+    "padded_arrays",
     "stack_positions",
     "text_row",
 ]
