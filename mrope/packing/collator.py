@@ -73,7 +73,8 @@ class PackedCollator:
     ``input_ids`` when it has none; ``-100`` at each sample's first token, whose label the previous
     sample's last token would otherwise predict, and at padding), ``position_ids [1 + A, R, L]``, the
     pixel values and grids in row order, ``second_per_grid_ts`` (videos in seconds), ``mm_token_type_ids``
-    when every record has them; no attention mask. Named as the model's ``forward`` takes them when
+    when every record has them, ``use_cache=False``; no attention mask (with a cache or a mask
+    transformers would not read the sample boundaries from the text row). Named as the model's ``forward`` takes them when
     ``model`` is a transformers model.
     """
 
@@ -196,6 +197,7 @@ class PackedCollator:
             out = named_for(self.forward, out)
         if self.seq_lens:
             out.update(seq_len_inputs(cu, longest))
+        out["use_cache"] = False  # a cache turns transformers' packed-sequence mask off
         return out
 
 

@@ -53,7 +53,8 @@ def packed_inputs(
         ``mm_token_type_ids [R, L]``, the samples' grids in row order (``image_grid_thw``,
         ``video_grid_thw``, ``second_per_grid_ts``, under the names ``model.forward`` takes when a model
         is given), and with ``seq_lens`` ``cu_seq_lens_q/k`` and ``max_length_q/k`` (flash-attention's
-        varlen path). Add the pixel values in row order; pass ``use_cache=False``.
+        varlen path), and ``use_cache=False`` (transformers reads the boundaries from the text row only
+        without a cache: ``masking_utils._preprocess_mask_arguments``). Add the pixel values in row order.
 
     ``seq_lens=False`` leaves the boundaries to the text row (flash-attention reads them from the
     position ids too): needed with pixel values under flash-attention, where transformers 5.24 hands
@@ -74,6 +75,7 @@ def packed_inputs(
         out = named_for(type(model).forward, out)
     if seq_lens:
         out.update(seq_len_inputs(cu_seqlens, max_seqlen))
+    out["use_cache"] = False  # with a cache, transformers builds no packed-sequence mask (it would leak)
     return out
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support import tiny_vlm as tv
 
 import mrope
 from mrope import Image, Text
 from mrope.integrations import transformers as mt
 from mrope.models import get_family
-from support import tiny_vlm as tv
 
 ACCEPTS = [n for n in tv.FAMILIES if get_family(n).packed_input == "text-row"]
 REFUSED = [n for n in tv.FAMILIES if get_family(n).packed_input != "text-row"]
@@ -38,7 +38,10 @@ def _alone(name: str, samples: list[list]) -> list[tuple[torch.Tensor, dict]]:
     out = []
     for k, positions in enumerate(grids):
         pixels = {}
-        for key, grid in (("pixel_values", positions.image_grid_thw), ("pixel_values_videos", positions.video_grid_thw)):
+        for key, grid in (
+            ("pixel_values", positions.image_grid_thw),
+            ("pixel_values_videos", positions.video_grid_thw),
+        ):
             if key in kw:
                 n = int(grid.prod(-1).sum())
                 pixels[key] = kw[key][starts[key] : starts[key] + n]
@@ -50,7 +53,7 @@ def _alone(name: str, samples: list[list]) -> list[tuple[torch.Tensor, dict]]:
 def _packed_logits(name: str, kw: dict) -> torch.Tensor:
     net = tv.model(name)
     with torch.no_grad():
-        return net(**kw, use_cache=False).logits
+        return net(**{"use_cache": False, **kw}).logits
 
 
 def _pixels(alone: list[dict]) -> dict:
@@ -112,10 +115,15 @@ def test_what_the_linear_attention_refusal_guards_against() -> None:
 
     name = "qwen3.5"
     net = tv.model(name)
-    row = mrope.pack([[Text(tv.tokenize("abcdef"))], [Text(tv.tokenize("xyz"))]], model=name, max_length=16)[0]
+    row = mrope.pack([[Text(tv.tokenize("abcdef"))], [Text(tv.tokenize("xyz"))]], model=name, max_length=16)[
+        0
+    ]
     with pytest.raises(mrope.PackingError, match="qwen3.5: packed input needs fla"):
         row.model_inputs(net)  # read from the model's config too
-    kw = {"input_ids": torch.from_numpy(row.input_ids[None]), "position_ids": torch.from_numpy(row.position_ids[:, None])}
+    kw = {
+        "input_ids": torch.from_numpy(row.input_ids[None]),
+        "position_ids": torch.from_numpy(row.position_ids[:, None]),
+    }
     with pytest.raises(ValueError, match="can't keep packed sequences apart"):
         _packed_logits(name, {**kw, **seq_len_inputs(row.cu_seqlens, row.max_seqlen)})
     second = _packed_logits(name, kw)[0, 6:]
