@@ -3,7 +3,8 @@
 :func:`pack` builds the rows (first-fit-decreasing, or order-keeping streaming), :class:`PackedRow` /
 :class:`PackedBatch` / :class:`PaddedPack` hold them, ``model_inputs`` turns them into a transformers
 forward's keyword arguments, :class:`PackedCollator` packs processor outputs for ``Trainer`` / TRL
-(torch, loaded on first use). See docs/packing.md.
+(``mrope.packing.collator``; torch, loaded on first use, also as ``mrope.packing.PackedCollator``). See
+docs/packing.md.
 """
 
 from mrope.packing.bins import efficiency, first_fit_decreasing, stream_rows
@@ -22,7 +23,6 @@ def __getattr__(name: str):  # the collator needs torch: loaded when asked for
 __all__ = [
     "PACKED_INPUT",
     "PackedBatch",
-    "PackedCollator",
     "PackedInput",
     "PackedRow",
     "PaddedPack",
