@@ -33,7 +33,10 @@ def records(n: int, seed: int = 0) -> list[list]:
         seg: list = [Text(rng.randint(8, 600))]
         if rng.random() < 0.6:
             for _ in range(rng.randint(1, 3)):
-                seg += [Image(grid=(1, 2 * rng.randint(2, 24), 2 * rng.randint(2, 24))), Text(rng.randint(2, 40))]
+                seg += [
+                    Image(grid=(1, 2 * rng.randint(2, 24), 2 * rng.randint(2, 24))),
+                    Text(rng.randint(2, 40)),
+                ]
         if rng.random() < 0.15:
             grid = (2 * rng.randint(1, 4), 2 * rng.randint(2, 12), 2 * rng.randint(2, 12))
             seg += [Video(grid=grid, fps=2.0), Text(rng.randint(2, 40))]
@@ -54,7 +57,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     args = ap.parse_args(argv)
     n, cap = args.records, args.max_length
     data = records(n)
-    print(f"{n} records, max_length {cap}; {platform.python_version()}, {os.cpu_count()} CPUs, {platform.machine()}")
+    print(
+        f"{n} records, max_length {cap}; {platform.python_version()}, {os.cpu_count()} CPUs, {platform.machine()}"
+    )
     lay = mrope.models.resolve_rules("qwen2-vl", None)
 
     alone, t_build = timed(lambda: [mrope.build_positions(s, rules=lay) for s in data])
@@ -91,7 +96,11 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         f"ffd rows / bound {len(ffd) / bound:.4f}; stream(8) rows / ffd rows {len(s8) / len(ffd):.4f}; "
         f"next-fit rows / ffd rows {len(s1) / len(ffd):.4f}"
     )
-    return {"ffd_samples_per_s": n / t_ffd, "ffd_efficiency": ffd.efficiency, "stream_efficiency": eff(len(s8))}
+    return {
+        "ffd_samples_per_s": n / t_ffd,
+        "ffd_efficiency": ffd.efficiency,
+        "stream_efficiency": eff(len(s8)),
+    }
 
 
 if __name__ == "__main__":

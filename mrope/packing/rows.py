@@ -264,21 +264,33 @@ def make_row(
 ) -> PackedRow:
     """One :class:`PackedRow` of finished samples (their input indices and :class:`Positions`), in order."""
     lengths = [p.num_tokens for p in sequences]
-    dtype = sequences[0].ids.dtype
-    for i, p in zip(indices, sequences, strict=True):
-        if p.ids.shape[0] != sequences[0].ids.shape[0] or p.ids.dtype != dtype:
+    head = sequences[0].ids
+    total = sum(lengths)
+    position_ids = np.empty((head.shape[0] + 1, total), dtype=head.dtype)
+    input_ids = np.empty(total, dtype=np.int64)
+    types = np.empty(total, dtype=np.int64)
+    ramp = np.arange(max(lengths), dtype=head.dtype)
+    start = 0
+    for i, p, n in zip(indices, sequences, lengths, strict=True):
+        if p.ids.shape[0] != head.shape[0] or p.ids.dtype != head.dtype:
             raise PackingError(
                 f"sample {i}: {p.ids.shape[0]} axes of {p.ids.dtype}, but sample {indices[0]} has "
-                f"{sequences[0].ids.shape[0]} of {dtype}: one row holds samples of one layout"
+                f"{head.shape[0]} of {head.dtype}: one row holds samples of one layout"
             )
+        stop = start + n
+        position_ids[0, start:stop] = ramp[:n]  # the text row: 0 .. n - 1 within the sample
+        position_ids[1:, start:stop] = p.ids
+        input_ids[start:stop] = p.input_ids
+        types[start:stop] = p.mm_token_type_ids
+        start = stop
     return PackedRow(
-        input_ids=np.concatenate([p.input_ids for p in sequences]),
-        position_ids=stack_positions([p.ids for p in sequences]),
-        mm_token_type_ids=np.concatenate([p.mm_token_type_ids for p in sequences]),
+        input_ids=input_ids,
+        position_ids=position_ids,
+        mm_token_type_ids=types,
         cu_seqlens=cu_seqlens(lengths),
         max_seqlen=max(lengths),
         samples=tuple(int(i) for i in indices),
-        deltas=np.asarray([p.delta for p in sequences], dtype=dtype),
+        deltas=np.asarray([p.delta for p in sequences], dtype=head.dtype),
         sequences=tuple(sequences),
         packed_input=packed_input,
         family=family,

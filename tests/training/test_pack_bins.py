@@ -141,3 +141,16 @@ def test_refusals_name_the_sample() -> None:
         row.model_inputs()
     with pytest.raises(mrope.PackingError, match="qwen3.5: packed input needs fla.*flash-linear-attention"):
         mrope.pack([[Text(4)]], model="qwen3.5", max_length=16)[0].model_inputs()
+
+
+def test_bench_pack_runs_small() -> None:
+    """benchmarks/bench_pack.py still runs (300 records, in this process); no timing is asserted."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_pack.py"
+    spec = importlib.util.spec_from_file_location("bench_pack", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = bench.main(["--records", "300", "--max-length", "2048"])
+    assert 0.9 < out["ffd_efficiency"] <= 1.0 and out["stream_efficiency"] <= out["ffd_efficiency"]
