@@ -6,11 +6,13 @@ Workload: ``--records`` (default 100,000) segment lists under Qwen2-VL's rules, 
 followed by 2..40 text tokens, and with probability 0.15 a video of grid (2c, 2a, 2b), c in 1..4, a, b in
 2..12, then 2..40 text tokens. Rows of ``--max-length`` (default 4096) tokens.
 
-Timed (one run each, wall seconds, the same process): the builder alone (``build_positions`` per record,
-the reference: what the positions cost unpacked), ``pack`` first-fit-decreasing, ``pack`` streaming
-(``open_rows`` 8 and 1, a generator in). Efficiency = tokens / (rows x max_length); FFD is compared with the
-bound ``ceil(tokens / max_length)`` rows and with padded batches of 8 records (each padded to its longest).
-Run: ``python benchmarks/bench_pack.py [--records N] [--max-length L]``.
+Speed: the records in windows of ``--window`` (default 10,000), each window timed round-robin (so load from
+elsewhere falls on all alike): the builder alone (``build_positions`` per record: the reference, what the
+positions cost unpacked), ``pack`` first-fit-decreasing, ``pack`` streaming (``open_rows=8``, a generator
+in); medians over the windows. Efficiency = tokens / (rows x max_length) over all records at once (the
+bins ``pack`` uses, on the records' lengths): FFD against the bound ``ceil(tokens / max_length)``,
+streaming (8 and 1 open rows) and padded batches of 8 records (each padded to its longest).
+Run: ``python benchmarks/bench_pack.py [--records N] [--max-length L] [--window W]``.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ import math
 import os
 import platform
 import random
+import statistics
 import time
 
 import mrope
 from mrope import Image, Text, Video
+from mrope.packing import first_fit_decreasing, stream_rows
 
 
 def records(n: int, seed: int = 0) -> list[list]:
@@ -54,6 +58,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--max-length", type=int, default=4096)
+    ap.add_argument("--window", type=int, default=10_000)
     args = ap.parse_args(argv)
     n, cap = args.records, args.max_length
     data = records(n)
@@ -61,45 +66,46 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         f"{n} records, max_length {cap}; {platform.python_version()}, {os.cpu_count()} CPUs, {platform.machine()}"
     )
     lay = mrope.models.resolve_rules("qwen2-vl", None)
-
-    alone, t_build = timed(lambda: [mrope.build_positions(s, rules=lay) for s in data])
-    lengths = [p.num_tokens for p in alone]
+    speeds: dict[str, list[float]] = {"build": [], "ffd": [], "stream": []}
+    lengths: list[int] = []
+    for start in range(0, n, args.window):
+        part = data[start : start + args.window]
+        alone, t = timed(lambda part=part: [mrope.build_positions(s, rules=lay) for s in part])
+        speeds["build"].append(len(part) / t)
+        lengths += [p.num_tokens for p in alone]
+        ffd, t = timed(lambda part=part: mrope.pack(part, model="qwen2-vl", max_length=cap))
+        speeds["ffd"].append(len(part) / t)
+        stream, t = timed(
+            lambda part=part: list(mrope.pack(iter(part), model="qwen2-vl", max_length=cap, mode="stream"))
+        )
+        speeds["stream"].append(len(part) / t)
+        assert ffd.num_tokens == sum(r.num_tokens for r in stream) == sum(p.num_tokens for p in alone)
     tokens = sum(lengths)
-    ffd, t_ffd = timed(lambda: mrope.pack(data, model="qwen2-vl", max_length=cap))
-    s8, t_s8 = timed(lambda: list(mrope.pack(iter(data), model="qwen2-vl", max_length=cap, mode="stream")))
-    s1, t_s1 = timed(
-        lambda: list(mrope.pack(iter(data), model="qwen2-vl", max_length=cap, mode="stream", open_rows=1))
-    )
-    from_positions, t_pos = timed(lambda: mrope.pack(alone, max_length=cap))
-    assert ffd.num_tokens == tokens == from_positions.num_tokens
-    bound = math.ceil(tokens / cap)
+    rows = {
+        "ffd": len(first_fit_decreasing(lengths, cap)),
+        "stream open_rows=8": sum(1 for _ in stream_rows(enumerate(lengths), cap, open_rows=8)),
+        "stream open_rows=1 (next-fit)": sum(1 for _ in stream_rows(enumerate(lengths), cap, open_rows=1)),
+        "bound ceil(tokens / max_length)": math.ceil(tokens / cap),
+    }
     padded_slots = sum(max(lengths[i : i + 8]) * len(lengths[i : i + 8]) for i in range(0, n, 8))
-
-    def eff(rows: int) -> float:
-        return tokens / (rows * cap)
-
     print(f"tokens {tokens} (mean {tokens / n:.0f} per record, longest {max(lengths)})")
-    print(f"{'what':<34}{'s':>8}{'samples/s':>12}{'rows':>9}{'efficiency':>12}{'x builder':>11}")
-    table = [
-        ("build_positions alone (ref.)", t_build, None),
-        ("pack ffd (segment lists)", t_ffd, len(ffd)),
-        ("pack ffd (Positions given)", t_pos, len(from_positions)),
-        ("pack stream open_rows=8", t_s8, len(s8)),
-        ("pack stream open_rows=1 (next-fit)", t_s1, len(s1)),
-    ]
-    for what, t, rows in table:
-        effs = f"{eff(rows):>12.4f}" if rows else f"{'':>12}"
-        print(f"{what:<34}{t:>8.2f}{n / t:>12.0f}{rows or '':>9}{effs}{t / t_build:>11.2f}")
-    print(f"{'FFD bound ceil(tokens / max)':<34}{'':>8}{'':>12}{bound:>9}{eff(bound):>12.4f}")
-    print(f"padded batches of 8: efficiency {tokens / padded_slots:.4f} (tokens / padded slots)")
-    print(
-        f"ffd rows / bound {len(ffd) / bound:.4f}; stream(8) rows / ffd rows {len(s8) / len(ffd):.4f}; "
-        f"next-fit rows / ffd rows {len(s1) / len(ffd):.4f}"
-    )
+    print(f"speed, median over {len(speeds['build'])} windows of {args.window} records (samples/s):")
+    build = statistics.median(speeds["build"])
+    for what, label in (
+        ("build", "build_positions alone (ref.)"),
+        ("ffd", "pack ffd"),
+        ("stream", "pack stream open_rows=8"),
+    ):
+        med = statistics.median(speeds[what])
+        print(f"  {label:<34}{med:>10.0f}  {med / build:>6.2f} x the builder's rate")
+    print(f"efficiency over all {n} records (tokens / (rows x {cap})):")
+    for what, count in rows.items():
+        print(f"  {what:<34}{count:>8} rows  {tokens / (count * cap):.4f}")
+    print(f"  {'padded batches of 8 records':<34}{'':>8}       {tokens / padded_slots:.4f}")
     return {
-        "ffd_samples_per_s": n / t_ffd,
-        "ffd_efficiency": ffd.efficiency,
-        "stream_efficiency": eff(len(s8)),
+        "ffd_samples_per_s": statistics.median(speeds["ffd"]),
+        "ffd_efficiency": tokens / (rows["ffd"] * cap),
+        "stream_efficiency": tokens / (rows["stream open_rows=8"] * cap),
     }
 
 
