@@ -305,7 +305,7 @@ class _Builder:
         self.model, self.rules, self.convention = model, rules, convention
         self.tokenizer = resolve_tokenizer(model, tokenizer) if model is not None else tokenizer
         self.lay: LayoutRules | None = None
-        family = get_family(model) if model is not None and not isinstance(model, LayoutRules) else None
+        family = get_family(model) if model is not None else None
         self.packed_input = family.packed_input if family is not None else "text-row"
         self.family = family.name if family is not None else ""
 
