@@ -15,11 +15,13 @@ from mrope.errors import (
     MediaError,
     MRopeError,
     MRopeWarning,
+    PackingError,
     PatchError,
     SpecError,
     TokenError,
 )
 from mrope.layout.omni import audio_tokens
+from mrope.packing import PackedBatch, PackedRow, pack
 from mrope.positions import Batch, Positions, Span
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Text, Video
@@ -78,6 +80,9 @@ __all__ = [
     "MRopeError",
     "MRopeWarning",
     "MediaError",
+    "PackedBatch",
+    "PackedRow",
+    "PackingError",
     "PatchError",
     "Positions",
     "RopeScaling",
@@ -99,6 +104,7 @@ __all__ = [
     "from_pretrained",
     "count_tokens",
     "next_positions",
+    "pack",
     "text_positions",
     "ConversationState",
     "Turn",

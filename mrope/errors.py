@@ -36,5 +36,9 @@ class PatchError(MRopeError):
     """A model that :func:`mrope.integrations.transformers.patch` cannot patch (or unpatch) as asked."""
 
 
+class PackingError(MRopeError):
+    """Samples that cannot be packed as asked, or a model that cannot take packed rows (:mod:`mrope.packing`)."""
+
+
 class MRopeWarning(UserWarning):
     """Something legal but worth knowing, e.g. two video patches that share a time coordinate."""

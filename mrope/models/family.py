@@ -115,6 +115,10 @@ class ModelFamily:
         config_section_axes: the axis (0 = t, 1 = h, 2 = w, ...) of each entry of the config's
             ``mrope_section``, when the config orders them otherwise than :class:`RopeSpec` (ERNIE-4.5-VL
             writes (h, w, t): ``(1, 2, 0)``); ``None``: the same order.
+        packed_input: how the family's transformers 5.24 model keeps packed samples apart (the kinds of
+            :data:`mrope.packing.PACKED_INPUT`): ``"text-row"`` (a text row of the position ids that
+            restarts per sample, no attention mask, no cache), ``"text-row+fla"`` (that, and its
+            linear-attention layers need flash-linear-attention), ``"none"`` (it takes no packed input).
         source: where the values come from (a checkpoint folder for :func:`mrope.from_pretrained`).
     """
 
@@ -133,6 +137,7 @@ class ModelFamily:
         default_factory=dict, hash=False, compare=True
     )
     config_section_axes: tuple[int, ...] | None = None
+    packed_input: str = "text-row"
     source: str = "registry"
     tokenizer: Any = field(default=None, hash=False, compare=False, repr=False)
     _transformers5_rules: LayoutRules | None = field(default=None, init=False, repr=False, compare=False)

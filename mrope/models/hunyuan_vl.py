@@ -51,6 +51,7 @@ FAMILY = ModelFamily(
         scaling=RopeScaling(type="ntk_alpha", alpha=1000.0),
     ),
     transformers5={"image_index_scope": "batch"},
+    packed_input="none",  # modeling_hunyuan_vl.py:803-813 keeps all N + 1 rows, then raises
     exactness="official layout (image index per sequence, xdrope rotary); transformers 5.24's batch-wide "
     "image index under convention='transformers5'",
     config_ids={

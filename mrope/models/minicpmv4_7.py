@@ -47,6 +47,7 @@ FAMILY = ModelFamily(
     ),
     spec=qwen3_5.FAMILY.spec,
     transformers5={},
+    packed_input="text-row+fla",  # its text model is Qwen3.5's, with Gated DeltaNet layers
     exactness="transformers 5.24 get_rope_index (its release code) with the checkpoint's marker ids",
     checkpoint_fields={
         "config:downsample_mode": DOWNSAMPLE_MODE,

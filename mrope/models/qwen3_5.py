@@ -34,4 +34,5 @@ FAMILY = qwen3_vl.FAMILY.replace(
     ),
     exactness="Qwen3-VL rules, Qwen3.5 ids; its 5.24 Qwen3_5 get_rope_index (convention='transformers5') and processor (ids, grids)",
     config_ids=qwen2_vl.QWEN_CONFIG_IDS,
+    packed_input="text-row+fla",  # Gated DeltaNet layers (modeling_qwen3_5.py:628, 641)
 )

@@ -7,12 +7,16 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from mrope.errors import PatchError
+
+if TYPE_CHECKING:
+    from mrope.positions import Positions
 
 FORWARD_ALIASES: dict[str, tuple[str, ...]] = {
     "second_per_grid_ts": ("second_per_grid_ts", "video_second_per_grid")
@@ -66,25 +70,38 @@ def model_inputs(batch: Any, model: torch.nn.Module | None = None) -> dict[str, 
         ``mm_token_type_ids`` where it takes none).
     """
     position_ids, attention_mask, _ = batch.torch()
-    videos = [seq.video_grid_thw for seq in batch.sequences]
-    seconds = [seq.second_per_grid_ts for seq in batch.sequences]
     out = {
         "input_ids": torch.from_numpy(batch.input_ids),
         "attention_mask": attention_mask,
         "position_ids": position_ids,
         "mm_token_type_ids": torch.from_numpy(batch.mm_token_type_ids),
+        **grid_inputs(batch.sequences),
     }
-    image_grid = batch.image_grid_thw
-    video_grid = np.concatenate(videos).reshape(-1, 3)
-    if len(image_grid):
-        out["image_grid_thw"] = torch.from_numpy(image_grid)
-        if batch.sequences[0].rules.generates_images:
-            out["images_per_sample"] = torch.from_numpy(batch.images_per_sample)
-    if len(video_grid):
-        out["video_grid_thw"] = torch.from_numpy(video_grid)
-        if batch.sequences[0].rules.temporal == "seconds":
-            out["second_per_grid_ts"] = torch.from_numpy(np.concatenate(seconds)).to(torch.float32)
     return out if model is None else named_for(type(model).forward, out)
 
 
-__all__ = ["CROP_SIZES", "FORWARD_ALIASES", "grids_from_crops", "model_inputs", "named_for"]
+def grid_inputs(sequences: Sequence[Positions]) -> dict[str, torch.Tensor]:
+    """The grid keyword arguments of sequences taken in order (a padded batch's rows, or the samples of
+    one packed row): ``image_grid_thw`` and ``images_per_sample`` (rules that generate images),
+    ``video_grid_thw`` and ``second_per_grid_ts`` (rules whose video time is in seconds), each only when
+    there are any."""
+    out: dict[str, torch.Tensor] = {}
+    if not sequences:
+        return out
+    rules = sequences[0].rules
+    image_grid = np.concatenate([seq.image_grid_thw for seq in sequences]).reshape(-1, 3)
+    video_grid = np.concatenate([seq.video_grid_thw for seq in sequences]).reshape(-1, 3)
+    if len(image_grid):
+        out["image_grid_thw"] = torch.from_numpy(image_grid)
+        if rules.generates_images:
+            counts = [len(seq.image_grid_thw) for seq in sequences]
+            out["images_per_sample"] = torch.tensor(counts, dtype=torch.int64)
+    if len(video_grid):
+        out["video_grid_thw"] = torch.from_numpy(video_grid)
+        if rules.temporal == "seconds":
+            seconds = np.concatenate([seq.second_per_grid_ts for seq in sequences])
+            out["second_per_grid_ts"] = torch.from_numpy(seconds).to(torch.float32)
+    return out
+
+
+__all__ = ["CROP_SIZES", "FORWARD_ALIASES", "grid_inputs", "grids_from_crops", "model_inputs", "named_for"]

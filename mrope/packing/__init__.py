@@ -1,0 +1,35 @@
+"""Padding-free packing of training rows: many samples per row, each sample's positions its own.
+
+:func:`pack` builds the rows (first-fit-decreasing, or order-keeping streaming), :class:`PackedRow` /
+:class:`PackedBatch` / :class:`PaddedPack` hold them, ``model_inputs`` turns them into a transformers
+forward's keyword arguments, :class:`PackedCollator` packs processor outputs for ``Trainer`` / TRL
+(``mrope.packing.collator``; torch, loaded on first use, also as ``mrope.packing.PackedCollator``). See
+docs/packing.md.
+"""
+
+from mrope.packing.bins import efficiency, first_fit_decreasing, stream_rows
+from mrope.packing.rows import PackedBatch, PackedRow, PaddedPack, pack, pad_rows
+from mrope.packing.support import PACKED_INPUT, PackedInput, check_packed_input
+
+
+def __getattr__(name: str):  # the collator needs torch: loaded when asked for
+    if name == "PackedCollator":
+        from mrope.packing.collator import PackedCollator
+
+        return PackedCollator
+    raise AttributeError(f"module 'mrope.packing' has no attribute {name!r}")
+
+
+__all__ = [
+    "PACKED_INPUT",
+    "PackedBatch",
+    "PackedInput",
+    "PackedRow",
+    "PaddedPack",
+    "check_packed_input",
+    "efficiency",
+    "first_fit_decreasing",
+    "pack",
+    "pad_rows",
+    "stream_rows",
+]
