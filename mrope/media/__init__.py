@@ -10,6 +10,7 @@ omni models, from container metadata.
 
 from mrope.media.audio import MAX_AUDIO_SECONDS, has_audio_stream, load_audio, probe_audio
 from mrope.media.detect import MediaKind, detect_media_kind
+from mrope.media.frames import load_frames
 from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS, image_grid, image_size, load_image
 from mrope.media.info import AudioInfo, FrameSize, VideoInfo
 from mrope.media.resize import (
@@ -66,6 +67,7 @@ __all__ = [
     "image_size",
     "is_url",
     "load_image",
+    "load_frames",
     "load_video",
     "num_sampled_frames",
     "open_url",

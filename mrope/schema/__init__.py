@@ -34,7 +34,6 @@ from .convert import (
     SegmentReader,
     audio_from,
     image_from,
-    message_segments,
     text_from,
     to_segment,
     to_segments,
@@ -70,14 +69,23 @@ from .fields import (
     rules_dict,
 )
 from .media import MEDIA_NONE, MediaAccess
+from .messages import ChatSegments, message_segments, template_segments, turn_segments
 from .parse import parse_record, parse_request, parse_segments
-from .records import Message, MessageImage, MessageItem, MessageText, MessageVideo, Record, RecordId
+from .records import (
+    Message,
+    MessageImage,
+    MessageItem,
+    MessageText,
+    MessageVideo,
+    PositionsRequest,
+    Record,
+    RecordId,
+)
 from .request import (
     AudioSegment,
     FileItem,
     ImageSegment,
     LayoutItem,
-    PositionsRequest,
     Segment_,
     TextSegment,
     TilingOptions,
@@ -88,6 +96,7 @@ from .request import (
 from .text import TokenizerRequired, load_tokenizer, tokenize
 
 __all__ = [
+    "ChatSegments",
     "AudioSeconds",
     "AudioSegment",
     "Count",
@@ -149,6 +158,8 @@ __all__ = [
     "text_from",
     "to_segment",
     "to_segments",
+    "template_segments",
     "tokenize",
+    "turn_segments",
     "video_from",
 ]

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import RequestError, describe_validation_errors
 from .fields import StrictModel
-from .records import Record
-from .request import ImageSegment, PositionsRequest, Segment_, TextSegment, VideoSegment
+from .records import PositionsRequest, Record
+from .request import ImageSegment, Segment_, TextSegment, VideoSegment
 
 
 def _validate(model: type[BaseModel], data: Any, what: str) -> Any:
