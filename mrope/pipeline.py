@@ -78,11 +78,11 @@ success."""
 
 class JobError(RequestError):
     """A failure of the whole job, not of one record: a missing option every such record would need (no
-    tokenizer for text, no model). :meth:`Preprocessor.record` raises it at once instead of recording
-    the same error in every row.
+    tokenizer for text: a record cannot carry one). :meth:`Preprocessor.batch` and ``mrope batch``
+    raise it at once instead of recording the same error in every row.
 
     Attributes:
-        option: the option that fixes it (``"tokenizer"``, ``"model"``, ``"chat_template"``).
+        option: the option that fixes it (``"tokenizer"``, ``"chat_template"``).
     """
 
     def __init__(self, message: str, option: str, code: str = "job_error") -> None:
@@ -97,6 +97,12 @@ DEFAULT_MAX_TOKENS = 1 << 24
 
 RecordError = RequestError
 """A record that does not have the documented shape (the schema's :class:`mrope.schema.RequestError`)."""
+
+
+class ModelRequired(RecordError):
+    """A record without a model in a job without one."""
+
+    code = "model_required"
 
 
 class TooManyTokens(RecordError):
@@ -209,12 +215,10 @@ class Preprocessor:
                 return self.rules
             return resolve_rules(self.job_model() or record.model, self.rules, convention)
         job = self.job_model()
-        if job is None and record.model is None:
-            raise JobError(
+        if job is None and record.model is None:  # a record may carry its own model: not the job's failure
+            raise ModelRequired(
                 f"no model: pass model= to the job (on the command line: --model or --model-dir), or give "
-                f"every record a 'model'; name one of {', '.join(schema.model_names())}",
-                "model",
-                "model_required",
+                f"every record a 'model'; name one of {', '.join(schema.model_names())}"
             )
         model = schema.require_model(job if job is not None else record.model, "model=")
         merged = {**(schema.rules_dict(record.rules) or {}), **dict(self.rules or {})}
@@ -377,7 +381,7 @@ class Preprocessor:
 
         A failure gives empty arrays, ``delta = num_tokens = 0``, the message in ``error`` (``""`` on
         success, so the column is a string column from the first row on) and its code in ``error_code``.
-        A :class:`JobError` (no tokenizer for text, no model) is raised instead with
+        A :class:`JobError` (no tokenizer for text) is raised instead with
         ``stop_on_job_error`` (what :meth:`batch` and ``mrope batch`` do: every later record would fail
         alike).
         """
@@ -680,6 +684,7 @@ def process_batch(batch: Any, **options: Any) -> pa.Table:
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "JobError",
+    "ModelRequired",
     "QWEN_TURN",
     "RESULT_COLUMNS",
     "Preprocessor",

@@ -105,6 +105,17 @@ def audio_file(f: Any, rules: LayoutRules, settings: Settings, where: str, wrap:
     return load_audio(meta, rules=rules, wrap=wrap)
 
 
+def tokenizer_required(where: str) -> ServiceError:
+    """The 422 for text sent to a service started without ``MROPE_TOKENIZER``."""
+    return ServiceError(
+        422,
+        "tokenizer_required",
+        f"{where} is text, which needs a tokenizer: start the service with MROPE_TOKENIZER set to a "
+        "tokenizer.json, or send token counts / ids",
+        cap="MROPE_TOKENIZER",
+    )
+
+
 class ServiceReader(schema.SegmentReader):
     """The schema's segment reader under the service's caps: text needs ``MROPE_TOKENIZER``, a pixel size
     is checked against ``MROPE_MAX_IMAGE_PIXELS``, and a media URL (an allowlisted host only) is opened
@@ -120,13 +131,7 @@ class ServiceReader(schema.SegmentReader):
         try:
             return super().text(seg, where)
         except schema.TokenizerRequired:
-            raise ServiceError(
-                422,
-                "tokenizer_required",
-                f"{where} is text, which needs a tokenizer: start the service with MROPE_TOKENIZER set to a "
-                "tokenizer.json, or send token counts / ids",
-                cap="MROPE_TOKENIZER",
-            ) from None
+            raise tokenizer_required(where) from None
 
     def image(self, seg: ImageSegment, where: str) -> mrope.Image:
         settings = self.settings
@@ -139,7 +144,9 @@ class ServiceReader(schema.SegmentReader):
             height, width = image_size(f, max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS))
             check_image_pixels(height, width, settings, where)
             tiling = seg.tiling.model_dump() if isinstance(seg.tiling, schema.TilingOptions) else seg.tiling
-            return load_image(f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap)
+            return load_image(
+                f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **schema.sizing(seg)
+            )
 
     def video(self, seg: VideoSegment, where: str) -> mrope.Video:
         if seg.path is None:
@@ -151,7 +158,15 @@ class ServiceReader(schema.SegmentReader):
         counts = {
             k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
         }
-        video = load_video(meta, rules=rules, fps=seg.fps, wrap=seg.wrap, **counts)
+        video = load_video(
+            meta,
+            rules=rules,
+            fps=seg.fps,
+            wrap=seg.wrap,
+            frame_size=seg.frame_size or "display",
+            **counts,
+            **schema.sizing(seg),
+        )
         if seg.use_audio_in_video:  # omni models: the video's own audio track, from the same URL
             with _open(seg.path, settings, where) as f:
                 if has_audio_stream(f):
@@ -180,6 +195,29 @@ def to_segments(
     """Library segments for the JSON segments of a request, under the segment cap (:class:`ServiceReader`)."""
     check_segment_count(len(items), settings)
     return ServiceReader(rules, settings, tokenizer).segments(items)  # type: ignore[return-value]
+
+
+def request_items(body: Any) -> list[Any]:
+    """The segments of a positions request, or the items of its messages."""
+    if body.segments is not None:
+        return list(body.segments)
+    return [item for m in body.messages or () for item in m.content]
+
+
+def request_segments(
+    body: Any, rules: LayoutRules, settings: Settings, tokenizer: Any
+) -> list[mrope.Text | mrope.Image | mrope.Video]:
+    """Library segments of a positions request: its segments (:func:`to_segments`), or its messages read
+    as ``mrope batch`` and the pipeline read them (:func:`mrope.schema.turn_segments`, no turn wrapping),
+    under the same caps."""
+    if body.segments is not None:
+        return to_segments(body.segments, rules, settings, tokenizer)
+    check_segment_count(len(request_items(body)), settings)
+    reader = ServiceReader(rules, settings, tokenizer)
+    try:
+        return schema.turn_segments(body.messages, reader).segments  # type: ignore[return-value]
+    except schema.TokenizerRequired as exc:  # message text is read in runs, not by reader.text
+        raise tokenizer_required(exc.where) from None
 
 
 def check_segment_count(n: int, settings: Settings) -> None:
