@@ -183,7 +183,13 @@ class ServiceReader(schema.SegmentReader):
 def reads_media(items: Sequence[Any]) -> bool:
     """Whether any segment names a media file (read off the event loop, under the media timeout)."""
     # text segments have no path (a missing attribute is pydantic's slow path)
-    return any(seg.path is not None for seg in items if not isinstance(seg, TextSegment))
+    return any(
+        seg.path is not None or seg.frames is not None
+        if isinstance(seg, VideoSegment)
+        else seg.path is not None
+        for seg in items
+        if isinstance(seg, (ImageSegment, VideoSegment, schema.AudioSegment))
+    )
 
 
 def to_segments(
