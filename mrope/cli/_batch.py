@@ -27,8 +27,8 @@ from mrope.cli._progress import progress
 from mrope.cli._sequence import data_options, max_tokens_from_arg, model_from_args, tokenizer_from_arg
 from mrope.pipeline import (
     JobError,
-    RecordError,
     Preprocessor,
+    RecordError,
     describe_error,
     error_code,
     error_row,
