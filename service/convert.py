@@ -207,7 +207,7 @@ def request_items(body: Any) -> list[Any]:
     """The segments of a positions request, or the items of its messages."""
     if body.segments is not None:
         return list(body.segments)
-    return [item for m in body.messages or () for item in m.content]
+    return [item for m in body.messages or () for item in (m.content if isinstance(m.content, list) else ())]
 
 
 def request_segments(

@@ -55,7 +55,7 @@ class ChatSegments:
 
 def _items(message: Message) -> list[Any]:
     content = message.content
-    return [MessageText(type="text", text=content)] if isinstance(content, str) else list(content)
+    return [MessageText(type="text", text=content)] if isinstance(content, str) else list(content or ())
 
 
 def message_segments(
@@ -123,8 +123,9 @@ def turn_segments(
     for m, message in enumerate(messages):
         where = f"message {m}"
         mine = message.role == "assistant"
+        role = message.role or ""
         if turn_format is not None:
-            add_text(turn_format[0].format(role=message.role), f"{where} (its turn prefix)", False)
+            add_text(turn_format[0].format(role=role), f"{where} (its turn prefix)", False)
         for c, item in enumerate(_items(message)):
             at = f"{where} item {c}"
             if isinstance(item, MessageText):
@@ -139,7 +140,7 @@ def turn_segments(
             out.append(reader.image(item, at) if isinstance(item, ImageSegment) else reader.video(item, at))
             masks.append(None)
         if turn_format is not None:
-            add_text(turn_format[1].format(role=message.role), f"{where} (its turn suffix)", mine)
+            add_text(turn_format[1].format(role=role), f"{where} (its turn suffix)", mine)
     if generation_prompt:
         add_text(generation_prompt, "the generation prompt", False)
     flush()
@@ -194,7 +195,7 @@ def _template_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 content.append({"type": "text", "text": item.text})
             else:
                 content.append({"type": "image" if isinstance(item, ImageSegment) else "video"})
-        out.append({"role": message.role, "content": content})
+        out.append({"role": message.role or "", "content": content})
     return out
 
 

@@ -41,12 +41,21 @@ class MessageVideo(VideoSegment):
 MessageItem = Annotated[Union[MessageText, MessageImage, MessageVideo], Field(discriminator="type")]  # noqa: UP007
 
 
+def _string_content_schema(schema: dict[str, Any]) -> None:
+    """The JSON schema of a message says what it accepts: ``content`` may also be a string (the model
+    validator turns one into a text item before the field is read)."""
+    content = schema.get("properties", {}).get("content", {})
+    content.setdefault("anyOf", []).append({"type": "string"})
+
+
 class Message(StrictModel):
     """A chat turn: ``role`` and ``content`` (a string, or a list of text, image and video items)."""
 
-    role: Annotated[str, Field(max_length=256)] = ""
-    content: Annotated[list[MessageItem], Field(max_length=1 << 20)] = Field(
-        default_factory=list, description="a list of text, image and video items, or a string (one text item)"
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_string_content_schema)
+
+    role: Annotated[str, Field(max_length=256)] | None = None
+    content: Annotated[list[MessageItem], Field(max_length=1 << 20)] | None = Field(
+        None, description="a list of text, image and video items, or a string (one text item)"
     )
 
     @model_validator(mode="before")

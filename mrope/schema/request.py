@@ -50,6 +50,17 @@ class TextSegment(StrictModel):
         return self
 
 
+class MediaUrl(StrictModel):
+    """OpenAI's ``{"url": ..., "detail": ...}`` under ``image_url`` / ``video_url`` (``detail`` not read)."""
+
+    url: MediaPath
+    detail: Annotated[str, Field(max_length=64)] | None = None
+
+
+FrameList = Annotated[list[MediaPath], Field(min_length=1, max_length=1 << 16)]
+"""A video given as its frame images, in order."""
+
+
 class TilingOptions(StrictModel):
     """InternVL tiling of an image file (the fields of :class:`mrope.media.TilePlan`)."""
 
@@ -100,6 +111,11 @@ class ImageSegment(StrictModel):
         description="GLM-Image: an image the model will generate (no prompt tokens; its decode-time positions "
         "come back as generation_ids); after every other segment, no tiles",
     )
+    image: MediaPath | None = Field(None, description="the file, as qwen-vl-utils names it (instead of path)")
+    image_url: MediaPath | MediaUrl | None = Field(
+        None, description="the file as a URL string or OpenAI's {url} (instead of path)"
+    )
+    url: MediaPath | None = Field(None, description="the file, as transformers' chat items name it")
     min_pixels: Count | None = Field(None, description="qwen-vl-utils: this image's lower pixel bound")
     max_pixels: Count | None = Field(None, description="qwen-vl-utils: this image's upper pixel bound")
     resized_height: Count | None = Field(
@@ -255,7 +271,14 @@ class VideoSegment(StrictModel):
         description="MiniCPM-V (canvas rule): the encoder grid [1, h, w] of each frame's thumbnail, before "
         "its slices; with tiles",
     )
-    frames: Annotated[list[MediaPath], Field(min_length=1, max_length=1 << 16)] | None = Field(
+    video: MediaPath | FrameList | None = Field(
+        None, description="the file, or its frames (a list of images), as qwen-vl-utils names it"
+    )
+    video_url: MediaPath | MediaUrl | None = Field(
+        None, description="the file as a URL string or an OpenAI-style {url} (instead of path)"
+    )
+    url: MediaPath | None = Field(None, description="the file, as transformers' chat items name it")
+    frames: FrameList | None = Field(
         None, description="a video given as its frame images, in order (qwen-vl-utils' list form)"
     )
     min_pixels: Count | None = Field(None, description="qwen-vl-utils: the lower pixel bound of a frame")
@@ -401,7 +424,7 @@ def media_aliases(data: Any, kind: str) -> Any:
     if not isinstance(data, Mapping):
         return data
     names = [k for k in (kind, f"{kind}_url", "url", "path") if data.get(k) is not None]
-    renamed = data.get("type") in _MEDIA_TYPES
+    renamed = _aliased_type(data)
     if not renamed and (not names or names == ["path"]) and not isinstance(data.get("path"), list):
         return data
     if len(names) > 1:
@@ -418,24 +441,23 @@ def media_aliases(data: Any, kind: str) -> Any:
             value = value["url"]  # OpenAI's {"image_url": {"url": ..., "detail": ...}}
         if isinstance(value, (list, tuple)) and kind == "video":
             out["frames"] = list(value)
-        else:
+        elif isinstance(value, str):
             out["path"] = value
+        else:  # left under the key the user wrote, so that its error names that key
+            out[names[0]] = value
     return out
 
 
 def retype(items: Any) -> Any:
     """A list of segments or message items with ``type`` ``"image_url"`` / ``"video_url"`` read as
     ``"image"`` / ``"video"`` (before the union picks a model by ``type``)."""
-    if not isinstance(items, list) or not any(
-        isinstance(v, Mapping) and v.get("type") in _MEDIA_TYPES for v in items
-    ):
+    if not isinstance(items, list) or not any(map(_aliased_type, items)):
         return items
-    return [
-        {**v, "type": _MEDIA_TYPES[v["type"]]}
-        if isinstance(v, Mapping) and v.get("type") in _MEDIA_TYPES
-        else v
-        for v in items
-    ]
+    return [{**v, "type": _MEDIA_TYPES[v["type"]]} if _aliased_type(v) else v for v in items]
+
+
+def _aliased_type(item: Any) -> bool:
+    return isinstance(item, Mapping) and isinstance(item.get("type"), str) and item["type"] in _MEDIA_TYPES
 
 
 def retype_segments(data: Any) -> Any:
