@@ -125,11 +125,6 @@ class ImageSegment(StrictModel):
         None, description="qwen-vl-utils: resize to this width (with resized_height), then smart-resize"
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _aliases(cls, data: Any) -> Any:
-        return media_aliases(data, "image")
-
     @model_validator(mode="after")
     def _one_form(self) -> ImageSegment:
         if (  # the common forms: a bare grid or a bare size
@@ -146,6 +141,11 @@ class ImageSegment(StrictModel):
             and (self.height is None) == (self.width is None)
         ):
             return self
+        unread = [k for k in ("image", "image_url", "url") if getattr(self, k) is not None]
+        if unread:  # set only when this model is validated alone, not inside a request or record
+            raise ValueError(
+                f"{', '.join(unread)}: give the file as 'path' (other names are read in requests)"
+            )
         sized = self.height is not None or self.width is not None
         forms = [
             k
@@ -294,11 +294,6 @@ class VideoSegment(StrictModel):
         "coded (as stored: PyAV, transformers' load_video); default the face's",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _aliases(cls, data: Any) -> Any:
-        return media_aliases(data, "video")
-
     @model_validator(mode="after")
     def _one_form(self) -> VideoSegment:
         if (  # the common form: a grid with its rate or times, no path options, no sliced frames
@@ -321,6 +316,11 @@ class VideoSegment(StrictModel):
             and self.thumbnail_grid is None
         ):
             return self
+        unread = [k for k in ("video", "video_url", "url") if getattr(self, k) is not None]
+        if unread:  # set only when this model is validated alone, not inside a request or record
+            raise ValueError(
+                f"{', '.join(unread)}: give the file as 'path' (other names are read in requests)"
+            )
         forms = [k for k in ("grid", "path", "frames") if getattr(self, k) is not None]
         if len(forms) != 1:
             raise ValueError(
@@ -424,7 +424,7 @@ def media_aliases(data: Any, kind: str) -> Any:
     if not isinstance(data, Mapping):
         return data
     names = [k for k in (kind, f"{kind}_url", "url", "path") if data.get(k) is not None]
-    renamed = _aliased_type(data)
+    renamed = isinstance(data.get("type"), str) and data["type"] in _MEDIA_TYPES
     if not renamed and (not names or names == ["path"]) and not isinstance(data.get("path"), list):
         return data
     if len(names) > 1:
@@ -449,15 +449,26 @@ def media_aliases(data: Any, kind: str) -> Any:
 
 
 def retype(items: Any) -> Any:
-    """A list of segments or message items with ``type`` ``"image_url"`` / ``"video_url"`` read as
-    ``"image"`` / ``"video"`` (before the union picks a model by ``type``)."""
-    if not isinstance(items, list) or not any(map(_aliased_type, items)):
+    """A list of segments or message items with the forms users copy read as this schema's
+    (:func:`media_aliases`), before the union picks a model by ``type``; the list itself when no item
+    needs it (one cheap look per item: the JSON routes' hot path)."""
+    if not isinstance(items, list) or not any(map(_aliased, items)):
         return items
-    return [{**v, "type": _MEDIA_TYPES[v["type"]]} if _aliased_type(v) else v for v in items]
+    return [media_aliases(v, _MEDIA_TYPES.get(v["type"], v["type"])) if _aliased(v) else v for v in items]
 
 
-def _aliased_type(item: Any) -> bool:
-    return isinstance(item, Mapping) and isinstance(item.get("type"), str) and item["type"] in _MEDIA_TYPES
+def _aliased(item: Any) -> bool:
+    """Whether ``item`` is a media item written with a key or ``type`` :func:`media_aliases` renames."""
+    if type(item) is not dict and not isinstance(item, Mapping):
+        return False
+    kind = item.get("type")
+    if kind == "text":
+        return False
+    if kind == "image":
+        return "image" in item or "image_url" in item or "url" in item
+    if kind == "video":
+        return "video" in item or "video_url" in item or "url" in item or isinstance(item.get("path"), list)
+    return isinstance(kind, str) and kind in _MEDIA_TYPES
 
 
 def retype_segments(data: Any) -> Any:
