@@ -10,11 +10,13 @@ read only from the hosts of ``MROPE_MEDIA_URL_HOSTS``, a local path never), and 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import mrope
 from mrope import schema
+from mrope.chat import find_chat_template
 from mrope.layout import engine_for
 from mrope.layout.canvas import frame_tokens as canvas_frame_tokens
 from mrope.layout.omni import audio_tokens, require_audio
@@ -203,6 +205,12 @@ def to_segments(
     return ServiceReader(rules, settings, tokenizer).segments(items)  # type: ignore[return-value]
 
 
+@functools.lru_cache(maxsize=4)
+def chat_template(tokenizer_path: str | None) -> str | None:
+    """The chat template kept next to ``MROPE_TOKENIZER`` (:func:`mrope.chat.find_chat_template`)."""
+    return find_chat_template(tokenizer_path) if tokenizer_path else None
+
+
 def request_items(body: Any) -> list[Any]:
     """The segments of a positions request, or the items of its messages."""
     if body.segments is not None:
@@ -214,13 +222,17 @@ def request_segments(
     body: Any, rules: LayoutRules, settings: Settings, tokenizer: Any
 ) -> list[mrope.Text | mrope.Image | mrope.Video]:
     """Library segments of a positions request: its segments (:func:`to_segments`), or its messages read
-    as ``mrope batch`` and the pipeline read them (:func:`mrope.schema.turn_segments`, no turn wrapping),
-    under the same caps."""
+    as ``mrope batch`` and the pipeline read them, under the same caps: rendered with the chat template
+    next to ``MROPE_TOKENIZER`` when there is one (:func:`mrope.schema.template_segments`), else the plain
+    turns (:func:`mrope.schema.turn_segments`)."""
     if body.segments is not None:
         return to_segments(body.segments, rules, settings, tokenizer)
     check_segment_count(len(request_items(body)), settings)
     reader = ServiceReader(rules, settings, tokenizer)
+    template = chat_template(settings.tokenizer)
     try:
+        if template is not None:
+            return schema.template_segments(body.messages, reader, template).segments  # type: ignore[return-value]
         return schema.turn_segments(body.messages, reader).segments  # type: ignore[return-value]
     except schema.TokenizerRequired as exc:  # message text is read in runs, not by reader.text
         raise tokenizer_required(exc.where) from None

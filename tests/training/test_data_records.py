@@ -265,8 +265,26 @@ def test_cli_parquet_job_error_and_frame_size(root, tmp_path, capsys) -> None:
 
 
 def test_service_reads_messages_as_the_pipeline_does(root) -> None:
+    """One record, two faces: the service (``MROPE_TOKENIZER`` next to a chat template) and the pipeline
+    (the same tokenizer path) give the same positions."""
+    chat = root / "chat"
+    chat.mkdir()
+    tok = Tokenizer(
+        models.WordLevel({"[UNK]": 0, "describe": 1, "this": 2, "please": 3, "user": 4}, unk_token="[UNK]")
+    )
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"])
+    tok.save(str(chat / "tokenizer.json"))
+    template = (
+        "{% for m in messages %}{{ m['role'] }} {% for c in m['content'] %}{% if c['type'] == 'text' %}"
+        "{{ c['text'] }} {% elif c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+        "{% else %}<|vision_start|><|video_pad|><|vision_end|>{% endif %}{% endfor %}{% endfor %}"
+    )
+    (chat / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+    ids = {k: tok.token_to_id(f"<|{k}|>") for k in ("vision_start", "vision_end", "image_pad", "video_pad")}
     record = {
         "model": MODEL,
+        "rules": {f"{k}_id": v for k, v in ids.items()},
         "messages": [
             {
                 "role": "user",
@@ -275,23 +293,22 @@ def test_service_reads_messages_as_the_pipeline_does(root) -> None:
                     {"type": "image", "height": 480, "width": 640, "max_pixels": 50_000},
                 ],
             },
-            {"role": "assistant", "content": [{"type": "text", "tokens": 3}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "please"}]},
             {"role": "user", "content": [{"type": "video", "grid": [4, 28, 28], "fps": 2.0}]},
         ],
     }
-    expected = record_positions(record, tokenizer=str(root / "tokenizer.json"))
-    with serve(env={"MROPE_TOKENIZER": str(root / "tokenizer.json")}) as srv:
+    expected = record_positions(record, tokenizer=str(chat / "tokenizer.json"))
+    plain = record_positions(record, tokenizer=str(chat / "tokenizer.json"), chat_template=None)
+    assert expected.num_tokens != plain.num_tokens  # the template is what both faces render
+    with serve(env={"MROPE_TOKENIZER": str(chat / "tokenizer.json")}) as srv:
         got = httpx.post(f"{srv.base}/v1/positions", json=record, timeout=30)
         assert got.status_code == 200, got.text
         body = got.json()
         assert body["positions"] == expected.ids.tolist()
         assert body["image_grid_thw"] == expected.image_grid_thw.tolist()
         # the same refusals as the other faces: a local file is not read by the service
-        bad = {
-            **record,
-            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "b.jpg"}}]}],
-        }
-        refused = httpx.post(f"{srv.base}/v1/positions", json=bad, timeout=30)
+        local = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "b.jpg"}}]}]
+        refused = httpx.post(f"{srv.base}/v1/positions", json={**record, "messages": local}, timeout=30)
         assert refused.status_code == 422 and "local file" in refused.text
         both = httpx.post(f"{srv.base}/v1/positions", json={**record, "segments": []}, timeout=30)
         assert both.status_code == 422 and "exactly one of 'segments' and 'messages'" in both.text
