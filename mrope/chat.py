@@ -56,6 +56,8 @@ def find_chat_template(source: Any) -> str | None:
     path = Path(source)
     if path.is_file() and path.suffix == ".jinja":
         return _read_jinja(path)
+    if not path.exists():
+        return None
     folder = path if path.is_dir() else path.parent
     for name in TEMPLATE_FILES:
         candidate = folder / name

@@ -326,7 +326,10 @@ class Preprocessor:
             return found
         if self.turn_format is not None or self.generation_prompt is not None:
             return None
-        for source in (self.tokenizer, self.model_dir, getattr(self.model, "source", None)):
+        checkpoint = getattr(self.model, "source", None)  # mrope.from_pretrained(folder) keeps its folder
+        if not (isinstance(checkpoint, str) and os.path.isdir(checkpoint)):
+            checkpoint = None
+        for source in (self.tokenizer, self.model_dir, checkpoint):
             if source is None:
                 continue
             found = _template_of(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else None

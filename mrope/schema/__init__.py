@@ -23,7 +23,7 @@ The modules, one job each: :mod:`~mrope.schema.errors` (the error, pydantic's er
 (segments, the layout, the upload fields), :mod:`~mrope.schema.records` (batch records and chat messages),
 :mod:`~mrope.schema.parse` (JSON -> models), :mod:`~mrope.schema.media` (what a face may read),
 :mod:`~mrope.schema.text` (the tokenizer and text), :mod:`~mrope.schema.convert` (models -> library
-segments).
+segments), :mod:`~mrope.schema.messages` (chat messages -> library segments and the assistant-token mask).
 """
 
 from __future__ import annotations

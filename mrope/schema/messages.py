@@ -4,6 +4,7 @@ transformers' ``apply_chat_template`` tokenizes it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -279,8 +280,6 @@ def template_segments(
 
 
 def _rewrapped(seg: Image | Video, wrap: bool) -> Image | Video:
-    import dataclasses
-
     return dataclasses.replace(seg, wrap=wrap)
 
 

@@ -111,29 +111,39 @@ class Record(StrictModel):
         return self
 
 
+_REQUEST_EXAMPLES = {
+    "examples": [
+        {
+            "model": "qwen2.5-vl",
+            "segments": [
+                {"type": "text", "tokens": 12},
+                {"type": "image", "grid": [1, 28, 28]},
+                {"type": "image", "height": 480, "width": 640},
+                {"type": "video", "grid": [8, 28, 28], "fps": 2.0},
+                {"type": "text", "ids": [151644, 77091, 198]},
+            ],
+        }
+    ]
+}
+
+
+def _request_schema(schema: dict[str, Any]) -> None:
+    """The examples, and ``segments``' item schema at the property's top level too (``segments`` may be
+    null, meaning absent, so its array schema sits in an ``anyOf``; clients read the union from here)."""
+    schema.update(_REQUEST_EXAMPLES)
+    prop = schema.get("properties", {}).get("segments", {})
+    for branch in prop.get("anyOf", ()):
+        if branch.get("type") == "array":
+            prop.setdefault("items", branch.get("items"))
+
+
 class PositionsRequest(StrictModel):
     """A layout: ``{model, segments | messages, rules}``, the body of ``POST /v1/positions`` and of
     ``--spec``. ``messages`` are chat turns as a :class:`Record` holds them, read the same way as by
     ``mrope batch`` and :mod:`mrope.pipeline` (no turn wrapping unless the face renders a chat template)."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        json_schema_extra={
-            "examples": [
-                {
-                    "model": "qwen2.5-vl",
-                    "segments": [
-                        {"type": "text", "tokens": 12},
-                        {"type": "image", "grid": [1, 28, 28]},
-                        {"type": "image", "height": 480, "width": 640},
-                        {"type": "video", "grid": [8, 28, 28], "fps": 2.0},
-                        {"type": "text", "ids": [151644, 77091, 198]},
-                    ],
-                }
-            ]
-        },
-    )
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_request_schema)
+
     model: ModelName
     segments: Annotated[list[Segment_], Field(max_length=1 << 20)] | None = None
     messages: Annotated[list[Message], Field(max_length=1 << 20)] | None = None
