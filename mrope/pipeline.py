@@ -45,6 +45,7 @@ import numpy as np
 from mrope import schema
 from mrope._deprecated import moved_names
 from mrope.builder import build_positions, count_tokens
+from mrope.chat import find_chat_template
 from mrope.errors import MRopeError
 from mrope.models import resolve_rules
 from mrope.positions import Positions
@@ -67,9 +68,27 @@ RESULT_COLUMNS = (
     "video_grid_thw",
     "second_per_grid_ts",
     "error",
+    "error_code",
 )
-"""The columns :func:`process_record` returns (plus ``input_ids`` when asked for, and ``generation_ids``
-in a job whose model generates images: :attr:`Preprocessor.generates_images`)."""
+"""The columns :func:`process_record` returns (plus ``input_ids`` and ``labels`` when asked for, and
+``generation_ids`` in a job whose model generates images: :attr:`Preprocessor.generates_images`).
+``error_code`` is a stable machine-readable name of the failure (:func:`error_code`), ``""`` on
+success."""
+
+
+class JobError(RequestError):
+    """A failure of the whole job, not of one record: a missing option every such record would need (no
+    tokenizer for text: a record cannot carry one). :meth:`Preprocessor.batch` and ``mrope batch``
+    raise it at once instead of recording the same error in every row.
+
+    Attributes:
+        option: the option that fixes it (``"tokenizer"``, ``"chat_template"``).
+    """
+
+    def __init__(self, message: str, option: str, code: str = "job_error") -> None:
+        super().__init__(message)
+        self.option = option
+        self.code = code
 
 
 DEFAULT_MAX_TOKENS = 1 << 24
@@ -78,6 +97,18 @@ DEFAULT_MAX_TOKENS = 1 << 24
 
 RecordError = RequestError
 """A record that does not have the documented shape (the schema's :class:`mrope.schema.RequestError`)."""
+
+
+class ModelRequired(RecordError):
+    """A record without a model in a job without one."""
+
+    code = "model_required"
+
+
+class TooManyTokens(RecordError):
+    """A record that makes more tokens than ``max_tokens``."""
+
+    code = "too_many_tokens"
 
 
 # ------------------------------------------------------------------------------------------ values
@@ -135,6 +166,21 @@ class Preprocessor:
             and a datasets job give the same columns.
         max_tokens: a record that would make more tokens fails (counted before any array is allocated,
             so a grid typo cannot exhaust a worker's memory); ``None``: no limit.
+        convention: ``"released"`` (the official semantics) or ``"transformers5"`` (the family's own
+            transformers 5.24 ``get_rope_index``); a record's ``convention`` is used when this is ``None``.
+        frame_size: ``"display"`` or ``"coded"``: which frames of a video file the model gets
+            (:func:`mrope.media.load_video`); a video's own ``frame_size`` wins.
+        chat_template: how ``messages`` become text. ``"auto"`` (the default): the chat template of the
+            job's checkpoint or tokenizer (``model_dir``, a tokenizer path's folder, a transformers
+            tokenizer's ``chat_template``; see :func:`mrope.chat.find_chat_template`) when there is one
+            and ``turn_format`` is not set, else the plain turns; a template string or a path to one;
+            ``None``: never a template.
+        add_generation_prompt: with a chat template, end with the assistant's generation prompt.
+        labels: also return ``labels [T]`` (the token id on the assistant's tokens, -100 elsewhere)
+            and ``assistant_mask [T]``.
+        decode_check: decode each media file's pixels (images whole, a video's first and last frame),
+            so a truncated file is an error row (``error_code`` ``"media_decode_failed"``) here rather
+            than in the model's processor.
         media_access: what a record's media ``path`` may name (:class:`mrope.schema.MediaAccess`); by
             default local files, URLs and ``data:`` URIs (``MediaAccess(urls=True, url_hosts=...)``
             restricts a job over untrusted records to some hosts, ``mrope.schema.MEDIA_NONE`` to none).
@@ -151,21 +197,32 @@ class Preprocessor:
     keep: tuple[str, ...] | None = None
     max_tokens: int | None = DEFAULT_MAX_TOKENS
     media_access: MediaAccess | None = None
+    convention: str | None = None
+    frame_size: str = "display"
+    chat_template: Any = "auto"
+    add_generation_prompt: bool = False
+    labels: bool = False
+    decode_check: bool = False
 
     def rules_for(self, record: Record | Mapping[str, Any]) -> LayoutRules:
         """The layout rules of one record: the job's model and overrides over the record's. A model is
         required (the job's or the record's): there is no default model."""
-        if isinstance(self.rules, LayoutRules):
-            return self.rules
         if not isinstance(record, Record):
             record = schema.parse_record(plain(record))
-        model = schema.require_model(
-            self.job_model() if self.job_model() is not None else record.model,
-            "model=",
-            missing="no model: pass model= to the job, or give the record a 'model'",
-        )
+        convention = self.convention or record.convention or "released"
+        if isinstance(self.rules, LayoutRules):
+            if convention == "released":
+                return self.rules
+            return resolve_rules(self.job_model() or record.model, self.rules, convention)
+        job = self.job_model()
+        if job is None and record.model is None:  # a record may carry its own model: not the job's failure
+            raise ModelRequired(
+                f"no model: pass model= to the job (on the command line: --model or --model-dir), or give "
+                f"every record a 'model'; name one of {', '.join(schema.model_names())}"
+            )
+        model = schema.require_model(job if job is not None else record.model, "model=")
         merged = {**(schema.rules_dict(record.rules) or {}), **dict(self.rules or {})}
-        return resolve_rules(model, merged or None)
+        return resolve_rules(model, merged or None, convention)
 
     @property
     def fractional(self) -> bool:
@@ -207,20 +264,80 @@ class Preprocessor:
 
         The record is validated by :class:`mrope.schema.Record`, the one definition every face uses.
         """
+        chat, rules = self.chat(record)
+        return chat.segments, rules
+
+    def chat(self, record: Mapping[str, Any]) -> tuple[schema.ChatSegments, LayoutRules]:
+        """The library segments of one record with its assistant-token masks
+        (:class:`mrope.schema.ChatSegments`), and its layout rules."""
         parsed = schema.parse_record(plain(record) if isinstance(record, Mapping) else record)
         rules = self.rules_for(parsed)
-        tokenizer = self.tokenizer_for()
-        if parsed.segments is not None:
-            return schema.to_segments(parsed.segments, rules, tokenizer=tokenizer, media=self.media()), rules
-        segments = schema.message_segments(
-            parsed.messages or [],
+        reader = schema.SegmentReader(
             rules,
-            tokenizer=tokenizer,
+            tokenizer=self.tokenizer_for(),
             media=self.media(),
-            turn_format=self.turn_format,
-            generation_prompt=self.generation_prompt,
+            frame_size=self.frame_size,
+            decode_check=self.decode_check,
         )
-        return segments, rules
+        try:
+            if parsed.segments is not None:
+                segments = reader.segments(parsed.segments)
+                return schema.ChatSegments(segments, [None] * len(segments)), rules
+            template = self.template_for()
+            if template is not None:
+                chat = schema.template_segments(
+                    parsed.messages or [], reader, template, add_generation_prompt=self.add_generation_prompt
+                )
+            else:
+                chat = schema.turn_segments(
+                    parsed.messages or [],
+                    reader,
+                    turn_format=self.turn_format,
+                    generation_prompt=self.generation_prompt,
+                )
+        except schema.TokenizerRequired as exc:
+            if reader.tokenizer is None:  # every record with text fails alike: the job stops here
+                raise JobError(
+                    f"{exc.where}: text needs a tokenizer to count its tokens, and this job has none: pass "
+                    "tokenizer= (on the command line: --tokenizer), a checkpoint with a tokenizer.json "
+                    "(model_dir=, --model-dir), or give text as 'tokens' counts",
+                    "tokenizer",
+                    "tokenizer_required",
+                ) from None
+            raise
+        return chat, rules
+
+    def template_for(self) -> str | None:
+        """The chat template ``messages`` are rendered with (see ``chat_template``), or ``None``."""
+        choice = self.chat_template
+        if choice is None or choice is False:
+            return None
+        if choice != "auto":
+            if isinstance(choice, str) and ("{%" in choice or "{{" in choice):
+                return choice
+            found = find_chat_template(choice)
+            if found is None:
+                raise JobError(
+                    f"chat_template={choice!r} holds no chat template (a .jinja file, or a folder with "
+                    "chat_template.jinja / chat_template.json / tokenizer_config.json)",
+                    "chat_template",
+                    "chat_template_missing",
+                )
+            return found
+        if self.turn_format is not None or self.generation_prompt is not None:
+            return None
+        checkpoint = getattr(self.model, "source", None)  # mrope.from_pretrained(folder) keeps its folder
+        if not (isinstance(checkpoint, str) and os.path.isdir(checkpoint)):
+            checkpoint = None
+        for source in (self.tokenizer, self.model_dir, checkpoint):
+            if source is None:
+                continue
+            found = _template_of(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else None
+            if found is None and not isinstance(source, (str, os.PathLike)):
+                found = find_chat_template(source)
+            if found is not None:
+                return found
+        return None
 
     def job_model(self) -> Any:
         """The job's model: ``model``, or the checkpoint of ``model_dir`` (loaded once per process)."""
@@ -243,7 +360,7 @@ class Preprocessor:
         if self.max_tokens is not None:
             n = count_tokens(segments, rules=rules, tokenizer=tokenizer)
             if n > self.max_tokens:
-                raise RecordError(
+                raise TooManyTokens(
                     f"the sequence makes {n:,} tokens, over max_tokens={self.max_tokens:,} (a grid typo?); "
                     "raise max_tokens (on the command line: --max-tokens) to build it"
                 )
@@ -253,16 +370,26 @@ class Preprocessor:
         """The positions of one record (raises :class:`mrope.MRopeError` on bad input)."""
         return self.build(*self.segments(record))
 
-    def record(self, record: Mapping[str, Any]) -> dict[str, Any]:
+    def sample(self, record: Mapping[str, Any]) -> tuple[Positions, np.ndarray]:
+        """The positions of one record and its ``labels`` (int64 ``[T]``: the token id on the assistant's
+        tokens, -100 elsewhere; all -100 for a ``segments`` record, which has no turns)."""
+        chat, rules = self.chat(record)
+        p = self.build(chat.segments, rules)
+        return p, chat.labels(p)
+
+    def record(self, record: Mapping[str, Any], *, stop_on_job_error: bool = False) -> dict[str, Any]:
         """One record -> ``{positions int64 [3, T], delta, num_tokens, image_grid_thw [n, 3],
         video_grid_thw [m, 3], second_per_grid_ts [m], error}`` (plus ``input_ids [T]`` when asked for, and
         ``generation_ids [3, g]`` when the job :attr:`generates_images`).
 
-        A failure gives empty arrays, ``delta = num_tokens = 0`` and the message in ``error`` (``""`` on
-        success, so the column is a string column from the first row on).
+        A failure gives empty arrays, ``delta = num_tokens = 0``, the message in ``error`` (``""`` on
+        success, so the column is a string column from the first row on) and its code in ``error_code``.
+        A :class:`JobError` (no tokenizer for text) is raised instead with
+        ``stop_on_job_error`` (what :meth:`batch` and ``mrope batch`` do: every later record would fail
+        alike).
         """
         try:
-            p = self.positions(record)
+            p, labels = self.sample(record) if self.labels else (self.positions(record), None)
             if p.ids.dtype.kind == "f" and not self.fractional:
                 raise RecordError(
                     f"the {p.rules.name!r} rules give fractional (float32) positions, but this job's columns are "
@@ -274,21 +401,31 @@ class Preprocessor:
                     f"the record has images to generate, whose decode-time positions (generation_ids) this "
                     f"job has no column for: run such records in a job whose model= is {p.rules.name!r}"
                 )
-            return result_row(p, input_ids=self.input_ids, generation=generation)
+            return result_row(p, input_ids=self.input_ids, generation=generation, labels=labels)
+        except JobError as exc:
+            if stop_on_job_error:
+                raise  # the whole job's failure: stop at once, naming the option
+            return self._failed(exc)
         except Exception as exc:  # recorded per record, never raised through the job
-            return error_row(
-                describe_error(exc),
-                input_ids=self.input_ids,
-                fractional=self.fractional,
-                generation=self.generates_images,
-            )
+            return self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> dict[str, Any]:
+        return error_row(
+            describe_error(exc),
+            input_ids=self.input_ids,
+            fractional=self.fractional,
+            generation=self.generates_images,
+            labels=self.labels,
+            code=error_code(exc),
+        )
 
     def batch(self, batch: Any) -> pa.Table:
         """A batch (dict of columns, pandas ``DataFrame`` or ``pyarrow.Table``) -> a ``pyarrow.Table`` of
         the ``keep`` columns and the :meth:`record` columns, one row per input row, types fixed by
-        :func:`arrow_schema` (so every batch of a Ray job has the same schema)."""
+        :func:`arrow_schema` (so every batch of a Ray job has the same schema). A :class:`JobError`
+        stops it (and the job)."""
         records = batch_records(batch)
-        rows = [self.record(r) for r in records]
+        rows = [self.record(r, stop_on_job_error=True) for r in records]
         return rows_to_table(
             rows,
             records,
@@ -296,6 +433,7 @@ class Preprocessor:
             input_ids=self.input_ids,
             fractional=self.fractional,
             generation=self.generates_images,
+            labels=self.labels,
         )
 
     def with_options(self, **changes: Any) -> Preprocessor:
@@ -306,6 +444,19 @@ class Preprocessor:
         return replace(self, **changes)
 
 
+def error_code(exc: BaseException) -> str:
+    """The stable machine-readable code of a failed record: the error type's ``code`` (``invalid_media``,
+    ``media_decode_failed``, ``layout_error``, ``token_error``, ``invalid_request``,
+    ``tokenizer_required``, ``too_many_tokens``, ...), ``internal_error`` for an unexpected exception."""
+    code = getattr(exc, "code", None)
+    return code if isinstance(code, str) and code else "internal_error"
+
+
+@functools.lru_cache(maxsize=16)
+def _template_of(path: str) -> str | None:
+    return find_chat_template(path)
+
+
 def describe_error(exc: BaseException) -> str:
     """One line for a failed record: the library's message, or the exception type and message."""
     text = " ".join(str(exc).split())
@@ -314,9 +465,11 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def result_row(p: Positions, *, input_ids: bool = False, generation: bool = False) -> dict[str, Any]:
+def result_row(
+    p: Positions, *, input_ids: bool = False, generation: bool = False, labels: np.ndarray | None = None
+) -> dict[str, Any]:
     """The columns of a successful record (``generation``: with ``generation_ids``, ``[3, 0]`` when the
-    record has no image to generate)."""
+    record has no image to generate; ``labels``: with ``labels`` and ``assistant_mask``)."""
     row: dict[str, Any] = {
         "positions": p.ids,
         "delta": float(p.delta) if p.ids.dtype.kind == "f" else int(p.delta),
@@ -325,9 +478,13 @@ def result_row(p: Positions, *, input_ids: bool = False, generation: bool = Fals
         "video_grid_thw": p.video_grid_thw,
         "second_per_grid_ts": p.second_per_grid_ts,
         "error": "",
+        "error_code": "",
     }
     if input_ids:
         row["input_ids"] = p.input_ids
+    if labels is not None:
+        row["labels"] = labels
+        row["assistant_mask"] = (labels != -100).astype(np.int8)
     if generation:
         row["generation_ids"] = (
             p.generation_ids if p.generation_ids is not None else np.zeros((3, 0), dtype=np.int64)
@@ -336,9 +493,16 @@ def result_row(p: Positions, *, input_ids: bool = False, generation: bool = Fals
 
 
 def error_row(
-    message: str, *, input_ids: bool = False, fractional: bool = False, generation: bool = False
+    message: str,
+    *,
+    input_ids: bool = False,
+    fractional: bool = False,
+    generation: bool = False,
+    labels: bool = False,
+    code: str = "internal_error",
 ) -> dict[str, Any]:
-    """The columns of a failed record: empty arrays of the right shapes and dtypes, and the message."""
+    """The columns of a failed record: empty arrays of the right shapes and dtypes, the message and its
+    code."""
     row: dict[str, Any] = {
         "positions": np.zeros((3, 0), dtype=np.float32 if fractional else np.int64),
         "delta": 0,
@@ -347,9 +511,13 @@ def error_row(
         "video_grid_thw": np.zeros((0, 3), dtype=np.int64),
         "second_per_grid_ts": np.zeros(0, dtype=np.float64),
         "error": message or "failed",
+        "error_code": code,
     }
     if input_ids:
         row["input_ids"] = np.zeros(0, dtype=np.int64)
+    if labels:
+        row["labels"] = np.zeros(0, dtype=np.int64)
+        row["assistant_mask"] = np.zeros(0, dtype=np.int8)
     if generation:
         row["generation_ids"] = np.zeros((3, 0), dtype=np.int64)
     return row
@@ -358,7 +526,9 @@ def error_row(
 # -------------------------------------------------------------------------------------------- Arrow
 
 
-def arrow_schema(*, input_ids: bool = False, fractional: bool = False, generation: bool = False) -> pa.Schema:
+def arrow_schema(
+    *, input_ids: bool = False, fractional: bool = False, generation: bool = False, labels: bool = False
+) -> pa.Schema:
     """The Arrow types of the result columns (``fractional``: float32 positions and a float64 delta, for
     a job whose model keeps fractional time; ``generation``: a ``generation_ids`` column, for a job whose
     model generates images)."""
@@ -373,9 +543,12 @@ def arrow_schema(*, input_ids: bool = False, fractional: bool = False, generatio
         ("video_grid_thw", nested),
         ("second_per_grid_ts", pa.list_(pa.float64())),
         ("error", pa.string()),
+        ("error_code", pa.string()),
     ]
     if input_ids:
         cols.append(("input_ids", pa.list_(pa.int64())))
+    if labels:
+        cols += [("labels", pa.list_(pa.int64())), ("assistant_mask", pa.list_(pa.int8()))]
     if generation:
         cols.append(("generation_ids", nested))
     return pa.schema(cols)
@@ -455,13 +628,14 @@ def rows_to_table(
     input_ids: bool = False,
     fractional: bool = False,
     generation: bool = False,
+    labels: bool = False,
 ) -> pa.Table:
     """Result rows (from :func:`process_record`) as a ``pyarrow.Table`` with :func:`arrow_schema` types,
     after the ``keep`` columns copied from ``records`` (those every record has; ``None``: all of them, in
     the first record's order; an input column named like a result column is replaced by the result)."""
     import pyarrow as pa
 
-    schema = arrow_schema(input_ids=input_ids, fractional=fractional, generation=generation)
+    schema = arrow_schema(input_ids=input_ids, fractional=fractional, generation=generation, labels=labels)
     columns: dict[str, pa.Array] = {}
     names = list(records[0]) if keep is None and records else list(keep or ())
     for name in names:
@@ -477,7 +651,7 @@ def rows_to_table(
             )
         elif field.name in ("positions", "image_grid_thw", "video_grid_thw", "generation_ids"):
             columns[field.name] = _nested_column([np.asarray(v, dtype=np.int64) for v in values])
-        elif field.name in ("second_per_grid_ts", "input_ids"):
+        elif field.name in ("second_per_grid_ts", "input_ids", "labels", "assistant_mask"):
             columns[field.name] = _list_column([np.asarray(v) for v in values], field.type.value_type)
         else:
             columns[field.name] = pa.array(values, type=field.type)
@@ -512,13 +686,17 @@ def process_batch(batch: Any, **options: Any) -> pa.Table:
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "JobError",
+    "ModelRequired",
     "QWEN_TURN",
     "RESULT_COLUMNS",
     "Preprocessor",
     "RecordError",
+    "TooManyTokens",
     "arrow_schema",
     "batch_records",
     "describe_error",
+    "error_code",
     "error_row",
     "plain",
     "whole_floats_as_ints",

@@ -39,3 +39,16 @@ def encode_text(tokenizer: Any, text: str) -> list[int]:
         raise LayoutError(
             f"the tokenizer returned {ids!r} for {text!r}; expected a list of int ids"
         ) from None
+
+
+def encode_with_offsets(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, int]] | None]:
+    """Token ids of ``text`` (no special tokens added) and each token's character span in ``text``, or
+    ``None`` for the spans where the tokenizer gives none (a callable, a slow transformers tokenizer)."""
+    if type(tokenizer).__module__.startswith("tokenizers") and hasattr(tokenizer, "encode"):
+        enc = tokenizer.encode(text, add_special_tokens=False)
+        return [int(i) for i in enc.ids], [(int(a), int(b)) for a, b in enc.offsets]
+    if hasattr(tokenizer, "encode") and hasattr(tokenizer, "convert_tokens_to_ids"):
+        if getattr(tokenizer, "is_fast", False):
+            enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            return [int(i) for i in enc["input_ids"]], [(int(a), int(b)) for a, b in enc["offset_mapping"]]
+    return encode_text(tokenizer, text), None

@@ -270,6 +270,15 @@ def precheck_positions(data: Any, settings: Settings) -> None:
     segments = data.get("segments") if isinstance(data, dict) else None
     if isinstance(segments, list):
         convert.check_segment_count(len(segments), settings)
+    messages = data.get("messages") if isinstance(data, dict) else None
+    if isinstance(messages, list):  # every message item is a segment (or text run) of its own
+        convert.check_segment_count(
+            sum(
+                len(m["content"]) if isinstance(m, dict) and isinstance(m.get("content"), list) else 1
+                for m in messages
+            ),
+            settings,
+        )
 
 
 def precheck_rope_index(data: Any, settings: Settings) -> None:
@@ -304,10 +313,10 @@ def decode_positions(
 
     body = jsonbody.decode(raw, PositionsRequest, state.limits, precheck)
     model = served[0] or body.model
-    rules = resolve_rules(model, rules_dict(body.rules))
-    if convert.reads_media(body.segments):
+    rules = resolve_rules(model, rules_dict(body.rules), body.convention or "released")
+    if convert.reads_media(convert.request_items(body)):
         return body, model, rules, None
-    return body, model, rules, convert.to_segments(body.segments, rules, settings, state.tokenizer)
+    return body, model, rules, convert.request_segments(body, rules, settings, state.tokenizer)
 
 
 def decode_rope_index(raw: bytes, state: ServiceState) -> tuple[RopeIndexRequest, Any, int]:
@@ -461,9 +470,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             functools.partial(decode_positions, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
         )
         if segments is None:  # allowlisted media URLs: off the loop, in a media slot, under its timeout
-            to_segments = functools.partial(
-                convert.to_segments, body.segments, rules, settings, state.tokenizer
-            )
+            to_segments = functools.partial(convert.request_segments, body, rules, settings, state.tokenizer)
             segments = await media.run_bounded(
                 lambda _deadline: to_segments(), state.slots, settings.media_timeout_s, "the media URLs"
             )

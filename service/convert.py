@@ -10,11 +10,13 @@ read only from the hosts of ``MROPE_MEDIA_URL_HOSTS``, a local path never), and 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import mrope
 from mrope import schema
+from mrope.chat import find_chat_template
 from mrope.layout import engine_for
 from mrope.layout.canvas import frame_tokens as canvas_frame_tokens
 from mrope.layout.omni import audio_tokens, require_audio
@@ -106,6 +108,17 @@ def audio_file(f: Any, rules: LayoutRules, settings: Settings, where: str, wrap:
     return load_audio(meta, rules=rules, wrap=wrap)
 
 
+def tokenizer_required(where: str) -> ServiceError:
+    """The 422 for text sent to a service started without ``MROPE_TOKENIZER``."""
+    return ServiceError(
+        422,
+        "tokenizer_required",
+        f"{where} is text, which needs a tokenizer: start the service with MROPE_TOKENIZER set to a "
+        "tokenizer.json, or send token counts / ids",
+        cap="MROPE_TOKENIZER",
+    )
+
+
 class ServiceReader(schema.SegmentReader):
     """The schema's segment reader under the service's caps: text needs ``MROPE_TOKENIZER``, a pixel size
     is checked against ``MROPE_MAX_IMAGE_PIXELS``, and a media URL (an allowlisted host only) is opened
@@ -121,13 +134,7 @@ class ServiceReader(schema.SegmentReader):
         try:
             return super().text(seg, where)
         except schema.TokenizerRequired:
-            raise ServiceError(
-                422,
-                "tokenizer_required",
-                f"{where} is text, which needs a tokenizer: start the service with MROPE_TOKENIZER set to a "
-                "tokenizer.json, or send token counts / ids",
-                cap="MROPE_TOKENIZER",
-            ) from None
+            raise tokenizer_required(where) from None
 
     def image(self, seg: ImageSegment, where: str) -> mrope.Image:
         settings = self.settings
@@ -140,7 +147,9 @@ class ServiceReader(schema.SegmentReader):
             height, width = image_size(f, max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS))
             check_image_pixels(height, width, settings, where)
             tiling = seg.tiling.model_dump() if isinstance(seg.tiling, schema.TilingOptions) else seg.tiling
-            return load_image(f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap)
+            return load_image(
+                f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **schema.sizing(seg)
+            )
 
     def video(self, seg: VideoSegment, where: str) -> mrope.Video:
         if seg.path is None:
@@ -152,7 +161,15 @@ class ServiceReader(schema.SegmentReader):
         counts = {
             k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
         }
-        video = load_video(meta, rules=rules, fps=seg.fps, wrap=seg.wrap, **counts)
+        video = load_video(
+            meta,
+            rules=rules,
+            fps=seg.fps,
+            wrap=seg.wrap,
+            frame_size=seg.frame_size or "display",
+            **counts,
+            **schema.sizing(seg),
+        )
         if seg.use_audio_in_video:  # omni models: the video's own audio track, from the same URL
             with _open(seg.path, settings, where) as f:
                 if has_audio_stream(f):
@@ -169,7 +186,13 @@ class ServiceReader(schema.SegmentReader):
 def reads_media(items: Sequence[Any]) -> bool:
     """Whether any segment names a media file (read off the event loop, under the media timeout)."""
     # text segments have no path (a missing attribute is pydantic's slow path)
-    return any(seg.path is not None for seg in items if not isinstance(seg, TextSegment))
+    return any(
+        seg.path is not None or seg.frames is not None
+        if isinstance(seg, VideoSegment)
+        else seg.path is not None
+        for seg in items
+        if isinstance(seg, (ImageSegment, VideoSegment, schema.AudioSegment))
+    )
 
 
 def to_segments(
@@ -181,6 +204,39 @@ def to_segments(
     """Library segments for the JSON segments of a request, under the segment cap (:class:`ServiceReader`)."""
     check_segment_count(len(items), settings)
     return ServiceReader(rules, settings, tokenizer).segments(items)  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=4)
+def chat_template(tokenizer_path: str | None) -> str | None:
+    """The chat template kept next to ``MROPE_TOKENIZER`` (:func:`mrope.chat.find_chat_template`)."""
+    return find_chat_template(tokenizer_path) if tokenizer_path else None
+
+
+def request_items(body: Any) -> list[Any]:
+    """The segments of a positions request, or the items of its messages."""
+    if body.segments is not None:
+        return list(body.segments)
+    return [item for m in body.messages or () for item in (m.content if isinstance(m.content, list) else ())]
+
+
+def request_segments(
+    body: Any, rules: LayoutRules, settings: Settings, tokenizer: Any
+) -> list[mrope.Text | mrope.Image | mrope.Video]:
+    """Library segments of a positions request: its segments (:func:`to_segments`), or its messages read
+    as ``mrope batch`` and the pipeline read them, under the same caps: rendered with the chat template
+    next to ``MROPE_TOKENIZER`` when there is one (:func:`mrope.schema.template_segments`), else the plain
+    turns (:func:`mrope.schema.turn_segments`)."""
+    if body.segments is not None:
+        return to_segments(body.segments, rules, settings, tokenizer)
+    check_segment_count(len(request_items(body)), settings)
+    reader = ServiceReader(rules, settings, tokenizer)
+    template = chat_template(settings.tokenizer)
+    try:
+        if template is not None:
+            return schema.template_segments(body.messages, reader, template).segments  # type: ignore[return-value]
+        return schema.turn_segments(body.messages, reader).segments  # type: ignore[return-value]
+    except schema.TokenizerRequired as exc:  # message text is read in runs, not by reader.text
+        raise tokenizer_required(exc.where) from None
 
 
 def check_segment_count(n: int, settings: Settings) -> None:

@@ -217,6 +217,32 @@ def add_model_options(p: argparse.ArgumentParser, tokenizer: bool = True) -> Non
             metavar="TOKENIZER_JSON",
             help="tokenizer.json for text given as words and for Qwen3-VL / GLM-4.1V video timestamps",
         )
+    p.add_argument(
+        "--convention",
+        choices=("released", "transformers5"),
+        default=None,
+        help="released: the official semantics (default); transformers5: the family's own transformers 5.24 "
+        "get_rope_index",
+    )
+    p.add_argument(
+        "--frame-size",
+        choices=("display", "coded"),
+        default="display",
+        help="which frames of a video file the model gets: display (rotated, as transformers' processors "
+        "decode them; default) or coded (as stored: PyAV, transformers' load_video)",
+    )
+    p.add_argument(
+        "--chat-template",
+        default="auto",
+        metavar="auto|none|FILE",
+        help="how messages become text: auto (default) renders them with the chat template next to "
+        "--tokenizer / in --model-dir when there is one; none never does; or a .jinja file / checkpoint folder",
+    )
+    p.add_argument(
+        "--add-generation-prompt",
+        action="store_true",
+        help="with a chat template, end with the assistant's generation prompt",
+    )
 
 
 def add_segment_options(p: argparse.ArgumentParser) -> None:

@@ -2,8 +2,10 @@
 
 Each sample is a :mod:`mrope.pipeline` record (``id`` and ``segments`` or ``messages``); media paths are
 relative to the file that holds the record. Every sample gets ``<id>.npy`` (or ``.json``) in the output
-folder and a line in ``manifest.jsonl``. A sample that fails is reported with its id and does not stop
-the batch; the exit code is 1 when any failed.
+folder, or a row of ``samples.parquet`` (``--format parquet``: positions, input_ids, labels, masks), and a
+line in ``manifest.jsonl`` (with its ``error`` and ``error_code``). A sample that fails is reported with
+its id and does not stop the batch (the exit code is 1 when any failed); a job-level error (text but no
+``--tokenizer``) stops it at once, naming the option.
 """
 
 from __future__ import annotations
@@ -22,10 +24,20 @@ import numpy as np
 from mrope.cli._args import CliError, add_model_options, rule_overrides
 from mrope.cli._output import positions_document
 from mrope.cli._progress import progress
-from mrope.cli._sequence import max_tokens_from_arg, model_from_args, tokenizer_from_arg
-from mrope.pipeline import Preprocessor, describe_error
+from mrope.cli._sequence import data_options, max_tokens_from_arg, model_from_args, tokenizer_from_arg
+from mrope.pipeline import (
+    JobError,
+    Preprocessor,
+    RecordError,
+    describe_error,
+    error_code,
+    error_row,
+    result_row,
+    rows_to_table,
+)
 
 MANIFEST = "manifest.jsonl"
+PARQUET = "samples.parquet"
 
 
 def add_parser(sub: Any) -> None:
@@ -41,9 +53,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out-dir", required=True, help="output folder (created if missing)")
     p.add_argument(
         "--format",
-        choices=("npy", "json"),
+        choices=("npy", "json", "parquet"),
         default="npy",
-        help="npy: int64 [3, T] per sample (default); json: positions, spans and grids per sample",
+        help="npy: int64 [3, T] per sample (default); json: positions, spans and grids per sample; parquet: "
+        f"one {PARQUET} of every sample (positions, input_ids, labels, assistant_mask, grids, error, "
+        "error_code; needs pyarrow)",
+    )
+    p.add_argument(
+        "--decode-check",
+        action="store_true",
+        help="decode each media file's pixels, so a truncated file fails here (error_code "
+        "media_decode_failed) rather than in the model's processor",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary on success")
     add_model_options(p)
@@ -137,6 +157,39 @@ def _write(out_dir: Path, stem: str, fmt: str, positions: Any, model: str) -> st
     return name
 
 
+class ParquetRows:
+    """The rows of ``--format parquet``: one per sample, in input order, written once at the end."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, sample_id: str, source: str, p: Any, labels: Any) -> None:
+        if p.ids.dtype.kind == "f":
+            raise RecordError(
+                f"the {p.rules.name!r} rules give fractional (float32) positions, which the int64 columns of "
+                f"{PARQUET} cannot hold; use --format npy or json for such samples"
+            )
+        self.rows.append({"id": sample_id, "source": source, **result_row(p, input_ids=True, labels=labels)})
+
+    def failed(self, sample_id: str, source: str, message: str, code: str) -> None:
+        self.rows.append(
+            {"id": sample_id, "source": source, **error_row(message, input_ids=True, labels=True, code=code)}
+        )
+
+    def write(self) -> None:
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise CliError("--format parquet needs pyarrow (pip install pyarrow)") from None
+        meta = [{"id": r["id"], "source": r["source"]} for r in self.rows]
+        table = rows_to_table(self.rows, meta, keep=("id", "source"), input_ids=True, labels=True)
+        try:
+            pq.write_table(table, self.path)
+        except OSError as exc:
+            raise CliError(f"cannot write {self.path}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     root = Path(args.input)
     total, stream = samples(root)
@@ -155,9 +208,13 @@ def run(args: argparse.Namespace) -> int:
         rules=rule_overrides(args.rule) or None,
         tokenizer=tokenizer_from_arg(args.tokenizer),
         max_tokens=max_tokens_from_arg(args.max_tokens),
+        decode_check=args.decode_check,
+        labels=args.format == "parquet",
+        **data_options(args),
     )
     failed: list[str] = []
     used: dict[str, str] = {}
+    table = ParquetRows(out_dir / PARQUET) if args.format == "parquet" else None
     with manifest, progress(total, "mrope batch", quiet=args.quiet) as bar:
         for sample in stream:
             record = sample.record
@@ -173,9 +230,13 @@ def run(args: argparse.Namespace) -> int:
                         f"its output name {stem!r} is taken by sample {used[stem]!r} (ids must be unique)"
                     )
                 pre = base.with_options(base_dir=sample.base_dir)
-                p = pre.positions(record)
-                model = p.rules.name
-                entry["file"] = _write(out_dir, stem, args.format, p, model)
+                if table is not None:
+                    p, labels = pre.sample(record)
+                    table.add(sample_id, sample.where, p, labels)
+                    entry["file"] = PARQUET
+                else:
+                    p = pre.positions(record)
+                    entry["file"] = _write(out_dir, stem, args.format, p, p.rules.name)
                 used[stem] = sample_id
                 entry.update(
                     num_tokens=p.num_tokens,
@@ -184,14 +245,22 @@ def run(args: argparse.Namespace) -> int:
                     video_grid_thw=p.video_grid_thw.tolist(),
                     second_per_grid_ts=p.second_per_grid_ts.tolist(),
                     error="",
+                    error_code="",
                 )
+            except JobError as exc:  # every later sample would fail alike: stop now, naming the option
+                raise CliError(f"sample {sample_id!r} ({sample.where}): {exc}") from None
             except Exception as exc:  # one sample's failure never stops the batch
                 message = str(exc) if isinstance(exc, CliError) else describe_error(exc)
                 entry["error"] = message
+                entry["error_code"] = getattr(exc, "code", None) or error_code(exc)
                 failed.append(sample_id)
                 bar.write(f"mrope batch: sample {sample_id!r} ({sample.where}) failed: {message}")
+                if table is not None:
+                    table.failed(sample_id, sample.where, message, entry["error_code"])
             manifest.write(json.dumps(entry) + "\n")
             bar.update()
+    if table is not None:
+        table.write()
     ok = total - len(failed)
     if failed or not args.quiet:
         summary = (

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mrope.chat import find_chat_template
 from mrope.cli._args import CliError, items_from_flags, positive_int, rule_overrides
 from mrope.errors import MRopeError
 from mrope.pipeline import Preprocessor
@@ -78,6 +79,30 @@ def model_from_args(option: str | None, fallback: object = None, model_dir: str 
         raise CliError(str(exc)) from None
 
 
+def data_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`mrope.pipeline.Preprocessor` options of ``--convention``, ``--frame-size``,
+    ``--chat-template`` and ``--add-generation-prompt`` (``auto``: the template next to ``--tokenizer``
+    or in ``--model-dir``, when there is one)."""
+    choice = getattr(args, "chat_template", "auto")
+    if choice == "auto":
+        source = getattr(args, "tokenizer", None) or getattr(args, "model_dir", None)
+        template = find_chat_template(source) if source else None
+    elif choice == "none":
+        template = None
+    else:
+        template = find_chat_template(choice)
+        if template is None:
+            raise CliError(
+                f"--chat-template {choice}: no chat template there (a .jinja file or a checkpoint folder)"
+            )
+    return {
+        "convention": getattr(args, "convention", None),
+        "frame_size": getattr(args, "frame_size", "display"),
+        "chat_template": template,
+        "add_generation_prompt": bool(getattr(args, "add_generation_prompt", False)),
+    }
+
+
 def model_name(model: Any) -> str:
     """The name printed for a model: a name as is, a checkpoint as ``family (folder)``."""
     if isinstance(model, str):
@@ -144,6 +169,7 @@ def build_from_args(args: argparse.Namespace) -> Built:
         tokenizer=tokenizer,
         base_dir=base_dir,
         max_tokens=max_tokens_from_arg(args.max_tokens),
+        **data_options(args),
     )
     try:
         segments, rules = pre.segments(record)

@@ -11,6 +11,7 @@ omni models, from container metadata.
 from mrope.media.audio import MAX_AUDIO_SECONDS, has_audio_stream, load_audio, probe_audio
 from mrope.media.crops import AlignedCrop, align_box, crop_step
 from mrope.media.detect import MediaKind, detect_media_kind
+from mrope.media.frames import load_frames
 from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS, crop_segment, image_grid, image_size, load_image
 from mrope.media.info import AudioInfo, FrameSize, VideoInfo
 from mrope.media.readers import DEFAULT_READER, READERS, Reader, ReaderInfo, reader_info
@@ -76,6 +77,7 @@ __all__ = [
     "image_size",
     "is_url",
     "load_image",
+    "load_frames",
     "load_video",
     "num_sampled_frames",
     "open_url",

@@ -7,6 +7,7 @@ refuses sizes that cannot be real (see :data:`DEFAULT_MAX_IMAGE_PIXELS` and the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
 from collections.abc import Sequence
@@ -279,6 +280,9 @@ def load_image(
     crop: Sequence[int] | None = None,
     snap: bool = False,
     wrap: bool = True,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    resized: tuple[int, int] | None = None,
 ) -> Image:
     """Size an image file by a model's rules: the :class:`mrope.Image` its processor would produce.
 
@@ -308,6 +312,11 @@ def load_image(
             the crop's scale) instead of refusing; :func:`crop_segment` returns that box, to crop the
             pixels to.
         wrap: emit vision_start / vision_end around the image.
+        min_pixels, max_pixels, resized: one image's own keys, as qwen-vl-utils' ``fetch_image``
+            (``vision_process.py``) reads them: ``min_pixels`` / ``max_pixels`` replace
+            ``rules.image_min_pixels`` / ``image_max_pixels``; ``resized = (height, width)`` (its
+            ``resized_height`` / ``resized_width``) is resized instead of the file's size, under the
+            rules' own bounds (qwen-vl-utils' defaults, not the item's). Not with ``tiling`` or ``crop``.
 
     Returns:
         :class:`mrope.Image`.
@@ -319,6 +328,17 @@ def load_image(
     lay = resolve_rules(model, rules)
     _check_sizes_images(lay)
     height, width = full = image_size(source)
+    if resized is not None or min_pixels is not None or max_pixels is not None:
+        if tiling or crop is not None:
+            raise MediaError("min_pixels, max_pixels and resized size an untiled, uncropped image")
+        if resized is not None:
+            height, width = resized
+        else:
+            lay = dataclasses.replace(
+                lay,
+                image_min_pixels=lay.image_min_pixels if min_pixels is None else min_pixels,
+                image_max_pixels=lay.image_max_pixels if max_pixels is None else max_pixels,
+            )
     if crop is not None:
         top, left, height, width = _crop_box(crop, height, width)
     factor = lay.resize_factor

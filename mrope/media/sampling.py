@@ -130,8 +130,58 @@ def sample_frame_indices(
     return np.round(linspace_float32(num_frames - 1, n)).astype(np.int64)
 
 
-def linspace_float32(end: int, steps: int) -> np.ndarray:
-    """``torch.linspace(0, end, steps, dtype=torch.float32)`` without torch, bit for bit.
+def frame_range(
+    num_frames: int, video_fps: float, video_start: float | None, video_end: float | None
+) -> tuple[int, int]:
+    """The first and last frame (inclusive) of a video trimmed to ``video_start .. video_end`` seconds,
+    as qwen-vl-utils' ``calculate_video_frame_range`` (vision_process.py) computes them: times clamped to
+    ``[0, num_frames / video_fps]``, ``first = ceil(start * fps)``, ``last = min(floor(end * fps),
+    num_frames - 1)``; ``None`` keeps that end of the video.
+
+    Raises:
+        MediaError: a range that holds fewer than two frames (``first >= last``).
+    """
+    total = _positive_int(num_frames, "num_frames")
+    rate = _positive_real(video_fps, "video fps")
+    duration = total / rate
+    first = 0 if video_start is None else math.ceil(max(0.0, min(float(video_start), duration)) * rate)
+    last = (
+        total - 1
+        if video_end is None
+        else min(math.floor(max(0.0, min(float(video_end), duration)) * rate), total - 1)
+    )
+    if first >= last:
+        raise MediaError(
+            f"video_start={video_start!r} .. video_end={video_end!r} s holds frames {first}..{last} of a "
+            f"{duration:.3f} s video: a trimmed video needs at least two frames"
+        )
+    return first, last
+
+
+def trimmed_frame_indices(
+    num_frames: int,
+    video_fps: float,
+    video_start: float | None,
+    video_end: float | None,
+    fps: float = 2.0,
+    nframes: int | None = None,
+    min_frames: int = 4,
+    max_frames: int = 768,
+) -> np.ndarray:
+    """The frame indices qwen-vl-utils samples from a video trimmed to ``video_start .. video_end``
+    (its decord / torchcodec readers): :func:`frame_range`, then ``smart_nframes`` over the trimmed
+    frames and ``round(linspace(first, last, n))`` (float32, as torch computes it).
+
+    Returns:
+        int64 ``[n]`` in ``[first, last]``.
+    """
+    first, last = frame_range(num_frames, video_fps, video_start, video_end)
+    n = num_sampled_frames(last - first + 1, video_fps, fps, nframes, min_frames, max_frames)
+    return np.round(linspace_float32(last, n, first)).astype(np.int64)
+
+
+def linspace_float32(end: int, steps: int, start: int = 0) -> np.ndarray:
+    """``torch.linspace(start, end, steps, dtype=torch.float32)`` without torch, bit for bit.
 
     torch's CPU kernel computes ``step = float32(end / (steps - 1))`` and element ``i`` as
     ``fma(step, i, 0)`` below ``steps // 2`` and ``fma(-step, steps - 1 - i, end)`` from there on, each
@@ -142,13 +192,13 @@ def linspace_float32(end: int, steps: int) -> np.ndarray:
     Returns:
         float32 ``[steps]``.
     """
-    stop = np.float32(end)
+    stop, first = np.float32(end), np.float32(start)
     if steps == 1:
-        return np.zeros(1, dtype=np.float32)
-    step = np.float64(np.float32(stop / np.float32(steps - 1)))
+        return np.full(1, first, dtype=np.float32)
+    step = np.float64(np.float32((stop - first) / np.float32(steps - 1)))
     i = np.arange(steps, dtype=np.float64)
     half = steps // 2
-    out = np.where(i < half, step * i, np.float64(stop) - step * (steps - 1 - i))
+    out = np.where(i < half, np.float64(first) + step * i, np.float64(stop) - step * (steps - 1 - i))
     return out.astype(np.float32)
 
 

@@ -29,6 +29,7 @@ that may open no other resource. Every failure is a :class:`~mrope.MediaError`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterator
@@ -55,6 +56,7 @@ from mrope.media.sampling import (
     sample_fps,
     sample_frame_indices,
     sampled_times,
+    trimmed_frame_indices,
 )
 from mrope.media.source import OpenSource, ProbeDeadlineError, open_source
 from mrope.models import ModelLike, resolve_rules
@@ -520,11 +522,22 @@ def _sample(
     nframes: int | None,
     min_frames: int | None,
     max_frames: int | None,
+    trim: tuple[float | None, float | None] = (None, None),
 ) -> np.ndarray:
-    """The sampled frame indices under ``lay.frame_sampling``."""
+    """The sampled frame indices under ``lay.frame_sampling`` (``trim``: qwen-vl-utils' ``video_start``,
+    ``video_end``)."""
     rate = lay.fps if fps is None else fps
     lo = lay.min_frames if min_frames is None else min_frames
     hi = lay.max_frames if max_frames is None else max_frames
+    if trim != (None, None):
+        if lay.frame_sampling != "qwen-vl-utils":
+            raise MediaError(
+                f"video_start / video_end are qwen-vl-utils keys, which the {lay.name!r} processor does not "
+                "read (its frames are sampled by transformers' video processor); trim the file instead"
+            )
+        return trimmed_frame_indices(
+            info.num_frames, info.fps, *trim, fps=rate, nframes=nframes, min_frames=lo, max_frames=hi
+        )
     if lay.frame_sampling == "ernie":  # rate only from the call: the class default has none
         return ernie_frame_indices(
             info.num_frames, info.fps, fps=fps, nframes=nframes, min_frames=lo, max_frames=hi
@@ -585,6 +598,12 @@ def load_video(
     use_audio_in_video: bool = False,
     frame_size: FrameSize | None = None,
     reader: Reader | None = None,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
+    total_pixels: int | None = None,
+    resized: tuple[int, int] | None = None,
+    video_start: float | None = None,
+    video_end: float | None = None,
 ) -> Video:
     """Size a video by a model's rules from its metadata alone: the :class:`mrope.Video` its processor
     would produce.
@@ -632,6 +651,14 @@ def load_video(
         frame_size: ``"display"`` or ``"coded"``: which frames the model is given (see above; default
             ``"display"``, or the reader's orientation).
         reader: the loader to follow (see above); not with a :class:`VideoInfo` source.
+        min_pixels, max_pixels, total_pixels, resized, video_start, video_end: one video's own keys, as
+            qwen-vl-utils' ``fetch_video`` reads them (``vision_process.py``): ``min_pixels`` and
+            ``total_pixels`` replace ``rules.video_min_pixels`` / ``video_total_pixels``; under
+            ``video_bounds="frame"`` the per-frame ceiling is ``min(max_pixels, ceiling)``, elsewhere
+            ``max_pixels`` replaces ``rules.video_max_pixels``; ``resized = (height, width)`` (its
+            ``resized_height`` / ``resized_width``) is smart-resized under the image bounds instead of
+            the frame size; ``video_start`` / ``video_end`` (seconds) trim the video before sampling
+            (:func:`mrope.media.sampling.trimmed_frame_indices`; qwen-vl-utils sampling only).
 
     Raises:
         MediaError: see :func:`probe_video` and :func:`sample_frame_indices`; ``fps`` with ``nframes``;
@@ -644,6 +671,17 @@ def load_video(
     _check_sizes_videos(lay)
     if fps is not None and nframes is not None:
         raise MediaError(f"pass fps or nframes, not both; got fps={fps!r}, nframes={nframes!r}")
+    bounds = {
+        k: v
+        for k, v in (
+            ("video_min_pixels", min_pixels),
+            ("video_total_pixels", total_pixels),
+            ("video_max_pixels", max_pixels if lay.video_bounds != "frame" else None),
+        )
+        if v is not None
+    }
+    if bounds:
+        lay = dataclasses.replace(lay, **bounds)
     info = source if isinstance(source, VideoInfo) else probe_video(source)
     if reader is not None:
         check_reader(reader)
@@ -657,10 +695,14 @@ def load_video(
     frame_size = "display" if frame_size is None else frame_size
     check_frame_size(frame_size)
     height, width = info.size(frame_size)
-    idx = _sample(info, lay, fps, nframes, min_frames, max_frames)
+    idx = _sample(info, lay, fps, nframes, min_frames, max_frames, (video_start, video_end))
     n = int(idx.size)
     tps = lay.temporal_patch_size
-    if lay.video_bounds == "clip":
+    if resized is not None:  # qwen-vl-utils: the given size, smart-resized under the image bounds
+        new_h, new_w = smart_resize(
+            resized[0], resized[1], lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels
+        )
+    elif lay.video_bounds == "clip":
         new_h, new_w = smart_resize_clip(
             n, height, width, tps, lay.resize_factor, lay.video_min_pixels, lay.video_max_pixels
         )
@@ -670,8 +712,11 @@ def load_video(
         )
     else:
         ceiling = video_max_pixels(n, lay.video_min_pixels, lay.video_max_pixels, lay.video_total_pixels, tps)
+        if max_pixels is not None:
+            ceiling = min(max_pixels, ceiling)
         new_h, new_w = smart_resize(height, width, lay.resize_factor, lay.video_min_pixels, ceiling)
-    rate = sample_fps(n, info.num_frames, info.fps)
+    span = info.num_frames if video_start is None and video_end is None else int(idx[-1] - idx[0]) + 1
+    rate = sample_fps(n, span, info.fps)
     # the rate second_per_grid is counted in: the sampled one, or the processor's fps keyword (the call's)
     spg_rate = rate if lay.second_per_grid_fps is None else (lay.second_per_grid_fps if fps is None else fps)
     times = sampled_times(info, idx)

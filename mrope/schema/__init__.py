@@ -23,7 +23,7 @@ The modules, one job each: :mod:`~mrope.schema.errors` (the error, pydantic's er
 (segments, the layout, the upload fields), :mod:`~mrope.schema.records` (batch records and chat messages),
 :mod:`~mrope.schema.parse` (JSON -> models), :mod:`~mrope.schema.media` (what a face may read),
 :mod:`~mrope.schema.text` (the tokenizer and text), :mod:`~mrope.schema.convert` (models -> library
-segments).
+segments), :mod:`~mrope.schema.messages` (chat messages -> library segments and the assistant-token mask).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .convert import (
     audio_from,
     image_from,
     keep_mask,
-    message_segments,
+    sizing,
     text_from,
     to_segment,
     to_segments,
@@ -71,15 +71,24 @@ from .fields import (
     rules_dict,
 )
 from .media import MEDIA_NONE, MediaAccess
+from .messages import ChatSegments, message_segments, template_segments, turn_segments
 from .parse import parse_record, parse_request, parse_segments
-from .records import Message, MessageImage, MessageItem, MessageText, MessageVideo, Record, RecordId
+from .records import (
+    Message,
+    MessageImage,
+    MessageItem,
+    MessageText,
+    MessageVideo,
+    PositionsRequest,
+    Record,
+    RecordId,
+)
 from .request import (
     AudioSegment,
     FileItem,
     ImageSegment,
     KeepMask,
     LayoutItem,
-    PositionsRequest,
     Segment_,
     TextSegment,
     TilingOptions,
@@ -90,6 +99,7 @@ from .request import (
 from .text import TokenizerRequired, load_tokenizer, tokenize
 
 __all__ = [
+    "ChatSegments",
     "AudioSeconds",
     "AudioSegment",
     "Count",
@@ -153,6 +163,9 @@ __all__ = [
     "text_from",
     "to_segment",
     "to_segments",
+    "sizing",
+    "template_segments",
     "tokenize",
+    "turn_segments",
     "video_from",
 ]

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from mrope.media import image_grid, load_audio, load_image, load_video
+from mrope.media import image_grid, load_audio, load_frames, load_image, load_video, probe_video
+from mrope.media.decode_check import check_image_decodes, check_video_decodes
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Segment, Text, Video
 
 from .errors import RequestError
 from .media import MEDIA_NONE, MediaAccess
-from .records import Message, MessageText
+from .records import MessageText
 from .request import AudioSegment, ImageSegment, KeepMask, TextSegment, TilingOptions, VideoSegment
 from .text import tokenize
 
@@ -61,7 +62,7 @@ def keep_mask(mask: KeepMask, segment: Image | Video, where: str) -> np.ndarray:
 
 
 def _with_keep(segment: Any, mask: KeepMask | None, where: str) -> Any:
-    return segment if mask is None else replace(segment, keep=keep_mask(mask, segment, where))
+    return segment if mask is None else dataclasses.replace(segment, keep=keep_mask(mask, segment, where))
 
 
 def image_from(seg: ImageSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Image:
@@ -74,12 +75,23 @@ def _image_from(seg: ImageSegment, rules: LayoutRules, media: MediaAccess, where
     if seg.path is not None:
         source = media.resolve(seg.path, where)
         tiling = seg.tiling.model_dump() if isinstance(seg.tiling, TilingOptions) else seg.tiling
-        return load_image(source, rules=rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap)
+        return load_image(source, rules=rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **sizing(seg))
     if seg.grid is not None:
         grid = tuple(seg.grid)
     else:
         assert seg.height is not None and seg.width is not None  # the model validator guarantees it
-        grid = image_grid(seg.height, seg.width, rules=rules)
+        keys = sizing(seg)
+        if "resized" in keys:  # qwen-vl-utils: the given size under the family's own bounds
+            grid = image_grid(*keys["resized"], rules=rules)
+        elif keys:
+            bounds = dataclasses.replace(
+                rules,
+                image_min_pixels=keys.get("min_pixels", rules.image_min_pixels),
+                image_max_pixels=keys.get("max_pixels", rules.image_max_pixels),
+            )
+            grid = image_grid(seg.height, seg.width, rules=bounds)
+        else:
+            grid = image_grid(seg.height, seg.width, rules=rules)
     return Image(
         grid=grid,  # type: ignore[arg-type]
         tiles=tuple(seg.tiles) if seg.tiles is not None else None,  # type: ignore[arg-type]
@@ -92,12 +104,33 @@ def _image_from(seg: ImageSegment, rules: LayoutRules, media: MediaAccess, where
     )
 
 
-def video_from(seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Video:
-    """A :class:`mrope.Video`: a grid as given, a path sampled from its metadata."""
-    return _with_keep(_video_from(seg, rules, media, where), seg.keep, where)
+def sizing(seg: ImageSegment | VideoSegment) -> dict[str, Any]:
+    """The qwen-vl-utils keys a segment sets, as :func:`mrope.media.load_image` / :func:`load_video` /
+    :func:`load_frames` take them (``resized_height`` + ``resized_width`` -> ``resized``)."""
+    keys = {
+        k: getattr(seg, k)
+        for k in ("min_pixels", "max_pixels", "total_pixels", "video_start", "video_end")
+        if getattr(seg, k, None) is not None
+    }
+    if seg.resized_height is not None and seg.resized_width is not None:
+        keys["resized"] = (seg.resized_height, seg.resized_width)
+    return keys
 
 
-def _video_from(seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Video:
+def video_from(
+    seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where: str, frame_size: str = "display"
+) -> Video:
+    """A :class:`mrope.Video`: a grid as given, a path sampled from its metadata, frames sized from their
+    headers (``frame_size``: which frames of a path the model gets, see :func:`mrope.media.load_video`)."""
+    return _with_keep(_video_from(seg, rules, media, where, frame_size), seg.keep, where)
+
+
+def _video_from(
+    seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where: str, frame_size: str
+) -> Video:
+    if seg.frames is not None:
+        sources = [media.resolve(f, f"{where} frame {i}") for i, f in enumerate(seg.frames)]
+        return load_frames(sources, rules=rules, fps=seg.fps, wrap=seg.wrap, **sizing(seg))
     if seg.path is not None:
         source = media.resolve(seg.path, where)
         counts = {
@@ -109,7 +142,9 @@ def _video_from(seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where
             fps=seg.fps,
             wrap=seg.wrap,
             use_audio_in_video=bool(seg.use_audio_in_video),
+            frame_size=frame_size,  # type: ignore[arg-type]
             **counts,
+            **sizing(seg),
         )
     audio = seg.audio
     return Video(
@@ -142,21 +177,42 @@ class SegmentReader:
     the dispatch on ``type`` and the places named in errors stay here.
     """
 
-    __slots__ = ("media", "rules", "tokenizer")
+    __slots__ = ("decode_check", "frame_size", "media", "rules", "tokenizer")
 
-    def __init__(self, rules: LayoutRules, *, tokenizer: Any = None, media: MediaAccess = MEDIA_NONE) -> None:
+    def __init__(
+        self,
+        rules: LayoutRules,
+        *,
+        tokenizer: Any = None,
+        media: MediaAccess = MEDIA_NONE,
+        frame_size: str = "display",
+        decode_check: bool = False,
+    ) -> None:
         self.rules = rules
         self.tokenizer = tokenizer
         self.media = media
+        self.frame_size = frame_size
+        self.decode_check = decode_check
 
     def text(self, seg: TextSegment, where: str) -> Text:
         return text_from(seg, self.tokenizer, where)
 
     def image(self, seg: ImageSegment, where: str) -> Image:
-        return image_from(seg, self.rules, self.media, where)
+        image = image_from(seg, self.rules, self.media, where)
+        if self.decode_check and seg.path is not None:
+            check_image_decodes(self.media.resolve(seg.path, where), where)
+        return image
 
     def video(self, seg: VideoSegment, where: str) -> Video:
-        return video_from(seg, self.rules, self.media, where)
+        video = video_from(seg, self.rules, self.media, where, seg.frame_size or self.frame_size)
+        if self.decode_check and seg.frames is not None:
+            for i, frame in enumerate(seg.frames):
+                check_image_decodes(self.media.resolve(frame, where), f"{where} frame {i}")
+        elif self.decode_check and seg.path is not None:
+            source = self.media.resolve(seg.path, where)
+            last = probe_video(source).num_frames - 1
+            check_video_decodes(source, [0, last], where)
+        return video
 
     def audio(self, seg: AudioSegment, where: str) -> Audio:
         return audio_from(seg, self.rules, self.media, where)
@@ -201,62 +257,3 @@ def to_segments(
 ) -> list[Segment]:
     """Validated segments -> library segments, in order (media read as ``media`` allows)."""
     return SegmentReader(rules, tokenizer=tokenizer, media=media).segments(items)
-
-
-def message_segments(
-    messages: Sequence[Message],
-    rules: LayoutRules,
-    *,
-    tokenizer: Any = None,
-    media: MediaAccess = MEDIA_NONE,
-    turn_format: tuple[str, str] | None = None,
-    generation_prompt: str | None = None,
-) -> list[Segment]:
-    """Chat messages -> library segments, in order.
-
-    Adjacent strings (texts, turn wrappers, the generation prompt) are tokenized together, as a chat
-    template renders them; ``turn_format = (prefix, suffix)`` wraps each message's content (``{role}``
-    filled in) and ``generation_prompt`` is appended at the end.
-    """
-    out: list[Segment] = []
-    pending: list[str] = []
-    origin: list[str] = []
-
-    def add_text(text: str, where: str) -> None:
-        if not pending:
-            origin[:] = [where]
-        pending.append(text)
-
-    def flush() -> None:
-        if pending:
-            out.append(Text(tokenize(tokenizer, "".join(pending), origin[0])))
-            pending.clear()
-
-    for m, message in enumerate(messages):
-        where = f"message {m}"
-        content = message.content
-        items: list[Any] = (
-            [MessageText(type="text", text=content)] if isinstance(content, str) else list(content)
-        )
-        if turn_format is not None:
-            add_text(turn_format[0].format(role=message.role), f"{where} (its turn prefix)")
-        for c, item in enumerate(items):
-            at = f"{where} item {c}"
-            if isinstance(item, MessageText):
-                if item.tokens is not None:
-                    flush()
-                    out.append(Text(item.tokens))
-                else:
-                    add_text(item.text or "", at)
-                continue
-            flush()
-            if isinstance(item, ImageSegment):
-                out.append(image_from(item, rules, media, at))
-            else:
-                out.append(video_from(item, rules, media, at))
-        if turn_format is not None:
-            add_text(turn_format[1].format(role=message.role), f"{where} (its turn suffix)")
-    if generation_prompt:
-        add_text(generation_prompt, "the generation prompt")
-    flush()
-    return out

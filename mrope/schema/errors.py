@@ -11,6 +11,8 @@ from mrope.errors import MRopeError
 class RequestError(MRopeError):
     """A request, record or segment that does not have the documented JSON shape."""
 
+    code = "invalid_request"
+
 
 def describe_validation_errors(errors: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     """A one-line message and a JSON-safe list (``loc``, ``msg``, ``type``) for pydantic errors.

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
 from .errors import RequestError, describe_validation_errors
 from .fields import StrictModel
-from .records import Record
-from .request import ImageSegment, PositionsRequest, Segment_, TextSegment, VideoSegment
+from .records import PositionsRequest, Record
+from .request import ImageSegment, Segment_, TextSegment, VideoSegment, retype_segments
 
 
 def _validate(model: type[BaseModel], data: Any, what: str) -> Any:
@@ -46,3 +46,8 @@ def parse_segments(items: Any) -> list[TextSegment | ImageSegment | VideoSegment
 
 class _SegmentList(StrictModel):
     segments: list[Segment_]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _forms(cls, data: Any) -> Any:
+        return retype_segments(data)

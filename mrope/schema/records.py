@@ -1,5 +1,6 @@
-"""The batch record: ``{id, model, rules, segments | messages}``, with chat messages of text, image and
-video items (``mrope batch``, :mod:`mrope.pipeline`)."""
+"""The requests that hold segments or chat messages: the layout ``{model, segments | messages, rules}``
+(``POST /v1/positions``, ``--spec``) and the batch record ``{id, model, rules, segments | messages}``
+(``mrope batch``, :mod:`mrope.pipeline`), with chat messages of text, image and video items."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import ConfigDict, Field, model_validator
 
 from .fields import INT64_MAX, Int64, ModelName, RulesOverrides, StrictModel
-from .request import ImageSegment, Segment_, VideoSegment
+from .request import ImageSegment, Segment_, VideoSegment, require_model_key, retype, retype_segments
 
 
 class MessageText(StrictModel):
@@ -27,40 +28,34 @@ class MessageText(StrictModel):
 
 
 class MessageImage(ImageSegment):
-    """An image in a chat message: ``{"type": "image", "image": "cat.jpg"}`` (or ``"path"``)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _image_key(cls, data: Any) -> Any:
-        return _rename_media(data, "image")
+    """An image in a chat message: ``{"type": "image", "image": "cat.jpg"}`` (or ``"path"``, ``"url"``,
+    ``"image_url"``; ``{"type": "image_url", "image_url": {"url": ...}}``, as
+    :func:`mrope.schema.request.media_aliases` reads them)."""
 
 
 class MessageVideo(VideoSegment):
-    """A video in a chat message: ``{"type": "video", "video": "clip.mp4"}`` (or ``"path"``)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _video_key(cls, data: Any) -> Any:
-        return _rename_media(data, "video")
-
-
-def _rename_media(data: Any, kind: str) -> Any:
-    if isinstance(data, Mapping) and data.get(kind) is not None:
-        if data.get("path") is not None:
-            raise ValueError(f"give the file as {kind!r} or 'path', not both")
-        data = {("path" if k == kind else k): v for k, v in data.items()}
-    return data
+    """A video in a chat message: ``{"type": "video", "video": "clip.mp4"}`` (or ``"path"``, ``"url"``,
+    ``"video_url"``), or its frames: ``{"type": "video", "video": ["f0.jpg", "f1.jpg", ...]}``."""
 
 
 MessageItem = Annotated[Union[MessageText, MessageImage, MessageVideo], Field(discriminator="type")]  # noqa: UP007
 
 
+def _string_content_schema(schema: dict[str, Any]) -> None:
+    """The JSON schema of a message says what it accepts: ``content`` may also be a string (the model
+    validator turns one into a text item before the field is read)."""
+    content = schema.get("properties", {}).get("content", {})
+    content.setdefault("anyOf", []).append({"type": "string"})
+
+
 class Message(StrictModel):
     """A chat turn: ``role`` and ``content`` (a string, or a list of text, image and video items)."""
 
-    role: Annotated[str, Field(max_length=256)] = ""
-    content: Annotated[list[MessageItem], Field(max_length=1 << 20)] = Field(
-        default_factory=list, description="a list of text, image and video items, or a string (one text item)"
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_string_content_schema)
+
+    role: Annotated[str, Field(max_length=256)] | None = None
+    content: Annotated[list[MessageItem], Field(max_length=1 << 20)] | None = Field(
+        None, description="a list of text, image and video items, or a string (one text item)"
     )
 
     @model_validator(mode="before")
@@ -68,7 +63,20 @@ class Message(StrictModel):
     def _string_content(cls, data: Any) -> Any:
         if isinstance(data, Mapping) and isinstance(data.get("content"), str):
             data = {**data, "content": [{"type": "text", "text": data["content"]}]}
+        elif isinstance(data, Mapping) and isinstance(data.get("content"), list):
+            items = retype(data["content"])
+            if items is not data["content"]:
+                data = {**data, "content": items}
         return data
+
+
+Convention = Annotated[
+    Literal["released", "transformers5"],
+    Field(
+        description="released: the official semantics; transformers5: the family's own transformers 5.24 "
+        "get_rope_index"
+    ),
+]
 
 
 RecordId = Union[Annotated[str, Field(max_length=4096)], Int64]  # noqa: UP007
@@ -87,11 +95,68 @@ class Record(StrictModel):
     id: RecordId | None = None
     model: ModelName | None = None
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
+    convention: Convention | None = None
     segments: Annotated[list[Segment_], Field(max_length=1 << 20)] | None = None
     messages: Annotated[list[Message], Field(max_length=1 << 20)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retype(cls, data: Any) -> Any:
+        return retype_segments(data)
 
     @model_validator(mode="after")
     def _one_form(self) -> Record:
         if (self.segments is None) == (self.messages is None):
             raise ValueError("a record needs exactly one of 'segments' and 'messages'")
+        return self
+
+
+_REQUEST_EXAMPLES = {
+    "examples": [
+        {
+            "model": "qwen2.5-vl",
+            "segments": [
+                {"type": "text", "tokens": 12},
+                {"type": "image", "grid": [1, 28, 28]},
+                {"type": "image", "height": 480, "width": 640},
+                {"type": "video", "grid": [8, 28, 28], "fps": 2.0},
+                {"type": "text", "ids": [151644, 77091, 198]},
+            ],
+        }
+    ]
+}
+
+
+def _request_schema(schema: dict[str, Any]) -> None:
+    """The examples, and ``segments``' item schema at the property's top level too (``segments`` may be
+    null, meaning absent, so its array schema sits in an ``anyOf``; clients read the union from here)."""
+    schema.update(_REQUEST_EXAMPLES)
+    prop = schema.get("properties", {}).get("segments", {})
+    for branch in prop.get("anyOf", ()):
+        if branch.get("type") == "array":
+            prop.setdefault("items", branch.get("items"))
+
+
+class PositionsRequest(StrictModel):
+    """A layout: ``{model, segments | messages, rules}``, the body of ``POST /v1/positions`` and of
+    ``--spec``. ``messages`` are chat turns as a :class:`Record` holds them, read the same way as by
+    ``mrope batch`` and :mod:`mrope.pipeline` (no turn wrapping unless the face renders a chat template)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_request_schema)
+
+    model: ModelName
+    segments: Annotated[list[Segment_], Field(max_length=1 << 20)] | None = None
+    messages: Annotated[list[Message], Field(max_length=1 << 20)] | None = None
+    rules: RulesOverrides | None = None  # type: ignore[valid-type]
+    convention: Convention | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_required(cls, data: Any) -> Any:
+        return retype_segments(require_model_key(data))
+
+    @model_validator(mode="after")
+    def _one_form(self) -> PositionsRequest:
+        if (self.segments is None) == (self.messages is None):
+            raise ValueError("a request needs exactly one of 'segments' and 'messages'")
         return self

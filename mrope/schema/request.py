@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from .fields import (
     GRID_DIM_MAX,
@@ -48,6 +48,17 @@ class TextSegment(StrictModel):
         if len(given) != 1:
             raise ValueError(f"a text segment takes exactly one of tokens, ids, text; got {given or 'none'}")
         return self
+
+
+class MediaUrl(StrictModel):
+    """OpenAI's ``{"url": ..., "detail": ...}`` under ``image_url`` / ``video_url`` (``detail`` not read)."""
+
+    url: MediaPath
+    detail: Annotated[str, Field(max_length=64)] | None = None
+
+
+FrameList = Annotated[list[MediaPath], Field(min_length=1, max_length=1 << 16)]
+"""A video given as its frame images, in order."""
 
 
 class TilingOptions(StrictModel):
@@ -138,11 +149,28 @@ class ImageSegment(StrictModel):
     keep: KeepMask | None = Field(
         None, description="a pruning mask over the image's tokens (docs/pruning.md)"
     )
+    image: MediaPath | None = Field(None, description="the file, as qwen-vl-utils names it (instead of path)")
+    image_url: MediaPath | MediaUrl | None = Field(
+        None, description="the file as a URL string or OpenAI's {url} (instead of path)"
+    )
+    url: MediaPath | None = Field(None, description="the file, as transformers' chat items name it")
+    min_pixels: Count | None = Field(None, description="qwen-vl-utils: this image's lower pixel bound")
+    max_pixels: Count | None = Field(None, description="qwen-vl-utils: this image's upper pixel bound")
+    resized_height: Count | None = Field(
+        None, description="qwen-vl-utils: resize to this height (with resized_width), then smart-resize"
+    )
+    resized_width: Count | None = Field(
+        None, description="qwen-vl-utils: resize to this width (with resized_height), then smart-resize"
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> ImageSegment:
         if (  # the common forms: a bare grid or a bare size
             self.path is None
+            and self.min_pixels is None
+            and self.max_pixels is None
+            and self.resized_height is None
+            and self.resized_width is None
             and self.tiling is None
             and self.crop is None
             and self.thumbnail_grid is None
@@ -151,6 +179,11 @@ class ImageSegment(StrictModel):
             and (self.height is None) == (self.width is None)
         ):
             return self
+        unread = [k for k in ("image", "image_url", "url") if getattr(self, k) is not None]
+        if unread:  # set only when this model is validated alone, not inside a request or record
+            raise ValueError(
+                f"{', '.join(unread)}: give the file as 'path' (other names are read in requests)"
+            )
         sized = self.height is not None or self.width is not None
         forms = [
             k
@@ -167,6 +200,7 @@ class ImageSegment(StrictModel):
             )
         if sized and (self.height is None or self.width is None):
             raise ValueError("an image given by size needs both height and width")
+        check_sizing(self, self.grid is not None, "an image given by grid")
         if self.path is not None:
             extra = [
                 k
@@ -278,12 +312,43 @@ class VideoSegment(StrictModel):
     keep: KeepMask | None = Field(
         None, description="a pruning mask over the video's tokens (docs/pruning.md)"
     )
+    video: MediaPath | FrameList | None = Field(
+        None, description="the file, or its frames (a list of images), as qwen-vl-utils names it"
+    )
+    video_url: MediaPath | MediaUrl | None = Field(
+        None, description="the file as a URL string or an OpenAI-style {url} (instead of path)"
+    )
+    url: MediaPath | None = Field(None, description="the file, as transformers' chat items name it")
+    frames: FrameList | None = Field(
+        None, description="a video given as its frame images, in order (qwen-vl-utils' list form)"
+    )
+    min_pixels: Count | None = Field(None, description="qwen-vl-utils: the lower pixel bound of a frame")
+    max_pixels: Count | None = Field(None, description="qwen-vl-utils: the upper pixel bound of a frame")
+    total_pixels: Count | None = Field(None, description="qwen-vl-utils: the pixel budget of all frames")
+    resized_height: Count | None = Field(None, description="qwen-vl-utils: resize frames to this height")
+    resized_width: Count | None = Field(None, description="qwen-vl-utils: resize frames to this width")
+    video_start: FrameTime | None = Field(None, description="qwen-vl-utils: trim the file from (seconds)")
+    video_end: FrameTime | None = Field(None, description="qwen-vl-utils: trim the file to (seconds)")
+    frame_size: Literal["display", "coded"] | None = Field(
+        None,
+        description="a path's frames as the model gets them: display (rotated, transformers' processors) or "
+        "coded (as stored: PyAV, transformers' load_video); default the face's",
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> VideoSegment:
         if (  # the common form: a grid with its rate or times, no path options, no sliced frames
             self.path is None
+            and self.frames is None
             and self.grid is not None
+            and self.min_pixels is None
+            and self.max_pixels is None
+            and self.total_pixels is None
+            and self.resized_height is None
+            and self.resized_width is None
+            and self.video_start is None
+            and self.video_end is None
+            and self.frame_size is None
             and self.use_audio_in_video is None
             and self.nframes is None
             and self.min_frames is None
@@ -292,8 +357,56 @@ class VideoSegment(StrictModel):
             and self.thumbnail_grid is None
         ):
             return self
-        if (self.grid is None) == (self.path is None):
-            raise ValueError("a video segment takes a grid [t, h, w] or a path, exactly one of them")
+        unread = [k for k in ("video", "video_url", "url") if getattr(self, k) is not None]
+        if unread:  # set only when this model is validated alone, not inside a request or record
+            raise ValueError(
+                f"{', '.join(unread)}: give the file as 'path' (other names are read in requests)"
+            )
+        forms = [k for k in ("grid", "path", "frames") if getattr(self, k) is not None]
+        if len(forms) != 1:
+            raise ValueError(
+                "a video segment takes a grid [t, h, w] or a path (or frames, a list of images), exactly one "
+                f"of them; got {' and '.join(forms) or 'none'}"
+            )
+        check_sizing(self, self.grid is not None, "a video given by grid")
+        if self.frames is not None:
+            extra = [
+                k
+                for k in (
+                    "second_per_grid",
+                    "frame_times",
+                    "nframes",
+                    "min_frames",
+                    "max_frames",
+                    "audio",
+                    "use_audio_in_video",
+                    "tiles",
+                    "thumbnail_grid",
+                    "total_pixels",
+                    "video_start",
+                    "video_end",
+                    "frame_size",
+                )
+                if getattr(self, k) is not None
+            ]
+            if extra:
+                raise ValueError(
+                    f"{', '.join(extra)} {'goes' if len(extra) == 1 else 'go'} with a grid or a path; a video "
+                    "given as frames takes fps, min_pixels, max_pixels, resized_height and resized_width"
+                )
+            return self
+        if self.path is None:
+            extra = [
+                k
+                for k in ("total_pixels", "video_start", "video_end", "frame_size")
+                if getattr(self, k) is not None
+            ]
+            if extra:
+                raise ValueError(f"{', '.join(extra)} go with a path")
+        if self.video_start is not None and self.video_end is not None and self.video_start >= self.video_end:
+            raise ValueError(
+                f"video_start ({self.video_start}) must come before video_end ({self.video_end})"
+            )
         if self.audio is not None and self.path is not None:
             raise ValueError("audio goes with a grid; a video path takes use_audio_in_video")
         if self.use_audio_in_video is not None and self.path is None:
@@ -325,42 +438,94 @@ class VideoSegment(StrictModel):
         return self
 
 
+def check_sizing(seg: ImageSegment | VideoSegment, gridded: bool, what: str) -> None:
+    """The qwen-vl-utils sizing keys of an image or a video: not with a grid (already sized), and
+    ``resized_height`` with ``resized_width``."""
+    keys = [
+        k
+        for k in ("min_pixels", "max_pixels", "total_pixels", "resized_height", "resized_width")
+        if getattr(seg, k, None) is not None
+    ]
+    if keys and gridded:
+        raise ValueError(f"{', '.join(keys)}: {what} is already sized; these keys size a file (or a size)")
+    if (seg.resized_height is None) != (seg.resized_width is None):
+        raise ValueError("resized_height and resized_width go together")
+    if seg.min_pixels is not None and seg.max_pixels is not None and seg.min_pixels > seg.max_pixels:
+        raise ValueError(f"min_pixels {seg.min_pixels} is above max_pixels {seg.max_pixels}")
+
+
+_MEDIA_TYPES = {"image_url": "image", "video_url": "video"}
+
+
+def media_aliases(data: Any, kind: str) -> Any:
+    """The forms users copy from model cards, as this schema's keys: ``"image_url"`` / ``"url"`` (an
+    OpenAI ``{"url": ...}`` object or a string) and a ``kind`` key (``"image": "cat.jpg"``) become
+    ``path``; a list of files under any of them (a video as its frames) becomes ``frames``; ``type``
+    ``"image_url"`` / ``"video_url"`` becomes ``kind``. Exactly one of those keys may be given."""
+    if not isinstance(data, Mapping):
+        return data
+    names = [k for k in (kind, f"{kind}_url", "url", "path") if data.get(k) is not None]
+    renamed = isinstance(data.get("type"), str) and data["type"] in _MEDIA_TYPES
+    if not renamed and (not names or names == ["path"]) and not isinstance(data.get("path"), list):
+        return data
+    if len(names) > 1:
+        raise ValueError(
+            f"give the {kind} as {' or '.join(repr(n) for n in names)}, "
+            + ("not both" if len(names) == 2 else "only one of them")
+        )
+    out = {k: v for k, v in data.items() if k not in names}
+    if renamed:
+        out["type"] = _MEDIA_TYPES[data["type"]]
+    if names:
+        value = data[names[0]]
+        if isinstance(value, Mapping) and set(value) <= {"url", "detail"} and "url" in value:
+            value = value["url"]  # OpenAI's {"image_url": {"url": ..., "detail": ...}}
+        if isinstance(value, (list, tuple)) and kind == "video":
+            out["frames"] = list(value)
+        elif isinstance(value, str):
+            out["path"] = value
+        else:  # left under the key the user wrote, so that its error names that key
+            out[names[0]] = value
+    return out
+
+
+def retype(items: Any) -> Any:
+    """A list of segments or message items with the forms users copy read as this schema's
+    (:func:`media_aliases`), before the union picks a model by ``type``; the list itself when no item
+    needs it (one cheap look per item: the JSON routes' hot path)."""
+    if not isinstance(items, list) or not any(map(_aliased, items)):
+        return items
+    return [media_aliases(v, _MEDIA_TYPES.get(v["type"], v["type"])) if _aliased(v) else v for v in items]
+
+
+def _aliased(item: Any) -> bool:
+    """Whether ``item`` is a media item written with a key or ``type`` :func:`media_aliases` renames."""
+    if type(item) is not dict and not isinstance(item, Mapping):
+        return False
+    kind = item.get("type")
+    if kind == "text":
+        return False
+    if kind == "image":
+        return "image" in item or "image_url" in item or "url" in item
+    if kind == "video":
+        return "video" in item or "video_url" in item or "url" in item or isinstance(item.get("path"), list)
+    return isinstance(kind, str) and kind in _MEDIA_TYPES
+
+
+def retype_segments(data: Any) -> Any:
+    """``data`` with its ``segments`` retyped (:func:`retype`)."""
+    if isinstance(data, Mapping) and isinstance(data.get("segments"), list):
+        items = retype(data["segments"])
+        if items is not data["segments"]:
+            return {**data, "segments": items}
+    return data
+
+
 Segment_ = Annotated[TextSegment | ImageSegment | VideoSegment | AudioSegment, Field(discriminator="type")]  # noqa: UP007
 """One JSON segment (the union, told apart by ``type``)."""
 
 
-class PositionsRequest(StrictModel):
-    """A layout: ``{model, segments, rules}``, the body of ``POST /v1/positions`` and of ``--spec``."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        json_schema_extra={
-            "examples": [
-                {
-                    "model": "qwen2.5-vl",
-                    "segments": [
-                        {"type": "text", "tokens": 12},
-                        {"type": "image", "grid": [1, 28, 28]},
-                        {"type": "image", "height": 480, "width": 640},
-                        {"type": "video", "grid": [8, 28, 28], "fps": 2.0},
-                        {"type": "text", "ids": [151644, 77091, 198]},
-                    ],
-                }
-            ]
-        },
-    )
-    model: ModelName
-    segments: Annotated[list[Segment_], Field(max_length=1 << 20)]
-    rules: RulesOverrides | None = None  # type: ignore[valid-type]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _model_required(cls, data: Any) -> Any:
-        return _require_model_key(data)
-
-
-def _require_model_key(data: Any) -> Any:
+def require_model_key(data: Any) -> Any:
     """No silent model: a request without one is refused with the names (not pydantic's 'Field required')."""
     if isinstance(data, Mapping) and data.get("model") is None:
         raise ValueError(f"no model given; name one of {', '.join(model_names())}")
@@ -394,4 +559,4 @@ class UploadFields(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _model_required(cls, data: Any) -> Any:
-        return _require_model_key(data)
+        return require_model_key(data)

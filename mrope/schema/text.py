@@ -24,6 +24,8 @@ class TokenizerRequired(RequestError):
         where: the place of the text in the request (``"segment 2"``, ``"message 0 item 1"``).
     """
 
+    code = "tokenizer_required"
+
     def __init__(self, where: str) -> None:
         super().__init__(
             f"{where}: text needs a tokenizer to count its tokens: give a tokenizer (a tokenizer.json), "

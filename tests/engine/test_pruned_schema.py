@@ -110,6 +110,8 @@ def test_the_token_cap_counts_a_pruned_prompt_whole() -> None:
     with TestClient(create_app(Settings(max_tokens=40))) as client:
         refused = client.post("/v1/positions", json=data)
         assert refused.status_code == 413, refused.text
-        assert "is 67, over the limit of 40" in refused.text  # 3 text + 2 wrappers + 64 image tokens, unpruned
+        assert (
+            "is 67, over the limit of 40" in refused.text
+        )  # 3 text + 2 wrappers + 64 image tokens, unpruned
         data["segments"][1] = {"type": "image", "grid": [1, 8, 8], "keep": {"runs": [1, 15]}}
         assert client.post("/v1/positions", json=data).status_code == 200  # 3 + 18 unpruned: under it
