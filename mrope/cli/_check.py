@@ -30,7 +30,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--quick", action="store_true", help="bounded time: a short sweep, fewer decode steps")
     p.add_argument("--rows", metavar="A,B", help="only these rows, comma-separated (e.g. pairing,padding)")
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT ('-': stdout only)")
-    p.add_argument("--plot", metavar="OUT", help="draw the position sweep to OUT (PNG; needs matplotlib)")
+    p.add_argument("--plot", metavar="OUT", help="draw the position sweep to OUT (a PNG)")
     p.set_defaults(run=run)
 
 

@@ -119,31 +119,72 @@ class ValidationReport:
         return "\n".join(lines)
 
     def plot(self, path: str | Path) -> str | None:
-        """Draw the position sweep (the model's score for the same evidence at each depth) to ``path``
-        with matplotlib. Returns ``None`` when drawn, else a note saying why not (matplotlib is not
-        installed, or the sweep did not run)."""
+        """Draw the position sweep (the model's score for the same evidence at each depth) to ``path`` as
+        a PNG (Pillow, as :mod:`mrope.plot` draws). Returns ``None`` when drawn, else a note saying why not
+        (the sweep did not run)."""
         try:
             sweep = self.row("position_sweep")
         except KeyError:
             return "no position sweep in this report: nothing to plot"
         if "scores" not in sweep.measured:
             return f"the position sweep did not run ({sweep.reason}): nothing to plot"
-        try:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError:
-            return "matplotlib is not installed: the sweep plot was skipped (pip install matplotlib)"
-        fig, ax = plt.subplots(figsize=(5, 3))
-        ax.plot(sweep.measured["depths"], sweep.measured["scores"], marker="o")
-        ax.set_xlabel("evidence depth (fraction of the context)")
-        ax.set_ylabel("log p(answer)")
-        ax.set_title(f"position sweep, {sweep.measured['context_tokens']} tokens: {self.model}")
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        sweep_chart(
+            sweep.measured["depths"],
+            sweep.measured["scores"],
+            f"position sweep, {sweep.measured['context_tokens']} tokens: {self.model}",
+        ).save(path, format="PNG")
         return None
 
 
-__all__ = ["FAIL", "NOT_APPLICABLE", "PASS", "RowResult", "Status", "ValidationReport"]
+CHART_SIZE = (480, 300)
+"""Width and height of the sweep chart in pixels."""
+CHART_BOX = (60, 30, 460, 250)
+"""The plot area inside it: left, top, right, bottom."""
+POINT_COLOUR = (31, 119, 180)
+"""The colour of the sweep's points and line."""
+
+
+def chart_point(depth: float, score: float, lo: float, hi: float) -> tuple[int, int]:
+    """Pixel ``(x, y)`` of one sweep point: depth 0..1 across the plot area, score ``lo``..``hi`` up it."""
+    left, top, right, bottom = CHART_BOX
+    span = hi - lo if hi > lo else 1.0
+    return round(left + depth * (right - left)), round(bottom - (score - lo) / span * (bottom - top))
+
+
+def sweep_chart(depths: list[float], scores: list[float], title: str) -> Any:
+    """The sweep as a Pillow image: score (log p of the answer) against the evidence's depth."""
+    from PIL import Image as PILImage
+    from PIL import ImageDraw
+
+    lo, hi = min(scores), max(scores)
+    if hi == lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    image = PILImage.new("RGB", CHART_SIZE, "white")
+    draw = ImageDraw.Draw(image)
+    left, top, right, bottom = CHART_BOX
+    draw.rectangle(CHART_BOX, outline=(0, 0, 0))
+    points = [chart_point(d, s, lo, hi) for d, s in zip(depths, scores, strict=True)]
+    draw.line(points, fill=POINT_COLOUR, width=2)
+    for x, y in points:
+        draw.ellipse((x - 4, y - 4, x + 4, y + 4), fill=POINT_COLOUR)
+    draw.text((left, 8), title, fill=(0, 0, 0))
+    draw.text((left, bottom + 8), "evidence depth: 0 (head) .. 1 (tail)", fill=(0, 0, 0))
+    draw.text((4, top), f"{hi:.3g}", fill=(0, 0, 0))
+    draw.text((4, bottom - 10), f"{lo:.3g}", fill=(0, 0, 0))
+    draw.text((4, (top + bottom) // 2), "log p", fill=(0, 0, 0))
+    return image
+
+
+__all__ = [
+    "CHART_BOX",
+    "CHART_SIZE",
+    "FAIL",
+    "NOT_APPLICABLE",
+    "PASS",
+    "POINT_COLOUR",
+    "RowResult",
+    "Status",
+    "ValidationReport",
+    "chart_point",
+    "sweep_chart",
+]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pytest
 import torch
 from support import tiny_vlm as tv
@@ -168,12 +169,19 @@ def test_check_on_a_tiny_family_full_run_table_json_plot(
     assert (
         padding["measured"]["right_vs_alone"] <= padding["measured"]["tolerance"]
     )  # the full run's extra check
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        assert not plot.exists() and "matplotlib is not installed" in captured.err
-    else:
-        assert plot.stat().st_size > 0
+    # the chart: each score drawn where its depth and value put it
+    from PIL import Image as PILImage
+
+    from mrope.testing.report import CHART_SIZE, POINT_COLOUR, chart_point
+
+    scores = sweep["measured"]["scores"]
+    with PILImage.open(plot) as drawn:
+        assert drawn.size == CHART_SIZE
+        for depth, score in zip(sweep["measured"]["depths"], scores, strict=True):
+            x, y = chart_point(depth, score, min(scores), max(scores))
+            assert drawn.getpixel((x, y)) == POINT_COLOUR
+        drawn_points = int((np.asarray(drawn) == POINT_COLOUR).all(axis=-1).sum())
+        assert 0 < drawn_points < 0.05 * CHART_SIZE[0] * CHART_SIZE[1]  # a line and markers, not a fill
 
 
 def test_check_exit_codes_for_bad_input(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
