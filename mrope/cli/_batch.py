@@ -224,9 +224,8 @@ class PackedRows:
         self.ids: list[str] = []
 
     def add(self, sample_id: str, p: Any, labels: Any) -> None:
-        check_fits(
-            len(self.items), p, self.max_length, sample_id
-        )  # too long: this sample's error, reported now
+        # too long: this sample's error, reported now
+        check_fits(len(self.items), p, self.max_length, sample_id)
         self.items.append((p, labels))
         self.ids.append(sample_id)
 
