@@ -218,8 +218,8 @@ class PackedRows:
     """The rows of ``--pack``: every sample kept (or its failure) in input order, packed with
     :func:`mrope.pack` and written once at the end (:func:`mrope.pipeline.packed_table`)."""
 
-    def __init__(self, path: Path, max_length: int, mode: str) -> None:
-        self.path, self.max_length, self.mode = path, max_length, mode
+    def __init__(self, path: Path, max_length: int, mode: str, fractional: bool = False) -> None:
+        self.path, self.max_length, self.mode, self.fractional = path, max_length, mode, fractional
         self.items: list[PackItem] = []
         self.ids: list[str] = []
 
@@ -257,6 +257,8 @@ class PackedRows:
 def output_format(args: argparse.Namespace) -> str:
     """``--format``, defaulting to parquet with ``--pack`` (which needs it) and npy without."""
     if args.pack is None:
+        if args.pack_mode != "ffd":
+            raise CliError("--pack-mode needs --pack MAX_LEN (the row length in tokens)")
         return args.format or "npy"
     if args.format not in (None, "parquet"):
         raise CliError(
@@ -293,7 +295,9 @@ def run(args: argparse.Namespace) -> int:
     )
     failed: list[str] = []
     used: dict[str, str] = {}
-    packed = PackedRows(out_dir / PACKED, args.pack, args.pack_mode) if args.pack is not None else None
+    packed = None
+    if args.pack is not None:  # float32 positions when the job's model keeps fractional time
+        packed = PackedRows(out_dir / PACKED, args.pack, args.pack_mode, base.fractional)
     table = ParquetRows(out_dir / PARQUET) if fmt == "parquet" and packed is None else None
     with manifest, progress(total, "mrope batch", quiet=args.quiet) as bar:
         for sample in stream:
