@@ -44,10 +44,20 @@ import numpy as np
 
 from mrope import schema
 from mrope._deprecated import moved_names
+from mrope.arrow import list_column, nested_column
 from mrope.builder import build_positions, count_tokens
 from mrope.chat import find_chat_template
 from mrope.errors import MRopeError
 from mrope.models import resolve_rules
+from mrope.packing.table import (
+    PACKED_COLUMNS,
+    PackItem,
+    SampleTooLong,
+    check_fits,
+    pack_efficiency,
+    packed_schema,
+    packed_table,
+)
 from mrope.positions import Positions
 from mrope.rules import LayoutRules
 from mrope.schema import MediaAccess, Record, RequestError
@@ -184,6 +194,10 @@ class Preprocessor:
         media_access: what a record's media ``path`` may name (:class:`mrope.schema.MediaAccess`); by
             default local files, URLs and ``data:`` URIs (``MediaAccess(urls=True, url_hosts=...)``
             restricts a job over untrusted records to some hosts, ``mrope.schema.MEDIA_NONE`` to none).
+        pack: a row length: :meth:`batch` then packs the batch's samples with :func:`mrope.pack` into
+            rows of at most ``pack`` tokens and returns the packed rows (:func:`packed_schema`) instead
+            of one row per record; ``pack_mode`` is ``"ffd"`` (first-fit-decreasing) or ``"stream"``
+            (order-keeping). See docs/packing.md.
     """
 
     model: Any = None
@@ -203,6 +217,8 @@ class Preprocessor:
     add_generation_prompt: bool = False
     labels: bool = False
     decode_check: bool = False
+    pack: int | None = None
+    pack_mode: str = "ffd"
 
     def rules_for(self, record: Record | Mapping[str, Any]) -> LayoutRules:
         """The layout rules of one record: the job's model and overrides over the record's. A model is
@@ -377,6 +393,22 @@ class Preprocessor:
         p = self.build(chat.segments, rules)
         return p, chat.labels(p)
 
+    def checked_sample(self, record: Mapping[str, Any]) -> tuple[Positions, np.ndarray | None]:
+        """The positions of one record and its ``labels`` (``None`` unless the job asks for labels), after
+        checking that this job's columns can hold them (raises on bad input)."""
+        p, labels = self.sample(record) if self.labels else (self.positions(record), None)
+        if p.ids.dtype.kind == "f" and not self.fractional:
+            raise RecordError(
+                f"the {p.rules.name!r} rules give fractional (float32) positions, but this job's columns are "
+                "int64: run such records in a job whose model= is that model"
+            )
+        if p.generation_ids is not None and not self.generates_images:
+            raise RecordError(
+                f"the record has images to generate, whose decode-time positions (generation_ids) this "
+                f"job has no column for: run such records in a job whose model= is {p.rules.name!r}"
+            )
+        return p, labels
+
     def record(self, record: Mapping[str, Any], *, stop_on_job_error: bool = False) -> dict[str, Any]:
         """One record -> ``{positions int64 [3, T], delta, num_tokens, image_grid_thw [n, 3],
         video_grid_thw [m, 3], second_per_grid_ts [m], error}`` (plus ``input_ids [T]`` when asked for, and
@@ -389,19 +421,8 @@ class Preprocessor:
         alike).
         """
         try:
-            p, labels = self.sample(record) if self.labels else (self.positions(record), None)
-            if p.ids.dtype.kind == "f" and not self.fractional:
-                raise RecordError(
-                    f"the {p.rules.name!r} rules give fractional (float32) positions, but this job's columns are "
-                    "int64: run such records in a job whose model= is that model"
-                )
-            generation = self.generates_images
-            if p.generation_ids is not None and not generation:
-                raise RecordError(
-                    f"the record has images to generate, whose decode-time positions (generation_ids) this "
-                    f"job has no column for: run such records in a job whose model= is {p.rules.name!r}"
-                )
-            return result_row(p, input_ids=self.input_ids, generation=generation, labels=labels)
+            p, labels = self.checked_sample(record)
+            return result_row(p, input_ids=self.input_ids, generation=self.generates_images, labels=labels)
         except JobError as exc:
             if stop_on_job_error:
                 raise  # the whole job's failure: stop at once, naming the option
@@ -423,7 +444,9 @@ class Preprocessor:
         """A batch (dict of columns, pandas ``DataFrame`` or ``pyarrow.Table``) -> a ``pyarrow.Table`` of
         the ``keep`` columns and the :meth:`record` columns, one row per input row, types fixed by
         :func:`arrow_schema` (so every batch of a Ray job has the same schema). A :class:`JobError`
-        stops it (and the job)."""
+        stops it (and the job). With ``pack``: the packed rows of the batch (:meth:`packed`)."""
+        if self.pack is not None:
+            return self.packed(batch)
         records = batch_records(batch)
         rows = [self.record(r, stop_on_job_error=True) for r in records]
         return rows_to_table(
@@ -434,6 +457,32 @@ class Preprocessor:
             fractional=self.fractional,
             generation=self.generates_images,
             labels=self.labels,
+        )
+
+    def packed(self, batch: Any) -> pa.Table:
+        """A batch (as :meth:`batch` takes, or a list of records) -> a ``pyarrow.Table`` of packed rows
+        (:func:`packed_table`): the batch's samples packed by :func:`mrope.pack` into rows of at most
+        ``pack`` tokens, then one error row per record that failed (or is longer than ``pack``). The
+        ``samples`` column holds indices into the batch. A :class:`JobError` stops it (and the job)."""
+        if self.pack is None:
+            raise RecordError("packed() needs pack= (the row length in tokens)")
+        records = batch_records(batch)
+        samples: list[PackItem] = []
+        for record in records:
+            try:
+                samples.append(self.checked_sample(record))
+            except JobError:
+                raise  # the whole job's failure: stop at once, naming the option
+            except Exception as exc:  # recorded per record, never raised through the job
+                samples.append((describe_error(exc), error_code(exc)))
+        ids = [str(r["id"]) if r.get("id") is not None else str(i) for i, r in enumerate(records)]
+        return packed_table(
+            samples,
+            ids=ids,
+            max_length=self.pack,
+            mode=self.pack_mode,
+            labels=self.labels,
+            fractional=self.fractional,
         )
 
     def with_options(self, **changes: Any) -> Preprocessor:
@@ -554,27 +603,6 @@ def arrow_schema(
     return pa.schema(cols)
 
 
-def _list_column(arrays: Sequence[np.ndarray], value_type: pa.DataType) -> pa.Array:
-    """``list<value>`` from 1-D arrays, without Python lists."""
-    import pyarrow as pa
-
-    offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
-    np.cumsum([a.size for a in arrays], out=offsets[1:])
-    values = np.concatenate([np.ravel(a) for a in arrays]) if arrays else np.zeros(0)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, type=value_type))
-
-
-def _nested_column(arrays: Sequence[np.ndarray], value_type: pa.DataType | None = None) -> pa.Array:
-    """``list<list<int64>>`` (or ``value_type``) from 2-D arrays (rows become inner lists)."""
-    import pyarrow as pa
-
-    rows = [row for a in arrays for row in a]
-    inner = _list_column(rows, pa.int64() if value_type is None else value_type)
-    offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
-    np.cumsum([a.shape[0] for a in arrays], out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), inner)
-
-
 def _missing(value: Any) -> bool:
     return (isinstance(value, float) and math.isnan(value)) or type(value).__name__ in ("NAType", "NaTType")
 
@@ -597,11 +625,14 @@ def whole_floats_as_ints(value: Any) -> Any:
 
 
 def batch_records(batch: Any) -> list[dict[str, Any]]:
-    """The rows of a batch given as a dict of columns, a pandas ``DataFrame`` or a ``pyarrow.Table``.
+    """The rows of a batch given as a dict of columns, a pandas ``DataFrame``, a ``pyarrow.Table`` or a
+    list of records.
 
     The rows of numpy and pandas batches go through :func:`plain` and :func:`whole_floats_as_ints`
     (Arrow's conversion to them turns int fields with nulls into floats).
     """
+    if isinstance(batch, list) and all(isinstance(r, Mapping) for r in batch):  # records (a plain loop)
+        return [dict(r) for r in batch]
     if hasattr(batch, "to_pylist"):  # pyarrow.Table: types kept
         return list(batch.to_pylist())
     if hasattr(batch, "to_dict") and hasattr(batch, "columns"):  # pandas.DataFrame
@@ -616,7 +647,8 @@ def batch_records(batch: Any) -> list[dict[str, Any]]:
         n = sizes.pop() if sizes else 0
         return [whole_floats_as_ints(plain({k: v[i] for k, v in columns.items()})) for i in range(n)]
     raise RecordError(
-        f"a batch must be a dict of columns, a pandas DataFrame or a pyarrow Table; got {type(batch).__name__}"
+        "a batch must be a dict of columns, a pandas DataFrame, a pyarrow Table or a list of records; got "
+        f"{type(batch).__name__}"
     )
 
 
@@ -646,13 +678,13 @@ def rows_to_table(
     for field in schema:
         values = [row[field.name] for row in rows]
         if field.name == "positions" and fractional:
-            columns[field.name] = _nested_column(
+            columns[field.name] = nested_column(
                 [np.asarray(v, dtype=np.float32) for v in values], pa.float32()
             )
         elif field.name in ("positions", "image_grid_thw", "video_grid_thw", "generation_ids"):
-            columns[field.name] = _nested_column([np.asarray(v, dtype=np.int64) for v in values])
+            columns[field.name] = nested_column([np.asarray(v, dtype=np.int64) for v in values])
         elif field.name in ("second_per_grid_ts", "input_ids", "labels", "assistant_mask"):
-            columns[field.name] = _list_column([np.asarray(v) for v in values], field.type.value_type)
+            columns[field.name] = list_column([np.asarray(v) for v in values], field.type.value_type)
         else:
             columns[field.name] = pa.array(values, type=field.type)
     return pa.table(columns)
@@ -684,9 +716,26 @@ def process_batch(batch: Any, **options: Any) -> pa.Table:
     return Preprocessor(**options).batch(batch)
 
 
+def pack_batch(batch: Any, *, max_length: int, **options: Any) -> pa.Table:
+    """A batch of records -> a ``pyarrow.Table`` of packed rows (:meth:`Preprocessor.packed`), packed
+    within the batch: the function for Ray Data ``map_batches``, ``datasets.Dataset.map(batched=True)``
+    (with ``remove_columns``: the rows change) and a plain loop (a list of records). ``options`` are
+    :class:`Preprocessor` fields (``pack_mode="stream"`` keeps the order), e.g.
+    ``ds.map_batches(pack_batch, fn_kwargs={"max_length": 4096, "model": "qwen2.5-vl"})``."""
+    return Preprocessor(**options, pack=max_length).packed(batch)
+
+
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "JobError",
+    "PACKED_COLUMNS",
+    "PackItem",
+    "SampleTooLong",
+    "check_fits",
+    "pack_batch",
+    "pack_efficiency",
+    "packed_schema",
+    "packed_table",
     "ModelRequired",
     "QWEN_TURN",
     "RESULT_COLUMNS",

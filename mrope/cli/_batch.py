@@ -2,7 +2,8 @@
 
 Each sample is a :mod:`mrope.pipeline` record (``id`` and ``segments`` or ``messages``); media paths are
 relative to the file that holds the record. Every sample gets ``<id>.npy`` (or ``.json``) in the output
-folder, or a row of ``samples.parquet`` (``--format parquet``: positions, input_ids, labels, masks), and a
+folder, or a row of ``samples.parquet`` (``--format parquet``: positions, input_ids, labels, masks), or
+with ``--pack MAX_LEN`` the rows of ``packed.parquet`` (the samples packed by :func:`mrope.pack`), and a
 line in ``manifest.jsonl`` (with its ``error`` and ``error_code``). A sample that fails is reported with
 its id and does not stop the batch (the exit code is 1 when any failed); a job-level error (text but no
 ``--tokenizer``) stops it at once, naming the option.
@@ -25,19 +26,25 @@ from mrope.cli._args import CliError, add_model_options, rule_overrides
 from mrope.cli._output import positions_document
 from mrope.cli._progress import progress
 from mrope.cli._sequence import data_options, max_tokens_from_arg, model_from_args, tokenizer_from_arg
+from mrope.packing.bins import MODES
 from mrope.pipeline import (
     JobError,
+    PackItem,
     Preprocessor,
     RecordError,
+    check_fits,
     describe_error,
     error_code,
     error_row,
+    pack_efficiency,
+    packed_table,
     result_row,
     rows_to_table,
 )
 
 MANIFEST = "manifest.jsonl"
 PARQUET = "samples.parquet"
+PACKED = "packed.parquet"
 
 
 def add_parser(sub: Any) -> None:
@@ -54,10 +61,27 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--format",
         choices=("npy", "json", "parquet"),
-        default="npy",
-        help="npy: int64 [3, T] per sample (default); json: positions, spans and grids per sample; parquet: "
-        f"one {PARQUET} of every sample (positions, input_ids, labels, assistant_mask, grids, error, "
-        "error_code; needs pyarrow)",
+        default=None,
+        help="npy: int64 [3, T] per sample (the default without --pack); json: positions, spans and grids "
+        f"per sample; parquet: one {PARQUET} of every sample (positions, input_ids, labels, assistant_mask, "
+        f"grids, error, error_code; needs pyarrow), or with --pack one {PACKED} of packed rows",
+    )
+    p.add_argument(
+        "--pack",
+        type=int,
+        metavar="MAX_LEN",
+        default=None,
+        help=f"pack the samples with mrope.pack into rows of at most MAX_LEN tokens and write one {PACKED} "
+        "(input_ids, position_ids [1 + A][L] with the text row first, mm_token_type_ids, cu_seqlens, "
+        "samples, ids, labels, grids; then an error row per failed sample, with error_code): Parquet "
+        "output only (implies --format parquet; --format npy or json is refused). Prints the packing "
+        "efficiency",
+    )
+    p.add_argument(
+        "--pack-mode",
+        choices=MODES,
+        default="ffd",
+        help="with --pack: ffd (first-fit-decreasing, fewest rows; default) or stream (order-keeping)",
     )
     p.add_argument(
         "--decode-check",
@@ -190,7 +214,64 @@ class ParquetRows:
             raise CliError(f"cannot write {self.path}: {exc}") from None
 
 
+class PackedRows:
+    """The rows of ``--pack``: every sample kept (or its failure) in input order, packed with
+    :func:`mrope.pack` and written once at the end (:func:`mrope.pipeline.packed_table`)."""
+
+    def __init__(self, path: Path, max_length: int, mode: str, fractional: bool = False) -> None:
+        self.path, self.max_length, self.mode, self.fractional = path, max_length, mode, fractional
+        self.items: list[PackItem] = []
+        self.ids: list[str] = []
+
+    def add(self, sample_id: str, p: Any, labels: Any) -> None:
+        # too long: this sample's error, reported now
+        check_fits(len(self.items), p, self.max_length, sample_id)
+        self.items.append((p, labels))
+        self.ids.append(sample_id)
+
+    def failed(self, sample_id: str, message: str, code: str) -> None:
+        self.items.append((message, code))
+        self.ids.append(sample_id)
+
+    def write(self) -> str:
+        """Write the table; returns the packing summary line."""
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise CliError("--pack needs pyarrow (pip install pyarrow)") from None
+        table = packed_table(
+            self.items, ids=self.ids, max_length=self.max_length, mode=self.mode, labels=True
+        )
+        try:
+            pq.write_table(table, self.path)
+        except OSError as exc:
+            raise CliError(f"cannot write {self.path}: {exc}") from None
+        rows = sum(1 for e in table.column("error").to_pylist() if not e)
+        packed = sum(1 for item in self.items if not isinstance(item[0], str))
+        return (
+            f"mrope batch: packed {packed} samples into {rows} rows of <= {self.max_length} tokens "
+            f"({self.mode}), packing efficiency {pack_efficiency(table, self.max_length):.3f}; {self.path}"
+        )
+
+
+def output_format(args: argparse.Namespace) -> str:
+    """``--format``, defaulting to parquet with ``--pack`` (which needs it) and npy without."""
+    if args.pack is None:
+        if args.pack_mode != "ffd":
+            raise CliError("--pack-mode needs --pack MAX_LEN (the row length in tokens)")
+        return args.format or "npy"
+    if args.format not in (None, "parquet"):
+        raise CliError(
+            f"--pack writes one {PACKED} of packed rows: it needs --format parquet, got --format "
+            f"{args.format} (drop --format, or drop --pack for one file per sample)"
+        )
+    if args.pack < 1:
+        raise CliError(f"--pack takes a row length in tokens >= 1; got {args.pack}")
+    return "parquet"
+
+
 def run(args: argparse.Namespace) -> int:
+    fmt = output_format(args)
     root = Path(args.input)
     total, stream = samples(root)
     if total == 0:
@@ -209,12 +290,15 @@ def run(args: argparse.Namespace) -> int:
         tokenizer=tokenizer_from_arg(args.tokenizer),
         max_tokens=max_tokens_from_arg(args.max_tokens),
         decode_check=args.decode_check,
-        labels=args.format == "parquet",
+        labels=fmt == "parquet",
         **data_options(args),
     )
     failed: list[str] = []
     used: dict[str, str] = {}
-    table = ParquetRows(out_dir / PARQUET) if args.format == "parquet" else None
+    packed = None
+    if args.pack is not None:  # float32 positions when the job's model keeps fractional time
+        packed = PackedRows(out_dir / PACKED, args.pack, args.pack_mode, base.fractional)
+    table = ParquetRows(out_dir / PARQUET) if fmt == "parquet" and packed is None else None
     with manifest, progress(total, "mrope batch", quiet=args.quiet) as bar:
         for sample in stream:
             record = sample.record
@@ -230,13 +314,17 @@ def run(args: argparse.Namespace) -> int:
                         f"its output name {stem!r} is taken by sample {used[stem]!r} (ids must be unique)"
                     )
                 pre = base.with_options(base_dir=sample.base_dir)
-                if table is not None:
+                if packed is not None:
+                    p, labels = pre.checked_sample(record)
+                    packed.add(sample_id, p, labels)
+                    entry["file"] = PACKED
+                elif table is not None:
                     p, labels = pre.sample(record)
                     table.add(sample_id, sample.where, p, labels)
                     entry["file"] = PARQUET
                 else:
                     p = pre.positions(record)
-                    entry["file"] = _write(out_dir, stem, args.format, p, p.rules.name)
+                    entry["file"] = _write(out_dir, stem, fmt, p, p.rules.name)
                 used[stem] = sample_id
                 entry.update(
                     num_tokens=p.num_tokens,
@@ -257,10 +345,16 @@ def run(args: argparse.Namespace) -> int:
                 bar.write(f"mrope batch: sample {sample_id!r} ({sample.where}) failed: {message}")
                 if table is not None:
                     table.failed(sample_id, sample.where, message, entry["error_code"])
+                if packed is not None:
+                    packed.failed(sample_id, message, entry["error_code"])
             manifest.write(json.dumps(entry) + "\n")
             bar.update()
     if table is not None:
         table.write()
+    if packed is not None:
+        line = packed.write()
+        if not args.quiet:
+            print(line, file=sys.stderr)
     ok = total - len(failed)
     if failed or not args.quiet:
         summary = (

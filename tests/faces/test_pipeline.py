@@ -449,6 +449,26 @@ def test_ray_map_batches_equals_single_process(root, ray_local) -> None:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Ray's own DataContext fields
+def test_ray_map_batches_pack_batch_equals_the_plain_loop(root, ray_local) -> None:
+    """pack_batch packs within each batch: one Ray batch of the records gives the plain loop's rows."""
+    import ray.data
+
+    from mrope.pipeline import pack_batch
+
+    opts = {"max_length": 2048, **options(root)}
+    want = pack_batch(records(), **opts).to_pylist()
+    ds = ray.data.from_items(records(), override_num_blocks=1)
+    got = ds.map_batches(pack_batch, fn_kwargs=opts, batch_size=len(records()), batch_format="pyarrow")
+    rows = got.take_all()
+    assert [r["ids"] for r in rows] == [r["ids"] for r in want]
+    for row, exp in zip(rows, want, strict=True):
+        assert {k: plain(v) for k, v in row.items()} == exp, exp["ids"]
+    assert [r["error_code"] for r in want if r["error"]] == ["invalid_media", "invalid_request"]
+
+
 _KEYS = [
     "type",
     "tokens",
