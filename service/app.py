@@ -30,6 +30,7 @@ from starlette.responses import Response
 
 import mrope
 from mrope import models as registry
+from mrope import schema
 from mrope.errors import MRopeWarning
 from mrope.models import resolve_rules
 from mrope.rules import LayoutRules
@@ -221,9 +222,10 @@ def count_build_render(
     fmt: OutputFormat,
     state: ServiceState,
     extra: dict[str, Any] | None = None,
+    conversation: Conversation | None = None,
 ) -> Response:
     """Token cap, then the library's positions, rendered (``weight``: :func:`mrope.service.convert.weigh`
-    of the segments).
+    of the segments; ``conversation``: the request's continued conversation, if any).
 
     The cap is checked before any position is written: exactly (:func:`mrope.count_tokens`), or, for a
     request that :meth:`~mrope.service.convert.Weight.surely_under_cap` places far below it by arithmetic,
@@ -234,11 +236,46 @@ def count_build_render(
     counted = not weight.surely_under_cap(settings)
     if counted:
         convert.count_tokens(segments, rules, settings, state.tokenizer, weight.token_floor)
-    pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
+    after: mrope.ConversationState | None = None
+    if conversation is not None and conversation.previous is not None:
+        # a turn is laid out after a text run as long as the conversation: its start is capped too
+        start = conversation.previous.after(conversation.generated).next_start
+        convert.check_tokens(int(start), settings, "the position a continued turn starts at")
+        turn = mrope.continue_positions(
+            conversation.previous,
+            segments,
+            generated=conversation.generated,
+            model=model,
+            rules=rules,
+            tokenizer=state.tokenizer,
+        )
+        pos, after = turn.positions, turn.state
+    else:
+        pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
     if not counted:
         convert.check_tokens(pos.num_tokens, settings)
+    if conversation is not None and conversation.return_state:
+        after = after if after is not None else mrope.conversation_state(pos)
+        extra = {**(extra or {}), "state": schema.state_dict(after, rules)}
     state.metrics.tokens.inc(pos.num_tokens)
     return render.render_positions(pos, fmt, state.settings.npy_max_header_bytes, extra)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A positions request's conversation fields: the state it continues (``None``: a new one), the
+    tokens generated since, whether to return the state after it."""
+
+    previous: mrope.ConversationState | None
+    generated: int
+    return_state: bool
+
+    @classmethod
+    def of(cls, body: PositionsRequest, rules: LayoutRules) -> Conversation | None:
+        """``None`` when the request names neither ``state`` nor ``return_state``."""
+        if body.state is None and not body.return_state:
+            return None
+        return cls(schema.request_state(body.state, rules), body.generated or 0, bool(body.return_state))
 
 
 def check_rope_index_size(body: RopeIndexRequest, rules: LayoutRules, settings: Settings) -> int:
@@ -469,6 +506,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         body, model, rules, segments = await state.offload(
             functools.partial(decode_positions, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
         )
+        conversation = Conversation.of(body, rules)
         if segments is None:  # allowlisted media URLs: off the loop, in a media slot, under its timeout
             to_segments = functools.partial(convert.request_segments, body, rules, settings, state.tokenizer)
             segments = await media.run_bounded(
@@ -477,7 +515,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         weight = convert.weigh(segments, rules)
         return await state.offload(
             functools.partial(
-                count_build_render, segments, weight, model, rules, request_format(request), state
+                count_build_render,
+                segments,
+                weight,
+                model,
+                rules,
+                request_format(request),
+                state,
+                conversation=conversation,
             ),
             inline=weight.light(settings),
         )

@@ -12,7 +12,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mrope.media import MediaKind
-from mrope.schema import Grid, Int64, ModelName, RulesOverrides, SecondsPerPatch, model_names
+from mrope.schema import (
+    ConversationStateBody,
+    Grid,
+    Int64,
+    ModelName,
+    RulesOverrides,
+    SecondsPerPatch,
+    model_names,
+)
 
 # ------------------------------------------------------------------------------------ rope-index
 
@@ -107,6 +115,11 @@ class PositionsResponse(BaseModel):
         description="GLM-Image, when the segments hold images to generate: [3][n + 1] the decode-time positions "
         "of the n generated image tokens (last target first) and of the end marker after them; absent "
         "otherwise",
+    )
+    state: ConversationStateBody | None = Field(
+        None,
+        description="with return_state: the conversation's state after these tokens; send it back as the "
+        "next turn's state (npy: the X-MRope-State header)",
     )
 
 

@@ -23,7 +23,8 @@ The modules, one job each: :mod:`~mrope.schema.errors` (the error, pydantic's er
 (segments, the layout, the upload fields), :mod:`~mrope.schema.records` (batch records and chat messages),
 :mod:`~mrope.schema.parse` (JSON -> models), :mod:`~mrope.schema.media` (what a face may read),
 :mod:`~mrope.schema.text` (the tokenizer and text), :mod:`~mrope.schema.convert` (models -> library
-segments), :mod:`~mrope.schema.messages` (chat messages -> library segments and the assistant-token mask).
+segments), :mod:`~mrope.schema.messages` (chat messages -> library segments and the assistant-token mask),
+:mod:`~mrope.schema.state` (a conversation's state, sent back to continue it).
 """
 
 from __future__ import annotations
@@ -96,12 +97,14 @@ from .request import (
     VideoAudio,
     VideoSegment,
 )
+from .state import MAX_STATE_NUMBER, ConversationStateBody, request_state, rules_digest, state_dict
 from .text import TokenizerRequired, load_tokenizer, tokenize
 
 __all__ = [
     "ChatSegments",
     "AudioSeconds",
     "AudioSegment",
+    "ConversationStateBody",
     "Count",
     "FileItem",
     "FiniteFloat",
@@ -120,6 +123,7 @@ __all__ = [
     "MAX_FRAME_TIME",
     "MAX_PATH_CHARS",
     "MAX_SECONDS_PER_PATCH",
+    "MAX_STATE_NUMBER",
     "MAX_TOKENS_PER_SECOND",
     "MEDIA_NONE",
     "MIN_FPS",
@@ -158,8 +162,11 @@ __all__ = [
     "parse_record",
     "parse_request",
     "parse_segments",
+    "request_state",
     "require_model",
     "rules_dict",
+    "rules_digest",
+    "state_dict",
     "text_from",
     "to_segment",
     "to_segments",

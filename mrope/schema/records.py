@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from .fields import INT64_MAX, Int64, ModelName, RulesOverrides, StrictModel
 from .request import ImageSegment, Segment_, VideoSegment, require_model_key, retype, retype_segments
+from .state import ConversationStateBody, StateCount
 
 
 class MessageText(StrictModel):
@@ -149,6 +150,15 @@ class PositionsRequest(StrictModel):
     messages: Annotated[list[Message], Field(max_length=1 << 20)] | None = None
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
     convention: Convention | None = None
+    state: ConversationStateBody | None = Field(
+        None,
+        description="continue a conversation: the state a previous response returned (return_state); the "
+        "positions are then the new turn's (docs/engine.md)",
+    )
+    generated: StateCount | None = Field(None, description="with state: tokens decoded since that state")
+    return_state: bool | None = Field(
+        None, description="add the conversation's state after these segments to the response"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -159,4 +169,6 @@ class PositionsRequest(StrictModel):
     def _one_form(self) -> PositionsRequest:
         if (self.segments is None) == (self.messages is None):
             raise ValueError("a request needs exactly one of 'segments' and 'messages'")
+        if self.generated is not None and self.state is None:
+            raise ValueError("'generated' counts tokens decoded since a conversation state; it needs 'state'")
         return self

@@ -1,0 +1,105 @@
+"""The JSON form of a conversation's state: what a request sends back to continue a conversation and a
+response returns (a :class:`mrope.ConversationState` plus a digest of the rules it was made under).
+
+A server that keeps a conversation's KV cache keeps this small object per conversation instead of the
+whole conversation (docs/engine.md, docs/service.md). The digest ties the state to the exact rules (model,
+``convention`` and ``rules`` overrides): a state is refused under any other rules, as positions continued
+under other rules would not be the conversation's. Its numbers are bounded (:data:`MAX_STATE_NUMBER`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Any, Literal, Union
+
+import orjson
+from pydantic import Field
+
+from mrope.continuation import ConversationState
+from mrope.layout import ENGINES, engine_for
+from mrope.rules import LayoutRules
+
+from .errors import RequestError
+from .fields import FiniteFloat, StrictModel
+
+MAX_STATE_NUMBER = 2**53
+"""Largest count or position a state (and ``generated``) may hold: exact in a JSON number (a float64)."""
+
+StateCount = Annotated[int, Field(ge=0, le=MAX_STATE_NUMBER)]
+_Position = Union[  # noqa: UP007
+    Annotated[int, Field(ge=-1, le=MAX_STATE_NUMBER)],
+    Annotated[FiniteFloat, Field(ge=-1, le=MAX_STATE_NUMBER)],
+]
+EngineName = Literal[tuple(ENGINES)]  # type: ignore[valid-type]
+
+
+def rules_digest(rules: LayoutRules) -> str:
+    """16 hex digits of the SHA-256 of the rules' fields (:meth:`LayoutRules.to_dict` as sorted JSON)."""
+    text = orjson.dumps(rules.to_dict(), option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+class ConversationStateBody(StrictModel):
+    """A conversation's state as the service returned it (``"return_state": true``); send it back
+    unchanged with the next turn. The fields of :class:`mrope.ConversationState` and ``rules_digest``."""
+
+    rules: Annotated[str, Field(min_length=1, max_length=256)] = Field(
+        description="name of the rules the conversation was built under"
+    )
+    engine: EngineName = Field(description="layout engine of those rules")
+    num_tokens: StateCount = Field(description="valid tokens so far (every turn and generated token)")
+    next_start: _Position = Field(description="where the next piece starts (a float under fractional time)")
+    top: _Position = Field(description="largest position so far (-1 for an empty conversation)")
+    images: StateCount = Field(0, description="images so far")
+    rules_digest: Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")] = Field(
+        description="digest of the exact rules (model, convention, overrides) the state was made under"
+    )
+
+
+def state_dict(state: ConversationState, rules: LayoutRules) -> dict[str, Any]:
+    """The JSON a response returns for ``state`` (made under ``rules``)."""
+    return {**state.to_dict(), "rules_digest": rules_digest(rules)}
+
+
+def request_state(body: ConversationStateBody | None, rules: LayoutRules) -> ConversationState | None:
+    """The library state of a request's ``state`` field, checked against the request's ``rules``.
+
+    Raises:
+        RequestError: a state made under other rules (name, engine, convention or overrides), or with
+            numbers of the wrong kind for them (fractional positions under integer rules).
+    """
+    if body is None:
+        return None
+    if (body.rules, body.engine) != (rules.name, engine_for(rules)):
+        raise RequestError(
+            f"state: the conversation was built under the {body.rules!r} rules ({body.engine} engine); "
+            f"this request has the {rules.name!r} rules ({engine_for(rules)} engine)"
+        )
+    if body.rules_digest != rules_digest(rules):
+        raise RequestError(
+            f"state: rules_digest {body.rules_digest!r} is not the digest of this request's rules "
+            f"({rules_digest(rules)!r}): the state was made with another convention or other rules "
+            "overrides, or was altered; send the request's model, convention and rules unchanged"
+        )
+    data = body.model_dump(exclude={"rules_digest"})
+    for key in ("next_start", "top"):
+        value = data[key]
+        if rules.fractional_time:
+            data[key] = float(value)  # (a JSON writer may drop the ".0" of a whole float)
+        elif isinstance(value, float):
+            raise RequestError(
+                f"state: {key} must be an int under the {rules.name!r} rules (integer positions); got {value!r}"
+            )
+    if data["next_start"] < 0:
+        raise RequestError(f"state: next_start must be >= 0; got {data['next_start']!r}")
+    return ConversationState.from_dict(data)
+
+
+__all__ = [
+    "MAX_STATE_NUMBER",
+    "ConversationStateBody",
+    "StateCount",
+    "request_state",
+    "rules_digest",
+    "state_dict",
+]
