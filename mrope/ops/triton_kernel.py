@@ -232,8 +232,14 @@ def mrope_kernel(
 
 
 _KERNELS: dict[bool, Any] = {}
-PASS_CHUNK = 32
-"""Pass-through channels copied per step (bounds the registers a wide pass-through part needs)."""
+PASS_CHUNK = 8
+"""Pass-through channels copied per step: the copy's tile is ``[BLOCK_T, BLOCK_H, PASS_CHUNK]``, whose
+64-bit load and store addresses a wider step keeps live at once (32 channels a step took a 64-of-128 or
+64-of-256 rotary shape to 153-168 registers per thread; 8 keeps it at the full-rotary shape's 96)."""
+ELEMENTS_PER_THREAD = 18
+"""Most rotary pairs a thread of a program handles (the launch picks warps and head blocks to stay within
+it): 18 is what the Qwen2-VL shape (28 + 4 heads x 64 frequencies, 4 warps) has always had, at 96
+registers; 36 (head_dim 256, full rotary, 4 warps) took fp32 to 255 registers and spills."""
 
 
 def interpreting() -> bool:
@@ -254,29 +260,42 @@ def _pow2(n: int) -> int:
     return triton.next_power_of_2(max(int(n), 1))
 
 
-def launch_config(n_tokens: int, hq: int, hk: int, n_freq: int) -> dict[str, int]:
-    """Block sizes and grid for ``n_tokens`` tokens, ``hq``/``hk`` heads and ``n_freq`` frequencies.
+def launch_config(n_tokens: int, hq: int, hk: int, n_freq: int, d_pass: int = 0) -> dict[str, int]:
+    """Block sizes, grid and warps for ``n_tokens`` tokens, ``hq``/``hk`` heads, ``n_freq`` frequencies and
+    ``d_pass`` pass-through channels.
 
     Few tokens (decode) split the heads over more programs; many tokens put all heads of a token in
-    one program, so the angles are computed once per token.
+    one program, so the angles are computed once per token, unless one token's heads hold more pairs
+    than 8 warps take at :data:`ELEMENTS_PER_THREAD` (then the heads are split as well). Warps are
+    chosen so no thread handles more than :data:`ELEMENTS_PER_THREAD` pairs (registers follow them).
     """
     block_f = _pow2(n_freq)
     hsplit = 1 if n_tokens >= 256 else min(8, max(hq, hk))
-    block_hq = _pow2(triton.cdiv(hq, hsplit))
-    block_hk = _pow2(triton.cdiv(hk, hsplit))
-    per_token = (block_hq + block_hk) * block_f
+    most = 8 * 32 * ELEMENTS_PER_THREAD  # pairs one program of 8 warps takes
+    while True:
+        block_hq = _pow2(triton.cdiv(hq, hsplit))
+        block_hk = _pow2(triton.cdiv(hk, hsplit))
+        per_token = (block_hq + block_hk) * block_f
+        if per_token <= most or (block_hq <= 1 and block_hk <= 1):
+            break
+        hsplit *= 2
     block_t = max(1, min(16, _pow2(n_tokens), 4096 // per_token))
     block_t = 1 << (block_t.bit_length() - 1)  # a power of two
     n_head_blocks = max(triton.cdiv(hq, block_hq), triton.cdiv(hk, block_hk))
     elements = block_t * per_token
+    if elements > 4 * 32 * ELEMENTS_PER_THREAD:
+        num_warps = 8
+    else:
+        num_warps = 4 if elements >= 2048 else (2 if elements >= 512 else 1)
     return {
         "BLOCK_T": block_t,
         "BLOCK_HQ": block_hq,
         "BLOCK_HK": block_hk,
         "BLOCK_F": block_f,
+        "BLOCK_P": min(_pow2(d_pass), PASS_CHUNK),
         "grid_t": triton.cdiv(n_tokens, block_t),
         "grid_h": n_head_blocks,
-        "num_warps": 4 if elements >= 2048 else (2 if elements >= 512 else 1),
+        "num_warps": num_warps,
     }
 
 
@@ -325,7 +344,7 @@ def launch(
     n_freq = rotary_dim // 2
     d_pass = head_dim - rotary_dim
     copy_pass = d_pass > 0 and q_out is not q
-    cfg = launch_config(n_tokens, hq, hk, n_freq)
+    cfg = launch_config(n_tokens, hq, hk, n_freq, d_pass)
     pos2 = positions if from_positions is None else from_positions
     grid = (cfg["grid_t"], cfg["grid_h"])
     strides = [layouts.canonical_strides(x, layout) for x in (q, k, q_out, k_out)]
@@ -362,7 +381,7 @@ def launch(
             BLOCK_HQ=cfg["BLOCK_HQ"],
             BLOCK_HK=cfg["BLOCK_HK"],
             BLOCK_F=cfg["BLOCK_F"],
-            BLOCK_P=min(_pow2(d_pass), PASS_CHUNK),
+            BLOCK_P=cfg["BLOCK_P"],
             GPTJ=bool(gptj),
             EXACT=bool(exact),
             CONJ=bool(conj),
