@@ -108,11 +108,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--all", action="store_true", help="print every specialisation, not one row per shape"
     )
+    parser.add_argument(
+        "--family", action="append", default=[], help="only the shapes of these families (repeatable)"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "0")
     import triton
 
     shapes = registry_shapes()
+    if args.family:
+        shapes = [shape for shape in shapes if set(shape.families) & set(args.family)]
     jobs: dict[tuple, tuple[object, int]] = {}  # one compile per distinct kernel and architecture
     rows = []  # (shape, variant name, arch, compile key)
     for shape in shapes:
@@ -122,12 +127,16 @@ def main(argv: list[str] | None = None) -> int:
                 jobs.setdefault((key, arch), (variant, arch))
                 rows.append((shape, name, arch, (key, arch)))
     t0 = time.perf_counter()
+    results = {}
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = dict(zip(jobs, pool.map(_compile, jobs.values()), strict=True))
+        for done, (job, result) in enumerate(zip(jobs, pool.map(_compile, jobs.values()), strict=True), 1):
+            results[job] = result
+            variant, arch = jobs[job]
+            print(f"[{done}/{len(jobs)}] sm_{arch} {variant}: {result[:4]}", file=sys.stderr, flush=True)
     wall = time.perf_counter() - t0
     print(
         f"# mrope kernel compiled ahead of time (triton {triton.__version__}, no GPU): {len(shapes)} rotary "
-        f"shapes of the registry, {len(rows) // len(ARCHS)} specialisations each on sm_80 and sm_90, "
+        f"shapes of the registry{' (' + ', '.join(args.family) + ')' if args.family else ''}, {len(rows) // len(ARCHS)} specialisations each on sm_80 and sm_90, "
         f"{len(jobs)} distinct compiles in {wall:.0f} s ({args.jobs} processes)\n"
     )
     if args.all:

@@ -69,7 +69,8 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
     hq, hk = (variant.hk, 0) if variant.rerotate else (variant.hq, variant.hk)
     n_freq = variant.rotary_dim // 2
     d_pass = variant.head_dim - variant.rotary_dim
-    cfg = triton_kernel.launch_config(variant.tokens, hq, hk, n_freq, d_pass)
+    elem_bytes = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}[variant.dtype]
+    cfg = triton_kernel.launch_config(variant.tokens, hq, hk, n_freq, d_pass, elem_bytes)
     pos_kind = {"int64": 0, "float32": 1, "float64": 2}[variant.position_dtype]
     pos_ptr = {"int64": "*i64", "float32": "*fp32", "float64": "*fp64"}[variant.position_dtype]
     x_ptr = "*" + _TRITON_TYPES[variant.dtype]
