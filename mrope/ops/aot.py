@@ -143,7 +143,9 @@ def compile_variant(variant: KernelVariant, arch: int) -> CompiledVariant:
     """
     signature, constexprs, num_warps = _signature(variant)
     src = ASTSource(fn=triton.jit(triton_kernel.mrope_kernel), signature=signature, constexprs=constexprs)
-    options = {"num_warps": num_warps, "enable_fp_fusion": False}
+    options: dict[str, Any] = {"num_warps": num_warps, "enable_fp_fusion": False}
+    if variant.rerotate:  # as triton_kernel.launch compiles a re-rotation
+        options["maxnreg"] = triton_kernel.REROTATE_MAX_REGISTERS
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     if not compiled.asm.get("cubin"):
         raise RuntimeError(f"triton.compile produced no cubin for sm_{arch}")

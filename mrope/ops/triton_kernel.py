@@ -238,6 +238,11 @@ PASS_CHUNK = {2: 8, 4: 16}
 channels a step took the 64-of-128 and 64-of-256 rotary shapes to 153-168 registers per thread; 8 keeps
 bf16 / fp16 at the full-rotary shape's 96, and 16 keeps fp32 at 128 or fewer (8 made ptxas spill 20
 bytes there), as ``benchmarks/aot_report.py`` reports."""
+REROTATE_MAX_REGISTERS = 128
+"""The register budget a re-rotation launch compiles under (ptxas ``.maxnreg``). Without it ptxas chose
+64-96 registers and spilled 4 bytes in some re-rotation programs of 10 pairs a thread (128 of 128 fp32,
+64 of 256 bf16, sm_80); with it those take 96-128 and do not spill. (Applied to every launch it makes
+ptxas spill in apply programs that need 122-128 without it, so it is for re-rotation only.)"""
 ELEMENTS_PER_THREAD = 18
 """Most rotary pairs a thread of a program handles (the launch picks warps and head blocks to stay within
 it): 18 is what the Qwen2-VL shape (28 + 4 heads x 64 frequencies, 4 warps) has always had, at 96
@@ -396,6 +401,7 @@ def launch(
             REROTATE=from_positions is not None,
             RNE_BF16=q.dtype == torch.bfloat16 and interpreting(),
             num_warps=cfg["num_warps"],
+            maxnreg=REROTATE_MAX_REGISTERS if from_positions is not None else None,
             enable_fp_fusion=False,  # no mul+add contraction: the rotation rounds like the torch path
         )
 
