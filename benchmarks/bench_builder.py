@@ -4,9 +4,11 @@ Workload (issues 2, 9, 14): 2000 text tokens + 4 images of grid (1, 64, 64) + 1 
 (32, 16, 16), whose T' = 32 exceeds max(H', W') = 8, so the official rule (max+1) and transformers 5.x
 (``s + max(H', W')``) really differ after it. One sequence, and a batch of 8 whose odd rows are 400 text
 tokens shorter (left padding). Both sides get what a model's forward passes: ``input_ids``,
-``mm_token_type_ids``, the grids and ``attention_mask``. mrope runs under ``convention="transformers5"``,
-and its outputs (positions and deltas) are checked equal to transformers' before timing; the released
-convention is checked to differ. Prints medians and the ratio. Run: ``python benchmarks/bench_builder.py``.
+``mm_token_type_ids``, the grids and ``attention_mask``. mrope runs under the default
+``convention="released"`` (the headline) and under ``convention="transformers5"``, whose outputs (positions
+and deltas) are checked equal to transformers' before timing; both conventions' token-id outputs are
+checked equal to the segment path's, and the released ones to differ from transformers'. Prints medians
+and the ratios, and the segment path under both conventions. Run: ``python benchmarks/bench_builder.py``.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ def main() -> None:
     )
     print(f"sequence: {p.num_tokens} tokens (2000 text + 4 images (1,64,64) + video (32,16,16) + wrappers)")
     hf = transformers_rope_index()
+    conventions = ("released", "transformers5")  # the default convention first: the headline
     rows = []
     for batch in (1, 8):
         samples = [sample_segments(500 if row % 2 == 0 else 100) for row in range(batch)]
@@ -110,53 +113,90 @@ def main() -> None:
         types = torch.from_numpy(b.mm_token_type_ids).int()
         grids_i = torch.from_numpy(np.concatenate([s.image_grid_thw for s in b.sequences]))
         grids_v = torch.from_numpy(np.concatenate([s.video_grid_thw for s in b.sequences]))
+        fns = []
+        for convention in conventions:
 
-        def ours(ids=ids, grids_i=grids_i, grids_v=grids_v, mask=mask):
-            return mrope.get_rope_index(
-                ids, grids_i, grids_v, mask, model="qwen2-vl", convention="transformers5"
-            )
+            def ours(ids=ids, grids_i=grids_i, grids_v=grids_v, mask=mask, convention=convention):
+                return mrope.get_rope_index(
+                    ids, grids_i, grids_v, mask, model="qwen2-vl", convention=convention
+                )
 
-        def ours_types(ids=ids, grids_i=grids_i, grids_v=grids_v, mask=mask, types=types):
-            return mrope.get_rope_index(
-                ids,
-                grids_i,
-                grids_v,
-                mask,
-                model="qwen2-vl",
-                convention="transformers5",
-                mm_token_type_ids=types,
-            )
+            def ours_types(
+                ids=ids, grids_i=grids_i, grids_v=grids_v, mask=mask, types=types, convention=convention
+            ):
+                return mrope.get_rope_index(
+                    ids,
+                    grids_i,
+                    grids_v,
+                    mask,
+                    model="qwen2-vl",
+                    convention=convention,
+                    mm_token_type_ids=types,
+                )
 
-        mine, mine_deltas = ours()
-        released, _ = mrope.get_rope_index(ids, grids_i, grids_v, mask, model="qwen2-vl")
+            # both forms give what the segment path gives under the same convention
+            want = mrope.build_batch(samples, model="qwen2-vl", convention=convention, padding_side="left")
+            for fn in (ours, ours_types):
+                got, got_deltas = fn()
+                assert np.array_equal(got.numpy(), want.ids), f"{convention}: token ids path != segments"
+                assert np.array_equal(got_deltas[:, 0].numpy(), [p.delta for p in want.sequences])
+            fns += [ours, ours_types]
+        released, mine = fns[0]()[0], fns[2]()[0]
         assert not torch.equal(released, mine), "the workload must separate the two conventions"
         if hf is not None:
             theirs, their_deltas = hf(ids, types, grids_i, grids_v, attention_mask=mask)
+            mine, mine_deltas = fns[2]()
             assert torch.equal(mine, theirs), "outputs differ from transformers"
             assert torch.equal(mine_deltas, their_deltas), "deltas differ from transformers"
-            assert torch.equal(ours_types()[0], theirs)
+            assert torch.equal(fns[3]()[0], theirs)
 
             def reference(ids=ids, types=types, gi=grids_i, gv=grids_v, mask=mask):
                 return hf(ids, types, gi, gv, attention_mask=mask)
 
-            t_hf, t_ours, t_types = paired_medians([reference, ours, ours_types])
+            t_hf, *t_ours = paired_medians([reference, *fns])
         else:
-            t_hf, (t_ours, t_types) = float("nan"), paired_medians([ours, ours_types])
-        rows.append((batch, t_hf, t_ours, t_types))
+            t_hf, t_ours = float("nan"), paired_medians(fns)
+        rows.append((batch, t_hf, t_ours))
     print(
         f"\ntransformers {transformers.__version__} Qwen2VLModel.get_rope_index vs mrope.get_rope_index "
-        "(convention='transformers5'; attention_mask and mm_token_type_ids passed to both; medians)"
+        "(attention_mask and mm_token_type_ids passed to both; medians of interleaved samples). mrope under "
+        "the default convention='released' (the headline; positions differ from transformers' by design) "
+        "and under convention='transformers5' (equal to transformers')"
     )
     print(
-        "| batch | transformers | mrope (token scan) | mrope (mm_token_type_ids) | speed-up (scan) | speed-up (types) |"
+        "| batch | convention | transformers | mrope (token scan) | mrope (mm_token_type_ids) | "
+        "speed-up (scan) | speed-up (types) |"
     )
-    print("|---|---|---|---|---|---|")
-    for batch, t_hf, t_ours, t_types in rows:
-        print(
-            f"| {batch} | {t_hf * 1e3:.3f} ms | {t_ours * 1e3:.3f} ms | {t_types * 1e3:.3f} ms | "
-            f"{t_hf / t_ours:.1f}x | {t_hf / t_types:.1f}x |"
-        )
+    print("|---|---|---|---|---|---|---|")
+    for batch, t_hf, t_ours in rows:
+        for k, convention in enumerate(conventions):
+            t_scan, t_types = t_ours[2 * k], t_ours[2 * k + 1]
+            print(
+                f"| {batch} | {convention} | {t_hf * 1e3:.3f} ms | {t_scan * 1e3:.3f} ms | {t_types * 1e3:.3f} ms | "
+                f"{t_hf / t_scan:.1f}x | {t_hf / t_types:.1f}x |"
+            )
     print(f"load average after the get_rope_index rows: {os.getloadavg()[0]:.2f}")
+
+    # the segment path under either convention (the default must be no slower)
+    print("\nbuild_positions / build_batch, released vs transformers5 (medians of interleaved samples)")
+    print("| batch | released | transformers5 | released / transformers5 |")
+    print("|---|---|---|---|")
+    for batch in (1, 8):
+        samples = [sample_segments(500 if row % 2 == 0 else 100) for row in range(batch)]
+        if batch == 1:
+            builds = [
+                lambda c=c, segs=samples[0]: mrope.build_positions(segs, model="qwen2-vl", convention=c)
+                for c in conventions
+            ]
+        else:
+            builds = [
+                lambda c=c, ss=samples: mrope.build_batch(
+                    ss, model="qwen2-vl", convention=c, padding_side="left"
+                )
+                for c in conventions
+            ]
+        t_rel, t_t5 = paired_medians(builds)
+        print(f"| {batch} | {t_rel * 1e3:.3f} ms | {t_t5 * 1e3:.3f} ms | {t_rel / t_t5:.2f} |")
 
     # issue 14: the segment path against the token-id path on the same prompts (both mrope, both with
     # the ids, spans and grids they return; the token path is given the ids the segment path made)

@@ -7,10 +7,11 @@ a Lua script sends the POST bodies) when it is installed, so the client is not t
 ``--client httpx`` uses ``httpx.AsyncClient`` instead (client-bound: its ratios are not the server's).
 
 - ``/healthz``: the framework's floor (requests per second, p50 / p99 latency).
-- ``/v1/positions``, a typical request (text + 2 images + 1 video as JSON grids, about 3k tokens), JSON out;
-  its throughput as a fraction of the floor's (target: at least 60 %), and the same by server CPU time
-  per request. The two run as back-to-back pairs (``--pairs``), the same body every time (no cache
-  answers it: every request is parsed, validated, built and rendered).
+- ``/v1/positions``, a typical request (text + 2 images + 1 video as JSON grids, about 3k tokens), JSON out
+  and then npy out (``Accept: application/x-npy``); their throughput as a fraction of the floor's (target:
+  at least 60 %) and against each other, and the same by server CPU time per request. The three run as
+  back-to-back rounds (``--pairs``), the same body every time (no cache answers it: every request is
+  parsed, validated, built and rendered).
 - ``/v1/positions`` with a 128k-token text and ``Accept: application/x-npy``: p50 latency (one at a time).
 - 1M tokens, JSON and npy: p50 latency (one at a time), to show that JSON rendering is not the cost.
 - the server's resident memory (VmRSS) before and after the load; errors (any non-200) must be zero.
@@ -19,7 +20,8 @@ It also times hostile bodies (issue 12): each body up to the 16 MiB cap, one at 
 server's resident memory after them.
 
 Usage: ``python benchmarks/bench_service.py [--duration 10] [--concurrency 16] [--workers 1] [--pairs 2]
-[--client wrk|httpx] [--access-log] [--stages] [--profile out.txt]``. ``--stages`` adds three servers
+[--client wrk|httpx] [--access-log] [--stages] [--profile out.txt] [--in-process]``. ``--in-process`` only
+times the app answering ``/healthz`` and the typical request as JSON and as npy in-process. ``--stages`` adds three servers
 whose ``/v1/positions`` does only part of the work before answering the typical request's own bytes
 (:data:`STAGES`), run in turn with the real one: what each stage costs inside a loaded server, and what
 the server, the middlewares and the response cost with no work at all. ``--profile`` runs pyinstrument over the app
@@ -251,10 +253,10 @@ def run_load(client: str, *args: object) -> Result:
 
 def run_all(
     client: str, base: str, concurrency: int, duration: float, pid: int, workdir: str, pairs: int = 2
-) -> tuple[list[Result], list[tuple[str, int]], list[tuple[Result, Result]]]:
+) -> tuple[list[Result], list[tuple[str, int]], list[tuple[Result, Result, Result]]]:
     """Every load scenario, plus VmRSS snapshots of the server between them. The floor and the typical
-    request run as ``pairs`` back-to-back pairs (the first before the big requests, the others after),
-    so each ratio compares two runs under the same background load."""
+    request (answered as JSON, then as npy) run as ``pairs`` back-to-back rounds (the first before the
+    big requests, the others after), so each ratio compares runs under the same background load."""
     rss = [("started", rss_kib(pid))]
     go = functools.partial(run_load, client, pid, base)
     typical = orjson.dumps(TYPICAL)
@@ -264,7 +266,7 @@ def run_all(
     go("warmup", "POST", "/v1/positions", typical, JSON_H, concurrency, 1.0, workdir)
     rss.append(("after warm-up", rss_kib(pid)))
     results: list[Result] = []
-    pair_results: list[tuple[Result, Result]] = []
+    pair_results: list[tuple[Result, Result, Result]] = []
 
     def pair(k: int) -> None:
         floor = go(
@@ -272,8 +274,10 @@ def run_all(
         )
         name = f"`POST /v1/positions` typical (~3k tokens), JSON, pair {k}"
         typ = go(name, "POST", "/v1/positions", typical, JSON_H, concurrency, duration, workdir)
-        results.extend((floor, typ))
-        pair_results.append((floor, typ))
+        name = f"`POST /v1/positions` typical (~3k tokens), npy, pair {k}"
+        npy = go(name, "POST", "/v1/positions", typical, NPY_H, concurrency, duration, workdir)
+        results.extend((floor, typ, npy))
+        pair_results.append((floor, typ, npy))
 
     pair(1)
     rss.append(("after the first pair", rss_kib(pid)))
@@ -395,11 +399,13 @@ def run_hostile(base: str, pid: int) -> list[tuple[str, int, float, int, int]]:
     return out
 
 
-async def asgi_call(app, method: str, path: str, body: bytes) -> int:
+async def asgi_call(app, method: str, path: str, body: bytes, accept: bytes | None = None) -> int:
     """One request to ``app`` in-process (no network); returns the status."""
     headers = [(b"host", b"bench")]
     if body:
         headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if accept is not None:
+        headers.append((b"accept", accept))
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -507,6 +513,35 @@ def profile_app(seconds: float, out_path: str) -> None:
             fh.write(profiler.output_text(unicode=False, color=False, show_all=False))
 
     asyncio.run(loop())
+
+
+def in_process_formats(rounds: int = 30, calls: int = 40) -> list[tuple[str, float]]:
+    """CPU microseconds per request of the app alone (ASGI calls in-process, no network, the thread's CPU
+    time): ``/healthz``, the typical request as JSON and as npy, sampled in turn (a, b, c, a, b, c, ...) so
+    load from elsewhere falls on all three alike; medians. What the network adds (npy's body is twice
+    JSON's bytes: int64 against short decimal numbers) is left to the load runs."""
+    app = _service_app()
+    body = orjson.dumps(TYPICAL)
+    cases = (
+        ("`GET /healthz`", "GET", "/healthz", b"", None),
+        ("typical, JSON", "POST", "/v1/positions", body, None),
+        ("typical, npy", "POST", "/v1/positions", body, b"application/x-npy"),
+    )
+    samples: list[list[float]] = [[] for _ in cases]
+
+    async def loop() -> None:
+        for _ in range(50):
+            for _, method, path, payload, accept in cases:
+                assert await asgi_call(app, method, path, payload, accept) == 200
+        for _ in range(rounds):
+            for (_, method, path, payload, accept), out in zip(cases, samples, strict=True):
+                t0 = time.thread_time()
+                for _ in range(calls):
+                    await asgi_call(app, method, path, payload, accept)
+                out.append((time.thread_time() - t0) / calls * 1e6)
+
+    asyncio.run(loop())
+    return [(name, statistics.median(xs)) for (name, *_), xs in zip(cases, samples, strict=True)]
 
 
 # -------------------------------------------------------------------------------- instructions
@@ -649,9 +684,21 @@ def main() -> int:
         help="count instructions per request and per stage with valgrind's callgrind (in-process, slow)",
     )
     ap.add_argument("--instruction-phases", type=int, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="only the app's CPU per request in-process: /healthz, typical JSON, typical npy (ratios)",
+    )
     args = ap.parse_args()
     if args.instruction_phases:
         instruction_phases(args.instruction_phases)
+        return 0
+    if args.in_process:
+        rows = in_process_formats()
+        print("| request (in-process, no network) | app CPU us/request | healthz / this |\n|---|---:|---:|")
+        for name, us in rows:
+            print(f"| {name} | {us:,.0f} | {rows[0][1] / us:.2f} |")
+        print(f"\nnpy / JSON app CPU: {rows[2][1] / rows[1][1]:.2f} (below 1: npy is the cheaper)")
         return 0
     if args.instructions:
         counts = count_instructions()
@@ -702,13 +749,20 @@ def main() -> int:
             f"| {r.name} | {r.requests} | {r.errors} | {r.rps:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} "
             f"| {r.cpu_us_per_request:,.0f} |"
         )
-    rps_ratios = [t.rps / f.rps for f, t in pair_results if f.rps]
-    cpu_ratios = [f.cpu_us_per_request / t.cpu_us_per_request for f, t in pair_results]
+    for label, pick in (("JSON", 1), ("npy", 2)):
+        rps_ratios = [p[pick].rps / p[0].rps for p in pair_results if p[0].rps]
+        cpu_ratios = [p[0].cpu_us_per_request / p[pick].cpu_us_per_request for p in pair_results]
+        print(
+            f"\npositions ({label}) / floor, per round: throughput {', '.join(f'{x:.2f}' for x in rps_ratios)} "
+            f"(median {statistics.median(rps_ratios):.2f}); server CPU per request "
+            f"{', '.join(f'{x:.2f}' for x in cpu_ratios)} (median {statistics.median(cpu_ratios):.2f})."
+        )
+    npy_json = [p[2].rps / p[1].rps for p in pair_results if p[1].rps]
+    npy_json_cpu = [p[1].cpu_us_per_request / p[2].cpu_us_per_request for p in pair_results]
     print(
-        f"\npositions / floor, per pair: throughput {', '.join(f'{x:.2f}' for x in rps_ratios)} "
-        f"(median {statistics.median(rps_ratios):.2f}); server CPU per request "
-        f"{', '.join(f'{x:.2f}' for x in cpu_ratios)} (median {statistics.median(cpu_ratios):.2f}). "
-        f"Target >= 0.60. Load average {load0} at start, {os.getloadavg()[0]:.2f} at the end."
+        f"npy / JSON, same request, per round: throughput {', '.join(f'{x:.2f}' for x in npy_json)}; server "
+        f"CPU per request {', '.join(f'{x:.2f}' for x in npy_json_cpu)} (above 1: npy is the cheaper). "
+        f"Target >= 0.60 of the floor. Load average {load0} at start, {os.getloadavg()[0]:.2f} at the end."
     )
     print("\n| server VmRSS | MiB |\n|---|---:|")
     for label, kib in rss:

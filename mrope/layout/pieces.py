@@ -231,20 +231,18 @@ def fill_pieces(
 
     Returns the largest position written (-1 for an empty sequence).
     """
-    if owners is None:
-        owners = [p.index for p in pieces]
     a = 0  # token cursor
-    offset = np.empty((3, 1), dtype=np.int64)  # scratch for _add_template (each call its own: threads)
-    scalars = (np.empty((), dtype=np.int64), np.empty((), dtype=np.int64))
     top = -1  # max position so far
     s = 0  # start of the next piece
     streak = -1  # token where the pending streak of text runs began (-1: none)
     streak_s = 0  # its first position
-    for p, owner in zip(pieces, owners, strict=True):
+    spatial = advance == "spatial"
+    cached = _TEMPLATES.get
+    for k, p in enumerate(pieces):
         n = p.n
-        b = a + n
         if type(p) is TextRun:
             if s + n > MAX_POSITION:
+                owner = p.index if owners is None else owners[k]
                 raise LayoutError(f"positions overflow: {p.kind} (segment {owner}) would reach {s + n - 1:,}")
             if streak < 0:
                 streak, streak_s = a, s
@@ -253,47 +251,53 @@ def fill_pieces(
                 if n == 1:  # a wrapper token: a scalar write costs a seventh of a slice write
                     tokens[a] = token[0] if isinstance(token, (tuple, list)) else token
                 else:
-                    tokens[a:b] = token
-            s = s + n
+                    tokens[a : a + n] = token
+            s += n
             if s > top:
                 top = s - 1
-            a = b
+            a += n
             continue
+        b = a + n
         if streak >= 0:
             _write_text(ids, streak, a, streak_s)
             streak = -1
+        key = p.template_key
+        entry = cached(key) if key is not None else None
+        if entry is None:
+            entry = _block_template(p)
         if p.wrap is not None:  # start wrapper, block, end wrapper: all counted from s
-            entry = _TEMPLATES.get(p.template_key) if p.template_key is not None else None
-            template, top_rel, next_rel, token_row = entry if entry is not None else _block_template(p)
-            if s + top_rel > MAX_POSITION:
+            template, top_rel, next_rel, token_row = entry
+            high = s + top_rel
+            if high > MAX_POSITION:
+                owner = p.index if owners is None else owners[k]
                 raise LayoutError(
-                    f"positions overflow: {p.kind} block (segment {owner}) would reach {s + top_rel:,}"
+                    f"positions overflow: {p.kind} block (segment {owner}) would reach {high:,}"
                 )
-            _add_template(template, s, s, offset, scalars, ids[:, a:b])
+            _add_template(template, s, s, ids[:, a:b])
             if tokens is not None:
                 tokens[a:b] = token_row
-            if s + top_rel > top:
-                top = s + top_rel
-            s = s + next_rel
+            if high > top:
+                top = high
+            s += next_rel
             a = b
             continue
+        template, top_t, top_hw = entry
         hw = s if p.anchored else 0
-        entry = _TEMPLATES.get(p.template_key) if p.template_key is not None else None
-        template, top_t, top_hw = entry if entry is not None else _block_template(p)
-        if max(s + top_t, hw + top_hw) > MAX_POSITION:
-            raise LayoutError(
-                f"positions overflow: {p.kind} block (segment {owner}) would reach {max(s + top_t, hw + top_hw):,}"
-            )
-        _add_template(template, s, hw, offset, scalars, ids[:, a:b])
+        high = max(s + top_t, hw + top_hw)
+        if high > MAX_POSITION:
+            owner = p.index if owners is None else owners[k]
+            raise LayoutError(f"positions overflow: {p.kind} block (segment {owner}) would reach {high:,}")
+        _add_template(template, s, hw, ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
-        top = max(top, s + top_t, hw + top_hw)
-        s = s + max(p.span_h, p.span_w) if advance == "spatial" else top + 1
+        if high > top:
+            top = high
+        s = s + max(p.span_h, p.span_w) if spatial else top + 1
         a = b
     if streak >= 0:
         _write_text(ids, streak, a, streak_s)
     if spans is not None:
-        spans += piece_spans(pieces, owners)
+        spans += piece_spans(pieces, [p.index for p in pieces] if owners is None else owners)
     return top
 
 
@@ -327,27 +331,18 @@ def piece_spans(pieces: Sequence[TextRun | Block], owners: Sequence[int]) -> lis
 _BUFFER_SIZE = np.getbufsize()
 
 
-def _add_template(
-    template: np.ndarray, t0: int, hw0: int, offset: np.ndarray, scalars: tuple, out: np.ndarray
-) -> None:
+def _add_template(template: np.ndarray, t0: int, hw0: int, out: np.ndarray) -> None:
     """``out = template + (t0, hw0, hw0)`` per row, for ``template`` and ``out`` ``[3, n]``.
 
-    ``offset`` is an int64 ``[3, 1]`` and ``scalars`` two int64 0-d arrays, scratch space of the caller.
-    One broadcast add for small and for very large blocks; row by row with 0-d offsets from 512 tokens
-    while the block fits in one ufunc buffer: numpy (2.3+) copies such a strided 2-D add through its
-    buffer, and there the three 1-D adds take 0.6-0.8x its time (measured at 1026 and 2050 tokens)."""
-    n = template.shape[1]
-    if n < 512 or 3 * n > _BUFFER_SIZE:
-        offset[0, 0] = t0
-        offset[1, 0] = offset[2, 0] = hw0
-        np.add(template, offset, out=out)
+    One ufunc call either way. With one offset on every row (anchored and wrapped blocks, the usual
+    case) it is a scalar add while the block fits in one ufunc buffer (``3 n`` elements): against a
+    ``[3, 1]`` offset column, which numpy (2.3+) copies through its buffer, or three 1-D adds, it
+    takes 0.8-0.9x their time (measured from 64 to 2048 tokens, numpy 2.4); above that, and with
+    different offsets, a ``[3, 1]`` column."""
+    if t0 == hw0 and 3 * template.shape[1] <= _BUFFER_SIZE:
+        np.add(template, t0, out=out)
     else:
-        t_scalar, hw_scalar = scalars
-        t_scalar[()] = t0
-        hw_scalar[()] = hw0
-        np.add(template[0], t_scalar, out=out[0])
-        np.add(template[1], hw_scalar, out=out[1])
-        np.add(template[2], hw_scalar, out=out[2])
+        np.add(template, np.array(((t0,), (hw0,), (hw0,)), dtype=np.int64), out=out)
 
 
 def _write_text(ids: np.ndarray, a: int, b: int, s: int) -> None:

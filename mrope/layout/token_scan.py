@@ -66,10 +66,15 @@ def _unsigned(arr: np.ndarray) -> np.ndarray:
 
 def _grid_rows(value: Any, name: str) -> list[list[int]]:
     """A validated ``[n, 3]`` grid array (t, h, w, every dim >= 1) as ``n`` Python lists."""
+    if value is None:
+        return []
     rows = None
-    if hasattr(value, "detach") and hasattr(value, "cpu") and value.dim() == 2 and value.shape[1] == 3:
-        rows = value.tolist()  # an integer torch tensor straight to Python ints (a tensor holds one dtype)
-        if not rows or type(rows[0][0]) is not int:
+    if hasattr(value, "detach") and hasattr(value, "cpu"):
+        # an integer torch tensor straight to Python ints (a tensor is rectangular and holds one dtype,
+        # so its first row tells its shape [n, 3] and its type)
+        rows = value.tolist()
+        first = rows[0] if type(rows) is list and rows else None
+        if type(first) is not list or len(first) != 3 or type(first[0]) is not int:
             rows = None
     if rows is None:
         arr = as_numpy(value, name)
@@ -251,6 +256,8 @@ def run_pieces(
 ) -> list[TextRun | Block]:
     """Text runs and vision blocks of one row, from its runs of 0/1/2 token types."""
     pieces: list[TextRun | Block] = []
+    append = pieces.append
+    make = tuple.__new__  # TextRun(...) without the named tuple's Python-level __new__
     merge = lay.merge_size
     blocks = _BLOCKS if len(_BLOCKS) < 4096 else {}
     rule_key = (lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
@@ -258,7 +265,7 @@ def run_pieces(
     temporal, temporal_merge = lay.temporal, lay.temporal_merge_size
     for a, z, kind in zip(*runs, strict=True):
         if kind == 0:
-            pieces.append(TextRun(z - a, 0, "text", -1))
+            append(make(TextRun, (z - a, 0, "text", -1)))
             continue
         queue = images if kind == 1 else videos
         bordered = False
@@ -293,11 +300,11 @@ def run_pieces(
                     tau = temporal_index(t, lay, time_key[1])
                 block = blocks[key] = untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
             if bordered:
-                pieces.append(TextRun(1, 0, "wrapper", -1))
-                pieces.append(block)
-                pieces.append(TextRun(1, 0, "wrapper", -1))
+                append(make(TextRun, (1, 0, "wrapper", -1)))
+                append(block)
+                append(make(TextRun, (1, 0, "wrapper", -1)))
             else:
-                pieces.append(block)
+                append(block)
     return pieces
 
 

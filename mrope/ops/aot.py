@@ -68,8 +68,9 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
     params = list(inspect.signature(triton_kernel.mrope_kernel).parameters)
     hq, hk = (variant.hk, 0) if variant.rerotate else (variant.hq, variant.hk)
     n_freq = variant.rotary_dim // 2
-    cfg = triton_kernel.launch_config(variant.tokens, hq, hk, n_freq)
     d_pass = variant.head_dim - variant.rotary_dim
+    elem_bytes = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}[variant.dtype]
+    cfg = triton_kernel.launch_config(variant.tokens, hq, hk, n_freq, d_pass, elem_bytes)
     pos_kind = {"int64": 0, "float32": 1, "float64": 2}[variant.position_dtype]
     pos_ptr = {"int64": "*i64", "float32": "*fp32", "float64": "*fp64"}[variant.position_dtype]
     x_ptr = "*" + _TRITON_TYPES[variant.dtype]
@@ -81,7 +82,7 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
         "BLOCK_HQ": cfg["BLOCK_HQ"],
         "BLOCK_HK": cfg["BLOCK_HK"],
         "BLOCK_F": cfg["BLOCK_F"],
-        "BLOCK_P": min(triton.next_power_of_2(max(d_pass, 1)), triton_kernel.PASS_CHUNK),
+        "BLOCK_P": cfg["BLOCK_P"],
         "GPTJ": variant.gptj,
         "EXACT": variant.exact,
         "CONJ": False,
@@ -142,7 +143,9 @@ def compile_variant(variant: KernelVariant, arch: int) -> CompiledVariant:
     """
     signature, constexprs, num_warps = _signature(variant)
     src = ASTSource(fn=triton.jit(triton_kernel.mrope_kernel), signature=signature, constexprs=constexprs)
-    options = {"num_warps": num_warps, "enable_fp_fusion": False}
+    options: dict[str, Any] = {"num_warps": num_warps, "enable_fp_fusion": False}
+    if variant.rerotate:  # as triton_kernel.launch compiles a re-rotation
+        options["maxnreg"] = triton_kernel.REROTATE_MAX_REGISTERS
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     if not compiled.asm.get("cubin"):
         raise RuntimeError(f"triton.compile produced no cubin for sm_{arch}")

@@ -232,8 +232,21 @@ def mrope_kernel(
 
 
 _KERNELS: dict[bool, Any] = {}
-PASS_CHUNK = 32
-"""Pass-through channels copied per step (bounds the registers a wide pass-through part needs)."""
+PASS_CHUNK = {2: 8, 4: 16}
+"""Pass-through channels copied per step, by bytes per element (others: 8). The copy's tile is
+``[BLOCK_T, BLOCK_H, chunk]``, whose 64-bit load and store addresses a wider step keeps live at once: 32
+channels a step took the 64-of-128 and 64-of-256 rotary shapes to 153-168 registers per thread; 8 keeps
+bf16 / fp16 at the full-rotary shape's 96, and 16 keeps fp32 at 128 or fewer (8 made ptxas spill 20
+bytes there), as ``benchmarks/aot_report.py`` reports."""
+REROTATE_MAX_REGISTERS = 128
+"""The register budget a re-rotation launch compiles under (ptxas ``.maxnreg``). Without it ptxas chose
+64-96 registers and spilled 4 bytes in some re-rotation programs of 10 pairs a thread (128 of 128 fp32,
+64 of 256 bf16, sm_80); with it those take 96-128 and do not spill. (Applied to every launch it makes
+ptxas spill in apply programs that need 122-128 without it, so it is for re-rotation only.)"""
+ELEMENTS_PER_THREAD = 18
+"""Most rotary pairs a thread of a program handles (the launch picks warps and head blocks to stay within
+it): 18 is what the Qwen2-VL shape (28 + 4 heads x 64 frequencies, 4 warps) has always had, at 96
+registers; 36 (head_dim 256, full rotary, 4 warps) took fp32 to 255 registers and spills."""
 
 
 def interpreting() -> bool:
@@ -254,29 +267,44 @@ def _pow2(n: int) -> int:
     return triton.next_power_of_2(max(int(n), 1))
 
 
-def launch_config(n_tokens: int, hq: int, hk: int, n_freq: int) -> dict[str, int]:
-    """Block sizes and grid for ``n_tokens`` tokens, ``hq``/``hk`` heads and ``n_freq`` frequencies.
+def launch_config(
+    n_tokens: int, hq: int, hk: int, n_freq: int, d_pass: int = 0, elem_bytes: int = 2
+) -> dict[str, int]:
+    """Block sizes, grid and warps for ``n_tokens`` tokens, ``hq``/``hk`` heads, ``n_freq`` frequencies,
+    ``d_pass`` pass-through channels and ``elem_bytes`` bytes per q / k element.
 
     Few tokens (decode) split the heads over more programs; many tokens put all heads of a token in
-    one program, so the angles are computed once per token.
+    one program, so the angles are computed once per token, unless one token's heads hold more pairs
+    than 8 warps take at :data:`ELEMENTS_PER_THREAD` (then the heads are split as well). A program
+    takes as many tokens as 4 warps hold at that bound (at least one), and the fewest warps (1 to 8)
+    that keep every thread within it (registers follow the pairs a thread holds).
     """
     block_f = _pow2(n_freq)
     hsplit = 1 if n_tokens >= 256 else min(8, max(hq, hk))
-    block_hq = _pow2(triton.cdiv(hq, hsplit))
-    block_hk = _pow2(triton.cdiv(hk, hsplit))
-    per_token = (block_hq + block_hk) * block_f
-    block_t = max(1, min(16, _pow2(n_tokens), 4096 // per_token))
+    most = 8 * 32 * ELEMENTS_PER_THREAD  # pairs one program of 8 warps takes
+    while True:
+        block_hq = _pow2(triton.cdiv(hq, hsplit))
+        block_hk = _pow2(triton.cdiv(hk, hsplit))
+        per_token = (block_hq + block_hk) * block_f
+        if per_token <= most or (block_hq <= 1 and block_hk <= 1):
+            break
+        hsplit *= 2
+    block_t = max(1, min(16, _pow2(n_tokens), 4 * 32 * ELEMENTS_PER_THREAD // per_token))
     block_t = 1 << (block_t.bit_length() - 1)  # a power of two
     n_head_blocks = max(triton.cdiv(hq, block_hq), triton.cdiv(hk, block_hk))
     elements = block_t * per_token
+    num_warps = 1
+    while num_warps < 8 and elements > 32 * num_warps * ELEMENTS_PER_THREAD:
+        num_warps *= 2
     return {
         "BLOCK_T": block_t,
         "BLOCK_HQ": block_hq,
         "BLOCK_HK": block_hk,
         "BLOCK_F": block_f,
+        "BLOCK_P": min(_pow2(d_pass), PASS_CHUNK.get(elem_bytes, 8)),
         "grid_t": triton.cdiv(n_tokens, block_t),
         "grid_h": n_head_blocks,
-        "num_warps": 4 if elements >= 2048 else (2 if elements >= 512 else 1),
+        "num_warps": num_warps,
     }
 
 
@@ -325,7 +353,7 @@ def launch(
     n_freq = rotary_dim // 2
     d_pass = head_dim - rotary_dim
     copy_pass = d_pass > 0 and q_out is not q
-    cfg = launch_config(n_tokens, hq, hk, n_freq)
+    cfg = launch_config(n_tokens, hq, hk, n_freq, d_pass, q.element_size())
     pos2 = positions if from_positions is None else from_positions
     grid = (cfg["grid_t"], cfg["grid_h"])
     strides = [layouts.canonical_strides(x, layout) for x in (q, k, q_out, k_out)]
@@ -362,7 +390,7 @@ def launch(
             BLOCK_HQ=cfg["BLOCK_HQ"],
             BLOCK_HK=cfg["BLOCK_HK"],
             BLOCK_F=cfg["BLOCK_F"],
-            BLOCK_P=min(_pow2(d_pass), PASS_CHUNK),
+            BLOCK_P=cfg["BLOCK_P"],
             GPTJ=bool(gptj),
             EXACT=bool(exact),
             CONJ=bool(conj),
@@ -373,6 +401,7 @@ def launch(
             REROTATE=from_positions is not None,
             RNE_BF16=q.dtype == torch.bfloat16 and interpreting(),
             num_warps=cfg["num_warps"],
+            maxnreg=REROTATE_MAX_REGISTERS if from_positions is not None else None,
             enable_fp_fusion=False,  # no mul+add contraction: the rotation rounds like the torch path
         )
 
