@@ -6,7 +6,9 @@
 #    browser test (tests/service/test_service_page.py). Installed with apt-get (sudo when not root) when missing.
 # 2. The package with its dev extra. torch is pinned to the CPU build a machine may already hold, so that
 #    pip does not download a CUDA build; the package itself asks for torch>=2.4.
-# 3. pytest; the script exits with pytest's status (5 when it collected nothing, which fails CI too).
+# 3. pytest on two workers (pytest-xdist, one test file per worker at a time: module fixtures such as a
+#    server process stay within one worker); the script exits with pytest's status (5 when it collected
+#    nothing, which fails CI too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -47,4 +49,4 @@ if ! has_browser; then
 fi
 
 python -m pip install -q "torch==2.13.0" -e ".[dev]"
-python -m pytest -q "$@"
+python -m pytest -q -n 2 --dist loadfile "$@"

@@ -17,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "test.sh"
 COMMAND = "bash scripts/test.sh"
+PYTEST = "python -m pytest -q -n 2 --dist loadfile"  # the suite on two workers
 LOG_LINE = 'echo "$(basename "$0") $*" >> "$STUB_LOG"\n'
 PIP = "python -m pip install -q torch==2.13.0 -e .[dev]"
 
@@ -83,12 +84,12 @@ def test_readme_and_ci_run_the_same_command() -> None:
 def test_with_a_browser_it_installs_and_tests(tmp_path: Path) -> None:
     done, calls = run_script(tmp_path, browser=True)
     assert done.returncode == 0, done.stderr
-    assert calls == [PIP, "python -m pytest -q"]
+    assert calls == [PIP, PYTEST]
 
 
 def test_it_exits_with_pytests_status(tmp_path: Path) -> None:
     done, calls = run_script(tmp_path, browser=True, pytest_rc=5)
-    assert done.returncode == 5 and calls[-1] == "python -m pytest -q"
+    assert done.returncode == 5 and calls[-1] == PYTEST
 
 
 @pytest.mark.parametrize("uid, sudo", [(0, False), (1000, True)])
@@ -101,7 +102,7 @@ def test_without_a_browser_it_installs_one(tmp_path: Path, uid: int, sudo: bool)
         if sudo
         else ["apt-get update -q"]
     )
-    assert calls == [*as_root, install, PIP, "python -m pytest -q"]
+    assert calls == [*as_root, install, PIP, PYTEST]
 
 
 @pytest.mark.parametrize(
