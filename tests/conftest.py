@@ -4,9 +4,9 @@ Hypothesis keeps its example database and its other files in the user's cache di
 (``$XDG_CACHE_HOME/mrope/hypothesis``, else ``~/.cache/mrope/hypothesis``; ``MROPE_HYPOTHESIS_DIR``
 overrides it), never inside the checkout.
 
-The suite runs on two workers (``pytest -n 2 --dist loadfile``, scripts/test.sh): files whose tests take
-minutes are collected first, so one worker starts them while the other works through the rest (xdist
-hands out files in collection order); alone, pytest runs the same tests in the same order otherwise.
+The suite runs on two workers (``pytest -n 2 --dist loadfile``, scripts/test.sh): the longest files are
+collected first, longest first, so the two workers start them and end on short ones (xdist hands out
+files in collection order); the order within each file, and of every other file, is pytest's own.
 """
 
 from __future__ import annotations
@@ -33,9 +33,19 @@ settings.register_profile("mrope", database=DirectoryBasedExampleDatabase(HYPOTH
 settings.load_profile("mrope")
 
 
-LONG_FILES = ("tests/ops/test_ops_scripts.py", "tests/docs/test_readme.py", "tests/docs/test_examples.py")
-"""Test files that run for minutes (the gpu_check dry run under the Triton interpreter, every docs
-block, the examples): started first."""
+LONG_FILES = (
+    "tests/ops/test_ops_scripts.py",  # the gpu_check dry run under the Triton interpreter
+    "tests/integrations/test_integration_patch.py",  # every family's tiny model, generate included
+    "tests/docs/test_examples.py",
+    "tests/integrations/test_integration_seed.py",
+    "tests/docs/test_readme.py",  # every python block of the README and docs
+    "tests/faces/test_pipeline.py",  # a local Ray
+    "tests/integrations/test_integration_pipeline.py",
+    "tests/training/test_pack.py",
+    "tests/kit/test_validate.py",
+)
+"""Test files that run for minutes or near it, longest first (measured on the 2-core CI machine): started
+first, so the last files two workers share are short ones."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
