@@ -49,4 +49,4 @@ if ! has_browser; then
 fi
 
 python -m pip install -q "torch==2.13.0" -e ".[dev]"
-python -m pytest -q -n 2 --dist loadfile "$@"
+python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder "$@"

@@ -4,9 +4,9 @@ Hypothesis keeps its example database and its other files in the user's cache di
 (``$XDG_CACHE_HOME/mrope/hypothesis``, else ``~/.cache/mrope/hypothesis``; ``MROPE_HYPOTHESIS_DIR``
 overrides it), never inside the checkout.
 
-The suite runs on two workers (``pytest -n 2 --dist loadfile``, scripts/test.sh): the longest files are
-collected first, longest first, so the two workers start them and end on short ones (xdist hands out
-files in collection order); the order within each file, and of every other file, is pytest's own.
+The suite runs on two workers (``pytest -n 2 --dist loadfile --no-loadscope-reorder``, scripts/test.sh):
+the longest files are collected first, longest first, so the two workers start them and end on short ones
+(with that flag xdist hands out files in collection order, not by their number of tests); the order within each file, and of every other file, is pytest's own.
 """
 
 from __future__ import annotations

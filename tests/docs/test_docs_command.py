@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "test.sh"
 COMMAND = "bash scripts/test.sh"
-PYTEST = "python -m pytest -q -n 2 --dist loadfile"  # the suite on two workers
+PYTEST = "python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder"  # the suite on two workers
 LOG_LINE = 'echo "$(basename "$0") $*" >> "$STUB_LOG"\n'
 PIP = "python -m pip install -q torch==2.13.0 -e .[dev]"
 
