@@ -1,14 +1,50 @@
-"""Numpy arrays -> Arrow list columns, without Python lists (the faces' Parquet and Arrow tables)."""
+"""The faces' Arrow columns: the columns their tables share, and numpy arrays -> Arrow without Python lists.
+
+The pipeline's result table (:func:`mrope.pipeline.arrow_schema`) and the packed table
+(:func:`mrope.packing.table.packed_schema`) take the columns they share from here, so each is defined
+once; :func:`typed_column` fills any column of either from its rows' numpy values.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+
+def positions_type(fractional: bool = False) -> pa.DataType:
+    """The type of a position-id column (``[A][T]`` a row): ``list<list<int64>>``, or
+    ``list<list<float32>>`` for a model that keeps fractional time."""
+    import pyarrow as pa
+
+    return pa.list_(pa.list_(pa.float32() if fractional else pa.int64()))
+
+
+def sequence_fields() -> list[tuple[str, pa.DataType]]:
+    """The columns that size a row's sequence, in table order: ``num_tokens`` (int64), ``image_grid_thw``
+    and ``video_grid_thw`` (``list<list<int64>>``, ``[n, 3]`` encoder grids in order) and
+    ``second_per_grid_ts`` (``list<float64>``, one a video)."""
+    import pyarrow as pa
+
+    grids = pa.list_(pa.list_(pa.int64()))
+    return [
+        ("num_tokens", pa.int64()),
+        ("image_grid_thw", grids),
+        ("video_grid_thw", grids),
+        ("second_per_grid_ts", pa.list_(pa.float64())),
+    ]
+
+
+def error_fields() -> list[tuple[str, pa.DataType]]:
+    """``error`` and ``error_code`` (strings): why a row's record failed and its stable code (``""`` on a
+    row that did not fail)."""
+    import pyarrow as pa
+
+    return [("error", pa.string()), ("error_code", pa.string())]
 
 
 def list_column(arrays: Sequence[np.ndarray], value_type: pa.DataType) -> pa.Array:
@@ -32,4 +68,33 @@ def nested_column(arrays: Sequence[np.ndarray], value_type: pa.DataType | None =
     return pa.ListArray.from_arrays(pa.array(offsets), inner)
 
 
-__all__ = ["list_column", "nested_column"]
+def _numeric(value_type: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_integer(value_type) or pa.types.is_floating(value_type)
+
+
+def typed_column(values: Sequence[Any], column_type: pa.DataType) -> pa.Array:
+    """A column of type ``column_type`` from its rows' values: ``list<list<number>>`` from 2-D arrays
+    (:func:`nested_column`) and ``list<number>`` from 1-D ones (:func:`list_column`), each taken as the
+    column's number type; any other type (strings, scalars, lists of strings) through ``pyarrow.array``."""
+    import pyarrow as pa
+
+    if pa.types.is_list(column_type):
+        inner = column_type.value_type
+        if pa.types.is_list(inner) and _numeric(inner.value_type):
+            number = inner.value_type
+            return nested_column([np.asarray(v, dtype=number.to_pandas_dtype()) for v in values], number)
+        if _numeric(inner):
+            return list_column([np.asarray(v, dtype=inner.to_pandas_dtype()) for v in values], inner)
+    return pa.array(values, type=column_type)
+
+
+__all__ = [
+    "error_fields",
+    "list_column",
+    "nested_column",
+    "positions_type",
+    "sequence_fields",
+    "typed_column",
+]
