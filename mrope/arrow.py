@@ -24,27 +24,29 @@ def positions_type(fractional: bool = False) -> pa.DataType:
     return pa.list_(pa.list_(pa.float32() if fractional else pa.int64()))
 
 
+SEQUENCE_COLUMNS = ("num_tokens", "image_grid_thw", "video_grid_thw", "second_per_grid_ts")
+"""The columns that size a row's sequence, in table order (types: :func:`sequence_fields`)."""
+
+ERROR_COLUMNS = ("error", "error_code")
+"""Why a row's record failed and the failure's stable code (``""`` on a row that did not fail)."""
+
+
 def sequence_fields() -> list[tuple[str, pa.DataType]]:
-    """The columns that size a row's sequence, in table order: ``num_tokens`` (int64), ``image_grid_thw``
-    and ``video_grid_thw`` (``list<list<int64>>``, ``[n, 3]`` encoder grids in order) and
+    """:data:`SEQUENCE_COLUMNS` with their types: ``num_tokens`` (int64), ``image_grid_thw`` and
+    ``video_grid_thw`` (``list<list<int64>>``, ``[n, 3]`` encoder grids in order) and
     ``second_per_grid_ts`` (``list<float64>``, one a video)."""
     import pyarrow as pa
 
     grids = pa.list_(pa.list_(pa.int64()))
-    return [
-        ("num_tokens", pa.int64()),
-        ("image_grid_thw", grids),
-        ("video_grid_thw", grids),
-        ("second_per_grid_ts", pa.list_(pa.float64())),
-    ]
+    types = (pa.int64(), grids, grids, pa.list_(pa.float64()))
+    return list(zip(SEQUENCE_COLUMNS, types, strict=True))
 
 
 def error_fields() -> list[tuple[str, pa.DataType]]:
-    """``error`` and ``error_code`` (strings): why a row's record failed and its stable code (``""`` on a
-    row that did not fail)."""
+    """:data:`ERROR_COLUMNS` with their types (strings)."""
     import pyarrow as pa
 
-    return [("error", pa.string()), ("error_code", pa.string())]
+    return [(name, pa.string()) for name in ERROR_COLUMNS]
 
 
 def list_column(arrays: Sequence[np.ndarray], value_type: pa.DataType) -> pa.Array:
@@ -91,6 +93,8 @@ def typed_column(values: Sequence[Any], column_type: pa.DataType) -> pa.Array:
 
 
 __all__ = [
+    "ERROR_COLUMNS",
+    "SEQUENCE_COLUMNS",
     "error_fields",
     "list_column",
     "nested_column",

@@ -44,7 +44,14 @@ import numpy as np
 
 from mrope import schema
 from mrope._deprecated import moved_names
-from mrope.arrow import error_fields, positions_type, sequence_fields, typed_column
+from mrope.arrow import (
+    ERROR_COLUMNS,
+    SEQUENCE_COLUMNS,
+    error_fields,
+    positions_type,
+    sequence_fields,
+    typed_column,
+)
 from mrope.builder import build_positions, count_tokens
 from mrope.chat import find_chat_template
 from mrope.errors import MRopeError
@@ -70,16 +77,7 @@ QWEN_TURN = ("<|im_start|>{role}\n", "<|im_end|>\n")
 """The Qwen chat template's turn wrapper, for ``turn_format``; the generation prompt is
 ``"<|im_start|>assistant\\n"``."""
 
-RESULT_COLUMNS = (
-    "positions",
-    "delta",
-    "num_tokens",
-    "image_grid_thw",
-    "video_grid_thw",
-    "second_per_grid_ts",
-    "error",
-    "error_code",
-)
+RESULT_COLUMNS = ("positions", "delta", *SEQUENCE_COLUMNS, *ERROR_COLUMNS)
 """The columns :func:`process_record` returns (plus ``input_ids`` and ``labels`` when asked for, and
 ``generation_ids`` in a job whose model generates images: :attr:`Preprocessor.generates_images`).
 ``error_code`` is a stable machine-readable name of the failure (:func:`error_code`), ``""`` on

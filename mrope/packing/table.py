@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope.arrow import error_fields, positions_type, sequence_fields, typed_column
+from mrope.arrow import (
+    ERROR_COLUMNS,
+    SEQUENCE_COLUMNS,
+    error_fields,
+    positions_type,
+    sequence_fields,
+    typed_column,
+)
 from mrope.errors import PackingError
 from mrope.packing.bins import check_length, check_max_length, efficiency
 from mrope.packing.rows import pack
@@ -39,12 +46,8 @@ PACKED_COLUMNS = (
     "position_ids",
     "mm_token_type_ids",
     "cu_seqlens",
-    "num_tokens",
-    "image_grid_thw",
-    "video_grid_thw",
-    "second_per_grid_ts",
-    "error",
-    "error_code",
+    *SEQUENCE_COLUMNS,
+    *ERROR_COLUMNS,
 )
 """The columns of a packed table (:func:`packed_table`), plus ``labels`` in a job with labels."""
 
