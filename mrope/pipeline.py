@@ -42,16 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope import schema
+from mrope import arrow, schema
 from mrope._deprecated import moved_names
-from mrope.arrow import (
-    ERROR_COLUMNS,
-    SEQUENCE_COLUMNS,
-    error_fields,
-    positions_type,
-    sequence_fields,
-    typed_column,
-)
 from mrope.builder import build_positions, count_tokens
 from mrope.chat import find_chat_template
 from mrope.errors import MRopeError
@@ -77,7 +69,7 @@ QWEN_TURN = ("<|im_start|>{role}\n", "<|im_end|>\n")
 """The Qwen chat template's turn wrapper, for ``turn_format``; the generation prompt is
 ``"<|im_start|>assistant\\n"``."""
 
-RESULT_COLUMNS = ("positions", "delta", *SEQUENCE_COLUMNS, *ERROR_COLUMNS)
+RESULT_COLUMNS = ("positions", "delta", *arrow.SEQUENCE_COLUMNS, *arrow.ERROR_COLUMNS)
 """The columns :func:`process_record` returns (plus ``input_ids`` and ``labels`` when asked for, and
 ``generation_ids`` in a job whose model generates images: :attr:`Preprocessor.generates_images`).
 ``error_code`` is a stable machine-readable name of the failure (:func:`error_code`), ``""`` on
@@ -582,17 +574,17 @@ def arrow_schema(
     import pyarrow as pa
 
     cols = [
-        ("positions", positions_type(fractional)),
+        ("positions", arrow.positions_type(fractional)),
         ("delta", pa.float64() if fractional else pa.int64()),
-        *sequence_fields(),
-        *error_fields(),
+        *arrow.sequence_fields(),
+        *arrow.error_fields(),
     ]
     if input_ids:
         cols.append(("input_ids", pa.list_(pa.int64())))
     if labels:
         cols += [("labels", pa.list_(pa.int64())), ("assistant_mask", pa.list_(pa.int8()))]
     if generation:
-        cols.append(("generation_ids", positions_type()))
+        cols.append(("generation_ids", arrow.positions_type()))
     return pa.schema(cols)
 
 
@@ -668,7 +660,7 @@ def rows_to_table(
             continue
         if records and all(name in r for r in records):
             columns[name] = pa.array([plain(r[name]) for r in records])
-    columns.update({f.name: typed_column([row[f.name] for row in rows], f.type) for f in schema})
+    columns.update({f.name: arrow.typed_column([row[f.name] for row in rows], f.type) for f in schema})
     return pa.table(columns)
 
 

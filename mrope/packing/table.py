@@ -11,14 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope.arrow import (
-    ERROR_COLUMNS,
-    SEQUENCE_COLUMNS,
-    error_fields,
-    positions_type,
-    sequence_fields,
-    typed_column,
-)
+from mrope import arrow
 from mrope.errors import PackingError
 from mrope.packing.bins import check_length, check_max_length, efficiency
 from mrope.packing.rows import pack
@@ -46,8 +39,8 @@ PACKED_COLUMNS = (
     "position_ids",
     "mm_token_type_ids",
     "cu_seqlens",
-    *SEQUENCE_COLUMNS,
-    *ERROR_COLUMNS,
+    *arrow.SEQUENCE_COLUMNS,
+    *arrow.ERROR_COLUMNS,
 )
 """The columns of a packed table (:func:`packed_table`), plus ``labels`` in a job with labels."""
 
@@ -63,11 +56,11 @@ def packed_schema(*, labels: bool = False, fractional: bool = False) -> pa.Schem
         ("ids", pa.list_(pa.string())),
         ("samples", pa.list_(pa.int64())),
         ("input_ids", pa.list_(pa.int64())),
-        ("position_ids", positions_type(fractional)),
+        ("position_ids", arrow.positions_type(fractional)),
         ("mm_token_type_ids", pa.list_(pa.int64())),
         ("cu_seqlens", pa.list_(pa.int32())),
-        *sequence_fields(),
-        *error_fields(),
+        *arrow.sequence_fields(),
+        *arrow.error_fields(),
     ]
     if labels:
         cols.append(("labels", pa.list_(pa.int64())))
@@ -168,7 +161,7 @@ def _packed_arrow(rows: Sequence[Mapping[str, Any]], *, labels: bool, fractional
     import pyarrow as pa
 
     schema = packed_schema(labels=labels, fractional=fractional)
-    return pa.table({f.name: typed_column([row[f.name] for row in rows], f.type) for f in schema})
+    return pa.table({f.name: arrow.typed_column([row[f.name] for row in rows], f.type) for f in schema})
 
 
 def pack_efficiency(table: pa.Table, max_length: int) -> float:
