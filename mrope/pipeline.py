@@ -42,9 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope import schema
+from mrope import arrow, schema
 from mrope._deprecated import moved_names
-from mrope.arrow import list_column, nested_column
 from mrope.builder import build_positions, count_tokens
 from mrope.chat import find_chat_template
 from mrope.errors import MRopeError
@@ -70,16 +69,7 @@ QWEN_TURN = ("<|im_start|>{role}\n", "<|im_end|>\n")
 """The Qwen chat template's turn wrapper, for ``turn_format``; the generation prompt is
 ``"<|im_start|>assistant\\n"``."""
 
-RESULT_COLUMNS = (
-    "positions",
-    "delta",
-    "num_tokens",
-    "image_grid_thw",
-    "video_grid_thw",
-    "second_per_grid_ts",
-    "error",
-    "error_code",
-)
+RESULT_COLUMNS = ("positions", "delta", *arrow.SEQUENCE_COLUMNS, *arrow.ERROR_COLUMNS)
 """The columns :func:`process_record` returns (plus ``input_ids`` and ``labels`` when asked for, and
 ``generation_ids`` in a job whose model generates images: :attr:`Preprocessor.generates_images`).
 ``error_code`` is a stable machine-readable name of the failure (:func:`error_code`), ``""`` on
@@ -583,23 +573,18 @@ def arrow_schema(
     model generates images)."""
     import pyarrow as pa
 
-    nested = pa.list_(pa.list_(pa.int64()))
     cols = [
-        ("positions", pa.list_(pa.list_(pa.float32())) if fractional else nested),
+        ("positions", arrow.positions_type(fractional)),
         ("delta", pa.float64() if fractional else pa.int64()),
-        ("num_tokens", pa.int64()),
-        ("image_grid_thw", nested),
-        ("video_grid_thw", nested),
-        ("second_per_grid_ts", pa.list_(pa.float64())),
-        ("error", pa.string()),
-        ("error_code", pa.string()),
+        *arrow.sequence_fields(),
+        *arrow.error_fields(),
     ]
     if input_ids:
         cols.append(("input_ids", pa.list_(pa.int64())))
     if labels:
         cols += [("labels", pa.list_(pa.int64())), ("assistant_mask", pa.list_(pa.int8()))]
     if generation:
-        cols.append(("generation_ids", nested))
+        cols.append(("generation_ids", arrow.positions_type()))
     return pa.schema(cols)
 
 
@@ -675,18 +660,7 @@ def rows_to_table(
             continue
         if records and all(name in r for r in records):
             columns[name] = pa.array([plain(r[name]) for r in records])
-    for field in schema:
-        values = [row[field.name] for row in rows]
-        if field.name == "positions" and fractional:
-            columns[field.name] = nested_column(
-                [np.asarray(v, dtype=np.float32) for v in values], pa.float32()
-            )
-        elif field.name in ("positions", "image_grid_thw", "video_grid_thw", "generation_ids"):
-            columns[field.name] = nested_column([np.asarray(v, dtype=np.int64) for v in values])
-        elif field.name in ("second_per_grid_ts", "input_ids", "labels", "assistant_mask"):
-            columns[field.name] = list_column([np.asarray(v) for v in values], field.type.value_type)
-        else:
-            columns[field.name] = pa.array(values, type=field.type)
+    columns.update({f.name: arrow.typed_column([row[f.name] for row in rows], f.type) for f in schema})
     return pa.table(columns)
 
 

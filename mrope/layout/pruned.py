@@ -11,6 +11,7 @@ unpruned prompt's decoding starts. Unmasked prompts never come here (see docs/pr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -66,24 +67,18 @@ def select_columns(full: Positions, cols: np.ndarray) -> Positions:
     dropped = int(cols.size - np.count_nonzero(cols))
     before = np.concatenate([[0], np.cumsum(cols)]).tolist()  # kept columns before each index
     spans = tuple(
-        Span(s.kind, before[s.start], before[s.stop], s.index, s.grid, s.tile)
+        s._replace(start=before[s.start], stop=before[s.stop])
         for s in full.spans
         if before[s.stop] > before[s.start] or s.stop == s.start
     )
     # rules that generate images decode at their generation_ids (delta 0 by convention), others at i + delta
     delta = full.delta if full.rules.generates_images else full.delta + dropped
-    return Positions(
+    return replace(
+        full,
         ids=np.ascontiguousarray(full.ids[:, cols]),
         delta=float(delta) if full.ids.dtype.kind == "f" else int(delta),
         spans=spans,
         input_ids=full.input_ids[cols],
-        image_grid_thw=full.image_grid_thw,
-        video_grid_thw=full.video_grid_thw,
-        second_per_grid_ts=full.second_per_grid_ts,
-        rules=full.rules,
-        notes=full.notes,
-        audio_tokens=full.audio_tokens,
-        generation_ids=full.generation_ids,
     )
 
 

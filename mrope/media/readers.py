@@ -37,13 +37,13 @@ where they are not, display size): torchcodec's orientation, read without a pack
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 from mrope.errors import MediaError
 from mrope.media.container import open_container, video_stream
 from mrope.media.info import FrameSize, VideoInfo
+from mrope.media.packets import scan_packets
 from mrope.media.source import open_source
 
 Reader = Literal["torchcodec", "pyav", "torchvision", "decord"]
@@ -98,34 +98,19 @@ def _scan(source: Any, max_packets: int) -> tuple[int, float | None, float | Non
             rate = stream.average_rate
             avg = float(rate) if rate is not None and rate.denominator and float(rate) > 0 else None
             tb = float(stream.time_base) if stream.time_base else None
-            count, first, last = 0, math.inf, -math.inf
-            try:
-                for packet in container.demux(stream):
-                    if packet.size == 0 or packet.is_discard:
-                        continue
-                    count += 1
-                    if count > max_packets:
-                        raise MediaError(
-                            f"{src.name}: more than {max_packets} packets in the video stream; pass a larger "
-                            "max_packets to count them"
-                        )
-                    ts = packet.pts if packet.pts is not None else packet.dts
-                    if ts is not None:
-                        first = min(first, ts)
-                        last = max(last, ts + (packet.duration or 0))
-            except MediaError:
-                raise
-            except Exception as exc:
-                raise MediaError(
-                    f"{src.name}: demuxing failed after {count} packets ({type(exc).__name__}: {exc})"
-                ) from None
+            scan = scan_packets(container, stream, max_packets, src.name)
         finally:
             container.close()
-    if count == 0:
+    if scan.truncated:
+        raise MediaError(
+            f"{src.name}: more than {max_packets} packets in the video stream; pass a larger max_packets to "
+            "count them"
+        )
+    if scan.count == 0:
         raise MediaError(f"{src.name}: the video stream holds no frames")
-    if tb is None or not math.isfinite(first):
-        return count, avg, None, None
-    return count, avg, first * tb, last * tb
+    if tb is None or scan.first is None or scan.end is None:
+        return scan.count, avg, None, None
+    return scan.count, avg, scan.first * tb, scan.end * tb
 
 
 def reader_info(source: Any, reader: Reader, info: VideoInfo, *, max_packets: int) -> ReaderInfo:

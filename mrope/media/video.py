@@ -31,9 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -45,6 +43,7 @@ from mrope.layout.omni import require_audio
 from mrope.media.audio import audio_from_info, has_audio_stream, probe_audio
 from mrope.media.container import open_container, video_stream
 from mrope.media.info import FrameSize, VideoInfo, check_frame_size
+from mrope.media.packets import scan_packets
 from mrope.media.readers import Reader, check_reader, reader_info
 from mrope.media.resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
 from mrope.media.rotation import iso_rotations, matroska_rotation, normalise_rotation
@@ -58,7 +57,7 @@ from mrope.media.sampling import (
     sampled_times,
     trimmed_frame_indices,
 )
-from mrope.media.source import OpenSource, ProbeDeadlineError, open_source
+from mrope.media.source import OpenSource, open_source
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
 from mrope.segments import Video
@@ -104,51 +103,6 @@ def _header_rotations(src: OpenSource) -> tuple[dict[int, int], int | None]:
     return iso, mkv
 
 
-@dataclass
-class _Scan:
-    count: int
-    times: np.ndarray | None  # int64 sorted timestamps (stream time base) of all frames, or None
-    truncated: bool
-
-
-_DEADLINE_EVERY = 1024
-"""Packets demuxed between two looks at the clock when a probe has a deadline."""
-
-
-def _scan_packets(
-    container: av.container.InputContainer,
-    stream: Any,
-    max_packets: int,
-    name: str,
-    deadline: float | None = None,
-) -> _Scan:
-    stamps: list[int] = []
-    count = 0
-    complete = True
-    try:
-        for packet in container.demux(stream):
-            if packet.size == 0 or packet.is_discard:
-                continue
-            count += 1
-            if count > max_packets:
-                return _Scan(count - 1, None, True)
-            if deadline is not None and count % _DEADLINE_EVERY == 0 and time.monotonic() > deadline:
-                raise ProbeDeadlineError(f"{name}: stopped after {count} packets, past the probe's deadline")
-            ts = packet.pts if packet.pts is not None else packet.dts
-            if ts is None:
-                complete = False
-            elif complete:
-                stamps.append(ts)
-    except ProbeDeadlineError:
-        raise
-    except Exception as exc:
-        raise MediaError(
-            f"{name}: demuxing failed after {count} packets ({type(exc).__name__}: {exc})"
-        ) from None
-    times = np.sort(np.asarray(stamps, dtype=np.int64)) if complete and stamps else None
-    return _Scan(count, times, False)
-
-
 def _probe_video_source(src: OpenSource, max_packets: int, deadline: float | None = None) -> VideoInfo:
     if isinstance(max_packets, bool) or not isinstance(max_packets, int) or max_packets < 1:
         raise MediaError(f"max_packets must be an int >= 1; got {max_packets!r}")
@@ -186,7 +140,7 @@ def _probe_video_source(src: OpenSource, max_packets: int, deadline: float | Non
             return VideoInfo(
                 avg, frames, duration, width, height, rotation, None, start, timing="header", **common
             )
-        scan = _scan_packets(container, stream, max_packets, src.name, deadline)
+        scan = scan_packets(container, stream, max_packets, src.name, deadline)
         if scan.truncated:
             if header_ok:
                 return VideoInfo(
@@ -248,7 +202,8 @@ def probe_video(
         max_packets: most packets demuxed. Past it a file whose header has the frame count and duration
             keeps the header's values (timed as constant-rate); one without them is an error.
         deadline: a ``time.monotonic()`` value; packet counting stops with
-            :class:`ProbeDeadlineError` once it is past (checked every 1024 packets), so a caller that
+            :class:`ProbeDeadlineError` once it is past (checked every
+            :data:`~mrope.media.packets.DEADLINE_EVERY` packets), so a caller that
             gave up on a file does not leave the work running.
 
     Raises:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope.arrow import list_column, nested_column
+from mrope import arrow
 from mrope.errors import PackingError
 from mrope.packing.bins import check_length, check_max_length, efficiency
 from mrope.packing.rows import pack
@@ -39,12 +39,8 @@ PACKED_COLUMNS = (
     "position_ids",
     "mm_token_type_ids",
     "cu_seqlens",
-    "num_tokens",
-    "image_grid_thw",
-    "video_grid_thw",
-    "second_per_grid_ts",
-    "error",
-    "error_code",
+    *arrow.SEQUENCE_COLUMNS,
+    *arrow.ERROR_COLUMNS,
 )
 """The columns of a packed table (:func:`packed_table`), plus ``labels`` in a job with labels."""
 
@@ -56,20 +52,15 @@ def packed_schema(*, labels: bool = False, fractional: bool = False) -> pa.Schem
     (``""`` on a packed row), and ``labels [L]`` with ``labels``."""
     import pyarrow as pa
 
-    nested = pa.list_(pa.list_(pa.int64()))
     cols = [
         ("ids", pa.list_(pa.string())),
         ("samples", pa.list_(pa.int64())),
         ("input_ids", pa.list_(pa.int64())),
-        ("position_ids", pa.list_(pa.list_(pa.float32())) if fractional else nested),
+        ("position_ids", arrow.positions_type(fractional)),
         ("mm_token_type_ids", pa.list_(pa.int64())),
         ("cu_seqlens", pa.list_(pa.int32())),
-        ("num_tokens", pa.int64()),
-        ("image_grid_thw", nested),
-        ("video_grid_thw", nested),
-        ("second_per_grid_ts", pa.list_(pa.float64())),
-        ("error", pa.string()),
-        ("error_code", pa.string()),
+        *arrow.sequence_fields(),
+        *arrow.error_fields(),
     ]
     if labels:
         cols.append(("labels", pa.list_(pa.int64())))
@@ -170,24 +161,7 @@ def _packed_arrow(rows: Sequence[Mapping[str, Any]], *, labels: bool, fractional
     import pyarrow as pa
 
     schema = packed_schema(labels=labels, fractional=fractional)
-    columns: dict[str, pa.Array] = {}
-    for field in schema:
-        values = [row[field.name] for row in rows]
-        if field.name == "position_ids":
-            kind = np.float32 if fractional else np.int64
-            columns[field.name] = nested_column(
-                [np.asarray(v, dtype=kind) for v in values], pa.float32() if fractional else None
-            )
-        elif field.name in ("image_grid_thw", "video_grid_thw"):
-            columns[field.name] = nested_column([np.asarray(v, dtype=np.int64) for v in values])
-        elif isinstance(field.type, pa.ListType) and field.name != "ids":
-            dtype = field.type.value_type.to_pandas_dtype()
-            columns[field.name] = list_column(
-                [np.asarray(v, dtype=dtype) for v in values], field.type.value_type
-            )
-        else:
-            columns[field.name] = pa.array(values, type=field.type)
-    return pa.table(columns)
+    return pa.table({f.name: arrow.typed_column([row[f.name] for row in rows], f.type) for f in schema})
 
 
 def pack_efficiency(table: pa.Table, max_length: int) -> float:
