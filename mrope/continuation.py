@@ -7,7 +7,7 @@ and image index, MiniCPM-V's canvas counter, the omni timeline's last piece), ne
 So a turn appended after ``generated`` decoded tokens gets exactly the positions it has at the end of the
 whole conversation built at once, from four numbers: the tokens so far, where the next piece starts, the
 largest position and the images so far (:class:`ConversationState`), tied to the exact rules by their
-digest (:func:`mrope.rules.rules_digest`). Each engine says where its next piece starts
+digest (:func:`mrope.rules_digest`). Each engine says where its next piece starts
 (``next_start``) and lays segments out from there (``continue_segments``: its plan filled from that
 running state), so a turn costs its own tokens, whatever the conversation's length.
 
@@ -48,7 +48,7 @@ class ConversationState:
         next_start: where the next piece starts (a float under fractional time).
         top: the largest position so far.
         images: images so far (the image index of HunyuanOCR's sequence positions).
-        rules_digest: :func:`mrope.rules.rules_digest` of the exact rules it was made under (model,
+        rules_digest: :func:`mrope.rules_digest` of the exact rules it was made under (model,
             ``convention``, overrides), which a turn's rules must match; ``None`` in a state saved
             before states carried it, which cannot be continued until it is set (``dataclasses.replace``)
             by a caller who knows its rules.
@@ -137,7 +137,7 @@ class ConversationState:
         digest = data.get("rules_digest")
         if digest is not None and not _is_digest(digest):
             raise LayoutError(
-                f"rules_digest must be 16 hex digits (mrope.rules.rules_digest); got {digest!r}"
+                f"rules_digest must be 16 hex digits (mrope.rules_digest); got {digest!r}"
             )
         rules, eng = data["rules"], data["engine"]
         if not isinstance(rules, str) or not isinstance(eng, str):
@@ -267,7 +267,7 @@ def continue_positions(
             f"this state of the {state.rules!r} rules has no rules_digest (it was saved before states "
             "carried one), so the exact rules it was made under (convention, overrides) are unknown; "
             "rebuild it with conversation_state(...), or, knowing its rules, set "
-            "dataclasses.replace(state, rules_digest=mrope.rules.rules_digest(rules))"
+            "dataclasses.replace(state, rules_digest=mrope.rules_digest(rules))"
         )
     if state.rules_digest != digest:
         raise LayoutError(
