@@ -136,9 +136,7 @@ class ConversationState:
             )
         digest = data.get("rules_digest")
         if digest is not None and not _is_digest(digest):
-            raise LayoutError(
-                f"rules_digest must be 16 hex digits (mrope.rules_digest); got {digest!r}"
-            )
+            raise LayoutError(f"rules_digest must be 16 hex digits (mrope.rules_digest); got {digest!r}")
         rules, eng = data["rules"], data["engine"]
         if not isinstance(rules, str) or not isinstance(eng, str):
             raise LayoutError(f"rules and engine must be strings; got {rules!r}, {eng!r}")
