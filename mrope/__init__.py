@@ -23,7 +23,7 @@ from mrope.errors import (
 from mrope.layout.omni import audio_tokens
 from mrope.packing import PackedBatch, PackedRow, pack
 from mrope.positions import Batch, Positions, Span
-from mrope.rules import LayoutRules
+from mrope.rules import LayoutRules, rules_digest
 from mrope.segments import Audio, Image, Text, Video
 from mrope.spec import RopeScaling, RopeSpec
 from mrope.speculative import draft_depths, draft_positions, tree_attention_mask
@@ -110,6 +110,7 @@ __all__ = [
     "Turn",
     "continue_positions",
     "conversation_state",
+    "rules_digest",
     "draft_depths",
     "draft_positions",
     "tree_attention_mask",

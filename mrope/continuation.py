@@ -6,8 +6,10 @@ segment from where the sequence before it left off (the counter's ``1 + max``, H
 and image index, MiniCPM-V's canvas counter, the omni timeline's last piece), never from what follows.
 So a turn appended after ``generated`` decoded tokens gets exactly the positions it has at the end of the
 whole conversation built at once, from four numbers: the tokens so far, where the next piece starts, the
-largest position and the images so far (:class:`ConversationState`). Each engine says where its next
-piece starts (``next_start``) and lays segments out from there (``continue_segments``).
+largest position and the images so far (:class:`ConversationState`), tied to the exact rules by their
+digest (:func:`mrope.rules_digest`). Each engine says where its next piece starts
+(``next_start``) and lays segments out from there (``continue_segments``: its plan filled from that
+running state), so a turn costs its own tokens, whatever the conversation's length.
 
 Generated tokens count as text continuing the running counter, as the family's ``get_rope_index`` places
 them when the whole conversation is prefilled. Decode gives them ``i + delta``; the two agree except
@@ -27,10 +29,11 @@ from typing import Any
 import numpy as np
 
 from mrope.errors import LayoutError, MRopeWarning
+from mrope.grid import MAX_POSITION
 from mrope.layout import engine, engine_for
 from mrope.models import ModelLike, resolve_rules, resolve_tokenizer
 from mrope.positions import Positions
-from mrope.rules import LayoutRules
+from mrope.rules import LayoutRules, rules_digest
 from mrope.segments import Segment
 
 
@@ -45,6 +48,10 @@ class ConversationState:
         next_start: where the next piece starts (a float under fractional time).
         top: the largest position so far.
         images: images so far (the image index of HunyuanOCR's sequence positions).
+        rules_digest: :func:`mrope.rules_digest` of the exact rules it was made under (model,
+            ``convention``, overrides), which a turn's rules must match; ``None`` in a state saved
+            before states carried it, which cannot be continued until it is set (``dataclasses.replace``)
+            by a caller who knows its rules.
     """
 
     rules: str
@@ -53,6 +60,7 @@ class ConversationState:
     next_start: int | float
     top: int | float
     images: int = 0
+    rules_digest: str | None = None
 
     @property
     def delta(self) -> int | float:
@@ -77,7 +85,7 @@ class ConversationState:
         else:
             start = self.next_start + g
             top = max(self.top, start - 1)
-        return ConversationState(self.rules, self.engine, self.num_tokens + g, start, top, self.images)
+        return replace(self, num_tokens=self.num_tokens + g, next_start=start, top=top)
 
     def after_window(self, dropped: int, shift: int | float = 0, images: int = 0) -> ConversationState:
         """The state after a truncation window took ``dropped`` tokens out of the cache.
@@ -96,14 +104,12 @@ class ConversationState:
                 f"a window cannot drop {dropped} of {self.num_tokens} tokens and {images} of {self.images} "
                 f"images, or move positions down by {shift} from {self.next_start}"
             )
-        kind = type(self.next_start)
-        return ConversationState(
-            self.rules,
-            self.engine,
-            self.num_tokens - int(dropped),
-            kind(self.next_start - shift),
-            type(self.top)(self.top - shift),
-            self.images - int(images),
+        return replace(
+            self,
+            num_tokens=self.num_tokens - int(dropped),
+            next_start=type(self.next_start)(self.next_start - shift),
+            top=type(self.top)(self.top - shift),
+            images=self.images - int(images),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,16 +120,23 @@ class ConversationState:
     def from_dict(cls, data: Mapping[str, Any]) -> ConversationState:
         """The state :meth:`to_dict` gave (e.g. read back from JSON), checked field by field.
 
+        A state saved without ``rules_digest`` (before states carried it) is read with ``None`` there;
+        :func:`continue_positions` refuses it until the digest is set.
+
         Raises:
             LayoutError: a missing or unknown field, or a value of the wrong type or range.
         """
         if not isinstance(data, Mapping):
             raise LayoutError(f"a conversation state is a mapping of its fields; got {type(data).__name__}")
-        names = {"rules", "engine", "num_tokens", "next_start", "top", "images"}
+        names = {"rules", "engine", "num_tokens", "next_start", "top", "images", "rules_digest"}
         if set(data) - names or {"rules", "engine", "num_tokens", "next_start", "top"} - set(data):
             raise LayoutError(
-                f"a conversation state has the fields {sorted(names)} (images optional); got {sorted(data)}"
+                f"a conversation state has the fields {sorted(names)} (images and rules_digest optional); "
+                f"got {sorted(data)}"
             )
+        digest = data.get("rules_digest")
+        if digest is not None and not _is_digest(digest):
+            raise LayoutError(f"rules_digest must be 16 hex digits (mrope.rules_digest); got {digest!r}")
         rules, eng = data["rules"], data["engine"]
         if not isinstance(rules, str) or not isinstance(eng, str):
             raise LayoutError(f"rules and engine must be strings; got {rules!r}, {eng!r}")
@@ -135,7 +148,13 @@ class ConversationState:
         for key, value in numbers.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise LayoutError(f"{key} must be a finite number; got {value!r}")
-        return cls(rules, eng, ints["num_tokens"], numbers["next_start"], numbers["top"], ints["images"])
+        return cls(
+            rules, eng, ints["num_tokens"], numbers["next_start"], numbers["top"], ints["images"], digest
+        )
+
+
+def _is_digest(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 16 and all(c in "0123456789abcdef" for c in value)
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,6 +198,7 @@ def conversation_state(positions: Positions) -> ConversationState:
         next_start=engine(rules).next_start(positions),
         top=float(top) if positions.ids.dtype.kind == "f" else int(top),
         images=len(positions.image_grid_thw),
+        rules_digest=rules_digest(rules),
     )
 
 
@@ -207,7 +227,9 @@ def continue_positions(
         tokenizer: as :func:`mrope.build_positions` (Qwen3-VL / GLM video timestamps).
 
     Raises:
-        LayoutError: rules other than those of ``previous``, bad ``generated`` or segments.
+        LayoutError: rules other than those of ``previous`` (another name, engine or digest: another
+            convention or overrides), a state without a digest, bad ``generated`` or segments, or
+            positions past :data:`mrope.grid.MAX_POSITION`.
     """
     if isinstance(previous, Turn):
         state, given = previous.state, previous.positions.rules
@@ -237,12 +259,31 @@ def continue_positions(
             f"the conversation was built under the {state.rules!r} rules ({state.engine} engine); "
             f"got the {lay.name!r} rules ({engine_for(lay)} engine)"
         )
+    digest = rules_digest(lay)
+    if state.rules_digest is None:
+        raise LayoutError(
+            f"this state of the {state.rules!r} rules has no rules_digest (it was saved before states "
+            "carried one), so the exact rules it was made under (convention, overrides) are unknown; "
+            "rebuild it with conversation_state(...), or, knowing its rules, set "
+            "dataclasses.replace(state, rules_digest=mrope.rules_digest(rules))"
+        )
+    if state.rules_digest != digest:
+        raise LayoutError(
+            f"the conversation's state was made under other {state.rules!r} rules (rules_digest "
+            f"{state.rules_digest!r}) than the {lay.name!r} rules given (rules_digest {digest!r}): another "
+            "convention or rules overrides; continue under the model, convention and rules it was made under"
+        )
     if isinstance(state.next_start, float) != lay.fractional_time:
         raise LayoutError(
             f"a state of the {state.rules!r} rules has {'fractional' if lay.fractional_time else 'integer'} "
             f"positions; got next_start={state.next_start!r}"
         )
     here = state.after(generated)
+    if not here.next_start < MAX_POSITION:
+        raise LayoutError(
+            f"positions overflow: a turn would start at {here.next_start:,} (next_start {state.next_start:,} "
+            f"+ generated {generated:,}); positions stay below {MAX_POSITION:,} (2**62)"
+        )
     layout = engine(lay)
     turn = layout.continue_segments(
         segments, lay, resolve_tokenizer(model, tokenizer), here.next_start, here.images
@@ -253,10 +294,13 @@ def continue_positions(
     if not n:
         return Turn(turn, here.num_tokens, here)
     top_turn = turn.ids.max().item()
+    if not top_turn < MAX_POSITION:  # (the omni timeline writes without the fill's own bound)
+        raise LayoutError(
+            f"positions overflow: the turn reaches {top_turn:,}; positions stay below {MAX_POSITION:,} (2**62)"
+        )
     top = max(here.top, float(top_turn) if lay.fractional_time else int(top_turn))
-    after = ConversationState(
-        rules=here.rules,
-        engine=here.engine,
+    after = replace(
+        here,
         num_tokens=here.num_tokens + n,
         next_start=layout.next_start(turn),
         top=top,
@@ -265,7 +309,7 @@ def continue_positions(
     if not lay.generates_images:  # (GLM-Image keeps delta 0: its decode positions are planned)
         own = replace(after, num_tokens=n).delta  # decode after the turn, in the turn's own indices
         if own != turn.delta:
-            turn = Positions(**{**{f: getattr(turn, f) for f in turn.__dataclass_fields__}, "delta": own})
+            turn = replace(turn, delta=own)
     return Turn(turn, here.num_tokens, after)
 
 

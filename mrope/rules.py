@@ -97,11 +97,14 @@ The rules of released models live in the registry (:mod:`mrope.models`, one modu
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import re
 import string
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+import orjson
 
 from mrope.errors import LayoutError
 
@@ -448,6 +451,26 @@ class LayoutRules:
         if not isinstance(data, dict):
             raise LayoutError(f"LayoutRules.from_dict expects a dict; got {type(data).__name__}")
         return cls().replace(**data)
+
+
+def rules_digest(rules: LayoutRules) -> str:
+    """16 hex digits of the SHA-256 of the rules' fields (:meth:`LayoutRules.to_dict` as sorted JSON): the
+    exact rules (model, ``convention``, overrides) a :class:`mrope.ConversationState` was made under,
+    which its name alone does not tell apart."""
+    if not isinstance(rules, LayoutRules):
+        raise LayoutError(f"rules_digest takes a mrope.LayoutRules; got {type(rules).__name__}")
+    try:
+        return _cached_digest(rules)  # (to_dict costs ~0.2 ms; a turn of a conversation, a tenth of it)
+    except TypeError:  # a field that cannot be hashed
+        return _digest(rules)
+
+
+def _digest(rules: LayoutRules) -> str:
+    text = orjson.dumps(rules.to_dict(), option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+_cached_digest = functools.lru_cache(maxsize=256)(_digest)
 
 
 FIELD_TYPES: dict[str, Any] = get_type_hints(LayoutRules)

@@ -238,9 +238,8 @@ def count_build_render(
         convert.count_tokens(segments, rules, settings, state.tokenizer, weight.token_floor)
     after: mrope.ConversationState | None = None
     if conversation is not None and conversation.previous is not None:
-        # a turn is laid out after a text run as long as the conversation: its start is capped too
-        start = conversation.previous.after(conversation.generated).next_start
-        convert.check_tokens(int(start), settings, "the position a continued turn starts at")
+        # a turn is laid out from where the conversation stands (its own tokens' work): only bounded
+        schema.check_turn_start(conversation.previous, conversation.generated)
         turn = mrope.continue_positions(
             conversation.previous,
             segments,
@@ -256,7 +255,7 @@ def count_build_render(
         convert.check_tokens(pos.num_tokens, settings)
     if conversation is not None and conversation.return_state:
         after = after if after is not None else mrope.conversation_state(pos)
-        extra = {**(extra or {}), "state": schema.state_dict(after, rules)}
+        extra = {**(extra or {}), "state": after.to_dict()}
     state.metrics.tokens.inc(pos.num_tokens)
     return render.render_positions(pos, fmt, state.settings.npy_max_header_bytes, extra)
 

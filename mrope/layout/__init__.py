@@ -4,7 +4,8 @@ Each engine is a module with one interface (:class:`LayoutEngine`): ``plan_segme
 whose ``positions()`` fills them), ``count_tokens``, ``scan_token_ids`` (the token-id interface's
 scan), ``video_time`` (the t offsets of a video's temporal patches), and for continued conversations
 ``next_start`` (where a piece appended to a sequence starts) and ``continue_segments`` (segments laid
-out from there). :func:`engine_for` names the engine of a set of rules and :data:`ENGINES` maps that name to its
+out from there: the plan's ``positions(start=...)`` fills from that running state, so a turn costs its
+own tokens whatever the conversation's length). :func:`engine_for` names the engine of a set of rules and :data:`ENGINES` maps that name to its
 module, the way transformers' ``ROPE_INIT_FUNCTIONS`` maps a rope type to its function.
 """
 
@@ -38,6 +39,7 @@ class LayoutPlan(Protocol):
         tokens: np.ndarray | None = None,
         image_index: int = 0,
         total: int | None = None,
+        start: Any = 0,
     ) -> Positions: ...
 
 

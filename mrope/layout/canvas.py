@@ -103,6 +103,7 @@ def canvas_row(
     types: list[int],
     take: Callable[[int, int, int], tuple[int, int]],
     rules: LayoutRules,
+    start: int = 0,
 ) -> np.ndarray:
     """Positions ``[3, n]`` of one unpadded sequence under the canvas rule.
 
@@ -112,6 +113,7 @@ def canvas_row(
             patches; it checks the crop's token count.
         rules: marker ids (``vision_start_id``, ``vision_end_id``, ``slice_start_id``, ``slice_end_id``,
             ``newline_id``) and ``merge_size``.
+        start: the canvas counter before the first token (0, or where a continued conversation stands).
     """
     check_marker_ids(rules)
     n = len(ids)
@@ -119,7 +121,7 @@ def canvas_row(
     slice_start = int(rules.slice_start_id)  # type: ignore[arg-type]
     markers = {slice_start, rules.slice_end_id, rules.vision_start_id, rules.vision_end_id, rules.newline_id}
     pos = np.broadcast_to(np.arange(n, dtype=np.int64), (3, n)).copy()
-    counter = 0
+    counter = start
     cursor = 0
     for group_start, frames in _frames(ids, types, markers, slice_start):
         for frame in frames:  # the end of a frame: past the markers that close it
@@ -261,14 +263,17 @@ class CanvasPlan(CounterPlan):
         tokens: np.ndarray | None = None,
         image_index: int = 0,
         total: int | None = None,
+        start: int = 0,
     ) -> Positions:
-        """Fill the token ids and spans, then write the canvas positions over them."""
+        """Fill the token ids and spans, then write the canvas positions over them, the counter at
+        ``start`` before the first token (0, or where a continued conversation stands). The fill also
+        bounds the positions: a frame advances the canvas counter by fewer than its tokens."""
         ids, tokens, total = self.output_arrays(ids, tokens, total)
         lay = self.rules
         spans: list[Span] = []
-        fill_pieces(self.pieces, ids, tokens, spans, lay.advance, self.owners)  # token ids and spans
-        ids[:] = canvas_positions(tokens, lay, self.image_grids, self.video_grids)
-        top = int(ids.max()) if total else -1
+        fill_pieces(self.pieces, ids, tokens, spans, lay.advance, self.owners, start)  # token ids, spans
+        ids[:] = canvas_positions(tokens, lay, self.image_grids, self.video_grids, start)
+        top = int(ids.max()) if total else start - 1
         return self.describe(ids, tokens, spans, top, total)
 
 
@@ -277,8 +282,10 @@ def canvas_positions(
     rules: LayoutRules,
     image_grids: Sequence[Sequence[int]],
     video_grids: Sequence[Sequence[int]],
+    start: int = 0,
 ) -> np.ndarray:
-    """Positions ``[3, T]`` of one sequence's tokens under the canvas rule, the crops' grids taken in order."""
+    """Positions ``[3, T]`` of one sequence's tokens under the canvas rule, the crops' grids taken in order
+    (the counter at ``start`` before the first token)."""
     queues = {1: iter(image_grids), 2: iter(video_grids)}
     types = (tokens == rules.image_pad_id).astype(np.int64) + 2 * (tokens == rules.video_pad_id)
 
@@ -286,7 +293,7 @@ def canvas_positions(
         _, h, w = next(queues[kind])
         return h, w
 
-    return canvas_row(tokens.tolist(), types.tolist(), take, rules)
+    return canvas_row(tokens.tolist(), types.tolist(), take, rules, start)
 
 
 def frame_tokens(thumbnail_tokens: int, slice_tokens: int, tiles: tuple[int, int] | None) -> int:
@@ -336,7 +343,7 @@ def next_start(positions: Positions) -> int:
 def continue_segments(
     segments: Sequence[Segment], rules: LayoutRules, tokenizer: Any, start: int, image_index: int = 0
 ) -> Positions:
-    """Positions of ``segments`` appended where the counter stands at ``start``: see
+    """Positions of ``segments`` appended where the counter stands at ``start``, laid out from there: see
     :func:`mrope.layout.counter.continue_segments`."""
     return continue_counter_segments(segments, rules, tokenizer, start, image_index, plan_segments)
 

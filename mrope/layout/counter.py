@@ -355,8 +355,6 @@ class CounterPlan:
 
     # ------------------------------------------------------------------------------------ filling
 
-    # ------------------------------------------------------------------------------------ filling
-
     @property
     def num_tokens(self) -> int:
         return sum(p.n for p in self.pieces)
@@ -380,14 +378,17 @@ class CounterPlan:
         tokens: np.ndarray | None = None,
         image_index: int = 0,
         total: int | None = None,
+        start: int = 0,
     ) -> Positions:
         """Write every piece into ``ids`` int64 ``[A, T]`` and ``tokens`` int64 ``[T]`` (new arrays when
         ``None``; a batch passes views of its own rows) and describe the result; spans are made from the
         pieces when first read. ``image_index`` is the first image index of the ``sequence`` positions
-        rule (unused here); ``total`` is :attr:`num_tokens` when the caller has it."""
+        rule (unused here); ``total`` is :attr:`num_tokens` when the caller has it; ``start``: where the
+        counter stands before the first piece (0, or where a continued conversation stands; ``delta``
+        is then the pieces' own, ``1 + max`` minus their count)."""
         ids, tokens, total = self.output_arrays(ids, tokens, total)
         lay = self.rules
-        top = fill_pieces(self.pieces, ids, tokens, None, lay.advance, self.owners)
+        top = fill_pieces(self.pieces, ids, tokens, None, lay.advance, self.owners, start)
         return positions_with_lazy_spans(
             piece_spans,
             (self.pieces, self.owners),
@@ -595,34 +596,13 @@ def continue_segments(
     plan: Callable[[Sequence[Segment], LayoutRules, Any], Any] = plan_segments,
 ) -> Positions:
     """Positions of ``segments`` appended to a sequence after which the counter stands at ``start``
-    (with ``image_index`` images before them): planned by ``plan`` after a text run of ``start`` tokens
-    (which leaves every engine built on text runs at ``start``), filled, and cut after that run. Spans
+    (with ``image_index`` images before them): planned by ``plan`` and filled from ``start`` (the
+    plan's ``positions(start=...)``), so the cost is the new tokens' alone, whatever came before. Spans
     count from the first new token and from segment 0; ``delta`` is the new tokens' own (``1 + max``
     minus their count)."""
     if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
         raise LayoutError(f"start must be an int >= 0; got {start!r}")
-    start = int(start)
-    lead = (Text(start),) if start else ()
-    whole = plan([*lead, *segments], rules, tokenizer).positions(image_index=image_index)
-    if not start:
-        return whole
-    cut = len(lead)
-    return Positions(
-        ids=whole.ids[:, start:].copy(),
-        delta=whole.delta if rules.generates_images else whole.delta + start,  # (GLM-Image: always 0)
-        spans=tuple(
-            span._replace(start=span.start - start, stop=span.stop - start, index=span.index - cut)
-            for span in whole.spans[cut:]
-        ),
-        input_ids=whole.input_ids[start:].copy(),
-        image_grid_thw=whole.image_grid_thw,
-        video_grid_thw=whole.video_grid_thw,
-        second_per_grid_ts=whole.second_per_grid_ts,
-        rules=whole.rules,
-        notes=whole.notes,
-        audio_tokens=whole.audio_tokens,
-        generation_ids=whole.generation_ids,
-    )
+    return plan(segments, rules, tokenizer).positions(image_index=image_index, start=int(start))
 
 
 def video_time(n_patches: int, second_per_grid: float, rules: LayoutRules) -> np.ndarray:

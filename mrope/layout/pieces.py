@@ -222,18 +222,21 @@ def fill_pieces(
     spans: list[Span] | None,
     advance: str,
     owners: Sequence[int] | None = None,
+    start: int = 0,
 ) -> int:
     """Fill ``ids[:, :sum(n)]`` (and ``tokens`` / ``spans`` when given) from ``pieces``.
 
     ``owners`` holds the segment index of each piece (default: each piece's own ``index``); spans and
     errors name it. Consecutive text runs continue one another's positions, so each streak of them
-    (text, then a vision wrapper, ...) is written with one slice of ``0, 1, 2, ...``.
+    (text, then a vision wrapper, ...) is written with one slice of ``0, 1, 2, ...``. ``start``: where
+    the counter stands before the first piece (0; in a continued conversation, where the sequence
+    before the pieces left it, as if they followed it: ``start - 1`` counts as its largest position).
 
-    Returns the largest position written (-1 for an empty sequence).
+    Returns the largest position written (``start - 1`` for an empty sequence).
     """
     a = 0  # token cursor
-    top = -1  # max position so far
-    s = 0  # start of the next piece
+    top = start - 1  # max position so far
+    s = start  # start of the next piece
     streak = -1  # token where the pending streak of text runs began (-1: none)
     streak_s = 0  # its first position
     spatial = advance == "spatial"

@@ -38,11 +38,13 @@ class SequencePositionsPlan(CounterPlan):
         tokens: np.ndarray | None = None,
         image_index: int = 0,
         total: int | None = None,
+        start: int = 0,
     ) -> Positions:
-        """Fill and describe the sequence; ``image_index`` is the index of its first image."""
+        """Fill and describe the sequence; ``image_index`` is the index of its first image, ``start`` the
+        token index of its first token (0, or the tokens before it in a continued conversation)."""
         ids, tokens, total = self.output_arrays(ids, tokens, total)
         spans: list[Span] = []
-        top, _ = fill_sequence_pieces(self.pieces, ids, tokens, spans, image_index, self.owners)
+        top, _ = fill_sequence_pieces(self.pieces, ids, tokens, spans, image_index, self.owners, start)
         return self.describe(ids, tokens, spans, top, total)
 
 
@@ -53,18 +55,20 @@ def fill_sequence_pieces(
     spans: list[Span] | None,
     image_index: int = 0,
     owners: Sequence[int] | None = None,
+    start: int = 0,
 ) -> tuple[int, int]:
     """Fill ``ids[:, :sum(n)]`` under the ``sequence`` positions rule (HunyuanOCR).
 
-    Every axis holds the token's index in the sequence; the tokens of a vision block write
-    ``(col, row, image index)`` on the last three axes (``ids`` has 3 or 4 rows; with 4, row 0 stays the
-    sequence index). Returns ``(largest position, next image index)``.
+    Every axis holds the token's index in the sequence (counted from ``start``: 0, or the tokens before
+    the pieces in a continued conversation); the tokens of a vision block write ``(col, row, image
+    index)`` on the last three axes (``ids`` has 3 or 4 rows; with 4, row 0 stays the sequence index).
+    Returns ``(largest position, next image index)``.
     """
     total = sum(p.n for p in pieces)
-    if total > MAX_POSITION:
-        raise LayoutError(f"positions overflow: {total:,} tokens")
-    ids[:, :total] = np.arange(total, dtype=np.int64)
-    top = total - 1
+    if start + total > MAX_POSITION:
+        raise LayoutError(f"positions overflow: {total:,} tokens from token {start:,}")
+    ids[:, :total] = np.arange(start, start + total, dtype=np.int64)
+    top = start + total - 1
     a = 0
     first = ids.shape[0] - 3
     if owners is None:
@@ -112,7 +116,8 @@ def continue_segments(
     segments: Sequence[Segment], rules: LayoutRules, tokenizer: Any, start: int, image_index: int = 0
 ) -> Positions:
     """Positions of ``segments`` appended after ``start`` tokens and ``image_index`` images (the image
-    index runs on through the conversation): see :func:`mrope.layout.counter.continue_segments`."""
+    index runs on through the conversation), filled from there: see
+    :func:`mrope.layout.counter.continue_segments`."""
     return continue_counter_segments(segments, rules, tokenizer, start, image_index, plan_segments)
 
 

@@ -97,7 +97,7 @@ from .request import (
     VideoAudio,
     VideoSegment,
 )
-from .state import MAX_STATE_NUMBER, ConversationStateBody, request_state, rules_digest, state_dict
+from .state import MAX_STATE_NUMBER, ConversationStateBody, check_turn_start, request_state
 from .text import TokenizerRequired, load_tokenizer, tokenize
 
 __all__ = [
@@ -162,11 +162,10 @@ __all__ = [
     "parse_record",
     "parse_request",
     "parse_segments",
+    "check_turn_start",
     "request_state",
     "require_model",
     "rules_dict",
-    "rules_digest",
-    "state_dict",
     "text_from",
     "to_segment",
     "to_segments",

@@ -1,23 +1,22 @@
 """The JSON form of a conversation's state: what a request sends back to continue a conversation and a
-response returns (a :class:`mrope.ConversationState` plus a digest of the rules it was made under).
+response returns (the fields of a :class:`mrope.ConversationState`, its ``rules_digest`` included).
 
 A server that keeps a conversation's KV cache keeps this small object per conversation instead of the
-whole conversation (docs/engine.md, docs/service.md). The digest ties the state to the exact rules (model,
-``convention`` and ``rules`` overrides): a state is refused under any other rules, as positions continued
-under other rules would not be the conversation's. Its numbers are bounded (:data:`MAX_STATE_NUMBER`).
+whole conversation (docs/engine.md, docs/service.md). The digest (:func:`mrope.rules_digest`) ties
+the state to the exact rules (model, ``convention`` and ``rules`` overrides): a state is refused under any
+other rules, as positions continued under other rules would not be the conversation's. Its numbers, and
+where the turn it continues starts, are bounded (:data:`MAX_STATE_NUMBER`).
 """
 
 from __future__ import annotations
 
-import hashlib
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Literal, Union
 
-import orjson
 from pydantic import Field
 
 from mrope.continuation import ConversationState
 from mrope.layout import ENGINES, engine_for
-from mrope.rules import LayoutRules
+from mrope.rules import LayoutRules, rules_digest
 
 from .errors import RequestError
 from .fields import FiniteFloat, StrictModel
@@ -33,15 +32,10 @@ _Position = Union[  # noqa: UP007
 EngineName = Literal[tuple(ENGINES)]  # type: ignore[valid-type]
 
 
-def rules_digest(rules: LayoutRules) -> str:
-    """16 hex digits of the SHA-256 of the rules' fields (:meth:`LayoutRules.to_dict` as sorted JSON)."""
-    text = orjson.dumps(rules.to_dict(), option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)
-    return hashlib.sha256(text).hexdigest()[:16]
-
-
 class ConversationStateBody(StrictModel):
     """A conversation's state as the service returned it (``"return_state": true``); send it back
-    unchanged with the next turn. The fields of :class:`mrope.ConversationState` and ``rules_digest``."""
+    unchanged with the next turn. The fields of :class:`mrope.ConversationState` (``rules_digest``
+    required here: the service makes every state it returns with one)."""
 
     rules: Annotated[str, Field(min_length=1, max_length=256)] = Field(
         description="name of the rules the conversation was built under"
@@ -56,9 +50,22 @@ class ConversationStateBody(StrictModel):
     )
 
 
-def state_dict(state: ConversationState, rules: LayoutRules) -> dict[str, Any]:
-    """The JSON a response returns for ``state`` (made under ``rules``)."""
-    return {**state.to_dict(), "rules_digest": rules_digest(rules)}
+def check_turn_start(state: ConversationState, generated: int) -> None:
+    """Refuse a continued turn that would start past :data:`MAX_STATE_NUMBER` (the state's
+    ``next_start`` plus ``generated``): its positions and the state returned after it would not be exact
+    JSON numbers, nor a state this schema takes back. (Where the turn starts costs nothing: the turn is
+    laid out from there, so a long conversation is no more work than a short one.)
+
+    Raises:
+        RequestError: the turn's start over the bound, named with the two numbers that make it.
+    """
+    start = state.after(generated).next_start
+    if start > MAX_STATE_NUMBER:
+        raise RequestError(
+            f"state: a continued turn starts at next_start + generated = {state.next_start!r} + {generated} "
+            f"= {start!r}; it must be at most {MAX_STATE_NUMBER} (2**53, the largest position a state "
+            "holds exactly in JSON)"
+        )
 
 
 def request_state(body: ConversationStateBody | None, rules: LayoutRules) -> ConversationState | None:
@@ -81,7 +88,7 @@ def request_state(body: ConversationStateBody | None, rules: LayoutRules) -> Con
             f"({rules_digest(rules)!r}): the state was made with another convention or other rules "
             "overrides, or was altered; send the request's model, convention and rules unchanged"
         )
-    data = body.model_dump(exclude={"rules_digest"})
+    data = body.model_dump()
     for key in ("next_start", "top"):
         value = data[key]
         if rules.fractional_time:
@@ -99,7 +106,6 @@ __all__ = [
     "MAX_STATE_NUMBER",
     "ConversationStateBody",
     "StateCount",
+    "check_turn_start",
     "request_state",
-    "rules_digest",
-    "state_dict",
 ]

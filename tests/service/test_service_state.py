@@ -172,10 +172,52 @@ def test_forged_states_are_refused(client):
     assert "generated" in _refused(client, good, generated=-1)
     assert "generated" in _refused(client, good, generated=2**60)
     assert "needs 'state'" in _refused(client, None, generated=3)
-    # where a turn starts is under the token cap (a state cannot make the server do more work)
-    msg = _refused(client, {**good, "next_start": 2**40, "top": 2**40 - 1}, status=413)
-    assert "MROPE_MAX_TOKENS" in msg
-    assert "MROPE_MAX_TOKENS" in _refused(client, good, generated=2**30, status=413)
+    # where a turn starts is bounded (test_a_state_far_into_a_conversation_is_answered below)
+    assert "at most 9007199254740992" in _refused(client, good, generated=2**53)
+
+
+def test_a_state_far_into_a_conversation_is_answered(client):
+    """A turn is laid out from where the conversation stands, so a state far above MROPE_MAX_TOKENS
+    (which caps the turn's own tokens) is answered as the library answers it; a turn that would start
+    past the largest number a state holds exactly (2**53) is a 422 naming both numbers."""
+    cap = Settings().max_tokens
+    segments = [
+        {"type": "text", "tokens": 3},
+        {"type": "image", "grid": [1, 28, 28]},
+        {"type": "text", "tokens": 2},
+    ]
+    library = [Text(3), Image(grid=(1, 28, 28)), Text(2)]
+    good = _state(client)
+    for start in (cap * 1000 + 7, mrope.schema.MAX_STATE_NUMBER - 40):
+        far = {**good, "num_tokens": start, "next_start": start, "top": start - 1}
+        resp = _post(
+            client,
+            {"model": "qwen2.5-vl", "segments": segments, "state": far, "generated": 5, "return_state": True},
+        )
+        assert resp.status_code == 200, resp.text
+        want = mrope.continue_positions(
+            mrope.ConversationState.from_dict(far), library, generated=5, model="qwen2.5-vl"
+        )
+        data = resp.json()
+        assert np.array_equal(np.asarray(data["positions"], dtype=np.int64), want.positions.ids)
+        assert data["positions"][0][0] == start + 5  # (the text after the 5 generated tokens)
+        assert data["state"] == want.state.to_dict() and data["delta"] == want.positions.delta
+    # past the bound: next_start + generated one over 2**53
+    edge = {**good, "num_tokens": 2**53, "next_start": 2**53 - 4, "top": 2**53 - 5}
+    msg = _refused(client, edge, generated=5)
+    assert "9007199254740988 + 5 = 9007199254740993" in msg and "at most 9007199254740992" in msg
+    assert (
+        _post(
+            client,
+            {
+                "model": "qwen2.5-vl",
+                "segments": [{"type": "text", "tokens": 1}],
+                "state": edge,
+                "generated": 4,
+            },
+        ).json()["positions"]
+        == [[2**53]] * 3
+    )  # (the control: at the bound)
 
 
 def test_fractional_state_takes_whole_numbers(client):
