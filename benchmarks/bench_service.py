@@ -661,6 +661,11 @@ PHASES = (
     "  `mrope.build_positions`",
     "  render JSON",
     "    of which orjson over the `[3, T]` ids",
+    "typical request as npy, whole app",
+    "typical request as npy int64, whole app",
+    "  render npy (int32)",
+    "    of which the int32 check and cast (`wire_array`)",
+    "  render npy int64",
 )
 
 
@@ -682,14 +687,15 @@ def instruction_phases(n: int) -> None:
     data = orjson.loads(body)
     shape = jsonbody.inspect(data, state.limits)
 
-    async def calls(method: str, path: str, payload: bytes) -> None:
+    async def calls(method: str, path: str, payload: bytes, accept: bytes | None = None) -> None:
         for _ in range(n):
-            assert await asgi_call(app, method, path, payload) == 200
+            assert await asgi_call(app, method, path, payload, accept) == 200
 
     async def warm() -> None:
         for _ in range(50):
             await asgi_call(app, "GET", "/healthz", b"")
             await asgi_call(app, "POST", "/v1/positions", body)
+            await asgi_call(app, "POST", "/v1/positions", body, b"application/x-npy")
 
     ids_json = functools.partial(orjson.dumps, pos.ids, option=orjson.OPT_SERIALIZE_NUMPY)
     phases = (
@@ -701,6 +707,11 @@ def instruction_phases(n: int) -> None:
         lambda: [mrope.build_positions(segments, model=model, rules=rules) for _ in range(n)],
         lambda: [render.render_positions(pos, "json", 4096) for _ in range(n)],
         lambda: [ids_json() for _ in range(n)],
+        lambda: asyncio.run(calls("POST", "/v1/positions", body, b"application/x-npy")),
+        lambda: asyncio.run(calls("POST", "/v1/positions", body, b"application/x-npy; dtype=int64")),
+        lambda: [render.render_positions(pos, "npy", 4096) for _ in range(n)],
+        lambda: [render.wire_array(pos.ids, "npy") for _ in range(n)],
+        lambda: [render.render_positions(pos, "npy-int64", 4096) for _ in range(n)],
     )
     asyncio.run(warm())
     gc.collect()
@@ -711,7 +722,7 @@ def instruction_phases(n: int) -> None:
         os.getppid()
 
 
-def count_instructions(n: int = 300) -> list[tuple[str, float]]:
+def count_instructions(n: int = 200) -> list[tuple[str, float]]:
     """Instructions per call of each of :data:`PHASES`, counted by valgrind's callgrind (load-independent:
     on a shared machine the only figure that does not move with other jobs). Python code, not wall time:
     the server also pays the kernel and uvicorn, and a cache-cold request more per instruction."""
@@ -721,7 +732,7 @@ def count_instructions(n: int = 300) -> list[tuple[str, float]]:
     with tempfile.TemporaryDirectory() as out:
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
         argv = [valgrind, "--tool=callgrind", "--dump-before=getppid", f"--callgrind-out-file={out}/cg.%p"]
-        argv += [os.path.realpath(sys.executable), __file__, "--instruction-phases", str(n)]
+        argv += [sys.executable, __file__, "--instruction-phases", str(n)]
         subprocess.run(argv, env=env, cwd=ROOT, check=True, capture_output=True, timeout=1800)
         # cg.<pid>.<k> for the k-th dump, then cg.<pid> at exit
         dumps = sorted(
@@ -824,6 +835,10 @@ def main() -> int:
         for name, count in counts:
             print(f"| {name} | {count / 1e3:,.0f}k |")
         print(f"\n`/healthz` / typical by instructions: {counts[0][1] / counts[1][1]:.2f}")
+        print(
+            f"typical npy / JSON by instructions: {counts[8][1] / counts[1][1]:.2f}; npy int64 / JSON "
+            f"{counts[9][1] / counts[1][1]:.2f} (below 1: npy is the cheaper)"
+        )
         return 0
 
     load0 = f"{os.getloadavg()[0]:.2f}"
