@@ -20,8 +20,12 @@ It also times hostile bodies (issue 12): each body up to the 16 MiB cap, one at 
 server's resident memory after them.
 
 Usage: ``python benchmarks/bench_service.py [--duration 10] [--concurrency 16] [--workers 1] [--pairs 2]
-[--client wrk|httpx] [--access-log] [--stages] [--profile out.txt] [--in-process]``. ``--in-process`` only
-times the app answering ``/healthz`` and the typical request as JSON and as npy in-process. ``--stages`` adds three servers
+[--client wrk|httpx] [--access-log] [--stages] [--profile out.txt] [--in-process] [--formats]``.
+``--in-process`` only times the app answering ``/healthz`` and the typical request as JSON, npy and npy
+int64 in-process. ``--formats`` only runs ``/healthz`` and the typical request as JSON, npy (int32) and npy
+int64 (``Accept: application/x-npy; dtype=int64``) on the service, then the same three answers from
+``canned`` servers that send those bytes with no work, ``--pairs`` interleaved rounds: what each format
+costs in a loaded server, and what its body's transport alone costs. ``--stages`` adds three servers
 whose ``/v1/positions`` does only part of the work before answering the typical request's own bytes
 (:data:`STAGES`), run in turn with the real one: what each stage costs inside a loaded server, and what
 the server, the middlewares and the response cost with no work at all. ``--profile`` runs pyinstrument over the app
