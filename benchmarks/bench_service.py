@@ -430,32 +430,20 @@ def run_formats(
             for name, _, base, h, _ in scenarios
             if h is not None
         }
+
+        def load(name: str, pid: int, base: str, headers: dict[str, str] | None, seconds: float) -> Result:
+            if headers is None:
+                return run_load(
+                    client, pid, base, name, "GET", "/healthz", None, {}, concurrency, seconds, workdir
+                )
+            args = (client, pid, base, name, "POST", "/v1/positions", typical, headers, concurrency)
+            return run_load(*args, seconds, workdir)
+
         for _, pid, base, headers, _ in scenarios:
-            method, path, body = (
-                ("GET", "/healthz", None) if headers is None else ("POST", "/v1/positions", typical)
-            )
-            run_load(
-                client, pid, base, "warmup", method, path, body, headers or {}, concurrency, 1.0, workdir
-            )
+            load("warmup", pid, base, headers, 1.0)
         for k in range(1, rounds + 1):
             for name, pid, base, headers, _ in scenarios:
-                method, path, body = (
-                    ("GET", "/healthz", None) if headers is None else ("POST", "/v1/positions", typical)
-                )
-                r = run_load(
-                    client,
-                    pid,
-                    base,
-                    f"{name} {k}",
-                    method,
-                    path,
-                    body,
-                    headers or {},
-                    concurrency,
-                    duration,
-                    workdir,
-                )
-                out[name].append((r, sizes.get(name, 0)))
+                out[name].append((load(f"{name} {k}", pid, base, headers, duration), sizes.get(name, 0)))
         return out
     finally:
         for *_, proc in servers:
