@@ -20,8 +20,12 @@ It also times hostile bodies (issue 12): each body up to the 16 MiB cap, one at 
 server's resident memory after them.
 
 Usage: ``python benchmarks/bench_service.py [--duration 10] [--concurrency 16] [--workers 1] [--pairs 2]
-[--client wrk|httpx] [--access-log] [--stages] [--profile out.txt] [--in-process]``. ``--in-process`` only
-times the app answering ``/healthz`` and the typical request as JSON and as npy in-process. ``--stages`` adds three servers
+[--client wrk|httpx] [--access-log] [--stages] [--profile out.txt] [--in-process] [--formats]``.
+``--in-process`` only times the app answering ``/healthz`` and the typical request as JSON, npy and npy
+int64 in-process. ``--formats`` only runs ``/healthz`` and the typical request as JSON, npy (int32) and npy
+int64 (``Accept: application/x-npy; dtype=int64``) on the service, then the same three answers from
+``canned`` servers that send those bytes with no work, ``--pairs`` interleaved rounds: what each format
+costs in a loaded server, and what its body's transport alone costs. ``--stages`` adds three servers
 whose ``/v1/positions`` does only part of the work before answering the typical request's own bytes
 (:data:`STAGES`), run in turn with the real one: what each stage costs inside a loaded server, and what
 the server, the middlewares and the response cost with no work at all. ``--profile`` runs pyinstrument over the app
@@ -66,6 +70,9 @@ TYPICAL = {
 }
 JSON_H = {"content-type": "application/json"}
 NPY_H = {"content-type": "application/json", "accept": "application/x-npy"}
+NPY64_H = {"content-type": "application/json", "accept": "application/x-npy; dtype=int64"}
+FORMATS = (("JSON", "json", JSON_H), ("npy", "npy", NPY_H), ("npy int64", "npy-int64", NPY64_H))
+"""The typical request's answers ``--formats`` compares: (label, the service's format name, headers)."""
 
 
 def text_request(n: int) -> dict:
@@ -103,11 +110,17 @@ class Result:
     p50_ms: float
     p99_ms: float
     server_cpu_s: float = float("nan")
+    server_sys_s: float = float("nan")
 
     @property
     def cpu_us_per_request(self) -> float:
         """Server CPU time (user + system) per request, microseconds."""
         return self.server_cpu_s / self.requests * 1e6 if self.requests else float("nan")
+
+    @property
+    def sys_us_per_request(self) -> float:
+        """The kernel's part of :attr:`cpu_us_per_request` (system time: socket reads and writes)."""
+        return self.server_sys_s / self.requests * 1e6 if self.requests else float("nan")
 
     @property
     def rps(self) -> float:
@@ -120,11 +133,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux ``/proc/<pid>/stat``)."""
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU time of a process so far, seconds (Linux ``/proc/<pid>/stat``)."""
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def rss_kib(pid: int) -> int:
@@ -144,7 +158,7 @@ local f = io.open(os.getenv("MROPE_BENCH_BODY"), "rb")
 wrk.method = os.getenv("MROPE_BENCH_METHOD")
 if wrk.method == "POST" then wrk.body = f:read("*a") end
 f:close()
-for name, value in string.gmatch(os.getenv("MROPE_BENCH_HEADERS"), "([^=;]+)=([^;]*)") do
+for name, value in string.gmatch(os.getenv("MROPE_BENCH_HEADERS"), "([^=\n]+)=([^\n]*)") do
   wrk.headers[name] = value
 end
 """
@@ -180,12 +194,12 @@ def wrk_load(
         **os.environ,
         "MROPE_BENCH_BODY": body_path,
         "MROPE_BENCH_METHOD": method,
-        "MROPE_BENCH_HEADERS": ";".join(f"{k}={v}" for k, v in headers.items()),
+        "MROPE_BENCH_HEADERS": "\n".join(f"{k}={v}" for k, v in headers.items()),  # values hold ";"
     }
     argv = ["wrk", "-t1", f"-c{concurrency}", f"-d{max(1, round(duration))}s", "--latency", "-s", script]
-    cpu0 = cpu_seconds(pid)
+    user0, sys0 = cpu_times(pid)
     out = subprocess.run(argv + [base + path], capture_output=True, text=True, env=env, timeout=duration + 60)
-    cpu = cpu_seconds(pid) - cpu0
+    user1, sys1 = cpu_times(pid)
     text = out.stdout
     done = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)", text)
     if out.returncode != 0 or done is None:
@@ -197,7 +211,8 @@ def wrk_load(
     sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
     if sock:
         errors += sum(int(x) for x in sock.groups())
-    return Result(name, requests, errors, seconds, _ms(lat.get("50", "nan")), _ms(lat.get("99", "nan")), cpu)
+    p50, p99 = _ms(lat.get("50", "nan")), _ms(lat.get("99", "nan"))
+    return Result(name, requests, errors, seconds, p50, p99, user1 + sys1 - user0 - sys0, sys1 - sys0)
 
 
 # --------------------------------------------------------------------------------------- httpx
@@ -234,12 +249,13 @@ async def httpx_load(
                 latencies.append(time.perf_counter() - t0)
                 errors += not ok
 
-        start, cpu0 = time.perf_counter(), cpu_seconds(pid)
+        start, (user0, sys0) = time.perf_counter(), cpu_times(pid)
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed, cpu = time.perf_counter() - start, cpu_seconds(pid) - cpu0
+        elapsed, (user1, sys1) = time.perf_counter() - start, cpu_times(pid)
     xs = sorted(latencies) or [float("nan")]
     pct = [xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3 for q in (0.5, 0.99)]
-    return Result(name, len(latencies), errors, elapsed, pct[0], pct[1], cpu)
+    cpu, sys_cpu = user1 + sys1 - user0 - sys0, sys1 - sys0
+    return Result(name, len(latencies), errors, elapsed, pct[0], pct[1], cpu, sys_cpu)
 
 
 def run_load(client: str, *args: object) -> Result:
@@ -388,6 +404,81 @@ def print_stages(rows: list[tuple[str, list[Result], list[Result]]]) -> None:
     )
 
 
+def run_formats(
+    client: str, real: tuple[int, str], concurrency: int, duration: float, workdir: str, rounds: int
+) -> dict[str, list[tuple[Result, int]]]:
+    """``rounds`` rounds of: ``/healthz`` and the typical request as each of :data:`FORMATS` on the real
+    service, then each answer's own bytes from a ``canned`` server (:data:`STAGES`: reads the body,
+    sends the pre-rendered response, every middleware in place), so the transport of each body is
+    measured apart from the work. Returns ``{scenario: [(result, response bytes), ...]}`` in round order."""
+    typical = orjson.dumps(TYPICAL)
+    servers: list[tuple[str, int, str, dict[str, str], subprocess.Popen | None]] = []
+    try:
+        for label, fmt, headers in FORMATS:
+            proc, base = start_server(1, False, "canned", fmt)
+            got = httpx.post(base + "/v1/positions", content=typical, headers=headers, timeout=30)
+            want = httpx.post(real[1] + "/v1/positions", content=typical, headers=headers, timeout=30)
+            if got.content != want.content or got.headers["content-type"] != want.headers["content-type"]:
+                raise RuntimeError(f"the canned {label} server does not answer the service's bytes")
+            servers.append((f"canned {label}", proc.pid, base, headers, proc))
+        scenarios = [("`GET /healthz` (floor)", *real, None, None)]
+        scenarios += [(f"typical, {label}", *real, headers, None) for label, _, headers in FORMATS]
+        scenarios += servers
+        out: dict[str, list[tuple[Result, int]]] = {name: [] for name, *_ in scenarios}
+        sizes = {
+            name: len(httpx.post(base + "/v1/positions", content=typical, headers=h, timeout=30).content)
+            for name, _, base, h, _ in scenarios
+            if h is not None
+        }
+
+        def load(name: str, pid: int, base: str, headers: dict[str, str] | None, seconds: float) -> Result:
+            if headers is None:
+                return run_load(
+                    client, pid, base, name, "GET", "/healthz", None, {}, concurrency, seconds, workdir
+                )
+            args = (client, pid, base, name, "POST", "/v1/positions", typical, headers, concurrency)
+            return run_load(*args, seconds, workdir)
+
+        for _, pid, base, headers, _ in scenarios:
+            load("warmup", pid, base, headers, 1.0)
+        for k in range(1, rounds + 1):
+            for name, pid, base, headers, _ in scenarios:
+                out[name].append((load(f"{name} {k}", pid, base, headers, duration), sizes.get(name, 0)))
+        return out
+    finally:
+        for *_, proc in servers:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
+def print_formats(rows: dict[str, list[tuple[Result, int]]]) -> None:
+    """The ``--formats`` table: medians over the rounds, and each per-round ratio with its spread."""
+    floor = [r for r, _ in rows["`GET /healthz` (floor)"]]
+    print(
+        "\n| scenario | body bytes | req/s | server CPU us/req | of which kernel | / floor by req/s (per round) |"
+    )
+    print("|---|---:|---:|---:|---:|---|")
+    for name, results in rows.items():
+        rs = [r for r, _ in results]
+        ratios = [r.rps / f.rps for r, f in zip(rs, floor, strict=True) if f.rps]
+        print(
+            f"| {name} | {results[0][1]:,} | {statistics.median(r.rps for r in rs):,.0f} "
+            f"| {statistics.median(r.cpu_us_per_request for r in rs):,.0f} "
+            f"| {statistics.median(r.sys_us_per_request for r in rs):,.0f} "
+            f"| {statistics.median(ratios):.2f} ({', '.join(f'{x:.2f}' for x in ratios)}) |"
+        )
+    pairs = (("typical, npy", "typical, JSON"), ("typical, npy", "typical, npy int64"))
+    for a, b in (*pairs, ("canned npy", "canned JSON"), ("canned npy int64", "canned JSON")):
+        ra, rb = [r for r, _ in rows[a]], [r for r, _ in rows[b]]
+        rps = [x.rps / y.rps for x, y in zip(ra, rb, strict=True) if y.rps]
+        cpu = [y.cpu_us_per_request / x.cpu_us_per_request for x, y in zip(ra, rb, strict=True)]
+        print(
+            f"{a} / {b}, per round: throughput {', '.join(f'{x:.2f}' for x in rps)} (median "
+            f"{statistics.median(rps):.2f}); by server CPU per request {', '.join(f'{x:.2f}' for x in cpu)} "
+            f"(median {statistics.median(cpu):.2f}; above 1: the first is the cheaper)"
+        )
+
+
 def run_hostile(base: str, pid: int) -> list[tuple[str, int, float, int, int]]:
     """(name, status, seconds, response bytes, VmRSS KiB after) of each hostile body, one at a time."""
     out = []
@@ -456,6 +547,8 @@ server CPU per request splits the real request's cost as it is paid inside the s
 with uvicorn and the kernel between requests), where the in-process stage timings run hot."""
 
 STAGE_ENV = "MROPE_BENCH_STAGE"
+CANNED_FORMAT_ENV = "MROPE_BENCH_CANNED_FORMAT"
+"""The format (``json``, ``npy``, ``npy-int64``) a stage server renders its canned answer in (default json)."""
 
 
 def stage_app():
@@ -474,7 +567,9 @@ def stage_app():
     app = _service_app()
     state = app.state.service
     _, model, rules, segments = service_app.decode_positions(orjson.dumps(TYPICAL), state)
-    canned = service_app.count_build_render(segments, weigh(segments, rules), model, rules, "json", state)
+    fmt = os.environ.get(CANNED_FORMAT_ENV, "json")
+    canned = service_app.count_build_render(segments, weigh(segments, rules), model, rules, fmt, state)
+    canned_headers = [h for h in canned.raw_headers if h[0] != b"content-length"]
 
     async def positions(request):
         raw = await read_body(request.receive)
@@ -482,7 +577,9 @@ def stage_app():
             _, model, rules, segments = service_app.decode_positions(raw, state)
             if stage == "build":
                 mrope.build_positions(segments, model=model, rules=rules)
-        return Response(canned.body, media_type=canned.media_type)
+        response = Response(canned.body)  # its content-length, and the canned answer's other headers
+        response.raw_headers.extend(canned_headers)
+        return response
 
     # the hot endpoints are DirectRoutes' (service.direct): swap its positions endpoint before the
     # middleware stack is built at the first request
@@ -517,15 +614,16 @@ def profile_app(seconds: float, out_path: str) -> None:
 
 def in_process_formats(rounds: int = 30, calls: int = 40) -> list[tuple[str, float]]:
     """CPU microseconds per request of the app alone (ASGI calls in-process, no network, the thread's CPU
-    time): ``/healthz``, the typical request as JSON and as npy, sampled in turn (a, b, c, a, b, c, ...) so
-    load from elsewhere falls on all three alike; medians. What the network adds (npy's body is twice
-    JSON's bytes: int64 against short decimal numbers) is left to the load runs."""
+    time): ``/healthz``, the typical request as JSON, as npy (int32 here) and as npy int64, sampled in
+    turn (a, b, c, d, a, b, ...) so load from elsewhere falls on all alike; medians. What the network
+    adds (the bodies' sizes) is left to the load runs (``--formats``)."""
     app = _service_app()
     body = orjson.dumps(TYPICAL)
     cases = (
         ("`GET /healthz`", "GET", "/healthz", b"", None),
         ("typical, JSON", "POST", "/v1/positions", body, None),
         ("typical, npy", "POST", "/v1/positions", body, b"application/x-npy"),
+        ("typical, npy int64", "POST", "/v1/positions", body, b"application/x-npy; dtype=int64"),
     )
     samples: list[list[float]] = [[] for _ in cases]
 
@@ -555,6 +653,11 @@ PHASES = (
     "  `mrope.build_positions`",
     "  render JSON",
     "    of which orjson over the `[3, T]` ids",
+    "typical request as npy, whole app",
+    "typical request as npy int64, whole app",
+    "  render npy (int32)",
+    "    of which the int32 check and cast (`wire_array`)",
+    "  render npy int64",
 )
 
 
@@ -576,14 +679,15 @@ def instruction_phases(n: int) -> None:
     data = orjson.loads(body)
     shape = jsonbody.inspect(data, state.limits)
 
-    async def calls(method: str, path: str, payload: bytes) -> None:
+    async def calls(method: str, path: str, payload: bytes, accept: bytes | None = None) -> None:
         for _ in range(n):
-            assert await asgi_call(app, method, path, payload) == 200
+            assert await asgi_call(app, method, path, payload, accept) == 200
 
     async def warm() -> None:
         for _ in range(50):
             await asgi_call(app, "GET", "/healthz", b"")
             await asgi_call(app, "POST", "/v1/positions", body)
+            await asgi_call(app, "POST", "/v1/positions", body, b"application/x-npy")
 
     ids_json = functools.partial(orjson.dumps, pos.ids, option=orjson.OPT_SERIALIZE_NUMPY)
     phases = (
@@ -595,6 +699,11 @@ def instruction_phases(n: int) -> None:
         lambda: [mrope.build_positions(segments, model=model, rules=rules) for _ in range(n)],
         lambda: [render.render_positions(pos, "json", 4096) for _ in range(n)],
         lambda: [ids_json() for _ in range(n)],
+        lambda: asyncio.run(calls("POST", "/v1/positions", body, b"application/x-npy")),
+        lambda: asyncio.run(calls("POST", "/v1/positions", body, b"application/x-npy; dtype=int64")),
+        lambda: [render.render_positions(pos, "npy", 4096) for _ in range(n)],
+        lambda: [render.wire_array(pos.ids, "npy") for _ in range(n)],
+        lambda: [render.render_positions(pos, "npy-int64", 4096) for _ in range(n)],
     )
     asyncio.run(warm())
     gc.collect()
@@ -605,7 +714,7 @@ def instruction_phases(n: int) -> None:
         os.getppid()
 
 
-def count_instructions(n: int = 300) -> list[tuple[str, float]]:
+def count_instructions(n: int = 200) -> list[tuple[str, float]]:
     """Instructions per call of each of :data:`PHASES`, counted by valgrind's callgrind (load-independent:
     on a shared machine the only figure that does not move with other jobs). Python code, not wall time:
     the server also pays the kernel and uvicorn, and a cache-cold request more per instruction."""
@@ -615,7 +724,7 @@ def count_instructions(n: int = 300) -> list[tuple[str, float]]:
     with tempfile.TemporaryDirectory() as out:
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(ROOT)}
         argv = [valgrind, "--tool=callgrind", "--dump-before=getppid", f"--callgrind-out-file={out}/cg.%p"]
-        argv += [os.path.realpath(sys.executable), __file__, "--instruction-phases", str(n)]
+        argv += [sys.executable, __file__, "--instruction-phases", str(n)]
         subprocess.run(argv, env=env, cwd=ROOT, check=True, capture_output=True, timeout=1800)
         # cg.<pid>.<k> for the k-th dump, then cg.<pid> at exit
         dumps = sorted(
@@ -632,8 +741,11 @@ def count_instructions(n: int = 300) -> list[tuple[str, float]]:
     return [(name, total / n) for name, total in zip(PHASES, per_phase, strict=True)]
 
 
-def start_server(workers: int, access_log: bool, stage: str | None = None) -> tuple[subprocess.Popen, str]:
-    """The service as ``mrope serve`` runs it (or, with ``stage``, :func:`stage_app` so) on a free port."""
+def start_server(
+    workers: int, access_log: bool, stage: str | None = None, canned_format: str = "json"
+) -> tuple[subprocess.Popen, str]:
+    """The service as ``mrope serve`` runs it (or, with ``stage``, :func:`stage_app` so, its canned answer
+    rendered in ``canned_format``) on a free port."""
     port = free_port()
     app = "" if stage is None else ", app='bench_service:stage_app', factory=True"
     code = (
@@ -643,7 +755,7 @@ def start_server(workers: int, access_log: bool, stage: str | None = None) -> tu
     path = os.pathsep.join((str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")))
     env = {**os.environ, "PYTHONPATH": path}
     if stage is not None:
-        env[STAGE_ENV] = stage
+        env[STAGE_ENV], env[CANNED_FORMAT_ENV] = stage, canned_format
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -679,6 +791,12 @@ def main() -> int:
         help="also run the typical request's stages in servers of their own (see STAGES), --pairs rounds",
     )
     ap.add_argument(
+        "--formats",
+        action="store_true",
+        help="only /healthz and the typical request as JSON, npy and npy int64, on the service and on canned "
+        "servers sending the same bytes, --pairs interleaved rounds",
+    )
+    ap.add_argument(
         "--instructions",
         action="store_true",
         help="count instructions per request and per stage with valgrind's callgrind (in-process, slow)",
@@ -698,7 +816,10 @@ def main() -> int:
         print("| request (in-process, no network) | app CPU us/request | healthz / this |\n|---|---:|---:|")
         for name, us in rows:
             print(f"| {name} | {us:,.0f} | {rows[0][1] / us:.2f} |")
-        print(f"\nnpy / JSON app CPU: {rows[2][1] / rows[1][1]:.2f} (below 1: npy is the cheaper)")
+        print(
+            f"\nnpy / JSON app CPU: {rows[2][1] / rows[1][1]:.2f}, npy int64 / JSON {rows[3][1] / rows[1][1]:.2f} "
+            "(below 1: npy is the cheaper)"
+        )
         return 0
     if args.instructions:
         counts = count_instructions()
@@ -706,10 +827,30 @@ def main() -> int:
         for name, count in counts:
             print(f"| {name} | {count / 1e3:,.0f}k |")
         print(f"\n`/healthz` / typical by instructions: {counts[0][1] / counts[1][1]:.2f}")
+        print(
+            f"typical npy / JSON by instructions: {counts[8][1] / counts[1][1]:.2f}; npy int64 / JSON "
+            f"{counts[9][1] / counts[1][1]:.2f} (below 1: npy is the cheaper)"
+        )
         return 0
 
     load0 = f"{os.getloadavg()[0]:.2f}"
     proc, base = start_server(args.workers, args.access_log)
+    if args.formats:
+        try:
+            with tempfile.TemporaryDirectory() as workdir:
+                rows = run_formats(
+                    args.client, (proc.pid, base), args.concurrency, args.duration, workdir, args.pairs
+                )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+        print(
+            f"\nclient {args.client}, concurrency {args.concurrency}, {args.duration:g} s per scenario, "
+            f"{args.pairs} rounds, {os.cpu_count()} CPUs, load average {load0} at start, "
+            f"{os.getloadavg()[0]:.2f} at the end"
+        )
+        print_formats(rows)
+        return 0
     try:
         with tempfile.TemporaryDirectory() as workdir:
             results, rss, pair_results = run_all(

@@ -98,7 +98,11 @@ _ERRORS = {
     status: {"model": ErrorResponse, "description": text}
     for status, text in (
         (400, "Malformed body (bad JSON, bad multipart)"),
-        (406, "Accept names neither application/json nor application/x-npy"),
+        (
+            406,
+            "Accept names neither application/json nor application/x-npy, or x-npy with a parameter other "
+            "than q and dtype=int64",
+        ),
         (413, "Over a configured cap; error.cap names its environment variable"),
         (415, "Wrong Content-Type"),
         (422, "Invalid input: validation, layout, grid, token or media errors"),
@@ -106,12 +110,21 @@ _ERRORS = {
 }
 
 
+_NPY_DTYPE = (
+    "npy integers are int32 when every value fits, else int64 (application/x-npy; dtype=int64: always "
+    "int64); fractional positions are float32"
+)
+"""The npy form's dtype rule (:func:`mrope.service.render.wire_array`), in the OpenAPI of npy answers."""
+
+
 def _ok(model: type, description: str) -> dict[int | str, dict[str, Any]]:
     return {
         200: {
             "model": model,
             "description": description,
-            "content": {render.NPY: {"schema": {"type": "string", "format": "binary"}}},
+            "content": {
+                render.NPY: {"schema": {"type": "string", "format": "binary", "description": _NPY_DTYPE}}
+            },
         },
         **_ERRORS,
     }
@@ -623,7 +636,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.post(
         POSITIONS_PATH,
         response_model=PositionsResponse,
-        responses=_ok(PositionsResponse, "Positions [3][T] (JSON), or the int64 array (npy) with headers"),
+        responses=_ok(PositionsResponse, "Positions [3][T] (JSON), or the array (npy) with headers"),
         openapi_extra=_json_body(PositionsRequest),
         tags=["positions"],
     )(positions)

@@ -128,15 +128,18 @@ function render(data) {
 }
 
 function npyBytes(positions) {
-  // int64 [3, T] (float32 for families with fractional time), as the service's npy output
+  // [3, T] as the service's npy output: int32 when every value fits, else int64; float32 for
+  // families with fractional time
   const T = positions[0].length;
   const whole = positions.every((row) => row.every((v) => Number.isInteger(v)));
-  const descr = whole ? "<i8" : "<f4";
+  const narrow = whole && positions.every((row) => row.every((v) => v >= -(2 ** 31) && v < 2 ** 31));
+  const descr = !whole ? "<f4" : narrow ? "<i4" : "<i8";
   let header = `{'descr': '${descr}', 'fortran_order': False, 'shape': (3, ${T}), }`;
   const pad = 64 - ((10 + header.length + 1) % 64);
   header += " ".repeat(pad % 64) + "\n";
-  const data = whole ? new BigInt64Array(3 * T) : new Float32Array(3 * T);
-  positions.forEach((row, r) => row.forEach((v, i) => { data[r * T + i] = whole ? BigInt(v) : v; }));
+  const data = !whole ? new Float32Array(3 * T) : narrow ? new Int32Array(3 * T) : new BigInt64Array(3 * T);
+  const wide = whole && !narrow;
+  positions.forEach((row, r) => row.forEach((v, i) => { data[r * T + i] = wide ? BigInt(v) : v; }));
   const out = new Uint8Array(10 + header.length + data.byteLength);
   out.set([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0, header.length & 255, header.length >> 8]);
   for (let i = 0; i < header.length; i++) out[10 + i] = header.charCodeAt(i);

@@ -405,7 +405,7 @@ def test_service_uploads_audio_and_videos_with_audio(tmp_path):
             assert (
                 body["positions"] == want.ids.tolist() and body["audio_tokens"] == want.audio_tokens.tolist()
             )
-            npy = post(client, model, layout, "application/x-npy")
+            npy = post(client, model, layout, "application/x-npy; dtype=int64")  # the library's dtype
             assert npy.status_code == 200, npy.text
             arr = np.load(_io.BytesIO(npy.content))
             assert arr.dtype == want.ids.dtype and np.array_equal(arr, want.ids)

@@ -55,3 +55,25 @@ def test_unknown_stage_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(bench_service.STAGE_ENV, "render")
     with pytest.raises(SystemExit, match="must be one of"):
         bench_service.stage_app()
+
+
+def test_canned_npy_server_answers_the_real_npy_bytes() -> None:
+    """``--formats``'s canned servers send the service's own npy answer (int32 here), headers included."""
+    from fastapi.testclient import TestClient
+
+    from mrope.service.app import create_app
+
+    body = orjson.dumps(bench_service.TYPICAL)
+    with TestClient(create_app()) as client:
+        want = client.post("/v1/positions", content=body, headers=bench_service.NPY_H)
+    proc, base = bench_service.start_server(1, False, "canned", "npy")
+    try:
+        got = httpx.post(base + "/v1/positions", content=body, headers=bench_service.NPY_H, timeout=30)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert got.status_code == want.status_code == 200
+    assert got.content == want.content and want.content[:10] == b"\x93NUMPY\x01\x00v\x00"
+    assert "'descr': '<i4'" in want.content[:128].decode("latin-1")
+    assert got.headers["x-mrope-spans"] == want.headers["x-mrope-spans"]
+    assert got.headers["content-type"] == "application/x-npy"

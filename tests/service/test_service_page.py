@@ -181,6 +181,7 @@ def test_page_request_upload_error_and_download(browser, service_url, tmp_path) 
     while not npy.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     np.testing.assert_array_equal(np.load(npy), expected.ids)
+    assert np.load(npy).dtype == np.int32  # as the service's npy form writes these values
 
     # bad input: the service's own message
     bad = {"model": "qwen2.5-vl", "segments": [{"type": "text", "tokens": -1}]}
