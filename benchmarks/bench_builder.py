@@ -21,6 +21,7 @@ import argparse
 import functools
 import os
 import platform
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -59,8 +60,11 @@ def median_seconds(fn: Callable[[], object], *, repeat: int = 30, min_time: floa
 def paired_medians(
     fns: list[Callable[[], object]], *, repeat: int = 41, min_time: float = 0.6
 ) -> list[float]:
-    """Median seconds per call of each function, sampled in turn (a, b, c, a, b, c, ...) so that load
-    from elsewhere on a shared machine falls on every function alike and their ratios stay fair."""
+    """Median seconds per call of each function, sampled in turn so that load from elsewhere on a shared
+    machine falls on every function alike and their ratios stay fair. Each round samples them in a new
+    order (a seeded shuffle): the function sampled right after one that trashes the caches
+    (transformers' call allocates and frees a few MB) pays for it, and a fixed order, or a rotation of
+    it, which keeps every function's predecessor, made the one after transformers' up to 30 % slower."""
     loops = []
     for fn in fns:
         fn()
@@ -74,8 +78,12 @@ def paired_medians(
             n *= 2
         loops.append(n)
     samples: list[list[float]] = [[] for _ in fns]
+    order = list(range(len(fns)))
+    shuffle = random.Random(0).shuffle
     for _ in range(repeat):
-        for fn, n, out in zip(fns, loops, samples, strict=True):
+        shuffle(order)
+        for k in order:
+            fn, n, out = fns[k], loops[k], samples[k]
             t0 = CLOCK()
             for _ in range(n):
                 fn()
