@@ -9,13 +9,19 @@ tokens shorter (left padding). Both sides get what a model's forward passes: ``i
 and deltas) are checked equal to transformers' before timing; both conventions' token-id outputs are
 checked equal to the segment path's, and the released ones to differ from transformers'. Prints medians
 and the ratios, and the segment path under both conventions. Run: ``python benchmarks/bench_builder.py``.
+
+``--clock thread`` times with ``time.thread_time`` (CPU time of the calling thread, torch held to one
+thread so that transformers' side runs on it too) instead of wall time: on a shared machine, where other
+processes' load lands on the wall-clock medians, CPU time is the fairer of the two. Default ``wall``.
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import platform
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -27,51 +33,61 @@ import torch
 import mrope
 from mrope import Image, Text, Video
 
+CLOCK = time.perf_counter
+"""The timer of every sample (``time.thread_time`` under ``--clock thread``)."""
+
 
 def median_seconds(fn: Callable[[], object], *, repeat: int = 30, min_time: float = 0.2) -> float:
     """Median wall time of one call, in seconds (each sample loops until ``min_time / repeat``)."""
     fn()
     loops = 1
     while True:
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         for _ in range(loops):
             fn()
-        if time.perf_counter() - t0 > min_time / repeat or loops > 1 << 16:
+        if CLOCK() - t0 > min_time / repeat or loops > 1 << 16:
             break
         loops *= 2
     samples = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         for _ in range(loops):
             fn()
-        samples.append((time.perf_counter() - t0) / loops)
+        samples.append((CLOCK() - t0) / loops)
     return statistics.median(samples)
 
 
 def paired_medians(
     fns: list[Callable[[], object]], *, repeat: int = 41, min_time: float = 0.6
 ) -> list[float]:
-    """Median seconds per call of each function, sampled in turn (a, b, c, a, b, c, ...) so that load
-    from elsewhere on a shared machine falls on every function alike and their ratios stay fair."""
+    """Median seconds per call of each function, sampled in turn so that load from elsewhere on a shared
+    machine falls on every function alike and their ratios stay fair. Each round samples them in a new
+    order (a seeded shuffle): the function sampled right after one that trashes the caches
+    (transformers' call allocates and frees a few MB) pays for it, and a fixed order, or a rotation of
+    it, which keeps every function's predecessor, made the one after transformers' up to 30 % slower."""
     loops = []
     for fn in fns:
         fn()
         n = 1
         while True:
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             for _ in range(n):
                 fn()
-            if time.perf_counter() - t0 > min_time / repeat / len(fns) or n > 1 << 16:
+            if CLOCK() - t0 > min_time / repeat / len(fns) or n > 1 << 16:
                 break
             n *= 2
         loops.append(n)
     samples: list[list[float]] = [[] for _ in fns]
+    order = list(range(len(fns)))
+    shuffle = random.Random(0).shuffle
     for _ in range(repeat):
-        for fn, n, out in zip(fns, loops, samples, strict=True):
-            t0 = time.perf_counter()
+        shuffle(order)
+        for k in order:
+            fn, n, out = fns[k], loops[k], samples[k]
+            t0 = CLOCK()
             for _ in range(n):
                 fn()
-            out.append((time.perf_counter() - t0) / n)
+            out.append((CLOCK() - t0) / n)
     return [statistics.median(xs) for xs in samples]
 
 
@@ -93,13 +109,21 @@ def transformers_rope_index() -> Callable | None:
     return functools.partial(Qwen2VLModel.get_rope_index, fake)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    global CLOCK
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clock", choices=("wall", "thread"), default="wall", help="what a sample measures")
+    args = parser.parse_args(argv)
+    if args.clock == "thread":
+        CLOCK = time.thread_time
+        torch.set_num_threads(1)
     import transformers
 
     p = mrope.build_positions(sample_segments(), model="qwen2-vl")
     print(f"# bench_builder on {platform.machine()} / {platform.python_version()}, torch {torch.__version__}")
     print(
-        f"load average at start: {os.getloadavg()[0]:.2f} (shared machine: other processes slow both sides)"
+        f"load average at start: {os.getloadavg()[0]:.2f} (shared machine: other processes slow both sides); "
+        f"clock: {'thread CPU time, torch on one thread' if args.clock == 'thread' else 'wall time'}"
     )
     print(f"sequence: {p.num_tokens} tokens (2000 text + 4 images (1,64,64) + video (32,16,16) + wrappers)")
     hf = transformers_rope_index()

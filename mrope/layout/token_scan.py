@@ -409,11 +409,16 @@ def read_token_inputs(
             if not np.all((mask == 0) | (mask == 1)):
                 raise TokenError("attention_mask must hold only 0 and 1")
             mask = mask.astype(bool)
-        # one pass finds the mask's runs: they bound its values (each value is some run's kind) and
-        # give every row's layout; an integer mask is read as it is, without a bool copy
-        mask_runs = BatchRuns(mask)
-        if not mask_runs.within(1):
-            raise TokenError("attention_mask must hold only 0 and 1")
+        # a mask of ones (no padding: the usual batch of one) is dropped after one comparison, every
+        # token being valid; any other is read as it is (an integer mask without a bool copy) in one
+        # pass that finds its runs, which bound its values (each value is some run's kind) and give
+        # every row's layout
+        if (mask == 1).all():
+            mask = None
+        else:
+            mask_runs = BatchRuns(mask)
+            if not mask_runs.within(1):
+                raise TokenError("attention_mask must hold only 0 and 1")
     types = as_numpy(mm_token_type_ids, "mm_token_type_ids")
     if types is not None:
         if types.shape != ids.shape:
