@@ -20,7 +20,10 @@ Prints markdown tables; exits 1 if a correctness check fails, 2 without CUDA. A 
 (CUDA graphs in a dry run) is reported as ``skipped``, never as ok.
 
 Run: ``python benchmarks/gpu_check.py`` on a CUDA machine. ``--dry-run`` runs the same code on CPU tensors
-in Triton's interpreter at tiny sizes (a check of this script's logic, not of the GPU).
+in Triton's interpreter at tiny sizes (a check of this script's logic, not of the GPU): fewer tokens and
+heads in the kernel checks, one-token-a-word prompts and 4 greedy tokens in the patched-model checks, one
+warmup. ``--only`` picks sections (``SECTIONS``; default all): the tests run the dry run's in three
+processes (tests/ops/test_gpu_check_*.py).
 """
 
 from __future__ import annotations
@@ -149,7 +152,7 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
 
     rep = Report()
     g = torch.Generator(device="cpu").manual_seed(0)
-    dry = device.type != "cuda"  # the interpreter's shorter sequences (same heads and head_dim)
+    dry = device.type != "cuda"  # the interpreter's fewer tokens and heads (same head_dim and grouping)
 
     def rand(*shape, dtype=torch.float32):
         return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
@@ -158,8 +161,9 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
         shape = (axes, t) if layout == "thd" else (axes, b, s)
         return (torch.randint(0, high, shape, generator=g) + base).to(device)
 
-    def qk(layout, spec, dtype, t=9, b=2, s=5, hq=4, hk=2):
+    def qk(layout, spec, dtype, t=9, b=2, s=5, hq=None, hk=None):
         d = spec.head_dim
+        hq, hk = hq or (2 if dry else 4), hk or (1 if dry else 2)  # grouped either way; half the programs
         if layout == "thd":
             return rand(t, hq, d, dtype=dtype), rand(t, hk, d, dtype=dtype)
         if layout == "bshd":
@@ -314,8 +318,9 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
     def rerotated(precision, shift):
         def fn():
             spec = specs["qwen3-vl"]
-            raw = rand(33, 4, 128)
-            p1 = pos_for("thd", t=33, high=2000)
+            t = 9 if dry else 33
+            raw = rand(t, 4, 128)
+            p1 = pos_for("thd", t=t, high=2000)
             p2 = p1 + torch.tensor([[shift], [shift + 7], [2 * shift]], device=device)
             cache, _ = apply_mrope(raw, raw[:, :0], p1, spec, backend="triton", angle_precision=precision)
             mrope.rerotate(cache, p1, p2, spec, backend="triton", angle_precision=precision)
