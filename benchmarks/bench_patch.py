@@ -27,6 +27,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -40,28 +41,50 @@ def _tokenize(text: str) -> list[int]:
     return [1000 + ord(c) % 500 for c in text]
 
 
-def prompt(model, family: str, scale: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """Forward kwargs (no position_ids: the model computes its own) for a batch of two prompts."""
+def tokenize_words(text: str) -> list[int]:
+    """One token a word (``_tokenize`` takes one a character): the same prompt in fewer tokens, for
+    ``gpu_check.py --dry-run``, where every token costs interpreted kernel programs."""
+    return [1000 + sum(map(ord, word)) % 500 for word in text.split()]
+
+
+def prompt(
+    model, family: str, scale: int, device: torch.device, tokenizer: Callable[[str], list[int]] | None = None
+) -> dict[str, torch.Tensor]:
+    """Forward kwargs (no position_ids: the model computes its own) for a batch of two prompts; ``tokenizer``
+    turns their text (and the video timestamps of families that write them) into ids (default: one token a
+    character)."""
     import mrope
     from mrope.integrations.transformers import model_inputs, model_rules
+
+    tokenizer = tokenizer or _tokenize
 
     rules = model_rules(model)
     m = rules.merge_size
     long = [
-        mrope.Text(_tokenize("a question about the picture " * 2)),
+        mrope.Text(tokenizer("a question about the picture " * 2)),
         mrope.Image(grid=(1, 2 * m * scale, 3 * m * scale)),
-        mrope.Text(_tokenize("and the clip")),
+        mrope.Text(tokenizer("and the clip")),
         mrope.Video(grid=(4, 2 * m * scale, 2 * m * scale), fps=2.0),
-        mrope.Text(_tokenize("what happens?")),
+        mrope.Text(tokenizer("what happens?")),
     ]
-    short = [mrope.Text(_tokenize("hello")), mrope.Image(grid=(1, 2 * m * scale, 2 * m * scale))]
-    batch = mrope.build_batch([long, short], model=family, rules=rules, tokenizer=_tokenize)
+    short = [mrope.Text(tokenizer("hello")), mrope.Image(grid=(1, 2 * m * scale, 2 * m * scale))]
+    batch = mrope.build_batch([long, short], model=family, rules=rules, tokenizer=tokenizer)
     kw = model_inputs(batch)
     kw.pop("position_ids")
     return {k: v.to(device) for k, v in kw.items()}
 
 
-def run_family(family: str, device: torch.device, dtype: torch.dtype, scale: int, repeat: int) -> str:
+def run_family(
+    family: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    scale: int,
+    repeat: int,
+    tokenizer: Callable[[str], list[int]] | None = None,
+    warmup: int = 2,
+) -> str:
+    """One markdown row: ``family``'s prefill unpatched vs patched (``tokenizer``: see :func:`prompt`;
+    ``warmup``: untimed calls of each path before the timed ones)."""
     from mrope.integrations.transformers import patch
     from mrope.testing.tiny import tiny_model
 
@@ -70,7 +93,7 @@ def run_family(family: str, device: torch.device, dtype: torch.dtype, scale: int
     t0 = time.perf_counter()
     patch(patched)
     patch_ms = (time.perf_counter() - t0) * 1e3
-    kw = prompt(plain, family, scale, device)
+    kw = prompt(plain, family, scale, device, tokenizer)
 
     def forward(model):
         def call():
@@ -95,6 +118,7 @@ def run_family(family: str, device: torch.device, dtype: torch.dtype, scale: int
         },
         device=device,
         repeat=repeat,
+        warmup=warmup,
     )
     tokens = kw["input_ids"].shape[1]
     ratio = times["unpatched"] / times["patched"]

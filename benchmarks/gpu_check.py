@@ -20,7 +20,10 @@ Prints markdown tables; exits 1 if a correctness check fails, 2 without CUDA. A 
 (CUDA graphs in a dry run) is reported as ``skipped``, never as ok.
 
 Run: ``python benchmarks/gpu_check.py`` on a CUDA machine. ``--dry-run`` runs the same code on CPU tensors
-in Triton's interpreter at tiny sizes (a check of this script's logic, not of the GPU).
+in Triton's interpreter at tiny sizes (a check of this script's logic, not of the GPU): fewer tokens and
+heads in the kernel checks, one-token-a-word prompts and 4 greedy tokens in the patched-model checks, one
+warmup. ``--only`` picks sections (``SECTIONS``; default all): the tests run the dry run's in three
+processes (tests/ops/test_gpu_check_*.py).
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 QWEN2_VL_7B = {"hq": 28, "hk": 4, "head_dim": 128}
 GPU_TOKENS = (1, 64, 8192, 65536)
 DRY_TOKENS = (1, 16)
+SECTIONS = ("correctness", "timings", "models", "variant-models")
+"""``--only``'s choices: section 1 (less its patched-model rows), section 2, the patched-model check of
+``bench_patch.FAMILIES`` with the dynamic-NTK check and bench_patch's rows, and the patched-model check of
+``MODEL_CHECK_FAMILIES``."""
 TOL = {torch.float32: 2e-6, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
 
 
@@ -145,6 +152,7 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
 
     rep = Report()
     g = torch.Generator(device="cpu").manual_seed(0)
+    dry = device.type != "cuda"  # the interpreter's fewer tokens and heads (same head_dim and grouping)
 
     def rand(*shape, dtype=torch.float32):
         return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
@@ -153,8 +161,9 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
         shape = (axes, t) if layout == "thd" else (axes, b, s)
         return (torch.randint(0, high, shape, generator=g) + base).to(device)
 
-    def qk(layout, spec, dtype, t=9, b=2, s=5, hq=4, hk=2):
+    def qk(layout, spec, dtype, t=9, b=2, s=5, hq=None, hk=None):
         d = spec.head_dim
+        hq, hk = hq or (2 if dry else 4), hk or (1 if dry else 2)  # grouped either way; half the programs
         if layout == "thd":
             return rand(t, hq, d, dtype=dtype), rand(t, hk, d, dtype=dtype)
         if layout == "bshd":
@@ -211,7 +220,7 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
 
     def packed_views():
         spec = specs["qwen2-vl"]
-        t, hq, hk, d = 33, 28, 4, 128
+        t, hq, hk, d = 9 if dry else 33, 28, 4, 128
         qkv = rand(t, (hq + 2 * hk) * d, dtype=torch.bfloat16)
         before = qkv.clone()
         q = qkv[:, : hq * d].view(t, hq, d)
@@ -309,8 +318,9 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
     def rerotated(precision, shift):
         def fn():
             spec = specs["qwen3-vl"]
-            raw = rand(33, 4, 128)
-            p1 = pos_for("thd", t=33, high=2000)
+            t = 9 if dry else 33
+            raw = rand(t, 4, 128)
+            p1 = pos_for("thd", t=t, high=2000)
             p2 = p1 + torch.tensor([[shift], [shift + 7], [2 * shift]], device=device)
             cache, _ = apply_mrope(raw, raw[:, :0], p1, spec, backend="triton", angle_precision=precision)
             mrope.rerotate(cache, p1, p2, spec, backend="triton", angle_precision=precision)
@@ -370,8 +380,9 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
             rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]},
         )
         emb = m.Qwen2VLRotaryEmbedding(config).to(device)
-        q, k = rand(2, 28, 50, 128), rand(2, 4, 50, 128)
-        pos = pos_for("bhsd", b=2, s=50, high=3000)
+        s = 8 if dry else 50
+        q, k = rand(2, 28, s, 128), rand(2, 4, s, 128)
+        pos = pos_for("bhsd", b=2, s=s, high=3000)
         cos, sin = emb(q, pos)
         want_q, want_k = m.apply_rotary_pos_emb(q, k, cos, sin)
         got_q, got_k = apply_mrope(q, k, pos, spec, layout="bhsd", backend="triton")
@@ -501,7 +512,7 @@ def time_tokens(device: torch.device, t: int, repeat: int) -> list[str]:
             fns[name] = fn
         else:
             notes.append(f"| {t} | {name} | {fn} | | |")
-    times = compare(fns, device=device, repeat=repeat, warmup=3)
+    times = compare(fns, device=device, repeat=repeat, warmup=3 if device.type == "cuda" else 1)
     copy_bw = moved / times["device copy of the same bytes"]
     rows = []
     for name, sec in times.items():
@@ -532,11 +543,19 @@ DYNAMIC_NTK = {"rope_parameters": {"rope_type": "dynamic", "factor": 4.0}, "max_
 across the original length 24 (the table grows at every step past it)."""
 
 
-def patched_model_check(device: torch.device, rep: Report, repeat: int) -> list[str]:
+def patched_model_check(
+    device: torch.device,
+    rep: Report,
+    repeat: int,
+    families: tuple[str, ...] | None = None,
+    bench: bool = True,
+) -> list[str]:
     """Tiny transformers models patched by ``mrope.integrations.transformers.patch`` (the Triton kernel
-    inside the attention): prefill logits and 8 greedy tokens against the same model unpatched (correctness
-    rows in ``rep``), a dynamic-NTK Qwen2-VL decoding 16 greedy tokens across its original length (the
-    logits of every step), then ``benchmarks/bench_patch.py``'s prefill timing rows."""
+    inside the attention): prefill logits and 8 greedy tokens (4 in the dry run) against the same model
+    unpatched (correctness rows in ``rep``) for each of ``families`` (default ``bench_patch.FAMILIES``
+    then ``MODEL_CHECK_FAMILIES``); with ``bench``, a dynamic-NTK Qwen2-VL decoding 16 greedy tokens
+    across its original length (the logits of every step), then ``benchmarks/bench_patch.py``'s prefill
+    timing rows (returned; ``[]`` without ``bench``)."""
     import copy
 
     import bench_patch
@@ -545,25 +564,35 @@ def patched_model_check(device: torch.device, rep: Report, repeat: int) -> list[
     from mrope.integrations.transformers import model_inputs, model_rules, patch
     from mrope.testing.tiny import tiny_model
 
-    for family in (*bench_patch.FAMILIES, *MODEL_CHECK_FAMILIES):
+    dry = device.type != "cuda"
+    # The dry run's prompts: the same text and media in a third to half of the tokens (one token a word):
+    # the interpreter runs a kernel program per few tokens, and Qwen4-Exp's indexer one launch per query.
+    tokenizer = bench_patch.tokenize_words if dry else None
+    new_tokens = 4 if dry else 8
+    for family in (*bench_patch.FAMILIES, *MODEL_CHECK_FAMILIES) if families is None else families:
 
         def check(family: str = family) -> tuple[bool, str]:
             plain = tiny_model(family).to(device)
             patched = patch(copy.deepcopy(plain), backend="triton")
-            kw = bench_patch.prompt(plain, family, 1, device)
+            kw = bench_patch.prompt(plain, family, 1, device, tokenizer)
             outs = []
             for model in (plain, patched):
                 model.model.rope_deltas = None
                 with torch.no_grad():
                     logits = model(**kw, use_cache=False).logits
                     model.model.rope_deltas = None
-                    tokens = model.generate(**kw, max_new_tokens=8, min_new_tokens=8, do_sample=False)
+                    tokens = model.generate(
+                        **kw, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False
+                    )
                 outs.append((logits, tokens))
             diff = (outs[0][0] - outs[1][0]).abs().max().item()
             same = torch.equal(outs[0][1], outs[1][1])
             return diff < 1e-4 and same, f"max logit diff {diff:.1e}, greedy tokens identical: {same}"
 
         rep.run(f"patched {family} model vs unpatched (fp32)", check)
+
+    if not bench:
+        return []
 
     def dynamic() -> tuple[bool, str]:
         plain = tiny_model("qwen2-vl", text=DYNAMIC_NTK).to(device)
@@ -602,9 +631,13 @@ def patched_model_check(device: torch.device, rep: Report, repeat: int) -> list[
         "| max logit diff | patch() ms |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    scale = 4 if device.type == "cuda" else 1  # the dry run's interpreter is slow
+    scale = 1 if dry else 4  # the dry run's interpreter is slow
     for family in bench_patch.FAMILIES:
-        rows.append(bench_patch.run_family(family, device, torch.float32, scale, repeat))
+        rows.append(
+            bench_patch.run_family(
+                family, device, torch.float32, scale, repeat, tokenizer, warmup=1 if dry else 2
+            )
+        )
     return rows
 
 
@@ -614,7 +647,15 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, nargs="*", default=None)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--skip-timings", action="store_true")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SECTIONS,
+        default=SECTIONS,
+        help="run only these sections (default all; the dry run's tests run them in separate processes)",
+    )
     args = parser.parse_args()
+    sections = set(args.only) - ({"timings"} if args.skip_timings else set())
     if args.dry_run:
         os.environ["TRITON_INTERPRET"] = "1"  # read by mrope at call time
         device = torch.device("cpu")
@@ -640,18 +681,28 @@ def main() -> int:
     )
     print(f"# mrope gpu_check on {name}: torch {torch.__version__}, triton {triton.__version__}")
     t0 = time.perf_counter()
-    rep = correctness(device, compile_backend)
-    model_rows = patched_model_check(device, rep, args.repeat)
-    print(f"\n## correctness ({time.perf_counter() - t0:.0f} s)\n")
-    print("| check | result | detail |\n|---|---|---|")
-    print("\n".join(rep.rows))
-    if not args.skip_timings:
+    rep = correctness(device, compile_backend) if "correctness" in sections else Report()
+    model_rows = []
+    if sections & {"models", "variant-models"}:
+        import bench_patch
+
+        families = (
+            *(bench_patch.FAMILIES if "models" in sections else ()),
+            *(MODEL_CHECK_FAMILIES if "variant-models" in sections else ()),
+        )
+        model_rows = patched_model_check(device, rep, args.repeat, families, bench="models" in sections)
+    if sections - {"timings"}:
+        print(f"\n## correctness ({time.perf_counter() - t0:.0f} s)\n")
+        print("| check | result | detail |\n|---|---|---|")
+        print("\n".join(rep.rows))
+    if "timings" in sections:
         t0 = time.perf_counter()
         rows = timings(device, tokens, args.repeat)
         print(f"\n## bf16 timings, Qwen2-VL-7B shapes, thd layout ({time.perf_counter() - t0:.0f} s)\n")
         print("\n".join(rows))
-    print("\n## patched tiny transformers models, fp32 prefill (benchmarks/bench_patch.py)\n")
-    print("\n".join(model_rows))
+    if "models" in sections:
+        print("\n## patched tiny transformers models, fp32 prefill (benchmarks/bench_patch.py)\n")
+        print("\n".join(model_rows))
     skipped = f" ({rep.skipped} skipped, see the table)" if rep.skipped else ""
     print(f"\n{'FAILED' if rep.failed else 'all checks passed'}{skipped}")
     return 1 if rep.failed else 0

@@ -34,7 +34,6 @@ settings.load_profile("mrope")
 
 
 LONG_FILES = (
-    "tests/ops/test_ops_scripts.py",  # the gpu_check dry run under the Triton interpreter
     "tests/integrations/test_integration_patch.py",  # every family's tiny model, generate included
     "tests/docs/test_examples.py",
     "tests/integrations/test_integration_seed.py",
@@ -43,6 +42,10 @@ LONG_FILES = (
     "tests/integrations/test_integration_pipeline.py",
     "tests/training/test_pack.py",
     "tests/kit/test_validate.py",
+    # the gpu_check dry run under the Triton interpreter, in three files of about 40 s each alone
+    "tests/ops/test_gpu_check_models.py",
+    "tests/ops/test_gpu_check_variants.py",
+    "tests/ops/test_gpu_check_kernel.py",
 )
 """Test files that run for minutes or near it, longest first (measured on the 2-core CI machine): started
 first, so the last files two workers share are short ones."""
