@@ -57,3 +57,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return LONG_FILES.index(path) if path in LONG_FILES else len(LONG_FILES)
 
     items.sort(key=rank)  # stable: the order within each group is pytest's own
+    # xdist reports by node id: tests that share one would run unseen, counted once (pytest 9.2.0 gave
+    # schemathesis' parametrized cases no ids), so a shared id stops the run
+    seen: dict[str, int] = {}
+    for item in items:
+        seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
+    shared = {nodeid: n for nodeid, n in seen.items() if n > 1}
+    if shared:
+        raise pytest.UsageError(f"test node ids must be unique; these are shared: {shared}")
