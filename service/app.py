@@ -419,6 +419,13 @@ def parse_upload_fields(form: UploadForm, state: ServiceState) -> tuple[UploadFi
             value = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise ServiceError(422, "invalid_form", f"form field {name!r} is not valid JSON: {exc}") from None
+        if value is None:  # JSON null: a field sent is a value; the default is the field left out
+            expected = "an array of layout items" if name == "layout" else "an object of rule overrides"
+            raise ServiceError(
+                422,
+                "invalid_form",
+                f"form field {name!r} must be {expected}; got null (leave it out instead)",
+            )
         if name == "layout" and isinstance(value, list):
             convert.check_segment_count(len(value), state.settings)
         found = jsonbody.inspect(value, state.limits)

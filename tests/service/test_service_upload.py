@@ -326,6 +326,10 @@ def test_bad_forms(client):
     assert_error(
         client.post(UPLOAD, data={"model": "qwen2-vl", "layout": "[{"}, files=parts), 422, "invalid_form"
     )
+    for name in ("layout", "rules"):  # JSON null is no value: the default is the field left out
+        assert_error(
+            client.post(UPLOAD, data={"model": "qwen2-vl", name: "null"}, files=parts), 422, "invalid_form"
+        )
     assert_error(
         client.post(UPLOAD, data={"model": "qwen2-vl", "rules": '{"merge_size": "x"}'}, files=parts), 422
     )
