@@ -25,7 +25,7 @@ from mrope.layout.pieces import (
     untiled_block,
     wrapped_block,
 )
-from mrope.layout.token_scan import GridQueue, TokenInputs, TokenRuns, run_pieces, scan_batch
+from mrope.layout.token_scan import GridQueue, TokenInputs, TokenRuns, fill_runs, scan_batch
 from mrope.positions import Positions, Span, grid_array, positions_with_lazy_spans
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Segment, Text, Video
@@ -549,11 +549,9 @@ def fill_row(
     rules: LayoutRules,
     image_index: int,
 ) -> tuple[int, int]:
-    """One row of the token-id scan: its runs as pieces, filled into ``dense``; ``(largest position,
-    image_index)``."""
-    return fill_pieces(
-        run_pieces(runs, row, images, videos, rules), dense, None, None, rules.advance
-    ), image_index
+    """One row of the token-id scan: its runs filled into ``dense`` by :func:`fill_runs`; ``(largest
+    position, image_index)``."""
+    return fill_runs(dense, runs, row, images, videos, rules), image_index
 
 
 def scan_token_ids(inputs: TokenInputs) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:

@@ -119,16 +119,19 @@ def spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int]
     return h0, w0
 
 
-_ARANGE = np.arange(1 << 16, dtype=np.int64)  # text positions below 2**16 are slices of this (512 KiB)
-_ARANGE.flags.writeable = False
-_TEMPLATES: dict[tuple, tuple] = {}  # (coordinates [3, n], two ints[, token ids [n] of a wrapped block])
+TEXT_POSITIONS = np.arange(1 << 16, dtype=np.int64)
+"""Read-only int64 ``0 .. 2**16 - 1`` (512 KiB): a text run's positions below 2**16 are a slice of it."""
+TEXT_POSITIONS.flags.writeable = False
+TEMPLATES: dict[tuple, tuple] = {}
+"""The block templates by ``Block.template_key`` (made and kept within budget by :func:`block_template`;
+read-only elsewhere): ``(coordinates [3, n], two ints[, token ids [n] of a wrapped block])``."""
 _TEMPLATE_BUDGET = (
     1 << 21
 )  # tokens kept in the cache (int64 [3, n] each, [4, n] when wrapped: 64 MiB at most)
 _template_tokens = 0
 
 
-def _block_template(p: Block) -> tuple:
+def block_template(p: Block) -> tuple:
     """The block's coordinates relative to its start, int64 ``[3, n]`` (rows tau, h, w), with the
     largest relative t and the largest relative h or w. Cached: prompts repeat the same grids, and
     one add into the output beats three broadcast writes.
@@ -154,7 +157,7 @@ def _block_template(p: Block) -> tuple:
             p.follow_t,
             p.wrap is not None and (p.advance, p.wrap, p.token_id),
         )
-    hit = _TEMPLATES.get(key)
+    hit = TEMPLATES.get(key)
     if hit is not None:
         return hit
     nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
@@ -184,9 +187,9 @@ def _block_template(p: Block) -> tuple:
     n = entry[0].shape[1]
     if n <= _TEMPLATE_BUDGET // 4:
         if _template_tokens + n > _TEMPLATE_BUDGET:
-            _TEMPLATES.clear()
+            TEMPLATES.clear()
             _template_tokens = 0
-        _TEMPLATES[key] = entry
+        TEMPLATES[key] = entry
         _template_tokens += n
     return entry
 
@@ -240,7 +243,7 @@ def fill_pieces(
     streak = -1  # token where the pending streak of text runs began (-1: none)
     streak_s = 0  # its first position
     spatial = advance == "spatial"
-    cached = _TEMPLATES.get
+    cached = TEMPLATES.get
     for k, p in enumerate(pieces):
         n = p.n
         if type(p) is TextRun:
@@ -262,12 +265,12 @@ def fill_pieces(
             continue
         b = a + n
         if streak >= 0:
-            _write_text(ids, streak, a, streak_s)
+            write_text(ids, streak, a, streak_s)
             streak = -1
         key = p.template_key
         entry = cached(key) if key is not None else None
         if entry is None:
-            entry = _block_template(p)
+            entry = block_template(p)
         if p.wrap is not None:  # start wrapper, block, end wrapper: all counted from s
             template, top_rel, next_rel, token_row = entry
             high = s + top_rel
@@ -276,7 +279,7 @@ def fill_pieces(
                 raise LayoutError(
                     f"positions overflow: {p.kind} block (segment {owner}) would reach {high:,}"
                 )
-            _add_template(template, s, s, ids[:, a:b])
+            add_template(template, s, s, ids[:, a:b])
             if tokens is not None:
                 tokens[a:b] = token_row
             if high > top:
@@ -290,7 +293,7 @@ def fill_pieces(
         if high > MAX_POSITION:
             owner = p.index if owners is None else owners[k]
             raise LayoutError(f"positions overflow: {p.kind} block (segment {owner}) would reach {high:,}")
-        _add_template(template, s, hw, ids[:, a:b])
+        add_template(template, s, hw, ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
         if high > top:
@@ -298,7 +301,7 @@ def fill_pieces(
         s = s + max(p.span_h, p.span_w) if spatial else top + 1
         a = b
     if streak >= 0:
-        _write_text(ids, streak, a, streak_s)
+        write_text(ids, streak, a, streak_s)
     if spans is not None:
         spans += piece_spans(pieces, [p.index for p in pieces] if owners is None else owners)
     return top
@@ -331,10 +334,11 @@ def piece_spans(pieces: Sequence[TextRun | Block], owners: Sequence[int]) -> lis
     return spans
 
 
-_BUFFER_SIZE = np.getbufsize()
+BUFFER_SIZE = np.getbufsize()
+"""numpy's ufunc buffer, in elements: :func:`add_template` adds a scalar to a block that fits in it."""
 
 
-def _add_template(template: np.ndarray, t0: int, hw0: int, out: np.ndarray) -> None:
+def add_template(template: np.ndarray, t0: int, hw0: int, out: np.ndarray) -> None:
     """``out = template + (t0, hw0, hw0)`` per row, for ``template`` and ``out`` ``[3, n]``.
 
     One ufunc call either way. With one offset on every row (anchored and wrapped blocks, the usual
@@ -342,29 +346,35 @@ def _add_template(template: np.ndarray, t0: int, hw0: int, out: np.ndarray) -> N
     ``[3, 1]`` offset column, which numpy (2.3+) copies through its buffer, or three 1-D adds, it
     takes 0.8-0.9x their time (measured from 64 to 2048 tokens, numpy 2.4); above that, and with
     different offsets, a ``[3, 1]`` column."""
-    if t0 == hw0 and 3 * template.shape[1] <= _BUFFER_SIZE:
+    if t0 == hw0 and 3 * template.shape[1] <= BUFFER_SIZE:
         np.add(template, t0, out=out)
     else:
         np.add(template, np.array(((t0,), (hw0,), (hw0,)), dtype=np.int64), out=out)
 
 
-def _write_text(ids: np.ndarray, a: int, b: int, s: int) -> None:
+def write_text(ids: np.ndarray, a: int, b: int, s: int) -> None:
     """``ids[:, a:b] = s, s+1, ...`` on every axis (one token: a scalar write)."""
     if b - a == 1:
         ids[:, a] = s
-    elif s + b - a <= _ARANGE.size:
-        ids[:, a:b] = _ARANGE[s : s + b - a]
+    elif s + b - a <= TEXT_POSITIONS.size:
+        ids[:, a:b] = TEXT_POSITIONS[s : s + b - a]
     else:
         ids[:, a:b] = np.arange(s, s + b - a, dtype=np.int64)
 
 
 __all__ = [
+    "BUFFER_SIZE",
+    "TEMPLATES",
+    "TEXT_POSITIONS",
     "ZERO_OFFSETS",
     "Block",
     "TextRun",
+    "add_template",
+    "block_template",
     "fill_pieces",
     "piece_spans",
     "spatial_offset",
     "untiled_block",
     "wrapped_block",
+    "write_text",
 ]

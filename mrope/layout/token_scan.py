@@ -18,9 +18,21 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+import mrope.layout.pieces as fill_engine
 from mrope.errors import LayoutError, TokenError
-from mrope.grid import target_positions, temporal_index
-from mrope.layout.pieces import ZERO_OFFSETS, Block, TextRun, untiled_block
+from mrope.grid import MAX_POSITION, target_positions, temporal_index
+from mrope.layout.pieces import (
+    BUFFER_SIZE,
+    TEXT_POSITIONS,
+    ZERO_OFFSETS,
+    Block,
+    TextRun,
+    add_template,
+    block_template,
+    fill_pieces,
+    untiled_block,
+    write_text,
+)
 from mrope.rules import LayoutRules
 
 _TYPES_ERROR = "mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)"
@@ -139,8 +151,12 @@ class GridQueue:
                 )
             tokens.append(t // temporal_merge * (h // merge) * (w // merge + newline))
 
-    def take(self, run_len: int, row: int, at: int) -> list[int]:
+    def take(self, run_len: int, row: int, at: int) -> Sequence[int]:
         """Indices of the grids that exactly fill a run of ``run_len`` placeholder tokens."""
+        g = self.next
+        if g < len(self.tokens) and self.tokens[g] == run_len:  # one grid fills the run: the usual case
+            self.next = g + 1
+            return (g,)
         used: list[int] = []
         left = run_len
         while left > 0:
@@ -217,12 +233,12 @@ class BatchRuns:
 
     def __init__(self, types: np.ndarray) -> None:
         flat = types.reshape(-1)
-        change = (flat[1:] != flat[:-1]).nonzero()[0]
-        change += 1
+        after = flat[1:]
+        last = (after != flat[:-1]).nonzero()[0]  # c: a run ends at token c, the next begins at c + 1
         self.length = types.shape[1]
-        self.kinds: list[int] = flat[change].tolist()
-        self.change: list[int] = change.tolist()
-        self.first_kind = int(flat[0]) if flat.size else 0
+        self.kinds: list[int] = after[last].tolist()
+        self.last: list[int] = last.tolist()
+        self.first_kind = flat.item(0) if flat.size else 0
 
     def within(self, top: int) -> bool:
         """Whether every type lies in ``0..top``: each value of the batch is the kind of some run, so
@@ -235,16 +251,62 @@ class BatchRuns:
         if last <= first:
             return [], [], []
         base = row * self.length + first
-        change = self.change
-        lo = bisect_right(change, base)
-        hi = bisect_left(change, base + last - first, lo)
-        inner = [c - base for c in change[lo:hi]]
+        ends = self.last  # the run starts are these plus one: the shift goes into the bounds and ``inner``
+        lo = bisect_right(ends, base - 1)
+        hi = bisect_left(ends, base + last - first - 1, lo)
+        base -= 1
+        inner = [c - base for c in ends[lo:hi]]
         kinds = self.kinds
         return [0, *inner], [*inner, last - first], [kinds[lo - 1] if lo else self.first_kind, *kinds[lo:hi]]
 
 
 _BLOCKS: dict[tuple, Block] = {}
-"""The blocks of :func:`run_pieces` per grid and rules (immutable there; at most 4096, then a fresh dict)."""
+"""The blocks of :func:`grid_block` per grid and rules (immutable there; at most 4096, then a fresh dict)."""
+
+
+def block_rules_key(lay: LayoutRules) -> tuple:
+    """The fields of ``lay`` that shape a block besides its grid and times: half of :func:`grid_block`'s
+    cache key, computed once per row."""
+    return (lay.merge_size, lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
+
+
+def grid_block(
+    queue: GridQueue, g: int, video: bool, lay: LayoutRules, rules_key: tuple
+) -> tuple[Block, tuple]:
+    """The block of grid ``g`` of ``queue`` (an image's, or a video's when ``video``) under ``lay``,
+    whose :func:`block_rules_key` is ``rules_key``, and its template (see
+    :func:`mrope.layout.pieces.block_template`).
+
+    Blocks are immutable here and cached: the same grid under the same rules is the same block."""
+    global _BLOCKS
+    t, h, w = queue.rows[g]
+    if not video:
+        time_key: Any = t
+    else:
+        t //= lay.temporal_merge_size
+        temporal = lay.temporal
+        if temporal == "index":
+            time_key = t
+        elif temporal == "timestamps":
+            time_key = 0
+        else:
+            time_key = (t, float(queue.spg[g]), lay.tokens_per_second, lay.seconds_grouping)  # type: ignore[index]
+    key = (time_key, h, w, rules_key)
+    block = _BLOCKS.get(key)
+    if block is None:
+        if time_key == 0:
+            tau = ZERO_OFFSETS
+        elif isinstance(time_key, int):
+            tau = np.arange(t, dtype=np.int64)
+        else:
+            tau = temporal_index(t, lay, time_key[1])
+        if len(_BLOCKS) >= 4096:
+            _BLOCKS = {}
+        merge = lay.merge_size
+        block = _BLOCKS[key] = untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
+    key = block.template_key
+    entry = fill_engine.TEMPLATES.get(key) if key is not None else None  # (the module's: tests swap it)
+    return block, entry or block_template(block)
 
 
 def run_pieces(
@@ -258,54 +320,92 @@ def run_pieces(
     pieces: list[TextRun | Block] = []
     append = pieces.append
     make = tuple.__new__  # TextRun(...) without the named tuple's Python-level __new__
-    merge = lay.merge_size
-    blocks = _BLOCKS if len(_BLOCKS) < 4096 else {}
-    rule_key = (lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
     bordered_rule = lay.grid_border
-    temporal, temporal_merge = lay.temporal, lay.temporal_merge_size
+    rules_key = block_rules_key(lay)
     for a, z, kind in zip(*runs, strict=True):
         if kind == 0:
             append(make(TextRun, (z - a, 0, "text", -1)))
             continue
         queue = images if kind == 1 else videos
-        bordered = False
-        g = queue.next
         if bordered_rule and kind == 1:
             g, bordered = _take_bordered(queue, z - a, row, a)
-            taken: Sequence[int] = (g,)
-        elif g < len(queue.rows) and queue.tokens[g] == z - a:  # one grid fills the run: the usual case
-            queue.next = g + 1
-            taken = (g,)
-        else:
-            taken = queue.take(z - a, row, a)
-        for g in taken:
-            t, h, w = queue.rows[g]
-            if kind == 2:
-                t //= temporal_merge
-            if kind == 1 or temporal == "index":
-                time_key: Any = t
-            elif temporal == "timestamps":
-                time_key = 0
-            else:
-                time_key = (t, float(queue.spg[g]), lay.tokens_per_second, lay.seconds_grouping)  # type: ignore[index]
-            # blocks are immutable here; the same grid under the same rules is the same block
-            key = (time_key, h // merge, w // merge, rule_key)
-            block = blocks.get(key)
-            if block is None:
-                if time_key == 0:
-                    tau = ZERO_OFFSETS
-                elif isinstance(time_key, int):
-                    tau = np.arange(t, dtype=np.int64)
-                else:
-                    tau = temporal_index(t, lay, time_key[1])
-                block = blocks[key] = untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
+            block = grid_block(queue, g, False, lay, rules_key)[0]
             if bordered:
                 append(make(TextRun, (1, 0, "wrapper", -1)))
                 append(block)
                 append(make(TextRun, (1, 0, "wrapper", -1)))
             else:
                 append(block)
+            continue
+        for g in queue.take(z - a, row, a):
+            append(grid_block(queue, g, kind == 2, lay, rules_key)[0])
     return pieces
+
+
+def fill_runs(
+    dense: np.ndarray,
+    runs: TokenRuns,
+    row: int,
+    images: GridQueue,
+    videos: GridQueue,
+    lay: LayoutRules,
+) -> int:
+    """``fill_pieces(run_pieces(runs, ...), dense, None, None, lay.advance)`` in one pass: the row's
+    positions written into ``dense`` ``[3, n]`` from its runs, without the list of pieces between;
+    returns the largest position.
+
+    This is the token scan's hot loop, so :func:`mrope.layout.pieces.fill_pieces`' counter rule for a
+    text run and an unwrapped block is written out here rather than called (a Python call costs about
+    as much as a line of numpy here); tests/engine/test_fill_runs.py holds the two equal for every
+    family's rules. (Under the ``grid_border`` rule, whose image runs may carry border tokens, the
+    pieces are planned and filled as such.)"""
+    if lay.grid_border:
+        return fill_pieces(run_pieces(runs, row, images, videos, lay), dense, None, None, lay.advance)
+    spatial = lay.advance == "spatial"
+    rules_key = block_rules_key(lay)
+    arange = TEXT_POSITIONS
+    s = 0  # start of the next piece
+    top = -1  # largest position so far
+    for a, z, kind in zip(*runs, strict=True):
+        n = z - a
+        if kind == 0:  # text: s .. s + n - 1 on every axis
+            if 1 < n and s + n <= arange.size:
+                dense[:, a:z] = arange[s : s + n]
+            elif s + n > MAX_POSITION:
+                raise LayoutError(
+                    f"row {row}, text at token {a}: positions overflow: would reach {s + n - 1:,}"
+                )
+            else:
+                write_text(dense, a, z, s)
+            s += n
+            if s > top:
+                top = s - 1
+            continue
+        queue = images if kind == 1 else videos
+        g = queue.next
+        if g < len(queue.tokens) and queue.tokens[g] == n:  # one grid fills the run: the usual case
+            queue.next = g + 1
+            taken: Sequence[int] = (g,)
+        else:
+            taken = queue.take(n, row, a)
+        for g in taken:
+            block, (template, top_t, top_hw) = grid_block(queue, g, kind == 2, lay, rules_key)
+            b = a + block.n
+            hw = s if block.anchored else 0
+            high = max(s + top_t, hw + top_hw)
+            if high > MAX_POSITION:
+                raise LayoutError(
+                    f"row {row}, {queue.name}[{g}] at token {a}: positions overflow: would reach {high:,}"
+                )
+            if s == hw and 3 * template.shape[1] <= BUFFER_SIZE:  # add_template's scalar case, written out
+                np.add(template, s, out=dense[:, a:b])
+            else:
+                add_template(template, s, hw, dense[:, a:b])
+            if high > top:
+                top = high
+            s = s + max(block.span_h, block.span_w) if spatial else top + 1
+            a = b
+    return top
 
 
 def _wrapped_video_types(row_ids: np.ndarray, pad_id: int, lay: LayoutRules) -> np.ndarray:
@@ -587,7 +687,10 @@ __all__ = [
     "TokenInputs",
     "TokenRuns",
     "as_numpy",
+    "block_rules_key",
     "check_type_values",
+    "fill_runs",
+    "grid_block",
     "grid_rows_array",
     "read_token_inputs",
     "run_pieces",
