@@ -119,12 +119,9 @@ def spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int]
     return h0, w0
 
 
-TEXT_POSITIONS = np.arange(1 << 16, dtype=np.int64)
-"""Read-only int64 ``0 .. 2**16 - 1`` (512 KiB): a text run's positions below 2**16 are a slice of it."""
-TEXT_POSITIONS.flags.writeable = False
-TEMPLATES: dict[tuple, tuple] = {}
-"""The block templates by ``Block.template_key`` (made and kept within budget by :func:`block_template`;
-read-only elsewhere): ``(coordinates [3, n], two ints[, token ids [n] of a wrapped block])``."""
+_ARANGE = np.arange(1 << 16, dtype=np.int64)  # text positions below 2**16 are slices of this (512 KiB)
+_ARANGE.flags.writeable = False
+_TEMPLATES: dict[tuple, tuple] = {}  # (coordinates [3, n], two ints[, token ids [n] of a wrapped block])
 _TEMPLATE_BUDGET = (
     1 << 21
 )  # tokens kept in the cache (int64 [3, n] each, [4, n] when wrapped: 64 MiB at most)
@@ -157,7 +154,7 @@ def block_template(p: Block) -> tuple:
             p.follow_t,
             p.wrap is not None and (p.advance, p.wrap, p.token_id),
         )
-    hit = TEMPLATES.get(key)
+    hit = _TEMPLATES.get(key)
     if hit is not None:
         return hit
     nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
@@ -187,9 +184,9 @@ def block_template(p: Block) -> tuple:
     n = entry[0].shape[1]
     if n <= _TEMPLATE_BUDGET // 4:
         if _template_tokens + n > _TEMPLATE_BUDGET:
-            TEMPLATES.clear()
+            _TEMPLATES.clear()
             _template_tokens = 0
-        TEMPLATES[key] = entry
+        _TEMPLATES[key] = entry
         _template_tokens += n
     return entry
 
@@ -243,7 +240,7 @@ def fill_pieces(
     streak = -1  # token where the pending streak of text runs began (-1: none)
     streak_s = 0  # its first position
     spatial = advance == "spatial"
-    cached = TEMPLATES.get
+    cached = _TEMPLATES.get
     for k, p in enumerate(pieces):
         n = p.n
         if type(p) is TextRun:
@@ -334,8 +331,7 @@ def piece_spans(pieces: Sequence[TextRun | Block], owners: Sequence[int]) -> lis
     return spans
 
 
-BUFFER_SIZE = np.getbufsize()
-"""numpy's ufunc buffer, in elements: :func:`add_template` adds a scalar to a block that fits in it."""
+_BUFFER_SIZE = np.getbufsize()
 
 
 def add_template(template: np.ndarray, t0: int, hw0: int, out: np.ndarray) -> None:
@@ -346,7 +342,7 @@ def add_template(template: np.ndarray, t0: int, hw0: int, out: np.ndarray) -> No
     ``[3, 1]`` offset column, which numpy (2.3+) copies through its buffer, or three 1-D adds, it
     takes 0.8-0.9x their time (measured from 64 to 2048 tokens, numpy 2.4); above that, and with
     different offsets, a ``[3, 1]`` column."""
-    if t0 == hw0 and 3 * template.shape[1] <= BUFFER_SIZE:
+    if t0 == hw0 and 3 * template.shape[1] <= _BUFFER_SIZE:
         np.add(template, t0, out=out)
     else:
         np.add(template, np.array(((t0,), (hw0,), (hw0,)), dtype=np.int64), out=out)
@@ -356,16 +352,13 @@ def write_text(ids: np.ndarray, a: int, b: int, s: int) -> None:
     """``ids[:, a:b] = s, s+1, ...`` on every axis (one token: a scalar write)."""
     if b - a == 1:
         ids[:, a] = s
-    elif s + b - a <= TEXT_POSITIONS.size:
-        ids[:, a:b] = TEXT_POSITIONS[s : s + b - a]
+    elif s + b - a <= _ARANGE.size:
+        ids[:, a:b] = _ARANGE[s : s + b - a]
     else:
         ids[:, a:b] = np.arange(s, s + b - a, dtype=np.int64)
 
 
 __all__ = [
-    "BUFFER_SIZE",
-    "TEMPLATES",
-    "TEXT_POSITIONS",
     "ZERO_OFFSETS",
     "Block",
     "TextRun",

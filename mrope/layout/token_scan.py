@@ -18,12 +18,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-import mrope.layout.pieces as fill_engine
 from mrope.errors import LayoutError, TokenError
 from mrope.grid import MAX_POSITION, target_positions, temporal_index
 from mrope.layout.pieces import (
-    BUFFER_SIZE,
-    TEXT_POSITIONS,
     ZERO_OFFSETS,
     Block,
     TextRun,
@@ -304,9 +301,7 @@ def grid_block(
             _BLOCKS = {}
         merge = lay.merge_size
         block = _BLOCKS[key] = untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
-    key = block.template_key
-    entry = fill_engine.TEMPLATES.get(key) if key is not None else None  # (the module's: tests swap it)
-    return block, entry or block_template(block)
+    return block, block_template(block)
 
 
 def run_pieces(
@@ -363,32 +358,22 @@ def fill_runs(
         return fill_pieces(run_pieces(runs, row, images, videos, lay), dense, None, None, lay.advance)
     spatial = lay.advance == "spatial"
     rules_key = block_rules_key(lay)
-    arange = TEXT_POSITIONS
     s = 0  # start of the next piece
     top = -1  # largest position so far
     for a, z, kind in zip(*runs, strict=True):
         n = z - a
         if kind == 0:  # text: s .. s + n - 1 on every axis
-            if 1 < n and s + n <= arange.size:
-                dense[:, a:z] = arange[s : s + n]
-            elif s + n > MAX_POSITION:
+            if s + n > MAX_POSITION:
                 raise LayoutError(
                     f"row {row}, text at token {a}: positions overflow: would reach {s + n - 1:,}"
                 )
-            else:
-                write_text(dense, a, z, s)
+            write_text(dense, a, z, s)
             s += n
             if s > top:
                 top = s - 1
             continue
         queue = images if kind == 1 else videos
-        g = queue.next
-        if g < len(queue.tokens) and queue.tokens[g] == n:  # one grid fills the run: the usual case
-            queue.next = g + 1
-            taken: Sequence[int] = (g,)
-        else:
-            taken = queue.take(n, row, a)
-        for g in taken:
+        for g in queue.take(n, row, a):
             block, (template, top_t, top_hw) = grid_block(queue, g, kind == 2, lay, rules_key)
             b = a + block.n
             hw = s if block.anchored else 0
@@ -397,10 +382,7 @@ def fill_runs(
                 raise LayoutError(
                     f"row {row}, {queue.name}[{g}] at token {a}: positions overflow: would reach {high:,}"
                 )
-            if s == hw and 3 * template.shape[1] <= BUFFER_SIZE:  # add_template's scalar case, written out
-                np.add(template, s, out=dense[:, a:b])
-            else:
-                add_template(template, s, hw, dense[:, a:b])
+            add_template(template, s, hw, dense[:, a:b])
             if high > top:
                 top = high
             s = s + max(block.span_h, block.span_w) if spatial else top + 1

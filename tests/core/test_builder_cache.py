@@ -89,9 +89,9 @@ def test_outputs_never_alias_the_caches() -> None:
     assert grids[1].image_grid_thw.tolist() == [[1, 4, 6]] * 3
     assert all(not array.flags.writeable for array in positions._GRID_ARRAYS.values())
     # the cached coordinate arrays themselves refuse writes
-    assert pieces.TEMPLATES and all(
+    assert pieces._TEMPLATES and all(
         not array.flags.writeable
-        for entry in pieces.TEMPLATES.values()
+        for entry in pieces._TEMPLATES.values()
         for array in entry
         if isinstance(array, np.ndarray)
     )
@@ -103,7 +103,7 @@ def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.Monkey
     monkeypatch.setattr(counter, "_SEGMENT_PLANS", {})
     monkeypatch.setattr(counter, "_last_plans", [None, None])
     monkeypatch.setattr(counter, "_segment_plan_count", 0)
-    monkeypatch.setattr(pieces, "TEMPLATES", {})
+    monkeypatch.setattr(pieces, "_TEMPLATES", {})
     monkeypatch.setattr(pieces, "_template_tokens", 0)
     monkeypatch.setattr(positions, "_GRID_ARRAY_LIMIT", 2)
     monkeypatch.setattr(positions, "_GRID_ARRAYS", {})
@@ -118,7 +118,7 @@ def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.Monkey
         for _ in range(2):
             np.testing.assert_array_equal(build_positions(segs, model="qwen2-vl").ids, counter_rule(segs))
             assert sum(len(plans) for plans in counter._SEGMENT_PLANS.values()) <= 3
-            assert sum(entry[0].shape[1] for entry in pieces.TEMPLATES.values()) <= 256
+            assert sum(entry[0].shape[1] for entry in pieces._TEMPLATES.values()) <= 256
             assert len(positions._GRID_ARRAYS) <= 2
     many = [Image(grid=(1, 2, 2))] * (positions._GRID_ARRAY_GRIDS + 1)  # a grid list too long to keep
     assert build_positions(many, model="qwen2-vl").image_grid_thw.tolist() == [[1, 2, 2]] * len(many)
@@ -126,7 +126,7 @@ def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.Monkey
     # a block too big for the template budget is computed each time and never kept
     big = [Image(grid=(1, 40, 40))]
     np.testing.assert_array_equal(build_positions(big, model="qwen2-vl").ids, counter_rule(big))
-    assert all(entry[0].shape[1] <= 64 for entry in pieces.TEMPLATES.values())
+    assert all(entry[0].shape[1] <= 64 for entry in pieces._TEMPLATES.values())
 
 
 def test_rules_do_not_share_plans() -> None:
