@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope._deprecated import moved_names
 from mrope.errors import LayoutError, TokenError
 from mrope.layout import engine
 from mrope.layout.pruned_ids import pruned_rope_index
@@ -253,7 +252,5 @@ def get_rope_index(
         pos_t, deltas_t = pos_t.to(input_ids.device), deltas_t.to(input_ids.device)
     return pos_t, deltas_t
 
-
-__getattr__ = moved_names(__name__, {"rope_index": (numpy_rope_index, f"{__name__}.numpy_rope_index")})
 
 __all__ = ["generation_index", "get_rope_index", "numpy_rope_index"]
