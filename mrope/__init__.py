@@ -42,7 +42,6 @@ _LAZY = {
 _SUBMODULES = (
     "ops",
     "media",
-    "vision",
     "testing",
     "pipeline",
     "plot",

@@ -33,6 +33,10 @@ Nothing here raises through a whole job: a record that fails gets empty position
 
 from __future__ import annotations
 
+from mrope._extras import require
+
+require("mrope.pipeline", "pipeline", "pydantic", "pyarrow")
+
 import functools
 import math
 import os
