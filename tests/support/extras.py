@@ -5,13 +5,14 @@ The test environment has every extra installed. An environment with only some of
 extras would bring is absent. :func:`blocker_code` gives Python source that, run first in a fresh
 interpreter, makes exactly those absent packages fail to import (``ModuleNotFoundError``), as they would
 there. What is absent is read from pyproject.toml's extras and the installed packages' own metadata
-(their requirements, and which import names each distribution provides).
+(their requirements, and the files each distribution installed).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.metadata as md
+import os
 import re
 from pathlib import Path
 
@@ -59,61 +60,79 @@ def extra_dists(extras: tuple[str, ...]) -> set[str]:
     return dists
 
 
-def _closure(dists: set[str]) -> set[str]:
-    """``dists`` and everything they require (unconditionally), as installed here."""
+def _closure(requirements: set[str]) -> set[str]:
+    """The distributions of ``requirements`` (``"ray[data]"`` or a bare name) and everything they require,
+    with the requested extras, as installed here."""
     done: set[str] = set()
-    todo = list(dists)
+    todo = list(requirements)
     while todo:
-        dist = todo.pop()
-        if dist in done:
+        requirement = todo.pop()
+        dist, extras = _dist_name(requirement), set(_extras_of(requirement))
+        if (dist, *sorted(extras)) in done:
             continue
-        done.add(dist)
+        done.add((dist, *sorted(extras)))
         try:
             requires = md.requires(dist) or []
         except md.PackageNotFoundError:
             continue
-        todo.extend(_dist_name(r) for r in requires if "extra ==" not in r.split(";", 1)[-1])
-    return done
+        for line in requires:
+            marker = line.split(";", 1)[1] if ";" in line else ""
+            wanted = re.findall(r"extra\s*==\s*['\"]([^'\"]+)['\"]", marker)
+            if not wanted or extras & set(wanted):
+                todo.append(line.split(";", 1)[0])
+    return {entry[0] for entry in done}
 
 
-@functools.cache
-def _imports_by_dist() -> dict[str, set[str]]:
-    table: dict[str, set[str]] = {}
-    for module, dists in md.packages_distributions().items():
-        for dist in dists:
-            table.setdefault(_dist_name(dist), set()).add(module)
-    return table
+def _top_entries(dist: str) -> set[Path]:
+    """The top-level files and folders a distribution installed (``site-packages/PIL``, ...), its metadata
+    and scripts left out."""
+    try:
+        files = md.files(dist) or []
+    except md.PackageNotFoundError:
+        return set()
+    tops = set()
+    for f in files:
+        if f.parts[0] in ("..", "__pycache__") or f.parts[0].endswith((".dist-info", ".egg-info", ".pth")):
+            continue
+        where = Path(os.path.abspath(f.locate()))
+        tops.add(where.parents[len(f.parts) - 2] if len(f.parts) > 1 else where)
+    return tops
 
 
-def absent_imports(extras: tuple[str, ...], also: tuple[str, ...] = ()) -> set[str]:
-    """Top-level import names an environment with only ``extras`` (and the core), and the distributions
-    ``also``, would not have."""
+def absent_paths(extras: tuple[str, ...], also: tuple[str, ...] = ()) -> set[Path]:
+    """The installed top-level files and folders an environment with only ``extras`` (and the core), and
+    the requirements ``also``, would not have: those of every other distribution the extras bring."""
     every = _closure(extra_dists(tuple(e for e in extras_table() if e)))
-    present = _closure(extra_dists(extras) | {_dist_name(a) for a in also})
-    by_dist = _imports_by_dist()
-    have = set().union(*(by_dist.get(d, set()) for d in present))
-    return set().union(*(by_dist.get(d, set()) for d in every - present)) - have - {"mrope"}
+    present = _closure(extra_dists(extras) | set(also))
+    kept = set().union(*(_top_entries(d) for d in present))
+    return set().union(*(_top_entries(d) for d in every - present)) - kept
 
 
 def blocker_code(extras: tuple[str, ...], also: tuple[str, ...] = ()) -> str:
-    """Python source that makes every package absent from ``mrope[extras]`` (plus the distributions
-    ``also``) fail to import in the interpreter that runs it."""
-    absent = absent_imports(extras, also)
+    """Python source that makes every module an environment with only ``mrope[extras]`` (and ``also``)
+    would lack fail to import in the interpreter that runs it, and optional-package probes
+    (``importlib.util.find_spec``) find nothing for them. A module counts as absent by where it is
+    installed, so a package's own vendored copy of an absent one (Ray's psutil) still loads."""
+    absent = sorted(str(p) for p in absent_paths(extras, also))
     return (
-        "import sys\n"
-        f"_ABSENT = frozenset({sorted(absent)!r})\n"
+        "import importlib.machinery, importlib.util, os, sys\n"
+        f"_ABSENT = tuple({absent!r})\n"
+        "def _is_absent(spec):\n"
+        "    where = spec.origin if spec.origin not in (None, 'namespace') else next(iter(spec.submodule_search_locations or []), '')\n"
+        "    return any(where == a or where.startswith(a + os.sep) for a in _ABSENT)\n"
         "class _Absent:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.partition('.')[0] in _ABSENT:\n"
+        "        spec = importlib.machinery.PathFinder.find_spec(name, path, target)\n"
+        "        if spec is not None and _is_absent(spec):\n"
         "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
         "        return None\n"
         "sys.meta_path.insert(0, _Absent())\n"
-        "import importlib.util\n"
         "_find_spec = importlib.util.find_spec\n"
-        "def _probe(name, package=None):\n"  # a probe for an optional package finds nothing, as there
-        "    if name.partition('.')[0] in _ABSENT:\n"
+        "def _probe(name, package=None):\n"
+        "    try:\n"
+        "        return _find_spec(name, package)\n"
+        "    except ModuleNotFoundError:\n"
         "        return None\n"
-        "    return _find_spec(name, package)\n"
         "importlib.util.find_spec = _probe\n"
     )
 
