@@ -5,8 +5,6 @@ The core (spec, rules, segments, the builder and its layout engines, the token-i
 assertions for users' test suites.
 """
 
-from mrope import models  # noqa: F401  (eager: the registry installs the deprecated aliases on the value types)
-from mrope._deprecated import warn_moved
 from mrope.builder import build_batch, build_positions, count_tokens, next_positions, text_positions
 from mrope.continuation import ConversationState, Turn, continue_positions, conversation_state
 from mrope.errors import (
@@ -44,7 +42,6 @@ _LAZY = {
 _SUBMODULES = (
     "ops",
     "media",
-    "vision",
     "testing",
     "pipeline",
     "plot",
@@ -53,7 +50,6 @@ _SUBMODULES = (
     "schema",
     "pruning",
 )
-_MOVED = {"rope_index": (numpy_rope_index, "mrope.numpy_rope_index")}  # old name -> (value, new path)
 
 
 def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part is used
@@ -63,10 +59,6 @@ def __getattr__(name: str):  # torch, PyAV and Pillow load only when their part 
         return getattr(importlib.import_module(_LAZY[name]), name)
     if name in _SUBMODULES:
         return importlib.import_module(f"mrope.{name}")
-    if name in _MOVED:  # a name that moved: a deprecated alias that warns
-        value, new_path = _MOVED[name]
-        warn_moved(f"mrope.{name}", new_path)
-        return value
     raise AttributeError(f"module 'mrope' has no attribute {name!r}")
 
 

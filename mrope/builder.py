@@ -15,14 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-import mrope.grid as _grid
-import mrope.positions as _positions
-from mrope._deprecated import moved_names
 from mrope.errors import LayoutError, MRopeWarning
 from mrope.layout import LayoutPlan, engine
 from mrope.layout.pruned import pruned_positions, segment_masks
 from mrope.models import ModelLike, resolve_rules, resolve_tokenizer
-from mrope.positions import next_positions
+from mrope.positions import Batch, next_positions
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Segment, Text, Video
 
@@ -159,9 +156,7 @@ def build_batch(
         if lay.image_index_scope == "batch":  # the image index keeps counting across the rows
             image_index += len(plan.image_grids) - len(plan.targets)
     deltas = np.asarray([p.delta for p in seqs], dtype=ids.dtype)
-    return _positions.Batch(
-        ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(seqs)
-    )
+    return Batch(ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(seqs))
 
 
 def _pruned_batch(
@@ -195,9 +190,7 @@ def _pruned_batch(
         ids[:, row, sl], input_ids[row, sl], mask[row, sl] = p.ids, p.input_ids, 1
         rows.append(_replace(p, ids=ids[:, row, sl], input_ids=input_ids[row, sl]))
     deltas = np.asarray([p.delta for p in seqs], dtype=ids.dtype)
-    return _positions.Batch(
-        ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(rows)
-    )
+    return Batch(ids=ids, attention_mask=mask, deltas=deltas, input_ids=input_ids, sequences=tuple(rows))
 
 
 def text_positions(n: int) -> np.ndarray:
@@ -205,18 +198,6 @@ def text_positions(n: int) -> np.ndarray:
     if n < 0:
         raise LayoutError(f"n must be >= 0; got {n}")
     return np.broadcast_to(np.arange(n, dtype=np.int64), (3, n)).copy()
-
-
-_MOVED = {
-    name: (getattr(module, name), f"{module.__name__}.{name}")
-    for module, names in (
-        (_positions, ("Batch", "Positions", "Span", "span_token_types")),
-        (_grid, ("MAX_GENERATED_TOKENS", "MAX_POSITION", "MAX_TILES", "TEXT_FILL_ID")),
-        (_grid, ("frame_tokens", "merged_grid", "target_positions", "temporal_index")),
-    )
-    for name in names
-}
-__getattr__ = moved_names(__name__, _MOVED)  # names that left this module warn (DeprecationWarning)
 
 
 __all__ = [

@@ -33,6 +33,10 @@ Nothing here raises through a whole job: a record that fails gets empty position
 
 from __future__ import annotations
 
+from mrope._extras import require
+
+require("mrope.pipeline", "pipeline", "pydantic", "pyarrow")
+
 import functools
 import math
 import os
@@ -43,7 +47,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrope import arrow, schema
-from mrope._deprecated import moved_names
 from mrope.builder import build_positions, count_tokens
 from mrope.chat import find_chat_template
 from mrope.errors import MRopeError
@@ -729,7 +732,3 @@ __all__ = [
     "result_row",
     "rows_to_table",
 ]
-
-__getattr__ = moved_names(
-    __name__, {"load_tokenizer": (schema.load_tokenizer, "mrope.schema.load_tokenizer")}
-)

@@ -15,6 +15,10 @@
 
 from __future__ import annotations
 
+from mrope._extras import require
+
+require("mrope.plot", "media", "PIL")
+
 import math
 import os
 from collections.abc import Sequence

@@ -23,6 +23,10 @@ and the masks built later from the embeddings keep exactly that many tokens. Mas
 
 from __future__ import annotations
 
+from mrope._extras import require
+
+require("mrope.pruning", "torch", "torch")
+
 import math
 from collections.abc import Callable, Sequence
 

@@ -98,13 +98,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
 import re
 import string
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args, get_origin, get_type_hints
-
-import orjson
 
 from mrope.errors import LayoutError
 
@@ -466,8 +465,15 @@ def rules_digest(rules: LayoutRules) -> str:
 
 
 def _digest(rules: LayoutRules) -> str:
-    text = orjson.dumps(rules.to_dict(), option=orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY)
-    return hashlib.sha256(text).hexdigest()[:16]
+    text = json.dumps(rules.to_dict(), sort_keys=True, separators=(",", ":"), default=_plain_number)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _plain_number(value: Any) -> Any:
+    """A numpy scalar or array in a rule's value, as JSON writes a Python number or list."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"a rule's value of type {type(value).__name__} has no JSON form")
 
 
 _cached_digest = functools.lru_cache(maxsize=256)(_digest)

@@ -1,6 +1,7 @@
 """The token-id interface: token ids -> M-RoPE positions, as the transformers models' get_rope_index.
 
-:func:`get_rope_index` is the drop-in for the transformers method (torch in, torch out);
+:func:`get_rope_index` is the drop-in for the transformers method (tensors in, tensors out; numpy
+arrays in, numpy arrays out);
 :func:`numpy_rope_index` is its numpy form, and :func:`generation_index` gives the positions of images a
 model generates (GLM-Image).
 
@@ -11,11 +12,11 @@ fill engine as :func:`mrope.build_positions`, so the two interfaces cannot drift
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope._deprecated import moved_names
 from mrope.errors import LayoutError, TokenError
 from mrope.layout import engine
 from mrope.layout.pruned_ids import pruned_rope_index
@@ -187,7 +188,7 @@ def get_rope_index(
     second_per_grids: Any = None,
     image_keep: Any = None,
     video_keep: Any = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor | np.ndarray, torch.Tensor | np.ndarray]:
     """M-RoPE position ids from token ids, like the transformers model method.
 
     Args:
@@ -220,11 +221,10 @@ def get_rope_index(
             unpruned position and a row's delta continues where the unpruned row's does (docs/pruning.md).
 
     Returns:
-        ``(position_ids, deltas)``: int64 torch ``[A, B, L]`` (A = ``rules.num_axes``) and ``[B, 1]``, on ``input_ids``' device
-        when it is a torch tensor.
+        ``(position_ids, deltas)``: int64 ``[A, B, L]`` (A = ``rules.num_axes``) and ``[B, 1]``, the
+        shapes transformers returns. They are torch tensors on ``input_ids``' device when ``input_ids``
+        is a torch tensor, numpy arrays otherwise (so this runs without torch installed).
     """
-    import torch
-
     try:
         pos, deltas = numpy_rope_index(
             input_ids,
@@ -246,14 +246,15 @@ def get_rope_index(
         )
     except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
         raise TokenError(str(exc)) from None
+    torch = sys.modules.get("torch")  # a tensor argument means torch is imported; nothing else needs it
+    if torch is None or not isinstance(input_ids, torch.Tensor):
+        return pos, deltas[:, None]
     # the numpy results become tensors without a copy; moved only when the ids live off the CPU
     pos_t = torch.from_numpy(pos)
     deltas_t = torch.from_numpy(deltas[:, None])
-    if isinstance(input_ids, torch.Tensor) and not input_ids.is_cpu:
+    if not input_ids.is_cpu:
         pos_t, deltas_t = pos_t.to(input_ids.device), deltas_t.to(input_ids.device)
     return pos_t, deltas_t
 
-
-__getattr__ = moved_names(__name__, {"rope_index": (numpy_rope_index, f"{__name__}.numpy_rope_index")})
 
 __all__ = ["generation_index", "get_rope_index", "numpy_rope_index"]

@@ -5,3 +5,19 @@ The folder ``service/`` of the repository is installed as the package ``mrope.se
 ``uvicorn mrope.service.app:app`` or :func:`mrope.service.server.run`; settings from ``MROPE_*`` environment
 variables (:mod:`mrope.service.settings`).
 """
+
+from mrope._extras import require
+
+require(
+    "mrope.service",
+    "service",
+    "fastapi",
+    "uvicorn",
+    "pydantic",
+    "orjson",
+    "python_multipart",
+    "prometheus_client",
+    "anyio",
+    "httptools",
+    "fastapi_offline",
+)

@@ -7,6 +7,10 @@ message on stderr, never a traceback), 130 when interrupted.
 
 from __future__ import annotations
 
+from mrope._extras import require
+
+require("the mrope command", "cli", "pydantic", "pyarrow", "PIL", "av")
+
 import os
 import sys
 import warnings

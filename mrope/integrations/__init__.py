@@ -5,7 +5,6 @@
   rotary application from :func:`mrope.apply_mrope`; :func:`~mrope.integrations.transformers.unpatch`
   restores it exactly.
 
-Tiny random-weight models to try it on are test support: :mod:`mrope.testing.tiny` (the old path
-``mrope.integrations.tiny`` is a deprecated alias). Importing this package imports neither torch nor
+Tiny random-weight models to try it on are test support: :mod:`mrope.testing.tiny`. Importing this package imports neither torch nor
 transformers; its submodules do.
 """

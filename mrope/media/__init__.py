@@ -8,6 +8,10 @@ omni models, from container metadata.
 :class:`mrope.MediaError` whose message says what was expected and what came.
 """
 
+from mrope._extras import require
+
+require("mrope.media", "media", "PIL", "av")
+
 from mrope.media.audio import MAX_AUDIO_SECONDS, has_audio_stream, load_audio, probe_audio
 from mrope.media.crops import AlignedCrop, align_box, crop_step
 from mrope.media.detect import MediaKind, detect_media_kind

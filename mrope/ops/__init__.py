@@ -7,6 +7,10 @@ precisions, :mod:`mrope.ops.torch_path` and :mod:`mrope.ops.triton_kernel` for t
 This package never imports the coordinate builder.
 """
 
+from mrope._extras import require
+
+require("mrope.ops", "torch", "torch")
+
 from mrope.ops.dispatch import (
     ANGLE_PRECISIONS,
     BACKENDS,

@@ -8,6 +8,10 @@ values and grids). The positions come from the ids and grids by the token path
 
 from __future__ import annotations
 
+from mrope._extras import require
+
+require("mrope.packing.collator", "torch", "torch")
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 

@@ -29,6 +29,10 @@ segments), :mod:`~mrope.schema.messages` (chat messages -> library segments and 
 
 from __future__ import annotations
 
+from mrope._extras import require
+
+require("mrope.schema", "pipeline", "pydantic")
+
 from mrope.media import is_url  # the media readers' test, named here as before
 
 from .convert import (

@@ -9,6 +9,10 @@
   :mod:`mrope.testing.report`.
 """
 
+from mrope._extras import require
+
+require("mrope.testing", "torch", "torch")
+
 from mrope.testing.invariance import (
     assert_crop_invariant,
     assert_frame_order_invariant,

@@ -17,9 +17,7 @@ positions, and must give equal score matrices.
 - :func:`assert_time_aligned`: the same moment sampled at two frame rates gets the same time.
 
 Every assertion takes the :class:`~mrope.Positions` the builder returned (or ``[3, T]`` ids where no
-span is needed) and an optional spec. Two old call forms still work and warn (``DeprecationWarning``):
-``assert_crop_invariant(whole, crop, origin=...)`` and ``assert_time_aligned(video_a, video_b,
-model=...)`` with :class:`~mrope.Video` segments.
+span is needed) and an optional spec.
 
 Failures raise ``AssertionError`` with the first offending tokens and values.
 """
@@ -32,12 +30,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from mrope._deprecated import warn_signature
 from mrope.builder import build_positions, next_positions
-from mrope.models import ModelLike, names, resolve_rules, resolve_spec
+from mrope.models import ModelLike, names, resolve_spec
 from mrope.positions import Positions
 from mrope.rules import LayoutRules
-from mrope.segments import Segment, Text, Video
+from mrope.segments import Segment, Text
 from mrope.spec import RopeSpec
 
 __all__ = [
@@ -178,14 +175,6 @@ def _grid_of(p: Positions, what: str) -> tuple[np.ndarray, int, int]:
     return np.arange(spans[0].start, spans[0].stop).reshape(hh, ww), hh, ww
 
 
-def _is_origin(value: Any) -> bool:
-    return (
-        isinstance(value, (tuple, list))
-        and len(value) == 2
-        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
-    )
-
-
 def _relative_hw(ids: np.ndarray, p: Positions) -> np.ndarray:
     """(h, w) of image tokens counted from their block start (``t`` of an image token), or from 0 under
     the ``spatial="reset"`` rule, where h and w do not count from the block start."""
@@ -196,8 +185,7 @@ def assert_crop_invariant(
     whole: Positions,
     crop: Positions,
     spec: RopeSpec | str | None = None,
-    *old_spec: RopeSpec | str | None,
-    origin: tuple[int, int] | None = None,
+    *,
     heads: int = 2,
     seed: int = 0,
     rtol: float = 1e-5,
@@ -211,7 +199,6 @@ def assert_crop_invariant(
             :func:`mrope.media.crop_segment` gives its segment as ``.whole``).
         crop: positions of a sequence holding the crop (one untiled image).
         spec: a :class:`~mrope.RopeSpec` or preset name (default: the positions' preset).
-        origin: deprecated: the crop already carries it (see below); when given, it must agree.
 
     Where the crop sits is read from the crop itself. Under ``crop="keep"`` rules its coordinates are
     its place in the whole image: the corner's (h, w) from its block start, less the whole image's, is
@@ -223,18 +210,7 @@ def assert_crop_invariant(
     Returns:
         The origin ``(row, col)`` in the whole image's merged grid that the crop's coordinates give
         (``crop="keep"``), for a test to compare with ``Image.origin``; ``None`` under ``"reset"``.
-
-    The old form ``assert_crop_invariant(whole, crop, origin, spec)`` (origin third, or ``origin=``)
-    still works and warns.
     """
-    if _is_origin(spec):  # the old positional form: (whole, crop, origin, spec)
-        if origin is not None:
-            raise TypeError("assert_crop_invariant got the origin twice")
-        origin, spec = spec, (old_spec[0] if old_spec else None)  # type: ignore[assignment]
-    elif old_spec:
-        raise TypeError("assert_crop_invariant takes (whole, crop, spec=None) and keyword options")
-    if origin is not None:
-        warn_signature("assert_crop_invariant(whole, crop, origin=...)", "assert_crop_invariant(whole, crop)")
     whole_idx, hh, ww = _grid_of(whole, "whole")
     crop_idx, ch, cw = _grid_of(crop, "crop")
     whole_ids, crop_ids = _ids(whole), _ids(crop)
@@ -245,12 +221,7 @@ def assert_crop_invariant(
             whole_ids[:, [whole_idx[0, 0]]], whole
         )
         found = (int(corner[0, 0]), int(corner[1, 0]))
-        if origin is not None and tuple(int(v) for v in origin) != found:
-            raise AssertionError(
-                f"crop='keep': the crop's coordinates place its corner at {found} of the whole image's merged "
-                f"grid, not at the origin {tuple(origin)}"
-            )
-    r, c = found if found is not None else (tuple(int(v) for v in origin) if origin is not None else (0, 0))
+    r, c = found if found is not None else (0, 0)
     if r < 0 or c < 0 or r + ch > hh or c + cw > ww:
         raise AssertionError(
             f"crop {ch}x{cw} at {(r, c)} does not fit in the whole image's {hh}x{ww} grid"
@@ -439,23 +410,12 @@ def assert_frame_order_invariant(
     )
 
 
-def _videos_as_positions(
-    video_a: Video, video_b: Video, model: ModelLike | None, rules: LayoutRules | dict[str, Any] | None
-) -> tuple[Positions, Positions]:
-    """The old form's two videos, each built alone (bare tokens, so both start at 0)."""
-    lay = resolve_rules(model, rules)
-    bare = [Video(v.grid, v.fps, v.second_per_grid, v.frame_times, wrap=False) for v in (video_a, video_b)]
-    return build_positions([bare[0]], rules=lay), build_positions([bare[1]], rules=lay)
-
-
 def assert_time_aligned(
-    a: Positions | Video,
-    b: Positions | Video,
+    a: Positions,
+    b: Positions,
     spec: RopeSpec | str | None = None,
     *,
     video: int = 0,
-    model: ModelLike | None = None,
-    rules: LayoutRules | dict[str, Any] | None = None,
     backend: str = "torch",
 ) -> None:
     """The same moment sampled at two rates gets the same time coordinate.
@@ -466,24 +426,7 @@ def assert_time_aligned(
     paired patches' first tokens must have equal ``t`` counted from their video's first token, and equal
     q.k scores. E.g. ``Video(grid=(4, h, w), fps=1.0)`` against ``Video(grid=(8, h, w), fps=2.0)``:
     patch i at 1 fps pairs with patch 2i at 2 fps.
-
-    The old form ``assert_time_aligned(video_a, video_b, model=..., rules=...)`` with two
-    :class:`~mrope.Video` segments (each built alone) still works and warns.
     """
-    if isinstance(a, Video) or isinstance(b, Video):
-        if not (isinstance(a, Video) and isinstance(b, Video)):
-            raise TypeError("assert_time_aligned takes two Positions (or, deprecated, two Videos)")
-        warn_signature(
-            "assert_time_aligned(video_a, video_b, model=...)",
-            "assert_time_aligned(build_positions([video_a], ...), build_positions([video_b], ...))",
-        )
-        if resolve_rules(model, rules).temporal == "timestamps":
-            raise AssertionError(
-                "the timestamps rule gives every patch t = its block start; compare its time text"
-            )
-        a, b = _videos_as_positions(a, b, model, rules)
-    elif model is not None or rules is not None:
-        raise TypeError("model= and rules= go with the old Video form; Positions carry their rules")
     lay = a.rules
     if lay.temporal == "timestamps":
         raise AssertionError(

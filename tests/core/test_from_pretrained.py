@@ -133,7 +133,7 @@ def test_the_description_works_everywhere_model_is_taken(tmp_path: Path) -> None
         model=model,
         second_per_grid_ts=p.second_per_grid_ts,
     )
-    np.testing.assert_array_equal(pos.numpy()[:, 0], batch.ids[:, 0])
+    np.testing.assert_array_equal(pos[:, 0], batch.ids[:, 0])
     assert mrope.count_tokens(segs, model=model) == p.num_tokens
     q = torch.randn(p.num_tokens, 2, 128)
     got = mrope.apply_mrope(q, q, torch.from_numpy(p.ids), model, backend="torch")

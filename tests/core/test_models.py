@@ -9,7 +9,14 @@ import torch
 import mrope
 from mrope import Image, LayoutError, LayoutRules, RopeSpec, Text, Video
 from mrope.media import image_grid
-from mrope.models import PRESET_NAMES, families, get_family, names, resolve_rules, spec_from_config
+from mrope.models import (
+    families,
+    get_family,
+    names,
+    resolve_rules,
+    resolve_spec,
+    spec_from_config,
+)
 
 
 def test_every_family_is_consistent() -> None:
@@ -41,7 +48,7 @@ def test_every_family_is_consistent() -> None:
 def test_lookup_by_name_model_type_and_repo_id(key: str, name: str) -> None:
     fam = get_family(key)
     assert fam.name == name
-    assert LayoutRules.preset(key) == fam.rules and RopeSpec.preset(key) == fam.spec
+    assert resolve_rules(key) == fam.rules and resolve_spec(key) == fam.spec
     assert get_family(fam) is fam
 
 
@@ -162,29 +169,8 @@ _QWEN2_CONFIG = {
 }
 
 
-def test_moved_class_methods_warn_and_give_the_registrys_values() -> None:
-    """The value types' old lookups (installed by mrope.models) warn and return what the registry does."""
-    with pytest.warns(DeprecationWarning, match=r"get_family\(name\)\.rules"):
-        assert LayoutRules.preset("Qwen/Qwen2-VL-7B-Instruct") == get_family("qwen2-vl").rules
-    with pytest.warns(DeprecationWarning, match=r"get_family\(name\)\.spec"):
-        assert RopeSpec.preset("qwen3_vl") == get_family("qwen3-vl").spec
-    with pytest.warns(DeprecationWarning, match="mrope.models.spec_from_config"):
-        old = RopeSpec.from_hf_config(_QWEN2_CONFIG, layer_type=None)
-    assert old == spec_from_config(_QWEN2_CONFIG) == get_family("qwen2-vl").spec
-
-
-def test_moved_module_names_warn_and_are_the_registrys() -> None:
-    import mrope.rules
-    import mrope.spec
-
-    with pytest.warns(DeprecationWarning, match="mrope.models.resolve_rules"):
-        assert mrope.rules.resolve_rules is resolve_rules
-    for module in (mrope.rules, mrope.spec):
-        with pytest.warns(DeprecationWarning, match="mrope.models.PRESET_NAMES"):
-            assert module.PRESET_NAMES is PRESET_NAMES
-    assert PRESET_NAMES == names() == tuple(f.name for f in families())
-    with pytest.raises(AttributeError, match="no attribute 'preset_names'"):
-        mrope.rules.preset_names  # noqa: B018
+def test_a_released_config_reads_as_the_familys_spec() -> None:
+    assert spec_from_config(_QWEN2_CONFIG) == get_family("qwen2-vl").spec
 
 
 def test_value_types_import_no_registry() -> None:

@@ -169,8 +169,6 @@ def test_validation_names_field_and_numbers(kwargs: dict, needle: str) -> None:
 def test_errors_are_value_errors() -> None:
     with pytest.raises(ValueError):
         RopeSpec(mrope_section=(1, 2, 300))
-    with pytest.raises(SpecError, match="unknown model 'llama'"):
-        RopeSpec.preset("llama")
 
 
 @st.composite

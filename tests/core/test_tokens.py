@@ -58,15 +58,21 @@ SEGMENTS = [
 def test_token_form_equals_builder(model: str) -> None:
     p = build_positions(SEGMENTS, model=model, tokenizer=stamp_tokens)
     kwargs = dict(model=model, second_per_grid_ts=p.second_per_grid_ts)
-    pos, deltas = get_rope_index(p.input_ids[None], p.image_grid_thw, p.video_grid_thw, **kwargs)
+    ids = torch.from_numpy(p.input_ids[None])
+    pos, deltas = get_rope_index(ids, p.image_grid_thw, p.video_grid_thw, **kwargs)
     assert pos.dtype == torch.int64 and tuple(pos.shape) == (3, 1, p.num_tokens)
     np.testing.assert_array_equal(pos[:, 0].numpy(), p.ids)
     assert deltas.tolist() == [[p.delta]]
+    # numpy ids in, numpy arrays out: the same values and shapes, no torch needed
+    pos_np, deltas_np = get_rope_index(p.input_ids[None], p.image_grid_thw, p.video_grid_thw, **kwargs)
+    assert isinstance(pos_np, np.ndarray) and pos_np.dtype == np.int64
+    np.testing.assert_array_equal(pos_np, pos.numpy())
+    assert isinstance(deltas_np, np.ndarray) and deltas_np.tolist() == [[p.delta]]
     # the 5.x form gives the same answer
     types = mm_types(p.input_ids, model)[None]
     np.testing.assert_array_equal(p.mm_token_type_ids, types[0])
     pos2, _ = get_rope_index(
-        p.input_ids[None], p.image_grid_thw, p.video_grid_thw, mm_token_type_ids=types, **kwargs
+        ids, p.image_grid_thw, p.video_grid_thw, mm_token_type_ids=types, **kwargs
     )
     np.testing.assert_array_equal(pos2.numpy(), pos.numpy())
 
@@ -94,7 +100,7 @@ def test_qwen3_video_grid_rows_are_split_like_the_model() -> None:
     p = build_positions([Text(2), Video(grid=(3, 4, 4), fps=2.0)], model="qwen3-vl", tokenizer=stamp_tokens)
     assert p.video_grid_thw.tolist() == [[3, 4, 4]]  # one row per video, as the processor gives it
     pos, _ = get_rope_index(p.input_ids[None], video_grid_thw=p.video_grid_thw, model="qwen3-vl")
-    np.testing.assert_array_equal(pos[:, 0].numpy(), p.ids)
+    np.testing.assert_array_equal(pos[:, 0], p.ids)
 
 
 def test_glm_video_frames_wrap_and_timestamp_after() -> None:

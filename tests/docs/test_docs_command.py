@@ -8,11 +8,14 @@ its command line to a log, which says what the script did.
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from support.extras import blocker_code
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "test.sh"
@@ -79,6 +82,34 @@ def test_readme_and_ci_run_the_same_command() -> None:
     assert commands[-1] == COMMAND, "the Quick start's last command is the test command"
     ci = [ln for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln and not ln.startswith("#")]
     assert ci[-1] == COMMAND and "set -euo pipefail" in ci
+
+
+def _main_job() -> tuple[tuple[str, ...], list[str]]:
+    """The Quick start's first command: the extras its install names, and the mrope command's arguments."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    install, _, job = re.findall(r"^```bash\n(.*?)\n```", quick_start, re.S | re.M)[0].partition(" && ")
+    extras = re.search(r'-e "\.\[([a-z,]+)\]"', install)
+    assert install.startswith("python -m pip install") and extras, install
+    words = shlex.split(job)
+    assert words[0] == "mrope", job
+    return tuple(extras.group(1).split(",")), words[1:]
+
+
+def _run_main_job(blocker: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    code = blocker + f"import sys\nfrom mrope.cli import main\nsys.exit(main({args!r}))\n"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def test_the_main_job_runs_with_exactly_the_extra_its_install_names() -> None:
+    """The first Quick start command installs what the main job needs: with only that extra the job prints
+    its table; with the core alone (the control) it names the extra instead."""
+    extras, args = _main_job()
+    done = _run_main_job(blocker_code(extras), args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "delta -1928" in done.stdout and "decode token i (i >= 1992)" in done.stdout
+    bare = _run_main_job(blocker_code(()), args)
+    assert bare.returncode != 0 and 'pip install "mrope[cli]"' in bare.stderr
 
 
 def test_with_a_browser_it_installs_and_tests(tmp_path: Path) -> None:

@@ -1,10 +1,14 @@
-"""Every Python block of README.md and of the documentation pages (docs/*.md) runs as written.
+"""Every Python block of README.md and of the documentation pages (docs/*.md) runs as written, with only
+the extras it says it needs.
 
-The blocks run in one fresh Python process, in an empty working directory, each in its own namespace
-(so each block must be self-contained). The README's block marked ``<!-- readme-test: setup -->`` runs
-first: it makes the files the other blocks read (``photo.jpg``, ``clip.mp4``, ...), as a reader would
-(docs/index.md shows the same block, included from the README). Then the README's blocks run, then each
-page's, in order. A failure names the block by its file and line and the heading above it, with its
+Each block starts with the install line a reader runs first (``# pip install "mrope[media]"``,
+``# pip install mrope`` for the core, other packages after it). The blocks run in an empty working
+directory, each in its own namespace (so each block must be self-contained), in one fresh Python process
+per install line, where every package that line would not install fails to import
+(:mod:`support.extras`). The README's block marked ``<!-- readme-test: setup -->`` runs first: it makes
+the files the other blocks read (``photo.jpg``, ``clip.mp4``, ...), as a reader would (docs/index.md shows
+the same block, included from the README). Then the blocks of each install line run, README first, in
+document order. A failure names the block by its file and line and the heading above it, with its
 traceback.
 """
 
@@ -18,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.extras import blocker_code, install_line
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -50,8 +55,16 @@ def python_blocks(text: str) -> list[dict[str, object]]:
         line = before.count("\n") + 2
         headings = re.findall(r"^#+ (.+)$", before, re.M)
         setup = before.rstrip().endswith(SETUP_MARK)
+        needs = install_line(m.group(1))
         blocks.append(
-            {"code": m.group(1), "line": line, "heading": headings[-1] if headings else "", "setup": setup}
+            {
+                "code": m.group(1),
+                "line": line,
+                "heading": headings[-1] if headings else "",
+                "setup": setup,
+                "extras": list(needs[0]) if needs else None,
+                "also": list(needs[1]) if needs else None,
+            }
         )
     return sorted(blocks, key=lambda b: not b["setup"])  # the setup first, then in README order
 
@@ -96,6 +109,23 @@ def test_the_parser_finds_every_block_of_the_docs() -> None:
     assert len(blocks) >= 16 + 7
 
 
+def test_every_block_says_what_to_install() -> None:
+    """A block's first line is the pip install line of what it needs, naming extras that exist."""
+    from support.extras import extras_table
+
+    for block in document_blocks():
+        assert block["extras"] is not None, f"{block['where']} does not start with '# pip install ...'"
+        unknown = set(block["extras"]) - set(extras_table())
+        assert not unknown, f"{block['where']} names unknown extras {sorted(unknown)}"
+
+
+def test_the_install_line_is_enforced(tmp_path: Path) -> None:
+    """The emulated environment is real enough to fail: a core-only block that imports torch fails."""
+    blocks = [{"code": "# pip install mrope\nimport torch\n", "where": "x:1", "setup": False}]
+    results = _run_blocks(blocks, blocker_code(()), tmp_path, tmp_path)
+    assert not results[0]["ok"] and "No module named 'torch'" in results[0]["error"]
+
+
 def test_docs_stand_alone() -> None:
     """The pages cite no notes a user does not have."""
     for path in DOCS:
@@ -103,21 +133,18 @@ def test_docs_stand_alone() -> None:
         assert "shared notes" not in text and "SPEC.md" not in text and "FAMILIES.md" not in text, path.name
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(400)
-def test_every_python_block_runs(tmp_path: Path) -> None:
-    blocks = document_blocks()
-    (tmp_path / "blocks.json").write_text(json.dumps(blocks))
-    (tmp_path / "runner.py").write_text(RUNNER)
-    work = tmp_path / "work"
-    work.mkdir()
+def _run_blocks(blocks: list[dict[str, object]], blocker: str, tmp_path: Path, work: Path) -> list[dict]:
+    """Run ``blocks`` in order in one fresh interpreter (``blocker`` first), in ``work``; their results."""
+    name = f"run{len(list(tmp_path.glob('run*.json')))}"
+    (tmp_path / f"{name}.json").write_text(json.dumps(blocks))
+    (tmp_path / f"{name}.py").write_text(blocker + RUNNER)
     offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
     env = {**os.environ, **offline, "HF_DATASETS_CACHE": str(tmp_path / "hf"), "PYTHONWARNINGS": "ignore"}
     done = subprocess.run(
         [
             sys.executable,
-            str(tmp_path / "runner.py"),
-            str(tmp_path / "blocks.json"),
+            str(tmp_path / f"{name}.py"),
+            str(tmp_path / f"{name}.json"),
             str(tmp_path / "out.json"),
         ],
         cwd=work,
@@ -126,8 +153,27 @@ def test_every_python_block_runs(tmp_path: Path) -> None:
         text=True,
         timeout=380,
     )
-    assert done.returncode == 0, f"the README runner crashed:\n{done.stderr[-3000:]}"
-    results = {r["where"]: r for r in json.loads((tmp_path / "out.json").read_text())}
+    assert done.returncode == 0, f"the block runner crashed:\n{done.stderr[-3000:]}"
+    return json.loads((tmp_path / "out.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_every_python_block_runs(tmp_path: Path) -> None:
+    blocks = document_blocks()
+    work = tmp_path / "work"
+    work.mkdir()
+    runs: dict[tuple, list[dict[str, object]]] = {}  # install line -> its blocks, the setup's first
+    for block in blocks:
+        key = ("setup",) if block["setup"] else (tuple(block["extras"]), tuple(block["also"]))
+        runs.setdefault(key, []).append(block)
+    results: dict[str, dict] = {}
+    for key, group in runs.items():
+        extras, also = (tuple(group[0]["extras"]), tuple(group[0]["also"]))
+        for result in _run_blocks(group, blocker_code(extras, also), tmp_path, work):
+            results[result["where"]] = result
+        if key == ("setup",) and not all(results[b["where"]]["ok"] for b in group):
+            break
     failed = [
         f"{b['where']} (under '{b['heading']}'):\n{results[b['where']]['error']}"
         for b in blocks

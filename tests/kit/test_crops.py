@@ -147,26 +147,6 @@ def test_snap_false_refuses_and_names_the_box_crop_segment_returns(images) -> No
     )
 
 
-def test_the_old_origin_argument_warns_and_still_checks(images) -> None:
-    whole = build_positions([Text(4), Image(grid=(1, 12, 16))], model="qwen2-vl", rules={"crop": "keep"})
-    crop = build_positions(
-        [Text(4), Image(grid=(1, 4, 6), origin=(3, 4))], model="qwen2-vl", rules={"crop": "keep"}
-    )
-    with pytest.warns(DeprecationWarning, match=r"assert_crop_invariant\(whole, crop, origin=...\)"):
-        assert assert_crop_invariant(whole, crop, origin=(3, 4)) == (3, 4)
-    with pytest.warns(DeprecationWarning):  # the old positional form, spec after the origin
-        assert_crop_invariant(whole, crop, (3, 4), "qwen2-vl")
-    with pytest.warns(DeprecationWarning), pytest.raises(AssertionError, match="not at the origin"):
-        assert_crop_invariant(whole, crop, origin=(3, 5))
-    reset = {"crop": "reset"}  # under reset the old origin still picks the region it compares with
-    whole_r = build_positions([Image(grid=(1, 12, 16))], model="qwen2-vl", rules=reset)
-    crop_r = build_positions([Image(grid=(1, 4, 6))], model="qwen2-vl", rules=reset)
-    with pytest.warns(DeprecationWarning):
-        assert assert_crop_invariant(whole_r, crop_r, origin=(4, 5)) is None
-    with pytest.warns(DeprecationWarning), pytest.raises(AssertionError, match="does not fit"):
-        assert_crop_invariant(whole_r, crop_r, origin=(5, 5))
-
-
 def test_a_canvas_image_is_refused_with_a_reason_not_a_type_error() -> None:
     """MiniCPM-V's canvas lays an image out as slices without one merged grid: the crop assertion says so."""
     rules = get_family("minicpm-v-4.7").rules.replace(

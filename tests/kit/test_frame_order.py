@@ -95,15 +95,3 @@ def test_time_aligned_on_positions_with_text_before() -> None:
             build_positions([Text(5), Video(grid=(4, 4, 4), fps=1.0)], model="qwen2-vl"),
             build_positions([Text(2), Video(grid=(8, 4, 4), fps=2.0)], model="qwen2-vl"),
         )
-
-
-def test_the_old_video_form_of_time_aligned_warns_and_still_works() -> None:
-    low, high = Video(grid=(4, 4, 4), fps=1.0), Video(grid=(8, 4, 4), fps=2.0)
-    with pytest.warns(DeprecationWarning, match=r"assert_time_aligned\(video_a, video_b, model=...\)"):
-        assert_time_aligned(low, high, model="qwen2.5-vl")
-    with pytest.warns(DeprecationWarning), pytest.raises(AssertionError, match="not time-aligned"):
-        assert_time_aligned(low, high, model="qwen2-vl")
-    with pytest.raises(TypeError, match="Positions carry their rules"):
-        assert_time_aligned(
-            build_positions([low], model="qwen2.5-vl"), build_positions([high], model="qwen2.5-vl"), model="x"
-        )

@@ -124,16 +124,3 @@ def test_scores_use_the_apply_path_and_agree_with_float64_math() -> None:
         return x * cos + half * sin
 
     np.testing.assert_allclose(scores.numpy(), (rot(q) @ rot(k).T).numpy(), rtol=1e-5, atol=1e-5)
-
-
-def test_old_tiny_model_path_warns_and_is_the_new_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``mrope.integrations.tiny`` moved to ``mrope.testing.tiny``: the old path is a warning alias."""
-    import importlib
-    import sys
-
-    import mrope.testing.tiny as new
-
-    monkeypatch.delitem(sys.modules, "mrope.integrations.tiny", raising=False)
-    with pytest.warns(DeprecationWarning, match="mrope.testing.tiny"):
-        old = importlib.import_module("mrope.integrations.tiny")
-    assert old is new and old.tiny_model is new.tiny_model

@@ -49,6 +49,10 @@ Modules: :mod:`~mrope.integrations.transformers.patching` (patch, unpatch and wh
 the vision tower, docs/pruning.md).
 """
 
+from mrope._extras import require
+
+require("mrope.integrations.transformers", "torch", "torch")
+
 from mrope.integrations.transformers.discovery import APPLY_FUNCTION
 from mrope.integrations.transformers.inputs import model_inputs
 from mrope.integrations.transformers.patching import (
