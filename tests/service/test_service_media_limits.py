@@ -26,9 +26,6 @@ import pytest
 from PIL import Image as PILImage
 from support.media import write_headerless_video
 from support.service_proc import serve
-from tokenizers import Tokenizer
-from tokenizers.models import WordLevel
-from tokenizers.pre_tokenizers import Whitespace
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -82,9 +79,6 @@ def hosts(tmp_path_factory):
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(root)))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     counter = Counter()
-    tokenizer = Tokenizer(WordLevel({"[UNK]": 0, "<": 1, ">": 2}, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = Whitespace()
-    tokenizer.save(str(root / "tokenizer.json"))
     try:
         yield f"127.0.0.1:{httpd.server_address[1]}", counter, root
     finally:
@@ -94,10 +88,10 @@ def hosts(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(hosts):
-    allowed, _, root = hosts
+def server(hosts, tokenizer_file):
+    allowed, _, _ = hosts
     env = {
-        "MROPE_TOKENIZER": str(root / "tokenizer.json"),
+        "MROPE_TOKENIZER": tokenizer_file,
         "MROPE_MEDIA_URL_HOSTS": allowed,
         "MROPE_MEDIA_THREADS": "1",
         "MROPE_MEDIA_TIMEOUT_S": str(MEDIA_TIMEOUT_S),

@@ -2,7 +2,8 @@
 boundaries, tile counts and rule values are refused with a 4xx that says what was expected, before
 any work or allocation, and ``/healthz`` keeps answering.
 
-One server like ``mrope serve`` (:func:`service_proc.serve`). Every socket has a timeout; every loop is
+One server like ``mrope serve`` (:func:`service_proc.serve`) with a small tokenizer (the timestamp text
+of video layouts). Every socket has a timeout; every loop is
 bounded.
 """
 
@@ -24,8 +25,8 @@ BAD_FORMATS = ["{0.foo}", "{0[0]}", "{!r}", "{:{}}", "{}{}", "{x}", "no field", 
 
 
 @pytest.fixture(scope="module")
-def server():
-    with serve() as srv:
+def server(tokenizer_file):
+    with serve(env={"MROPE_TOKENIZER": tokenizer_file}) as srv:
         yield srv
 
 
