@@ -507,24 +507,25 @@ def stage_app():
     from starlette.responses import Response
 
     import mrope
-    from mrope.service import app as service_app
+    from mrope.service import compute
     from mrope.service.convert import weigh
     from mrope.service.direct import DirectRoutes, read_body
+    from mrope.service.paths import POSITIONS_PATH
 
     stage = os.environ[STAGE_ENV]
     if stage not in STAGES:
         raise SystemExit(f"{STAGE_ENV} must be one of {STAGES}; got {stage!r}")
     app = make_app()
     state = app.state.service
-    _, model, rules, segments = service_app.decode_positions(orjson.dumps(TYPICAL), state)
+    _, model, rules, segments = compute.decode_positions(orjson.dumps(TYPICAL), state)
     fmt = os.environ.get(CANNED_FORMAT_ENV, "json")
-    canned = service_app.count_build_render(segments, weigh(segments, rules), model, rules, fmt, state)
+    canned = compute.count_build_render(segments, weigh(segments, rules), model, rules, fmt, state)
     canned_headers = [h for h in canned.raw_headers if h[0] != b"content-length"]
 
     async def positions(request):
         raw = await read_body(request.receive)
         if stage != "canned":
-            _, model, rules, segments = service_app.decode_positions(raw, state)
+            _, model, rules, segments = compute.decode_positions(raw, state)
             if stage == "build":
                 mrope.build_positions(segments, model=model, rules=rules)
         response = Response(canned.body)  # its content-length, and the canned answer's other headers
@@ -536,7 +537,7 @@ def stage_app():
     direct = [m for m in app.user_middleware if m.cls is DirectRoutes]
     if len(direct) != 1:
         raise SystemExit("the service no longer answers /v1/positions through DirectRoutes: update --stages")
-    direct[0].kwargs["endpoints"][service_app.POSITIONS_PATH] = positions
+    direct[0].kwargs["endpoints"][POSITIONS_PATH] = positions
     return app
 
 

@@ -160,13 +160,12 @@ def instruction_phases(n: int) -> None:
 
     import mrope
     from mrope.schema import PositionsRequest
-    from mrope.service import app as service_app
-    from mrope.service import convert, jsonbody, render
+    from mrope.service import compute, convert, jsonbody, render
 
     app = make_app()
     state = app.state.service
     body = orjson.dumps(TYPICAL)
-    decoded, model, rules, segments = service_app.decode_positions(body, state)
+    decoded, model, rules, segments = compute.decode_positions(body, state)
     pos = mrope.build_positions(segments, model=model, rules=rules)
     data = orjson.loads(body)
     shape = jsonbody.inspect(data, state.limits)
@@ -185,7 +184,7 @@ def instruction_phases(n: int) -> None:
     phases = (
         lambda: asyncio.run(calls("GET", "/healthz", b"")),
         lambda: asyncio.run(calls("POST", "/v1/positions", body)),
-        lambda: [service_app.decode_positions(body, state) for _ in range(n)],
+        lambda: [compute.decode_positions(body, state) for _ in range(n)],
         lambda: [jsonbody.validate(PositionsRequest, data, shape) for _ in range(n)],
         lambda: [convert.to_segments(decoded.segments, rules, state.settings, None) for _ in range(n)],
         lambda: [mrope.build_positions(segments, model=model, rules=rules) for _ in range(n)],

@@ -44,8 +44,8 @@ class DirectRoutes:
     """Pure ASGI middleware: ``POST`` to a path of ``endpoints`` is answered by its endpoint function.
 
     ``handlers`` maps exception classes to the app's handlers (looked up along the exception's MRO, as
-    Starlette does); an exception without one (a bug) propagates to the server-error middleware, which
-    answers 500 ``internal_error`` as for any other route.
+    Starlette does); an exception without one (a bug) propagates to
+    :class:`~mrope.service.operator.AccessLog`, which answers 500 ``internal_error`` as for any other route.
     """
 
     def __init__(

@@ -200,16 +200,17 @@ async def _client_disconnect(request: Request, exc: Exception) -> Response:
     )
 
 
-async def _internal_error(request: Request, exc: Exception) -> Response:
+async def internal_error(request: Request, exc: Exception) -> Response:
+    """Log an unhandled exception (a bug) with its request and answer 500 ``internal_error``."""
     log.exception("unhandled error on %s %s", log_text(request.method, 20), _log_path(request), exc_info=exc)
     return error_response(500, "internal_error", f"internal error ({type(exc).__name__}); this is a bug")
 
 
 def install_handlers(app: FastAPI) -> None:
-    """Route every error type to the one JSON error shape."""
+    """Route every error type to the one JSON error shape (an unhandled exception is answered by
+    :class:`mrope.service.operator.AccessLog` with :func:`internal_error`)."""
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(MRopeError, _mrope_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(ClientDisconnect, _client_disconnect)
-    app.add_exception_handler(Exception, _internal_error)

@@ -5,7 +5,8 @@ concurrency limit (pure ASGI middlewares).
   short and plain, else a new one), returns it in the ``X-Request-ID`` header and in every error body,
   writes one line per request to logger ``mrope.access`` (never a header, so never a key; the path with
   its control characters escaped, so one request is one line) and records
-  the request metrics. An error answered in full (a 500) ends there, so its connection stays open. A
+  the request metrics. It answers an unhandled exception (a bug) with a 500 ``internal_error``, which
+  ends there, so its connection stays open. A
   request cancelled at shutdown (the grace period over) is answered 503 ``shutting_down`` when nothing
   was sent yet, and logged and counted as that, without a traceback (it is no server error).
 - :class:`ApiKeys`: with ``MROPE_API_KEYS`` set, every path but ``/healthz`` needs
@@ -24,9 +25,10 @@ import time
 import uuid
 from collections.abc import Collection
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import CURRENT_REQUEST, RequestInfo, error_response
+from .errors import CURRENT_REQUEST, RequestInfo, error_response, internal_error
 from .guards import closing_headers
 from .logtext import log_text
 from .metrics import Metrics
@@ -86,11 +88,14 @@ class AccessLog:
 
         try:
             await self.app(scope, receive, send_with_id)
-        except Exception:
-            # Starlette's error middleware re-raises the bug it has just answered (a 500, logged by
-            # mrope.service.errors); the server would close the connection without a word and drop a
-            # pipelined request. Answered in full, it ends here and the connection lives on.
-            if not complete:
+        except Exception as exc:
+            # a bug: logged, and answered 500 when nothing was sent yet. It ends here, so the server
+            # keeps the connection (and a pipelined request on it). A response cut off mid-body cannot
+            # be answered again: re-raised, the server closes the connection.
+            response = await internal_error(Request(scope), exc)
+            if not started:
+                await response(scope, receive, send_with_id)
+            elif not complete:
                 raise
         except asyncio.CancelledError:
             # uvicorn cancels what still runs when MROPE_SHUTDOWN_GRACE_S is over: not a server error.

@@ -590,14 +590,14 @@ def test_direct_routes_answer_as_the_router_does(path, body, headers):
 
 
 def test_direct_route_bug_is_a_500_with_its_request_id(monkeypatch):
-    """An exception no handler knows (a bug) reaches the server-error middleware: 500 internal_error,
+    """An exception no handler knows (a bug) reaches the access log middleware: 500 internal_error,
     with the request id, as on any other route."""
-    import mrope.service.app as service_app
+    import mrope.service.routes as service_routes
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(service_app, "count_build_render", broken)
+    monkeypatch.setattr(service_routes, "count_build_render", broken)
     with TestClient(create_app(Settings()), raise_server_exceptions=False) as c:
         resp = c.post(
             "/v1/positions", json={"model": "qwen2-vl", "segments": [{"type": "text", "tokens": 3}]}

@@ -1,4 +1,4 @@
-"""Denial of service, against a real server process (issue 12, items 1 to 7).
+"""Denial of service, against a real server process.
 
 One server (:func:`service_proc.serve`, like ``mrope serve``) on a free loopback port with short
 deadlines; the SIGTERM and spool tests start their own. Every loop is bounded, every socket has a

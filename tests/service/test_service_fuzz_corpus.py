@@ -1,4 +1,4 @@
-"""A fixed fuzz corpus against one real server (issue 23): models x rules x extreme values, on
+"""A fixed fuzz corpus against one real server: models x rules x extreme values, on
 ``/v1/positions`` and ``/v1/rope-index``, answered as JSON and as npy. No request may get a 5xx, and
 every refusal is a bounded error body. Then the same server is shut down with a request in progress.
 
@@ -176,7 +176,7 @@ def test_fuzz_corpus_gets_no_server_error(server):
 
 def test_requests_cancelled_at_shutdown_are_no_server_errors(server):
     """A request still waiting for its body when the grace period ends is answered 503
-    ``shutting_down`` and logged as that: no 500, no traceback (issue 23 item 10). It stops the
+    ``shutting_down`` and logged as that: no 500, no traceback. It stops the
     module's server, so it runs last here."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
         s.sendall(

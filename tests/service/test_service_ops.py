@@ -1,4 +1,4 @@
-"""What an operator needs (issue 12): API keys, CORS, a concurrency limit, request ids, an access log,
+"""What an operator needs: API keys, CORS, a concurrency limit, request ids, an access log,
 readiness, Prometheus metrics, offline docs, and a temp budget that slow uploads cannot hold.
 
 In-process (TestClient) where one request at a time tells it; a real server where the log, several

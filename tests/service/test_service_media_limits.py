@@ -1,9 +1,10 @@
-"""The service under attack, round 2 (issue 23, items 1, 2, 4, 8, 9 and 10), against real server processes.
+"""Media a request names or sends, against a real server process: URLs reach no host but the listed
+one, local files behind a URL chain give no oracle, an uploaded file is probed once however often it
+is placed, and header reads stop at their deadline and free their media slot.
 
 One server like ``mrope serve`` (:func:`service_proc.serve`) for the module, with a media URL allowlist
-of one loopback HTTP server (A), a small connection limit, one media slot and a short media timeout; a
-listener on another port (B) counts every connection that reaches it. Every socket has a timeout; every
-loop is bounded.
+of one loopback HTTP server (A), one media slot and a short media timeout; a listener on another port
+(B) counts every connection that reaches it. Every socket has a timeout; every loop is bounded.
 """
 
 from __future__ import annotations
@@ -24,14 +25,10 @@ import httpx
 import pytest
 from PIL import Image as PILImage
 from support.media import write_headerless_video
-from support.service_proc import read_until_closed, rss_mib, serve
-from tokenizers import Tokenizer
-from tokenizers.models import WordLevel
-from tokenizers.pre_tokenizers import Whitespace
+from support.service_proc import serve
 
 pytestmark = pytest.mark.timeout(240)
 
-MAX_CONNECTIONS = 12
 MEDIA_TIMEOUT_S = 1.5
 
 
@@ -82,9 +79,6 @@ def hosts(tmp_path_factory):
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(root)))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     counter = Counter()
-    tokenizer = Tokenizer(WordLevel({"[UNK]": 0, "<": 1, ">": 2}, unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = Whitespace()
-    tokenizer.save(str(root / "tokenizer.json"))
     try:
         yield f"127.0.0.1:{httpd.server_address[1]}", counter, root
     finally:
@@ -94,12 +88,11 @@ def hosts(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(hosts):
-    allowed, _, root = hosts
+def server(hosts, tokenizer_file):
+    allowed, _, _ = hosts
     env = {
-        "MROPE_TOKENIZER": str(root / "tokenizer.json"),
+        "MROPE_TOKENIZER": tokenizer_file,
         "MROPE_MEDIA_URL_HOSTS": allowed,
-        "MROPE_MAX_CONNECTIONS": str(MAX_CONNECTIONS),
         "MROPE_MEDIA_THREADS": "1",
         "MROPE_MEDIA_TIMEOUT_S": str(MEDIA_TIMEOUT_S),
     }
@@ -122,7 +115,7 @@ def positions(client, segments, model="qwen2-vl", **extra) -> httpx.Response:
     return client.post("/v1/positions", json={"model": model, "segments": segments, **extra})
 
 
-# ------------------------------------------------------------------------------ 1. URL chains
+# ------------------------------------------------------------------------------------------- URL chains
 
 
 def test_url_chains_and_other_schemes_reach_no_other_host(client, hosts):
@@ -187,182 +180,7 @@ def check_one_answer(client, allowed: str, targets: dict[str, str]) -> None:
         assert len(set(answers.values())) == 1, answers
 
 
-# ------------------------------------------------------------------------------ 2. header bounds
-
-
-def send_head(port: int, chunks, timeout_s: float = 20.0) -> bytes:
-    """Send the chunks of a request head while reading what the server answers; stop when it has
-    answered and closed, or when all chunks are sent and it answers nothing more."""
-    got = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
-        s.setblocking(False)
-        deadline = time.monotonic() + timeout_s
-        for chunk in chunks:
-            view = memoryview(chunk)
-            while view and time.monotonic() < deadline:
-                try:
-                    view = view[s.send(view) :]
-                except BlockingIOError:
-                    pass
-                except (BrokenPipeError, ConnectionResetError):
-                    return got + read_until_closed(s, 0.5)
-                try:
-                    data = s.recv(65536)
-                    if not data:
-                        return got
-                    got += data
-                except BlockingIOError:
-                    time.sleep(0.001)
-                except ConnectionResetError:
-                    return got
-        return got + read_until_closed(s, 2.0)
-
-
-def many_lines(n: int, per_chunk: int = 8192):
-    yield b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
-    line = b"a: b\r\n"
-    for _ in range(0, n, per_chunk):
-        yield line * per_chunk
-    yield b"\r\n"
-
-
-def one_long_header(size: int, chunk: int = 1 << 20):
-    yield b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "
-    for _ in range(size // chunk):
-        yield b"v" * chunk
-    yield b"\r\n\r\n"
-
-
-@pytest.mark.parametrize(
-    "head,code",
-    [
-        (lambda: many_lines(1_400_000), "too_many_headers"),
-        (
-            lambda: [b"GET /healthz HTTP/1.1\r\n" + (b"a: " + b"b" * 900 + b"\r\n") * 100 + b"\r\n"],
-            "headers_too_large",
-        ),
-        (lambda: one_long_header(64 << 20), "headers_too_large"),
-        (lambda: [b"GET /healthz HTTP/1.1\r\n" + b"a: b\r\n" * 200 + b"\r\n"], "too_many_headers"),
-        (
-            lambda: [b"GET /healthz?" + b"q" * (1 << 20) + b" HTTP/1.1\r\nHost: x\r\n\r\n"],
-            "headers_too_large",
-        ),
-    ],
-    ids=["1.4M-lines", "100x900B-lines", "64MiB-header", "200-headers", "1MiB-url"],
-)
-def test_headers_are_bounded(server, head, code):
-    before = rss_mib(server.pid)
-    got = send_head(server.port, head())
-    assert got.startswith(b"HTTP/1.1 431 "), got[:300]
-    assert json.loads(got.split(b"\r\n\r\n", 1)[1])["error"]["code"] == code
-    assert b"connection: close" in got.lower()
-    assert rss_mib(server.pid) < before + 30
-    assert httpx.get(server.base + "/healthz", timeout=5).status_code == 200
-
-
-def test_headers_under_the_bounds_are_read(client):
-    """The negative control: 100 header lines of 600 bytes (60 KB, under both bounds) get their 200."""
-    headers = {f"x-h{i}": "v" * 600 for i in range(100)}
-    assert client.get("/healthz", headers=headers).status_code == 200
-
-
-# ------------------------------------------------------------------ 10. liveness, letter case
-
-
-def test_healthz_is_answered_when_connections_are_full(server):
-    """With MROPE_MAX_CONNECTIONS idle connections open, /healthz is still answered (one request per
-    reserve connection); any other request past the limit is a 503 that names the cap."""
-    idle = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(MAX_CONNECTIONS)]
-    try:
-        time.sleep(0.3)
-        resp = httpx.get(server.base + "/healthz", timeout=5)
-        assert resp.status_code == 200 and resp.json()["status"] == "ok", resp.text
-        assert resp.headers.get("connection") == "close"
-        resp = httpx.post(
-            server.base + "/v1/positions", json={"model": "qwen2-vl", "segments": []}, timeout=5
-        )
-        assert error_of(resp, 503)["cap"] == "MROPE_MAX_CONNECTIONS"
-    finally:
-        for s in idle:
-            s.close()
-    time.sleep(0.3)
-    resp = httpx.post(
-        server.base + "/v1/positions",
-        json={"model": "qwen2-vl", "segments": [{"type": "text", "tokens": 2}]},
-        timeout=5,
-    )
-    assert resp.status_code == 200, resp.text
-
-
-# ------------------------------------------------------------------------------ 4. rule bounds
-
-
-class Poller:
-    """Asks /healthz every 50 ms in a thread; remembers the slowest answer (or a failure)."""
-
-    def __init__(self, base: str) -> None:
-        self.base, self.slowest, self.failed, self.stopped = base, 0.0, None, False
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        with httpx.Client(base_url=self.base, timeout=10) as c:
-            while not self.stopped:
-                start = time.monotonic()
-                try:
-                    c.get("/healthz").raise_for_status()
-                except httpx.HTTPError as exc:
-                    self.failed = repr(exc)
-                self.slowest = max(self.slowest, time.monotonic() - start)
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.stopped = True
-        self.thread.join(timeout=15)
-
-
-def video(grid, **extra):
-    return {"type": "video", "grid": grid, **extra}
-
-
-RULE_ATTACKS = [
-    ("qwen3-vl", [video([1, 2, 2])], {"temporal_patch_size": 67108864}, 422),
-    ("qwen3-vl", [video([2, 2, 2])], {"temporal_patch_size": 65}, 422),
-    ("qwen3-vl", [video([500_000, 2, 2])], {"temporal_patch_size": 64}, 413),
-    ("qwen3-vl", [video([2, 4, 4])], {"merge_size": 1 << 30}, 422),
-    ("qwen2-vl", [video([2, 4, 4])], {"temporal_merge_size": 1 << 40}, 422),
-    ("qwen2-vl", [{"type": "image", "height": 56, "width": 56}], {"patch_size": 1 << 40}, 422),
-    ("qwen2-vl", [{"type": "image", "height": 56, "width": 56}], {"image_max_pixels": 1 << 60}, 422),
-    ("qwen2.5-omni", [{"type": "audio", "seconds": 3.0}], {"audio_sampling_rate": 1 << 40}, 422),
-    ("qwen2.5-omni", [{"type": "audio", "seconds": 3.0}], {"seconds_per_chunk": 1e300}, 422),
-    ("qwen2.5-omni", [{"type": "audio", "seconds": 3.0}], {"audio_hop_length": 1 << 40}, 422),
-    ("qwen2-vl", [video([2, 4, 4], fps=2.0)], {"tokens_per_second": 1e9}, 422),
-    ("qwen2-vl", [video([2, 4, 4])], {"max_frames": 1 << 40}, 422),
-]
-
-
-def test_rule_values_are_bounded_and_weighed_first(server, client):
-    """Every rule a request may set has a range, and the frame times a layout would plan count with
-    its tokens: each of these is refused within a second, /healthz answering throughout."""
-    poller = Poller(server.base)
-    try:
-        for model, segments, rules, status in RULE_ATTACKS:
-            start = time.monotonic()
-            resp = positions(client, segments, model=model, rules=rules)
-            took = time.monotonic() - start
-            assert resp.status_code == status, (rules, resp.text[:500])
-            assert took < 1.0, (rules, took)
-            assert len(resp.content) < 4096
-    finally:
-        poller.stop()
-    assert poller.failed is None, poller.failed
-    assert poller.slowest < 1.0, poller.slowest
-    # the negative control: the same rules inside their ranges are served
-    resp = positions(client, [video([2, 4, 4])], model="qwen3-vl", rules={"temporal_patch_size": 64})
-    assert resp.status_code == 200, resp.text
-
-
-# ------------------------------------------------------------- 8. one probe per file, one deadline
+# --------------------------------------------------------------------- one probe per file, one deadline
 
 
 def media_count(client, kind: str) -> float:
@@ -382,7 +200,7 @@ def long_raw_h264(tmp_path_factory) -> bytes:
 
 def test_one_upload_placed_many_times_is_probed_once(client, long_raw_h264):
     """60 placements of one file at distinct fps: one probe, one deadline, the token cap checked as
-    the placements add up (each placement probed again under its own timeout took 22 s)."""
+    the placements add up (a probe per placement would cost each its own probe time)."""
     before = media_count(client, "video")
     layout = [{"type": "file", "index": 0, "fps": round(0.1 * (k + 1), 1)} for k in range(60)]
     start = time.monotonic()
@@ -406,7 +224,7 @@ def test_one_upload_placed_many_times_is_probed_once(client, long_raw_h264):
     assert media_count(client, "video") - before == 3
 
 
-# ------------------------------------------------------------------- 9. Pillow readers, deadline
+# ----------------------------------------------------------------------------- Pillow readers, deadline
 
 
 def png_with_chunks(n: int, size: int = 10) -> bytes:
