@@ -22,7 +22,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 import mrope
 from mrope import Image, Text
 from mrope.cli import main
-from mrope.pipeline import PACKED_COLUMNS, Preprocessor, pack_batch, pack_efficiency
+from mrope.packing.table import PACKED_COLUMNS, pack_efficiency
+from mrope.pipeline import Preprocessor, pack_batch
 
 pytestmark = pytest.mark.timeout(60)
 
