@@ -37,6 +37,7 @@ def plain(value: Any) -> Any:
 
 
 def _missing(value: Any) -> bool:
+    """Whether a pandas cell is missing (NaN, ``pd.NA``, ``pd.NaT``)."""
     return (isinstance(value, float) and math.isnan(value)) or type(value).__name__ in ("NAType", "NaTType")
 
 

@@ -64,6 +64,7 @@ class _Band:
 
 
 def _segment_name(p: Positions, index: int, labels: Sequence[str]) -> str:
+    """The short label of segment ``index``: its index and its main kind (``"3 img"``)."""
     kinds = {s.kind for s in p.spans if s.index == index}
     kind = next(
         (k for k in ("video", "image", "audio", "text") if k in kinds), sorted(kinds)[0] if kinds else ""

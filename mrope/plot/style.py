@@ -65,6 +65,7 @@ def colourise(values: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 
 def _font(size: int) -> Any:
+    """Pillow's default font at ``size`` pixels (the fixed bitmap font on old Pillow)."""
     try:
         return ImageFont.load_default(size=size)
     except TypeError:  # Pillow < 10.1 has only the fixed bitmap font
