@@ -67,7 +67,7 @@ def render_layout(
         title = f"{positions.rules.name}: {n} tokens, max position {top:g}, delta {positions.delta:g}"
     rows: dict[str, tuple[int, int]] = {}
     geometry: dict[str, Any] = {}
-    parts = [sequence_section(positions, width, fonts, title, rows, labels or (), geometry)]
+    parts = [sequence_section(positions, width, fonts, title, rows, geometry)]
     grids = grid_section(vision_maps(positions, labels or ()), width, fonts, max_panels)
     if grids is not None:
         parts.append(grids)

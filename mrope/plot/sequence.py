@@ -9,7 +9,6 @@ the next band's top.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +62,7 @@ class _Band:
         return self.p.num_tokens
 
 
-def _segment_name(p: Positions, index: int, labels: Sequence[str]) -> str:
+def _segment_name(p: Positions, index: int) -> str:
     """The short label of segment ``index``: its index and its main kind (``"3 img"``)."""
     kinds = {s.kind for s in p.spans if s.index == index}
     kind = next(
@@ -279,7 +278,6 @@ def sequence_section(
     fonts: Fonts,
     title: str,
     rows: dict[str, tuple[int, int]],
-    labels: Sequence[str],
     geometry: dict[str, Any],
 ) -> PILImage.Image:
     """The sequence section of ``p``, ``width`` pixels wide. Fills ``rows`` with each band's
@@ -291,7 +289,7 @@ def sequence_section(
     axis = TokenAxis.build(LEFT, width - LEFT - RIGHT, n, [(a, c) for _, a, c in segments])
     # the picture's height: everything above the label rows, the label rows, the chart
     scratch = ImageDraw.Draw(PILImage.new("RGB", (8, 8)))
-    names = {i: _segment_name(p, i, labels) for i, _, _ in segments}
+    names = {i: _segment_name(p, i) for i, _, _ in segments}
     placed = _place_labels(scratch, segments, axis, names, fonts.small)
     label_rows = 1 + max((pl["row"] for pl in placed), default=0)
     img = PILImage.new("RGB", (width, 620 + LABEL_ROW_H * label_rows), BACKGROUND)
