@@ -30,7 +30,9 @@ import av
 import numpy as np
 from PIL import Image
 
-from mrope.pipeline import RESULT_COLUMNS, plain, process_batch, process_record
+from mrope.batches import plain
+from mrope.pipeline import process_batch, process_record
+from mrope.result_rows import RESULT_COLUMNS
 
 MODEL = "qwen2.5-vl"
 

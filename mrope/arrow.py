@@ -1,6 +1,6 @@
 """The faces' Arrow columns: the columns their tables share, and numpy arrays -> Arrow without Python lists.
 
-The pipeline's result table (:func:`mrope.pipeline.arrow_schema`) and the packed table
+The pipeline's result table (:func:`mrope.result_rows.arrow_schema`) and the packed table
 (:func:`mrope.packing.table.packed_schema`) take the columns they share from here, so each is defined
 once; :func:`typed_column` fills any column of either from its rows' numpy values.
 """

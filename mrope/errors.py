@@ -61,5 +61,50 @@ class PackingError(MRopeError):
     """Samples that cannot be packed as asked, or a model that cannot take packed rows (:mod:`mrope.packing`)."""
 
 
+class RecordError(MRopeError):
+    """A pipeline record or batch that does not have the documented shape, or that the job's columns
+    cannot hold (:mod:`mrope.pipeline`, ``mrope batch``)."""
+
+    code = "invalid_request"
+    """A stable machine-readable name of this kind of error (the faces' ``error_code``)."""
+
+
+class ModelRequired(RecordError):
+    """A record without a model in a job without one."""
+
+    code = "model_required"
+    """A stable machine-readable name of this kind of error (the faces' ``error_code``)."""
+
+
+class TooManyTokens(RecordError):
+    """A record that makes more tokens than the job's ``max_tokens``."""
+
+    code = "too_many_tokens"
+    """A stable machine-readable name of this kind of error (the faces' ``error_code``)."""
+
+
+class SampleTooLong(RecordError):
+    """A record with more tokens than a packed row holds (packing never cuts a sample)."""
+
+    code = "sample_too_long"
+    """A stable machine-readable name of this kind of error (the faces' ``error_code``)."""
+
+
+class JobError(RecordError):
+    """A failure of the whole job, not of one record: a missing option every such record would need (no
+    tokenizer for text: a record cannot carry one). :meth:`mrope.pipeline.Preprocessor.batch` and
+    ``mrope batch`` raise it at once instead of recording the same error in every row.
+
+    Attributes:
+        option: the option that fixes it (``"tokenizer"``, ``"chat_template"``).
+        code: the failure's stable name (``"job_error"``, ``"tokenizer_required"``, ...).
+    """
+
+    def __init__(self, message: str, option: str, code: str = "job_error") -> None:
+        super().__init__(message)
+        self.option = option
+        self.code = code
+
+
 class MRopeWarning(UserWarning):
     """Something legal but worth knowing, e.g. two video patches that share a time coordinate."""

@@ -29,6 +29,9 @@ Entry points:
   :meth:`~Preprocessor.batch` are the two functions above, bound to them).
 
 Nothing here raises through a whole job: a record that fails gets empty positions and its message.
+The columns of a result row and their Arrow table are :mod:`mrope.result_rows`'s; a batch in any
+shape becomes records through :func:`mrope.batches.batch_records`; the errors are
+:class:`mrope.errors.RecordError` and its kinds (:class:`~mrope.errors.JobError`, ...).
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from mrope._extras import require
 require("mrope.pipeline", "pipeline", "pydantic", "pyarrow")
 
 import functools
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -46,23 +48,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope import arrow, schema
+from mrope import schema
+from mrope.batches import batch_records, plain
 from mrope.builder import build_positions, count_tokens
 from mrope.chat import find_chat_template
-from mrope.errors import MRopeError
+from mrope.errors import JobError, ModelRequired, RecordError, TooManyTokens
 from mrope.models import resolve_rules
-from mrope.packing.table import (
-    PACKED_COLUMNS,
-    PackItem,
-    SampleTooLong,
-    check_fits,
-    pack_efficiency,
-    packed_schema,
-    packed_table,
-)
+from mrope.packing.table import PackItem, packed_table
 from mrope.positions import Positions
+from mrope.result_rows import describe_error, error_code, error_row, result_row, rows_to_table
 from mrope.rules import LayoutRules
-from mrope.schema import MediaAccess, Record, RequestError
+from mrope.schema import MediaAccess, Record
 from mrope.segments import Segment
 
 if TYPE_CHECKING:
@@ -72,75 +68,22 @@ QWEN_TURN = ("<|im_start|>{role}\n", "<|im_end|>\n")
 """The Qwen chat template's turn wrapper, for ``turn_format``; the generation prompt is
 ``"<|im_start|>assistant\\n"``."""
 
-RESULT_COLUMNS = ("positions", "delta", *arrow.SEQUENCE_COLUMNS, *arrow.ERROR_COLUMNS)
-"""The columns :func:`process_record` returns (plus ``input_ids`` and ``labels`` when asked for, and
-``generation_ids`` in a job whose model generates images: :attr:`Preprocessor.generates_images`).
-``error_code`` is a stable machine-readable name of the failure (:func:`error_code`), ``""`` on
-success."""
-
-
-class JobError(RequestError):
-    """A failure of the whole job, not of one record: a missing option every such record would need (no
-    tokenizer for text: a record cannot carry one). :meth:`Preprocessor.batch` and ``mrope batch``
-    raise it at once instead of recording the same error in every row.
-
-    Attributes:
-        option: the option that fixes it (``"tokenizer"``, ``"chat_template"``).
-    """
-
-    def __init__(self, message: str, option: str, code: str = "job_error") -> None:
-        super().__init__(message)
-        self.option = option
-        self.code = code
-
-
 DEFAULT_MAX_TOKENS = 1 << 24
 """Most tokens one record may make by default (16,777,216: 400 MB of int64 positions)."""
 
 
-RecordError = RequestError
-"""A record that does not have the documented shape (the schema's :class:`mrope.schema.RequestError`)."""
-
-
-class ModelRequired(RecordError):
-    """A record without a model in a job without one."""
-
-    code = "model_required"
-
-
-class TooManyTokens(RecordError):
-    """A record that makes more tokens than ``max_tokens``."""
-
-    code = "too_many_tokens"
-
-
-# ------------------------------------------------------------------------------------------ values
-
-
-def plain(value: Any) -> Any:
-    """``value`` with numpy arrays and scalars turned into Python lists and numbers, recursively.
-
-    Records read through Arrow (``datasets``, Ray) hold numpy arrays where the JSON had lists, and a
-    numpy batch holds NaN where an int field was null (absent) in that row: NaN becomes ``None``.
-    """
-    if isinstance(value, np.ndarray):
-        return [plain(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return value
-
-
 @functools.lru_cache(maxsize=4)
 def _checkpoint(path: str) -> Any:
+    """The checkpoint folder ``path`` read by :func:`mrope.from_pretrained`, once per process."""
     from mrope.checkpoint import from_pretrained
 
     return from_pretrained(path)
+
+
+@functools.lru_cache(maxsize=16)
+def _template_of(path: str) -> str | None:
+    """The chat template found at ``path`` (cached: a job asks once per record)."""
+    return find_chat_template(path)
 
 
 # ------------------------------------------------------------------------------------------ records
@@ -188,7 +131,7 @@ class Preprocessor:
             default local files, URLs and ``data:`` URIs (``MediaAccess(urls=True, url_hosts=...)``
             restricts a job over untrusted records to some hosts, ``mrope.schema.MEDIA_NONE`` to none).
         pack: a row length: :meth:`batch` then packs the batch's samples with :func:`mrope.pack` into
-            rows of at most ``pack`` tokens and returns the packed rows (:func:`packed_schema`) instead
+            rows of at most ``pack`` tokens and returns the packed rows (:func:`mrope.packing.table.packed_schema`) instead
             of one row per record; ``pack_mode`` is ``"ffd"`` (first-fit-decreasing) or ``"stream"``
             (order-keeping). See docs/packing.md.
     """
@@ -409,7 +352,7 @@ class Preprocessor:
 
         A failure gives empty arrays, ``delta = num_tokens = 0``, the message in ``error`` (``""`` on
         success, so the column is a string column from the first row on) and its code in ``error_code``.
-        A :class:`JobError` (no tokenizer for text) is raised instead with
+        A :class:`mrope.errors.JobError` (no tokenizer for text) is raised instead with
         ``stop_on_job_error`` (what :meth:`batch` and ``mrope batch`` do: every later record would fail
         alike).
         """
@@ -436,7 +379,7 @@ class Preprocessor:
     def batch(self, batch: Any) -> pa.Table:
         """A batch (dict of columns, pandas ``DataFrame`` or ``pyarrow.Table``) -> a ``pyarrow.Table`` of
         the ``keep`` columns and the :meth:`record` columns, one row per input row, types fixed by
-        :func:`arrow_schema` (so every batch of a Ray job has the same schema). A :class:`JobError`
+        :func:`mrope.result_rows.arrow_schema` (so every batch of a Ray job has the same schema). A :class:`JobError`
         stops it (and the job). With ``pack``: the packed rows of the batch (:meth:`packed`)."""
         if self.pack is not None:
             return self.packed(batch)
@@ -454,7 +397,7 @@ class Preprocessor:
 
     def packed(self, batch: Any) -> pa.Table:
         """A batch (as :meth:`batch` takes, or a list of records) -> a ``pyarrow.Table`` of packed rows
-        (:func:`packed_table`): the batch's samples packed by :func:`mrope.pack` into rows of at most
+        (:func:`mrope.packing.table.packed_table`): the batch's samples packed by :func:`mrope.pack` into rows of at most
         ``pack`` tokens, then one error row per record that failed (or is longer than ``pack``). The
         ``samples`` column holds indices into the batch. A :class:`JobError` stops it (and the job)."""
         if self.pack is None:
@@ -484,187 +427,6 @@ class Preprocessor:
         if unknown:
             raise TypeError(f"unknown Preprocessor options {sorted(unknown)}")
         return replace(self, **changes)
-
-
-def error_code(exc: BaseException) -> str:
-    """The stable machine-readable code of a failed record: the error type's ``code`` (``invalid_media``,
-    ``media_decode_failed``, ``layout_error``, ``token_error``, ``invalid_request``,
-    ``tokenizer_required``, ``too_many_tokens``, ...), ``internal_error`` for an unexpected exception."""
-    code = getattr(exc, "code", None)
-    return code if isinstance(code, str) and code else "internal_error"
-
-
-@functools.lru_cache(maxsize=16)
-def _template_of(path: str) -> str | None:
-    return find_chat_template(path)
-
-
-def describe_error(exc: BaseException) -> str:
-    """One line for a failed record: the library's message, or the exception type and message."""
-    text = " ".join(str(exc).split())
-    if isinstance(exc, MRopeError):
-        return text
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def result_row(
-    p: Positions, *, input_ids: bool = False, generation: bool = False, labels: np.ndarray | None = None
-) -> dict[str, Any]:
-    """The columns of a successful record (``generation``: with ``generation_ids``, ``[3, 0]`` when the
-    record has no image to generate; ``labels``: with ``labels`` and ``assistant_mask``)."""
-    row: dict[str, Any] = {
-        "positions": p.ids,
-        "delta": float(p.delta) if p.ids.dtype.kind == "f" else int(p.delta),
-        "num_tokens": int(p.num_tokens),
-        "image_grid_thw": p.image_grid_thw,
-        "video_grid_thw": p.video_grid_thw,
-        "second_per_grid_ts": p.second_per_grid_ts,
-        "error": "",
-        "error_code": "",
-    }
-    if input_ids:
-        row["input_ids"] = p.input_ids
-    if labels is not None:
-        row["labels"] = labels
-        row["assistant_mask"] = (labels != -100).astype(np.int8)
-    if generation:
-        row["generation_ids"] = (
-            p.generation_ids if p.generation_ids is not None else np.zeros((3, 0), dtype=np.int64)
-        )
-    return row
-
-
-def error_row(
-    message: str,
-    *,
-    input_ids: bool = False,
-    fractional: bool = False,
-    generation: bool = False,
-    labels: bool = False,
-    code: str = "internal_error",
-) -> dict[str, Any]:
-    """The columns of a failed record: empty arrays of the right shapes and dtypes, the message and its
-    code."""
-    row: dict[str, Any] = {
-        "positions": np.zeros((3, 0), dtype=np.float32 if fractional else np.int64),
-        "delta": 0,
-        "num_tokens": 0,
-        "image_grid_thw": np.zeros((0, 3), dtype=np.int64),
-        "video_grid_thw": np.zeros((0, 3), dtype=np.int64),
-        "second_per_grid_ts": np.zeros(0, dtype=np.float64),
-        "error": message or "failed",
-        "error_code": code,
-    }
-    if input_ids:
-        row["input_ids"] = np.zeros(0, dtype=np.int64)
-    if labels:
-        row["labels"] = np.zeros(0, dtype=np.int64)
-        row["assistant_mask"] = np.zeros(0, dtype=np.int8)
-    if generation:
-        row["generation_ids"] = np.zeros((3, 0), dtype=np.int64)
-    return row
-
-
-# -------------------------------------------------------------------------------------------- Arrow
-
-
-def arrow_schema(
-    *, input_ids: bool = False, fractional: bool = False, generation: bool = False, labels: bool = False
-) -> pa.Schema:
-    """The Arrow types of the result columns (``fractional``: float32 positions and a float64 delta, for
-    a job whose model keeps fractional time; ``generation``: a ``generation_ids`` column, for a job whose
-    model generates images)."""
-    import pyarrow as pa
-
-    cols = [
-        ("positions", arrow.positions_type(fractional)),
-        ("delta", pa.float64() if fractional else pa.int64()),
-        *arrow.sequence_fields(),
-        *arrow.error_fields(),
-    ]
-    if input_ids:
-        cols.append(("input_ids", pa.list_(pa.int64())))
-    if labels:
-        cols += [("labels", pa.list_(pa.int64())), ("assistant_mask", pa.list_(pa.int8()))]
-    if generation:
-        cols.append(("generation_ids", arrow.positions_type()))
-    return pa.schema(cols)
-
-
-def _missing(value: Any) -> bool:
-    return (isinstance(value, float) and math.isnan(value)) or type(value).__name__ in ("NAType", "NaTType")
-
-
-def whole_floats_as_ints(value: Any) -> Any:
-    """``value`` (already :func:`plain`) with whole floats turned into ints, recursively.
-
-    Arrow's numpy and pandas conversions turn an int field that is null in some row into a float column
-    (``12`` arrives as ``12.0``), so in such a batch a whole float cannot be told from an int. Float fields
-    (``fps``, ``frame_times``, ...) take ints as well, so the conversion loses nothing. Plain records
-    (JSON, ``datasets.map``) keep their types: there ``12.0`` is not a token count, as on every face.
-    """
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, Mapping):
-        return {k: whole_floats_as_ints(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [whole_floats_as_ints(v) for v in value]
-    return value
-
-
-def batch_records(batch: Any) -> list[dict[str, Any]]:
-    """The rows of a batch given as a dict of columns, a pandas ``DataFrame``, a ``pyarrow.Table`` or a
-    list of records.
-
-    The rows of numpy and pandas batches go through :func:`plain` and :func:`whole_floats_as_ints`
-    (Arrow's conversion to them turns int fields with nulls into floats).
-    """
-    if isinstance(batch, list) and all(isinstance(r, Mapping) for r in batch):  # records (a plain loop)
-        return [dict(r) for r in batch]
-    if hasattr(batch, "to_pylist"):  # pyarrow.Table: types kept
-        return list(batch.to_pylist())
-    if hasattr(batch, "to_dict") and hasattr(batch, "columns"):  # pandas.DataFrame
-        # pandas fills a column's missing cells with NaN (or pd.NA): they mean "absent", like None
-        rows = [{k: None if _missing(v) else v for k, v in r.items()} for r in batch.to_dict("records")]
-        return [whole_floats_as_ints(plain(r)) for r in rows]
-    if isinstance(batch, Mapping):
-        columns = {k: list(v) for k, v in batch.items()}
-        sizes = {len(v) for v in columns.values()}
-        if len(sizes) > 1:
-            raise RecordError(f"batch columns have different lengths {sorted(sizes)}")
-        n = sizes.pop() if sizes else 0
-        return [whole_floats_as_ints(plain({k: v[i] for k, v in columns.items()})) for i in range(n)]
-    raise RecordError(
-        "a batch must be a dict of columns, a pandas DataFrame, a pyarrow Table or a list of records; got "
-        f"{type(batch).__name__}"
-    )
-
-
-def rows_to_table(
-    rows: Sequence[Mapping[str, Any]],
-    records: Sequence[Mapping[str, Any]] = (),
-    *,
-    keep: Sequence[str] | None = None,
-    input_ids: bool = False,
-    fractional: bool = False,
-    generation: bool = False,
-    labels: bool = False,
-) -> pa.Table:
-    """Result rows (from :func:`process_record`) as a ``pyarrow.Table`` with :func:`arrow_schema` types,
-    after the ``keep`` columns copied from ``records`` (those every record has; ``None``: all of them, in
-    the first record's order; an input column named like a result column is replaced by the result)."""
-    import pyarrow as pa
-
-    schema = arrow_schema(input_ids=input_ids, fractional=fractional, generation=generation, labels=labels)
-    columns: dict[str, pa.Array] = {}
-    names = list(records[0]) if keep is None and records else list(keep or ())
-    for name in names:
-        if name in schema.names:
-            continue
-        if records and all(name in r for r in records):
-            columns[name] = pa.array([plain(r[name]) for r in records])
-    columns.update({f.name: arrow.typed_column([row[f.name] for row in rows], f.type) for f in schema})
-    return pa.table(columns)
 
 
 # --------------------------------------------------------------------------------------- functions
@@ -704,31 +466,10 @@ def pack_batch(batch: Any, *, max_length: int, **options: Any) -> pa.Table:
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
-    "JobError",
-    "PACKED_COLUMNS",
-    "PackItem",
-    "SampleTooLong",
-    "check_fits",
-    "pack_batch",
-    "pack_efficiency",
-    "packed_schema",
-    "packed_table",
-    "ModelRequired",
     "QWEN_TURN",
-    "RESULT_COLUMNS",
     "Preprocessor",
-    "RecordError",
-    "TooManyTokens",
-    "arrow_schema",
-    "batch_records",
-    "describe_error",
-    "error_code",
-    "error_row",
-    "plain",
-    "whole_floats_as_ints",
+    "pack_batch",
     "process_batch",
     "process_record",
     "record_positions",
-    "result_row",
-    "rows_to_table",
 ]

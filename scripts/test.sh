@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README Quick start; .ci/run runs exactly this): bring what the tests need,
-# then run them. Arguments go to pytest (`bash scripts/test.sh tests/faces/test_cli.py` runs one file).
+# then run them. Arguments go to pytest (`bash scripts/test.sh tests/cli/test_cli.py` runs one file).
 #
 # 1. System packages pip cannot install: a headless Chromium and its driver for the inspection page's
 #    browser test (tests/service/test_service_page.py). Installed with apt-get (sudo when not root) when missing.

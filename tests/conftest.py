@@ -38,7 +38,7 @@ LONG_FILES = (
     "tests/docs/test_examples.py",
     "tests/integrations/test_integration_seed.py",
     "tests/docs/test_readme.py",  # every python block of the README and docs
-    "tests/faces/test_pipeline.py",  # a local Ray
+    "tests/pipeline/test_pipeline.py",  # a local Ray
     "tests/integrations/test_integration_pipeline.py",
     "tests/training/test_pack.py",
     "tests/kit/test_validate.py",

@@ -26,21 +26,11 @@ from mrope.cli._args import CliError, add_model_options, rule_overrides
 from mrope.cli._output import positions_document
 from mrope.cli._progress import progress
 from mrope.cli._sequence import data_options, max_tokens_from_arg, model_from_args, tokenizer_from_arg
+from mrope.errors import JobError, RecordError
 from mrope.packing.bins import MODES
-from mrope.pipeline import (
-    JobError,
-    PackItem,
-    Preprocessor,
-    RecordError,
-    check_fits,
-    describe_error,
-    error_code,
-    error_row,
-    pack_efficiency,
-    packed_table,
-    result_row,
-    rows_to_table,
-)
+from mrope.packing.table import PackItem, check_fits, pack_efficiency, packed_table
+from mrope.pipeline import Preprocessor
+from mrope.result_rows import describe_error, error_code, error_row, result_row, rows_to_table
 
 MANIFEST = "manifest.jsonl"
 PARQUET = "samples.parquet"
@@ -216,7 +206,7 @@ class ParquetRows:
 
 class PackedRows:
     """The rows of ``--pack``: every sample kept (or its failure) in input order, packed with
-    :func:`mrope.pack` and written once at the end (:func:`mrope.pipeline.packed_table`)."""
+    :func:`mrope.pack` and written once at the end (:func:`mrope.packing.table.packed_table`)."""
 
     def __init__(self, path: Path, max_length: int, mode: str, fractional: bool = False) -> None:
         self.path, self.max_length, self.mode, self.fractional = path, max_length, mode, fractional

@@ -12,20 +12,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrope import arrow
-from mrope.errors import PackingError
+from mrope.errors import PackingError, SampleTooLong
 from mrope.packing.bins import check_length, check_max_length, efficiency
 from mrope.packing.rows import pack
 from mrope.positions import Positions
-from mrope.schema import RequestError
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-
-class SampleTooLong(RequestError):
-    """A record with more tokens than a packed row holds (packing never cuts a sample)."""
-
-    code = "sample_too_long"
 
 
 PackItem = tuple[Positions, "np.ndarray | None"] | tuple[str, str]
@@ -175,7 +168,6 @@ def pack_efficiency(table: pa.Table, max_length: int) -> float:
 __all__ = [
     "PACKED_COLUMNS",
     "PackItem",
-    "SampleTooLong",
     "check_fits",
     "pack_efficiency",
     "packed_schema",

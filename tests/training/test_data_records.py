@@ -24,7 +24,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
 from mrope.cli import main
-from mrope.pipeline import JobError, Preprocessor, process_batch, process_record, record_positions
+from mrope.errors import JobError
+from mrope.pipeline import Preprocessor, process_batch, process_record, record_positions
 
 MODEL = "qwen2.5-vl"
 FACTOR = 28  # patch 14 x merge 2

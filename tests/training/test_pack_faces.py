@@ -5,7 +5,7 @@ Expected rows come from ``mrope.pack`` over positions this test builds itself wi
 hand-written segments (the records' text tokenized here with the same ``tokenizers`` tokenizer), and the text
 row is checked against ``0 .. n_i - 1`` written out from ``cu_seqlens`` (the form transformers 5.24's
 ``masking_utils.find_packed_sequence_indices`` reads). The Ray Data run of ``pack_batch`` is in
-tests/faces/test_pipeline.py, beside the one local Ray that module starts.
+tests/pipeline/test_pipeline.py, beside the one local Ray that module starts.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 import mrope
 from mrope import Image, Text
 from mrope.cli import main
-from mrope.pipeline import PACKED_COLUMNS, Preprocessor, pack_batch, pack_efficiency
+from mrope.packing.table import PACKED_COLUMNS, pack_efficiency
+from mrope.pipeline import Preprocessor, pack_batch
 
 pytestmark = pytest.mark.timeout(60)
 

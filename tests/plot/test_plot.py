@@ -8,16 +8,8 @@ from PIL import Image as PILImage
 
 import mrope
 from mrope import Image, LayoutError, Text, Video
-from mrope.plot import (
-    AXIS_COLOURS,
-    KIND_COLOURS,
-    MIN_SEGMENT_PX,
-    SHARED,
-    colourise,
-    render_layout,
-    save_layout,
-    vision_maps,
-)
+from mrope.plot import KIND_COLOURS, MIN_SEGMENT_PX, colourise, render_layout, save_layout, vision_maps
+from mrope.plot.style import AXIS_COLOURS, SHARED
 
 pytestmark = pytest.mark.timeout(60)
 
