@@ -30,20 +30,14 @@ from starlette.responses import Response
 
 import mrope
 from mrope import models as registry
-from mrope import schema
 from mrope.errors import MRopeWarning
 from mrope.models import resolve_rules
 from mrope.rules import LayoutRules
-from mrope.schema import (
-    FileItem,
-    PositionsRequest,
-    RequestError,
-    TextSegment,
-    UploadFields,
-    load_tokenizer,
-    model_names,
-    rules_dict,
-)
+from mrope.schema import PositionsRequest, RequestError, TextSegment
+from mrope.schema.fields import model_names, rules_dict
+from mrope.schema.request import FileItem, UploadFields
+from mrope.schema.state import check_turn_start, request_state
+from mrope.schema.text import load_tokenizer
 
 from . import convert, docs, jsonbody, media, render
 from .direct import DirectRoutes, read_body
@@ -252,7 +246,7 @@ def count_build_render(
     after: mrope.ConversationState | None = None
     if conversation is not None and conversation.previous is not None:
         # a turn is laid out from where the conversation stands (its own tokens' work): only bounded
-        schema.check_turn_start(conversation.previous, conversation.generated)
+        check_turn_start(conversation.previous, conversation.generated)
         turn = mrope.continue_positions(
             conversation.previous,
             segments,
@@ -287,7 +281,7 @@ class Conversation:
         """``None`` when the request names neither ``state`` nor ``return_state``."""
         if body.state is None and not body.return_state:
             return None
-        return cls(schema.request_state(body.state, rules), body.generated or 0, bool(body.return_state))
+        return cls(request_state(body.state, rules), body.generated or 0, bool(body.return_state))
 
 
 def check_rope_index_size(body: RopeIndexRequest, rules: LayoutRules, settings: Settings) -> int:
