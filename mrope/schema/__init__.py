@@ -24,14 +24,15 @@ helpers (field types, the segment reader, tokenizers, chat templates, state chec
 that define them.
 
 The modules, one job each: :mod:`~mrope.schema.errors` (the error, pydantic's errors in one line),
-:mod:`~mrope.schema.fields` (bounded field types, model names, rule overrides), :mod:`~mrope.schema.aliases`
-(the media keys users copy from model cards), :mod:`~mrope.schema.forms` (what every image and video form
-shares), :mod:`~mrope.schema.image` and :mod:`~mrope.schema.video` (a model per form), :mod:`~mrope.schema.request`
-(text and audio segments, the segment union, the upload fields), :mod:`~mrope.schema.records` (batch records and chat messages),
-:mod:`~mrope.schema.parse` (JSON -> models), :mod:`~mrope.schema.media` (what a face may read),
-:mod:`~mrope.schema.text` (the tokenizer and text), :mod:`~mrope.schema.convert` (models -> library
-segments), :mod:`~mrope.schema.messages` (chat messages -> library segments and the assistant-token mask),
-:mod:`~mrope.schema.state` (a conversation's state, sent back to continue it).
+:mod:`~mrope.schema.fields` (bounded field types, model names, rule overrides),
+:mod:`~mrope.schema.aliases` (the media keys users copy from model cards), :mod:`~mrope.schema.forms`
+(what every image and video form shares), :mod:`~mrope.schema.image` and :mod:`~mrope.schema.video` (a
+model per form), :mod:`~mrope.schema.request` (text and audio segments, the segment union, the upload
+fields), :mod:`~mrope.schema.records` (batch records and chat messages), :mod:`~mrope.schema.parse` (JSON
+-> models), :mod:`~mrope.schema.media` (what a face may read), :mod:`~mrope.schema.text` (the tokenizer
+and text), :mod:`~mrope.schema.convert` (models -> library segments), :mod:`~mrope.schema.messages` (chat
+messages -> library segments and the assistant-token mask), :mod:`~mrope.schema.state` (a conversation's
+state, sent back to continue it).
 """
 
 from __future__ import annotations

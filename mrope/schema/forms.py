@@ -140,7 +140,8 @@ def form_union(
         return tags.get(type(data))
 
     members = tuple(Annotated[f, Tag(form_tag(kind, f.form))] for f in forms)
-    return Annotated[Union[members], Discriminator(tag), BeforeValidator(one_form), SchemaName(name)]  # noqa: UP007
+    union = Union[members]  # noqa: UP007 - built from a runtime tuple
+    return Annotated[union, Discriminator(tag), BeforeValidator(one_form), SchemaName(name)]
 
 
 ALIAS_KEYS = ("image", "image_url", "video", "video_url", "url")

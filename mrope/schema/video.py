@@ -194,8 +194,8 @@ VIDEO_FORMS = (VideoGrid, VideoPath, VideoFrames)
 
 def _refuse(named: list[str]) -> str:
     return (
-        "a video segment takes a grid [t, h, w] or a path (or frames, a list of images), exactly one of them; "
-        f"got {' and '.join(named) or 'none'}"
+        "a video segment takes a grid [t, h, w] or a path (or frames, a list of images), exactly one of "
+        f"them; got {' and '.join(named) or 'none'}"
     )
 
 
