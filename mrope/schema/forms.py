@@ -92,56 +92,66 @@ class SchemaName:
         return {**handler(source), "ref": self.name}  # type: ignore[typeddict-item]
 
 
-def form_union(
-    kind: str, forms: tuple[type[Form], ...], refuse: Callable[[list[str]], str], name: str
-) -> Any:
-    """The type of a ``kind`` segment given in one of ``forms``: the keys users copy read as this schema's
-    (:func:`~mrope.schema.aliases.media_aliases`), then exactly one form named (else
-    ``refuse(the forms named)`` is the error), whose model reads the segment. Its JSON schema is the
-    component ``name``, a ``oneOf`` of the forms."""
+class FormChooser:
+    """Which form of a ``kind`` segment a JSON object is given in: the keys users copy read as this
+    schema's (:func:`~mrope.schema.aliases.media_aliases`), then exactly one form named by its keys (else
+    ``refuse(the forms named)`` is the error), and that form's :attr:`Form.foreign` keys refused."""
 
-    known = frozenset().union(*(f.own for f in forms))
-    by_key = {k: f for f in forms for k in f.keys}
-    tags = {f: form_tag(kind, f.form) for f in forms}
+    def __init__(self, kind: str, forms: tuple[type[Form], ...], refuse: Callable[[list[str]], str]) -> None:
+        self.kind = kind
+        self.forms = forms
+        self.refuse = refuse
+        self.known = frozenset().union(*(f.own for f in forms))
+        self.by_key = {k: f for f in forms for k in f.keys}
+        self.tags = {f: form_tag(kind, f.form) for f in forms}
 
-    def one_form(data: Any) -> Any:
+    def check(self, data: Any) -> Any:
+        """``data`` ready for its form's model (the union's before-validator)."""
         if type(data) is not dict and not isinstance(data, Mapping):
             return data
-        present = data.keys() & by_key.keys()
-        if len(present) == 1 and data.get("type") == kind:  # one key names the form, nothing to rename
+        present = data.keys() & self.by_key.keys()
+        if len(present) == 1 and data.get("type") == self.kind:  # one key names the form, none renamed
             (key,) = present
             value = data[key]
             if value is not None and key not in ALIAS_KEYS and (key != "path" or type(value) is str):
-                return by_key[key].refuse_foreign(data)
-        return _one_of_forms(media_aliases(data, kind))
+                return self.by_key[key].refuse_foreign(data)
+        return self._renamed(media_aliases(data, self.kind))
 
-    def _one_of_forms(data: Any) -> Any:
+    def _renamed(self, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        present = [k for k in data.keys() & by_key.keys() if data[k] is not None]
+        present = [k for k in data.keys() & self.by_key.keys() if data[k] is not None]
         left = [k for k in ALIAS_KEYS if k in present]
         if left:  # media_aliases leaves a key the user wrote only when its value is not a file
-            raise ValueError(_not_a_file(left[0], kind, data[left[0]]))
-        named = {by_key[k] for k in present}
+            raise ValueError(_not_a_file(left[0], self.kind, data[left[0]]))
+        named = {self.by_key[k] for k in present}
         if len(named) == 1:
             return named.pop().refuse_foreign(data)
-        unknown = [k for k in data if k not in known]
-        raise ValueError(
-            f"unknown field {unknown[0]!r}" if unknown else refuse([f.form for f in forms if f in named])
-        )
+        unknown = [k for k in data if k not in self.known]
+        if unknown:  # reported first, as a model reports unknown fields before its own checks
+            raise ValueError(f"unknown field {unknown[0]!r}")
+        raise ValueError(self.refuse([f.form for f in self.forms if f in named]))
 
-    def tag(data: Any) -> str | None:
+    def tag(self, data: Any) -> str | None:
+        """The union tag of ``data``'s form (the union's callable discriminator)."""
         if type(data) is dict or isinstance(data, Mapping):
             for k in data:
-                form = by_key.get(k)
+                form = self.by_key.get(k)
                 if form is not None and data[k] is not None:
-                    return tags[form]
+                    return self.tags[form]
             return None
-        return tags.get(type(data))
+        return self.tags.get(type(data))
 
-    members = tuple(Annotated[f, Tag(form_tag(kind, f.form))] for f in forms)
+
+def form_union(
+    kind: str, forms: tuple[type[Form], ...], refuse: Callable[[list[str]], str], name: str
+) -> Any:
+    """The type of a ``kind`` segment given in one of ``forms`` (:class:`FormChooser` picks it). Its
+    JSON schema is the component ``name``, a ``oneOf`` of the forms."""
+    chooser = FormChooser(kind, forms, refuse)
+    members = tuple(Annotated[f, Tag(chooser.tags[f])] for f in forms)
     union = Union[members]  # noqa: UP007 - built from a runtime tuple
-    return Annotated[union, Discriminator(tag), BeforeValidator(one_form), SchemaName(name)]
+    return Annotated[union, Discriminator(chooser.tag), BeforeValidator(chooser.check), SchemaName(name)]
 
 
 ALIAS_KEYS = ("image", "image_url", "video", "video_url", "url")
