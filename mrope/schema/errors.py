@@ -14,18 +14,18 @@ class RequestError(MRopeError):
     code = "invalid_request"
 
 
-FORM_TAG_SEPARATOR = ":"
+_FORM_TAG_SEPARATOR = ":"
 """Joins a segment's kind and form in the tag of one form (``image:grid``, ``video:frames``)."""
 
 
 def form_tag(kind: str, form: str) -> str:
     """The union tag of one form of a media segment (``image:grid``): a branch, never a place, so it is
     left out of every error location."""
-    return f"{kind}{FORM_TAG_SEPARATOR}{form}"
+    return f"{kind}{_FORM_TAG_SEPARATOR}{form}"
 
 
 def _is_form_tag(part: Any) -> bool:
-    return isinstance(part, str) and FORM_TAG_SEPARATOR in part
+    return isinstance(part, str) and _FORM_TAG_SEPARATOR in part
 
 
 def describe_validation_errors(errors: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
