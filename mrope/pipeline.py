@@ -48,7 +48,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope import schema
 from mrope.batches import batch_records, plain
 from mrope.builder import build_positions, count_tokens
 from mrope.chat import find_chat_template
@@ -58,7 +57,12 @@ from mrope.packing.table import PackItem, packed_table
 from mrope.positions import Positions
 from mrope.result_rows import describe_error, error_code, error_row, result_row, rows_to_table
 from mrope.rules import LayoutRules
-from mrope.schema import MediaAccess, Record
+from mrope.schema import MediaAccess, Record, parse_record
+from mrope.schema import text as schema_text
+from mrope.schema.convert import SegmentReader
+from mrope.schema.fields import model_names, require_model, rules_dict
+from mrope.schema.messages import ChatSegments, template_segments, turn_segments
+from mrope.schema.text import TokenizerRequired
 from mrope.segments import Segment
 
 if TYPE_CHECKING:
@@ -160,7 +164,7 @@ class Preprocessor:
         """The layout rules of one record: the job's model and overrides over the record's. A model is
         required (the job's or the record's): there is no default model."""
         if not isinstance(record, Record):
-            record = schema.parse_record(plain(record))
+            record = parse_record(plain(record))
         convention = self.convention or record.convention or "released"
         if isinstance(self.rules, LayoutRules):
             if convention == "released":
@@ -170,10 +174,10 @@ class Preprocessor:
         if job is None and record.model is None:  # a record may carry its own model: not the job's failure
             raise ModelRequired(
                 f"no model: pass model= to the job (on the command line: --model or --model-dir), or give "
-                f"every record a 'model'; name one of {', '.join(schema.model_names())}"
+                f"every record a 'model'; name one of {', '.join(model_names())}"
             )
-        model = schema.require_model(job if job is not None else record.model, "model=")
-        merged = {**(schema.rules_dict(record.rules) or {}), **dict(self.rules or {})}
+        model = require_model(job if job is not None else record.model, "model=")
+        merged = {**(rules_dict(record.rules) or {}), **dict(self.rules or {})}
         return resolve_rules(model, merged or None, convention)
 
     @property
@@ -219,12 +223,12 @@ class Preprocessor:
         chat, rules = self.chat(record)
         return chat.segments, rules
 
-    def chat(self, record: Mapping[str, Any]) -> tuple[schema.ChatSegments, LayoutRules]:
+    def chat(self, record: Mapping[str, Any]) -> tuple[ChatSegments, LayoutRules]:
         """The library segments of one record with its assistant-token masks
-        (:class:`mrope.schema.ChatSegments`), and its layout rules."""
-        parsed = schema.parse_record(plain(record) if isinstance(record, Mapping) else record)
+        (:class:`mrope.schema.messages.ChatSegments`), and its layout rules."""
+        parsed = parse_record(plain(record) if isinstance(record, Mapping) else record)
         rules = self.rules_for(parsed)
-        reader = schema.SegmentReader(
+        reader = SegmentReader(
             rules,
             tokenizer=self.tokenizer_for(),
             media=self.media(),
@@ -234,20 +238,20 @@ class Preprocessor:
         try:
             if parsed.segments is not None:
                 segments = reader.segments(parsed.segments)
-                return schema.ChatSegments(segments, [None] * len(segments)), rules
+                return ChatSegments(segments, [None] * len(segments)), rules
             template = self.template_for()
             if template is not None:
-                chat = schema.template_segments(
+                chat = template_segments(
                     parsed.messages or [], reader, template, add_generation_prompt=self.add_generation_prompt
                 )
             else:
-                chat = schema.turn_segments(
+                chat = turn_segments(
                     parsed.messages or [],
                     reader,
                     turn_format=self.turn_format,
                     generation_prompt=self.generation_prompt,
                 )
-        except schema.TokenizerRequired as exc:
+        except TokenizerRequired as exc:
             if reader.tokenizer is None:  # every record with text fails alike: the job stops here
                 raise JobError(
                     f"{exc.where}: text needs a tokenizer to count its tokens, and this job has none: pass "
@@ -303,7 +307,7 @@ class Preprocessor:
         """The job's tokenizer, else the checkpoint's (``model=mrope.from_pretrained(folder)`` with a
         ``tokenizer.json``), else ``None``."""
         if self.tokenizer is not None:
-            return schema.load_tokenizer(self.tokenizer)
+            return schema_text.load_tokenizer(self.tokenizer)
         return getattr(self.job_model(), "tokenizer", None)
 
     def build(self, segments: Sequence[Segment], rules: LayoutRules) -> Positions:

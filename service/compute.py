@@ -13,10 +13,11 @@ from typing import Any
 from starlette.responses import Response
 
 import mrope
-from mrope import schema
 from mrope.models import resolve_rules
 from mrope.rules import LayoutRules
-from mrope.schema import PositionsRequest, rules_dict
+from mrope.schema import PositionsRequest
+from mrope.schema.fields import rules_dict
+from mrope.schema.state import check_turn_start, request_state
 
 from . import convert, jsonbody, render
 from .errors import ServiceError, over_cap
@@ -51,7 +52,7 @@ def count_build_render(
     after: mrope.ConversationState | None = None
     if conversation is not None and conversation.previous is not None:
         # a turn is laid out from where the conversation stands (its own tokens' work): only bounded
-        schema.check_turn_start(conversation.previous, conversation.generated)
+        check_turn_start(conversation.previous, conversation.generated)
         turn = mrope.continue_positions(
             conversation.previous,
             segments,
@@ -86,7 +87,7 @@ class Conversation:
         """``None`` when the request names neither ``state`` nor ``return_state``."""
         if body.state is None and not body.return_state:
             return None
-        return cls(schema.request_state(body.state, rules), body.generated or 0, bool(body.return_state))
+        return cls(request_state(body.state, rules), body.generated or 0, bool(body.return_state))
 
 
 def check_rope_index_size(body: RopeIndexRequest, rules: LayoutRules, settings: Settings) -> int:

@@ -1,7 +1,7 @@
 """The service's caps on a request, checked before any array is built: segments read under them, tokens counted.
 
 Nothing here computes a coordinate: segments are :mod:`mrope.schema`'s and become library segments by
-its :class:`~mrope.schema.SegmentReader`, which :class:`ServiceReader` puts under the caps (images given by pixel size are sized by :func:`mrope.media.image_grid`; a media URL is
+its :class:`~mrope.schema.convert.SegmentReader`, which :class:`ServiceReader` puts under the caps (images given by pixel size are sized by :func:`mrope.media.image_grid`; a media URL is
 read only from the hosts of ``MROPE_MEDIA_URL_HOSTS``, a local path never), and token counts come from
 :func:`mrope.count_tokens` (behind an arithmetic floor), so the token cap is enforced before a huge
 ``[3, T]`` array is allocated.
@@ -32,7 +32,19 @@ from mrope.media import (
     probe_video,
 )
 from mrope.rules import LayoutRules
-from mrope.schema import ImageSegment, MediaAccess, TextSegment, VideoSegment
+from mrope.schema import (
+    AudioSegment,
+    ImagePath,
+    ImageSize,
+    MediaAccess,
+    TextSegment,
+    TilingOptions,
+    VideoFrames,
+    VideoPath,
+)
+from mrope.schema.convert import AnySegment, ImageForm, SegmentReader, VideoForm, sizing
+from mrope.schema.messages import template_segments, turn_segments
+from mrope.schema.text import TokenizerRequired
 
 from .errors import ServiceError, over_cap
 from .settings import Settings
@@ -119,7 +131,7 @@ def tokenizer_required(where: str) -> ServiceError:
     )
 
 
-class ServiceReader(schema.SegmentReader):
+class ServiceReader(SegmentReader):
     """The schema's segment reader under the service's caps: text needs ``MROPE_TOKENIZER``, a pixel size
     is checked against ``MROPE_MAX_IMAGE_PIXELS``, and a media URL (an allowlisted host only) is opened
     without redirects and probed under the size and duration caps before it is read."""
@@ -133,26 +145,23 @@ class ServiceReader(schema.SegmentReader):
     def text(self, seg: TextSegment, where: str) -> mrope.Text:
         try:
             return super().text(seg, where)
-        except schema.TokenizerRequired:
+        except TokenizerRequired:
             raise tokenizer_required(where) from None
 
-    def image(self, seg: ImageSegment, where: str) -> mrope.Image:
+    def image(self, seg: ImageForm, where: str) -> mrope.Image:
         settings = self.settings
-        if seg.path is None:
-            if seg.grid is None:
-                assert seg.height is not None and seg.width is not None  # the model validator guarantees it
+        if not isinstance(seg, ImagePath):
+            if isinstance(seg, ImageSize):
                 check_image_pixels(seg.height, seg.width, settings, where)
             return super().image(seg, where)
         with _open(seg.path, settings, where) as f:
             height, width = image_size(f, max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS))
             check_image_pixels(height, width, settings, where)
-            tiling = seg.tiling.model_dump() if isinstance(seg.tiling, schema.TilingOptions) else seg.tiling
-            return load_image(
-                f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **schema.sizing(seg)
-            )
+            tiling = seg.tiling.model_dump() if isinstance(seg.tiling, TilingOptions) else seg.tiling
+            return load_image(f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **sizing(seg))
 
-    def video(self, seg: VideoSegment, where: str) -> mrope.Video:
-        if seg.path is None:
+    def video(self, seg: VideoForm, where: str) -> mrope.Video:
+        if not isinstance(seg, VideoPath):
             return super().video(seg, where)
         settings, rules = self.settings, self.rules
         with _open(seg.path, settings, where) as f:
@@ -168,7 +177,7 @@ class ServiceReader(schema.SegmentReader):
             wrap=seg.wrap,
             frame_size=seg.frame_size or "display",
             **counts,
-            **schema.sizing(seg),
+            **sizing(seg),
         )
         if seg.use_audio_in_video:  # omni models: the video's own audio track, from the same URL
             with _open(seg.path, settings, where) as f:
@@ -176,7 +185,7 @@ class ServiceReader(schema.SegmentReader):
                     video = dataclasses.replace(video, audio=audio_file(f, rules, settings, where, True))
         return video
 
-    def audio(self, seg: schema.AudioSegment, where: str) -> mrope.Audio:
+    def audio(self, seg: AudioSegment, where: str) -> mrope.Audio:
         if seg.path is None:
             return super().audio(seg, where)
         with _open(seg.path, self.settings, where) as f:
@@ -185,18 +194,15 @@ class ServiceReader(schema.SegmentReader):
 
 def reads_media(items: Sequence[Any]) -> bool:
     """Whether any segment names a media file (read off the event loop, under the media timeout)."""
-    # text segments have no path (a missing attribute is pydantic's slow path)
     return any(
-        seg.path is not None or seg.frames is not None
-        if isinstance(seg, VideoSegment)
-        else seg.path is not None
+        isinstance(seg, (ImagePath, VideoPath, VideoFrames))
+        or (isinstance(seg, AudioSegment) and seg.path is not None)
         for seg in items
-        if isinstance(seg, (ImageSegment, VideoSegment, schema.AudioSegment))
     )
 
 
 def to_segments(
-    items: Sequence[TextSegment | ImageSegment | VideoSegment],
+    items: Sequence[AnySegment],
     rules: LayoutRules,
     settings: Settings,
     tokenizer: Any,
@@ -224,8 +230,8 @@ def request_segments(
 ) -> list[mrope.Text | mrope.Image | mrope.Video]:
     """Library segments of a positions request: its segments (:func:`to_segments`), or its messages read
     as ``mrope batch`` and the pipeline read them, under the same caps: rendered with the chat template
-    next to ``MROPE_TOKENIZER`` when there is one (:func:`mrope.schema.template_segments`), else the plain
-    turns (:func:`mrope.schema.turn_segments`)."""
+    next to ``MROPE_TOKENIZER`` when there is one (:func:`mrope.schema.messages.template_segments`), else the plain
+    turns (:func:`mrope.schema.messages.turn_segments`)."""
     if body.segments is not None:
         return to_segments(body.segments, rules, settings, tokenizer)
     check_segment_count(len(request_items(body)), settings)
@@ -233,9 +239,9 @@ def request_segments(
     template = chat_template(settings.tokenizer)
     try:
         if template is not None:
-            return schema.template_segments(body.messages, reader, template).segments  # type: ignore[return-value]
-        return schema.turn_segments(body.messages, reader).segments  # type: ignore[return-value]
-    except schema.TokenizerRequired as exc:  # message text is read in runs, not by reader.text
+            return template_segments(body.messages, reader, template).segments  # type: ignore[return-value]
+        return turn_segments(body.messages, reader).segments  # type: ignore[return-value]
+    except TokenizerRequired as exc:  # message text is read in runs, not by reader.text
         raise tokenizer_required(exc.where) from None
 
 

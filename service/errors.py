@@ -20,8 +20,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
-from mrope import schema
 from mrope.errors import LayoutError, MediaError, MRopeError, SpecError, TokenError
+from mrope.schema import errors as request_errors
 
 from .logtext import log_text
 
@@ -125,7 +125,7 @@ def describe_validation_errors(
     errors: Iterable[Mapping[str, Any]], total: int | None = None
 ) -> tuple[str, list[dict[str, Any]]]:
     """A one-line message and a JSON-safe list (``loc``, ``msg``, ``type``) for pydantic errors: the
-    wording of :func:`mrope.schema.describe_validation_errors`, shared with every face. The offending
+    wording of :func:`mrope.schema.errors.describe_validation_errors`, shared with every face. The offending
     input is not echoed back: it can be megabytes.
 
     At most :data:`MAX_DETAILS` details are listed; ``total`` is the full error count when ``errors``
@@ -137,11 +137,11 @@ def describe_validation_errors(
             break
         first.append(e)
     count = max(total or 0, len(first))
-    message, details = schema.describe_validation_errors(first[:5])
+    message, details = request_errors.describe_validation_errors(first[:5])
     if count > len(details):
         message += f" (and {count - len(details)} more)"
     if len(first) > 5:
-        details += schema.describe_validation_errors(first[5:])[1]
+        details += request_errors.describe_validation_errors(first[5:])[1]
     for d in details:
         d["msg"] = d["msg"][:300]
     return message, details

@@ -44,7 +44,7 @@ from mrope.media import (
 from mrope.media.detect import NOT_PICTURE_FORMATS
 from mrope.media.source import DeadlineReader, ProbeDeadlineError
 from mrope.rules import LayoutRules
-from mrope.schema import FileItem
+from mrope.schema.request import FileItem
 
 from .convert import check_audio_meta, check_image_pixels, check_tokens, check_video_meta, token_floor
 from .errors import ServiceError

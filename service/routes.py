@@ -18,7 +18,9 @@ from starlette.responses import Response
 
 import mrope
 from mrope.models import resolve_rules
-from mrope.schema import FileItem, PositionsRequest, rules_dict
+from mrope.schema import PositionsRequest
+from mrope.schema.fields import rules_dict
+from mrope.schema.request import FileItem
 
 from . import convert, media, render
 from .compute import Conversation, compute_rope_index, count_build_render, decode_positions, decode_rope_index

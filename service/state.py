@@ -11,7 +11,8 @@ from starlette.concurrency import run_in_threadpool
 
 import mrope
 from mrope import models as registry
-from mrope.schema import RequestError, load_tokenizer
+from mrope.schema import RequestError
+from mrope.schema.text import load_tokenizer
 
 from . import jsonbody, media
 from .metrics import Metrics

@@ -6,7 +6,9 @@ from typing import Any
 
 import orjson
 
-from mrope.schema import FileItem, TextSegment, UploadFields, model_names
+from mrope.schema import TextSegment
+from mrope.schema.fields import model_names
+from mrope.schema.request import FileItem, UploadFields
 
 from . import convert, jsonbody
 from .errors import ServiceError

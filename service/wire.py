@@ -12,15 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from mrope.media import MediaKind
-from mrope.schema import (
-    ConversationStateBody,
-    Grid,
-    Int64,
-    ModelName,
-    RulesOverrides,
-    SecondsPerPatch,
-    model_names,
-)
+from mrope.schema import ConversationStateBody, RulesOverrides
+from mrope.schema.fields import Grid, Int64, ModelName, SecondsPerPatch, model_names
 
 # ------------------------------------------------------------------------------------ rope-index
 

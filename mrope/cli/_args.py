@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from mrope.pipeline import DEFAULT_MAX_TOKENS
 from mrope.rules import LayoutRules
-from mrope.schema import model_names
+from mrope.schema.fields import model_names
 
 
 class CliError(Exception):

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from mrope.cli._args import CliError
-from mrope.schema import model_names
+from mrope.schema.fields import model_names
 
 
 def add_parser(sub: Any) -> None:

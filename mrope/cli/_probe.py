@@ -17,7 +17,7 @@ from mrope.media import VideoInfo, load_video, probe_video, sample_frame_indices
 from mrope.media.audio import audio_from_info, probe_audio
 from mrope.models import resolve_rules
 from mrope.rules import LayoutRules
-from mrope.schema import model_names
+from mrope.schema.fields import model_names
 
 
 def add_parser(sub: Any) -> None:

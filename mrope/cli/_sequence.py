@@ -15,7 +15,9 @@ from mrope.cli._args import CliError, items_from_flags, positive_int, rule_overr
 from mrope.errors import MRopeError
 from mrope.pipeline import Preprocessor
 from mrope.positions import Positions
-from mrope.schema import RequestError, load_tokenizer, require_model
+from mrope.schema import RequestError
+from mrope.schema.fields import require_model
+from mrope.schema.text import load_tokenizer
 from mrope.segments import Audio, Image, Segment, Text, Video
 
 

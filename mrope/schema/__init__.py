@@ -18,13 +18,21 @@ The rules, for every face:
 :func:`to_segments` turns validated segments into :class:`mrope.Text` / :class:`mrope.Image` /
 :class:`mrope.Video`; coordinates are the builder's business, not this package's.
 
+This package exports the wire schema: the request, record, segment and state models, the functions that
+parse and convert them, what a face may read (:class:`MediaAccess`) and the error. The faces' own
+helpers (field types, the segment reader, tokenizers, chat templates, state checks) stay in the modules
+that define them.
+
 The modules, one job each: :mod:`~mrope.schema.errors` (the error, pydantic's errors in one line),
-:mod:`~mrope.schema.fields` (bounded field types, model names, rule overrides), :mod:`~mrope.schema.request`
-(segments, the layout, the upload fields), :mod:`~mrope.schema.records` (batch records and chat messages),
-:mod:`~mrope.schema.parse` (JSON -> models), :mod:`~mrope.schema.media` (what a face may read),
-:mod:`~mrope.schema.text` (the tokenizer and text), :mod:`~mrope.schema.convert` (models -> library
-segments), :mod:`~mrope.schema.messages` (chat messages -> library segments and the assistant-token mask),
-:mod:`~mrope.schema.state` (a conversation's state, sent back to continue it).
+:mod:`~mrope.schema.fields` (bounded field types, model names, rule overrides),
+:mod:`~mrope.schema.aliases` (the media keys users copy from model cards), :mod:`~mrope.schema.forms`
+(what every image and video form shares), :mod:`~mrope.schema.image` and :mod:`~mrope.schema.video` (a
+model per form), :mod:`~mrope.schema.request` (text and audio segments, the segment union, the upload
+fields), :mod:`~mrope.schema.records` (batch records and chat messages), :mod:`~mrope.schema.parse` (JSON
+-> models), :mod:`~mrope.schema.media` (what a face may read), :mod:`~mrope.schema.text` (the tokenizer
+and text), :mod:`~mrope.schema.convert` (models -> library segments), :mod:`~mrope.schema.messages` (chat
+messages -> library segments and the assistant-token mask), :mod:`~mrope.schema.state` (a conversation's
+state, sent back to continue it).
 """
 
 from __future__ import annotations
@@ -33,149 +41,46 @@ from mrope._extras import require
 
 require("mrope.schema", "pipeline", "pydantic")
 
-from mrope.media import is_url  # the media readers' test, named here as before
-
-from .convert import (
-    SegmentReader,
-    audio_from,
-    image_from,
-    keep_mask,
-    sizing,
-    text_from,
-    to_segment,
-    to_segments,
-    video_from,
-)
-from .errors import RequestError, describe_validation_errors
-from .fields import (
-    GRID_DIM_MAX,
-    INT64_MAX,
-    INT64_MIN,
-    MAX_FPS,
-    MAX_FRAME_TIME,
-    MAX_PATH_CHARS,
-    MAX_SECONDS_PER_PATCH,
-    MAX_TOKENS_PER_SECOND,
-    MIN_FPS,
-    AudioSeconds,
-    Count,
-    FiniteFloat,
-    Fps,
-    FrameTime,
-    Grid,
-    GridDim,
-    Int64,
-    MediaPath,
-    ModelName,
-    RulesOverrides,
-    SecondsPerPatch,
-    StrictModel,
-    canonical_model,
-    model_names,
-    require_model,
-    rules_dict,
-)
+from .convert import to_segments
+from .errors import RequestError
+from .fields import RulesOverrides
+from .forms import KeepMask, MediaUrl
+from .image import ImageGrid, ImagePath, ImageSegment, ImageSize, TilingOptions
 from .media import MEDIA_NONE, MediaAccess
-from .messages import ChatSegments, message_segments, template_segments, turn_segments
+from .messages import message_segments
 from .parse import parse_record, parse_request, parse_segments
-from .records import (
-    Message,
-    MessageImage,
-    MessageItem,
-    MessageText,
-    MessageVideo,
-    PositionsRequest,
-    Record,
-    RecordId,
-)
-from .request import (
-    AudioSegment,
-    FileItem,
-    ImageSegment,
-    KeepMask,
-    LayoutItem,
-    Segment_,
-    TextSegment,
-    TilingOptions,
-    UploadFields,
-    VideoAudio,
-    VideoSegment,
-)
-from .state import MAX_STATE_NUMBER, ConversationStateBody, check_turn_start, request_state
-from .text import TokenizerRequired, load_tokenizer, tokenize
+from .records import Message, MessageText, PositionsRequest, Record
+from .request import AudioSegment, TextSegment
+from .state import ConversationStateBody
+from .video import VideoAudio, VideoFrames, VideoGrid, VideoPath, VideoSegment
 
 __all__ = [
-    "ChatSegments",
-    "AudioSeconds",
+    "MEDIA_NONE",
     "AudioSegment",
     "ConversationStateBody",
-    "Count",
-    "FileItem",
-    "FiniteFloat",
-    "Fps",
-    "FrameTime",
-    "GRID_DIM_MAX",
-    "Grid",
-    "GridDim",
-    "INT64_MAX",
-    "INT64_MIN",
+    "ImageGrid",
+    "ImagePath",
     "ImageSegment",
-    "Int64",
+    "ImageSize",
     "KeepMask",
-    "LayoutItem",
-    "MAX_FPS",
-    "MAX_FRAME_TIME",
-    "MAX_PATH_CHARS",
-    "MAX_SECONDS_PER_PATCH",
-    "MAX_STATE_NUMBER",
-    "MAX_TOKENS_PER_SECOND",
-    "MEDIA_NONE",
-    "MIN_FPS",
     "MediaAccess",
-    "MediaPath",
+    "MediaUrl",
     "Message",
-    "MessageImage",
-    "MessageItem",
     "MessageText",
-    "MessageVideo",
-    "ModelName",
     "PositionsRequest",
     "Record",
-    "RecordId",
     "RequestError",
     "RulesOverrides",
-    "SecondsPerPatch",
-    "SegmentReader",
-    "Segment_",
-    "StrictModel",
     "TextSegment",
     "TilingOptions",
-    "TokenizerRequired",
-    "UploadFields",
     "VideoAudio",
+    "VideoFrames",
+    "VideoGrid",
+    "VideoPath",
     "VideoSegment",
-    "audio_from",
-    "canonical_model",
-    "describe_validation_errors",
-    "image_from",
-    "is_url",
-    "keep_mask",
-    "load_tokenizer",
     "message_segments",
-    "model_names",
     "parse_record",
     "parse_request",
     "parse_segments",
-    "check_turn_start",
-    "request_state",
-    "require_model",
-    "rules_dict",
-    "text_from",
-    "to_segment",
     "to_segments",
-    "sizing",
-    "template_segments",
-    "tokenize",
-    "turn_segments",
-    "video_from",
 ]

@@ -22,10 +22,20 @@ from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Segment, Text, Video
 
 from .errors import RequestError
+from .forms import KeepMask
+from .image import IMAGE_FORMS, ImageGrid, ImagePath, ImageSize, TilingOptions
 from .media import MEDIA_NONE, MediaAccess
 from .records import MessageText
-from .request import AudioSegment, ImageSegment, KeepMask, TextSegment, TilingOptions, VideoSegment
+from .request import AudioSegment, TextSegment
 from .text import tokenize
+from .video import VideoFrames, VideoGrid, VideoPath
+
+ImageForm = ImageGrid | ImageSize | ImagePath
+"""A validated image segment, in one of its forms."""
+VideoForm = VideoGrid | VideoPath | VideoFrames
+"""A validated video segment, in one of its forms."""
+AnySegment = TextSegment | ImageForm | VideoForm | AudioSegment
+"""A validated segment of any kind."""
 
 
 def text_from(seg: TextSegment | MessageText, tokenizer: Any, where: str) -> Text:
@@ -65,21 +75,20 @@ def _with_keep(segment: Any, mask: KeepMask | None, where: str) -> Any:
     return segment if mask is None else dataclasses.replace(segment, keep=keep_mask(mask, segment, where))
 
 
-def image_from(seg: ImageSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Image:
+def image_from(seg: ImageForm, rules: LayoutRules, media: MediaAccess, where: str) -> Image:
     """A :class:`mrope.Image`: a grid as given, a size by the rules, a path read from its header."""
     image = _image_from(seg, rules, media, where)
     return _with_keep(image, seg.keep, where)
 
 
-def _image_from(seg: ImageSegment, rules: LayoutRules, media: MediaAccess, where: str) -> Image:
-    if seg.path is not None:
+def _image_from(seg: ImageForm, rules: LayoutRules, media: MediaAccess, where: str) -> Image:
+    if isinstance(seg, ImagePath):
         source = media.resolve(seg.path, where)
         tiling = seg.tiling.model_dump() if isinstance(seg.tiling, TilingOptions) else seg.tiling
         return load_image(source, rules=rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **sizing(seg))
-    if seg.grid is not None:
+    if isinstance(seg, ImageGrid):
         grid = tuple(seg.grid)
     else:
-        assert seg.height is not None and seg.width is not None  # the model validator guarantees it
         keys = sizing(seg)
         if "resized" in keys:  # qwen-vl-utils: the given size under the family's own bounds
             grid = image_grid(*keys["resized"], rules=rules)
@@ -104,7 +113,7 @@ def _image_from(seg: ImageSegment, rules: LayoutRules, media: MediaAccess, where
     )
 
 
-def sizing(seg: ImageSegment | VideoSegment) -> dict[str, Any]:
+def sizing(seg: ImageSize | ImagePath | VideoPath | VideoFrames) -> dict[str, Any]:
     """The qwen-vl-utils keys a segment sets, as :func:`mrope.media.load_image` / :func:`load_video` /
     :func:`load_frames` take them (``resized_height`` + ``resized_width`` -> ``resized``)."""
     keys = {
@@ -118,20 +127,18 @@ def sizing(seg: ImageSegment | VideoSegment) -> dict[str, Any]:
 
 
 def video_from(
-    seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where: str, frame_size: str = "display"
+    seg: VideoForm, rules: LayoutRules, media: MediaAccess, where: str, frame_size: str = "display"
 ) -> Video:
     """A :class:`mrope.Video`: a grid as given, a path sampled from its metadata, frames sized from their
     headers (``frame_size``: which frames of a path the model gets, see :func:`mrope.media.load_video`)."""
     return _with_keep(_video_from(seg, rules, media, where, frame_size), seg.keep, where)
 
 
-def _video_from(
-    seg: VideoSegment, rules: LayoutRules, media: MediaAccess, where: str, frame_size: str
-) -> Video:
-    if seg.frames is not None:
+def _video_from(seg: VideoForm, rules: LayoutRules, media: MediaAccess, where: str, frame_size: str) -> Video:
+    if isinstance(seg, VideoFrames):
         sources = [media.resolve(f, f"{where} frame {i}") for i, f in enumerate(seg.frames)]
         return load_frames(sources, rules=rules, fps=seg.fps, wrap=seg.wrap, **sizing(seg))
-    if seg.path is not None:
+    if isinstance(seg, VideoPath):
         source = media.resolve(seg.path, where)
         counts = {
             k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
@@ -197,18 +204,19 @@ class SegmentReader:
     def text(self, seg: TextSegment, where: str) -> Text:
         return text_from(seg, self.tokenizer, where)
 
-    def image(self, seg: ImageSegment, where: str) -> Image:
+    def image(self, seg: ImageForm, where: str) -> Image:
         image = image_from(seg, self.rules, self.media, where)
-        if self.decode_check and seg.path is not None:
+        if self.decode_check and isinstance(seg, ImagePath):
             check_image_decodes(self.media.resolve(seg.path, where), where)
         return image
 
-    def video(self, seg: VideoSegment, where: str) -> Video:
-        video = video_from(seg, self.rules, self.media, where, seg.frame_size or self.frame_size)
-        if self.decode_check and seg.frames is not None:
+    def video(self, seg: VideoForm, where: str) -> Video:
+        frame_size = (seg.frame_size if isinstance(seg, VideoPath) else None) or self.frame_size
+        video = video_from(seg, self.rules, self.media, where, frame_size)
+        if self.decode_check and isinstance(seg, VideoFrames):
             for i, frame in enumerate(seg.frames):
                 check_image_decodes(self.media.resolve(frame, where), f"{where} frame {i}")
-        elif self.decode_check and seg.path is not None:
+        elif self.decode_check and isinstance(seg, VideoPath):
             source = self.media.resolve(seg.path, where)
             last = probe_video(source).num_frames - 1
             check_video_decodes(source, [0, last], where)
@@ -217,39 +225,24 @@ class SegmentReader:
     def audio(self, seg: AudioSegment, where: str) -> Audio:
         return audio_from(seg, self.rules, self.media, where)
 
-    def segment(self, seg: TextSegment | ImageSegment | VideoSegment | AudioSegment, where: str) -> Segment:
+    def segment(self, seg: AnySegment, where: str) -> Segment:
         """One validated segment -> :class:`mrope.Text` / :class:`mrope.Image` / :class:`mrope.Video` /
         :class:`mrope.Audio`."""
         if isinstance(seg, TextSegment):
             return self.text(seg, where)
-        if isinstance(seg, ImageSegment):
+        if isinstance(seg, IMAGE_FORMS):
             return self.image(seg, where)
         if isinstance(seg, AudioSegment):
             return self.audio(seg, where)
         return self.video(seg, where)
 
-    def segments(
-        self, items: Sequence[TextSegment | ImageSegment | VideoSegment | AudioSegment]
-    ) -> list[Segment]:
+    def segments(self, items: Sequence[AnySegment]) -> list[Segment]:
         """Validated segments -> library segments, in order (``segment i`` in errors)."""
         return [self.segment(seg, f"segment {i}") for i, seg in enumerate(items)]
 
 
-def to_segment(
-    seg: TextSegment | ImageSegment | VideoSegment | AudioSegment,
-    rules: LayoutRules,
-    *,
-    tokenizer: Any = None,
-    media: MediaAccess = MEDIA_NONE,
-    where: str = "segment",
-) -> Segment:
-    """One validated segment -> :class:`mrope.Text` / :class:`mrope.Image` / :class:`mrope.Video` /
-    :class:`mrope.Audio`."""
-    return SegmentReader(rules, tokenizer=tokenizer, media=media).segment(seg, where)
-
-
 def to_segments(
-    items: Sequence[TextSegment | ImageSegment | VideoSegment | AudioSegment],
+    items: Sequence[AnySegment],
     rules: LayoutRules,
     *,
     tokenizer: Any = None,

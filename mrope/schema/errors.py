@@ -14,15 +14,30 @@ class RequestError(MRopeError):
     code = "invalid_request"
 
 
+_FORM_TAG_SEPARATOR = ":"
+"""Joins a segment's kind and form in the tag of one form (``image:grid``, ``video:frames``)."""
+
+
+def form_tag(kind: str, form: str) -> str:
+    """The union tag of one form of a media segment (``image:grid``): a branch, never a place, so it is
+    left out of every error location."""
+    return f"{kind}{_FORM_TAG_SEPARATOR}{form}"
+
+
+def _is_form_tag(part: Any) -> bool:
+    return isinstance(part, str) and _FORM_TAG_SEPARATOR in part
+
+
 def describe_validation_errors(errors: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     """A one-line message and a JSON-safe list (``loc``, ``msg``, ``type``) for pydantic errors.
 
     Union branches (``image``, ``video``, ...) and ``function-after`` wrappers are left out of the
-    location; an unknown field reads ``unknown field 'x'``.
+    message's location, and the tag of a segment's form (:func:`form_tag`) out of both; an unknown field
+    reads ``unknown field 'x'``.
     """
     details = []
     for e in errors:
-        loc = [p if isinstance(p, (int, str)) else str(p) for p in e.get("loc", ())]
+        loc = [p if isinstance(p, (int, str)) else str(p) for p in e.get("loc", ()) if not _is_form_tag(p)]
         msg = str(e.get("msg", ""))
         kind = str(e.get("type", ""))
         if kind == "extra_forbidden" and loc:
@@ -68,4 +83,4 @@ def _where(loc: Sequence[Any]) -> str:
     return " ".join(out)
 
 
-__all__ = ["RequestError", "describe_validation_errors"]
+__all__ = ["RequestError", "describe_validation_errors", "form_tag"]

@@ -13,7 +13,17 @@ from collections.abc import Mapping
 from dataclasses import fields as dataclass_fields
 from typing import Annotated, Any, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    create_model,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from mrope import models as registry
 from mrope.errors import MRopeError
@@ -114,10 +124,29 @@ def require_model(model: Any, where: str = "", missing: str = "no model given") 
 # ------------------------------------------------------------------------------------------ strict base
 
 
+_SCHEMA_NOTES = ("default", "description", "title", "examples")
+
+
 class StrictModel(BaseModel):
-    """Strict, closed, and ``null`` means absent."""
+    """Strict, closed, and ``null`` means absent (its JSON schema lets every optional field be null)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        body = handler.resolve_ref_schema(schema)
+        required = set(body.get("required", ()))
+        props = body.get("properties", {})
+        for name, prop in props.items():
+            if name in required or any(b.get("type") == "null" for b in prop.get("anyOf", ())):
+                continue
+            notes = {k: prop[k] for k in _SCHEMA_NOTES if k in prop}
+            plain = {k: v for k, v in prop.items() if k not in notes}
+            props[name] = {"anyOf": [plain, {"type": "null"}], **notes}
+        return schema
 
     @model_validator(mode="before")
     @classmethod

@@ -18,9 +18,9 @@ from mrope.tokenizer import encode_with_offsets
 
 from .convert import SegmentReader
 from .errors import RequestError
+from .image import IMAGE_FORMS
 from .media import MEDIA_NONE, MediaAccess
 from .records import Message, MessageText
-from .request import ImageSegment
 from .text import tokenize
 
 
@@ -138,7 +138,7 @@ def turn_segments(
                     add_text(item.text or "", at, mine)
                 continue
             flush()
-            out.append(reader.image(item, at) if isinstance(item, ImageSegment) else reader.video(item, at))
+            out.append(reader.image(item, at) if isinstance(item, IMAGE_FORMS) else reader.video(item, at))
             masks.append(None)
         if turn_format is not None:
             add_text(turn_format[1].format(role=role), f"{where} (its turn suffix)", mine)
@@ -195,7 +195,7 @@ def _template_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                     )
                 content.append({"type": "text", "text": item.text})
             else:
-                content.append({"type": "image" if isinstance(item, ImageSegment) else "video"})
+                content.append({"type": "image" if isinstance(item, IMAGE_FORMS) else "video"})
         out.append({"role": message.role or "", "content": content})
     return out
 
@@ -246,7 +246,7 @@ def template_segments(
     cursor = 0
     arr = np.asarray(ids, dtype=np.int64)
     for where, item in media:
-        is_image = isinstance(item, ImageSegment)
+        is_image = isinstance(item, IMAGE_FORMS)
         pad = rules.image_pad_id if is_image else rules.video_pad_id
         hits = np.flatnonzero(arr[cursor:] == pad)
         if hits.size == 0:

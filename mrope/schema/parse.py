@@ -7,10 +7,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError, model_validator
 
+from .aliases import retype_segments
 from .errors import RequestError, describe_validation_errors
 from .fields import StrictModel
+from .image import ImageGrid, ImagePath, ImageSize
 from .records import PositionsRequest, Record
-from .request import ImageSegment, Segment_, TextSegment, VideoSegment, retype_segments
+from .request import AudioSegment, Segment_, TextSegment
+from .video import VideoFrames, VideoGrid, VideoPath
 
 
 def _validate(model: type[BaseModel], data: Any, what: str) -> Any:
@@ -37,7 +40,11 @@ def parse_record(data: Any) -> Record:
     return _validate(Record, data, "")
 
 
-def parse_segments(items: Any) -> list[TextSegment | ImageSegment | VideoSegment]:
+def parse_segments(
+    items: Any,
+) -> list[
+    TextSegment | ImageGrid | ImageSize | ImagePath | VideoGrid | VideoPath | VideoFrames | AudioSegment
+]:
     """A list of JSON segments (raises :class:`RequestError`)."""
     if not isinstance(items, list):
         raise RequestError(f"segments must be a list of segment objects; got {type(items).__name__}")

@@ -9,9 +9,12 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Field, model_validator
 
+from .aliases import retype, retype_segments
 from .fields import INT64_MAX, Int64, ModelName, RulesOverrides, StrictModel
-from .request import ImageSegment, Segment_, VideoSegment, require_model_key, retype, retype_segments
+from .image import ImageSegment
+from .request import Segment_, require_model_key
 from .state import ConversationStateBody, StateCount
+from .video import VideoSegment
 
 
 class MessageText(StrictModel):
@@ -28,18 +31,13 @@ class MessageText(StrictModel):
         return self
 
 
-class MessageImage(ImageSegment):
-    """An image in a chat message: ``{"type": "image", "image": "cat.jpg"}`` (or ``"path"``, ``"url"``,
-    ``"image_url"``; ``{"type": "image_url", "image_url": {"url": ...}}``, as
-    :func:`mrope.schema.request.media_aliases` reads them)."""
-
-
-class MessageVideo(VideoSegment):
-    """A video in a chat message: ``{"type": "video", "video": "clip.mp4"}`` (or ``"path"``, ``"url"``,
-    ``"video_url"``), or its frames: ``{"type": "video", "video": ["f0.jpg", "f1.jpg", ...]}``."""
-
-
-MessageItem = Annotated[Union[MessageText, MessageImage, MessageVideo], Field(discriminator="type")]  # noqa: UP007
+MessageItem = Annotated[
+    Union[MessageText, ImageSegment, VideoSegment],  # noqa: UP007
+    Field(discriminator="type"),
+]
+"""An item of a chat message: text, or an image or a video as a segment gives it (``{"type": "image",
+"image": "cat.jpg"}``, ``{"type": "image_url", "image_url": {"url": ...}}``, ``{"type": "video", "video":
+["f0.jpg", "f1.jpg"]}``: :func:`mrope.schema.aliases.media_aliases` reads those keys)."""
 
 
 def _string_content_schema(schema: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from support.service_proc import serve
 
 import mrope
 from mrope import Audio, Image, Text, Video
+from mrope.schema.state import MAX_STATE_NUMBER
 from mrope.service.app import create_app
 from mrope.service.settings import Settings
 
@@ -188,7 +189,7 @@ def test_a_state_far_into_a_conversation_is_answered(client):
     ]
     library = [Text(3), Image(grid=(1, 28, 28)), Text(2)]
     good = _state(client)
-    for start in (cap * 1000 + 7, mrope.schema.MAX_STATE_NUMBER - 40):
+    for start in (cap * 1000 + 7, MAX_STATE_NUMBER - 40):
         far = {**good, "num_tokens": start, "next_start": start, "top": start - 1}
         resp = _post(
             client,
