@@ -37,12 +37,9 @@ from mrope.media.sampling import (
 )
 from mrope.media.source import decode_data_uri, is_url, open_url
 from mrope.media.tiling import TilePlan, plan_tiles
-from mrope.media.video import (
-    DEFAULT_MAX_PACKETS,
-    decode_frames,
-    load_video,
-    probe_video,
-)
+from mrope.media.video import load_video
+from mrope.media.video_decode import decode_frames
+from mrope.media.video_probe import DEFAULT_MAX_PACKETS, probe_video
 
 __all__ = [
     "AlignedCrop",
