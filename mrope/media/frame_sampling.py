@@ -52,6 +52,28 @@ class FrameRequest:
         return self.start is not None or self.end is not None
 
 
+def frame_request(
+    lay: LayoutRules,
+    *,
+    fps: float | None = None,
+    nframes: int | None = None,
+    min_frames: int | None = None,
+    max_frames: int | None = None,
+    start: float | None = None,
+    end: float | None = None,
+) -> FrameRequest:
+    """One call's sampling keywords with the rules' ``fps``, ``min_frames`` and ``max_frames`` for those it left out."""
+    return FrameRequest(
+        fps=fps,
+        rate=lay.fps if fps is None else fps,
+        nframes=nframes,
+        min_frames=lay.min_frames if min_frames is None else min_frames,
+        max_frames=lay.max_frames if max_frames is None else max_frames,
+        start=start,
+        end=end,
+    )
+
+
 FrameSampler = Callable[[VideoInfo, LayoutRules, FrameRequest], np.ndarray]
 """``(info, rules, request) -> int64 [n]`` frame indices, each in ``[0, info.num_frames)``."""
 

@@ -31,7 +31,7 @@ from typing import Any
 from mrope.errors import MediaError
 from mrope.layout.omni import require_audio
 from mrope.media.audio import audio_from_info, has_audio_stream, probe_audio
-from mrope.media.frame_sampling import FrameRequest, sample_video_frames
+from mrope.media.frame_sampling import frame_request, sample_video_frames
 from mrope.media.info import FrameSize, VideoInfo, check_frame_size
 from mrope.media.readers import Reader, check_reader, reader_info
 from mrope.media.resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
@@ -141,18 +141,23 @@ def _with_video_bounds(
     return dataclasses.replace(lay, **bounds) if bounds else lay
 
 
-def _follow_reader(
-    source: Any, info: VideoInfo, reader: Reader, frame_size: FrameSize | None
+def _frames_seen(
+    source: Any, info: VideoInfo, reader: Reader | None, frame_size: FrameSize | None
 ) -> tuple[VideoInfo, FrameSize]:
-    """The frame count, rate and orientation ``reader`` hands a processor (:mod:`mrope.media.readers`)."""
-    check_reader(reader)
-    seen = reader_info(source, reader, info, max_packets=DEFAULT_MAX_PACKETS)
-    if frame_size is not None and frame_size != seen.frame_size:
-        raise MediaError(
-            f"reader={reader!r} hands over {seen.frame_size} frames; frame_size={frame_size!r} contradicts it "
-            "(leave frame_size out)"
-        )
-    return seen.info, seen.frame_size
+    """The frame count, rate and orientation a processor is handed: the file's (``"display"`` unless
+    ``frame_size`` says otherwise), or those ``reader`` reports (:mod:`mrope.media.readers`)."""
+    if reader is not None:
+        check_reader(reader)
+        seen = reader_info(source, reader, info, max_packets=DEFAULT_MAX_PACKETS)
+        if frame_size is not None and frame_size != seen.frame_size:
+            raise MediaError(
+                f"reader={reader!r} hands over {seen.frame_size} frames; frame_size={frame_size!r} contradicts it "
+                "(leave frame_size out)"
+            )
+        info, frame_size = seen.info, seen.frame_size
+    frame_size = "display" if frame_size is None else frame_size
+    check_frame_size(frame_size)
+    return info, frame_size
 
 
 def _audio_track(source: Any, lay: LayoutRules) -> Audio | None:
@@ -253,17 +258,14 @@ def load_video(
         raise MediaError(f"pass fps or nframes, not both; got fps={fps!r}, nframes={nframes!r}")
     lay = _with_video_bounds(lay, min_pixels, max_pixels, total_pixels)
     info = source if isinstance(source, VideoInfo) else probe_video(source)
-    if reader is not None:
-        info, frame_size = _follow_reader(source, info, reader, frame_size)
-    frame_size = "display" if frame_size is None else frame_size
-    check_frame_size(frame_size)
+    info, frame_size = _frames_seen(source, info, reader, frame_size)
     height, width = info.size(frame_size)
-    req = FrameRequest(
+    req = frame_request(
+        lay,
         fps=fps,
-        rate=lay.fps if fps is None else fps,
         nframes=nframes,
-        min_frames=lay.min_frames if min_frames is None else min_frames,
-        max_frames=lay.max_frames if max_frames is None else max_frames,
+        min_frames=min_frames,
+        max_frames=max_frames,
         start=video_start,
         end=video_end,
     )

@@ -236,7 +236,7 @@ def decode_frames(
         indices: frame indices, any order, repeats allowed, each in ``[0, num_frames)``.
         info: the file's :class:`VideoInfo` if already probed.
         mode: ``"auto"``, ``"seek"`` or ``"sequential"``.
-        frame_size: ``"display"`` (upright) or ``"coded"`` (as stored); see the module docstring.
+        frame_size: ``"display"`` (upright) or ``"coded"`` (as stored); see :mod:`mrope.media.video`.
 
     Returns:
         uint8 ``[n, H, W, 3]`` in the order of ``indices``; ``(H, W) = info.size(frame_size)``.

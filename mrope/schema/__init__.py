@@ -29,7 +29,7 @@ segments), :mod:`~mrope.schema.messages` (chat messages -> library segments and 
 
 from __future__ import annotations
 
-from mrope.media import is_url  # the media readers' test, named here as before
+from mrope.media.source import is_url  # the media readers' test, named here as before
 
 from .convert import (
     SegmentReader,
