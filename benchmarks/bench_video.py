@@ -26,7 +26,8 @@ import av
 import numpy as np
 
 import mrope
-from mrope.media import decode_frames, load_video, probe_video, sample_frame_indices
+from mrope.media import decode_frames, load_video, probe_video
+from mrope.media.sampling import sample_frame_indices
 
 
 def make_video(path: Path, minutes: float, width: int, height: int, fps: int, gop: int) -> Path:

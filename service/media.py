@@ -31,9 +31,7 @@ from prometheus_client import Gauge, Histogram
 import mrope
 from mrope.errors import MediaError, MRopeError
 from mrope.media import (
-    DEFAULT_MAX_IMAGE_PIXELS,
     detect_media_kind,
-    has_audio_stream,
     image_grid,
     image_size,
     load_audio,
@@ -41,7 +39,9 @@ from mrope.media import (
     probe_audio,
     probe_video,
 )
+from mrope.media.audio import has_audio_stream
 from mrope.media.detect import NOT_PICTURE_FORMATS
+from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS
 from mrope.media.source import DeadlineReader, ProbeDeadlineError
 from mrope.rules import LayoutRules
 from mrope.schema.request import FileItem

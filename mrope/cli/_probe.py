@@ -13,8 +13,9 @@ from mrope.cli._sequence import model_from_args, model_name
 from mrope.errors import MRopeError
 from mrope.layout import engine
 from mrope.layout.omni import audio_tokens
-from mrope.media import VideoInfo, load_video, probe_video, sample_frame_indices
+from mrope.media import VideoInfo, load_video, probe_video
 from mrope.media.audio import audio_from_info, probe_audio
+from mrope.media.sampling import sample_frame_indices
 from mrope.models import resolve_rules
 from mrope.rules import LayoutRules
 from mrope.schema.fields import model_names

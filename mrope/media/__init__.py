@@ -6,95 +6,49 @@ Everything position ids need comes from headers: :func:`load_image` and :func:`l
 omni models, from container metadata.
 :func:`decode_frames` decodes the sampled frames when pixels are wanted. Every bad-media error is a
 :class:`mrope.MediaError` whose message says what was expected and what came.
+
+``__all__`` holds what a user calls: the loaders, the header readers, the sizing functions and the
+records they return. The helpers other mrope packages share (the frame-index rules of each processor,
+the resize variants, the reader table) are imported from their own modules.
 """
 
 from mrope._extras import require
 
 require("mrope.media", "media", "PIL", "av")
 
-from mrope.media.audio import MAX_AUDIO_SECONDS, has_audio_stream, load_audio, probe_audio
-from mrope.media.crops import AlignedCrop, align_box, crop_step
+from mrope.media.audio import load_audio, probe_audio
+from mrope.media.crops import AlignedCrop
 from mrope.media.detect import MediaKind, detect_media_kind
 from mrope.media.frames import load_frames
-from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS, crop_segment, image_grid, image_size, load_image
+from mrope.media.image import crop_segment, image_grid, image_size, load_image
 from mrope.media.info import AudioInfo, FrameSize, VideoInfo
-from mrope.media.readers import DEFAULT_READER, READERS, Reader, ReaderInfo, reader_info
-from mrope.media.resize import (
-    MAX_ASPECT_RATIO,
-    smart_resize,
-    smart_resize_clip,
-    smart_resize_edges,
-    smart_resize_tokens,
-    video_max_pixels,
-)
-from mrope.media.sampling import (
-    FRAME_FACTOR,
-    MAX_SAMPLED_VIDEO_FRAMES,
-    ernie_frame_indices,
-    glm4v_frame_indices,
-    glm46v_frame_indices,
-    num_sampled_frames,
-    qwen3_vl_frame_indices,
-    sample_fps,
-    sample_frame_indices,
-    sampled_times,
-)
-from mrope.media.source import decode_data_uri, is_url, open_url
-from mrope.media.tiling import TilePlan, plan_tiles
-from mrope.media.video import (
-    DEFAULT_MAX_PACKETS,
-    decode_frames,
-    load_video,
-    probe_video,
-)
+from mrope.media.readers import Reader
+from mrope.media.resize import smart_resize
+from mrope.media.source import open_url
+from mrope.media.tiling import TilePlan
+from mrope.media.video import load_video
+from mrope.media.video_decode import decode_frames
+from mrope.media.video_probe import probe_video
 
 __all__ = [
     "AlignedCrop",
     "AudioInfo",
-    "align_box",
-    "crop_segment",
-    "crop_step",
-    "has_audio_stream",
-    "load_audio",
-    "probe_audio",
-    "DEFAULT_MAX_IMAGE_PIXELS",
-    "DEFAULT_MAX_PACKETS",
-    "DEFAULT_READER",
-    "FRAME_FACTOR",
     "FrameSize",
-    "MAX_ASPECT_RATIO",
-    "MAX_AUDIO_SECONDS",
-    "MAX_SAMPLED_VIDEO_FRAMES",
     "MediaKind",
-    "READERS",
     "Reader",
-    "ReaderInfo",
     "TilePlan",
     "VideoInfo",
-    "decode_data_uri",
+    "crop_segment",
     "decode_frames",
     "detect_media_kind",
-    "ernie_frame_indices",
-    "glm4v_frame_indices",
-    "glm46v_frame_indices",
     "image_grid",
     "image_size",
-    "is_url",
-    "load_image",
+    "load_audio",
     "load_frames",
+    "load_image",
     "load_video",
-    "num_sampled_frames",
     "open_url",
-    "plan_tiles",
+    "probe_audio",
     "probe_video",
-    "reader_info",
-    "qwen3_vl_frame_indices",
-    "sample_fps",
-    "sample_frame_indices",
-    "sampled_times",
     "smart_resize",
-    "smart_resize_clip",
-    "smart_resize_edges",
-    "smart_resize_tokens",
-    "video_max_pixels",
 ]

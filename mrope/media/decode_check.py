@@ -35,7 +35,7 @@ def check_image_decodes(source: Any, where: str = "the image") -> None:
 
 def check_video_decodes(source: Any, indices: Any, where: str = "the video") -> None:
     """Decode frames ``indices`` of a video file (PyAV), or raise :class:`MediaDecodeError`."""
-    from mrope.media.video import decode_frames
+    from mrope.media.video_decode import decode_frames
 
     try:
         decode_frames(source, indices)

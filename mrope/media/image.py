@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from PIL import Image as PILImage
@@ -240,16 +240,8 @@ def _check_sizes_images(lay: LayoutRules) -> None:
         )
 
 
-def _resized(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
-    if lay.image_bounds == "clip":  # GLM-4.1V: the bounds hold for temporal_patch_size copies of the image
-        tps = lay.temporal_patch_size
-        return smart_resize_clip(
-            tps, height, width, tps, lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels
-        )
-    if lay.image_bounds == "edges":  # GLM-Image
-        return smart_resize_edges(
-            height, width, lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels
-        )
+def _resize_frame(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
+    """``image_bounds="frame"``: the bounds hold for one image's ``h * w`` (Qwen2-VL's processor)."""
     return smart_resize(
         height,
         width,
@@ -260,6 +252,42 @@ def _resized(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
     )
 
 
+def _resize_clip(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
+    """``image_bounds="clip"`` (GLM-4.1V): the bounds hold for ``temporal_patch_size`` copies of the image."""
+    tps = lay.temporal_patch_size
+    return smart_resize_clip(
+        tps, height, width, tps, lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels
+    )
+
+
+def _resize_edges(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
+    """``image_bounds="edges"`` (GLM-Image): the bounds hold for the shortest and longest edge."""
+    return smart_resize_edges(height, width, lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels)
+
+
+IMAGE_RESIZERS: dict[str, Callable[[int, int, LayoutRules], tuple[int, int]]] = {
+    "frame": _resize_frame,
+    "clip": _resize_clip,
+    "edges": _resize_edges,
+}
+"""Every ``rules.image_bounds`` value and its resize: ``(height, width, rules) -> (height, width)`` in pixels."""
+
+
+def _resize_image(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
+    """``(height, width)`` in pixels of a ``height x width`` image after the resize of ``lay.image_bounds``.
+
+    Raises:
+        MediaError: an unknown rule, or a size the rule refuses (see :mod:`mrope.media.resize`).
+    """
+    resize = IMAGE_RESIZERS.get(lay.image_bounds)
+    if resize is None:
+        raise MediaError(
+            f"unknown image_bounds {lay.image_bounds!r} in the {lay.name!r} rules; "
+            f"expected one of {sorted(IMAGE_RESIZERS)}"
+        )
+    return resize(height, width, lay)
+
+
 def image_grid(
     height: int, width: int, model: ModelLike | None = None, rules: LayoutRules | dict[str, Any] | None = None
 ) -> tuple[int, int, int]:
@@ -267,7 +295,7 @@ def image_grid(
     after the model's smart resize (what :func:`load_image` gives for an untiled, uncropped file)."""
     lay = resolve_rules(model, rules)
     _check_sizes_images(lay)
-    new_h, new_w = _resized(height, width, lay)
+    new_h, new_w = _resize_image(height, width, lay)
     return (1, new_h // lay.patch_size, new_w // lay.patch_size)
 
 
@@ -356,7 +384,7 @@ def load_image(
         new_h, new_w = rows * plan.tile_size, cols * plan.tile_size
         tiles, thumbnail = (cols, rows), plan.has_thumbnail(cols, rows)
     else:
-        new_h, new_w = _resized(height, width, lay)
+        new_h, new_w = _resize_image(height, width, lay)
     origin = (0, 0)
     if crop is not None:
         _, origin = align_box((top, left, height, width), full, (new_h, new_w), factor, snap=snap)
@@ -388,7 +416,7 @@ def crop_segment(
     _check_sizes_images(lay)
     full = image_size(source)
     requested = _crop_box(box, *full)
-    resized = _resized(requested[2], requested[3], lay)
+    resized = _resize_image(requested[2], requested[3], lay)
     aligned, origin = align_box(requested, full, resized, lay.resize_factor, snap=snap)
     grid = (1, resized[0] // lay.patch_size, resized[1] // lay.patch_size)
     return AlignedCrop(

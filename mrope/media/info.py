@@ -1,7 +1,7 @@
 """The records probing returns: :class:`VideoInfo` (a video's frames, rate and sizes) and :class:`AudioInfo`.
 
 They are plain frozen values, apart from the readers, so that frame sampling (:mod:`mrope.media.sampling`)
-and the readers (:mod:`mrope.media.video`, :mod:`mrope.media.audio`) can all use them.
+and the readers (:mod:`mrope.media.video_probe`, :mod:`mrope.media.audio`) can all use them.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def reader_info(source: Any, reader: Reader, info: VideoInfo, *, max_packets: in
         reader: ``"torchcodec"``, ``"pyav"``, ``"torchvision"`` or ``"decord"``.
         info: the file's :func:`~mrope.media.probe_video` result (its sizes and rotation).
         max_packets: most packets demuxed to count frames (:func:`~mrope.media.load_video` passes
-            :data:`~mrope.media.DEFAULT_MAX_PACKETS`).
+            :data:`~mrope.media.video_probe.DEFAULT_MAX_PACKETS`).
 
     Raises:
         MediaError: an unknown reader; a file the loader cannot read the way it would be fed (no frame

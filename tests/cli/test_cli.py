@@ -25,7 +25,8 @@ import mrope
 from mrope import Image, Text, Video
 from mrope.cli import _progress as progress_mod
 from mrope.cli import main
-from mrope.media import load_image, load_video, sample_frame_indices, sampled_times
+from mrope.media import load_image, load_video
+from mrope.media.sampling import sample_frame_indices, sampled_times
 
 pytestmark = pytest.mark.timeout(60)
 

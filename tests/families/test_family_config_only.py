@@ -355,7 +355,8 @@ def _glm46v_sample_frames():
 def test_glm46v_samples_the_frames_its_video_processor_samples(frames: int, fps: float) -> None:
     from transformers.video_utils import VideoMetadata
 
-    from mrope.media import glm46v_frame_indices, load_video
+    from mrope.media import load_video
+    from mrope.media.sampling import glm46v_frame_indices
 
     # what transformers' PyAV reader reports: duration = frames / fps
     metadata = VideoMetadata(total_num_frames=frames, fps=fps, duration=frames / fps)

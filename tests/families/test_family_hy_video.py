@@ -28,7 +28,9 @@ from transformers.video_utils import VideoMetadata
 
 import mrope
 from mrope import LayoutError, MediaError, Video, build_positions
-from mrope.media import VideoInfo, image_grid, load_video, qwen3_vl_frame_indices, smart_resize_tokens
+from mrope.media import VideoInfo, image_grid, load_video
+from mrope.media.resize import smart_resize_tokens
+from mrope.media.sampling import qwen3_vl_frame_indices
 from mrope.models import get_family
 
 FAMILY = get_family("hy-v4-vl")

@@ -43,8 +43,8 @@ from transformers.video_utils import load_video as hf_load_video
 
 import mrope
 from mrope import LayoutError, MediaError, build_positions
-from mrope.media import VideoInfo, ernie_frame_indices, image_grid, load_video
-from mrope.media.sampling import torch_arange_float32
+from mrope.media import VideoInfo, image_grid, load_video
+from mrope.media.sampling import ernie_frame_indices, torch_arange_float32
 from mrope.models import get_family
 
 

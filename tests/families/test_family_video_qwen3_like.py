@@ -40,7 +40,8 @@ from support.media import write_video
 
 import mrope
 from mrope import LayoutError, MediaError, Video, build_positions
-from mrope.media import VideoInfo, load_video, qwen3_vl_frame_indices
+from mrope.media import VideoInfo, load_video
+from mrope.media.sampling import qwen3_vl_frame_indices
 from mrope.models import get_family
 
 QWEN3_VIDEO = ("qwen3-vl-moe", "qwen3.5", "qwen3.5-moe", "qwen4-exp", "cosmos3-omni")

@@ -20,7 +20,8 @@ from support import media
 import mrope
 from mrope import Audio, LayoutError, MediaError, Text, Video
 from mrope.layout.omni import audio_tokens, audio_tokens_from_frames
-from mrope.media import has_audio_stream, load_audio, load_video, probe_audio
+from mrope.media import load_audio, load_video, probe_audio
+from mrope.media.audio import has_audio_stream
 from mrope.models import get_family
 
 pytestmark = pytest.mark.timeout(120)

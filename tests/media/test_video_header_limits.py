@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from mrope import MediaError
-from mrope.media import MAX_SAMPLED_VIDEO_FRAMES, VideoInfo, load_video, probe_video, sample_frame_indices
+from mrope.media import VideoInfo, load_video, probe_video
+from mrope.media.sampling import MAX_SAMPLED_VIDEO_FRAMES, sample_frame_indices
 
 CLAIMED = 10**9
 
