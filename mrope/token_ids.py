@@ -5,8 +5,9 @@
 model generates (GLM-Image).
 
 A sequence arrives as token ids with runs of placeholder tokens and one flat list of grids per modality
-(see :mod:`mrope.layout.token_scan`). The coordinates themselves come from the same layout engines and
-fill engine as :func:`mrope.build_positions`, so the two interfaces cannot drift apart.
+(see :mod:`mrope.layout.token_inputs` and :mod:`mrope.layout.token_scan`). The coordinates themselves
+come from the same layout engines and fill engine as :func:`mrope.build_positions`, so the two
+interfaces cannot drift apart.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from mrope._deprecated import moved_names
 from mrope.errors import LayoutError, TokenError
 from mrope.layout import engine
 from mrope.layout.pruned_ids import pruned_rope_index
-from mrope.layout.token_scan import read_token_inputs
+from mrope.layout.token_inputs import read_token_inputs
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
 

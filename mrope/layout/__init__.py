@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mrope.layout import canvas, counter, omni, sequence
-from mrope.layout.token_scan import TokenInputs
+from mrope.layout.token_inputs import TokenInputs
 from mrope.positions import Positions
 from mrope.rules import LayoutRules
 from mrope.segments import Segment

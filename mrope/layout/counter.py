@@ -26,7 +26,8 @@ from mrope.layout.pieces import (
     wrapped_block,
 )
 from mrope.layout.plan_cache import SegmentPlan, remember_plan, segment_plans, small_plan
-from mrope.layout.token_scan import GridQueue, TokenInputs, TokenRuns, fill_runs, scan_batch
+from mrope.layout.token_inputs import TokenInputs
+from mrope.layout.token_scan import ScanResult, ScanRow, fill_runs, scan_batch
 from mrope.positions import Positions, Span, grid_array, positions_with_lazy_spans
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Segment, Text, Video
@@ -485,23 +486,13 @@ def count_tokens(
     return total
 
 
-def fill_row(
-    dense: np.ndarray,
-    runs: TokenRuns,
-    row_ids: np.ndarray | None,
-    row_types: np.ndarray | None,
-    row: int,
-    images: GridQueue,
-    videos: GridQueue,
-    rules: LayoutRules,
-    image_index: int,
-) -> tuple[int, int]:
-    """One row of the token-id scan: its runs filled into ``dense`` by :func:`fill_runs`; ``(largest
+def fill_row(scan: ScanRow) -> tuple[int, int]:
+    """One row of the token-id scan: its runs filled into ``scan.dense`` by :func:`fill_runs`; ``(largest
     position, image_index)``."""
-    return fill_runs(dense, runs, row, images, videos, rules), image_index
+    return fill_runs(scan.dense, scan.runs, scan.row, scan.images, scan.videos, scan.rules), scan.image_index
 
 
-def scan_token_ids(inputs: TokenInputs) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
+def scan_token_ids(inputs: TokenInputs) -> ScanResult:
     """Positions, deltas and generation positions of a batch of token ids (see :mod:`mrope.token_ids`)."""
     return scan_batch(inputs, fill_row)
 

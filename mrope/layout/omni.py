@@ -34,7 +34,7 @@ import numpy as np
 
 from mrope.errors import LayoutError, TokenError
 from mrope.grid import TEXT_FILL_ID, merged_grid
-from mrope.layout.token_scan import (
+from mrope.layout.token_inputs import (
     TokenInputs,
     as_numpy,
     check_type_values,
