@@ -7,7 +7,14 @@ assertions for users' test suites.
 
 from mrope import models  # noqa: F401  (eager: the registry installs the deprecated aliases on the value types)
 from mrope._deprecated import warn_moved
-from mrope.builder import build_batch, build_positions, count_tokens, next_positions, text_positions
+from mrope.builder import (
+    audio_tokens,
+    build_batch,
+    build_positions,
+    count_tokens,
+    next_positions,
+    text_positions,
+)
 from mrope.continuation import ConversationState, Turn, continue_positions, conversation_state
 from mrope.errors import (
     ApplyError,
@@ -20,7 +27,6 @@ from mrope.errors import (
     SpecError,
     TokenError,
 )
-from mrope.layout.omni import audio_tokens
 from mrope.packing import PackedBatch, PackedRow, pack
 from mrope.positions import Batch, Positions, Span
 from mrope.rules import LayoutRules, rules_digest

@@ -38,8 +38,8 @@ from typing import Any, Literal
 import av
 import numpy as np
 
+from mrope.audio_grid import require_audio
 from mrope.errors import MediaError
-from mrope.layout.omni import require_audio
 from mrope.media.audio import audio_from_info, has_audio_stream, probe_audio
 from mrope.media.container import open_container, video_stream
 from mrope.media.info import FrameSize, VideoInfo, check_frame_size
