@@ -36,6 +36,7 @@ from mrope.errors import LayoutError, TokenError
 from mrope.grid import merged_grid
 from mrope.layout.counter import CounterPlan, planned_tokens, video_time
 from mrope.layout.counter import continue_segments as continue_counter_segments
+from mrope.layout.interface import LayoutEngine
 from mrope.layout.pieces import fill_pieces
 from mrope.layout.token_inputs import TokenInputs
 from mrope.layout.token_scan import ScanResult, ScanRow, scan_batch
@@ -368,18 +369,8 @@ def scan_token_ids(inputs: TokenInputs) -> ScanResult:
     return scan_batch(inputs, fill_row, per_row_types=True)
 
 
-__all__ = [
-    "CanvasPlan",
-    "canvas_positions",
-    "canvas_row",
-    "check_marker_ids",
-    "continue_segments",
-    "count_tokens",
-    "fill_row",
-    "frame_tokens",
-    "next_start",
-    "plan_segments",
-    "scan_token_ids",
-    "stretch",
-    "video_time",
-]
+ENGINE = LayoutEngine(plan_segments, count_tokens, scan_token_ids, video_time, next_start, continue_segments)
+"""The canvas engine (MiniCPM-V 4.7)."""
+
+
+__all__ = ["ENGINE", "CanvasPlan", "frame_tokens", "stretch"]

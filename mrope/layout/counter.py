@@ -16,6 +16,7 @@ import numpy as np
 
 from mrope.errors import LayoutError
 from mrope.grid import TEXT_FILL_ID, frame_tokens, merged_grid, target_positions, temporal_index
+from mrope.layout.interface import LayoutEngine
 from mrope.layout.pieces import (
     Block,
     TextRun,
@@ -545,3 +546,7 @@ def video_time(n_patches: int, second_per_grid: float, rules: LayoutRules) -> np
     """The t offsets (int64 ``[n_patches]``) of a video's temporal patches under these rules:
     :func:`mrope.grid.temporal_index` (the index, or the ``seconds`` rule's float32 product)."""
     return temporal_index(n_patches, rules, second_per_grid)
+
+
+ENGINE = LayoutEngine(plan_segments, count_tokens, scan_token_ids, video_time, next_start, continue_segments)
+"""The counter engine (the default: ``1 + max``)."""

@@ -18,6 +18,7 @@ from mrope.grid import MAX_POSITION
 from mrope.layout.counter import CounterPlan, video_time
 from mrope.layout.counter import continue_segments as continue_counter_segments
 from mrope.layout.counter import count_tokens as count_counter_tokens
+from mrope.layout.interface import LayoutEngine
 from mrope.layout.pieces import Block, TextRun
 from mrope.layout.token_inputs import TokenInputs
 from mrope.layout.token_scan import ScanResult, ScanRow, run_pieces, scan_batch
@@ -137,14 +138,8 @@ def scan_token_ids(inputs: TokenInputs) -> ScanResult:
     return scan_batch(inputs, fill_row, images_only=True)
 
 
-__all__ = [
-    "SequencePositionsPlan",
-    "continue_segments",
-    "count_tokens",
-    "fill_row",
-    "fill_sequence_pieces",
-    "next_start",
-    "plan_segments",
-    "scan_token_ids",
-    "video_time",
-]
+ENGINE = LayoutEngine(plan_segments, count_tokens, scan_token_ids, video_time, next_start, continue_segments)
+"""The sequence engine (sequence positions: HunyuanOCR)."""
+
+
+__all__ = ["ENGINE", "SequencePositionsPlan"]
