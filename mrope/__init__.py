@@ -5,7 +5,14 @@ The core (spec, rules, segments, the builder and its layout engines, the token-i
 assertions for users' test suites.
 """
 
-from mrope.builder import build_batch, build_positions, count_tokens, next_positions, text_positions
+from mrope.builder import (
+    audio_tokens,
+    build_batch,
+    build_positions,
+    count_tokens,
+    next_positions,
+    text_positions,
+)
 from mrope.continuation import ConversationState, Turn, continue_positions, conversation_state
 from mrope.errors import (
     ApplyError,
@@ -18,7 +25,6 @@ from mrope.errors import (
     SpecError,
     TokenError,
 )
-from mrope.layout.omni import audio_tokens
 from mrope.packing import PackedBatch, PackedRow, pack
 from mrope.positions import Batch, Positions, Span
 from mrope.rules import LayoutRules, rules_digest

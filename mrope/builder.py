@@ -3,7 +3,7 @@
 Each call asks the layout engine of its rules (:mod:`mrope.layout`) to plan and fill ``[3, T]`` int64 ids.
 
 The output types live in :mod:`mrope.positions`, grid arithmetic in :mod:`mrope.grid`, the pieces and
-the fill engine in :mod:`mrope.layout.pieces`.
+the fill engine in :mod:`mrope.layout.pieces`, audio-token arithmetic in :mod:`mrope.audio_grid`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import mrope.audio_grid as _audio_grid
 from mrope.errors import LayoutError, MRopeWarning
 from mrope.layout import LayoutPlan, engine
 from mrope.layout.pruned import pruned_positions, segment_masks
@@ -92,6 +93,22 @@ def count_tokens(
     n = engine(lay).count_tokens(segments, lay, tokenizer)
     masks = segment_masks(segments)
     return n - sum(m.size - int(np.count_nonzero(m)) for m in masks.values()) if masks else n
+
+
+def audio_tokens(audio: Audio, model: ModelLike | LayoutRules | None = None, rules: Any = None) -> int:
+    """How many audio tokens ``audio`` has for a model (given, or from its seconds / mel frames by the
+    family's rule): ``mrope.audio_tokens(Audio(seconds=2.0), model="qwen2.5-omni") == 50``.
+
+    Args:
+        audio: an :class:`mrope.Audio`.
+        model: a model (name, model_type, repo id, family) or a :class:`~mrope.LayoutRules`.
+        rules: overrides of the model's rules (or full rules).
+
+    Raises:
+        LayoutError: the rules have no audio, or the clip is too short for one token.
+    """
+    lay = model if isinstance(model, LayoutRules) and rules is None else resolve_rules(model, rules)
+    return _audio_grid.audio_tokens(audio, lay)
 
 
 def build_batch(
@@ -201,6 +218,7 @@ def text_positions(n: int) -> np.ndarray:
 
 
 __all__ = [
+    "audio_tokens",
     "build_batch",
     "build_positions",
     "count_tokens",

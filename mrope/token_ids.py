@@ -6,26 +6,32 @@ arrays in, numpy arrays out);
 model generates (GLM-Image).
 
 A sequence arrives as token ids with runs of placeholder tokens and one flat list of grids per modality
-(see :mod:`mrope.layout.token_scan`). The coordinates themselves come from the same layout engines and
-fill engine as :func:`mrope.build_positions`, so the two interfaces cannot drift apart.
+(see :mod:`mrope.layout.token_inputs` and :mod:`mrope.layout.token_scan`). The coordinates themselves
+come from the same layout engines and fill engine as :func:`mrope.build_positions`, so the two
+interfaces cannot drift apart.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 import numpy as np
 
 from mrope.errors import LayoutError, TokenError
 from mrope.layout import engine
 from mrope.layout.pruned_ids import pruned_rope_index
-from mrope.layout.token_scan import read_token_inputs
+from mrope.layout.token_inputs import read_token_inputs
 from mrope.models import ModelLike, resolve_rules
 from mrope.rules import LayoutRules
 
 if TYPE_CHECKING:
     import torch
+
+P = ParamSpec("P")
 
 
 def _rope_index_full(
@@ -77,7 +83,36 @@ def numpy_rope_index(
     image_keep: Any = None,
     video_keep: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The numpy core of :func:`get_rope_index`.
+    """M-RoPE position ids from token ids, as numpy: the core of :func:`get_rope_index`.
+
+    Args:
+        input_ids: int ``[B, L]`` (torch, numpy or nested lists).
+        image_grid_thw: int ``[n_images, 3]`` encoder grids, in order, shared by the batch.
+        video_grid_thw: int ``[n_videos, 3]``. For Qwen3-VL one row ``(T, H, W)`` per video, as its
+            processor gives it; it is split into ``T`` blocks of ``(1, H, W)`` like the model does.
+        attention_mask: 0/1 ``[B, L]``; positions are computed on valid tokens only.
+        model: required (no default): a family name, a Hugging Face model_type, a repo id, a
+            :class:`mrope.models.ModelFamily` or what :func:`mrope.from_pretrained` returns; ``rules``
+            replaces or overrides its rules (see :class:`~mrope.LayoutRules`).
+        second_per_grid_ts: float ``[n_videos]`` seconds per temporal patch (Qwen2.5-VL; default 1.0),
+            used as float32 like the model does with the float32 tensor its processor hands over.
+        mm_token_type_ids: int ``[B, L]`` 0 text / 1 image / 2 video (transformers 5.x form); when
+            given, runs are taken from it instead of the placeholder ids.
+        pad_position: value written at masked slots (default: the rules' ``pad_position``).
+        images_per_sample: int ``[B]``: how many ``image_grid_thw`` rows belong to each row (GLM-Image's
+            processor output, images to generate included); without it the grids are one queue.
+        audio_seqlens: int ``[n_audios]`` mel-frame lengths of every audio clip in order, standalone or
+            inside a video (omni families: ``feature_attention_mask.sum(-1)``, what the models take);
+            ``None`` counts each clip's tokens from the ids.
+        use_audio_in_video: omni families: whether videos carry their audio. The layout is read from
+            the ids (a video whose vision_start is followed by audio_start carries audio); ``True`` with
+            a video that carries none is an error, as the models would misplace it.
+        second_per_grids: the omni models' name for ``second_per_grid_ts``.
+        convention: ``"released"`` (official semantics) or ``"transformers5"`` (the family's own
+            transformers 5.24 ``get_rope_index``: its advance and pad value).
+        image_keep, video_keep: for pruned ids (vision placeholders dropped): one bool mask or ``None``
+            per grid, in grid order, over the grid's language-model tokens; every kept token gets its
+            unpruned position and a row's delta continues where the unpruned row's does (docs/pruning.md).
 
     Returns:
         ``(position_ids int64 [A, B, L], deltas int64 [B])``; A is ``rules.num_axes`` (3: t, h, w);
@@ -170,91 +205,47 @@ def generation_index(
     return out
 
 
-def get_rope_index(
-    input_ids: Any,
-    image_grid_thw: Any = None,
-    video_grid_thw: Any = None,
-    attention_mask: Any = None,
-    *,
-    model: ModelLike | None = None,
-    rules: LayoutRules | dict[str, Any] | None = None,
-    second_per_grid_ts: Any = None,
-    mm_token_type_ids: Any = None,
-    pad_position: int | None = None,
-    images_per_sample: Any = None,
-    convention: str = "released",
-    audio_seqlens: Any = None,
-    use_audio_in_video: bool | None = None,
-    second_per_grids: Any = None,
-    image_keep: Any = None,
-    video_keep: Any = None,
-) -> tuple[torch.Tensor | np.ndarray, torch.Tensor | np.ndarray]:
-    """M-RoPE position ids from token ids, like the transformers model method.
+def _array_face(
+    core: Callable[P, tuple[np.ndarray, np.ndarray]],
+) -> Callable[P, tuple[torch.Tensor | np.ndarray, torch.Tensor | np.ndarray]]:
+    """``core`` (:func:`numpy_rope_index`) with its arguments as they are and transformers' result shapes:
+    the :func:`get_rope_index` a transformers model calls."""
 
-    Args:
-        input_ids: int ``[B, L]`` (torch, numpy or nested lists).
-        image_grid_thw: int ``[n_images, 3]`` encoder grids, in order, shared by the batch.
-        video_grid_thw: int ``[n_videos, 3]``. For Qwen3-VL one row ``(T, H, W)`` per video, as its
-            processor gives it; it is split into ``T`` blocks of ``(1, H, W)`` like the model does.
-        attention_mask: 0/1 ``[B, L]``; positions are computed on valid tokens only.
-        model: required (no default): a family name, a Hugging Face model_type, a repo id, a
-            :class:`mrope.models.ModelFamily` or what :func:`mrope.from_pretrained` returns; ``rules``
-            replaces or overrides its rules (see :class:`~mrope.LayoutRules`).
-        second_per_grid_ts: float ``[n_videos]`` seconds per temporal patch (Qwen2.5-VL; default 1.0),
-            used as float32 like the model does with the float32 tensor its processor hands over.
-        mm_token_type_ids: int ``[B, L]`` 0 text / 1 image / 2 video (transformers 5.x form); when
-            given, runs are taken from it instead of the placeholder ids.
-        pad_position: value written at masked slots (default: the rules' ``pad_position``).
-        images_per_sample: int ``[B]``: how many ``image_grid_thw`` rows belong to each row (GLM-Image's
-            processor output, images to generate included); without it the grids are one queue.
-        audio_seqlens: int ``[n_audios]`` mel-frame lengths of every audio clip in order, standalone or
-            inside a video (omni families: ``feature_attention_mask.sum(-1)``, what the models take);
-            ``None`` counts each clip's tokens from the ids.
-        use_audio_in_video: omni families: whether videos carry their audio. The layout is read from
-            the ids (a video whose vision_start is followed by audio_start carries audio); ``True`` with
-            a video that carries none is an error, as the models would misplace it.
-        second_per_grids: the omni models' name for ``second_per_grid_ts``.
-        convention: ``"released"`` (official semantics) or ``"transformers5"`` (the family's own
-            transformers 5.24 ``get_rope_index``: its advance and pad value).
-        image_keep, video_keep: for pruned ids (vision placeholders dropped): one bool mask or ``None``
-            per grid, in grid order, over the grid's language-model tokens; every kept token gets its
-            unpruned position and a row's delta continues where the unpruned row's does (docs/pruning.md).
+    @functools.wraps(core, assigned=("__module__",))
+    def get_rope_index(
+        *args: P.args, **kwargs: P.kwargs
+    ) -> tuple[torch.Tensor | np.ndarray, torch.Tensor | np.ndarray]:
+        """M-RoPE position ids from token ids, like the transformers model method; the arguments of
+        :func:`numpy_rope_index`.
 
-    Returns:
-        ``(position_ids, deltas)``: int64 ``[A, B, L]`` (A = ``rules.num_axes``) and ``[B, 1]``, the
-        shapes transformers returns. They are torch tensors on ``input_ids``' device when ``input_ids``
-        is a torch tensor, numpy arrays otherwise (so this runs without torch installed).
-    """
-    try:
-        pos, deltas = numpy_rope_index(
-            input_ids,
-            image_grid_thw,
-            video_grid_thw,
-            attention_mask,
-            model=model,
-            rules=rules,
-            second_per_grid_ts=second_per_grid_ts,
-            mm_token_type_ids=mm_token_type_ids,
-            pad_position=pad_position,
-            images_per_sample=images_per_sample,
-            convention=convention,
-            audio_seqlens=audio_seqlens,
-            use_audio_in_video=use_audio_in_video,
-            second_per_grids=second_per_grids,
-            image_keep=image_keep,
-            video_keep=video_keep,
-        )
-    except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
-        raise TokenError(str(exc)) from None
-    torch = sys.modules.get("torch")  # a tensor argument means torch is imported; nothing else needs it
-    if torch is None or not isinstance(input_ids, torch.Tensor):
-        return pos, deltas[:, None]
-    # the numpy results become tensors without a copy; moved only when the ids live off the CPU
-    pos_t = torch.from_numpy(pos)
-    deltas_t = torch.from_numpy(deltas[:, None])
-    if not input_ids.is_cpu:
-        pos_t, deltas_t = pos_t.to(input_ids.device), deltas_t.to(input_ids.device)
-    return pos_t, deltas_t
+        Returns:
+            ``(position_ids, deltas)``: int64 ``[A, B, L]`` (A = ``rules.num_axes``) and ``[B, 1]``, the
+            shapes transformers returns. They are torch tensors on ``input_ids``' device when
+            ``input_ids`` is a torch tensor, numpy arrays otherwise (so this runs without torch).
+        """
+        try:
+            pos, deltas = core(*args, **kwargs)
+        except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
+            raise TokenError(str(exc)) from None
+        input_ids = args[0] if args else kwargs.get("input_ids")
+        torch = sys.modules.get("torch")  # a tensor argument means torch is imported; nothing else needs it
+        if torch is None or not isinstance(input_ids, torch.Tensor):
+            return pos, deltas[:, None]
+        # the numpy results become tensors without a copy; moved only when the ids live off the CPU
+        pos_t = torch.from_numpy(pos)
+        deltas_t = torch.from_numpy(deltas[:, None])
+        if not input_ids.is_cpu:
+            pos_t, deltas_t = pos_t.to(input_ids.device), deltas_t.to(input_ids.device)
+        return pos_t, deltas_t
+
+    get_rope_index.__qualname__ = get_rope_index.__name__
+    get_rope_index.__signature__ = inspect.signature(core).replace(  # type: ignore[attr-defined]
+        return_annotation="tuple[torch.Tensor | np.ndarray, torch.Tensor | np.ndarray]"
+    )
+    return get_rope_index
+
+
+get_rope_index = _array_face(numpy_rope_index)
 
 
 __all__ = ["generation_index", "get_rope_index", "numpy_rope_index"]

@@ -16,10 +16,10 @@ from typing import Any
 
 import mrope
 from mrope import schema
+from mrope.audio_grid import audio_tokens, require_audio
 from mrope.chat import find_chat_template
 from mrope.layout import engine_for
 from mrope.layout.canvas import frame_tokens as canvas_frame_tokens
-from mrope.layout.omni import audio_tokens, require_audio
 from mrope.media import image_size, load_audio, load_image, load_video, open_url, probe_audio, probe_video
 from mrope.media.audio import has_audio_stream
 from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS

@@ -8,11 +8,11 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from mrope.audio_grid import audio_tokens
 from mrope.cli._args import CliError, positive_int, positive_number, rule_overrides
 from mrope.cli._sequence import model_from_args, model_name
 from mrope.errors import MRopeError
 from mrope.layout import engine
-from mrope.layout.omni import audio_tokens
 from mrope.media import VideoInfo, load_video, probe_video
 from mrope.media.audio import audio_from_info, probe_audio
 from mrope.media.sampling import sample_frame_indices

@@ -36,8 +36,10 @@ from mrope.errors import LayoutError, TokenError
 from mrope.grid import merged_grid
 from mrope.layout.counter import CounterPlan, planned_tokens, video_time
 from mrope.layout.counter import continue_segments as continue_counter_segments
+from mrope.layout.interface import LayoutEngine
 from mrope.layout.pieces import fill_pieces
-from mrope.layout.token_scan import GridQueue, TokenInputs, TokenRuns, scan_batch
+from mrope.layout.token_inputs import TokenInputs
+from mrope.layout.token_scan import ScanResult, ScanRow, scan_batch
 from mrope.positions import Positions, Span
 from mrope.rules import LayoutRules
 from mrope.segments import Image, Segment, Video
@@ -348,45 +350,27 @@ def continue_segments(
     return continue_counter_segments(segments, rules, tokenizer, start, image_index, plan_segments)
 
 
-def fill_row(
-    dense: np.ndarray,
-    runs: TokenRuns,
-    row_ids: np.ndarray,
-    row_types: np.ndarray,
-    row: int,
-    images: GridQueue,
-    videos: GridQueue,
-    rules: LayoutRules,
-    image_index: int,
-) -> tuple[int, int]:
+def fill_row(scan: ScanRow) -> tuple[int, int]:
     """One row of the token-id scan, from its token ids and types."""
-    queues = {1: images, 2: videos}
-    dense[:] = canvas_row(
+    row_ids, row_types = scan.ids, scan.types
+    assert row_ids is not None and row_types is not None  # the canvas rule scans rows one by one
+    queues = {1: scan.images, 2: scan.videos}
+    scan.dense[:] = canvas_row(
         row_ids.tolist(),
         row_types.tolist(),
-        lambda kind, at, count: queues[kind].take_one(count, row, at),
-        rules,
+        lambda kind, at, count: queues[kind].take_one(count, scan.row, at),
+        scan.rules,
     )
-    return (int(dense.max()) if len(row_ids) else -1), image_index
+    return (int(scan.dense.max()) if len(row_ids) else -1), scan.image_index
 
 
-def scan_token_ids(inputs: TokenInputs) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
+def scan_token_ids(inputs: TokenInputs) -> ScanResult:
     """Positions, deltas and generation positions of a batch of token ids, scanned row by row."""
     return scan_batch(inputs, fill_row, per_row_types=True)
 
 
-__all__ = [
-    "CanvasPlan",
-    "canvas_positions",
-    "canvas_row",
-    "check_marker_ids",
-    "continue_segments",
-    "count_tokens",
-    "fill_row",
-    "frame_tokens",
-    "next_start",
-    "plan_segments",
-    "scan_token_ids",
-    "stretch",
-    "video_time",
-]
+ENGINE = LayoutEngine(plan_segments, count_tokens, scan_token_ids, video_time, next_start, continue_segments)
+"""The canvas engine (MiniCPM-V 4.7)."""
+
+
+__all__ = ["ENGINE", "CanvasPlan", "frame_tokens", "stretch"]

@@ -10,12 +10,13 @@ videos are cached per rules.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from mrope.errors import LayoutError
 from mrope.grid import TEXT_FILL_ID, frame_tokens, merged_grid, target_positions, temporal_index
+from mrope.layout.interface import LayoutEngine
 from mrope.layout.pieces import (
     Block,
     TextRun,
@@ -25,7 +26,9 @@ from mrope.layout.pieces import (
     untiled_block,
     wrapped_block,
 )
-from mrope.layout.token_scan import GridQueue, TokenInputs, TokenRuns, fill_runs, scan_batch
+from mrope.layout.plan_cache import SegmentPlan, remember_plan, segment_plans, small_plan
+from mrope.layout.token_inputs import TokenInputs
+from mrope.layout.token_scan import ScanResult, ScanRow, fill_runs, scan_batch
 from mrope.positions import Positions, Span, grid_array, positions_with_lazy_spans
 from mrope.rules import LayoutRules
 from mrope.segments import Audio, Image, Segment, Text, Video
@@ -69,7 +72,7 @@ class CounterPlan:
         self.notes: list[str] = []
         self.targets: list[tuple[int, int, int]] = []  # images the model will generate
         self.owners: list[int] = []  # index of the segment of each piece
-        self.cache: dict[Segment, _SegmentPlan] | None = None  # this rules' segment plans (lazy)
+        self.cache: dict[Segment, SegmentPlan] | None = None  # this rules' segment plans (lazy)
         # which segments have cacheable plans: images and videos under the counter rule, but videos
         # under the timestamps rule (their plan holds tokenizer output)
         self.cache_images = self.caches_plans
@@ -95,7 +98,7 @@ class CounterPlan:
         index) and the grids it reports.
 
         An image or video depends only on its own fields and the rules (not on its place), so its
-        plan is cached per rules and reused by every later occurrence (see :data:`_SEGMENT_PLAN_LIMIT`);
+        plan is cached per rules and reused by every later occurrence (see :mod:`mrope.layout.plan_cache`);
         only Qwen3-VL-style timestamp videos (tokenizer-dependent), notes and big plans are redone.
         Text and cached plans are taken here in the loop (the commonest segments: no call per segment)."""
         pieces, owners, new = self.pieces, self.owners, tuple.__new__
@@ -119,7 +122,7 @@ class CounterPlan:
             if cacheable:
                 cache = self.cache
                 if cache is None:
-                    cache = self.cache = _segment_plans(self.rules)
+                    cache = self.cache = segment_plans(self.rules)
                 try:
                     hit = cache.get(seg)
                 except TypeError:  # a field that cannot be hashed: plan it every time
@@ -156,11 +159,11 @@ class CounterPlan:
             if fused is not None:
                 pieces = self.pieces[first:] = [fused]
         self.owners += [index] * len(pieces)
-        if cacheable and len(self.notes) == notes and _small_plan(seg, pieces):
-            _remember_plan(
+        if cacheable and len(self.notes) == notes and small_plan(seg, pieces):
+            remember_plan(
                 self.cache,  # type: ignore[arg-type]
                 seg,
-                _SegmentPlan(
+                SegmentPlan(
                     tuple(pieces),
                     tuple(self.image_grids[images:]),
                     tuple(self.video_grids[videos:]),
@@ -428,60 +431,6 @@ class CounterPlan:
         )
 
 
-class _SegmentPlan(NamedTuple):
-    """What one image or video segment adds to a plan, wherever it stands (pieces are shared: never
-    mutate them)."""
-
-    pieces: tuple[TextRun | Block, ...]
-    image_grids: tuple[tuple[int, int, int], ...]
-    video_grids: tuple[tuple[int, int, int], ...]
-    second_per_grid: tuple[float, ...]
-
-
-_SEGMENT_PLANS: dict[LayoutRules, dict[Segment, _SegmentPlan]] = {}
-_SEGMENT_PLAN_LIMIT = 4096
-"""Most segment plans cached (all rules together); when full the cache starts over. Each holds at most
-:data:`_PLAN_PIECES` pieces and :data:`_PLAN_FRAMES` temporal offsets, tiles, frame times and tile
-orders together (a few KiB)."""
-_PLAN_PIECES = 64
-_PLAN_FRAMES = 1024
-_segment_plan_count = 0
-_last_plans: list = [None, None]  # the rules and plans of the latest lookup
-
-
-def _segment_plans(rules: LayoutRules) -> dict[Segment, _SegmentPlan]:
-    last_rules, last_plans = _last_plans
-    if last_rules is rules:  # the same rules object as last time: skip hashing it (a microsecond)
-        return last_plans
-    plans = _SEGMENT_PLANS.get(rules)
-    if plans is None:
-        plans = _SEGMENT_PLANS[rules] = {}
-    _last_plans[:] = [rules, plans]
-    return plans
-
-
-def _small_plan(seg: Segment, pieces: Sequence[TextRun | Block]) -> bool:
-    """Whether a plan (and the segment, its key) is small enough to keep: the cache outlives requests."""
-    if len(pieces) > _PLAN_PIECES:
-        return False
-    held = len(getattr(seg, "frame_times", None) or ()) + len(getattr(seg, "tile_order", None) or ())
-    return held + sum(len(p.tau) + len(p.tile_h0) for p in pieces if type(p) is Block) <= _PLAN_FRAMES
-
-
-def _remember_plan(plans: dict[Segment, _SegmentPlan], seg: Segment, plan: _SegmentPlan) -> None:
-    global _segment_plan_count
-    if _segment_plan_count >= _SEGMENT_PLAN_LIMIT:
-        _SEGMENT_PLANS.clear()
-        _last_plans[:] = [None, None]
-        _segment_plan_count = 0
-        plans.clear()  # the caller's dict may already be out of _SEGMENT_PLANS; keep it bounded too
-    try:
-        plans[seg] = plan
-    except TypeError:  # a segment holding something unhashable is simply planned every time
-        return
-    _segment_plan_count += 1
-
-
 # ------------------------------------------------------------------------------------ the engine
 
 
@@ -538,23 +487,13 @@ def count_tokens(
     return total
 
 
-def fill_row(
-    dense: np.ndarray,
-    runs: TokenRuns,
-    row_ids: np.ndarray | None,
-    row_types: np.ndarray | None,
-    row: int,
-    images: GridQueue,
-    videos: GridQueue,
-    rules: LayoutRules,
-    image_index: int,
-) -> tuple[int, int]:
-    """One row of the token-id scan: its runs filled into ``dense`` by :func:`fill_runs`; ``(largest
+def fill_row(scan: ScanRow) -> tuple[int, int]:
+    """One row of the token-id scan: its runs filled into ``scan.dense`` by :func:`fill_runs`; ``(largest
     position, image_index)``."""
-    return fill_runs(dense, runs, row, images, videos, rules), image_index
+    return fill_runs(scan.dense, scan.runs, scan.row, scan.images, scan.videos, scan.rules), scan.image_index
 
 
-def scan_token_ids(inputs: TokenInputs) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
+def scan_token_ids(inputs: TokenInputs) -> ScanResult:
     """Positions, deltas and generation positions of a batch of token ids (see :mod:`mrope.token_ids`)."""
     return scan_batch(inputs, fill_row)
 
@@ -607,3 +546,7 @@ def video_time(n_patches: int, second_per_grid: float, rules: LayoutRules) -> np
     """The t offsets (int64 ``[n_patches]``) of a video's temporal patches under these rules:
     :func:`mrope.grid.temporal_index` (the index, or the ``seconds`` rule's float32 product)."""
     return temporal_index(n_patches, rules, second_per_grid)
+
+
+ENGINE = LayoutEngine(plan_segments, count_tokens, scan_token_ids, video_time, next_start, continue_segments)
+"""The counter engine (the default: ``1 + max``)."""

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from mrope.errors import TokenError
-from mrope.layout.token_scan import as_numpy, grid_rows_array
+from mrope.layout.token_inputs import as_numpy, grid_rows_array
 from mrope.rules import LayoutRules
 
 

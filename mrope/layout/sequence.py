@@ -18,8 +18,10 @@ from mrope.grid import MAX_POSITION
 from mrope.layout.counter import CounterPlan, video_time
 from mrope.layout.counter import continue_segments as continue_counter_segments
 from mrope.layout.counter import count_tokens as count_counter_tokens
+from mrope.layout.interface import LayoutEngine
 from mrope.layout.pieces import Block, TextRun
-from mrope.layout.token_scan import GridQueue, TokenInputs, TokenRuns, run_pieces, scan_batch
+from mrope.layout.token_inputs import TokenInputs
+from mrope.layout.token_scan import ScanResult, ScanRow, run_pieces, scan_batch
 from mrope.positions import Positions, Span
 from mrope.rules import LayoutRules
 from mrope.segments import Segment
@@ -121,39 +123,23 @@ def continue_segments(
     return continue_counter_segments(segments, rules, tokenizer, start, image_index, plan_segments)
 
 
-def fill_row(
-    dense: np.ndarray,
-    runs: TokenRuns,
-    row_ids: np.ndarray | None,
-    row_types: np.ndarray | None,
-    row: int,
-    images: GridQueue,
-    videos: GridQueue,
-    rules: LayoutRules,
-    image_index: int,
-) -> tuple[int, int]:
+def fill_row(scan: ScanRow) -> tuple[int, int]:
     """One row of the token-id scan; the image index carries on to the next row under
     ``image_index_scope="batch"``."""
-    pieces = run_pieces(runs, row, images, videos, rules)
-    top, image_index = fill_sequence_pieces(pieces, dense, None, None, image_index)
-    if rules.image_index_scope == "sequence":
+    pieces = run_pieces(scan.runs, scan.row, scan.images, scan.videos, scan.rules)
+    top, image_index = fill_sequence_pieces(pieces, scan.dense, None, None, scan.image_index)
+    if scan.rules.image_index_scope == "sequence":
         image_index = 0
     return top, image_index
 
 
-def scan_token_ids(inputs: TokenInputs) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
+def scan_token_ids(inputs: TokenInputs) -> ScanResult:
     """Positions, deltas and generation positions of a batch of token ids (images only)."""
     return scan_batch(inputs, fill_row, images_only=True)
 
 
-__all__ = [
-    "SequencePositionsPlan",
-    "continue_segments",
-    "count_tokens",
-    "fill_row",
-    "fill_sequence_pieces",
-    "next_start",
-    "plan_segments",
-    "scan_token_ids",
-    "video_time",
-]
+ENGINE = LayoutEngine(plan_segments, count_tokens, scan_token_ids, video_time, next_start, continue_segments)
+"""The sequence engine (sequence positions: HunyuanOCR)."""
+
+
+__all__ = ["ENGINE", "SequencePositionsPlan"]

@@ -1,6 +1,7 @@
-"""The token-id scan the layout engines share: validated inputs, grid queues, runs, and the batch loop.
+"""The token-id scan the layout engines share: grid queues, runs, vision blocks and the batch loop.
 
-Token ids, masks and grids are read into validated numpy; the batch loop asks an engine to fill each row.
+The inputs arrive validated (:mod:`mrope.layout.token_inputs`); the batch loop asks an engine to fill
+each row.
 
 A sequence arrives as token ids with runs of placeholder tokens (``<|image_pad|>``, ``<|video_pad|>``)
 and one flat list of grids per modality, shared by the whole batch and consumed in order. Vision runs
@@ -12,7 +13,6 @@ grid and the counts, never an IndexError from deep inside.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -30,94 +30,17 @@ from mrope.layout.pieces import (
     untiled_block,
     write_text,
 )
+from mrope.layout.token_inputs import (
+    TYPES_ERROR,
+    BatchRuns,
+    TokenInputs,
+    TokenRuns,
+    as_numpy,
+    check_type_values,
+    grid_rows,
+    seconds_per_grid,
+)
 from mrope.rules import LayoutRules
-
-_TYPES_ERROR = "mm_token_type_ids must hold 0 (text), 1 (image) or 2 (video)"
-"""The error for token type ids outside 0, 1, 2."""
-
-TokenRuns = tuple[list[int], list[int], list[int]]
-"""Starts, stops and 0/1/2 kinds of the runs of equal token type in one row."""
-
-
-def as_numpy(value: Any, name: str, ndim: int | None = None) -> np.ndarray | None:
-    """``value`` as a numpy array, sharing memory with a CPU torch tensor (no copy)."""
-    if value is None:
-        return None
-    arr = value
-    if not isinstance(arr, np.ndarray):
-        if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor, without importing torch
-            try:
-                arr = value.numpy()  # a view of a CPU tensor without grad
-            except (RuntimeError, TypeError):  # it requires grad, or lives on another device
-                arr = value.detach().cpu().numpy()
-        else:
-            try:
-                arr = np.asarray(value)
-            except (TypeError, ValueError):
-                raise TokenError(f"{name} must be an array of numbers; got {type(value).__name__}") from None
-    if arr.dtype == object:
-        raise TokenError(f"{name} must be a rectangular array of numbers")
-    if ndim is not None and arr.ndim != ndim:
-        raise TokenError(f"{name} must be {ndim}-D; got shape {tuple(arr.shape)}")
-    return arr
-
-
-_UNSIGNED = {np.dtype(f"i{size}"): np.dtype(f"u{size}") for size in (1, 2, 4, 8)}
-
-
-def _unsigned(arr: np.ndarray) -> np.ndarray:
-    """An integer array viewed as unsigned (negatives become huge), so ``max()`` alone bounds it."""
-    unsigned = _UNSIGNED.get(arr.dtype)  # native byte order: a dict hit; others are spelled out
-    if unsigned is None:
-        return arr.view(arr.dtype.str.replace("i", "u")) if arr.dtype.kind == "i" else arr
-    return arr.view(unsigned)
-
-
-def _grid_rows(value: Any, name: str) -> list[list[int]]:
-    """A validated ``[n, 3]`` grid array (t, h, w, every dim >= 1) as ``n`` Python lists."""
-    if value is None:
-        return []
-    rows = None
-    if hasattr(value, "detach") and hasattr(value, "cpu"):
-        # an integer torch tensor straight to Python ints (a tensor is rectangular and holds one dtype,
-        # so its first row tells its shape [n, 3] and its type)
-        rows = value.tolist()
-        first = rows[0] if type(rows) is list and rows else None
-        if type(first) is not list or len(first) != 3 or type(first[0]) is not int:
-            rows = None
-    if rows is None:
-        arr = as_numpy(value, name)
-        if arr is None or arr.size == 0:
-            return []
-        if arr.ndim != 2 or arr.shape[1] != 3:
-            raise TokenError(f"{name} must have shape [n, 3] (t, h, w); got {tuple(arr.shape)}")
-        if arr.dtype.kind not in "iu":
-            if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-                raise TokenError(f"{name} must hold integers; got {arr.tolist()}")
-            arr = arr.astype(np.int64)
-        rows = arr.tolist()  # a handful of rows: Python beats numpy's per-call cost
-    if min(map(min, rows)) < 1:
-        i, grid = next((i, grid) for i, grid in enumerate(rows) if min(grid) < 1)
-        raise TokenError(f"{name}[{i}] = {grid}: every grid dim must be >= 1")
-    return rows
-
-
-def grid_rows_array(value: Any, name: str) -> np.ndarray:
-    """:func:`_grid_rows` as an int64 ``[n, 3]`` array."""
-    return np.array(_grid_rows(value, name), dtype=np.int64).reshape(-1, 3)
-
-
-def seconds_per_grid(value: Any, n_videos: int) -> np.ndarray | None:
-    """``second_per_grid_ts`` as float64 ``[n_videos]`` seconds per temporal patch, or ``None``."""
-    spg = as_numpy(value, "second_per_grid_ts")
-    if spg is None:
-        return None
-    spg = spg.astype(np.float64).reshape(-1)
-    if spg.size != n_videos:
-        raise TokenError(f"second_per_grid_ts has {spg.size} values for {n_videos} video_grid_thw rows")
-    if not np.all(np.isfinite(spg)) or np.any(spg <= 0):
-        raise TokenError(f"second_per_grid_ts must be finite and > 0; got {spg.tolist()}")
-    return spg
 
 
 class GridQueue:
@@ -222,39 +145,6 @@ def _runs_of(row_types: np.ndarray, n: int) -> TokenRuns:
     change = (np.flatnonzero(row_types[1:] != row_types[:-1]) + 1).tolist()
     starts = [0, *change]
     return starts, [*change, n], row_types[starts].tolist()
-
-
-class BatchRuns:
-    """The runs of equal token type of a whole ``[B, L]`` batch, found in one vectorised pass over it
-    (rows flattened end to end); a row's runs are then a slice of them, cut where its valid tokens lie."""
-
-    def __init__(self, types: np.ndarray) -> None:
-        flat = types.reshape(-1)
-        after = flat[1:]
-        last = (after != flat[:-1]).nonzero()[0]  # c: a run ends at token c, the next begins at c + 1
-        self.length = types.shape[1]
-        self.kinds: list[int] = after[last].tolist()
-        self.last: list[int] = last.tolist()
-        self.first_kind = flat.item(0) if flat.size else 0
-
-    def within(self, top: int) -> bool:
-        """Whether every type lies in ``0..top``: each value of the batch is the kind of some run, so
-        the runs' kinds bound it without another pass over the batch."""
-        kinds = self.kinds
-        return 0 <= self.first_kind <= top and (not kinds or (min(kinds) >= 0 and max(kinds) <= top))
-
-    def row(self, row: int, first: int, last: int) -> TokenRuns:
-        """The runs of ``types[row, first:last]``, their starts and stops counted from ``first``."""
-        if last <= first:
-            return [], [], []
-        base = row * self.length + first
-        ends = self.last  # the run starts are these plus one: the shift goes into the bounds and ``inner``
-        lo = bisect_right(ends, base - 1)
-        hi = bisect_left(ends, base + last - first - 1, lo)
-        base -= 1
-        inner = [c - base for c in ends[lo:hi]]
-        kinds = self.kinds
-        return [0, *inner], [*inner, last - first], [kinds[lo - 1] if lo else self.first_kind, *kinds[lo:hi]]
 
 
 _BLOCKS: dict[tuple, Block] = {}
@@ -440,105 +330,90 @@ def _valid_spans(mask_runs: BatchRuns | None, b: int, length: int) -> list[tuple
     return spans
 
 
-# ------------------------------------------------------------------------------------ the batch
+ScanResult = tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]
+"""What a token-id scan returns: positions ``[A, B, L]``, deltas ``[B]`` and per row the positions of the
+images to generate (or ``None``)."""
 
 
-class TokenInputs(NamedTuple):
-    """What the token-id interface hands a layout engine: validated ids, mask and type ids, the grids as
-    given, and the resolved rules."""
+class ScanRow(NamedTuple):
+    """One row of the token-id scan, as the batch loop hands it to an engine's row filler."""
 
-    ids: np.ndarray  # integer [B, L]
-    mask: np.ndarray | None  # 0/1 (integer or bool) [B, L], or None: every token is valid
-    mask_runs: BatchRuns | None  # the runs of ``mask``
-    types: np.ndarray | None  # integer [B, L] mm_token_type_ids (values not checked yet), or None
-    image_grid_thw: Any
-    video_grid_thw: Any
-    second_per_grid_ts: Any
-    images_per_sample: Any
-    audio_seqlens: Any
-    use_audio_in_video: bool | None
+    dense: np.ndarray  # int64 [A, n]: where the row's positions go (n valid tokens)
+    runs: TokenRuns  # the row's runs of 0/1/2 token types (or its own types' runs)
+    ids: np.ndarray | None  # the row's valid token ids, or None when the runs alone fill it
+    types: np.ndarray | None  # the row's valid 0/1/2 token types, or None likewise
+    row: int
+    images: GridQueue
+    videos: GridQueue
     rules: LayoutRules
-    pad_position: Any
+    image_index: int  # the image index the row starts at (the sequence positions rule)
 
 
-def read_token_inputs(
-    input_ids: Any,
-    attention_mask: Any,
-    mm_token_type_ids: Any,
-    image_grid_thw: Any,
-    video_grid_thw: Any,
-    second_per_grid_ts: Any,
-    images_per_sample: Any,
-    audio_seqlens: Any,
-    use_audio_in_video: bool | None,
-    lay: LayoutRules,
-    pad_position: Any,
-) -> TokenInputs:
-    """Validate ``input_ids``, ``attention_mask`` and the shape and dtype of ``mm_token_type_ids``
-    (their values are checked by the engine's scan); the grids pass as given."""
-    ids = as_numpy(input_ids, "input_ids", ndim=2)
-    assert ids is not None
-    if ids.dtype.kind not in "iu":
-        raise TokenError(f"input_ids must hold integer token ids; got dtype {ids.dtype}")
-    mask = as_numpy(attention_mask, "attention_mask")
-    mask_runs = None
-    if mask is not None:
-        if mask.shape != ids.shape:
+RowFiller = Callable[[ScanRow], tuple[int, int]]
+"""An engine's row of the scan: writes the row's positions into ``scan.dense`` and returns ``(largest
+position, next image index)``."""
+
+
+def _image_queues(
+    image_grid_thw: Any, images_per_sample: Any, lay: LayoutRules, b: int
+) -> tuple[list[GridQueue], np.ndarray | None]:
+    """Per row of ``b``, the queue of image grids it takes from: one queue per row when
+    ``images_per_sample`` splits the grids between rows, else one queue the rows share; and the
+    validated ``images_per_sample`` (``None`` when not given)."""
+    merge, newline = lay.merge_size, int(lay.row_newline)
+    image_grids = grid_rows(image_grid_thw, "image_grid_thw")
+    per_sample = as_numpy(images_per_sample, "images_per_sample")
+    if per_sample is None:
+        if lay.generates_images and b > 1 and len(image_grids):
             raise TokenError(
-                f"attention_mask must have the shape of input_ids {tuple(ids.shape)}; got {tuple(mask.shape)}"
+                f"the {lay.name!r} rules generate images: with {b} rows, pass images_per_sample (the "
+                "processor's count of grids per row, images to generate included)"
             )
-        if mask.dtype.kind not in "biu":
-            if not np.all((mask == 0) | (mask == 1)):
-                raise TokenError("attention_mask must hold only 0 and 1")
-            mask = mask.astype(bool)
-        # a mask of ones (no padding: the usual batch of one) is dropped after one comparison, every
-        # token being valid; any other is read as it is (an integer mask without a bool copy) in one
-        # pass that finds its runs, which bound its values (each value is some run's kind) and give
-        # every row's layout
-        if (mask == 1).all():
-            mask = None
-        else:
-            mask_runs = BatchRuns(mask)
-            if not mask_runs.within(1):
-                raise TokenError("attention_mask must hold only 0 and 1")
-    types = as_numpy(mm_token_type_ids, "mm_token_type_ids")
-    if types is not None:
-        if types.shape != ids.shape:
-            raise TokenError(
-                f"mm_token_type_ids must have the shape of input_ids {tuple(ids.shape)}; got {tuple(types.shape)}"
-            )
-        if types.dtype.kind not in "iu":
-            raise TokenError(_TYPES_ERROR)
-    return TokenInputs(
-        ids,
-        mask,
-        mask_runs,
-        types,
-        image_grid_thw,
-        video_grid_thw,
-        second_per_grid_ts,
-        images_per_sample,
-        audio_seqlens,
-        use_audio_in_video,
-        lay,
-        pad_position,
+        return [GridQueue("image_grid_thw", image_grids, merge, None, 1, newline)] * b, None
+    per_sample = per_sample.reshape(-1)
+    if (
+        per_sample.dtype.kind not in "iu"
+        or per_sample.size != b
+        or np.any(per_sample < 0)
+        or int(per_sample.sum()) != len(image_grids)
+    ):
+        raise TokenError(
+            f"images_per_sample must hold {b} counts >= 0 summing to the {len(image_grids)} "
+            f"image_grid_thw rows; got {per_sample.tolist()}"
+        )
+    bounds = np.concatenate([[0], np.cumsum(per_sample)]).tolist()
+    queues = [
+        GridQueue("image_grid_thw", image_grids[bounds[r] : bounds[r + 1]], merge, None, 1, newline)
+        for r in range(b)
+    ]
+    return queues, per_sample
+
+
+def _video_queue(
+    video_grid_thw: Any, second_per_grid_ts: Any, lay: LayoutRules, images_only: bool
+) -> GridQueue:
+    """The queue of video grids the batch shares, each with its seconds per temporal patch (1.0 when
+    not given); under the timestamps rule one ``(1, H, W)`` grid per temporal patch, as the model splits
+    them. ``images_only``: the engine refuses video grids."""
+    videos_grid = grid_rows(video_grid_thw, "video_grid_thw")
+    if second_per_grid_ts is None:
+        spg_list = [1.0] * len(videos_grid)
+    else:
+        spg_list = seconds_per_grid(second_per_grid_ts, len(videos_grid)).tolist()  # type: ignore[union-attr]
+    if lay.temporal == "timestamps":
+        spg_list = [x for (t, _, _), x in zip(videos_grid, spg_list, strict=True) for _ in range(t)]
+        videos_grid = [[1, h, w] for t, h, w in videos_grid for _ in range(t)]
+    videos = GridQueue(
+        "video_grid_thw", videos_grid, lay.merge_size, spg_list, lay.temporal_merge_size, int(lay.row_newline)
     )
-
-
-def check_type_values(types: np.ndarray | None) -> None:
-    """Refuse type ids outside 0 (text), 1 (image), 2 (video) (a :class:`~mrope.TokenError`)."""
-    if types is not None and types.size and _unsigned(types).max() > 2:
-        raise TokenError(_TYPES_ERROR)
-
-
-RowFiller = Callable[..., tuple[int, int]]
-"""An engine's row of the scan: ``fill_row(dense, runs, row_ids, row_types, row, images, videos, rules,
-image_index) -> (largest position, next image index)``, writing the row's positions into ``dense``."""
+    if images_only and len(videos_grid):
+        raise TokenError(f"the {lay.name!r} rules (sequence positions) take images only; got video grids")
+    return videos
 
 
 def scan_batch(
     inputs: TokenInputs, fill_row: RowFiller, *, per_row_types: bool = False, images_only: bool = False
-) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
+) -> ScanResult:
     """Positions ``[A, B, L]``, deltas ``[B]`` and per row the positions of the images to generate (or
     ``None``) of a batch of token ids, each row filled by the engine's ``fill_row``.
 
@@ -547,56 +422,14 @@ def scan_batch(
     grids (sequence positions)."""
     ids, mask, mask_runs, types = inputs.ids, inputs.mask, inputs.mask_runs, inputs.types
     lay, pad_position = inputs.rules, inputs.pad_position
-    image_grid_thw, video_grid_thw = inputs.image_grid_thw, inputs.video_grid_thw
-    second_per_grid_ts, images_per_sample = inputs.second_per_grid_ts, inputs.images_per_sample
     b, length = ids.shape
     # rules whose rows are scanned one by one (their own token types); the others take the batch's runs
     per_row_scan = per_row_types or lay.image_span == "between_wrappers"
     type_ids_given = types is not None
     if per_row_scan:
         check_type_values(types)  # (otherwise checked on the batch's runs, below)
-
-    merge = lay.merge_size
-    newline = int(lay.row_newline)
-    image_grids = _grid_rows(image_grid_thw, "image_grid_thw")
-    per_sample = as_numpy(images_per_sample, "images_per_sample")
-    if per_sample is not None:
-        per_sample = per_sample.reshape(-1)
-        if (
-            per_sample.dtype.kind not in "iu"
-            or per_sample.size != b
-            or np.any(per_sample < 0)
-            or int(per_sample.sum()) != len(image_grids)
-        ):
-            raise TokenError(
-                f"images_per_sample must hold {b} counts >= 0 summing to the {len(image_grids)} "
-                f"image_grid_thw rows; got {per_sample.tolist()}"
-            )
-        bounds = np.concatenate([[0], np.cumsum(per_sample)]).tolist()
-        row_images = [
-            GridQueue("image_grid_thw", image_grids[bounds[r] : bounds[r + 1]], merge, None, 1, newline)
-            for r in range(b)
-        ]
-    else:
-        if lay.generates_images and b > 1 and len(image_grids):
-            raise TokenError(
-                f"the {lay.name!r} rules generate images: with {b} rows, pass images_per_sample (the "
-                "processor's count of grids per row, images to generate included)"
-            )
-        shared = GridQueue("image_grid_thw", image_grids, merge, None, 1, newline)
-        row_images = [shared] * b
-    videos_grid = _grid_rows(video_grid_thw, "video_grid_thw")
-    if second_per_grid_ts is None:
-        spg_list = [1.0] * len(videos_grid)
-    else:
-        spg_list = seconds_per_grid(second_per_grid_ts, len(videos_grid)).tolist()  # type: ignore[union-attr]
-    if lay.temporal == "timestamps":
-        # one (1, H, W) block per temporal patch, as the model splits it
-        spg_list = [x for (t, _, _), x in zip(videos_grid, spg_list, strict=True) for _ in range(t)]
-        videos_grid = [[1, h, w] for t, h, w in videos_grid for _ in range(t)]
-    videos = GridQueue("video_grid_thw", videos_grid, merge, spg_list, lay.temporal_merge_size, newline)
-    if images_only and len(videos_grid):
-        raise TokenError(f"the {lay.name!r} rules (sequence positions) take images only; got video grids")
+    row_images, per_sample = _image_queues(inputs.image_grid_thw, inputs.images_per_sample, lay, b)
+    videos = _video_queue(inputs.video_grid_thw, inputs.second_per_grid_ts, lay, images_only)
 
     axes = lay.num_axes
     out = np.empty((axes, b, length), dtype=np.int64)
@@ -611,7 +444,7 @@ def scan_batch(
         types += (ids == image_id).view(np.int8)
     batch_runs = None if per_row_scan or types is None else BatchRuns(types)
     if batch_runs is not None and type_ids_given and not batch_runs.within(2):
-        raise TokenError(_TYPES_ERROR)
+        raise TokenError(TYPES_ERROR)
     image_index = 0
     for row, (first, last, holed) in enumerate(_valid_spans(mask_runs, b, length)):
         # where the row's positions go: a view of its slice when its valid tokens are contiguous
@@ -643,14 +476,16 @@ def scan_batch(
                 row_types = _wrapped_video_types(row_ids, image_id, lay)
             runs = _runs_of(row_types, n)
         dense = target if target is not None else np.empty((axes, n), dtype=np.int64)
-        top, image_index = fill_row(dense, runs, row_ids, row_types, row, images, videos, lay, image_index)
+        top, image_index = fill_row(
+            ScanRow(dense, runs, row_ids, row_types, row, images, videos, lay, image_index)
+        )
         if target is None:
             out[:, row, valid] = dense
         deltas[row] = top + 1 - n
         if lay.generates_images and (per_sample is not None or row == b - 1):
             # grids left after the row's images are the images the model will generate
             try:
-                generation[row] = target_positions(top + 1, images.rows[images.next :], merge)
+                generation[row] = target_positions(top + 1, images.rows[images.next :], lay.merge_size)
             except LayoutError as exc:
                 raise TokenError(f"row {row}: {exc}") from None
             images.next = len(images.rows)
@@ -663,19 +498,13 @@ def scan_batch(
 
 
 __all__ = [
-    "BatchRuns",
     "GridQueue",
     "RowFiller",
-    "TokenInputs",
-    "TokenRuns",
-    "as_numpy",
+    "ScanResult",
+    "ScanRow",
     "block_rules_key",
-    "check_type_values",
     "fill_runs",
     "grid_block",
-    "grid_rows_array",
-    "read_token_inputs",
     "run_pieces",
     "scan_batch",
-    "seconds_per_grid",
 ]

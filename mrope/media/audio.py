@@ -11,7 +11,7 @@ the container's duration.
 
 The processors resample to the model's rate (16 kHz) the way ``librosa.load`` does, so a clip of ``n``
 samples at ``sr`` Hz becomes ``ceil(n * (16000 / sr))`` samples (``librosa.resample``'s length rule, in
-float64 as it computes it), and then mel frames by the family's rule (:func:`mrope.layout.omni.frames_from_samples`).
+float64 as it computes it), and then mel frames by the family's rule (:func:`mrope.audio_grid.frames_from_samples`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 import av
 
+from mrope.audio_grid import frames_from_samples, require_audio
 from mrope.errors import MediaError
-from mrope.layout.omni import frames_from_samples, require_audio
 from mrope.media.container import open_container, stream_kinds
 from mrope.media.info import AudioInfo
 from mrope.media.source import OpenSource, open_source

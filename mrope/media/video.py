@@ -28,8 +28,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from mrope.audio_grid import require_audio
 from mrope.errors import MediaError
-from mrope.layout.omni import require_audio
 from mrope.media.audio import audio_from_info, has_audio_stream, probe_audio
 from mrope.media.frame_sampling import frame_request, sample_video_frames
 from mrope.media.info import FrameSize, VideoInfo, check_frame_size

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mrope import Image, MRopeWarning, Text, Video, build_batch, build_positions, positions
-from mrope.layout import counter, pieces
+from mrope.layout import pieces, plan_cache
 
 START, END = 151652, 151653  # Qwen2-VL's <|vision_start|>, <|vision_end|>
 
@@ -98,11 +98,11 @@ def test_outputs_never_alias_the_caches() -> None:
 
 
 def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(counter, "_SEGMENT_PLAN_LIMIT", 3)
+    monkeypatch.setattr(plan_cache, "SEGMENT_PLAN_LIMIT", 3)
     monkeypatch.setattr(pieces, "_TEMPLATE_BUDGET", 256)
-    monkeypatch.setattr(counter, "_SEGMENT_PLANS", {})
-    monkeypatch.setattr(counter, "_last_plans", [None, None])
-    monkeypatch.setattr(counter, "_segment_plan_count", 0)
+    monkeypatch.setattr(plan_cache, "_SEGMENT_PLANS", {})
+    monkeypatch.setattr(plan_cache, "_last_plans", [None, None])
+    monkeypatch.setattr(plan_cache, "_segment_plan_count", 0)
     monkeypatch.setattr(pieces, "_TEMPLATES", {})
     monkeypatch.setattr(pieces, "_template_tokens", 0)
     monkeypatch.setattr(positions, "_GRID_ARRAY_LIMIT", 2)
@@ -117,7 +117,7 @@ def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.Monkey
         ]
         for _ in range(2):
             np.testing.assert_array_equal(build_positions(segs, model="qwen2-vl").ids, counter_rule(segs))
-            assert sum(len(plans) for plans in counter._SEGMENT_PLANS.values()) <= 3
+            assert sum(len(plans) for plans in plan_cache._SEGMENT_PLANS.values()) <= 3
             assert sum(entry[0].shape[1] for entry in pieces._TEMPLATES.values()) <= 256
             assert len(positions._GRID_ARRAYS) <= 2
     many = [Image(grid=(1, 2, 2))] * (positions._GRID_ARRAY_GRIDS + 1)  # a grid list too long to keep
@@ -182,4 +182,4 @@ def test_big_segments_are_planned_but_not_kept() -> None:
     segs = [Text(1), video]
     p = build_positions(segs, model="qwen2-vl")
     np.testing.assert_array_equal(p.ids, counter_rule(segs))
-    assert all(video not in plans for plans in counter._SEGMENT_PLANS.values())
+    assert all(video not in plans for plans in plan_cache._SEGMENT_PLANS.values())

@@ -292,8 +292,7 @@ def test_qwen3_omni_audio_window_of_the_checkpoint(tmp_path: Path) -> None:
     """Qwen3-Omni's get_rope_index counts a clip's audio tokens with ``audio_config.n_window``."""
     from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import _get_feat_extract_output_lengths
 
-    from mrope import Audio
-    from mrope.layout.omni import audio_tokens
+    from mrope import Audio, audio_tokens
 
     config = {
         "model_type": "qwen3_omni_moe",

@@ -18,8 +18,8 @@ import pytest
 from support import media
 
 import mrope
-from mrope import Audio, LayoutError, MediaError, Text, Video
-from mrope.layout.omni import audio_tokens, audio_tokens_from_frames
+from mrope import Audio, LayoutError, MediaError, Text, Video, audio_tokens
+from mrope.audio_grid import audio_tokens_from_frames
 from mrope.media import load_audio, load_video, probe_audio
 from mrope.media.audio import has_audio_stream
 from mrope.models import get_family
