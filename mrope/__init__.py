@@ -8,6 +8,7 @@ assertions for users' test suites.
 from mrope import models  # noqa: F401  (eager: the registry installs the deprecated aliases on the value types)
 from mrope._deprecated import warn_moved
 from mrope.builder import build_batch, build_positions, count_tokens, next_positions, text_positions
+from mrope.caches import cache_info, clear_caches
 from mrope.continuation import ConversationState, Turn, continue_positions, conversation_state
 from mrope.errors import (
     ApplyError,
@@ -95,6 +96,8 @@ __all__ = [
     "apply_mrope",
     "audio_tokens",
     "build_batch",
+    "cache_info",
+    "clear_caches",
     "generation_index",
     "get_rope_index",
     "numpy_rope_index",

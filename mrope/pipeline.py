@@ -33,7 +33,6 @@ Nothing here raises through a whole job: a record that fails gets empty position
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -45,6 +44,7 @@ import numpy as np
 from mrope import arrow, schema
 from mrope._deprecated import moved_names
 from mrope.builder import build_positions, count_tokens
+from mrope.caches import cached
 from mrope.chat import find_chat_template
 from mrope.errors import MRopeError
 from mrope.models import resolve_rules
@@ -133,7 +133,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-@functools.lru_cache(maxsize=4)
+@cached("pipeline.checkpoints", maxsize=4)
 def _checkpoint(path: str) -> Any:
     from mrope.checkpoint import from_pretrained
 
@@ -491,7 +491,7 @@ def error_code(exc: BaseException) -> str:
     return code if isinstance(code, str) and code else "internal_error"
 
 
-@functools.lru_cache(maxsize=16)
+@cached("pipeline.chat_templates", maxsize=16)
 def _template_of(path: str) -> str | None:
     return find_chat_template(path)
 

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from mrope.caches import register
 from mrope.errors import LayoutError
 from mrope.grid import TEXT_FILL_ID, frame_tokens, merged_grid, target_positions, temporal_index
 from mrope.layout.pieces import (
@@ -447,6 +448,21 @@ _PLAN_PIECES = 64
 _PLAN_FRAMES = 1024
 _segment_plan_count = 0
 _last_plans: list = [None, None]  # the rules and plans of the latest lookup
+
+
+def _clear_segment_plans() -> None:
+    global _segment_plan_count
+    _SEGMENT_PLANS.clear()
+    _last_plans[:] = [None, None]
+    _segment_plan_count = 0
+
+
+register(
+    "layout.segment_plans",
+    _clear_segment_plans,
+    lambda: sum(len(plans) for plans in _SEGMENT_PLANS.values()),
+    _SEGMENT_PLAN_LIMIT,
+)
 
 
 def _segment_plans(rules: LayoutRules) -> dict[Segment, _SegmentPlan]:

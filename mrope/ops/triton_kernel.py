@@ -38,6 +38,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
+from mrope.caches import register
 from mrope.ops.freqs import TWO_PI_HI, TWO_PI_LO
 
 _TWO_PI_HI = tl.constexpr(TWO_PI_HI)
@@ -305,6 +306,7 @@ def mrope_kernel(
 
 _HELPERS = (_positions, _turns, _turns_cos_sin, _fp32_angle, _cos_sin, _round_bf16, _rotate_heads)
 _KERNELS: dict[bool, Any] = {}  # the jitted kernel per interpreter setting
+register("ops.triton_kernels", _KERNELS.clear, lambda: len(_KERNELS), 2)
 
 
 def interpreting() -> bool:

@@ -7,7 +7,6 @@ becomes the canonical name; rule overrides are generated from :class:`mrope.Layo
 
 from __future__ import annotations
 
-import functools
 import typing
 from collections.abc import Mapping
 from dataclasses import fields as dataclass_fields
@@ -16,6 +15,7 @@ from typing import Annotated, Any, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
 from mrope import models as registry
+from mrope.caches import cached
 from mrope.errors import MRopeError
 from mrope.media.audio import MAX_AUDIO_SECONDS
 from mrope.rules import RULE_BOUNDS, LayoutRules, check_timestamp_format
@@ -64,7 +64,8 @@ def model_names() -> tuple[str, ...]:
     return registry.names()
 
 
-@functools.lru_cache(maxsize=256)  # a registry lookup per request otherwise; unknown names are not kept
+# a registry lookup per request otherwise; unknown names are not kept
+@cached("schema.model_names", maxsize=256)
 def canonical_model(name: str) -> str:
     """``name`` (a model name, a Hugging Face ``model_type`` or a repo id) -> the canonical name.
 
