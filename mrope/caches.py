@@ -4,7 +4,8 @@
 A cache is registered when its module is imported (a module never imported has nothing cached), under a
 name that says what it holds (``"layout.block_templates"``). Memoised functions use :func:`cached`
 (``functools.lru_cache`` registered under a name); other caches (dicts with their own bounds) use
-:func:`register` with a function that empties them and one that counts what they hold.
+:func:`register` with a function that empties them and one that counts what they hold. The value types
+(:mod:`mrope.rules`) import nothing but :mod:`mrope.errors`, so this module registers their memos itself.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from mrope import rules
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,17 +48,22 @@ def register(
     _CACHES[name] = _Cache(clear, stats)
 
 
+def register_memo(name: str, memo: Any) -> None:
+    """Register a ``functools.lru_cache`` wrapper under ``name`` (hits and misses counted)."""
+
+    def stats() -> CacheStats:
+        info = memo.cache_info()
+        return {"hits": info.hits, "misses": info.misses, "size": info.currsize, "maxsize": info.maxsize}
+
+    _CACHES[name] = _Cache(memo.cache_clear, stats)
+
+
 def cached(name: str, maxsize: int) -> Callable[[F], F]:
     """``functools.lru_cache(maxsize=maxsize)``, registered under ``name`` (hits and misses counted)."""
 
     def wrap(fn: F) -> F:
         memo = functools.lru_cache(maxsize=maxsize)(fn)
-
-        def stats() -> CacheStats:
-            info = memo.cache_info()
-            return {"hits": info.hits, "misses": info.misses, "size": info.currsize, "maxsize": info.maxsize}
-
-        _CACHES[name] = _Cache(memo.cache_clear, stats)
+        register_memo(name, memo)
         return memo  # type: ignore[return-value]
 
     return wrap
@@ -73,4 +81,8 @@ def cache_info() -> dict[str, CacheStats]:
     return {name: _CACHES[name].stats() for name in sorted(_CACHES)}
 
 
-__all__ = ["CacheStats", "cache_info", "cached", "clear_caches", "register"]
+# The value types import nothing but mrope.errors (they are leaves), so their memos are registered here.
+register_memo("rules.timestamp_formats", rules._check_format_text)
+register_memo("rules.digests", rules._cached_digest)
+
+__all__ = ["CacheStats", "cache_info", "cached", "clear_caches", "register", "register_memo"]

@@ -96,6 +96,7 @@ The rules of released models live in the registry (:mod:`mrope.models`, one modu
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -105,7 +106,6 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import orjson
 
-from mrope.caches import cached
 from mrope.errors import LayoutError
 
 TemporalRule = Literal["index", "seconds", "timestamps"]
@@ -203,7 +203,7 @@ _TIMESTAMP_FORMAT_EXPECTED = (
 )
 
 
-@cached("rules.timestamp_formats", maxsize=64)
+@functools.lru_cache(maxsize=64)
 def _check_format_text(fmt: str) -> None:
     """The checks of :func:`check_timestamp_format` on a string (cached: rules are made per request)."""
     problem = None
@@ -470,7 +470,7 @@ def _digest(rules: LayoutRules) -> str:
     return hashlib.sha256(text).hexdigest()[:16]
 
 
-_cached_digest = cached("rules.digests", maxsize=256)(_digest)
+_cached_digest = functools.lru_cache(maxsize=256)(_digest)
 
 
 FIELD_TYPES: dict[str, Any] = get_type_hints(LayoutRules)
