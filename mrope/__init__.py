@@ -13,6 +13,7 @@ from mrope.builder import (
     next_positions,
     text_positions,
 )
+from mrope.caches import cache_info, clear_caches
 from mrope.continuation import ConversationState, Turn, continue_positions, conversation_state
 from mrope.errors import (
     ApplyError,
@@ -93,6 +94,8 @@ __all__ = [
     "apply_mrope",
     "audio_tokens",
     "build_batch",
+    "cache_info",
+    "clear_caches",
     "generation_index",
     "get_rope_index",
     "numpy_rope_index",

@@ -12,7 +12,6 @@ the conversation up to it (with and without the turn), which needs no ``{% gener
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mrope.caches import cached
 from mrope.errors import MRopeError
 
 TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
@@ -79,7 +79,7 @@ def _raise(message: str) -> None:
     raise ChatTemplateError(f"the chat template refused the messages: {message}")
 
 
-@functools.lru_cache(maxsize=16)
+@cached("chat.templates", maxsize=16)
 def _compiled(template: str) -> Any:
     from jinja2 import TemplateError
     from jinja2.sandbox import ImmutableSandboxedEnvironment

@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from mrope.errors import LayoutError, SpecError
 from mrope.models import CheckpointChoice, ModelFamily, get_family
 from mrope.models.config import config_levels, family_of_config, spec_from_config
 from mrope.rules import FIELD_TYPES
+from mrope.spec import RopeSpec
 
 CHECKPOINT_FIELDS: dict[str, str | tuple[str, ...] | CheckpointChoice | None] = {
     # config.json (any level: top, thinker_config, text_config; vision_config under any of them)
@@ -182,6 +184,130 @@ def _load_tokenizer(path: Path) -> Any:
         raise SpecError(f"{str(path)!r} is not a readable tokenizer.json: {exc}") from None
 
 
+@dataclass(frozen=True)
+class _CheckpointFiles:
+    """What a checkpoint source holds: its parsed files by kind, each file's name for messages, the
+    tokenizer and the source's name."""
+
+    files: dict[str, dict[str, Any]]  # kind ("config", "image", "video") -> the parsed JSON object
+    names: dict[str, str]  # kind -> the file (or nested config) it came from, for messages
+    tokenizer: Any
+    where: str
+
+
+def _read_folder(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The JSON files of a checkpoint folder by kind, and where each came from (transformers 5.24's
+    choice among a per-processor file, a nested ``processor_config.json`` entry and the image file)."""
+    if not (path / _FILES["config"]).is_file():
+        raise SpecError(f"no config.json in {str(path)!r}: expected a checkpoint folder")
+    files: dict[str, dict[str, Any]] = {}
+    names = dict(_FILES)
+    for kind, name in _FILES.items():
+        if (path / name).is_file():
+            files[kind] = _read_json(path / name)
+    if (path / _PROCESSOR_FILE).is_file():  # 5.x save_pretrained: one file, processors nested
+        unified = _read_json(path / _PROCESSOR_FILE)
+        for kind, key in _NESTED.items():
+            if unified.get(key) is not None:  # wins over the per-processor file, as 5.24 loads
+                if not isinstance(unified[key], Mapping):
+                    raise SpecError(f"{_PROCESSOR_FILE} {key} must be a JSON object; got {unified[key]!r}")
+                files[kind] = dict(unified[key])
+                names[kind] = f"{_PROCESSOR_FILE}: {key}"
+    if "video" not in files and (path / _FILES["image"]).is_file():
+        # 5.24's video processor, with neither its own file nor a nested config, loads
+        # preprocessor_config.json (video_processing_utils.py get_video_processor_dict)
+        files["video"] = _read_json(path / _FILES["image"])
+        names["video"] = f"{_FILES['image']} (no video processor config: 5.24 reads this one)"
+    return files, names
+
+
+def _read_source(source: str | os.PathLike[str] | Mapping[str, Any]) -> _CheckpointFiles:
+    """Read a checkpoint folder, a ``config.json`` path or a parsed config dict."""
+    if isinstance(source, Mapping):
+        return _CheckpointFiles({"config": dict(source)}, dict(_FILES), None, "config dict")
+    path = Path(source)
+    if path.is_dir():
+        files, names = _read_folder(path)
+        tokenizer = None
+        if (path / "tokenizer.json").is_file():
+            tokenizer = _load_tokenizer(path / "tokenizer.json")
+        return _CheckpointFiles(files, names, tokenizer, str(path))
+    if path.is_file():
+        return _CheckpointFiles({"config": _read_json(path)}, dict(_FILES), None, str(path))
+    raise SpecError(f"no checkpoint at {str(path)!r} (expected a folder with config.json)")
+
+
+def _key_values(
+    read: _CheckpointFiles, key: str, choice: str | tuple[str, ...] | CheckpointChoice | None
+) -> list[tuple[Any, str]]:
+    """Every value the checkpoint gives table key ``key`` (``"kind:dotted.path"``), with where it is."""
+    kind, _, dotted = key.partition(":")
+    if kind == "config":
+        found = _config_values(read.files["config"], dotted)
+    else:
+        holder, _, leaf = dotted.rpartition(".")
+        outer = _lookup(read.files.get(kind, {}), holder) if holder else None
+        if outer is not None and not isinstance(outer, Mapping):
+            raise LayoutError(
+                f"{read.names[kind]}: {holder} must be a JSON object (with {leaf!r}, as the processor reads "
+                f"it); got {outer!r}"
+            )
+        value = _lookup(read.files.get(kind, {}), dotted)
+        found = [] if value is None else [(value, f"{read.names[kind]}: {dotted}")]
+    if not found and isinstance(choice, CheckpointChoice) and choice.default is not None:
+        if kind in read.files:  # the file runs its class default: said, if silently
+            name = read.names[kind] if kind != "config" else "config.json"
+            found = [(choice.default, f"{name}: {dotted} (not set: the class default)")]
+    return found
+
+
+def _collect_fields(base: ModelFamily, read: _CheckpointFiles) -> dict[str, Any]:
+    """The :class:`~mrope.LayoutRules` fields the checkpoint sets for ``base``: token ids, the table's
+    keys and the processors' class defaults for what a present file leaves out."""
+    config = read.files["config"]
+    table = {**CHECKPOINT_FIELDS, **base.checkpoint_fields}
+    got = _Collected()
+    from_file: dict[str, set[str]] = {kind: set() for kind in _FILES}  # fields each file's keys set
+    for key, ids_target in base.config_ids.items():
+        for value, at in _config_values(config, key):
+            for name in (ids_target,) if isinstance(ids_target, str) else ids_target:
+                got.set(name, _token_id(value, at), at)
+    for key, choice in table.items():
+        kind = key.partition(":")[0]
+        for value, at in _key_values(read, key, choice):
+            if isinstance(choice, CheckpointChoice):
+                got.set(choice.field, choice.value_of(value, at), at, shown=value)
+                from_file[kind].add(choice.field)
+            for name in _fields_for(key, table):
+                got.set(name, _number(name, value, at), at)
+                from_file[kind].add(name)
+    for kind, defaults in base.processor_defaults.items():
+        if kind in read.files:  # a present file runs its processor's class default for what it leaves out
+            for name, value in defaults.items():
+                if name not in from_file[kind]:
+                    got.set(
+                        name, value, f"{read.names[kind]}: {name} not set (the processor's class default)"
+                    )
+    return {name: value for name, (value, _) in got.values.items()}
+
+
+def _num_axes(base: ModelFamily, spec: RopeSpec, where: str) -> dict[str, int]:
+    """``{"num_axes": n}`` when the config's ``mrope_section`` asks for other position rows than the
+    family's rules make (one row per section), ``{}`` otherwise."""
+    axes = len(spec.mrope_section)
+    if axes == base.rules.num_axes:
+        return {}
+    # one position row per rotary section: HunyuanOCR's 5.24 get_rope_index makes
+    # len(rope_parameters["mrope_section"]) rows (the last three the image's, the others the sequence)
+    if axes not in (3, 4) or base.rules.positions_base != "sequence":
+        raise LayoutError(
+            f"checkpoint {where!r}: the config's mrope_section {list(spec.mrope_section)} asks for {axes} "
+            f"position axes; mrope computes {base.rules.num_axes} for the {base.name!r} family"
+            + (" (3 or 4 for this one)" if base.rules.positions_base == "sequence" else "")
+        )
+    return {"num_axes": axes}
+
+
 def from_pretrained(
     source: str | os.PathLike[str] | Mapping[str, Any],
     *,
@@ -208,105 +334,19 @@ def from_pretrained(
         SpecError: a missing or unreadable config, an unknown model type, an unreadable rotary.
         LayoutError: contradictory or malformed values.
     """
-    files: dict[str, dict[str, Any]] = {}
-    names = dict(_FILES)
-    tokenizer = None
-    if isinstance(source, Mapping):
-        files["config"] = dict(source)
-        where = "config dict"
-    else:
-        path = Path(source)
-        if path.is_dir():
-            config_path = path / _FILES["config"]
-            if not config_path.is_file():
-                raise SpecError(f"no config.json in {str(path)!r}: expected a checkpoint folder")
-            for kind, name in _FILES.items():
-                if (path / name).is_file():
-                    files[kind] = _read_json(path / name)
-            if (path / _PROCESSOR_FILE).is_file():  # 5.x save_pretrained: one file, processors nested
-                unified = _read_json(path / _PROCESSOR_FILE)
-                for kind, key in _NESTED.items():
-                    if unified.get(key) is not None:  # wins over the per-processor file, as 5.24 loads
-                        if not isinstance(unified[key], Mapping):
-                            raise SpecError(
-                                f"{_PROCESSOR_FILE} {key} must be a JSON object; got {unified[key]!r}"
-                            )
-                        files[kind] = dict(unified[key])
-                        names[kind] = f"{_PROCESSOR_FILE}: {key}"
-            if "video" not in files and (path / _FILES["image"]).is_file():
-                # 5.24's video processor, with neither its own file nor a nested config, loads
-                # preprocessor_config.json (video_processing_utils.py get_video_processor_dict)
-                files["video"] = _read_json(path / _FILES["image"])
-                names["video"] = f"{_FILES['image']} (no video processor config: 5.24 reads this one)"
-            if (path / "tokenizer.json").is_file():
-                tokenizer = _load_tokenizer(path / "tokenizer.json")
-        elif path.is_file():
-            files["config"] = _read_json(path)
-        else:
-            raise SpecError(f"no checkpoint at {str(path)!r} (expected a folder with config.json)")
-        where = str(path)
-    config = files["config"]
+    read = _read_source(source)
+    config = read.files["config"]
     try:  # the rules are the whole model's (top-level type first), the rotary the text model's
         base = get_family(family) if family is not None else family_of_config(config, outer_first=True)
     except LayoutError as exc:
         raise SpecError(str(exc)) from None
     spec = spec_from_config(config, layer_type=layer_type, family=family)
-
-    table = {**CHECKPOINT_FIELDS, **base.checkpoint_fields}
-    got = _Collected()
-    from_file: dict[str, set[str]] = {kind: set() for kind in _FILES}  # fields each file's keys set
-    for key, ids_target in base.config_ids.items():
-        for value, at in _config_values(config, key):
-            for name in (ids_target,) if isinstance(ids_target, str) else ids_target:
-                got.set(name, _token_id(value, at), at)
-    for key in table:
-        kind, _, dotted = key.partition(":")
-        if kind == "config":
-            found = _config_values(config, dotted)
-        else:
-            holder, _, leaf = dotted.rpartition(".")
-            outer = _lookup(files.get(kind, {}), holder) if holder else None
-            if outer is not None and not isinstance(outer, Mapping):
-                raise LayoutError(
-                    f"{names[kind]}: {holder} must be a JSON object (with {leaf!r}, as the processor reads "
-                    f"it); got {outer!r}"
-                )
-            value = _lookup(files.get(kind, {}), dotted)
-            found = [] if value is None else [(value, f"{names[kind]}: {dotted}")]
-        choice = table[key]
-        if not found and isinstance(choice, CheckpointChoice) and choice.default is not None:
-            if kind in files:  # the file runs its class default: said, if silently
-                name = names[kind] if kind != "config" else "config.json"
-                found = [(choice.default, f"{name}: {dotted} (not set: the class default)")]
-        for value, at in found:
-            if isinstance(choice, CheckpointChoice):
-                got.set(choice.field, choice.value_of(value, at), at, shown=value)
-                from_file[kind].add(choice.field)
-            for name in _fields_for(key, table):
-                got.set(name, _number(name, value, at), at)
-                from_file[kind].add(name)
-    for kind, defaults in base.processor_defaults.items():
-        if kind in files:  # a present file runs its processor's class default for what it leaves out
-            for name, value in defaults.items():
-                if name not in from_file[kind]:
-                    got.set(name, value, f"{names[kind]}: {name} not set (the processor's class default)")
-    changes = {name: value for name, (value, _) in got.values.items()}
-    axes = len(spec.mrope_section)
-    if axes != base.rules.num_axes:
-        # one position row per rotary section: HunyuanOCR's 5.24 get_rope_index makes
-        # len(rope_parameters["mrope_section"]) rows (the last three the image's, the others the sequence)
-        if axes not in (3, 4) or base.rules.positions_base != "sequence":
-            raise LayoutError(
-                f"checkpoint {where!r}: the config's mrope_section {list(spec.mrope_section)} asks for {axes} "
-                f"position axes; mrope computes {base.rules.num_axes} for the {base.name!r} family"
-                + (" (3 or 4 for this one)" if base.rules.positions_base == "sequence" else "")
-            )
-        changes["num_axes"] = axes
+    changes = {**_collect_fields(base, read), **_num_axes(base, spec, read.where)}
     try:
         rules = base.rules.replace(**changes)
     except LayoutError as exc:
-        raise LayoutError(f"checkpoint {where!r}: {exc}") from None
-    return base.replace(rules=rules, spec=spec, source=where, tokenizer=tokenizer)
+        raise LayoutError(f"checkpoint {read.where!r}: {exc}") from None
+    return base.replace(rules=rules, spec=spec, source=read.where, tokenizer=read.tokenizer)
 
 
 def _token_id(value: Any, where: str) -> int:

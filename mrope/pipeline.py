@@ -40,7 +40,6 @@ from mrope._extras import require
 
 require("mrope.pipeline", "pipeline", "pydantic", "pyarrow")
 
-import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -50,6 +49,7 @@ import numpy as np
 
 from mrope.batches import batch_records, plain
 from mrope.builder import build_positions, count_tokens
+from mrope.caches import cached
 from mrope.chat import find_chat_template
 from mrope.errors import JobError, ModelRequired, RecordError, TooManyTokens
 from mrope.models import resolve_rules
@@ -76,7 +76,7 @@ DEFAULT_MAX_TOKENS = 1 << 24
 """Most tokens one record may make by default (16,777,216: 400 MB of int64 positions)."""
 
 
-@functools.lru_cache(maxsize=4)
+@cached("pipeline.checkpoints", maxsize=4)
 def _checkpoint(path: str) -> Any:
     """The checkpoint folder ``path`` read by :func:`mrope.from_pretrained`, once per process."""
     from mrope.checkpoint import from_pretrained
@@ -84,7 +84,7 @@ def _checkpoint(path: str) -> Any:
     return from_pretrained(path)
 
 
-@functools.lru_cache(maxsize=16)
+@cached("pipeline.chat_templates", maxsize=16)
 def _template_of(path: str) -> str | None:
     """The chat template found at ``path`` (cached: a job asks once per record)."""
     return find_chat_template(path)

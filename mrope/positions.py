@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from mrope.caches import register
 from mrope.errors import LayoutError
 from mrope.rules import LayoutRules
 
@@ -292,6 +293,7 @@ _GRID_ARRAYS: dict[tuple, np.ndarray] = {}  # read-only int64 [n, 3] per tuple o
 _GRID_ARRAY_LIMIT = 1024
 """Most grid lists kept (each of at most :data:`_GRID_ARRAY_GRIDS` grids); when full the cache starts over."""
 _GRID_ARRAY_GRIDS = 64
+register("positions.grid_arrays", lambda: _GRID_ARRAYS.clear(), lambda: len(_GRID_ARRAYS), _GRID_ARRAY_LIMIT)
 
 
 def grid_array(grids: list[tuple[int, int, int]]) -> np.ndarray:

@@ -10,13 +10,13 @@ read only from the hosts of ``MROPE_MEDIA_URL_HOSTS``, a local path never), and 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 import mrope
 from mrope import schema
 from mrope.audio_grid import audio_tokens, require_audio
+from mrope.caches import cached
 from mrope.chat import find_chat_template
 from mrope.layout import engine_for
 from mrope.layout.canvas import frame_tokens as canvas_frame_tokens
@@ -204,7 +204,7 @@ def to_segments(
     return ServiceReader(rules, settings, tokenizer).segments(items)  # type: ignore[return-value]
 
 
-@functools.lru_cache(maxsize=4)
+@cached("service.chat_templates", maxsize=4)
 def chat_template(tokenizer_path: str | None) -> str | None:
     """The chat template kept next to ``MROPE_TOKENIZER`` (:func:`mrope.chat.find_chat_template`)."""
     return find_chat_template(tokenizer_path) if tokenizer_path else None

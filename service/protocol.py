@@ -24,13 +24,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import httptools
 import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _HttpTools
+
+from mrope.caches import cached
 
 from .guards import BODY_RECEIVED
 from .settings import Settings
@@ -55,7 +56,7 @@ class Limits:
     max_headers: int
 
 
-@lru_cache(maxsize=1)
+@cached("service.limits", maxsize=1)
 def _limits() -> Limits:
     s = Settings.from_env()
     return Limits(s.header_timeout_s, s.max_connections, s.max_header_bytes, s.max_headers)

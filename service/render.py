@@ -24,6 +24,7 @@ import orjson
 from starlette.responses import Response
 
 from mrope import Positions
+from mrope.caches import register
 
 from .errors import ServiceError
 
@@ -184,6 +185,8 @@ def _header_name(name: str) -> bytes:
 
 
 _META_NAMES: dict[str, str] = {}
+register("service.header_names", _HEADER_NAMES.clear, lambda: len(_HEADER_NAMES))
+register("service.meta_names", _META_NAMES.clear, lambda: len(_META_NAMES))
 
 
 def _meta_name(key: str) -> str:

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mrope.caches import register
 from mrope.errors import LayoutError
 from mrope.grid import MAX_POSITION
 from mrope.positions import Span
@@ -126,6 +127,16 @@ _TEMPLATE_BUDGET = (
     1 << 21
 )  # tokens kept in the cache (int64 [3, n] each, [4, n] when wrapped: 64 MiB at most)
 _template_tokens = 0
+
+
+def _clear_templates() -> None:
+    global _template_tokens
+    _TEMPLATES.clear()
+    _template_tokens = 0
+
+
+# sized in tokens (columns of the cached coordinates), the unit of _TEMPLATE_BUDGET
+register("layout.block_templates", _clear_templates, lambda: _template_tokens, _TEMPLATE_BUDGET)
 
 
 def block_template(p: Block) -> tuple:

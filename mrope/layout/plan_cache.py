@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from mrope.caches import register
 from mrope.layout.pieces import Block, TextRun
 from mrope.rules import LayoutRules
 from mrope.segments import Segment
@@ -33,6 +34,21 @@ _PLAN_PIECES = 64
 _PLAN_FRAMES = 1024
 _segment_plan_count = 0
 _last_plans: list = [None, None]  # the rules and plans of the latest lookup
+
+
+def _clear_segment_plans() -> None:
+    global _segment_plan_count
+    _SEGMENT_PLANS.clear()
+    _last_plans[:] = [None, None]
+    _segment_plan_count = 0
+
+
+register(
+    "layout.segment_plans",
+    _clear_segment_plans,
+    lambda: sum(len(plans) for plans in _SEGMENT_PLANS.values()),
+    SEGMENT_PLAN_LIMIT,
+)
 
 
 def segment_plans(rules: LayoutRules) -> dict[Segment, SegmentPlan]:

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from mrope.caches import register
 from mrope.errors import LayoutError, TokenError
 from mrope.grid import MAX_POSITION, target_positions, temporal_index
 from mrope.layout.pieces import (
@@ -149,6 +150,7 @@ def _runs_of(row_types: np.ndarray, n: int) -> TokenRuns:
 
 _BLOCKS: dict[tuple, Block] = {}
 """The blocks of :func:`grid_block` per grid and rules (immutable there; at most 4096, then a fresh dict)."""
+register("layout.grid_blocks", lambda: _BLOCKS.clear(), lambda: len(_BLOCKS), 4096)
 
 
 def block_rules_key(lay: LayoutRules) -> tuple:

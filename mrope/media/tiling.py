@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from functools import lru_cache
 from typing import Any
 
+from mrope.caches import cached
 from mrope.errors import MediaError
 
 MAX_TILES_LIMIT = 64
@@ -30,7 +30,7 @@ def _count(value: Any, name: str, lo: int, hi: int | None = None) -> int:
     return value
 
 
-@lru_cache(maxsize=64)
+@cached("media.tile_candidates", maxsize=64)
 def _candidates(min_tiles: int, max_tiles: int) -> tuple[tuple[int, int], ...]:
     # Built exactly like InternVL (same set, same insertion order), so that the stable sort by area
     # leaves equal-area candidates in the order InternVL sees them.

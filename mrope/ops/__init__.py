@@ -3,7 +3,8 @@
 Public API: :func:`apply_mrope` rotates q and k; :func:`cos_sin` gives transformers-shaped cos/sin tables;
 :func:`rerotate` moves cached keys from one set of positions to another.
 See :mod:`mrope.ops.dispatch` for layouts, backends and autograd, :mod:`mrope.ops.freqs` for the two angle
-precisions, :mod:`mrope.ops.torch_path` and :mod:`mrope.ops.triton_kernel` for the two implementations.
+precisions, :mod:`mrope.ops.torch_path` and :mod:`mrope.ops.triton_kernel` (launched by
+:mod:`mrope.ops.triton_launch`) for the two implementations.
 This package never imports the coordinate builder.
 """
 

@@ -21,6 +21,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 import mrope.ops.triton_kernel as triton_kernel
+import mrope.ops.triton_launch as triton_launch
 
 _TRITON_TYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64"}
 
@@ -70,7 +71,7 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
     n_freq = variant.rotary_dim // 2
     d_pass = variant.head_dim - variant.rotary_dim
     elem_bytes = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}[variant.dtype]
-    cfg = triton_kernel.launch_config(variant.tokens, hq, hk, n_freq, d_pass, elem_bytes)
+    cfg = triton_launch.launch_config(variant.tokens, hq, hk, n_freq, d_pass, elem_bytes)
     pos_kind = {"int64": 0, "float32": 1, "float64": 2}[variant.position_dtype]
     pos_ptr = {"int64": "*i64", "float32": "*fp32", "float64": "*fp64"}[variant.position_dtype]
     x_ptr = "*" + _TRITON_TYPES[variant.dtype]
@@ -142,10 +143,10 @@ def compile_variant(variant: KernelVariant, arch: int) -> CompiledVariant:
             accepts some code the compiler does not).
     """
     signature, constexprs, num_warps = _signature(variant)
-    src = ASTSource(fn=triton.jit(triton_kernel.mrope_kernel), signature=signature, constexprs=constexprs)
+    src = ASTSource(fn=triton_kernel.get_kernel(), signature=signature, constexprs=constexprs)
     options: dict[str, Any] = {"num_warps": num_warps, "enable_fp_fusion": False}
-    if variant.rerotate:  # as triton_kernel.launch compiles a re-rotation
-        options["maxnreg"] = triton_kernel.REROTATE_MAX_REGISTERS
+    if variant.rerotate:  # as triton_launch.KernelLaunch compiles a re-rotation
+        options["maxnreg"] = triton_launch.REROTATE_MAX_REGISTERS
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     if not compiled.asm.get("cubin"):
         raise RuntimeError(f"triton.compile produced no cubin for sm_{arch}")

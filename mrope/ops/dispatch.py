@@ -29,7 +29,7 @@ from mrope.ops.freqs import AnglePrecision, axis_tensor, freq_table
 from mrope.spec import RopeSpec
 
 try:  # triton is an optional dependency (extra "triton"); the torch path never needs it
-    import mrope.ops.triton_kernel as _tk
+    import mrope.ops.triton_launch as _tk  # registers the mrope:: custom ops
 
     TRITON_IMPORT_ERROR: str | None = None
 except ImportError as exc:  # pragma: no cover - exercised only where triton is missing

@@ -27,13 +27,13 @@ in ``"exact"`` mode ``max(pos)`` is read on the host once).
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Literal
 
 import numpy as np
 import torch
 
+from mrope.caches import cached
 from mrope.scaling import INV_FREQ_FORMULAS
 from mrope.spec import RopeSpec
 
@@ -168,7 +168,7 @@ def turn_fraction(positions: torch.Tensor, limbs: torch.Tensor) -> torch.Tensor:
 # small tables into the graph instead of tracing numpy.
 
 
-@functools.lru_cache(maxsize=256)
+@cached("ops.axis_tables", maxsize=256)
 def _axis_cached(spec: RopeSpec, device: torch.device) -> torch.Tensor:
     return torch.as_tensor(spec.axis_map(), dtype=torch.int32).to(device)
 
@@ -190,7 +190,7 @@ def static_freq(spec: RopeSpec, precision: str, device: torch.device) -> torch.T
     return _static_freq_cached(spec, precision, device)
 
 
-@functools.lru_cache(maxsize=256)
+@cached("ops.freq_tables", maxsize=256)
 def _static_freq_cached(spec: RopeSpec, precision: str, device: torch.device) -> torch.Tensor:
     if precision == "fp32":
         return hf_inv_freq_fp32(spec).reshape(1, -1).to(device=device, dtype=torch.float32).contiguous()

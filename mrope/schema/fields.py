@@ -7,7 +7,6 @@ becomes the canonical name; rule overrides are generated from :class:`mrope.Layo
 
 from __future__ import annotations
 
-import functools
 import typing
 from collections.abc import Mapping
 from dataclasses import fields as dataclass_fields
@@ -26,6 +25,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from mrope import models as registry
+from mrope.caches import cached
 from mrope.errors import MRopeError
 from mrope.media.audio import MAX_AUDIO_SECONDS
 from mrope.rules import RULE_BOUNDS, LayoutRules, check_timestamp_format
@@ -74,7 +74,8 @@ def model_names() -> tuple[str, ...]:
     return registry.names()
 
 
-@functools.lru_cache(maxsize=256)  # a registry lookup per request otherwise; unknown names are not kept
+# a registry lookup per request otherwise; unknown names are not kept
+@cached("schema.model_names", maxsize=256)
 def canonical_model(name: str) -> str:
     """``name`` (a model name, a Hugging Face ``model_type`` or a repo id) -> the canonical name.
 

@@ -7,10 +7,10 @@ Every face (the service's ``MROPE_TOKENIZER``, ``--tokenizer`` on the command li
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import Any
 
+from mrope.caches import cached
 from mrope.errors import MRopeError
 from mrope.tokenizer import encode_text
 
@@ -34,7 +34,7 @@ class TokenizerRequired(RequestError):
         self.where = where
 
 
-@functools.lru_cache(maxsize=8)
+@cached("schema.tokenizers", maxsize=8)
 def _tokenizer_file(path: str) -> Any:
     try:
         from tokenizers import Tokenizer  # an optional dependency: only a path needs it

@@ -14,7 +14,17 @@ import warnings
 import numpy as np
 import pytest
 
-from mrope import Image, MRopeWarning, Text, Video, build_batch, build_positions, positions
+from mrope import (
+    Image,
+    MRopeWarning,
+    Text,
+    Video,
+    build_batch,
+    build_positions,
+    cache_info,
+    clear_caches,
+    positions,
+)
 from mrope.layout import pieces, plan_cache
 
 START, END = 151652, 151653  # Qwen2-VL's <|vision_start|>, <|vision_end|>
@@ -117,16 +127,18 @@ def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.Monkey
         ]
         for _ in range(2):
             np.testing.assert_array_equal(build_positions(segs, model="qwen2-vl").ids, counter_rule(segs))
-            assert sum(len(plans) for plans in plan_cache._SEGMENT_PLANS.values()) <= 3
-            assert sum(entry[0].shape[1] for entry in pieces._TEMPLATES.values()) <= 256
-            assert len(positions._GRID_ARRAYS) <= 2
+            info = cache_info()
+            assert info["layout.segment_plans"]["size"] <= 3
+            assert info["layout.block_templates"]["size"] <= 256  # tokens
+            assert info["positions.grid_arrays"]["size"] <= 2
     many = [Image(grid=(1, 2, 2))] * (positions._GRID_ARRAY_GRIDS + 1)  # a grid list too long to keep
     assert build_positions(many, model="qwen2-vl").image_grid_thw.tolist() == [[1, 2, 2]] * len(many)
     assert all(len(key) <= positions._GRID_ARRAY_GRIDS for key in positions._GRID_ARRAYS)
     # a block too big for the template budget is computed each time and never kept
     big = [Image(grid=(1, 40, 40))]
+    kept = cache_info()["layout.block_templates"]["size"]
     np.testing.assert_array_equal(build_positions(big, model="qwen2-vl").ids, counter_rule(big))
-    assert all(entry[0].shape[1] <= 64 for entry in pieces._TEMPLATES.values())
+    assert cache_info()["layout.block_templates"]["size"] == kept
 
 
 def test_rules_do_not_share_plans() -> None:
@@ -180,6 +192,7 @@ def test_big_segments_are_planned_but_not_kept() -> None:
     # (Qwen2-VL places frames by index and reads no frame times: the grid alone decides the positions)
     video = Video(grid=(2, 2, 2), frame_times=tuple(k / 50 for k in range(4000)))
     segs = [Text(1), video]
+    clear_caches()
     p = build_positions(segs, model="qwen2-vl")
     np.testing.assert_array_equal(p.ids, counter_rule(segs))
-    assert all(video not in plans for plans in plan_cache._SEGMENT_PLANS.values())
+    assert cache_info()["layout.segment_plans"]["size"] == 0

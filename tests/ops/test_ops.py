@@ -20,7 +20,7 @@ from mrope import ApplyError, MRopeError, RopeSpec
 from mrope import ops as mrope_ops
 from mrope.models import PRESET_NAMES as FAMILY_NAMES
 from mrope.models import get_family
-from mrope.ops import apply_mrope, cos_sin, triton_kernel
+from mrope.ops import apply_mrope, cos_sin, triton_launch
 from mrope.ops import dispatch as ops_dispatch
 from mrope.ops.freqs import hf_inv_freq_fp32, turn_limbs
 
@@ -41,7 +41,7 @@ def _triton_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_triton_is_importable_and_used() -> None:
-    assert ops_dispatch._tk is triton_kernel, ops_dispatch.TRITON_IMPORT_ERROR
+    assert ops_dispatch._tk is triton_launch, ops_dispatch.TRITON_IMPORT_ERROR
 
 
 # --------------------------------------------------------------------------------------- reference
