@@ -86,7 +86,7 @@ def run_family(
     """One markdown row: ``family``'s prefill unpatched vs patched (``tokenizer``: see :func:`prompt`;
     ``warmup``: untimed calls of each path before the timed ones)."""
     from mrope.integrations.transformers import patch
-    from mrope.testing.tiny import tiny_model
+    from mrope.testing import tiny_model
 
     plain = tiny_model(family, dtype=dtype).to(device)
     patched = copy.deepcopy(plain)

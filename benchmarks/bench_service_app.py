@@ -76,8 +76,8 @@ async def asgi_call(app, method: str, path: str, body: bytes, accept: bytes | No
 def make_app():
     """The service app as ``mrope serve`` builds it (default settings), to be called in-process."""
     sys.path.insert(0, str(ROOT))
+    from mrope.service import Settings
     from mrope.service.app import create_app
-    from mrope.service.settings import Settings
 
     return create_app(Settings())
 

@@ -562,7 +562,7 @@ def patched_model_check(
 
     import mrope
     from mrope.integrations.transformers import model_inputs, model_rules, patch
-    from mrope.testing.tiny import tiny_model
+    from mrope.testing import tiny_model
 
     dry = device.type != "cuda"
     # The dry run's prompts: the same text and media in a third to half of the tokens (one token a word):

@@ -53,7 +53,7 @@ from mrope.caches import cached
 from mrope.chat import find_chat_template
 from mrope.errors import JobError, ModelRequired, RecordError, TooManyTokens
 from mrope.models import resolve_rules
-from mrope.packing.table import PackItem, packed_table
+from mrope.packing.table import PackItem, pack_efficiency, packed_table
 from mrope.positions import Positions
 from mrope.result_rows import describe_error, error_code, error_row, result_row, rows_to_table
 from mrope.rules import LayoutRules
@@ -473,6 +473,7 @@ __all__ = [
     "QWEN_TURN",
     "Preprocessor",
     "pack_batch",
+    "pack_efficiency",
     "process_batch",
     "process_record",
     "record_positions",

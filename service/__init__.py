@@ -2,8 +2,8 @@
 
 The folder ``service/`` of the repository is installed as the package ``mrope.service`` (see
 ``[tool.setuptools]`` in pyproject.toml), so every import inside it is relative.
-``uvicorn mrope.service.app:app`` or :func:`mrope.service.server.run`; settings from ``MROPE_*`` environment
-variables (:mod:`mrope.service.settings`).
+``uvicorn mrope.service.app:app`` or :func:`mrope.service.run`; :func:`create_app` makes an app for
+given :class:`Settings` (default: read from the ``MROPE_*`` environment variables).
 """
 
 from mrope._extras import require
@@ -21,3 +21,9 @@ require(
     "httptools",
     "fastapi_offline",
 )
+
+from .app import create_app
+from .server import run
+from .settings import Settings
+
+__all__ = ["Settings", "create_app", "run"]

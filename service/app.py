@@ -91,3 +91,6 @@ def __getattr__(name: str) -> Any:
             _app = create_app()
         return _app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["app", "create_app"]  # noqa: F822 - app is made on first access (__getattr__)

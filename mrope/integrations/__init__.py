@@ -8,3 +8,5 @@
 Tiny random-weight models to try it on are test support: :mod:`mrope.testing.tiny`. Importing this package imports neither torch nor
 transformers; its submodules do.
 """
+
+__all__: list[str] = []

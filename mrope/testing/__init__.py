@@ -13,6 +13,7 @@ from mrope._extras import require
 
 require("mrope.testing", "torch", "torch")
 
+from mrope.testing import tiny_config, tiny_model
 from mrope.testing.invariance import (
     assert_crop_invariant,
     assert_frame_order_invariant,
@@ -38,5 +39,7 @@ __all__ = [
     "assert_time_aligned",
     "assert_translation_invariant",
     "rope_scores",
+    "tiny_config",
+    "tiny_model",
     "validate",
 ]

@@ -367,8 +367,8 @@ def test_service_uploads_audio_and_videos_with_audio(tmp_path):
     from support import media as tm
 
     from mrope.media import load_audio, load_video
+    from mrope.service import Settings
     from mrope.service.app import create_app
-    from mrope.service.settings import Settings
 
     wav = tm.write_audio(tmp_path / "a.wav", 1.3, 44100)
     clip = tm.write_video_with_audio(tmp_path / "v.mp4", 24, 12, audio_seconds=1.9)
@@ -422,8 +422,8 @@ def test_service_uploads_audio_and_videos_with_audio(tmp_path):
 def test_service_rope_index_takes_audio(tmp_path):
     from fastapi.testclient import TestClient
 
+    from mrope.service import Settings
     from mrope.service.app import create_app
-    from mrope.service.settings import Settings
 
     segs = [Text(2), Video((2, 4, 4), second_per_grid=0.9, audio=Audio(mel_frames=150)), Audio(mel_frames=90)]
     p = mrope.build_positions(segs, model="qwen3-omni")
@@ -450,8 +450,8 @@ def test_json_segments_carry_audio(tmp_path):
     from fastapi.testclient import TestClient
 
     from mrope import schema
+    from mrope.service import Settings
     from mrope.service.app import create_app
-    from mrope.service.settings import Settings
 
     body = {
         "model": "qwen2.5-omni",

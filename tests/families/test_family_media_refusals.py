@@ -33,8 +33,8 @@ from mrope.errors import LayoutError, MediaError
 from mrope.media import image_grid, load_image, load_video, probe_video
 from mrope.models import get_family
 from mrope.pipeline import process_record
+from mrope.service import Settings
 from mrope.service.app import create_app
-from mrope.service.settings import Settings
 
 NO_VIDEO = ("paddleocr-vl", "glm-image", "hunyuan-ocr")
 NO_VIDEO_MESSAGE = "processor takes no video"

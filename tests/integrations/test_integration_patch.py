@@ -22,7 +22,7 @@ import mrope
 from mrope.errors import PatchError
 from mrope.integrations import transformers as mt
 from mrope.integrations.transformers import patching, rotation
-from mrope.testing.tiny import tiny_config, tiny_model
+from mrope.testing import tiny_config, tiny_model
 
 ATOL = 2e-6  # fp32 logits: the same rotation arithmetic, fused differently
 
@@ -744,7 +744,7 @@ def test_per_layer_type_rotaries_each_get_their_own_spec() -> None:
     prefill equals the unpatched model's."""
     from transformers import AutoModelForImageTextToText
 
-    from mrope.testing.tiny import tiny_config
+    from mrope.testing import tiny_config
 
     name = "cohere-compass"
     config = tiny_config(name)

@@ -115,8 +115,8 @@ def test_positions_from_the_service_give_the_models_own_logits() -> None:
     too. ``rules: {"advance": "spatial"}`` asks for transformers 5.x's advance (the model under test)."""
     from fastapi.testclient import TestClient
 
+    from mrope.service import Settings
     from mrope.service.app import create_app
-    from mrope.service.settings import Settings
 
     name = "qwen2-vl"
     net = tv.model(name)

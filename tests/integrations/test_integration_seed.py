@@ -29,7 +29,7 @@ import mrope
 from mrope.errors import PatchError
 from mrope.integrations import transformers as mt
 from mrope.integrations.transformers import patching
-from mrope.testing.tiny import tiny_model
+from mrope.testing import tiny_model
 
 ATOL = 1e-5
 

@@ -28,8 +28,8 @@ from mrope import MediaError
 from mrope.media import load_audio, load_image, load_video, probe_audio, probe_video
 from mrope.pipeline import record_positions
 from mrope.schema import MEDIA_NONE, MediaAccess
+from mrope.service import Settings
 from mrope.service.app import create_app
-from mrope.service.settings import Settings
 
 pytestmark = pytest.mark.timeout(120)
 MODEL = "qwen2.5-vl"

@@ -20,8 +20,8 @@ from mrope.models import resolve_rules
 from mrope.schema import AudioSegment, parse_request, parse_segments, to_segments
 from mrope.schema.image import IMAGE_FORMS
 from mrope.schema.video import VIDEO_FORMS
+from mrope.service import Settings
 from mrope.service.app import create_app
-from mrope.service.settings import Settings
 
 pytestmark = pytest.mark.timeout(120)
 

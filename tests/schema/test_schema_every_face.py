@@ -22,8 +22,8 @@ from mrope import Image, Text, Video
 from mrope.cli import main
 from mrope.media import load_image
 from mrope.pipeline import record_positions
+from mrope.service import Settings
 from mrope.service.app import create_app
-from mrope.service.settings import Settings
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -34,9 +34,8 @@ from mrope.cli import main
 from mrope.models import resolve_rules
 from mrope.pipeline import Preprocessor
 from mrope.schema import parse_segments, to_segments
-from mrope.service import convert
+from mrope.service import Settings, convert
 from mrope.service.app import create_app
-from mrope.service.settings import Settings
 
 pytestmark = pytest.mark.timeout(120)
 

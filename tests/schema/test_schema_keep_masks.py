@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 import mrope
 from mrope import Image, Text, Video
 from mrope.schema import RequestError, parse_request, to_segments
+from mrope.service import Settings
 from mrope.service.app import create_app
-from mrope.service.settings import Settings
 
 IMAGE_MASK = np.array([1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1, 1], dtype=bool)  # runs [3, 2, 4, 1, 2]
 VIDEO_MASK = np.tile([True, False, False], 6)[:16]

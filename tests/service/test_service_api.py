@@ -16,10 +16,10 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
 from mrope.models import PRESET_NAMES, get_family
-from mrope.service import convert
+from mrope.service import Settings, convert
 from mrope.service.app import create_app
 from mrope.service.render import negotiate, npy_bytes
-from mrope.service.settings import Settings, SettingsError
+from mrope.service.settings import SettingsError
 
 NPY = {"accept": "application/x-npy"}
 

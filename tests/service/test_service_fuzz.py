@@ -20,8 +20,8 @@ from schemathesis.checks import positive_data_acceptance
 import mrope
 from mrope.media import image_grid
 from mrope.models import PRESET_NAMES, get_family
+from mrope.service import Settings
 from mrope.service.app import create_app
-from mrope.service.settings import Settings
 
 # small caps keep every generated request cheap; they are part of what is fuzzed
 APP = create_app(

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from mrope.service import Settings
 from mrope.service.app import create_app
 from mrope.service.render import npy_bytes
-from mrope.service.settings import Settings
 
 NPY = "application/x-npy"
 TYPICAL = {

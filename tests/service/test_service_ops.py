@@ -25,8 +25,9 @@ from support.service_proc import serve, trickle
 
 import mrope
 import mrope.media
+from mrope.service import Settings
 from mrope.service.app import create_app
-from mrope.service.settings import Settings, SettingsError
+from mrope.service.settings import SettingsError
 
 BODY = {
     "model": "qwen2-vl",

@@ -21,8 +21,8 @@ from support.service_proc import serve
 import mrope
 from mrope import Audio, Image, Text, Video
 from mrope.schema.state import MAX_STATE_NUMBER
+from mrope.service import Settings
 from mrope.service.app import create_app
-from mrope.service.settings import Settings
 
 NPY = "application/x-npy"
 

@@ -17,7 +17,7 @@ import torch
 import mrope
 from mrope import Image, Text, Video
 from mrope.integrations import transformers as mt
-from mrope.testing.tiny import tiny_model
+from mrope.testing import tiny_model
 
 FAMILIES: tuple[str, ...] = (
     "qwen2-vl",

@@ -133,7 +133,7 @@ def test_what_the_linear_attention_refusal_guards_against() -> None:
 
 
 def test_hunyuan_ocr_model_raises_with_the_text_row_so_mrope_refuses_first() -> None:
-    from mrope.testing.tiny import tiny_model
+    from mrope.testing import tiny_model
 
     net = tiny_model("hunyuan-ocr")
     row = mrope.pack([[Text(4)], [Text(5)]], model="hunyuan-ocr", max_length=16)[0]

@@ -287,7 +287,7 @@ def load_subject(model_or_path: Any, family: Any = None, tokenizer: Any = None) 
     elif model_or_path is None:
         if family is None:
             raise ValidationError("give a model, a checkpoint folder, or family= for a tiny model")
-        from mrope.testing.tiny import tiny_model
+        from mrope.testing import tiny_model
 
         model, label = tiny_model(family), f"tiny {family if isinstance(family, str) else family.name}"
     else:
