@@ -14,7 +14,7 @@ Prints medians (round-robin timing), the ratio (target >= 2x), the largest outpu
 rotation error against float64 at positions near 1e3, 1e5 and 1e6 for transformers' fp32 path and mrope's
 ``"fp32"`` and ``"exact"`` angle precisions.
 
-bf16 section (issue 14): the same shapes in bf16, ``thd`` layout, against a plain-torch bf16 rotation with a
+bf16 section: the same shapes in bf16, ``thd`` layout, against a plain-torch bf16 rotation with a
 cos/sin cache gather written here the way serving engines' ``forward_native`` does it (a bf16
 ``cos_sin_cache[max_pos, rotary_dim]``, gathered by the three position rows, the sections selected by
 ``split``/``cat``, then ``x1 * cos - x2 * sin`` etc. in bf16, one rounding per operation). mrope computes in

@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
         t_rel, t_t5 = paired_medians(builds)
         print(f"| {batch} | {t_rel * 1e3:.3f} ms | {t_t5 * 1e3:.3f} ms | {t_rel / t_t5:.2f} |")
 
-    # issue 14: the segment path against the token-id path on the same prompts (both mrope, both with
+    # the segment path against the token-id path on the same prompts (both mrope, both with
     # the ids, spans and grids they return; the token path is given the ids the segment path made)
     print(
         "\nsegments -> positions vs token ids -> positions, same prompts (medians; load average "

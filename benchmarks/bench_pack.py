@@ -1,5 +1,5 @@
 """Benchmark: ``mrope.pack`` on 100k synthetic records: samples/s, and packing efficiency against
-first-fit-decreasing's bound and against streaming and padded batches (issue 21).
+first-fit-decreasing's bound and against streaming and padded batches.
 
 Workload: ``--records`` (default 100,000) segment lists under Qwen2-VL's rules, seeded: a text run of
 8..600 tokens, then with probability 0.6 one to three images of grids (1, 2a, 2b), a, b in 2..24, each

@@ -16,7 +16,7 @@ a Lua script sends the POST bodies) when it is installed, so the client is not t
 - 1M tokens, JSON and npy: p50 latency (one at a time), to show that JSON rendering is not the cost.
 - the server's resident memory (VmRSS) before and after the load; errors (any non-200) must be zero.
 
-It also times hostile bodies (issue 12): each body up to the 16 MiB cap, one at a time, with the
+It also times hostile bodies: each body up to the 16 MiB cap, one at a time, with the
 server's resident memory after them.
 
 Usage: ``python benchmarks/bench_service.py [--duration 10] [--concurrency 16] [--workers 1] [--pairs 2]
@@ -78,7 +78,7 @@ def _join(item: str, n: int) -> str:
 
 
 def hostile_bodies() -> list[tuple[str, str, bytes]]:
-    """Bodies of issue 12 item 1, each within the 16 MiB body cap."""
+    """Hostile bodies, each within the 16 MiB body cap."""
     seg = '{"model":"qwen2-vl","segments":[%s]}'
     ids = '{"model":"qwen2-vl","segments":[{"type":"text","ids":[%s]}]}'
     return [

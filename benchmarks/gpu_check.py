@@ -258,7 +258,7 @@ def correctness(device: torch.device, compile_backend: str) -> Report:
 
     rep.run("CUDA graph capture + replay (dynamic NTK, no host sync)", graph_replay)
 
-    # ---- the grown op (issue 11) and rerotate (issue 15), independent of which families are registered
+    # ---- the op's rotary forms and rerotate, independent of which families are registered
     four_axes = RopeSpec(
         head_dim=128, rotary_dim=128, theta=1e4, mrope_section=(16, 16, 16, 16)
     ).with_scaling(type="ntk_alpha", alpha=1000.0)

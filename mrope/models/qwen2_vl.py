@@ -51,7 +51,7 @@ QWEN2_VIDEO_FIELDS = {
 frames by ``max_video_tokens * 28^2 * 0.9`` shared by the clip, as qwen-vl-utils does): the values mrope
 computes are accepted, others refused. mrope keeps qwen-vl-utils' float share ``total / n * 2``; the 5.24
 processor floors ``total * 2 // n``, which lands one patch row lower in about 1 clip in 20,000 (10 of
-200,000 random clips, found in review)."""
+200,000 random clips)."""
 
 FAMILY = ModelFamily(
     name="qwen2-vl",

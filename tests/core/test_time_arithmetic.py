@@ -1,4 +1,4 @@
-"""Qwen2.5-VL video time: float32 arithmetic as the released model computes it (issue 9, defect 1).
+"""Qwen2.5-VL video time: float32 arithmetic as the released model computes it.
 
 Expected values never come from mrope: they are the issue's hand-checked numbers, the release code's own
 expression written out here with torch float32 (transformers 4.49's Qwen2.5-VL ``get_rope_index``:
@@ -43,14 +43,14 @@ def test_issue_example_26_patches_at_0_04_s() -> None:
     p, d = get_rope_index(
         ids, None, torch.tensor([[26, 2, 2]]), model="qwen2.5-vl", second_per_grid_ts=torch.tensor([0.04])
     )
-    assert p[0, 0, 26].item() == 3  # the release, SGLang and transformers 5.24 (issue 9); float64 gives 2
+    assert p[0, 0, 26].item() == 3  # the release, SGLang and transformers 5.24; float64 gives 2
     # every patch: s = 1 plus the release's float32 offsets
     assert p[0, 0, 1:27].tolist() == [1 + t for t in release_t(26, 50.0)]
 
 
 def test_build_positions_at_2_over_0_7_fps() -> None:
     p = build_positions([Video(grid=(46, 2, 2), fps=2 / 0.7, wrap=False)], model="qwen2.5-vl")
-    assert p.ids[0, -1] == 63  # issue 9: patch 45 at 0.7 s per patch, 2 tokens per second; float64 gives 62
+    assert p.ids[0, -1] == 63  # patch 45 at 0.7 s per patch, 2 tokens per second; float64 gives 62
     assert math.floor(45 * (2 / (2 / 0.7)) * 2) == 62  # the float64 product this replaces
 
 

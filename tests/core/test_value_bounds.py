@@ -1,4 +1,4 @@
-"""Bounds the value types check for every face (issue 23 items 3 and 5): tile counts and tile orders
+"""Bounds the value types check for every face: tile counts and tile orders
 before anything is allocated, and timestamp formats of exactly one float field."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_timestamp_format_width_is_bounded_in_the_library_too():
 
 
 def test_every_sized_rule_has_one_range_for_the_library_and_the_schema():
-    """Issue 23 item 4: the bounds of RULE_BOUNDS hold in LayoutRules, and their upper ends in the
+    """The bounds of RULE_BOUNDS hold in LayoutRules, and their upper ends in the
     request schema's rule overrides too; every family's own values lie inside them."""
     from pydantic import ValidationError
 

@@ -1,4 +1,4 @@
-"""The config-only families against their own transformers 5.24 ``get_rope_index`` (issue 10).
+"""The config-only families against their own transformers 5.24 ``get_rope_index``.
 
 Each family below reuses an existing rule set with its own ids and sizing (its 5.24 ``get_rope_index`` is
 the rule set's, as this file checks; the registry's table is in docs/families.md). For each, random padded

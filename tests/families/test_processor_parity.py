@@ -1,4 +1,4 @@
-"""End-to-end parity with transformers 5.24's own processors and get_rope_index (issue 9).
+"""End-to-end parity with transformers 5.24's own processors and get_rope_index.
 
 For qwen2-vl, qwen2.5-vl, qwen3-vl and glm-4.1v: real image and video files are made here (several sizes,
 an EXIF-rotated JPEG, videos at several frame rates including 1.2 fps, one of the float32 time cases), run
@@ -354,7 +354,7 @@ def test_processor_and_model_equal_mrope(family: str, media_files, monkeypatch) 
 
 
 def test_glm_video_frames_carry_the_image_id(monkeypatch) -> None:
-    """Issue 9's example: Glm4vProcessor's own text expansion given ``video_grid_thw`` (1, 4, 4)."""
+    """Glm4vProcessor's own text expansion given ``video_grid_thw`` (1, 4, 4)."""
     from transformers.video_utils import VideoMetadata
 
     tok = char_tokenizer(GLM_SPECIALS)

@@ -1,4 +1,4 @@
-"""A video header claiming about 10**9 frames gets a clear MediaError (issue 9, defect 5)."""
+"""A video header claiming about 10**9 frames gets a clear MediaError."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ def test_gpu_check_dry_run_passes() -> None:
     assert "| 2 | mrope triton, fp32 angles |" in out
     assert "| 2 | device copy of the same bytes |" in out
     assert "| 2 | mrope triton rerotate k in place, exact |" in out
-    # a check the dry run cannot do is reported as skipped, never as ok (issue 9)
+    # a check the dry run cannot do is reported as skipped, never as ok
     assert "| CUDA graph capture + replay (dynamic NTK, no host sync) | skipped | needs CUDA" in out
     assert "(1 skipped, see the table)" in out
     for grown in ("4 axes chunked + ntk_alpha, exact", "offset slice (192 + 64 of 256)", "float32 positions"):

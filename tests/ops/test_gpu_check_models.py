@@ -1,4 +1,4 @@
-"""gpu_check.py's patched-model section passes in ``--dry-run`` (issue 15): bench_patch's families patched
+"""gpu_check.py's patched-model section passes in ``--dry-run``: bench_patch's families patched
 with the Triton kernel (interpreted) against the same models unpatched, the dynamic-NTK decode across the
 original length, then bench_patch's timing table. Its own file, so that xdist's other worker runs the
 other gpu_check sections meanwhile."""

@@ -650,7 +650,7 @@ def rotate_with_angles(x: torch.Tensor, ang: torch.Tensor, spec: RopeSpec) -> to
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_exact_mode_whole_int64_range(backend: str) -> None:
-    """Issue 9.4: both sides of 2^31, 2^32, 2^53 and the int64 ends. 2^32 + 5 must not rotate like 5."""
+    """Both sides of 2^31, 2^32, 2^53 and the int64 ends. 2^32 + 5 must not rotate like 5."""
     spec = get_family("qwen2-vl").spec
     values = [5, 2**31 - 1, 2**31, 2**32 + 5, -(2**32) - 5, 2**53 + 1, 2**62, -(2**62), 2**63 - 1, -(2**63)]
     pos = torch.tensor([values, values[::-1], [v // 3 for v in values]], dtype=torch.int64)
@@ -659,7 +659,7 @@ def test_exact_mode_whole_int64_range(backend: str) -> None:
     ang = exact_angles_mp(spec, pos.tolist())
     assert rel_err(out_q, rotate_with_angles(q, ang, spec), q) < 3e-6
     assert rel_err(out_k, rotate_with_angles(k, ang, spec), k) < 3e-6
-    # the wrap of issue 9.4: position 2^32 + 5 must not rotate like 5
+    # a 32-bit wrap would rotate position 2^32 + 5 like 5
     big, small = (torch.full((3, 1), v, dtype=torch.int64) for v in (2**32 + 5, 5))
     a = run(q[:1], k[:1], big, spec, "thd", backend, angle_precision="exact")[0]
     b = run(q[:1], k[:1], small, spec, "thd", backend, angle_precision="exact")[0]
@@ -937,7 +937,7 @@ def test_cos_sin_bad_input() -> None:
         cos_sin(torch.zeros(3, 9, dtype=torch.int64), "qwen2-vl")  # type: ignore[arg-type]
 
 
-# --------------------------------------------------------------------------------------- rerotate (issue 15)
+# --------------------------------------------------------------------------------------------------- rerotate
 
 REROTATE_SPECS = {
     "qwen3-vl": get_family("qwen3-vl").spec,

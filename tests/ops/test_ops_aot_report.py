@@ -18,7 +18,7 @@ from mrope.ops.aot import compile_variant
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import aot_report  # noqa: E402
 
-# (head_dim, rotary channels, first rotary channel, gptj) of shapes issue 25 names, written out by hand
+# (head_dim, rotary channels, first rotary channel, gptj) of the registry's shapes, written out by hand
 NAMED_SHAPES = {
     "qwen2-vl": (128, 128, 0, False),
     "glm-4.1v": (128, 64, 0, True),

@@ -173,7 +173,7 @@ def test_text_positions_match_transformers_text_path() -> None:
     torch.testing.assert_close(k_ours, k_hf, rtol=0, atol=2e-6)
 
 
-# ----------------------------------------------------------------------------- families of issue 11
+# ---------------------------------------------------------------- the families with their own rotary forms
 # Each family's own rotary class from transformers 5.24 (or, for HunyuanOCR, Tencent's official layout
 # written out here), on random positions with distinct axes, against apply_mrope with the spec that family's
 # checkpoint needs. fp32 angles: cos/sin are transformers' own, so the rotations agree to fp32 rounding.
