@@ -60,7 +60,7 @@ def registry_shapes(families: Iterable | None = None) -> list[RotaryShape]:
 
 def shape_variants(shape: RotaryShape) -> dict[str, object]:
     """Every specialisation of the matrix for one shape, by a name saying what it is."""
-    from mrope.ops.aot import KernelVariant
+    from mrope.ops._aot import KernelVariant
 
     out: dict[str, object] = {}
     for dtype, exact, tokens, out_of_place, rerotate in itertools.product(
@@ -87,14 +87,14 @@ def shape_variants(shape: RotaryShape) -> dict[str, object]:
 
 def compile_key(variant: object) -> tuple:
     """What the compiled kernel depends on: two variants with the same key compile to the same cubin."""
-    from mrope.ops.aot import _signature
+    from mrope.ops._aot import _signature
 
     signature, constexprs, num_warps = _signature(variant)  # type: ignore[arg-type]
     return tuple(sorted(signature.items())), tuple(sorted(constexprs.items())), num_warps
 
 
 def _compile(job: tuple[object, int]) -> tuple[int, int, int, int, float]:
-    from mrope.ops.aot import compile_variant
+    from mrope.ops._aot import compile_variant
 
     variant, arch = job
     t0 = time.perf_counter()

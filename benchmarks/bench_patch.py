@@ -1,6 +1,6 @@
 """Benchmark: prefill of a patched transformers model against the same model unpatched, same process.
 
-For each family, two tiny random-weight models with identical weights (``mrope.testing.tiny``:
+For each family, two tiny random-weight models with identical weights (``mrope.testing._tiny``:
 hidden 64, 2 layers, the real vocabulary) are built; one is patched
 (``mrope.integrations.transformers.patch``), the other is not. Both run the same prefill, round-robin
 timed (``_timing.compare``): the model computes its own positions (``get_rope_index``: transformers' loop vs

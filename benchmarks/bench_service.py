@@ -507,10 +507,10 @@ def stage_app():
     from starlette.responses import Response
 
     import mrope
-    from mrope.service import compute
-    from mrope.service.convert import weigh
-    from mrope.service.direct import DirectRoutes, read_body
-    from mrope.service.paths import POSITIONS_PATH
+    from mrope.service import _compute as compute
+    from mrope.service._convert import weigh
+    from mrope.service._direct import DirectRoutes, read_body
+    from mrope.service._paths import POSITIONS_PATH
 
     stage = os.environ[STAGE_ENV]
     if stage not in STAGES:
@@ -549,7 +549,7 @@ def start_server(
     port = free_port()
     app = "" if stage is None else ", app='bench_service:stage_app', factory=True"
     code = (
-        "from mrope.service.server import run; "
+        "from mrope.service._server import run; "
         f"run(port={port}, workers={workers}, log_level='warning', access_log={access_log}{app})"
     )
     path = os.pathsep.join((str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")))

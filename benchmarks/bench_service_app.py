@@ -160,7 +160,10 @@ def instruction_phases(n: int) -> None:
 
     import mrope
     from mrope.schema import PositionsRequest
-    from mrope.service import compute, convert, jsonbody, render
+    from mrope.service import _compute as compute
+    from mrope.service import _convert as convert
+    from mrope.service import _jsonbody as jsonbody
+    from mrope.service import _render as render
 
     app = make_app()
     state = app.state.service

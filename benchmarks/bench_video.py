@@ -27,7 +27,7 @@ import numpy as np
 
 import mrope
 from mrope.media import decode_frames, load_video, probe_video
-from mrope.media.sampling import sample_frame_indices
+from mrope.media._sampling import sample_frame_indices
 
 
 def make_video(path: Path, minutes: float, width: int, height: int, fps: int, gop: int) -> Path:

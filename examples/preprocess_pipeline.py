@@ -30,9 +30,7 @@ import av
 import numpy as np
 from PIL import Image
 
-from mrope.batches import plain
-from mrope.pipeline import process_batch, process_record
-from mrope.result_rows import RESULT_COLUMNS
+from mrope.pipeline import RESULT_COLUMNS, plain, process_batch, process_record
 
 MODEL = "qwen2.5-vl"
 

@@ -5,7 +5,7 @@ The core (spec, rules, segments, the builder and its layout engines, the token-i
 assertions for users' test suites.
 """
 
-from mrope.builder import (
+from mrope._builder import (
     audio_tokens,
     build_batch,
     build_positions,
@@ -13,9 +13,9 @@ from mrope.builder import (
     next_positions,
     text_positions,
 )
-from mrope.caches import cache_info, clear_caches
-from mrope.continuation import ConversationState, Turn, continue_positions, conversation_state
-from mrope.errors import (
+from mrope._caches import cache_info, clear_caches
+from mrope._continuation import ConversationState, Turn, continue_positions, conversation_state
+from mrope._errors import (
     ApplyError,
     LayoutError,
     MediaError,
@@ -26,13 +26,13 @@ from mrope.errors import (
     SpecError,
     TokenError,
 )
+from mrope._positions import Batch, Positions, Span
+from mrope._rules import LayoutRules, rules_digest
+from mrope._segments import Audio, Image, Text, Video
+from mrope._spec import RopeScaling, RopeSpec
+from mrope._speculative import draft_depths, draft_positions, tree_attention_mask
+from mrope._token_ids import generation_index, get_rope_index, numpy_rope_index
 from mrope.packing import PackedBatch, PackedRow, pack
-from mrope.positions import Batch, Positions, Span
-from mrope.rules import LayoutRules, rules_digest
-from mrope.segments import Audio, Image, Text, Video
-from mrope.spec import RopeScaling, RopeSpec
-from mrope.speculative import draft_depths, draft_positions, tree_attention_mask
-from mrope.token_ids import generation_index, get_rope_index, numpy_rope_index
 
 __version__ = "0.1.0"
 
@@ -40,22 +40,23 @@ _LAZY = {
     "apply_mrope": "mrope.ops",
     "cos_sin": "mrope.ops",
     "rerotate": "mrope.ops",
-    "from_pretrained": "mrope.checkpoint",
-    "evs_mask": "mrope.pruning",
-    "evs_retained_tokens": "mrope.pruning",
-    "vidcom2_mask": "mrope.pruning",
-    "vidcom2_retained_tokens": "mrope.pruning",
+    "from_pretrained": "mrope._checkpoint",
+    "evs_mask": "mrope._pruning",
+    "evs_retained_tokens": "mrope._pruning",
+    "evs_rule": "mrope._pruning",
+    "vidcom2_rule": "mrope._pruning",
+    "vidcom2_mask": "mrope._pruning",
+    "vidcom2_retained_tokens": "mrope._pruning",
 }
 _SUBMODULES = (
     "ops",
     "media",
     "testing",
     "pipeline",
-    "plot",
-    "cli",
     "integrations",
     "schema",
-    "pruning",
+    "models",
+    "packing",
 )
 
 
@@ -117,6 +118,8 @@ __all__ = [
     "tree_attention_mask",
     "evs_mask",
     "evs_retained_tokens",
+    "evs_rule",
+    "vidcom2_rule",
     "vidcom2_mask",
     "vidcom2_retained_tokens",
 ]

@@ -1,5 +1,5 @@
-"""``python -m mrope``: the command line (see :mod:`mrope.cli`)."""
+"""``python -m mrope``: the command line (see :mod:`mrope._cli`)."""
 
-from mrope.cli import main
+from mrope._cli import main
 
 raise SystemExit(main())

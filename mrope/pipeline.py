@@ -29,9 +29,9 @@ Entry points:
   :meth:`~Preprocessor.batch` are the two functions above, bound to them).
 
 Nothing here raises through a whole job: a record that fails gets empty positions and its message.
-The columns of a result row and their Arrow table are :mod:`mrope.result_rows`'s; a batch in any
-shape becomes records through :func:`mrope.batches.batch_records`; the errors are
-:class:`mrope.errors.RecordError` and its kinds (:class:`~mrope.errors.JobError`, ...).
+The columns of a result row and their Arrow table are :mod:`mrope._result_rows`'s; a batch in any
+shape becomes records through :func:`mrope._batches.batch_records`; the errors are
+:class:`mrope._errors.RecordError` and its kinds (:class:`~mrope._errors.JobError`, ...).
 """
 
 from __future__ import annotations
@@ -47,23 +47,30 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mrope.batches import batch_records, plain
-from mrope.builder import build_positions, count_tokens
-from mrope.caches import cached
-from mrope.chat import find_chat_template
-from mrope.errors import JobError, ModelRequired, RecordError, TooManyTokens
+from mrope._batches import batch_records, plain
+from mrope._builder import build_positions, count_tokens
+from mrope._caches import cached
+from mrope._chat import find_chat_template
+from mrope._errors import JobError, ModelRequired, RecordError, TooManyTokens
+from mrope._positions import Positions
+from mrope._result_rows import (
+    RESULT_COLUMNS,
+    describe_error,
+    error_code,
+    error_row,
+    result_row,
+    rows_to_table,
+)
+from mrope._rules import LayoutRules
+from mrope._segments import Segment
 from mrope.models import resolve_rules
-from mrope.packing.table import PackItem, pack_efficiency, packed_table
-from mrope.positions import Positions
-from mrope.result_rows import describe_error, error_code, error_row, result_row, rows_to_table
-from mrope.rules import LayoutRules
+from mrope.packing._table import PackItem, pack_efficiency, packed_table
 from mrope.schema import MediaAccess, Record, parse_record
-from mrope.schema import text as schema_text
-from mrope.schema.convert import SegmentReader
-from mrope.schema.fields import model_names, require_model, rules_dict
-from mrope.schema.messages import ChatSegments, template_segments, turn_segments
-from mrope.schema.text import TokenizerRequired
-from mrope.segments import Segment
+from mrope.schema import _text as schema_text
+from mrope.schema._convert import SegmentReader
+from mrope.schema._fields import model_names, require_model, rules_dict
+from mrope.schema._messages import ChatSegments, template_segments, turn_segments
+from mrope.schema._text import TokenizerRequired
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -79,7 +86,7 @@ DEFAULT_MAX_TOKENS = 1 << 24
 @cached("pipeline.checkpoints", maxsize=4)
 def _checkpoint(path: str) -> Any:
     """The checkpoint folder ``path`` read by :func:`mrope.from_pretrained`, once per process."""
-    from mrope.checkpoint import from_pretrained
+    from mrope._checkpoint import from_pretrained
 
     return from_pretrained(path)
 
@@ -122,7 +129,7 @@ class Preprocessor:
             (:func:`mrope.media.load_video`); a video's own ``frame_size`` wins.
         chat_template: how ``messages`` become text. ``"auto"`` (the default): the chat template of the
             job's checkpoint or tokenizer (``model_dir``, a tokenizer path's folder, a transformers
-            tokenizer's ``chat_template``; see :func:`mrope.chat.find_chat_template`) when there is one
+            tokenizer's ``chat_template``; see :func:`mrope._chat.find_chat_template`) when there is one
             and ``turn_format`` is not set, else the plain turns; a template string or a path to one;
             ``None``: never a template.
         add_generation_prompt: with a chat template, end with the assistant's generation prompt.
@@ -135,7 +142,7 @@ class Preprocessor:
             default local files, URLs and ``data:`` URIs (``MediaAccess(urls=True, url_hosts=...)``
             restricts a job over untrusted records to some hosts, ``mrope.schema.MEDIA_NONE`` to none).
         pack: a row length: :meth:`batch` then packs the batch's samples with :func:`mrope.pack` into
-            rows of at most ``pack`` tokens and returns the packed rows (:func:`mrope.packing.table.packed_schema`) instead
+            rows of at most ``pack`` tokens and returns the packed rows (:func:`mrope.packing._table.packed_schema`) instead
             of one row per record; ``pack_mode`` is ``"ffd"`` (first-fit-decreasing) or ``"stream"``
             (order-keeping). See docs/packing.md.
     """
@@ -225,7 +232,7 @@ class Preprocessor:
 
     def chat(self, record: Mapping[str, Any]) -> tuple[ChatSegments, LayoutRules]:
         """The library segments of one record with its assistant-token masks
-        (:class:`mrope.schema.messages.ChatSegments`), and its layout rules."""
+        (:class:`mrope.schema._messages.ChatSegments`), and its layout rules."""
         parsed = parse_record(plain(record) if isinstance(record, Mapping) else record)
         rules = self.rules_for(parsed)
         reader = SegmentReader(
@@ -356,7 +363,7 @@ class Preprocessor:
 
         A failure gives empty arrays, ``delta = num_tokens = 0``, the message in ``error`` (``""`` on
         success, so the column is a string column from the first row on) and its code in ``error_code``.
-        A :class:`mrope.errors.JobError` (no tokenizer for text) is raised instead with
+        A :class:`mrope._errors.JobError` (no tokenizer for text) is raised instead with
         ``stop_on_job_error`` (what :meth:`batch` and ``mrope batch`` do: every later record would fail
         alike).
         """
@@ -383,7 +390,7 @@ class Preprocessor:
     def batch(self, batch: Any) -> pa.Table:
         """A batch (dict of columns, pandas ``DataFrame`` or ``pyarrow.Table``) -> a ``pyarrow.Table`` of
         the ``keep`` columns and the :meth:`record` columns, one row per input row, types fixed by
-        :func:`mrope.result_rows.arrow_schema` (so every batch of a Ray job has the same schema). A :class:`JobError`
+        :func:`mrope._result_rows.arrow_schema` (so every batch of a Ray job has the same schema). A :class:`JobError`
         stops it (and the job). With ``pack``: the packed rows of the batch (:meth:`packed`)."""
         if self.pack is not None:
             return self.packed(batch)
@@ -401,7 +408,7 @@ class Preprocessor:
 
     def packed(self, batch: Any) -> pa.Table:
         """A batch (as :meth:`batch` takes, or a list of records) -> a ``pyarrow.Table`` of packed rows
-        (:func:`mrope.packing.table.packed_table`): the batch's samples packed by :func:`mrope.pack` into rows of at most
+        (:func:`mrope.packing._table.packed_table`): the batch's samples packed by :func:`mrope.pack` into rows of at most
         ``pack`` tokens, then one error row per record that failed (or is longer than ``pack``). The
         ``samples`` column holds indices into the batch. A :class:`JobError` stops it (and the job)."""
         if self.pack is None:
@@ -470,10 +477,14 @@ def pack_batch(batch: Any, *, max_length: int, **options: Any) -> pa.Table:
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
-    "QWEN_TURN",
+    "JobError",
     "Preprocessor",
+    "QWEN_TURN",
+    "RESULT_COLUMNS",
+    "RecordError",
     "pack_batch",
     "pack_efficiency",
+    "plain",
     "process_batch",
     "process_record",
     "record_positions",

@@ -22,8 +22,9 @@ require(
     "fastapi_offline",
 )
 
+from ._protocol import HttpToolsProtocol
+from ._server import run
+from ._settings import Settings
 from .app import create_app
-from .server import run
-from .settings import Settings
 
-__all__ = ["Settings", "create_app", "run"]
+__all__ = ["HttpToolsProtocol", "Settings", "create_app", "run"]

@@ -1,9 +1,9 @@
 """The FastAPI app: a thin HTTP face over :func:`mrope.build_positions` and :func:`mrope.numpy_rope_index`.
 
 Run it with ``uvicorn mrope.service.app:app`` (settings from ``MROPE_*`` environment variables, see
-:mod:`mrope.service.settings`) or :func:`mrope.service.server.run`. :func:`create_app` builds an app from explicit
-:class:`~mrope.service.settings.Settings` (tests use it): the endpoints are in :mod:`mrope.service.routes`,
-the middlewares in :mod:`mrope.service.middleware`, what they share in :mod:`mrope.service.state`.
+:mod:`mrope.service._settings`) or :func:`mrope.service._server.run`. :func:`create_app` builds an app from explicit
+:class:`~mrope.service._settings.Settings` (tests use it): the endpoints are in :mod:`mrope.service._routes`,
+the middlewares in :mod:`mrope.service._middleware`, what they share in :mod:`mrope.service._state`.
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from typing import Any
 from fastapi import FastAPI
 
 import mrope
-from mrope.errors import MRopeWarning
+from mrope._errors import MRopeWarning
 
-from . import docs
-from .errors import install_handlers
-from .memory import pin_mmap_threshold
-from .middleware import install_middleware
-from .openapi import ServiceApp
-from .page import install_page
-from .routes import Routes, add_routes
-from .settings import Settings
-from .state import ServiceState
-from .uploads import sweep_stale_spools
+from . import _docs as docs
+from ._errors import install_handlers
+from ._memory import pin_mmap_threshold
+from ._middleware import install_middleware
+from ._openapi import ServiceApp
+from ._page import install_page
+from ._routes import Routes, add_routes
+from ._settings import Settings
+from ._state import ServiceState
+from ._uploads import sweep_stale_spools
 
 log = logging.getLogger("mrope.service")
 

@@ -40,8 +40,8 @@ LONG_FILES = (
     "tests/docs/test_readme.py",  # every python block of the README and docs
     "tests/pipeline/test_pipeline.py",  # a local Ray
     "tests/integrations/test_integration_pipeline.py",
-    "tests/training/test_pack.py",
-    "tests/kit/test_validate.py",
+    "tests/packing/test_pack.py",
+    "tests/testing/test_validate.py",
     # the gpu_check dry run under the Triton interpreter, in three files of about 40 s each alone
     "tests/ops/test_gpu_check_models.py",
     "tests/ops/test_gpu_check_variants.py",

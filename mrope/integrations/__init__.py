@@ -5,7 +5,7 @@
   rotary application from :func:`mrope.apply_mrope`; :func:`~mrope.integrations.transformers.unpatch`
   restores it exactly.
 
-Tiny random-weight models to try it on are test support: :mod:`mrope.testing.tiny`. Importing this package imports neither torch nor
+Tiny random-weight models to try it on are test support: :mod:`mrope.testing._tiny`. Importing this package imports neither torch nor
 transformers; its submodules do.
 """
 

@@ -16,19 +16,27 @@ from mrope._extras import require
 
 require("mrope.media", "media", "PIL", "av")
 
-from mrope.media.audio import load_audio, probe_audio
-from mrope.media.crops import AlignedCrop
-from mrope.media.detect import MediaKind, detect_media_kind
-from mrope.media.frames import load_frames
-from mrope.media.image import crop_segment, image_grid, image_size, load_image
-from mrope.media.info import AudioInfo, FrameSize, VideoInfo
-from mrope.media.readers import Reader
-from mrope.media.resize import smart_resize
-from mrope.media.source import open_url
-from mrope.media.tiling import TilePlan
-from mrope.media.video import load_video
-from mrope.media.video_decode import decode_frames
-from mrope.media.video_probe import probe_video
+from mrope.media._audio import has_audio_stream, load_audio, probe_audio
+from mrope.media._crops import AlignedCrop
+from mrope.media._detect import MediaKind, detect_media_kind
+from mrope.media._frames import load_frames
+from mrope.media._image import crop_segment, image_grid, image_size, load_image
+from mrope.media._info import AudioInfo, FrameSize, VideoInfo
+from mrope.media._readers import Reader
+from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_edges, smart_resize_tokens
+from mrope.media._sampling import (
+    ernie_frame_indices,
+    glm4v_frame_indices,
+    qwen3_vl_frame_indices,
+    sample_fps,
+    sample_frame_indices,
+    sampled_times,
+)
+from mrope.media._source import open_url
+from mrope.media._tiling import TilePlan, plan_tiles
+from mrope.media._video import load_video
+from mrope.media._video_decode import decode_frames
+from mrope.media._video_probe import probe_video
 
 __all__ = [
     "AlignedCrop",
@@ -41,6 +49,9 @@ __all__ = [
     "crop_segment",
     "decode_frames",
     "detect_media_kind",
+    "ernie_frame_indices",
+    "glm4v_frame_indices",
+    "has_audio_stream",
     "image_grid",
     "image_size",
     "load_audio",
@@ -48,7 +59,15 @@ __all__ = [
     "load_image",
     "load_video",
     "open_url",
+    "plan_tiles",
     "probe_audio",
     "probe_video",
+    "qwen3_vl_frame_indices",
+    "sample_fps",
+    "sample_frame_indices",
+    "sampled_times",
     "smart_resize",
+    "smart_resize_clip",
+    "smart_resize_edges",
+    "smart_resize_tokens",
 ]

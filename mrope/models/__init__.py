@@ -1,17 +1,17 @@
 """The model registry: one module per released model family, indexed by name, model_type and repo id.
 
-Each family module defines ``FAMILY = ModelFamily(...)`` (:mod:`mrope.models.family`, the value type);
-:mod:`mrope.models.registry` indexes the families and holds every lookup by name (:func:`get_family`,
-:func:`resolve_rules`, :func:`resolve_spec`, :data:`PRESET_NAMES`); :mod:`mrope.models.config` reads a
-Hugging Face config dict into a spec (:func:`spec_from_config`); :mod:`mrope.models.table` renders the
+Each family module defines ``FAMILY = ModelFamily(...)`` (:mod:`mrope.models._family`, the value type);
+:mod:`mrope.models._registry` indexes the families and holds every lookup by name (:func:`get_family`,
+:func:`resolve_rules`, :func:`resolve_spec`, :data:`PRESET_NAMES`); :mod:`mrope.models._config` reads a
+Hugging Face config dict into a spec (:func:`spec_from_config`); :mod:`mrope.models._table` renders the
 family table of docs/families.md. This package gathers their public names.
 """
 
 from __future__ import annotations
 
-from mrope.models.config import spec_from_config
-from mrope.models.family import CONVENTIONS, CheckpointChoice, Convention, ModelFamily
-from mrope.models.registry import (
+from mrope.models._config import spec_from_config
+from mrope.models._family import CONVENTIONS, CheckpointChoice, Convention, ModelFamily
+from mrope.models._registry import (
     FAMILY_MODULES,
     PRESET_NAMES,
     ModelLike,
@@ -24,7 +24,7 @@ from mrope.models.registry import (
     resolve_spec,
     resolve_tokenizer,
 )
-from mrope.models.table import family_table
+from mrope.models._table import family_table
 
 __all__ = [
     "CONVENTIONS",

@@ -2,9 +2,9 @@
 
 Public API: :func:`apply_mrope` rotates q and k; :func:`cos_sin` gives transformers-shaped cos/sin tables;
 :func:`rerotate` moves cached keys from one set of positions to another.
-See :mod:`mrope.ops.dispatch` for layouts, backends and autograd, :mod:`mrope.ops.freqs` for the two angle
-precisions, :mod:`mrope.ops.torch_path` and :mod:`mrope.ops.triton_kernel` (launched by
-:mod:`mrope.ops.triton_launch`) for the two implementations.
+See :mod:`mrope.ops._dispatch` for layouts, backends and autograd, :mod:`mrope.ops._freqs` for the two angle
+precisions, :mod:`mrope.ops._torch_path` and :mod:`mrope.ops._triton_kernel` (launched by
+:mod:`mrope.ops._triton_launch`) for the two implementations.
 This package never imports the coordinate builder.
 """
 
@@ -12,7 +12,7 @@ from mrope._extras import require
 
 require("mrope.ops", "torch", "torch")
 
-from mrope.ops.dispatch import (
+from mrope.ops._dispatch import (
     ANGLE_PRECISIONS,
     BACKENDS,
     LAYOUTS,
@@ -22,7 +22,7 @@ from mrope.ops.dispatch import (
     cos_sin,
     rerotate,
 )
-from mrope.ops.freqs import AnglePrecision
+from mrope.ops._freqs import AnglePrecision
 
 __all__ = [
     "ANGLE_PRECISIONS",

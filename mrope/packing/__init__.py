@@ -3,18 +3,18 @@
 :func:`pack` builds the rows (first-fit-decreasing, or order-keeping streaming), :class:`PackedRow` /
 :class:`PackedBatch` / :class:`PaddedPack` hold them, ``model_inputs`` turns them into a transformers
 forward's keyword arguments, :class:`PackedCollator` packs processor outputs for ``Trainer`` / TRL
-(``mrope.packing.collator``; torch, loaded on first use, also as ``mrope.packing.PackedCollator``). See
+(torch: loaded on first use). See
 docs/packing.md.
 """
 
-from mrope.packing.bins import efficiency, first_fit_decreasing, stream_rows
-from mrope.packing.rows import PackedBatch, PackedRow, PaddedPack, pack, pad_rows
-from mrope.packing.support import PACKED_INPUT, PackedInput, check_packed_input
+from mrope.packing._bins import efficiency, first_fit_decreasing, stream_rows
+from mrope.packing._rows import PackedBatch, PackedRow, PaddedPack, pack, pad_rows
+from mrope.packing._support import PACKED_INPUT, PackedInput, check_packed_input
 
 
 def __getattr__(name: str):  # the collator needs torch: loaded when asked for
     if name == "PackedCollator":
-        from mrope.packing.collator import PackedCollator
+        from mrope.packing._collator import PackedCollator
 
         return PackedCollator
     raise AttributeError(f"module 'mrope.packing' has no attribute {name!r}")
@@ -22,6 +22,7 @@ def __getattr__(name: str):  # the collator needs torch: loaded when asked for
 
 __all__ = [
     "PACKED_INPUT",
+    "PackedCollator",
     "PackedBatch",
     "PackedInput",
     "PackedRow",

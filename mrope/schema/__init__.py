@@ -23,15 +23,15 @@ parse and convert them, what a face may read (:class:`MediaAccess`) and the erro
 helpers (field types, the segment reader, tokenizers, chat templates, state checks) stay in the modules
 that define them.
 
-The modules, one job each: :mod:`~mrope.schema.errors` (the error, pydantic's errors in one line),
-:mod:`~mrope.schema.fields` (bounded field types, model names, rule overrides),
-:mod:`~mrope.schema.aliases` (the media keys users copy from model cards), :mod:`~mrope.schema.forms`
-(what every image and video form shares), :mod:`~mrope.schema.image` and :mod:`~mrope.schema.video` (a
-model per form), :mod:`~mrope.schema.request` (text and audio segments, the segment union, the upload
-fields), :mod:`~mrope.schema.records` (batch records and chat messages), :mod:`~mrope.schema.parse` (JSON
--> models), :mod:`~mrope.schema.media` (what a face may read), :mod:`~mrope.schema.text` (the tokenizer
-and text), :mod:`~mrope.schema.convert` (models -> library segments), :mod:`~mrope.schema.messages` (chat
-messages -> library segments and the assistant-token mask), :mod:`~mrope.schema.state` (a conversation's
+The modules, one job each: :mod:`~mrope.schema._errors` (the error, pydantic's errors in one line),
+:mod:`~mrope.schema._fields` (bounded field types, model names, rule overrides),
+:mod:`~mrope.schema._aliases` (the media keys users copy from model cards), :mod:`~mrope.schema._forms`
+(what every image and video form shares), :mod:`~mrope.schema._image` and :mod:`~mrope.schema._video` (a
+model per form), :mod:`~mrope.schema._request` (text and audio segments, the segment union, the upload
+fields), :mod:`~mrope.schema._records` (batch records and chat messages), :mod:`~mrope.schema._parse` (JSON
+-> models), :mod:`~mrope.schema._media` (what a face may read), :mod:`~mrope.schema._text` (the tokenizer
+and text), :mod:`~mrope.schema._convert` (models -> library segments), :mod:`~mrope.schema._messages` (chat
+messages -> library segments and the assistant-token mask), :mod:`~mrope.schema._state` (a conversation's
 state, sent back to continue it).
 """
 
@@ -41,18 +41,18 @@ from mrope._extras import require
 
 require("mrope.schema", "pipeline", "pydantic")
 
-from .convert import to_segments
-from .errors import RequestError
-from .fields import RulesOverrides
-from .forms import KeepMask, MediaUrl
-from .image import ImageGrid, ImagePath, ImageSegment, ImageSize, TilingOptions
-from .media import MEDIA_NONE, MediaAccess
-from .messages import message_segments
-from .parse import parse_record, parse_request, parse_segments
-from .records import Message, MessageText, PositionsRequest, Record
-from .request import AudioSegment, TextSegment
-from .state import ConversationStateBody
-from .video import VideoAudio, VideoFrames, VideoGrid, VideoPath, VideoSegment
+from ._convert import to_segments
+from ._errors import RequestError
+from ._fields import RulesOverrides
+from ._forms import KeepMask, MediaUrl
+from ._image import ImageGrid, ImagePath, ImageSegment, ImageSize, TilingOptions
+from ._media import MEDIA_NONE, MediaAccess
+from ._messages import message_segments
+from ._parse import parse_record, parse_request, parse_segments
+from ._records import Message, MessageText, PositionsRequest, Record
+from ._request import AudioSegment, TextSegment
+from ._state import ConversationStateBody
+from ._video import VideoAudio, VideoFrames, VideoGrid, VideoPath, VideoSegment
 
 __all__ = [
     "MEDIA_NONE",

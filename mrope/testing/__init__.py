@@ -1,20 +1,19 @@
 """Test support for code that uses mrope: the invariance kit and tiny models to run it on.
 
-- :mod:`mrope.testing.invariance` (re-exported here): assertions on the q.k scores a model sees after
+- :mod:`mrope.testing._invariance` (re-exported here): assertions on the q.k scores a model sees after
   :func:`mrope.apply_mrope`: translation, crop, tile, frame order, prefill/decode and time invariance.
-- :mod:`mrope.testing.tiny`: tiny random-weight transformers models of a family, built from configs (no
+- :mod:`mrope.testing._tiny`: tiny random-weight transformers models of a family, built from configs (no
   hub), for tests, examples and benchmarks of code that puts mrope inside a model.
 - :func:`validate` (``mrope check`` on the command line): the RoPE validation table on a user's model, a
-  checkpoint folder or a tiny model of a family; rows in :mod:`mrope.testing.rows`, the report in
-  :mod:`mrope.testing.report`.
+  checkpoint folder or a tiny model of a family; rows in :mod:`mrope.testing._rows`, the report in
+  :mod:`mrope.testing._report`.
 """
 
 from mrope._extras import require
 
 require("mrope.testing", "torch", "torch")
 
-from mrope.testing import tiny_config, tiny_model
-from mrope.testing.invariance import (
+from mrope.testing._invariance import (
     assert_crop_invariant,
     assert_frame_order_invariant,
     assert_prefill_decode_consistent,
@@ -23,9 +22,10 @@ from mrope.testing.invariance import (
     assert_translation_invariant,
     rope_scores,
 )
-from mrope.testing.report import RowResult, ValidationReport
-from mrope.testing.rows.subject import ValidationError
-from mrope.testing.validate import ROW_NAMES, validate
+from mrope.testing._report import RowResult, ValidationReport
+from mrope.testing._rows.subject import ValidationError
+from mrope.testing._tiny import tiny_config, tiny_model
+from mrope.testing._validate import ROW_NAMES, validate
 
 __all__ = [
     "ROW_NAMES",

@@ -1,6 +1,6 @@
 """The ``mrope`` command line: results equal the library's, bad input is one line on stderr with exit 2.
 
-Commands run in-process through :func:`mrope.cli.main`; one test runs the installed ``mrope`` script and
+Commands run in-process through :func:`mrope._cli.main`; one test runs the installed ``mrope`` script and
 ``python -m mrope`` as subprocesses. Media are generated (tests/support/media.py).
 """
 
@@ -23,10 +23,10 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
 from mrope import Image, Text, Video
-from mrope.cli import _progress as progress_mod
-from mrope.cli import main
+from mrope._cli import _progress as progress_mod
+from mrope._cli import main
 from mrope.media import load_image, load_video
-from mrope.media.sampling import sample_frame_indices, sampled_times
+from mrope.media._sampling import sample_frame_indices, sampled_times
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -628,7 +628,7 @@ def test_batch_bar_on_a_terminal_that_reports_no_size(files, tmp_path) -> None:
 
 
 def test_serve_passes_its_options_to_the_service(monkeypatch, capsys) -> None:
-    import mrope.service.server  # noqa: F401 - loads the submodule that service.server names
+    import mrope.service._server  # noqa: F401 - loads the submodule that service.server names
     from mrope import service
 
     calls = []

@@ -14,18 +14,9 @@ import warnings
 import numpy as np
 import pytest
 
-from mrope import (
-    Image,
-    MRopeWarning,
-    Text,
-    Video,
-    build_batch,
-    build_positions,
-    cache_info,
-    clear_caches,
-    positions,
-)
-from mrope.layout import pieces, plan_cache
+from mrope import Image, MRopeWarning, Text, Video, build_batch, build_positions, cache_info, clear_caches
+from mrope import _positions as positions
+from mrope._layout import pieces, plan_cache
 
 START, END = 151652, 151653  # Qwen2-VL's <|vision_start|>, <|vision_end|>
 

@@ -7,7 +7,7 @@ import numpy as np
 
 import mrope
 from mrope import Image, Text, Video, build_positions
-from mrope.caches import cached, register
+from mrope._caches import cached, register
 
 PROMPT = [Text(3), Image(grid=(1, 4, 6)), Text(2), Image(grid=(1, 4, 6)), Video(grid=(2, 4, 4), fps=2.0)]
 BUILDER_CACHES = ("layout.block_templates", "layout.segment_plans", "positions.grid_arrays")

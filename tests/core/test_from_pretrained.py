@@ -255,7 +255,7 @@ def test_glm_video_max_duration_samples_like_its_own_processor(tmp_path: Path) -
     from transformers.models.glm4v.video_processing_glm4v import Glm4vVideoProcessor
     from transformers.video_utils import VideoMetadata
 
-    from mrope.media.sampling import glm4v_frame_indices
+    from mrope.media._sampling import glm4v_frame_indices
 
     folder = _write(
         tmp_path / "glm", config={"model_type": "glm4v"}, video_preprocessor_config={"max_duration": 20}

@@ -521,7 +521,7 @@ def test_audio_bounds():
 
 
 def test_plot_shows_audio_and_fractional_time(tmp_path):
-    from mrope.plot import KIND_COLOURS, render_layout, vision_maps
+    from mrope._plot import KIND_COLOURS, render_layout, vision_maps
 
     p = mrope.build_positions(
         [Text(2), Video((3, 4, 4), second_per_grid=0.9, audio=Audio(seconds=1.5)), Audio(mel_frames=120)],

@@ -338,6 +338,6 @@ def test_all_presets_exist() -> None:
 
 
 def test_every_scaling_type_has_one_formula() -> None:
-    from mrope.scaling import INV_FREQ_FORMULAS, SCALING_TYPES
+    from mrope._scaling import INV_FREQ_FORMULAS, SCALING_TYPES
 
     assert tuple(INV_FREQ_FORMULAS) == SCALING_TYPES == ("none", "linear", "dynamic", "ntk_alpha", "yarn")

@@ -71,9 +71,7 @@ def test_token_form_equals_builder(model: str) -> None:
     # the 5.x form gives the same answer
     types = mm_types(p.input_ids, model)[None]
     np.testing.assert_array_equal(p.mm_token_type_ids, types[0])
-    pos2, _ = get_rope_index(
-        ids, p.image_grid_thw, p.video_grid_thw, mm_token_type_ids=types, **kwargs
-    )
+    pos2, _ = get_rope_index(ids, p.image_grid_thw, p.video_grid_thw, mm_token_type_ids=types, **kwargs)
     np.testing.assert_array_equal(pos2.numpy(), pos.numpy())
 
 

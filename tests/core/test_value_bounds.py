@@ -7,8 +7,8 @@ import pytest
 
 import mrope
 from mrope import Image, LayoutRules, Video
-from mrope.grid import MAX_TILES
-from mrope.rules import check_timestamp_format
+from mrope._grid import MAX_TILES
+from mrope._rules import check_timestamp_format
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_every_sized_rule_has_one_range_for_the_library_and_the_schema():
     from pydantic import ValidationError
 
     from mrope import models as registry
-    from mrope.rules import RULE_BOUNDS
+    from mrope._rules import RULE_BOUNDS
     from mrope.schema import RulesOverrides
 
     for family in registry.families():

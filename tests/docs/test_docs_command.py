@@ -97,7 +97,7 @@ def _main_job() -> tuple[tuple[str, ...], list[str]]:
 
 
 def _run_main_job(blocker: str, args: list[str]) -> subprocess.CompletedProcess[str]:
-    code = blocker + f"import sys\nfrom mrope.cli import main\nsys.exit(main({args!r}))\n"
+    code = blocker + f"import sys\nfrom mrope._cli import main\nsys.exit(main({args!r}))\n"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 

@@ -19,9 +19,10 @@ from support import tiny_vlm as tv
 from support.tiny_vlm import FAMILIES, patched
 
 import mrope
-from mrope.errors import PatchError
+from mrope._errors import PatchError
 from mrope.integrations import transformers as mt
-from mrope.integrations.transformers import patching, rotation
+from mrope.integrations.transformers import _patching as patching
+from mrope.integrations.transformers import _rotation as rotation
 from mrope.testing import tiny_config, tiny_model
 
 ATOL = 2e-6  # fp32 logits: the same rotation arithmetic, fused differently

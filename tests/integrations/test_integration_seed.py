@@ -26,9 +26,9 @@ from support import tiny_vlm as tv
 from support.tiny_vlm import FAMILIES, patched, recording
 
 import mrope
-from mrope.errors import PatchError
+from mrope._errors import PatchError
 from mrope.integrations import transformers as mt
-from mrope.integrations.transformers import patching
+from mrope.integrations.transformers import _patching as patching
 from mrope.testing import tiny_model
 
 ATOL = 1e-5

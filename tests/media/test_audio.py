@@ -19,9 +19,9 @@ from support import media
 
 import mrope
 from mrope import Audio, LayoutError, MediaError, Text, Video, audio_tokens
-from mrope.audio_grid import audio_tokens_from_frames
+from mrope._audio_grid import audio_tokens_from_frames
 from mrope.media import load_audio, load_video, probe_audio
-from mrope.media.audio import has_audio_stream
+from mrope.media._audio import has_audio_stream
 from mrope.models import get_family
 
 pytestmark = pytest.mark.timeout(120)
@@ -55,7 +55,7 @@ def test_audio_segment_takes_exactly_one_length():
 
 
 def test_segments_module_is_pure():
-    code = "import mrope.segments, sys; assert 'mrope.media' not in sys.modules and 'av' not in sys.modules"
+    code = "import mrope._segments, sys; assert 'mrope.media' not in sys.modules and 'av' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
     assert not hasattr(mrope.Image, "from_file") and not hasattr(mrope.Video, "from_file")
 
@@ -209,7 +209,7 @@ def test_load_audio_bad_input(tmp_path):
 def test_cli_probe_reports_audio(tmp_path, capsys):
     import json
 
-    from mrope.cli import main
+    from mrope._cli import main
 
     wav = media.write_audio(tmp_path / "a.wav", 1.3, 44100)
     assert main(["probe", str(wav), "--model", "qwen3-omni", "--json"]) == 0
@@ -237,7 +237,7 @@ def test_public_audio_tokens():
 def test_cli_positions_shows_fractional_time(tmp_path, capsys):
     import json
 
-    from mrope.cli import main
+    from mrope._cli import main
 
     spec = tmp_path / "s.json"
     spec.write_text(

@@ -37,9 +37,9 @@ from support.media import write_headerless_video, write_vfr_video, write_video
 from transformers.video_utils import is_torchvision_video_decoding_available
 from transformers.video_utils import load_video as hf_load_video
 
-from mrope.errors import MediaError
+from mrope._errors import MediaError
 from mrope.media import load_video, probe_video
-from mrope.media.readers import DEFAULT_READER, READERS, reader_info
+from mrope.media._readers import DEFAULT_READER, READERS, reader_info
 from mrope.models import names, resolve_rules
 
 DOCS = Path(__file__).parents[2] / "docs" / "readers.md"

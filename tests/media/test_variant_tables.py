@@ -8,13 +8,13 @@ from typing import get_args
 import numpy as np
 import pytest
 
-from mrope.errors import MediaError
-from mrope.media.frame_sampling import FRAME_SAMPLERS, FrameRequest, sample_video_frames
-from mrope.media.image import IMAGE_RESIZERS, image_grid
-from mrope.media.info import VideoInfo
-from mrope.media.video import VIDEO_RESIZERS, load_video
+from mrope._errors import MediaError
+from mrope._rules import FrameSampling, PixelBounds, VideoPixelBounds
+from mrope.media._frame_sampling import FRAME_SAMPLERS, FrameRequest, sample_video_frames
+from mrope.media._image import IMAGE_RESIZERS, image_grid
+from mrope.media._info import VideoInfo
+from mrope.media._video import VIDEO_RESIZERS, load_video
 from mrope.models import resolve_rules
-from mrope.rules import FrameSampling, PixelBounds, VideoPixelBounds
 
 
 def _forged(model: str, **fields: str):

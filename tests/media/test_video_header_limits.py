@@ -11,7 +11,7 @@ import pytest
 
 from mrope import MediaError
 from mrope.media import VideoInfo, load_video, probe_video
-from mrope.media.sampling import MAX_SAMPLED_VIDEO_FRAMES, sample_frame_indices
+from mrope.media._sampling import MAX_SAMPLED_VIDEO_FRAMES, sample_frame_indices
 
 CLAIMED = 10**9
 

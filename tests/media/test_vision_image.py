@@ -13,8 +13,8 @@ from support import media
 import mrope
 from mrope import MediaError
 from mrope.media import TilePlan, detect_media_kind, image_size, load_image, smart_resize
-from mrope.media.image import DEFAULT_MAX_IMAGE_PIXELS
-from mrope.media.tiling import plan_tiles
+from mrope.media._image import DEFAULT_MAX_IMAGE_PIXELS
+from mrope.media._tiling import plan_tiles
 
 pytestmark = pytest.mark.timeout(30)
 

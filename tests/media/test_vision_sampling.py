@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import torch
 
-from mrope.media.sampling import linspace_float32, sample_frame_indices
+from mrope.media._sampling import linspace_float32, sample_frame_indices
 
 
 def cases() -> list[tuple[int, int]]:
@@ -47,7 +47,7 @@ def test_linspace_float32_equals_torch():
 
 def test_sampling_imports_no_torch():
     code = (
-        "import sys; from mrope.media import load_video; from mrope.media.sampling import sample_frame_indices;"
+        "import sys; from mrope.media import load_video; from mrope.media._sampling import sample_frame_indices;"
         "print(sample_frame_indices(100000, 30.0, nframes=64).tolist()[-3:]);"
         "print('torch' in sys.modules)"
     )

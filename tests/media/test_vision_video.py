@@ -17,7 +17,7 @@ from support import media
 import mrope
 from mrope import MediaError
 from mrope.media import VideoInfo, decode_frames, detect_media_kind, load_video, probe_video
-from mrope.media.sampling import sample_fps, sample_frame_indices, sampled_times
+from mrope.media._sampling import sample_fps, sample_frame_indices, sampled_times
 
 pytestmark = pytest.mark.timeout(60)
 

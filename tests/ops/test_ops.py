@@ -20,9 +20,10 @@ from mrope import ApplyError, MRopeError, RopeSpec
 from mrope import ops as mrope_ops
 from mrope.models import PRESET_NAMES as FAMILY_NAMES
 from mrope.models import get_family
-from mrope.ops import apply_mrope, cos_sin, triton_launch
-from mrope.ops import dispatch as ops_dispatch
-from mrope.ops.freqs import hf_inv_freq_fp32, turn_limbs
+from mrope.ops import _dispatch as ops_dispatch
+from mrope.ops import _triton_launch as triton_launch
+from mrope.ops import apply_mrope, cos_sin
+from mrope.ops._freqs import hf_inv_freq_fp32, turn_limbs
 
 # one family name per distinct released rotary spec (the registry grows; equal specs need one run)
 PRESET_NAMES = tuple({get_family(name).spec: name for name in reversed(FAMILY_NAMES)}.values())[::-1]
@@ -1069,7 +1070,7 @@ def test_chunked_low_precision_rotation_covers_every_chunk(
 ) -> None:
     """The torch path rotates bf16 (and anything in place) a chunk of the sequence at a time: with tiny
     chunks (and a short last one) every token is still rotated once, pass-through channels kept."""
-    from mrope.ops import torch_path
+    from mrope.ops import _torch_path as torch_path
 
     monkeypatch.setattr(torch_path, "CHUNK_ELEMENTS", 400)  # steps of 1, 2, 4, 8 tokens here
     spec = GROWN[name]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from mrope.ops.aot import KernelVariant, compile_variant
+from mrope.ops._aot import KernelVariant, compile_variant
 
 VARIANTS = {
     "bf16 fp32 angles, Qwen2-VL-7B heads": KernelVariant(),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mrope.models import families, get_family
-from mrope.ops.aot import compile_variant
+from mrope.ops._aot import compile_variant
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import aot_report  # noqa: E402

@@ -24,7 +24,7 @@ from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfi
 from mrope import RopeSpec
 from mrope.models import get_family
 from mrope.ops import apply_mrope, cos_sin
-from mrope.ops.freqs import hf_inv_freq_fp32
+from mrope.ops._freqs import hf_inv_freq_fp32
 
 BACKENDS = ("torch", "triton")
 MAX_POS = 256  # the configs' max_position_embeddings (= dynamic NTK's original length)

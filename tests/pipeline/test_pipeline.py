@@ -22,11 +22,11 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
 from mrope import Image, Text, Video
-from mrope.batches import plain
-from mrope.errors import RecordError
+from mrope._batches import plain
+from mrope._errors import RecordError
+from mrope._result_rows import RESULT_COLUMNS, arrow_schema
 from mrope.media import load_image, load_video
 from mrope.pipeline import QWEN_TURN, Preprocessor, process_batch, process_record, record_positions
-from mrope.result_rows import RESULT_COLUMNS, arrow_schema
 
 pytestmark = pytest.mark.timeout(120)
 

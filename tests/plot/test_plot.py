@@ -1,4 +1,4 @@
-"""mrope.plot: the picture shows the coordinates it claims to (strip colours, kinds, shared tokens, maps)."""
+"""mrope._plot: the picture shows the coordinates it claims to (strip colours, kinds, shared tokens, maps)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from PIL import Image as PILImage
 
 import mrope
 from mrope import Image, LayoutError, Text, Video
-from mrope.plot import KIND_COLOURS, MIN_SEGMENT_PX, colourise, render_layout, save_layout, vision_maps
-from mrope.plot.style import AXIS_COLOURS, SHARED
+from mrope._plot import KIND_COLOURS, MIN_SEGMENT_PX, colourise, render_layout, save_layout, vision_maps
+from mrope._plot.style import AXIS_COLOURS, SHARED
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -18,8 +18,8 @@ from fastapi.testclient import TestClient
 from mrope import Audio, Image, Text, Video
 from mrope.models import resolve_rules
 from mrope.schema import AudioSegment, parse_request, parse_segments, to_segments
-from mrope.schema.image import IMAGE_FORMS
-from mrope.schema.video import VIDEO_FORMS
+from mrope.schema._image import IMAGE_FORMS
+from mrope.schema._video import VIDEO_FORMS
 from mrope.service import Settings
 from mrope.service.app import create_app
 

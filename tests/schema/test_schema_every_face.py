@@ -19,7 +19,7 @@ from support import media
 
 import mrope
 from mrope import Image, Text, Video
-from mrope.cli import main
+from mrope._cli import main
 from mrope.media import load_image
 from mrope.pipeline import record_positions
 from mrope.service import Settings

@@ -4,8 +4,8 @@ line's own segment flags, ``mrope batch`` and the pipeline (an Arrow batch, as R
 it).
 
 Expected values come from transformers 5.24's own ``get_rope_index`` of each family (bound to a minimal
-object holding the class-default config, as in ``tests/families/test_family_glm_image.py`` and
-``tests/families/test_family_minicpmv4_7.py``), fed token ids laid out here by hand as each processor writes them
+object holding the class-default config, as in ``tests/models/test_family_glm_image.py`` and
+``tests/models/test_family_minicpmv4_7.py``), fed token ids laid out here by hand as each processor writes them
 (GLM-Image: ``<start>`` placeholders ``<end>`` per source image, nothing for a target, grids of the
 sources then the targets; MiniCPM-V 4.7: ``<image>`` thumbnail ``</image>`` then rows of ``<slice>`` crop
 ``</slice>`` joined by a newline, video frames back to back), and GLM-Image's decode cache
@@ -30,11 +30,12 @@ from transformers.models.glm_image.configuration_glm_image import GlmImageConfig
 from transformers.models.glm_image.modeling_glm_image import GlmImageModel
 
 from mrope import Image, LayoutError, TokenError, Video, build_positions, count_tokens
-from mrope.cli import main
+from mrope._cli import main
 from mrope.models import resolve_rules
 from mrope.pipeline import Preprocessor
 from mrope.schema import parse_segments, to_segments
-from mrope.service import Settings, convert
+from mrope.service import Settings
+from mrope.service import _convert as convert
 from mrope.service.app import create_app
 
 pytestmark = pytest.mark.timeout(120)

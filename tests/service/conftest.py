@@ -16,7 +16,7 @@ from tokenizers.pre_tokenizers import Whitespace
 def failing_server():
     """A server of :mod:`support.failing_app`: the service app plus routes that fail like a bug."""
     code = (
-        "import os; from mrope.service.server import run; "
+        "import os; from mrope.service._server import run; "
         f"run(port=int(os.environ['MROPE_TEST_PORT']), log_level='warning', app={FACTORY!r}, factory=True)"
     )
     with serve([sys.executable, "-c", code], env={"PYTHONPATH": str(ROOT / "tests")}) as srv:

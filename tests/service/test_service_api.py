@@ -16,10 +16,11 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
 from mrope.models import PRESET_NAMES, get_family
-from mrope.service import Settings, convert
+from mrope.service import Settings
+from mrope.service import _convert as convert
+from mrope.service._render import negotiate, npy_bytes
+from mrope.service._settings import SettingsError
 from mrope.service.app import create_app
-from mrope.service.render import negotiate, npy_bytes
-from mrope.service.settings import SettingsError
 
 NPY = {"accept": "application/x-npy"}
 
@@ -552,7 +553,7 @@ def test_content_type_and_accept(client):
 def _router_only(app):
     """``app`` without its :class:`service.direct.DirectRoutes` layer: the hot endpoints go through
     FastAPI's router, exception middleware and route machinery like every other path."""
-    from mrope.service.direct import DirectRoutes
+    from mrope.service._direct import DirectRoutes
 
     app.user_middleware = [m for m in app.user_middleware if m.cls is not DirectRoutes]
     return app
@@ -592,7 +593,7 @@ def test_direct_routes_answer_as_the_router_does(path, body, headers):
 def test_direct_route_bug_is_a_500_with_its_request_id(monkeypatch):
     """An exception no handler knows (a bug) reaches the access log middleware: 500 internal_error,
     with the request id, as on any other route."""
-    import mrope.service.routes as service_routes
+    import mrope.service._routes as service_routes
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
@@ -829,7 +830,7 @@ def test_heavy_requests_leave_the_event_loop():
 def test_positions_response_matches_its_documented_model(client, body, extra):
     """The OpenAPI response model (service.models.PositionsResponse) accepts what the endpoint sends,
     field for field (so a client generated from /openapi.json can read every answer)."""
-    from mrope.service.wire import PositionsResponse
+    from mrope.service._wire import PositionsResponse
 
     resp = client.post("/v1/positions", json=body)
     assert resp.status_code == 200, resp.text

@@ -214,7 +214,7 @@ def test_structure_counts_tell_strings_apart(monkeypatch):
     import json
     import random
 
-    from mrope.service import jsonbody
+    from mrope.service import _jsonbody as jsonbody
 
     rng = random.Random(5)
     pieces = ["a", "{", "[", ",", '"', "\\", "\\\\", '\\"', "x"]
@@ -236,8 +236,8 @@ def test_received_body_is_read_untimed_but_still_counted():
     bytes still count against the cap (413); without the flag a stalled read is a 408."""
     import anyio
 
-    from mrope.service.errors import ServiceError
-    from mrope.service.guards import BODY_RECEIVED, BodyPace, Route, counting_receive
+    from mrope.service._errors import ServiceError
+    from mrope.service._guards import BODY_RECEIVED, BodyPace, Route, counting_receive
 
     route = Route(limit=10, cap="MROPE_MAX_BODY_BYTES", body_timeout_s=1.0)
     pace = BodyPace(read_timeout_s=0.05)

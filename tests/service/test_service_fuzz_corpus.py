@@ -20,8 +20,8 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
+from mrope._rules import RULE_BOUNDS
 from mrope.models import PRESET_NAMES
-from mrope.rules import RULE_BOUNDS
 
 pytestmark = pytest.mark.timeout(240)
 

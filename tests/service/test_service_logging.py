@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from mrope.service.logtext import log_text
+from mrope.service._logtext import log_text
 
 pytestmark = pytest.mark.timeout(240)
 

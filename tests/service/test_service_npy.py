@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from mrope.service import Settings
+from mrope.service._render import npy_bytes
 from mrope.service.app import create_app
-from mrope.service.render import npy_bytes
 
 NPY = "application/x-npy"
 TYPICAL = {
@@ -128,7 +128,7 @@ def test_fractional_time_stays_float32(client):
     ],
 )
 def test_negotiate_dtype(accept, fmt):
-    from mrope.service.render import negotiate
+    from mrope.service._render import negotiate
 
     assert negotiate(accept) == fmt
 

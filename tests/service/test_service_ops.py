@@ -26,8 +26,8 @@ from support.service_proc import serve, trickle
 import mrope
 import mrope.media
 from mrope.service import Settings
+from mrope.service._settings import SettingsError
 from mrope.service.app import create_app
-from mrope.service.settings import SettingsError
 
 BODY = {
     "model": "qwen2-vl",
@@ -185,8 +185,8 @@ def test_in_flight_gauge_counts_running_requests():
     counted, 0 after."""
     import anyio
 
-    from mrope.service.metrics import Metrics
-    from mrope.service.operator import ConcurrencyLimit
+    from mrope.service._metrics import Metrics
+    from mrope.service._operator import ConcurrencyLimit
 
     metrics = Metrics()
     seen = []

@@ -1,6 +1,6 @@
 """The real server: uvicorn in a subprocess on a free loopback port, called over the network.
 
-Both ways of starting it are covered: ``uvicorn mrope.service.app:app`` and :func:`mrope.service.server.run`. The
+Both ways of starting it are covered: ``uvicorn mrope.service.app:app`` and :func:`mrope.service._server.run`. The
 subprocess is started and always stopped by :func:`service_proc.serve`, whatever the test does.
 """
 
@@ -16,7 +16,7 @@ from PIL import Image as PILImage
 from support.service_proc import rss_mib, serve
 
 import mrope
-from mrope.service.server import run
+from mrope.service._server import run
 
 
 @pytest.mark.timeout(90)

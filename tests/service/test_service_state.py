@@ -2,7 +2,7 @@
 ``return_state`` (docs/service.md).
 
 Expected values: ``mrope.build_positions`` of the whole conversation built at once, the generated
-tokens in it as text (tests/engine/test_continue_turns.py checks that tail against each family's own
+tokens in it as text (tests/core/test_continue_turns.py checks that tail against each family's own
 transformers 5.24 ``get_rope_index``). The library segments are written here by hand, apart from the
 JSON the service reads.
 """
@@ -20,7 +20,7 @@ from support.service_proc import serve
 
 import mrope
 from mrope import Audio, Image, Text, Video
-from mrope.schema.state import MAX_STATE_NUMBER
+from mrope.schema._state import MAX_STATE_NUMBER
 from mrope.service import Settings
 from mrope.service.app import create_app
 

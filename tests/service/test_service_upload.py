@@ -20,7 +20,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
 from mrope.media import load_image, load_video
-from mrope.service import Settings, media
+from mrope.service import Settings
+from mrope.service import _media as media
 from mrope.service.app import create_app
 
 UPLOAD = "/v1/positions/upload"

@@ -1,6 +1,6 @@
 """An app with routes that fail like a bug would, for tests that need a real 500 from a real server.
 
-``failing_app.create`` is a factory for :func:`mrope.service.server.run` (``app=..., factory=True``):
+``failing_app.create`` is a factory for :func:`mrope.service._server.run` (``app=..., factory=True``):
 the service app plus ``GET`` and ``POST /fail/{anything}`` (raises, reading no body) and
 ``POST /read/{anything}`` (reads its whole body, so a client that leaves mid-body is a disconnect).
 ``{anything}`` may hold any character, line breaks included (the raw path of a log-injection attempt).

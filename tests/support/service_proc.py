@@ -23,7 +23,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 
 RUN_SERVER = (
-    "import os; from mrope.service.server import run; "
+    "import os; from mrope.service._server import run; "
     "run(port=int(os.environ['MROPE_TEST_PORT']), log_level=os.environ.get('MROPE_TEST_LOG', 'warning'))"
 )
 """``python -c`` code that serves like ``mrope serve`` (:func:`service.server.run`)."""

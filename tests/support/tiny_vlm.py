@@ -1,7 +1,7 @@
 """Shared fixtures of the integration tests: tiny random-weight models and prompts built with mrope.
 
 Models are built once per test session (``functools.lru_cache``) from configs by
-:func:`mrope.testing.tiny.tiny_model`: the family's own transformers class, hidden 64, 2 layers, a
+:func:`mrope.testing._tiny.tiny_model`: the family's own transformers class, hidden 64, 2 layers, a
 one-block vision tower, the real vocabulary, fp32, ``torch.manual_seed(0)``.
 """
 

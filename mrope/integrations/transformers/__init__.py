@@ -26,7 +26,7 @@ positions and must equal :func:`mrope.apply_mrope` with the spec mrope derived) 
 by :func:`mrope.build_batch`, left-padded, with images and a video, must equal mrope's, and leave the
 same state on the model: GLM-Image's decode cache of the images it will generate, which the stand-in
 fills from :func:`mrope.generation_index`; nothing for every other family). A model that fails any
-check raises :class:`~mrope.errors.PatchError` and is left untouched. :func:`unpatch` restores the exact objects.
+check raises :class:`~mrope._errors.PatchError` and is left untouched. :func:`unpatch` restores the exact objects.
 
 Conventions:
 
@@ -40,12 +40,12 @@ Conventions:
   HunyuanOCR: :class:`NotARotationError` under the default) is rotated with the released layout of the
   spec, once its frequencies and pairing match on text positions.
 
-Modules: :mod:`~mrope.integrations.transformers.patching` (patch, unpatch and what they install),
-:mod:`~mrope.integrations.transformers.discovery` (the model's family, hook points, spec and rules),
-:mod:`~mrope.integrations.transformers.probes` (the checks before patching),
-:mod:`~mrope.integrations.transformers.rotation` (the :class:`Rotation` stand-in) and
-:mod:`~mrope.integrations.transformers.inputs` (:func:`model_inputs`),
-:mod:`~mrope.integrations.transformers.pruned` (:func:`pruned_video_inputs`: video tokens pruned after
+Modules: :mod:`~mrope.integrations.transformers._patching` (patch, unpatch and what they install),
+:mod:`~mrope.integrations.transformers._discovery` (the model's family, hook points, spec and rules),
+:mod:`~mrope.integrations.transformers._probes` (the checks before patching),
+:mod:`~mrope.integrations.transformers._rotation` (the :class:`Rotation` stand-in) and
+:mod:`~mrope.integrations.transformers._inputs` (:func:`model_inputs`),
+:mod:`~mrope.integrations.transformers._pruned` (:func:`pruned_video_inputs`: video tokens pruned after
 the vision tower, docs/pruning.md).
 """
 
@@ -53,9 +53,9 @@ from mrope._extras import require
 
 require("mrope.integrations.transformers", "torch", "torch")
 
-from mrope.integrations.transformers.discovery import APPLY_FUNCTION
-from mrope.integrations.transformers.inputs import model_inputs
-from mrope.integrations.transformers.patching import (
+from mrope.integrations.transformers._discovery import APPLY_FUNCTION
+from mrope.integrations.transformers._inputs import model_inputs
+from mrope.integrations.transformers._patching import (
     DEFAULT_CONVENTION,
     is_patched,
     model_rules,
@@ -63,9 +63,9 @@ from mrope.integrations.transformers.patching import (
     patch_info,
     unpatch,
 )
-from mrope.integrations.transformers.probes import NotARotationError
-from mrope.integrations.transformers.pruned import MaskRule, pruned_video_inputs
-from mrope.integrations.transformers.rotation import Rotation
+from mrope.integrations.transformers._probes import NotARotationError
+from mrope.integrations.transformers._pruned import MaskRule, pruned_video_inputs
+from mrope.integrations.transformers._rotation import Rotation
 from mrope.models import CONVENTIONS
 
 __all__ = [

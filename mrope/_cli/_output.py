@@ -1,0 +1,101 @@
+"""What ``mrope positions`` prints and saves: the summary table, the JSON document, ``.npy`` / ``.json`` files."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mrope._cli._args import CliError
+from mrope._positions import Positions
+
+SAVE_SUFFIXES = (".npy", ".json")
+
+
+def positions_document(p: Positions, model: str) -> dict[str, Any]:
+    """The positions as JSON (the shape of the service's ``POST /v1/positions`` response, plus ``model``)."""
+    return {"model": model, **p.to_dict()}
+
+
+def _num(v: Any) -> str:
+    """A position as text: an int, or a float32 (fractional time) in its shortest form."""
+    return f"{v.item():g}" if isinstance(v, np.floating) else str(int(v))
+
+
+def _range(row: np.ndarray) -> str:
+    lo, hi = _num(row.min()), _num(row.max())
+    return lo if lo == hi else f"{lo}..{hi}"
+
+
+def summary_table(p: Positions, model: str, labels: Sequence[str]) -> str:
+    """A readable table: one row per span (segment, source, kind, token range, t / h / w ranges, LLM grid,
+    tile), then the delta and the first decode position."""
+    header = ("seg", "source", "kind", "tokens", "t", "h", "w", "grid", "tile")
+    rows: list[tuple[str, ...]] = []
+    for s in p.spans:
+        block = p.ids[:, s.start : s.stop]
+        label = labels[s.index] if s.index < len(labels) else ""
+        rows.append(
+            (
+                str(s.index),
+                label if len(label) <= 28 else label[:27] + "…",
+                s.kind,
+                str(s.start) if s.stop - s.start == 1 else f"{s.start}..{s.stop - 1}",
+                _range(block[0]),
+                _range(block[1]),
+                _range(block[2]),
+                "" if s.grid is None else "x".join(str(v) for v in s.grid),
+                "" if s.tile is None else f"r{s.tile[0]} c{s.tile[1]}",
+            )
+        )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    right = {0, 3, 4, 5, 6}
+
+    def line(cells: Sequence[str]) -> str:
+        out = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(out).rstrip()
+
+    n = p.num_tokens
+    top = _num(p.ids.max()) if n else "-1"
+    lines = [
+        f"model {model}: {n} tokens in {len(p.spans)} span{'s' * (len(p.spans) != 1)}, max position {top}",
+        line(header),
+        line(["-" * w for w in widths]),
+        *(line(r) for r in rows),
+        f"delta {_num(np.asarray(p.delta, dtype=p.ids.dtype)[()])}: decode token i (i >= {n}) gets position "
+        f"i + delta; the next one gets {_num(p.window(n, n + 1)[0, 0])}",
+    ]
+    lines.extend(f"note: {note}" for note in p.notes)
+    return "\n".join(lines)
+
+
+def check_out_suffix(path: str) -> str:
+    """The lower-case suffix of an ``--out`` path, which must be ``.npy`` or ``.json``."""
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in SAVE_SUFFIXES:
+        raise CliError(
+            f"--out {path!r}: the suffix must be .npy (int64 [3, T]) or .json (positions, spans, grids)"
+        )
+    return suffix
+
+
+def save_positions(p: Positions, model: str, path: str) -> str:
+    """Write ``ids`` as ``.npy`` (int64 ``[3, T]``) or the JSON document as ``.json``; returns what was written."""
+    suffix = check_out_suffix(path)
+    try:
+        if suffix == ".npy":
+            with open(path, "wb") as f:
+                np.save(f, p.ids, allow_pickle=False)
+            return f"positions {p.ids.dtype} [{p.ids.shape[0]}, {p.num_tokens}] -> {path}"
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(positions_document(p, model), f)
+            f.write("\n")
+        return f"positions, spans and grids (JSON) -> {path}"
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,489 @@
+"""LayoutRules: the explicit rules that turn segments into coordinates.
+
+Every choice a model makes is a field here, never an if-branch on a model name in the builder:
+
+- ``merge_size``: an encoder grid ``(t, h, w)`` of patches becomes an LLM grid ``(t, h/m, w/m)``.
+- ``temporal``: how a video's temporal patch ``i`` maps to ``tau(i)``:
+  ``"index"`` (``tau(i) = i``, Qwen2-VL), ``"seconds"`` (``trunc(i * second_per_grid * tokens_per_second)``,
+  Qwen2.5-VL) or ``"timestamps"`` (one block per temporal patch, each after a text timestamp, Qwen3-VL).
+- ``seconds_grouping``: how the ``seconds`` rule groups its float32 product. The processor hands
+  ``second_per_grid`` to the model as float32 (``spg32``) and the model multiplies in float32, so the
+  grouping changes some results (26 patches at 0.04 s: the last gets 3, float64 gives 2).
+  ``"(i*spg)*tps"``: ``trunc(fl32(fl32(i * spg32) * tps))``, the released Qwen2.5-VL code (transformers
+  4.49) and Qwen2.5-Omni; ``"i*(tps*spg)"``: ``trunc(fl32(i * fl32(tps * spg32)))``, transformers 5.x's
+  ``get_rope_index`` (offered only to reproduce it).
+- ``spatial``: where a block's (h, w) start: ``"offset"`` (at the block's start counter ``s``, Qwen),
+  ``"reset"`` (at 0 for every block) or ``"centered"`` (the grid centred in the square span
+  ``[s, s + max(H', W'))``, so an image and its transpose share a centre).
+- ``crop``: an image that carries a crop origin keeps it (``"keep"``: h and w shifted by the origin, so a
+  crop's tokens get the coordinates they have in the whole image) or drops it (``"reset"``, as every
+  released model does since none knows about crops).
+- ``tiles``: ``"global"`` (every tile token gets the (h, w) it has in the untiled grid, one block) or
+  ``"independent"`` (each tile its own block, as tiling models do today).
+- ``advance``: where the counter resumes after a block: ``"max+1"`` (one past the largest coordinate so
+  far, the official rule) or ``"spatial"`` (``s + max(H', W')``, ignoring time: what transformers 5.3+
+  does after a video; offered only to reproduce it).
+- wrapper and placeholder token ids, and the per-patch timestamp text of the ``timestamps`` rule:
+  where it goes (``timestamp_position``: ``"before"`` each patch block as in Qwen3-VL, ``"after"`` as in
+  GLM-4.1V), which time it shows (``timestamp_time``: ``"mean"`` of the patch's first and last frame,
+  or its ``"first"`` frame) and how (``timestamp_format``); an optional outer video wrapper
+  (``video_start_id`` / ``video_end_id``, GLM-4.1V's ``<|begin_of_video|>``). Without timestamps, a
+  video with its own wrapper ids is wrapped by them instead of the vision ones (ERNIE-4.5-VL).
+  ``video_pad_id`` is the id the processor writes for video pads. GLM-4.1V writes the image id there
+  (``<|image|>``, 151343) and tells video from image by the outer wrapper, so ``video_pad_id ==
+  image_pad_id`` is allowed when a video wrapper is set: pads inside ``video_start_id .. video_end_id``
+  are video (``mm_token_type_ids`` 2), the others image (1).
+- ``pad_position``: the value written at masked (padding) slots of a batch.
+- sizing of images and videos (patch size, pixel bounds, frame sampling) for the vision layer:
+  ``image_bounds`` / ``video_bounds`` say what the pixel bounds limit: ``"frame"`` (one frame's
+  ``h * w``: Qwen2-VL's image processor; for videos the qwen-vl-utils per-frame budget shared out of
+  ``video_total_pixels``) or ``"clip"`` (the clip's ``t * h * w`` with ``t`` the frame count rounded to
+  the temporal patch size, and sides below one resize factor scaled up first: GLM-4.1V's image
+  processor with ``t = temporal_patch_size``, and transformers' Qwen3-VL and GLM-4.1V video
+  processors). ``video_bounds`` has a third rule, ``"tokens"`` (HY-V4-VL's video processor,
+  :func:`mrope.media.smart_resize_tokens`): frames are never scaled up, each is at most
+  ``video_frame_max_pixels`` pixels, and the clip's ``n * rows * (cols + 1)`` tokens (``n`` sampled frames
+  of ``rows x cols`` merged patches, one newline token a row) stay within ``video_max_pixels /
+  resize_factor**2``. ``frame_sampling`` picks which frames a video processor samples: ``"qwen-vl-utils"``
+  (``smart_nframes``, float32 ``linspace``), ``"qwen3-vl"`` (transformers' Qwen3VLVideoProcessor:
+  ``int(frames / rate * fps)`` clamped to ``[min_frames, max_frames]`` and the frame count, float64
+  ``linspace``) or ``"glm4v"`` (Glm4vVideoProcessor: one frame every ``1 / fps`` s up to
+  ``max_duration`` seconds, evenly spread over the clip beyond, an even count) or ``"glm46v"``
+  (Glm46VVideoProcessor: a rate set by the clip's length, 3 / 1 / 0.5 fps up to 30 / 300 / 2400 s, at
+  most 640 frames) or ``"ernie"`` (Ernie4_5_VLMoeVideoProcessor: no rate by default, so every frame,
+  clamped to ``[min_frames, max_frames]``, spread by ``torch.arange(0, frames, frames / n).int()``; an odd
+  count repeats its last frame; ``fps`` applies only when a call passes one). ``image_bounds="edges"``
+  is GLM-Image's image processor (:func:`mrope.media.smart_resize_edges`): the short side scaled up to ``sqrt(image_min_pixels)``, the
+  long side down to ``sqrt(image_max_pixels)``, then both halved and rounded to the resize factor;
+  sides under one factor or an aspect ratio above 4 are refused. ``image_upscale_short_side``: a side
+  below one resize factor is first set to it, the other side scaled alike and rounded (height first,
+  then width), before the ``"frame"`` rule (PaddleOCR-VL's image processor).
+- ``video_support``: what the family does with videos. ``"sized"``: its processor takes video files
+  and :func:`mrope.media.load_video` sizes them by the rules above. ``"grids"``: its processor takes
+  no video (transformers has no video processor for it), so ``load_video`` refuses a file, but its
+  ``get_rope_index`` lays out video grids given directly (``Video(grid=...)``; PaddleOCR-VL).
+  ``"none"``: neither; ``Video`` segments are refused too (GLM-Image, HunyuanOCR).
+
+Rules of single families, each named by what it does and off by default:
+
+- ``temporal_merge_size``: a video's temporal patches are merged this many at a time into one LLM frame
+  (ERNIE-4.5-VL: 2, so ``T' = t / 2``); images are never merged in time.
+- ``row_newline``: every merged row of an image or frame ends with one more token, at column ``W'``
+  (HY-V4-VL, HunyuanOCR), so a frame has ``H' * (W' + 1)`` tokens.
+- ``frame_block``: frame ``f`` of a video is a block of its own: ``t``, ``h`` and ``w`` all start at
+  ``s + f * B`` with ``B = max(H', columns)`` (HY-V4-VL).
+- ``positions_base``: ``"counter"`` (the block counter above) or ``"sequence"``: every axis is the
+  token's index in the sequence, and the grid tokens of an image write ``(w, h, image index)`` on the
+  last three axes (HunyuanOCR). ``num_axes`` rows (3 or 4; with 4, axis 0 stays the sequence index).
+  ``"canvas"``: MiniCPM-V 4.7's canvas of a thumbnail and its detail slices (:mod:`mrope._layout.canvas`), with
+  the marker ids ``slice_start_id``, ``slice_end_id`` and ``newline_id`` (``vision_start_id`` /
+  ``vision_end_id`` are ``<image>`` / ``</image>``).
+- ``grid_border``: one placeholder token before and one after each image grid, inside the vision
+  wrapper; they keep sequence positions (HunyuanOCR's ``cat_extra_token``).
+- ``image_index_scope``: with ``positions_base="sequence"``, the image index restarts at 0 in every
+  sequence (``"sequence"``) or keeps counting across the rows of a batch (``"batch"``, what
+  transformers 5.24 does).
+- ``image_span``: the token interface finds an image's tokens as runs of ``image_pad_id``
+  (``"placeholders"``) or as the tokens strictly between ``vision_start_id`` and ``vision_end_id``
+  (``"between_wrappers"``: GLM-Image, whose model replaces placeholders by image codes first).
+- ``generates_images``: grids left over after a sequence's images are the images the model will
+  generate (GLM-Image): they take no prompt tokens, their positions come at decode time (2-D target
+  grids, last first, then one end marker), and deltas are 0.
+
+The rules of released models live in the registry (:mod:`mrope.models`, one module per family);
+:func:`mrope.models.resolve_rules` turns a ``model=`` argument into rules.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import re
+import string
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+from mrope._errors import LayoutError
+
+TemporalRule = Literal["index", "seconds", "timestamps"]
+SpatialRule = Literal["offset", "reset", "centered"]
+CropRule = Literal["keep", "reset"]
+TileRule = Literal["global", "independent"]
+AdvanceRule = Literal["max+1", "spatial"]
+TimestampPosition = Literal["before", "after"]
+TimestampTime = Literal["mean", "first"]
+PositionsBase = Literal["counter", "sequence", "canvas"]
+ImageIndexScope = Literal["sequence", "batch"]
+ImageSpan = Literal["placeholders", "between_wrappers"]
+SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
+PixelBounds = Literal["frame", "clip", "edges"]
+VideoPixelBounds = Literal["frame", "clip", "tokens"]
+FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v", "ernie"]
+VideoSupport = Literal["sized", "grids", "none"]
+
+AudioTokenRule = Literal["stride4", "window"]
+AudioFrameRule = Literal["ceil", "floor"]
+AudioInVideoRule = Literal["chunks", "interleave"]
+WrapperPositionRule = Literal["shared", "consecutive"]
+TimeRounding = Literal["trunc", "none"]
+
+
+MAX_PIXELS_RULE = 2**50
+"""Largest pixel-count rule (``image_max_pixels``, ``video_total_pixels``, ...): far above any family's."""
+MAX_FRAMES_RULE = 1 << 20
+"""Largest frame-count rule (``min_frames``, ``max_frames``)."""
+
+RULE_BOUNDS: dict[str, tuple[float, float]] = {
+    "merge_size": (1, 64),
+    "temporal_patch_size": (1, 64),
+    "temporal_merge_size": (1, 64),
+    "patch_size": (1, 4096),
+    "image_min_pixels": (0, MAX_PIXELS_RULE),
+    "image_max_pixels": (1, MAX_PIXELS_RULE),
+    "video_min_pixels": (0, MAX_PIXELS_RULE),
+    "video_max_pixels": (1, MAX_PIXELS_RULE),
+    "video_total_pixels": (1, MAX_PIXELS_RULE),
+    "video_frame_max_pixels": (1, MAX_PIXELS_RULE),
+    "min_frames": (1, MAX_FRAMES_RULE),
+    "max_frames": (1, MAX_FRAMES_RULE),
+    "fps": (1e-3, 1000.0),
+    "tokens_per_second": (0.0, 1000.0),
+    "second_per_grid_fps": (1e-3, 1000.0),
+    "max_duration": (0.0, 1e7),
+    "seconds_per_chunk": (0.0, 3600.0),
+    "audio_window": (1, 1 << 20),
+    "audio_sampling_rate": (1, 1 << 22),
+    "audio_hop_length": (1, 1 << 20),
+    "audio_max_frames": (1, 2**31 - 1),
+}
+"""The inclusive range of every sized rule (the number rules of the families all lie far inside):
+a rule is a size or a rate, so each bounds work (``temporal_patch_size`` 67108864 made a list of that
+length per video). Checked by :class:`LayoutRules` for every face, and the request schema's rule
+overrides carry the same ranges (:mod:`mrope.schema`). A ``0.0`` lower bound of a float rule stands
+for "greater than 0", which the class checks too. Token ids and ``pad_position`` are any int64."""
+
+
+def _check_bounds(rules: LayoutRules) -> None:
+    for name, (lo, hi) in RULE_BOUNDS.items():
+        value = getattr(rules, name)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue  # types are checked where the rule is
+        if not lo <= value <= hi:
+            raise LayoutError(f"LayoutRules.{name} must be in [{lo:g}, {hi:g}]; got {value!r}")
+
+
+MAX_TIMESTAMP_WIDTH = 64
+"""Largest width or precision a ``timestamp_format`` field may ask for (``{:>999999999}`` is a GB)."""
+_FORMAT_NUMBER = re.compile(r"\d+")
+
+
+def _format_seconds(fmt: str, seconds: float) -> str:
+    """``fmt`` applied to ``seconds``; an integer field (``{:d}``) takes the seconds truncated to int."""
+    if ":d}" in fmt:
+        return fmt.format(int(seconds))
+    return fmt.format(seconds)
+
+
+def check_timestamp_format(fmt: Any) -> str:
+    """``fmt`` when it is a ``timestamp_format``: text with exactly one positional field, ``{}`` or
+    ``{:spec}`` (no name, index, attribute, conversion or nested field, width and precision at most
+    :data:`MAX_TIMESTAMP_WIDTH`) that formats a float; else :class:`~mrope._errors.LayoutError` saying
+    what was expected and what came. Every face checks rules through it (the schema calls it)."""
+    if not isinstance(fmt, str):
+        raise LayoutError(f"{_TIMESTAMP_FORMAT_EXPECTED}; got {fmt!r} (a {type(fmt).__name__})")
+    _check_format_text(fmt)
+    return fmt
+
+
+_TIMESTAMP_FORMAT_EXPECTED = (
+    "LayoutRules.timestamp_format must hold exactly one float field, {} or {:spec} (like '<{:.1f} seconds>')"
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _check_format_text(fmt: str) -> None:
+    """The checks of :func:`check_timestamp_format` on a string (cached: rules are made per request)."""
+    problem = None
+    try:
+        fields = [
+            (name, spec, conv) for _, name, spec, conv in string.Formatter().parse(fmt) if name is not None
+        ]
+    except ValueError as exc:
+        fields, problem = [], str(exc)
+    if problem is None and len(fields) != 1:
+        problem = f"{len(fields)} fields"
+    if problem is None:
+        name, spec, conv = fields[0]
+        if name:
+            problem = f"the field names {name!r}; it must be empty (the one positional argument)"
+        elif conv is not None:
+            problem = f"the field has a conversion !{conv}"
+        elif spec and "{" in spec:
+            problem = "the field's spec holds a nested field"
+        elif spec and any(int(n) > MAX_TIMESTAMP_WIDTH for n in _FORMAT_NUMBER.findall(spec)):
+            problem = f"the spec {spec!r} asks for a width or precision over {MAX_TIMESTAMP_WIDTH}"
+    if problem is None:
+        try:
+            _format_seconds(fmt, 0.0)
+        except (ValueError, TypeError) as exc:
+            problem = str(exc)
+    if problem is not None:
+        raise LayoutError(f"{_TIMESTAMP_FORMAT_EXPECTED}; got {fmt!r}: {problem}")
+
+
+def _check_positive_ints(rules: LayoutRules, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(rules, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
+
+
+def _is_positive_number(value: Any) -> bool:
+    """A finite int or float > 0, not a bool."""
+    return (
+        not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+    )
+
+
+def _check_audio_rules(rules: LayoutRules) -> None:
+    _check_positive_ints(rules, ("audio_window", "audio_sampling_rate", "audio_hop_length"))
+    if rules.audio_max_frames is not None and (
+        not isinstance(rules.audio_max_frames, int) or rules.audio_max_frames < 1
+    ):
+        raise LayoutError(
+            f"LayoutRules.audio_max_frames must be a positive int or None; got {rules.audio_max_frames!r}"
+        )
+    if not _is_positive_number(rules.seconds_per_chunk):
+        raise LayoutError(
+            f"LayoutRules.seconds_per_chunk must be a finite number > 0; got {rules.seconds_per_chunk!r}"
+        )
+    ids = (rules.audio_pad_id, rules.audio_start_id, rules.audio_end_id)
+    if any(i is not None for i in ids) and any(i is None for i in ids):
+        raise LayoutError(
+            "LayoutRules audio_pad_id, audio_start_id and audio_end_id are set together (a model with "
+            f"audio) or all None; got {ids}"
+        )
+
+
+@dataclass(frozen=True)
+class LayoutRules:
+    """How segments become ``[3, T]`` positions (see the module docstring for each rule).
+
+    Sizes are in pixels unless named otherwise; token ids are vocabulary ids.
+
+    Audio and the omni timeline (rules with ``audio_pad_id`` set; Qwen2.5-Omni, Qwen3-Omni):
+
+    - an audio clip is ``audio_start``, its tokens, ``audio_end``; its tokens get one position each.
+      Its token count from mel frames ``L``: ``"stride4"`` is ``((L - 1) // 2 + 1 - 2) // 2 + 1``
+      (Qwen2.5-Omni); ``"window"`` is 13 per ``2 * audio_window`` frames plus the remainder's
+      ``((f - 1) // 2 + 1 - 1) // 2 + 1`` with ``f = (r - 1) // 2 + 1`` (Qwen3-Omni). Seconds become
+      ``round(s * audio_sampling_rate)`` samples, and samples ``L = ceil`` or ``floor(samples /
+      audio_hop_length)`` frames (``audio_frames``), at most ``audio_max_frames``.
+    - video time is ``(i * second_per_grid) * tokens_per_second`` in float32, truncated
+      (``time_rounding="trunc"``) or kept fractional (``"none"``: positions are float32); an image's
+      temporal patch ``i`` gets ``i * tokens_per_second``.
+    - a video with audio is ``vision_start, audio_start``, the interleaved tokens, ``audio_end,
+      vision_end``; its frames and its audio share one start. ``audio_in_video="chunks"`` emits them in
+      chunks of ``int(tokens_per_second * seconds_per_chunk)`` time units, video chunk then audio chunk
+      (Qwen2.5-Omni); ``"interleave"`` merges them one token at a time by time, video first on ties
+      (Qwen3-Omni). The double start / end tokens share one position (``"shared"``) or take two
+      (``"consecutive"``).
+    - ``second_per_grid_fps``: the rate a video's ``second_per_grid`` is ``temporal_patch_size`` over.
+      ``None``: the sampled rate (qwen-vl-utils hands it to Qwen2.5-VL's processor as ``fps``). A number:
+      the processor's own ``fps`` keyword default, which it uses whatever rate the frames were sampled at
+      (Qwen2.5-Omni 2.0, Qwen3-Omni 1.0; their model cards pass none); a call's ``fps`` replaces it.
+    """
+
+    name: str = "custom"
+    merge_size: int = 2
+    temporal_patch_size: int = 2
+    temporal: TemporalRule = "index"
+    tokens_per_second: float = 2.0
+    seconds_grouping: SecondsGrouping = "(i*spg)*tps"
+    spatial: SpatialRule = "offset"
+    crop: CropRule = "reset"
+    tiles: TileRule = "global"
+    advance: AdvanceRule = "max+1"
+    pad_position: int = 1
+    # token ids (Qwen2/2.5/3-VL vocabulary by default)
+    vision_start_id: int = 151652
+    vision_end_id: int = 151653
+    image_pad_id: int = 151655
+    video_pad_id: int = 151656
+    timestamp_format: str = "<{:.1f} seconds>"
+    timestamp_position: TimestampPosition = "before"
+    timestamp_time: TimestampTime = "mean"
+    video_start_id: int | None = None
+    video_end_id: int | None = None
+    slice_start_id: int | None = None
+    slice_end_id: int | None = None
+    newline_id: int | None = None
+    # sizing (vision layer)
+    patch_size: int = 14
+    image_min_pixels: int = 56 * 56
+    image_max_pixels: int = 28 * 28 * 1280
+    video_min_pixels: int = 128 * 28 * 28
+    video_max_pixels: int = 768 * 28 * 28
+    video_total_pixels: int = 24576 * 28 * 28
+    fps: float = 2.0
+    min_frames: int = 4
+    max_frames: int = 768
+    image_bounds: PixelBounds = "frame"
+    video_bounds: VideoPixelBounds = "frame"
+    video_frame_max_pixels: int = 1024 * 1024  # one frame's area under video_bounds="tokens"
+    frame_sampling: FrameSampling = "qwen-vl-utils"
+    max_duration: float = 300.0
+    image_upscale_short_side: bool = False
+    video_support: VideoSupport = "sized"
+    # audio and time-aligned layouts (Qwen2.5-Omni, Qwen3-Omni); audio_pad_id None: no audio
+    audio_pad_id: int | None = None
+    audio_start_id: int | None = None
+    audio_end_id: int | None = None
+    audio_tokens: AudioTokenRule = "stride4"
+    audio_window: int = 50
+    audio_sampling_rate: int = 16000
+    audio_hop_length: int = 160
+    audio_frames: AudioFrameRule = "ceil"
+    audio_max_frames: int | None = None
+    audio_in_video: AudioInVideoRule = "chunks"
+    audio_in_video_wrappers: WrapperPositionRule = "shared"
+    seconds_per_chunk: float = 2.0
+    time_rounding: TimeRounding = "trunc"
+    second_per_grid_fps: float | None = None  # None: the sampled rate (see the class docstring)
+    # rules of single families (module docstring)
+    temporal_merge_size: int = 1
+    row_newline: bool = False
+    frame_block: bool = False
+    positions_base: PositionsBase = "counter"
+    num_axes: int = 3
+    grid_border: bool = False
+    image_index_scope: ImageIndexScope = "sequence"
+    image_span: ImageSpan = "placeholders"
+    generates_images: bool = False
+
+    def __post_init__(self) -> None:
+        for name, allowed in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in allowed:
+                raise LayoutError(f"LayoutRules.{name} must be one of {list(allowed)}; got {value!r}")
+        for name in _FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                raise LayoutError(f"LayoutRules.{name} must be true or false; got {getattr(self, name)!r}")
+        if self.num_axes not in (3, 4) or isinstance(self.num_axes, bool):
+            raise LayoutError(f"LayoutRules.num_axes must be 3 or 4; got {self.num_axes!r}")
+        if self.num_axes != 3 and self.positions_base != "sequence":
+            raise LayoutError(
+                f"LayoutRules.num_axes {self.num_axes} needs positions_base='sequence' (the counter rule "
+                "writes three axes t, h, w)"
+            )
+        _check_positive_ints(
+            self,
+            (
+                "merge_size",
+                "temporal_patch_size",
+                "patch_size",
+                "min_frames",
+                "max_frames",
+                "temporal_merge_size",
+                "video_frame_max_pixels",
+            ),
+        )
+        _check_bounds(self)
+        if not isinstance(self.pad_position, int) or isinstance(self.pad_position, bool):
+            raise LayoutError(f"LayoutRules.pad_position must be an int; got {self.pad_position!r}")
+        spg_fps = self.second_per_grid_fps
+        if spg_fps is not None and not _is_positive_number(spg_fps):
+            raise LayoutError(
+                f"LayoutRules.second_per_grid_fps must be None or a finite number > 0; got {spg_fps!r}"
+            )
+        for name in ("tokens_per_second", "fps", "max_duration"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise LayoutError(f"LayoutRules.{name} must be a finite number > 0; got {value!r}")
+        if self.video_pad_id == self.image_pad_id and (
+            self.video_start_id is None or self.video_end_id is None
+        ):
+            raise LayoutError(
+                f"LayoutRules: video_pad_id equals image_pad_id ({self.image_pad_id}); that needs a video wrapper "
+                "(video_start_id and video_end_id) to tell video pads from image pads"
+            )
+        if self.min_frames > self.max_frames:
+            raise LayoutError(
+                f"LayoutRules.min_frames ({self.min_frames}) exceeds max_frames ({self.max_frames})"
+            )
+        check_timestamp_format(self.timestamp_format)
+        _check_audio_rules(self)
+
+    @property
+    def has_audio(self) -> bool:
+        """Whether the rules know audio (and so lay sequences out on the omni families' timeline)."""
+        return self.audio_pad_id is not None
+
+    @property
+    def fractional_time(self) -> bool:
+        """Whether positions are fractional (float32, ``time_rounding="none"``) rather than int64."""
+        return self.time_rounding == "none"
+
+    def format_timestamp(self, seconds: float) -> str:
+        """The text of one timestamp; an integer field (``{:d}``) takes the seconds truncated to int."""
+        return _format_seconds(self.timestamp_format, seconds)
+
+    @property
+    def resize_factor(self) -> int:
+        """Side lengths of a resized image are multiples of this: ``patch_size * merge_size``."""
+        return self.patch_size * self.merge_size
+
+    def replace(self, **changes: Any) -> LayoutRules:
+        """A copy with some rules changed (unknown names are an error)."""
+        unknown = set(changes) - _FIELD_NAMES
+        if unknown:
+            raise LayoutError(f"unknown LayoutRules fields {sorted(unknown)}")
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LayoutRules:
+        if not isinstance(data, dict):
+            raise LayoutError(f"LayoutRules.from_dict expects a dict; got {type(data).__name__}")
+        return cls().replace(**data)
+
+
+def rules_digest(rules: LayoutRules) -> str:
+    """16 hex digits of the SHA-256 of the rules' fields (:meth:`LayoutRules.to_dict` as sorted JSON): the
+    exact rules (model, ``convention``, overrides) a :class:`mrope.ConversationState` was made under,
+    which its name alone does not tell apart."""
+    if not isinstance(rules, LayoutRules):
+        raise LayoutError(f"rules_digest takes a mrope.LayoutRules; got {type(rules).__name__}")
+    try:
+        return _cached_digest(rules)  # (to_dict costs ~0.2 ms; a turn of a conversation, a tenth of it)
+    except TypeError:  # a field that cannot be hashed
+        return _digest(rules)
+
+
+def _digest(rules: LayoutRules) -> str:
+    text = json.dumps(rules.to_dict(), sort_keys=True, separators=(",", ":"), default=_plain_number)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _plain_number(value: Any) -> Any:
+    """A numpy scalar or array in a rule's value, as JSON writes a Python number or list."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"a rule's value of type {type(value).__name__} has no JSON form")
+
+
+_cached_digest = functools.lru_cache(maxsize=256)(_digest)
+
+
+FIELD_TYPES: dict[str, Any] = get_type_hints(LayoutRules)
+"""Every rule's type, read from the field annotations (``int``, ``bool``, a ``Literal`` of its choices, ...)."""
+_FIELD_NAMES = frozenset(FIELD_TYPES)
+_CHOICES: dict[str, tuple[str, ...]] = {
+    name: get_args(kind) for name, kind in FIELD_TYPES.items() if get_origin(kind) is Literal
+}
+"""The allowed values of every rule typed by a ``Literal`` above."""
+_FLAGS: tuple[str, ...] = tuple(name for name, kind in FIELD_TYPES.items() if kind is bool)

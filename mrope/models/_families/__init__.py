@@ -1,0 +1,1 @@
+"""The released families, one module each: ``FAMILY = ModelFamily(...)``, read by the registry."""

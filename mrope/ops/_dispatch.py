@@ -1,0 +1,509 @@
+"""The public ops apply_mrope, cos_sin and rerotate: input checks, layouts, backend choice, autograd.
+
+Layouts (``layout=``):
+
+- ``"thd"``: q ``[T, HQ, D]``, k ``[T, HK, D]``, positions ``[A, T]`` (or ``[T]``): serving engines with a
+  flattened batch.
+- ``"bhsd"``: q ``[B, HQ, S, D]``, k ``[B, HK, S, D]``, positions ``[A, B, S]`` (or ``[B, S]``), as in
+  transformers' attention.
+- ``"bshd"``: q ``[B, S, HQ, D]``, k ``[B, S, HK, D]``, positions as for ``bhsd``.
+
+``A = spec.num_axes = len(spec.mrope_section)`` (1 to 4; 3 for t, h, w). Positions without the leading axis
+are plain RoPE (the same value on every axis). Positions are integers, or floats where a family has
+fractional positions (Qwen3-Omni's float32 time). Internally
+positions become an ``[A, B, S]`` view (``B = 1`` for ``thd``) and the torch path works on ``[B, S, H, D]``
+views of q and k; the Triton kernel takes the caller's strides directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+import mrope.ops._layouts as layouts
+import mrope.ops._torch_path as torch_path
+from mrope._errors import ApplyError
+from mrope._spec import RopeSpec
+from mrope.ops._freqs import AnglePrecision, axis_tensor, freq_table
+
+try:  # triton is an optional dependency (extra "triton"); the torch path never needs it
+    import mrope.ops._triton_launch as _tk  # registers the mrope:: custom ops
+
+    TRITON_IMPORT_ERROR: str | None = None
+except ImportError as exc:  # pragma: no cover - exercised only where triton is missing
+    _tk = None
+    TRITON_IMPORT_ERROR = f"{type(exc).__name__}: {exc}"
+
+Layout = Literal["thd", "bhsd", "bshd"]
+Backend = Literal["auto", "torch", "triton"]
+
+LAYOUTS = layouts.LAYOUTS
+BACKENDS: tuple[str, ...] = ("auto", "torch", "triton")
+ANGLE_PRECISIONS: tuple[str, ...] = ("fp32", "exact")
+DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+POSITION_DTYPES: tuple[torch.dtype, ...] = (
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+)
+
+
+@dataclass(frozen=True)
+class _RotationSettings:
+    """Everything but the tensors: what a forward or backward rotation needs."""
+
+    spec: RopeSpec
+    layout: str
+    backend: str  # "torch" or "triton"
+    precision: str
+
+
+# ------------------------------------------------------------------------------------------- checks
+
+
+def _shape(x: torch.Tensor) -> str:
+    return "[" + ", ".join(str(n) for n in x.shape) + "]"
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if not isinstance(value, str) or value not in choices:
+        raise ApplyError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+
+
+def _check_positions(
+    positions: object, batch: int, seq: int, layout: str, device: torch.device, axes: int = 3
+) -> torch.Tensor:
+    """Validate positions and return them as an ``[A, B, S]`` view (A = ``axes``, rows t, h, w for 3)."""
+    if not isinstance(positions, torch.Tensor):
+        raise ApplyError(
+            f"positions must be a torch.Tensor of integers or floats; got {type(positions).__name__}"
+        )
+    if positions.dtype.is_complex or positions.dtype == torch.bool or positions.dtype not in POSITION_DTYPES:
+        raise ApplyError(
+            f"positions must have an integer dtype (position ids) or a floating one (fractional positions, "
+            f"e.g. Qwen3-Omni's float32 time); got {positions.dtype}"
+        )
+    if positions.device != device:
+        raise ApplyError(
+            f"positions must be on the same device as q and k ({device}); got {positions.device}"
+        )
+    if layout == "thd":
+        mrope_shape, plain_shape = (axes, seq), (seq,)
+        text = f"[{axes}, T] = [{axes}, {seq}] (M-RoPE) or [T] = [{seq}] (plain RoPE)"
+    else:
+        mrope_shape, plain_shape = (axes, batch, seq), (batch, seq)
+        text = f"[{axes}, B, S] = [{axes}, {batch}, {seq}] (M-RoPE) or [B, S] = [{batch}, {seq}] (plain RoPE)"
+    if tuple(positions.shape) == mrope_shape:
+        return positions.reshape(axes, batch, seq)
+    if tuple(positions.shape) == plain_shape:
+        return positions.reshape(1, batch, seq).expand(axes, batch, seq)
+    raise ApplyError(
+        f"positions for layout {layout!r} must have shape {text} (the spec has {axes} axes: "
+        f"len(mrope_section)); got {_shape(positions)}"
+    )
+
+
+def _check_inputs(
+    q: object, k: object, positions: object, spec: object, layout: str, names: tuple[str, str] = ("q", "k")
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Validate q, k, positions and spec; return ``(q, k, positions as [A, B, S])``."""
+    if not isinstance(spec, RopeSpec):
+        raise ApplyError(f"spec must be a mrope.RopeSpec; got {type(spec).__name__}")
+    for name, x in zip(names, (q, k), strict=True):
+        if not isinstance(x, torch.Tensor):
+            raise ApplyError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
+    assert isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)
+    ndim = 3 if layout == "thd" else 4
+    for name, x in zip(names, (q, k), strict=True):
+        if x.dim() != ndim:
+            raise ApplyError(
+                f"{name} for layout {layout!r} must be {ndim}-D {layouts.SHAPES[layout]}; got {_shape(x)}"
+            )
+        if x.dtype not in DTYPES:
+            raise ApplyError(f"{name} must be float32, bfloat16, float16 or float64; got {x.dtype}")
+        if x.shape[-1] != spec.head_dim:
+            raise ApplyError(
+                f"{name} head_dim (last dim) must equal spec.head_dim = {spec.head_dim}; "
+                f"got {x.shape[-1]} in {name} of shape {_shape(x)}"
+            )
+    if k.dtype != q.dtype:
+        raise ApplyError(f"q and k must have the same dtype; got q {q.dtype} and k {k.dtype}")
+    if k.device != q.device:
+        raise ApplyError(f"q and k must be on the same device; got q on {q.device} and k on {k.device}")
+    qb, qs, _ = layouts.dims(q, layout)
+    kb, ks, _ = layouts.dims(k, layout)
+    if (qb, qs) != (kb, ks):
+        what = "tokens T" if layout == "thd" else "batch and sequence sizes (B, S)"
+        raise ApplyError(
+            f"q and k must have the same {what} in layout {layout!r} {layouts.SHAPES[layout]}; "
+            f"got q {_shape(q)} and k {_shape(k)}"
+        )
+    return q, k, _check_positions(positions, qb, qs, layout, q.device, spec.num_axes)
+
+
+def _choose_backend(backend: str, device: torch.device) -> str:
+    if backend == "torch":
+        return "torch"
+    if backend == "auto":
+        return "triton" if device.type == "cuda" and _tk is not None else "torch"
+    if _tk is None:
+        raise ApplyError(
+            f"backend='triton' needs the triton package (pip install 'mrope[triton]'); importing it failed "
+            f"with {TRITON_IMPORT_ERROR}"
+        )
+    if device.type == "cpu":
+        if not _tk.interpreting():
+            raise ApplyError(
+                "backend='triton' on CPU tensors runs the kernel in Triton's interpreter, which needs the "
+                "environment variable TRITON_INTERPRET=1 (e.g. `TRITON_INTERPRET=1 python ...`); it is not "
+                "set. Use backend='torch' (or 'auto') for CPU tensors otherwise."
+            )
+    elif device.type != "cuda":
+        raise ApplyError(
+            f"backend='triton' runs on CUDA tensors (or CPU tensors with TRITON_INTERPRET=1); got tensors on "
+            f"{device}. Use backend='torch' there."
+        )
+    return "triton"
+
+
+# ------------------------------------------------------------------------------------------- rotation
+
+
+def _tables(
+    spec: RopeSpec, precision: str, backend: str, positions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(axis, freq)``: the frequency-to-row map and the frequency table the backend reads."""
+    if backend == "triton":
+        return axis_tensor(spec, positions.device), freq_table(spec, precision, positions)
+    return torch_path.tables(spec, precision, positions)
+
+
+def _rotate(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    positions: torch.Tensor,
+    axis: torch.Tensor,
+    freq: torch.Tensor,
+    plan: _RotationSettings,
+    conj: bool,
+    inplace: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One rotation of q and k (by ``-angle`` when ``conj``) with the plan's backend; no autograd."""
+    spec = plan.spec
+    if plan.backend == "triton":
+        assert _tk is not None
+        args = (
+            positions,
+            axis,
+            freq,
+            plan.layout,
+            spec.rotary_dim,
+            spec.pairing == "gptj",
+            plan.precision == "exact",
+            conj,
+            spec.attention_factor(),
+            spec.rotary_offset,
+        )
+        if inplace:
+            torch.ops.mrope.rotary_(q, k, *args)
+            return q, k
+        q_out, k_out = torch.ops.mrope.rotary(q, k, *args)
+        return q_out, k_out
+    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
+    # [A, B, S] -> [B, S, F] -> [B, S, 1, F], shared by every head
+    cos, sin = torch_path.cos_sin_table(positions, axis, freq, spec.attention_factor(), compute)
+    cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
+    if conj:
+        sin = -sin
+    outs = []
+    for x in (q, k):
+        out = x if inplace else torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        torch_path.rotate(
+            layouts.canonical(x, plan.layout),
+            layouts.canonical(out, plan.layout),
+            cos,
+            sin,
+            spec,
+            inplace=inplace,
+        )
+        outs.append(out)
+    return outs[0], outs[1]
+
+
+class _RotateFn(torch.autograd.Function):
+    """Autograd face of the out-of-place rotation of q and k.
+
+    The backward of a rotation is the same rotation by ``-angle`` (``conj`` flipped), by the same backend.
+    The backward calls this Function again, so double backward works as well.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, positions, axis, freq, plan, conj):  # type: ignore[override]
+        q_out, k_out = _rotate(q, k, positions, axis, freq, plan, conj, False)
+        ctx.save_for_backward(positions, axis, freq)
+        ctx.plan, ctx.conj = plan, conj
+        ctx.shapes, ctx.like = (q.shape, k.shape), {"dtype": q.dtype, "device": q.device}
+        return q_out, k_out
+
+    @staticmethod
+    def backward(ctx, grad_q, grad_k):  # type: ignore[override]
+        positions, axis, freq = ctx.saved_tensors
+        # An output that got no gradient (e.g. only q was used) contributes zeros.
+        grad_q = torch.zeros(ctx.shapes[0], **ctx.like) if grad_q is None else grad_q
+        grad_k = torch.zeros(ctx.shapes[1], **ctx.like) if grad_k is None else grad_k
+        dq, dk = _RotateFn.apply(grad_q, grad_k, positions, axis, freq, ctx.plan, not ctx.conj)
+        return dq, dk, None, None, None, None, None
+
+
+class _RotateInplaceFn(torch.autograd.Function):
+    """Autograd face of the in-place rotation of one tensor.
+
+    Autograd lets a Function that modifies a view in place return one tensor only, so under autograd q
+    and k (typically views into one qkv buffer) are rotated in place by one call each. The backward is
+    the out-of-place inverse rotation of the incoming gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, x, positions, axis, freq, plan):  # type: ignore[override]
+        _rotate(x, layouts.no_heads(x, plan.layout), positions, axis, freq, plan, False, True)
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(positions, axis, freq)
+        ctx.plan = plan
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        positions, axis, freq = ctx.saved_tensors
+        empty = layouts.no_heads(grad, ctx.plan.layout)
+        dx, _ = _RotateFn.apply(grad, empty, positions, axis, freq, ctx.plan, True)
+        return dx, None, None, None, None
+
+
+# ------------------------------------------------------------------------------------------- public
+
+
+def apply_mrope(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    positions: torch.Tensor,
+    spec: RopeSpec,
+    *,
+    layout: Layout = "thd",
+    inplace: bool = False,
+    backend: Backend = "auto",
+    angle_precision: AnglePrecision = "fp32",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate queries and keys by multimodal rotary position embedding (M-RoPE).
+
+    Frequency ``i`` (of ``F = spec.rotary_dim // 2``) turns channel pair ``i`` by
+    ``angle = pos[axis(i)] * inv_freq[i]`` radians, where ``axis = spec.axis_map()`` picks the row of
+    ``positions`` (t, h or w for three axes) and ``inv_freq = spec.inv_freq(seq_len)`` (dynamic NTK uses
+    ``seq_len = max(positions) + 1``); YaRN multiplies cos and sin by ``spec.attention_factor()``.
+    Pairs are ``o + (i, i + F)`` for ``spec.pairing == "neox"`` and ``o + (2i, 2i + 1)`` for ``"gptj"``,
+    ``o = spec.rotary_offset``; channels outside ``[o, o + rotary_dim)`` are passed through.
+
+    Args:
+        q: queries, ``[T, HQ, D]`` (``thd``), ``[B, HQ, S, D]`` (``bhsd``) or ``[B, S, HQ, D]`` (``bshd``);
+            fp32, bf16, fp16 (fp64 is accepted too, e.g. for gradcheck). ``D == spec.head_dim``.
+        k: keys, same layout, dtype and device as q; its head count may differ (GQA).
+        positions: position ids on q's device, ``[A, T]`` (``thd``) or ``[A, B, S]`` (``bhsd``, ``bshd``)
+            with ``A = len(spec.mrope_section)`` rows (t, h, w for three axes); without the leading axis
+            (``[T]``, ``[B, S]``) they are plain 1-D RoPE. Integer (any int dtype) or floating (fractional
+            positions such as Qwen3-Omni's float32 time; ``"fp32"`` multiplies ``float32(pos)``, ``"exact"``
+            splits ``floor(pos)`` from 32 bits of fraction).
+            ``angle_precision="exact"`` is exact over the whole int64 range.
+        spec: the rotary spec (e.g. ``mrope.models.resolve_spec("qwen2-vl")``), or a model description whose ``spec``
+            it is (a :class:`mrope.models.ModelFamily`, what :func:`mrope.from_pretrained` returns).
+        layout: ``"thd"``, ``"bhsd"`` or ``"bshd"``.
+        inplace: rotate q and k in place (they may be strided views into one packed qkv buffer) and return
+            them; otherwise return new tensors, contiguous in ``layout``.
+        backend: ``"auto"`` (the Triton kernel for CUDA tensors, the torch path elsewhere), ``"torch"`` or
+            ``"triton"`` (the kernel; on CPU tensors it needs ``TRITON_INTERPRET=1`` and runs in Triton's
+            interpreter, which is how it is tested without a GPU).
+        angle_precision: ``"fp32"``: the angle is the fp32 product of position and fp32 inv_freq, exactly as
+            transformers and vLLM compute it (what pretrained models saw); ``"exact"``: the angle
+            ``pos * spec.inv_freq()`` (float64 frequencies taken as exact) reduced modulo 2 pi in fixed point
+            and rounded to fp32 once, at any int64 position (see :mod:`mrope.ops._freqs`).
+
+    Returns:
+        ``(q_rot, k_rot)`` with the shapes and dtype of q and k. Differentiable: the backward pass is the
+        inverse rotation by the same backend.
+
+    Raises:
+        ApplyError: on shapes, dtypes, devices, layouts, backends or precisions it cannot take.
+    """
+    _check_choice("layout", layout, LAYOUTS)
+    _check_choice("backend", backend, BACKENDS)
+    _check_choice("angle_precision", angle_precision, ANGLE_PRECISIONS)
+    if not isinstance(inplace, bool):
+        raise ApplyError(f"inplace must be a bool; got {inplace!r}")
+    if not isinstance(spec, RopeSpec) and isinstance(getattr(spec, "spec", None), RopeSpec):
+        spec = spec.spec  # a model description (mrope.models.ModelFamily, mrope.from_pretrained's result)
+    q, k, pos3 = _check_inputs(q, k, positions, spec, layout)
+    chosen = _choose_backend(backend, q.device)
+    plan = _RotationSettings(spec=spec, layout=layout, backend=chosen, precision=angle_precision)
+    axis, freq = _tables(spec, angle_precision, chosen, pos3)
+    if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
+        return _rotate(q, k, pos3, axis, freq, plan, False, inplace)
+    if inplace:
+        q = _RotateInplaceFn.apply(q, pos3, axis, freq, plan)
+        k = _RotateInplaceFn.apply(k, pos3, axis, freq, plan)
+        return q, k
+    return _RotateFn.apply(q, k, pos3, axis, freq, plan, False)
+
+
+def cos_sin(
+    positions: torch.Tensor,
+    spec: RopeSpec,
+    *,
+    layout: Layout = "thd",
+    dtype: torch.dtype = torch.float32,
+    angle_precision: AnglePrecision = "fp32",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin in transformers' shape, for code that applies the rotation itself.
+
+    This is what ``Qwen2VLRotaryEmbedding`` (with its mrope section selection) returns: for every token
+    and rotary channel the cos / sin of the angle that drives it, times YaRN's attention factor, computed
+    in fp32 and cast to ``dtype``. Channel order follows ``spec.pairing``: neox repeats the ``F`` values
+    (``cat([c, c])``, for ``rotate_half``), gptj repeats each one twice (``repeat_interleave(2)``, GLM-4V).
+
+    Args:
+        positions: ``[A, T]`` or ``[T]`` (``layout="thd"``), ``[A, B, S]`` or ``[B, S]``
+            (``"bhsd"``/``"bshd"``).
+        spec: the rotary spec. dtype: output dtype. angle_precision: as in :func:`apply_mrope`.
+
+    Returns:
+        ``(cos, sin)``, each ``[T, rotary_dim]`` (``thd``) or ``[B, S, rotary_dim]``, on positions' device:
+        the rotary slice only (channels ``[rotary_offset, rotary_offset + rotary_dim)`` of a head).
+    """
+    _check_choice("layout", layout, LAYOUTS)
+    _check_choice("angle_precision", angle_precision, ANGLE_PRECISIONS)
+    if not isinstance(spec, RopeSpec):
+        raise ApplyError(f"spec must be a mrope.RopeSpec; got {type(spec).__name__}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ApplyError(f"dtype must be a floating torch.dtype; got {dtype!r}")
+    if not isinstance(positions, torch.Tensor):
+        raise ApplyError(f"positions must be a torch.Tensor; got {type(positions).__name__}")
+    axes = spec.num_axes
+    if layout == "thd":
+        if positions.dim() not in (1, 2) or (positions.dim() == 2 and positions.shape[0] != axes):
+            raise ApplyError(
+                f"positions for layout 'thd' must be [{axes}, T] or [T]; got {_shape(positions)}"
+            )
+        batch, seq = 1, positions.shape[-1]
+    else:
+        if positions.dim() not in (2, 3) or (positions.dim() == 3 and positions.shape[0] != axes):
+            raise ApplyError(
+                f"positions for layout {layout!r} must be [{axes}, B, S] or [B, S]; got {_shape(positions)}"
+            )
+        batch, seq = positions.shape[-2], positions.shape[-1]
+    pos3 = _check_positions(positions, batch, seq, layout, positions.device, axes)
+    axis, freq = torch_path.tables(spec, angle_precision, pos3)
+    cos, sin = torch_path.cos_sin_table(pos3, axis, freq, spec.attention_factor(), torch.float32)
+    if spec.pairing == "neox":
+        cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+    else:
+        cos, sin = cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
+    if layout == "thd":
+        cos, sin = cos[0], sin[0]
+    return cos.to(dtype), sin.to(dtype)
+
+
+def rerotate(
+    k: torch.Tensor,
+    from_positions: torch.Tensor,
+    to_positions: torch.Tensor,
+    spec: RopeSpec,
+    *,
+    layout: Layout = "thd",
+    inplace: bool = True,
+    backend: Backend = "auto",
+    angle_precision: AnglePrecision = "fp32",
+) -> torch.Tensor:
+    """Move keys that were rotated at ``from_positions`` to ``to_positions`` (cache reuse at a new offset).
+
+    Frequency ``i`` of every key turns by ``angle(to)[i] - angle(from)[i]``, each frequency by the
+    difference on its own axis (``spec.axis_map()``). This is what moving a cached image block to a new
+    offset, or reusing a cached prefix at shifted positions, needs: the result equals rotating the raw keys
+    at ``to_positions`` (``apply_mrope``), to within fp32 rounding. In ``"exact"`` precision the two
+    fixed-point turn fractions are subtracted exactly, so that holds however far the shift (any int64
+    positions); in ``"fp32"`` precision the rotation is by the difference of the two fp32 angles a model
+    computes (transformers' arithmetic at each position). YaRN's attention factor is already in the keys
+    and is not applied again.
+
+    Args:
+        k: keys in a KV cache, rotated at ``from_positions``: ``[T, HK, D]`` (``thd``: a flat or paged cache
+            viewed as slots x heads x dim, e.g. ``cache.view(-1, HK, D)``), ``[B, HK, S, D]`` (``bhsd``:
+            transformers' ``DynamicCache`` keys of one layer) or ``[B, S, HK, D]`` (``bshd``: flash-attn's
+            cache). Any strides (views into a larger cache are rotated in place). fp32, bf16, fp16, fp64.
+        from_positions, to_positions: ``[A, T]`` / ``[A, B, S]`` (or the 1-D forms ``[T]`` / ``[B, S]``),
+            integer or floating, on k's device; ``A = len(spec.mrope_section)``.
+        spec: the rotary spec the keys were rotated with (no dynamic NTK: its frequencies depend on the
+            sequence length, so a stored key does not say which ones it used).
+        layout: as in :func:`apply_mrope`.
+        inplace: rotate ``k`` in place (default, the cache case) and return it; otherwise return a new tensor.
+        backend, angle_precision: as in :func:`apply_mrope`.
+
+    Returns:
+        The re-rotated keys (``k`` itself when ``inplace``). Not differentiable (a cache operation).
+
+    Raises:
+        ApplyError: on shapes, dtypes, devices, layouts, backends, precisions or a dynamic-NTK spec.
+    """
+    _check_choice("layout", layout, LAYOUTS)
+    _check_choice("backend", backend, BACKENDS)
+    _check_choice("angle_precision", angle_precision, ANGLE_PRECISIONS)
+    if not isinstance(inplace, bool):
+        raise ApplyError(f"inplace must be a bool; got {inplace!r}")
+    if not isinstance(k, torch.Tensor):
+        raise ApplyError(f"k must be a torch.Tensor; got {type(k).__name__}")
+    if isinstance(spec, RopeSpec) and spec.scaling.type == "dynamic":
+        raise ApplyError(
+            "rerotate needs fixed frequencies; dynamic NTK scaling changes them with the sequence length, "
+            "so keys rotated at one length cannot be moved to another by a rotation"
+        )
+    k, _, to3 = _check_inputs(k, k, to_positions, spec, layout, names=("k", "k"))
+    batch, seq, _ = layouts.dims(k, layout)
+    try:
+        from3 = _check_positions(from_positions, batch, seq, layout, k.device, spec.num_axes)
+    except ApplyError as exc:
+        raise ApplyError(f"from_positions: {exc}") from None
+    chosen = _choose_backend(backend, k.device)
+    axis, freq = _tables(spec, angle_precision, chosen, to3)
+    with torch.no_grad():
+        if chosen == "triton":
+            args = (
+                to3,
+                from3,
+                axis,
+                freq,
+                layout,
+                spec.rotary_dim,
+                spec.pairing == "gptj",
+                angle_precision == "exact",
+                spec.rotary_offset,
+            )
+            if inplace:
+                torch.ops.mrope.rerotate_(k, *args)
+                return k
+            return torch.ops.mrope.rerotate(k, *args)
+        compute = torch.float64 if k.dtype == torch.float64 else torch.float32
+        cos, sin = torch_path.cos_sin_table(to3, axis, freq, 1.0, compute, from_positions=from3)
+        out = k if inplace else torch.empty(k.shape, dtype=k.dtype, device=k.device)
+        torch_path.rotate(
+            layouts.canonical(k, layout),
+            layouts.canonical(out, layout),
+            cos.unsqueeze(2),
+            sin.unsqueeze(2),
+            spec,
+            inplace=inplace,
+        )
+        return out

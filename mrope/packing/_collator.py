@@ -1,0 +1,208 @@
+"""A data collator for transformers' ``Trainer`` / TRL that packs processor outputs into padding-free rows.
+
+Each record is one processor output (``input_ids``, optional ``labels`` and ``attention_mask``, pixel
+values and grids). The positions come from the ids and grids by the token path
+(:func:`mrope.numpy_rope_index`, one record at a time), the rows from the bin packers
+(:mod:`mrope.packing._bins`), the layout of a row from :mod:`mrope.packing._rows`.
+"""
+
+from __future__ import annotations
+
+from mrope._extras import require
+
+require("mrope.packing.PackedCollator", "torch", "torch")
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from mrope._errors import MRopeError, PackingError
+from mrope._rules import LayoutRules
+from mrope._token_ids import numpy_rope_index
+from mrope.integrations.transformers._inputs import named_for
+from mrope.models import get_family, resolve_rules
+from mrope.packing._bins import MODES, check_max_length, first_fit_decreasing, stream_rows
+from mrope.packing._inputs import model_packed_input, seq_len_inputs
+from mrope.packing._rows import padded_arrays, stack_positions
+from mrope.packing._support import check_packed_input
+
+IGNORE_INDEX = -100
+"""The label transformers' losses skip."""
+
+_MEDIA: tuple[tuple[str, str], ...] = (
+    ("pixel_values", "image_grid_thw"),
+    ("pixel_values_videos", "video_grid_thw"),
+)
+"""(pixel values, grids) key pairs of a processor output, concatenated in row order."""
+
+
+def _flat(value: Any, name: str, index: int) -> np.ndarray:
+    out = np.asarray(value.cpu() if isinstance(value, torch.Tensor) else value)
+    if out.ndim == 2 and out.shape[0] == 1:
+        out = out[0]
+    if out.ndim != 1:
+        raise PackingError(f"record {index}: {name} must be [n] or [1, n]; got shape {list(out.shape)}")
+    return out.astype(np.int64, copy=False)
+
+
+def _grids(value: Any) -> np.ndarray | None:
+    if value is None:
+        return None
+    out = np.asarray(value.cpu() if isinstance(value, torch.Tensor) else value, dtype=np.int64).reshape(-1, 3)
+    return out if len(out) else None
+
+
+class PackedCollator:
+    """Packs a list of processor outputs into padding-free rows for one training step.
+
+    Args:
+        model: a transformers model (its rules, ids and ``forward`` names are read from it), or a family
+            name / :class:`mrope.models.ModelFamily` (then give ``rules`` where the model's ids differ).
+        max_length: row capacity; a longer record is a :class:`~mrope._errors.PackingError` naming it.
+        rules, convention: as :func:`mrope.numpy_rope_index`. For a transformers model the default is
+            :func:`mrope.integrations.transformers.model_rules` under ``convention`` (``None``: its own
+            transformers 5.24 ``get_rope_index``'s, so the packed positions equal the model's own
+            unpacked ones); for a family name ``None`` means ``"released"``.
+        mode: ``"ffd"`` (first-fit-decreasing over the records of the call) or ``"stream"`` (their order
+            kept, ``open_rows`` rows open).
+        pad_token_id: the id of padding tokens (rows are padded to the longest, or to ``max_length`` with
+            ``pad_to_max_length``); padding is a segment of its own, its labels ``-100``.
+        seq_lens: add ``cu_seq_lens_q/k`` and ``max_length_q/k`` (see
+            :func:`mrope.packing._inputs.packed_inputs`: leave it off with pixel values under
+            flash-attention; the text row carries the boundaries either way).
+
+    Returns (``__call__``): ``input_ids [R, L]``, ``labels [R, L]`` (the record's ``labels``, or its
+    ``input_ids`` when it has none; ``-100`` at each sample's first token, whose label the previous
+    sample's last token would otherwise predict, and at padding), ``position_ids [1 + A, R, L]``, the
+    pixel values and grids in row order, ``second_per_grid_ts`` (videos in seconds), ``mm_token_type_ids``
+    when every record has them, ``use_cache=False``; no attention mask (with a cache or a mask
+    transformers would not read the sample boundaries from the text row). Named as the model's ``forward`` takes them when
+    ``model`` is a transformers model.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        max_length: int,
+        rules: LayoutRules | dict[str, Any] | None = None,
+        convention: str | None = None,
+        mode: str = "ffd",
+        open_rows: int = 8,
+        pad_token_id: int = 0,
+        pad_to_max_length: bool = False,
+        seq_lens: bool = False,
+    ) -> None:
+        check_max_length(max_length)
+        if mode not in MODES:
+            raise PackingError(f"mode must be one of {list(MODES)}; got {mode!r}")
+        self.forward = None
+        if isinstance(model, torch.nn.Module):
+            from mrope.integrations.transformers import model_rules
+
+            self.forward = type(model).forward
+            check_packed_input(*model_packed_input(model, "text-row", type(model).__name__))
+            own = model_rules(model, convention)
+            self.rules = (
+                own
+                if rules is None
+                else resolve_rules(None, rules if isinstance(rules, LayoutRules) else own.replace(**rules))
+            )
+        else:
+            family = get_family(model)
+            check_packed_input(family.packed_input, family.name)
+            self.rules = resolve_rules(family, rules, convention or "released")
+        self.max_length, self.mode, self.open_rows = max_length, mode, open_rows
+        self.pad_token_id, self.pad_to_max_length, self.seq_lens = pad_token_id, pad_to_max_length, seq_lens
+
+    def sample(self, index: int, record: Mapping[str, Any]) -> dict[str, Any]:
+        """One record's ids, labels, grids and positions ``[A, n]`` (the token path)."""
+        if "input_ids" not in record:
+            raise PackingError(f"record {index} has no input_ids; keys: {sorted(record)}")
+        ids = _flat(record["input_ids"], "input_ids", index)
+        labels = _flat(record["labels"], "labels", index) if record.get("labels") is not None else ids.copy()
+        if labels.shape != ids.shape:
+            raise PackingError(f"record {index}: labels {labels.shape[0]} long, input_ids {ids.shape[0]}")
+        keep = None
+        if record.get("attention_mask") is not None:  # a padded processor output: its pads are dropped
+            keep = _flat(record["attention_mask"], "attention_mask", index).astype(bool)
+            ids, labels = ids[keep], labels[keep]
+        types = record.get("mm_token_type_ids")
+        types = None if types is None else _flat(types, "mm_token_type_ids", index)
+        if types is not None and keep is not None:
+            types = types[keep]
+        images, videos = _grids(record.get("image_grid_thw")), _grids(record.get("video_grid_thw"))
+        seconds = record.get("second_per_grid_ts")
+        try:
+            pos, _ = numpy_rope_index(
+                ids[None],
+                image_grid_thw=images,
+                video_grid_thw=videos,
+                rules=self.rules,
+                second_per_grid_ts=None if seconds is None else np.asarray(seconds, dtype=np.float64),
+                mm_token_type_ids=None if types is None else types[None],
+            )
+        except MRopeError as exc:
+            raise PackingError(f"record {index}: its placeholders and grids do not agree: {exc}") from exc
+        labels = labels.copy()
+        labels[0] = IGNORE_INDEX
+        return {"ids": ids, "labels": labels, "types": types, "positions": pos[:, 0], "record": record}
+
+    def bins(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Rows of record indices for one call's records."""
+        if self.mode == "ffd":
+            return [sorted(b) for b in first_fit_decreasing(lengths, self.max_length)]
+        pairs = ((i, int(n)) for i, n in enumerate(lengths))
+        return [indices for indices, _ in stream_rows(pairs, self.max_length, open_rows=self.open_rows)]
+
+    def __call__(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        if not records:
+            raise PackingError("the collator got no records")
+        samples = [self.sample(i, r) for i, r in enumerate(records)]
+        rows = self.bins([len(s["ids"]) for s in samples])
+        ordered = [samples[i] for row in rows for i in row]
+        width = (
+            self.max_length
+            if self.pad_to_max_length
+            else max(sum(len(samples[i]["ids"]) for i in r) for r in rows)
+        )
+        ids, pos, is_sample, cu, longest = padded_arrays(
+            [np.concatenate([samples[i]["ids"] for i in r]) for r in rows],
+            [stack_positions([samples[i]["positions"] for i in r]) for r in rows],
+            [[len(samples[i]["ids"]) for i in r] for r in rows],
+            width,
+            self.pad_token_id,
+        )
+        labels = np.full(ids.shape, IGNORE_INDEX, dtype=np.int64)
+        labels[is_sample] = np.concatenate([s["labels"] for s in ordered])
+        out: dict[str, Any] = {
+            "input_ids": torch.from_numpy(ids),
+            "labels": torch.from_numpy(labels),
+            "position_ids": torch.from_numpy(pos),
+        }
+        if all(s["types"] is not None for s in samples):
+            types = np.zeros(ids.shape, dtype=np.int64)
+            types[is_sample] = np.concatenate([s["types"] for s in ordered])
+            out["mm_token_type_ids"] = torch.from_numpy(types)
+        for pixels_key, grid_key in _MEDIA:
+            held = [s["record"] for s in ordered if _grids(s["record"].get(grid_key)) is not None]
+            if held:
+                out[grid_key] = torch.from_numpy(np.concatenate([_grids(r[grid_key]) for r in held]))
+                if all(r.get(pixels_key) is not None for r in held):
+                    out[pixels_key] = torch.cat([torch.as_tensor(r[pixels_key]) for r in held])
+        seconds = [s["record"].get("second_per_grid_ts") for s in ordered]
+        if any(v is not None for v in seconds):
+            out["second_per_grid_ts"] = torch.cat(
+                [torch.as_tensor(v, dtype=torch.float32).reshape(-1) for v in seconds if v is not None]
+            )
+        if self.forward is not None:
+            out = named_for(self.forward, out)
+        if self.seq_lens:
+            out.update(seq_len_inputs(cu, longest))
+        out["use_cache"] = False  # a cache turns transformers' packed-sequence mask off
+        return out
+
+
+__all__ = ["IGNORE_INDEX", "PackedCollator"]

@@ -1,0 +1,175 @@
+"""Packed rows as an Arrow table: samples (positions, labels, or a failure) -> :func:`mrope.pack` -> rows.
+
+The table the pipeline's ``pack_batch`` and ``mrope batch --pack`` give (docs/packing.md); the packing
+itself is :func:`mrope.pack`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mrope import _arrow as arrow
+from mrope._errors import PackingError, SampleTooLong
+from mrope._positions import Positions
+from mrope.packing._bins import check_length, check_max_length, efficiency
+from mrope.packing._rows import pack
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+PackItem = tuple[Positions, "np.ndarray | None"] | tuple[str, str]
+"""One sample to pack: its positions and labels (``None`` without labels), or the ``(error, error_code)``
+of a record that failed."""
+
+PACKED_COLUMNS = (
+    "ids",
+    "samples",
+    "input_ids",
+    "position_ids",
+    "mm_token_type_ids",
+    "cu_seqlens",
+    *arrow.SEQUENCE_COLUMNS,
+    *arrow.ERROR_COLUMNS,
+)
+"""The columns of a packed table (:func:`packed_table`), plus ``labels`` in a job with labels."""
+
+
+def packed_schema(*, labels: bool = False, fractional: bool = False) -> pa.Schema:
+    """The Arrow types of packed rows: ``ids`` (the records' ids) and ``samples`` (their indices) in row
+    order, ``input_ids [L]``, ``position_ids [1 + A][L]`` (row 0 the text row), ``mm_token_type_ids [L]``,
+    ``cu_seqlens`` int32 ``[n + 1]``, ``num_tokens``, the grids in row order, ``error`` and ``error_code``
+    (``""`` on a packed row), and ``labels [L]`` with ``labels``."""
+    import pyarrow as pa
+
+    cols = [
+        ("ids", pa.list_(pa.string())),
+        ("samples", pa.list_(pa.int64())),
+        ("input_ids", pa.list_(pa.int64())),
+        ("position_ids", arrow.positions_type(fractional)),
+        ("mm_token_type_ids", pa.list_(pa.int64())),
+        ("cu_seqlens", pa.list_(pa.int32())),
+        *arrow.sequence_fields(),
+        *arrow.error_fields(),
+    ]
+    if labels:
+        cols.append(("labels", pa.list_(pa.int64())))
+    return pa.schema(cols)
+
+
+def check_fits(index: int, p: Positions, max_length: int, name: str | None = None) -> None:
+    """Raise :class:`SampleTooLong` when sample ``index`` (``name``: its id, in the message) cannot fit
+    a packed row of ``max_length``."""
+    try:
+        check_length(index, p.num_tokens, max_length)
+    except PackingError as exc:
+        raise SampleTooLong(str(exc) if name is None else f"{name!r}: {exc}") from None
+
+
+def packed_table(
+    samples: Sequence[PackItem],
+    *,
+    max_length: int,
+    mode: str = "ffd",
+    ids: Sequence[str] | None = None,
+    labels: bool = False,
+    fractional: bool = False,
+) -> pa.Table:
+    """Samples packed by :func:`mrope.pack` into rows of at most ``max_length`` tokens, as a
+    ``pyarrow.Table`` (:func:`packed_schema`): the packed rows, then one error row per failed sample
+    (or one longer than ``max_length``: ``error_code`` ``"sample_too_long"``), each naming its sample.
+
+    ``samples`` index the input (``samples`` column); ``ids`` name them (default: their indices). With
+    ``labels``, each packed row's ``labels`` are the samples' labels in row order with ``-100`` at each
+    sample's first token (whose label the previous sample's last token would otherwise predict)."""
+    check_max_length(max_length)
+    names = [str(i) for i in range(len(samples))] if ids is None else [str(n) for n in ids]
+    kept: list[int] = []
+    failed: list[tuple[int, str, str]] = []
+    for i, item in enumerate(samples):
+        if isinstance(item[0], Positions):
+            try:
+                check_fits(i, item[0], max_length, names[i])
+                kept.append(i)
+            except SampleTooLong as exc:
+                failed.append((i, str(exc), exc.code))
+        else:
+            failed.append((i, str(item[0]), str(item[1])))
+    rows = list(pack([samples[i][0] for i in kept], max_length=max_length, mode=mode)) if kept else []
+    empty = np.zeros((0, 0), dtype=np.float32 if fractional else np.int64)
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        where = [kept[j] for j in row.samples]
+        out.append(
+            {
+                "ids": [names[i] for i in where],
+                "samples": where,
+                "input_ids": row.input_ids,
+                "position_ids": row.position_ids,
+                "mm_token_type_ids": row.mm_token_type_ids,
+                "cu_seqlens": row.cu_seqlens,
+                "num_tokens": row.num_tokens,
+                "image_grid_thw": row.image_grid_thw,
+                "video_grid_thw": row.video_grid_thw,
+                "second_per_grid_ts": row.second_per_grid_ts,
+                "error": "",
+                "error_code": "",
+                "labels": _row_labels([samples[i] for i in where]) if labels else None,
+            }
+        )
+    for i, message, code in failed:
+        out.append(
+            {
+                "ids": [names[i]],
+                "samples": [i],
+                "input_ids": np.zeros(0, dtype=np.int64),
+                "position_ids": empty,
+                "mm_token_type_ids": np.zeros(0, dtype=np.int64),
+                "cu_seqlens": np.zeros(1, dtype=np.int32),
+                "num_tokens": 0,
+                "image_grid_thw": np.zeros((0, 3), dtype=np.int64),
+                "video_grid_thw": np.zeros((0, 3), dtype=np.int64),
+                "second_per_grid_ts": np.zeros(0, dtype=np.float64),
+                "error": message or "failed",
+                "error_code": code or "internal_error",
+                "labels": np.zeros(0, dtype=np.int64),
+            }
+        )
+    return _packed_arrow(out, labels=labels, fractional=fractional)
+
+
+def _row_labels(items: Sequence[PackItem]) -> np.ndarray:
+    parts = []
+    for p, lab in items:
+        lab = np.full(p.num_tokens, -100, np.int64) if lab is None else np.array(lab, dtype=np.int64)
+        lab[:1] = -100  # the previous sample's last token must not learn to predict this sample's first
+        parts.append(lab)
+    return np.concatenate(parts)
+
+
+def _packed_arrow(rows: Sequence[Mapping[str, Any]], *, labels: bool, fractional: bool) -> pa.Table:
+    import pyarrow as pa
+
+    schema = packed_schema(labels=labels, fractional=fractional)
+    return pa.table({f.name: arrow.typed_column([row[f.name] for row in rows], f.type) for f in schema})
+
+
+def pack_efficiency(table: pa.Table, max_length: int) -> float:
+    """Packing efficiency of a packed table: tokens / (packed rows x ``max_length``), error rows left out."""
+    errors = table.column("error").to_pylist()
+    tokens = table.column("num_tokens").to_pylist()
+    packed = [n for n, e in zip(tokens, errors, strict=True) if not e]
+    return efficiency(sum(packed), len(packed), max_length)
+
+
+__all__ = [
+    "PACKED_COLUMNS",
+    "PackItem",
+    "check_fits",
+    "pack_efficiency",
+    "packed_schema",
+    "packed_table",
+]

@@ -1,0 +1,206 @@
+"""The work of the JSON endpoints between the raw body and the response, with no HTTP in it.
+
+A positions or rope-index body is decoded under the body limits (:mod:`mrope.service._jsonbody`) with its
+cheap caps checked on the raw data first, then on the validated request; the library computes; the
+result is rendered as JSON or npy (:mod:`mrope.service._render`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.responses import Response
+
+import mrope
+from mrope._rules import LayoutRules
+from mrope.models import resolve_rules
+from mrope.schema import PositionsRequest
+from mrope.schema._fields import rules_dict
+from mrope.schema._state import check_turn_start, request_state
+
+from . import _convert as convert
+from . import _jsonbody as jsonbody
+from . import _render as render
+from ._errors import ServiceError, over_cap
+from ._render import OutputFormat
+from ._settings import Settings
+from ._state import ServiceState
+from ._wire import RopeIndexRequest
+
+
+def count_build_render(
+    segments: list[mrope.Text | mrope.Image | mrope.Video],
+    weight: convert.Weight,
+    model: Any,
+    rules: LayoutRules,
+    fmt: OutputFormat,
+    state: ServiceState,
+    extra: dict[str, Any] | None = None,
+    conversation: Conversation | None = None,
+) -> Response:
+    """Token cap, then the library's positions, rendered (``weight``: :func:`mrope.service._convert.weigh`
+    of the segments; ``conversation``: the request's continued conversation, if any).
+
+    The cap is checked before any position is written: exactly (:func:`mrope.count_tokens`), or, for a
+    request that :meth:`~mrope.service._convert.Weight.surely_under_cap` places far below it by arithmetic,
+    after building (the count would cost as much again as the build).
+    """
+    settings = state.settings
+    weight.check_work(settings)
+    counted = not weight.surely_under_cap(settings)
+    if counted:
+        convert.count_tokens(segments, rules, settings, state.tokenizer, weight.token_floor)
+    after: mrope.ConversationState | None = None
+    if conversation is not None and conversation.previous is not None:
+        # a turn is laid out from where the conversation stands (its own tokens' work): only bounded
+        check_turn_start(conversation.previous, conversation.generated)
+        turn = mrope.continue_positions(
+            conversation.previous,
+            segments,
+            generated=conversation.generated,
+            model=model,
+            rules=rules,
+            tokenizer=state.tokenizer,
+        )
+        pos, after = turn.positions, turn.state
+    else:
+        pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
+    if not counted:
+        convert.check_tokens(pos.num_tokens, settings)
+    if conversation is not None and conversation.return_state:
+        after = after if after is not None else mrope.conversation_state(pos)
+        extra = {**(extra or {}), "state": after.to_dict()}
+    state.metrics.tokens.inc(pos.num_tokens)
+    return render.render_positions(pos, fmt, state.settings.npy_max_header_bytes, extra)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A positions request's conversation fields: the state it continues (``None``: a new one), the
+    tokens generated since, whether to return the state after it."""
+
+    previous: mrope.ConversationState | None
+    generated: int
+    return_state: bool
+
+    @classmethod
+    def of(cls, body: PositionsRequest, rules: LayoutRules) -> Conversation | None:
+        """``None`` when the request names neither ``state`` nor ``return_state``."""
+        if body.state is None and not body.return_state:
+            return None
+        return cls(request_state(body.state, rules), body.generated or 0, bool(body.return_state))
+
+
+def check_rope_index_size(body: RopeIndexRequest, rules: LayoutRules, settings: Settings) -> int:
+    """Cheap caps of a rope-index request; returns ``B * L``."""
+    rows = len(body.input_ids)
+    if rows > settings.max_batch:
+        raise over_cap(
+            "too_many_rows", "the batch size (input_ids rows)", rows, "MROPE_MAX_BATCH", settings.max_batch
+        )
+    length = max((len(r) for r in body.input_ids), default=0)
+    if rows == 0 or length == 0:
+        raise ServiceError(
+            422,
+            "invalid_input",
+            f"input_ids must hold at least one row of at least one token id; got {rows} row(s) of "
+            f"{length} id(s)",
+        )
+    size = rows * length
+    convert.check_tokens(size, settings, "the token count B*L of input_ids")
+    m2 = rules.merge_size * rules.merge_size
+    for name in ("image_grid_thw", "video_grid_thw"):
+        for i, (t, h, w) in enumerate(getattr(body, name) or ()):
+            convert.check_tokens(t * h * w // m2, settings, f"the token count of {name}[{i}]")
+    return size
+
+
+def precheck_positions(data: Any, settings: Settings) -> None:
+    """The segment cap on the raw body, before any segment is validated."""
+    segments = data.get("segments") if isinstance(data, dict) else None
+    if isinstance(segments, list):
+        convert.check_segment_count(len(segments), settings)
+    messages = data.get("messages") if isinstance(data, dict) else None
+    if isinstance(messages, list):  # every message item is a segment (or text run) of its own
+        convert.check_segment_count(
+            sum(
+                len(m["content"]) if isinstance(m, dict) and isinstance(m.get("content"), list) else 1
+                for m in messages
+            ),
+            settings,
+        )
+
+
+def precheck_rope_index(data: Any, settings: Settings) -> None:
+    """The batch and token caps on the raw body, before any id is validated."""
+    ids = data.get("input_ids") if isinstance(data, dict) else None
+    if not isinstance(ids, list):
+        return
+    if len(ids) > settings.max_batch:
+        raise over_cap(
+            "too_many_rows",
+            "the batch size (input_ids rows)",
+            len(ids),
+            "MROPE_MAX_BATCH",
+            settings.max_batch,
+        )
+    longest = max((len(row) for row in ids if isinstance(row, list)), default=0)
+    convert.check_tokens(len(ids) * longest, settings, "the token count B*L of input_ids")
+
+
+def decode_positions(
+    raw: bytes, state: ServiceState
+) -> tuple[PositionsRequest, Any, LayoutRules, list[mrope.Text | mrope.Image | mrope.Video] | None]:
+    """A positions body: bounded decode and validation, then the library segments (``None`` when a
+    segment names a media file: those are read in a media slot). Returns the body, the model (a name,
+    or the checkpoint of ``MROPE_MODEL_DIR``), its rules and the segments."""
+    settings = state.settings
+    served: list[Any] = [None]
+
+    def precheck(data: Any) -> None:
+        precheck_positions(data, settings)
+        served[0] = state.served_model(data)
+
+    body = jsonbody.decode(raw, PositionsRequest, state.limits, precheck)
+    model = served[0] or body.model
+    rules = resolve_rules(model, rules_dict(body.rules), body.convention or "released")
+    if convert.reads_media(convert.request_items(body)):
+        return body, model, rules, None
+    return body, model, rules, convert.request_segments(body, rules, settings, state.tokenizer)
+
+
+def decode_rope_index(raw: bytes, state: ServiceState) -> tuple[RopeIndexRequest, Any, int]:
+    """A rope-index body: bounded decode and validation, then its caps; returns it, its model and
+    ``B * L``."""
+    served: list[Any] = [None]
+
+    def precheck(data: Any) -> None:
+        precheck_rope_index(data, state.settings)
+        served[0] = state.served_model(data)
+
+    body = jsonbody.decode(raw, RopeIndexRequest, state.limits, precheck)
+    model = served[0] or body.model
+    rules = resolve_rules(model, rules_dict(body.rules))
+    return body, model, check_rope_index_size(body, rules, state.settings)
+
+
+def compute_rope_index(
+    body: RopeIndexRequest, model: Any, fmt: OutputFormat, state: ServiceState
+) -> Response:
+    """``mrope.numpy_rope_index`` of a decoded request: position_ids [3][B][L] and deltas [B], rendered."""
+    position_ids, deltas = mrope.numpy_rope_index(
+        body.input_ids,
+        body.image_grid_thw,
+        body.video_grid_thw,
+        body.attention_mask,
+        model=model,
+        rules=rules_dict(body.rules),
+        second_per_grid_ts=body.second_per_grid_ts,
+        mm_token_type_ids=body.mm_token_type_ids,
+        pad_position=body.pad_position,
+        audio_seqlens=body.audio_seqlens,
+        use_audio_in_video=body.use_audio_in_video,
+    )
+    state.metrics.tokens.inc(position_ids.shape[1] * position_ids.shape[2])
+    return render.render_rope_index(position_ids, deltas, fmt, state.settings.npy_max_header_bytes)

@@ -1,0 +1,407 @@
+"""The service's caps on a request, checked before any array is built: segments read under them, tokens counted.
+
+Nothing here computes a coordinate: segments are :mod:`mrope.schema`'s and become library segments by
+its :class:`~mrope.schema._convert.SegmentReader`, which :class:`ServiceReader` puts under the caps (images given by pixel size are sized by :func:`mrope.media.image_grid`; a media URL is
+read only from the hosts of ``MROPE_MEDIA_URL_HOSTS``, a local path never), and token counts come from
+:func:`mrope.count_tokens` (behind an arithmetic floor), so the token cap is enforced before a huge
+``[3, T]`` array is allocated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import mrope
+from mrope import schema
+from mrope._audio_grid import audio_tokens, require_audio
+from mrope._caches import cached
+from mrope._chat import find_chat_template
+from mrope._layout import engine_for
+from mrope._layout.canvas import frame_tokens as canvas_frame_tokens
+from mrope._rules import LayoutRules
+from mrope.media import image_size, load_audio, load_image, load_video, open_url, probe_audio, probe_video
+from mrope.media._audio import has_audio_stream
+from mrope.media._image import DEFAULT_MAX_IMAGE_PIXELS
+from mrope.schema import (
+    AudioSegment,
+    ImagePath,
+    ImageSize,
+    MediaAccess,
+    TextSegment,
+    TilingOptions,
+    VideoFrames,
+    VideoPath,
+)
+from mrope.schema._convert import AnySegment, ImageForm, SegmentReader, VideoForm, sizing
+from mrope.schema._messages import template_segments, turn_segments
+from mrope.schema._text import TokenizerRequired
+
+from ._errors import ServiceError, over_cap
+from ._settings import Settings
+
+
+def check_video_meta(meta: Any, settings: Settings, where: str) -> None:
+    """A probed video's frame size, duration (s) and frame count against the service's caps: the one
+    check for uploads and URL segments alike."""
+    check_image_pixels(meta.height, meta.width, settings, f"the frames of {where}")
+    if meta.duration > settings.max_video_seconds:
+        raise over_cap(
+            "video_too_long",
+            f"the duration in seconds of {where}",
+            round(float(meta.duration), 3),
+            "MROPE_MAX_VIDEO_SECONDS",
+            settings.max_video_seconds,
+        )
+    if meta.num_frames > settings.max_video_frames:
+        raise over_cap(
+            "video_too_many_frames",
+            f"the frame count of {where}",
+            meta.num_frames,
+            "MROPE_MAX_VIDEO_FRAMES",
+            settings.max_video_frames,
+        )
+
+
+def check_audio_meta(meta: Any, settings: Settings, where: str) -> None:
+    """A probed audio track's duration (s) against ``MROPE_MAX_VIDEO_SECONDS``."""
+    if meta.duration > settings.max_video_seconds:
+        raise over_cap(
+            "audio_too_long",
+            f"the duration in seconds of {where}",
+            round(float(meta.duration), 3),
+            "MROPE_MAX_VIDEO_SECONDS",
+            settings.max_video_seconds,
+        )
+
+
+def check_image_pixels(height: int, width: int, settings: Settings, where: str) -> None:
+    pixels = int(height) * int(width)
+    if pixels > settings.max_image_pixels:
+        raise over_cap(
+            "image_too_large",
+            f"the pixel count of {where} ({width}x{height})",
+            pixels,
+            "MROPE_MAX_IMAGE_PIXELS",
+            settings.max_image_pixels,
+        )
+
+
+def media_access(settings: Settings) -> MediaAccess:
+    """The service never reads local files; URLs only from the hosts of ``MROPE_MEDIA_URL_HOSTS``."""
+    hosts = settings.url_hosts
+    return MediaAccess(local_files=False, urls=bool(hosts), url_hosts=hosts or None)
+
+
+def _open(path: str, settings: Settings, where: str) -> Any:
+    """The allowlisted URL opened for range reads: one plain http(s) URL (checked again by
+    :func:`mrope.media.open_url` itself), redirects refused (a redirect could point anywhere)."""
+    try:
+        url = media_access(settings).resolve(path, where)
+    except schema.RequestError as exc:
+        raise ServiceError(422, "media_not_allowed", str(exc), cap="MROPE_MEDIA_URL_HOSTS") from None
+    return open_url(url, hosts=settings.url_hosts)
+
+
+def audio_file(f: Any, rules: LayoutRules, settings: Settings, where: str, wrap: bool) -> mrope.Audio:
+    """An audio track read from its container, under the duration cap (``MROPE_MAX_VIDEO_SECONDS``)."""
+    require_audio(rules, where)
+    meta = probe_audio(f, max_packets=max(settings.max_video_frames, 1) * 64)
+    check_audio_meta(meta, settings, where)
+    return load_audio(meta, rules=rules, wrap=wrap)
+
+
+def tokenizer_required(where: str) -> ServiceError:
+    """The 422 for text sent to a service started without ``MROPE_TOKENIZER``."""
+    return ServiceError(
+        422,
+        "tokenizer_required",
+        f"{where} is text, which needs a tokenizer: start the service with MROPE_TOKENIZER set to a "
+        "tokenizer.json, or send token counts / ids",
+        cap="MROPE_TOKENIZER",
+    )
+
+
+class ServiceReader(SegmentReader):
+    """The schema's segment reader under the service's caps: text needs ``MROPE_TOKENIZER``, a pixel size
+    is checked against ``MROPE_MAX_IMAGE_PIXELS``, and a media URL (an allowlisted host only) is opened
+    without redirects and probed under the size and duration caps before it is read."""
+
+    __slots__ = ("settings",)
+
+    def __init__(self, rules: LayoutRules, settings: Settings, tokenizer: Any) -> None:
+        super().__init__(rules, tokenizer=tokenizer)
+        self.settings = settings
+
+    def text(self, seg: TextSegment, where: str) -> mrope.Text:
+        try:
+            return super().text(seg, where)
+        except TokenizerRequired:
+            raise tokenizer_required(where) from None
+
+    def image(self, seg: ImageForm, where: str) -> mrope.Image:
+        settings = self.settings
+        if not isinstance(seg, ImagePath):
+            if isinstance(seg, ImageSize):
+                check_image_pixels(seg.height, seg.width, settings, where)
+            return super().image(seg, where)
+        with _open(seg.path, settings, where) as f:
+            height, width = image_size(f, max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS))
+            check_image_pixels(height, width, settings, where)
+            tiling = seg.tiling.model_dump() if isinstance(seg.tiling, TilingOptions) else seg.tiling
+            return load_image(f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **sizing(seg))
+
+    def video(self, seg: VideoForm, where: str) -> mrope.Video:
+        if not isinstance(seg, VideoPath):
+            return super().video(seg, where)
+        settings, rules = self.settings, self.rules
+        with _open(seg.path, settings, where) as f:
+            meta = probe_video(f, max_packets=settings.max_video_frames + 1)
+        check_video_meta(meta, settings, where)
+        counts = {
+            k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
+        }
+        video = load_video(
+            meta,
+            rules=rules,
+            fps=seg.fps,
+            wrap=seg.wrap,
+            frame_size=seg.frame_size or "display",
+            **counts,
+            **sizing(seg),
+        )
+        if seg.use_audio_in_video:  # omni models: the video's own audio track, from the same URL
+            with _open(seg.path, settings, where) as f:
+                if has_audio_stream(f):
+                    video = dataclasses.replace(video, audio=audio_file(f, rules, settings, where, True))
+        return video
+
+    def audio(self, seg: AudioSegment, where: str) -> mrope.Audio:
+        if seg.path is None:
+            return super().audio(seg, where)
+        with _open(seg.path, self.settings, where) as f:
+            return audio_file(f, self.rules, self.settings, where, seg.wrap)
+
+
+def reads_media(items: Sequence[Any]) -> bool:
+    """Whether any segment names a media file (read off the event loop, under the media timeout)."""
+    return any(
+        isinstance(seg, (ImagePath, VideoPath, VideoFrames))
+        or (isinstance(seg, AudioSegment) and seg.path is not None)
+        for seg in items
+    )
+
+
+def to_segments(
+    items: Sequence[AnySegment],
+    rules: LayoutRules,
+    settings: Settings,
+    tokenizer: Any,
+) -> list[mrope.Text | mrope.Image | mrope.Video]:
+    """Library segments for the JSON segments of a request, under the segment cap (:class:`ServiceReader`)."""
+    check_segment_count(len(items), settings)
+    return ServiceReader(rules, settings, tokenizer).segments(items)  # type: ignore[return-value]
+
+
+@cached("service.chat_templates", maxsize=4)
+def chat_template(tokenizer_path: str | None) -> str | None:
+    """The chat template kept next to ``MROPE_TOKENIZER`` (:func:`mrope._chat.find_chat_template`)."""
+    return find_chat_template(tokenizer_path) if tokenizer_path else None
+
+
+def request_items(body: Any) -> list[Any]:
+    """The segments of a positions request, or the items of its messages."""
+    if body.segments is not None:
+        return list(body.segments)
+    return [item for m in body.messages or () for item in (m.content if isinstance(m.content, list) else ())]
+
+
+def request_segments(
+    body: Any, rules: LayoutRules, settings: Settings, tokenizer: Any
+) -> list[mrope.Text | mrope.Image | mrope.Video]:
+    """Library segments of a positions request: its segments (:func:`to_segments`), or its messages read
+    as ``mrope batch`` and the pipeline read them, under the same caps: rendered with the chat template
+    next to ``MROPE_TOKENIZER`` when there is one (:func:`mrope.schema._messages.template_segments`), else the plain
+    turns (:func:`mrope.schema._messages.turn_segments`)."""
+    if body.segments is not None:
+        return to_segments(body.segments, rules, settings, tokenizer)
+    check_segment_count(len(request_items(body)), settings)
+    reader = ServiceReader(rules, settings, tokenizer)
+    template = chat_template(settings.tokenizer)
+    try:
+        if template is not None:
+            return template_segments(body.messages, reader, template).segments  # type: ignore[return-value]
+        return turn_segments(body.messages, reader).segments  # type: ignore[return-value]
+    except TokenizerRequired as exc:  # message text is read in runs, not by reader.text
+        raise tokenizer_required(exc.where) from None
+
+
+def check_segment_count(n: int, settings: Settings) -> None:
+    if n > settings.max_segments:
+        raise over_cap(
+            "too_many_segments", "the segment count", n, "MROPE_MAX_SEGMENTS", settings.max_segments
+        )
+
+
+def token_floor(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules) -> int:
+    """Text tokens plus ``t * h * w / merge**2`` vision tokens per image and video (and per frame
+    thumbnail of a sliced video): a lower bound of the sequence length from integer arithmetic alone.
+    An image to generate (GLM-Image) counts as well, though it takes no prompt token: its decode-time
+    positions are made with the prompt's, so the token cap bounds both.
+
+    :func:`mrope.count_tokens` is exact; for a timestamped video with a tokenizer it tokenizes every
+    temporal patch's time text, so a grid like ``[2**31 - 1, 2, 2]`` must be refused by this count first.
+    """
+    return weigh(segments, rules).token_floor
+
+
+INLINE_PATCHES = 512
+"""Requests with more video temporal patches than this are planned off the event loop: planning costs
+per patch (a timestamp and a block each under Qwen3-VL rules), not only per token."""
+
+EXTRA_TOKENS_PER_PIECE = 8
+"""A bound on the tokens a plain image or video segment, or a video's temporal patch, adds beyond its
+vision tokens (wrappers, per-frame separators), under rules without timestamp text."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Weight:
+    """What integer arithmetic alone says about a request's segments (one pass: :func:`weigh`).
+
+    Attributes:
+        token_floor: a lower bound of the token count (see :func:`token_floor`).
+        video_patches: video temporal patches in all.
+        pieces: segments plus the temporal patches of videos without audio.
+        plain: no tiles, no audio and no timestamp text: :data:`EXTRA_TOKENS_PER_PIECE` per piece bounds
+            the tokens beyond the floor.
+        timed_frames: the frame times planning writes out (``temporal_patch_size`` per temporal patch
+            of a video given by its grid, under rules with timestamp text); 0 under other rules.
+    """
+
+    token_floor: int
+    video_patches: int
+    pieces: int
+    plain: bool
+    timed_frames: int = 0
+
+    def check_work(self, settings: Settings) -> None:
+        """413 when the tokens and the frame times to plan pass ``MROPE_MAX_TOKENS`` together: planning
+        costs per frame time as well as per token, and both are known here before any work."""
+        if self.timed_frames:
+            check_tokens(
+                self.token_floor + self.timed_frames,
+                settings,
+                "the token count plus the video frame times to plan (temporal patches x temporal_patch_size)",
+            )
+
+    def light(self, settings: Settings) -> bool:
+        """Counting, building and rendering are cheap enough for the event loop."""
+        return self.video_patches <= INLINE_PATCHES and self.token_floor < settings.inline_tokens
+
+    def surely_under_cap(self, settings: Settings) -> bool:
+        """Light, and under ``MROPE_MAX_TOKENS`` by arithmetic alone: such a request can be built before
+        its exact count."""
+        return (
+            self.plain
+            and self.light(settings)
+            and self.token_floor + EXTRA_TOKENS_PER_PIECE * self.pieces <= settings.max_tokens
+        )
+
+
+def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules) -> Weight:
+    """The :class:`Weight` of ``segments`` under ``rules``."""
+    m2 = rules.merge_size * rules.merge_size
+    floor = patches = timed = 0
+    pieces = len(segments)
+    plain = rules.temporal != "timestamps"
+    for seg in segments:
+        if isinstance(seg, mrope.Text):
+            floor += seg.num_tokens
+            continue
+        if isinstance(seg, mrope.Audio):  # omni models: arithmetic (a LayoutError without audio rules)
+            floor += audio_tokens(seg, rules)
+            plain = False
+            continue
+        t, h, w = seg.grid
+        floor += t * h * w // m2  # an image to generate (GLM-Image) counts too: its positions are made
+        if isinstance(seg, mrope.Video):
+            patches += t
+            if rules.temporal == "timestamps" and seg.frame_times is None:
+                timed += t * rules.temporal_patch_size
+            if seg.audio is not None:
+                floor += audio_tokens(seg.audio, rules)
+                plain = False
+            else:
+                pieces += t
+        elif not isinstance(seg, mrope.Image) or seg.tiles is not None:
+            plain = False
+        if seg.thumbnail_grid is not None and engine_for(rules) == "canvas":
+            # MiniCPM-V's sliced pictures and frames: per frame the thumbnail and the markers (the slices'
+            # own tokens are counted above)
+            _, th, tw = seg.thumbnail_grid
+            frames = t if isinstance(seg, mrope.Video) else 1
+            floor += frames * canvas_frame_tokens(th * tw // m2, 0, seg.tiles)
+            plain = False
+    return Weight(floor, patches, pieces, plain, timed)
+
+
+def is_light(
+    segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules, settings: Settings
+) -> bool:
+    """Whether counting, building and rendering ``segments`` is cheap enough for the event loop."""
+    return weigh(segments, rules).light(settings)
+
+
+def surely_under_cap(
+    segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules, settings: Settings
+) -> bool:
+    """Whether ``segments`` are light and under ``MROPE_MAX_TOKENS`` by arithmetic alone (see
+    :meth:`Weight.surely_under_cap`)."""
+    return weigh(segments, rules).surely_under_cap(settings)
+
+
+def count_tokens(
+    segments: Sequence[mrope.Text | mrope.Image | mrope.Video],
+    rules: LayoutRules,
+    settings: Settings,
+    tokenizer: Any,
+    floor: int | None = None,
+) -> int:
+    """The exact token count of ``segments`` unpruned (the work of building them), refusing (413) anything over ``MROPE_MAX_TOKENS`` before a
+    position is written: first by :func:`token_floor` (``floor`` when the caller has it), then by
+    :func:`mrope.count_tokens` (which needs the tokenizer for timestamped videos: 422 without one)."""
+    targets = any(isinstance(seg, mrope.Image) and seg.generate for seg in segments)
+    what = "the token count with the images to generate" if targets else "the token count"
+    check_tokens(token_floor(segments, rules) if floor is None else floor, settings, what)
+    check_tokenizer_for_videos(segments, rules, tokenizer)
+    # the cap bounds the work, and building a pruned prompt is the unpruned prompt's work: count it whole
+    masked = [getattr(seg, "keep", None) is not None for seg in segments]
+    pruned = any(masked)
+    whole = [dataclasses.replace(s, keep=None) if m else s for s, m in zip(segments, masked, strict=True)]
+    n = mrope.count_tokens(whole, rules=rules, tokenizer=tokenizer)
+    check_tokens(n, settings, "the token count before pruning" if pruned else what)
+    return n
+
+
+def check_tokens(n: int, settings: Settings, what: str = "the token count") -> None:
+    if n > settings.max_tokens:
+        raise over_cap("too_many_tokens", what, n, "MROPE_MAX_TOKENS", settings.max_tokens)
+
+
+def check_tokenizer_for_videos(
+    segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: LayoutRules, tokenizer: Any
+) -> None:
+    """Qwen3-VL-style rules put timestamp text before every temporal patch: that needs the tokenizer."""
+    if tokenizer is not None or rules.temporal != "timestamps":
+        return
+    for i, seg in enumerate(segments):
+        if isinstance(seg, mrope.Video) and seg.wrap:
+            raise ServiceError(
+                422,
+                "tokenizer_required",
+                f"segment {i} is a video under the {rules.name!r} rules, which put timestamp text before each "
+                "temporal patch: start the service with MROPE_TOKENIZER set to the model's tokenizer.json, "
+                "or send the video with wrap=false for bare vision tokens",
+                cap="MROPE_TOKENIZER",
+            )
