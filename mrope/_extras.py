@@ -11,9 +11,13 @@ from __future__ import annotations
 import importlib
 
 
+class MissingExtra(ImportError):
+    """A package an optional part needs is not installed; the message names the extra that installs it."""
+
+
 def require(part: str, extra: str, *modules: str) -> None:
-    """Import ``modules`` (top-level import names, e.g. ``"PIL"``) or raise an ``ImportError`` naming the
-    extra that installs them.
+    """Import ``modules`` (top-level import names, e.g. ``"PIL"``) or raise :class:`MissingExtra` (an
+    ``ImportError``) naming the extra that installs them.
 
     Args:
         part: what needs them, as a user names it (``"mrope.media"``, ``"the mrope command"``).
@@ -26,11 +30,11 @@ def require(part: str, extra: str, *modules: str) -> None:
         except ImportError:
             missing.append(module)
     if missing:
-        raise ImportError(
+        raise MissingExtra(
             f"{part} needs {', '.join(missing)}, which mrope's {extra!r} extra installs: "
             f'pip install "mrope[{extra}]"',
             name=missing[0],
         )
 
 
-__all__ = ["require"]
+__all__ = ["MissingExtra", "require"]

@@ -157,6 +157,8 @@ class ModelFamily:
             raise LayoutError(f"ModelFamily.rules must be a LayoutRules; got {type(self.rules).__name__}")
         if not isinstance(self.spec, RopeSpec):
             raise LayoutError(f"ModelFamily.spec must be a RopeSpec; got {type(self.spec).__name__}")
+        if self.rules.name != self.name:  # a family's rules carry its name, written once: the family's
+            object.__setattr__(self, "rules", self.rules.replace(name=self.name))
         # unknown or invalid override fields fail here, once
         object.__setattr__(self, "_transformers5_rules", self.rules.replace(**self.transformers5))
 

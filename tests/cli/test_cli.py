@@ -628,11 +628,10 @@ def test_batch_bar_on_a_terminal_that_reports_no_size(files, tmp_path) -> None:
 
 
 def test_serve_passes_its_options_to_the_service(monkeypatch, capsys) -> None:
-    import mrope.service._server  # noqa: F401 - loads the submodule that service.server names
-    from mrope import service
+    import mrope.service._server as server  # the module `mrope serve` calls run from
 
     calls = []
-    monkeypatch.setattr(service.server, "run", lambda **kw: calls.append(kw))
+    monkeypatch.setattr(server, "run", lambda **kw: calls.append(kw))
     code, _, _ = run(capsys, "serve", "--port", "0", "--workers", "3", "--host", "127.0.0.2")
     assert code == 0
     assert calls == [{"host": "127.0.0.2", "port": 0, "workers": 3, "log_level": "info"}]

@@ -185,7 +185,7 @@ def test_value_types_import_no_registry() -> None:
         "segments": {"mrope._errors"},
     }
     for name, may_import in allowed.items():
-        tree = ast.parse((Path(mrope.__file__).parent / f"{name}.py").read_text())
+        tree = ast.parse((Path(mrope.__file__).parent / f"_{name}.py").read_text())
         found = {
             node.module if isinstance(node, ast.ImportFrom) else alias.name
             for node in ast.walk(tree)

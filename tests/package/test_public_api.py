@@ -150,8 +150,8 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "mrope.packing": [
         "PACKED_INPUT",
-        "PackedCollator",
         "PackedBatch",
+        "PackedCollator",
         "PackedInput",
         "PackedRow",
         "PaddedPack",

@@ -19,8 +19,7 @@ from support import tiny_vlm as tv
 
 from mrope._cli import main
 from mrope.models import get_family, names
-from mrope.testing import ROW_NAMES, tiny_model
-from mrope.testing import _validate as validate
+from mrope.testing import ROW_NAMES, tiny_model, validate
 
 KNOWN_FAILURES: dict[str, set[str]] = {"hunyuan-ocr": {"relativity"}}
 """Rows that fail on a family's tiny model because of the installed transformers itself: 5.24's HunyuanOCR

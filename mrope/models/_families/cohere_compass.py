@@ -21,7 +21,6 @@ FAMILY = qwen3_vl.FAMILY.replace(
     model_types=("cohere_compass", "cohere_compass_text"),
     aliases=(),
     rules=qwen3_vl.FAMILY.rules.replace(
-        name="cohere-compass",
         vision_start_id=255028,
         vision_end_id=255029,
         image_pad_id=255031,

@@ -20,7 +20,6 @@ FAMILY = qwen3_vl.FAMILY.replace(
     model_types=("cosmos3_edge", "cosmos3_edge_text"),
     aliases=(),
     rules=qwen3_vl.FAMILY.rules.replace(
-        name="cosmos3-edge",
         temporal_patch_size=1,
         vision_start_id=20,
         vision_end_id=21,

@@ -13,6 +13,5 @@ FAMILY = qwen3_vl.FAMILY.replace(
     name="cosmos3-omni",
     model_types=("cosmos3_omni",),
     aliases=("nvidia/Cosmos3-Nano",),
-    rules=qwen3_vl.FAMILY.rules.replace(name="cosmos3-omni"),
     exactness="Qwen3-VL rules; its 5.24 Cosmos3Omni get_rope_index (convention='transformers5') and processor (ids, grids)",
 )

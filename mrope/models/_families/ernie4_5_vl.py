@@ -32,7 +32,6 @@ FAMILY = ModelFamily(
         "baidu/ERNIE-4.5-VL-424B-A47B-Base-PT",
     ),
     rules=LayoutRules(
-        name="ernie-4.5-vl",
         temporal_patch_size=1,
         temporal_merge_size=2,
         vision_start_id=101304,

@@ -17,7 +17,6 @@ FAMILY = glm4v.FAMILY.replace(
     model_types=("glm46v",),
     aliases=("zai-org/GLM-4.6V", "zai-org/GLM-4.6V-Flash", "zai-org/GLM-4.6V-FP8"),
     rules=glm4v.FAMILY.rules.replace(
-        name="glm-4.6v",
         timestamp_format="{:.1f} seconds",
         video_start_id=151361,
         video_end_id=151362,

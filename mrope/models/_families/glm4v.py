@@ -41,7 +41,6 @@ FAMILY = ModelFamily(
     model_types=("glm4v", "glm4v_text"),
     aliases=("zai-org/GLM-4.1V-9B-Thinking", "zai-org/GLM-4.1V-9B-Base", "THUDM/GLM-4.1V-9B-Thinking"),
     rules=qwen2_vl.FAMILY.rules.replace(
-        name="glm-4.1v",
         temporal="timestamps",
         timestamp_format="{:d}",
         timestamp_position="after",

@@ -15,7 +15,7 @@ FAMILY = glm4v.FAMILY.replace(
     name="glm-4.5v",
     model_types=("glm4v_moe", "glm4v_moe_text"),
     aliases=("zai-org/GLM-4.5V", "zai-org/GLM-4.5V-FP8"),
-    rules=glm4v.FAMILY.rules.replace(name="glm-4.5v", image_pad_id=151363, video_pad_id=151363),
+    rules=glm4v.FAMILY.rules.replace(image_pad_id=151363, video_pad_id=151363),
     spec=RopeSpec(
         head_dim=128,
         rotary_dim=64,

@@ -34,7 +34,6 @@ FAMILY = ModelFamily(
     model_types=("glm_image", "glm_image_text"),
     aliases=("zai-org/GLM-Image",),
     rules=LayoutRules(
-        name="glm-image",
         merge_size=1,
         vision_start_id=16384,
         vision_end_id=16385,

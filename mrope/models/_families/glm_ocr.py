@@ -14,7 +14,6 @@ FAMILY = glm4v.FAMILY.replace(
     model_types=("glm_ocr", "glm_ocr_text"),
     aliases=("zai-org/GLM-OCR",),
     rules=glm4v.FAMILY.rules.replace(
-        name="glm-ocr",
         vision_start_id=59256,
         vision_end_id=59257,
         video_start_id=59258,

@@ -26,7 +26,6 @@ FAMILY = ModelFamily(
     model_types=("hunyuan_vl", "hunyuan_vl_text"),
     aliases=("tencent/HunyuanOCR",),
     rules=LayoutRules(
-        name="hunyuan-ocr",
         temporal_patch_size=1,
         row_newline=True,
         positions_base="sequence",

@@ -29,7 +29,6 @@ FAMILY = ModelFamily(
     model_types=("hy_v4_vl", "hy_v4_vl_text"),
     aliases=(),
     rules=LayoutRules(
-        name="hy-v4-vl",
         temporal_patch_size=1,
         row_newline=True,
         frame_block=True,

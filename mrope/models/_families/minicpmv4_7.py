@@ -38,7 +38,6 @@ FAMILY = ModelFamily(
     model_types=("minicpmv4_7",),
     aliases=(),
     rules=LayoutRules(
-        name="minicpm-v-4.7",
         merge_size=4,
         positions_base="canvas",
         image_pad_id=qwen3_5.QWEN3_5_IDS["image_pad_id"],

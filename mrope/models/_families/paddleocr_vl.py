@@ -18,7 +18,6 @@ FAMILY = qwen2_vl.FAMILY.replace(
     model_types=("paddleocr_vl", "paddleocr_vl_text"),
     aliases=("PaddlePaddle/PaddleOCR-VL",),
     rules=qwen2_vl.FAMILY.rules.replace(
-        name="paddleocr-vl",
         vision_start_id=101305,
         vision_end_id=101306,
         image_pad_id=100295,

@@ -58,7 +58,6 @@ FAMILY = ModelFamily(
     model_types=("qwen2_5_omni", "qwen2_5_omni_thinker", "qwen2_5_omni_text"),
     aliases=("Qwen/Qwen2.5-Omni-3B", "Qwen/Qwen2.5-Omni-7B"),
     rules=qwen2_5_vl.FAMILY.rules.replace(
-        name="qwen2.5-omni",
         temporal="seconds",
         tokens_per_second=25.0,
         seconds_grouping="(i*spg)*tps",

@@ -23,7 +23,7 @@ FAMILY = ModelFamily(
     # tokens_per_second: config.json vision_config.tokens_per_second of every released checkpoint is 2
     # (the 5.24 config class defaults to 4); video time in float32 as the release computes it
     rules=qwen2_vl.FAMILY.rules.replace(
-        name="qwen2.5-vl", temporal="seconds", tokens_per_second=2.0, seconds_grouping="(i*spg)*tps"
+        temporal="seconds", tokens_per_second=2.0, seconds_grouping="(i*spg)*tps"
     ),
     spec=qwen2_vl.FAMILY.spec,
     transformers5=qwen2_vl.TRANSFORMERS5,

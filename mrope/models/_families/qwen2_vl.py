@@ -65,7 +65,6 @@ FAMILY = ModelFamily(
         "Qwen/Qwen2-VL-72B-Instruct",
     ),
     rules=LayoutRules(
-        name="qwen2-vl",
         merge_size=2,  # config.json vision_config.spatial_merge_size
         temporal_patch_size=2,  # config.json vision_config.temporal_patch_size
         patch_size=14,  # config.json vision_config.patch_size

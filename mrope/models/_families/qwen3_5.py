@@ -24,7 +24,7 @@ FAMILY = qwen3_vl.FAMILY.replace(
     name="qwen3.5",
     model_types=("qwen3_5", "qwen3_5_text"),
     aliases=("Qwen/Qwen3.5-9B", "Qwen/Qwen3.5-27B"),
-    rules=qwen3_vl.FAMILY.rules.replace(name="qwen3.5", **QWEN3_5_IDS),
+    rules=qwen3_vl.FAMILY.rules.replace(**QWEN3_5_IDS),
     spec=RopeSpec(
         head_dim=256,
         rotary_dim=64,

@@ -11,6 +11,5 @@ FAMILY = qwen3_5.FAMILY.replace(
     name="qwen3.5-moe",
     model_types=("qwen3_5_moe", "qwen3_5_moe_text"),
     aliases=("Qwen/Qwen3.5-35B-A3B", "Qwen/Qwen3.5-122B-A10B", "Qwen/Qwen3.5-397B-A17B"),
-    rules=qwen3_5.FAMILY.rules.replace(name="qwen3.5-moe"),
     exactness="Qwen3-VL rules, Qwen3.5 ids; its 5.24 Qwen3_5Moe get_rope_index (convention='transformers5') and processor (ids, grids)",
 )

@@ -42,7 +42,6 @@ FAMILY = ModelFamily(
         "Qwen/Qwen3-Omni-30B-A3B-Captioner",
     ),
     rules=qwen2_5_omni.FAMILY.rules.replace(
-        name="qwen3-omni",
         tokens_per_second=13.0,
         pad_position=0,
         patch_size=16,

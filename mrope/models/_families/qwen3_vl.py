@@ -44,7 +44,6 @@ FAMILY = ModelFamily(
         "Qwen/Qwen3-VL-32B-Thinking",
     ),
     rules=qwen2_vl.FAMILY.rules.replace(
-        name="qwen3-vl",
         temporal="timestamps",
         patch_size=16,  # config.json vision_config.patch_size (the image processor class default is 14)
         # preprocessor_config.json size: shortest_edge 65536, longest_edge 16777216 (per image)

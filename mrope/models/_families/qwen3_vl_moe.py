@@ -18,6 +18,5 @@ FAMILY = qwen3_vl.FAMILY.replace(
         "Qwen/Qwen3-VL-235B-A22B-Instruct",
         "Qwen/Qwen3-VL-235B-A22B-Thinking",
     ),
-    rules=qwen3_vl.FAMILY.rules.replace(name="qwen3-vl-moe"),
     exactness="Qwen3-VL rules; its 5.24 Qwen3VLMoe get_rope_index (convention='transformers5') and processor (ids, grids)",
 )

@@ -16,7 +16,6 @@ FAMILY = qwen3_5.FAMILY.replace(
     name="qwen4-exp",
     model_types=("qwen4_exp", "qwen4_exp_text"),
     aliases=(),
-    rules=qwen3_5.FAMILY.rules.replace(name="qwen4-exp"),
     spec=RopeSpec(
         head_dim=256,
         rotary_dim=256,
