@@ -13,8 +13,10 @@ HunYuan's ``"dynamic"`` rope with an ``alpha`` (fixed NTK-alpha scaling).
 What a config does not say comes from the family, found by the TEXT config's ``model_type`` (then the
 top-level one): the pairing (a config never says it: GLM-4.1V's ``glm4v_text`` and GLM-OCR pair adjacent
 channels, GLM-4.5V's ``glm4v_moe_text`` rotates split halves), the section layout (no 5.24 model reads
-``mrope_interleaved``: a config that contradicts its family is an error), and any missing
-``mrope_section``, ``rope_theta`` or ``partial_rotary_factor`` (the family's released value).
+``mrope_interleaved``: a config that contradicts its family is an error), a missing
+``partial_rotary_factor`` (what transformers 5.24 uses for that config class:
+:attr:`ModelFamily.config_partial_rotary_factor`, 1.0 for GLM-4.1V's ``glm4v_text`` although its released
+checkpoints say 0.5), and a missing ``mrope_section`` or ``rope_theta`` (the family's released value).
 
 Per-layer-type rotary: one :class:`RopeSpec` describes one kind of layer. ``layer_type=`` picks it; by
 default the ``"full_attention"`` layers' (those that attend over the whole multimodal context), else the
@@ -158,10 +160,9 @@ def spec_kwargs_from_config(
         hidden, heads = get("hidden_size"), get("num_attention_heads")
         head_dim = hidden // heads if hidden and heads else released.head_dim
     partial = param("partial_rotary_factor")
-    if partial is not None:
-        rotary_dim = int(head_dim * partial)
-    else:  # the family's released fraction (5.24's glm4v_text default has none and cannot run)
-        rotary_dim = released.rotary_dim * head_dim // released.head_dim
+    if partial is None:
+        partial = fam.config_partial_rotary_factor
+    rotary_dim = int(head_dim * partial)
     rotary_offset = 0
     nope, rope_dim = get("qk_nope_head_dim"), get("qk_rope_head_dim")
     if nope is not None and rope_dim is not None:
