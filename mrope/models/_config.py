@@ -18,6 +18,11 @@ channels, GLM-4.5V's ``glm4v_moe_text`` rotates split halves), the section layou
 :attr:`ModelFamily.config_partial_rotary_factor`, 1.0 for GLM-4.1V's ``glm4v_text`` although its released
 checkpoints say 0.5), and a missing ``mrope_section`` or ``rope_theta`` (the family's released value).
 
+An interleaved ``mrope_section`` is read as transformers 5.24's interleaved rotary reads it
+(``recomposition_frequencies``, models/qwen3_vl/modeling_qwen3_vl.py:410): axis ``a >= 1`` takes the
+frequencies ``a, a + 3, ...`` below ``3 s_a`` that the head has, so a section longer than the head's
+frequencies is cut where they end (transformers' own test configs declare ``[16, 8, 8]`` for 4 frequencies).
+
 Per-layer-type rotary: one :class:`RopeSpec` describes one kind of layer. ``layer_type=`` picks it; by
 default the ``"full_attention"`` layers' (those that attend over the whole multimodal context), else the
 only layer type that has a rotary.
@@ -125,6 +130,17 @@ def _is_per_layer(params: dict[str, Any]) -> bool:
     )
 
 
+def _interleaved_as_read(section: tuple[int, ...], num_freqs: int) -> tuple[int, ...]:
+    """An interleaved ``mrope_section`` (frequency pairs per axis) as transformers 5.24 reads it for a head
+    of ``num_freqs`` frequencies: axis ``a >= 1`` keeps the slots ``a, a + A, ...`` that exist below
+    ``num_freqs``, axis 0 at most the frequencies left (it takes every one the others do not). A section
+    whose slots all exist comes back unchanged."""
+    axes = len(section)
+    kept = [min(count, len(range(axis, num_freqs, axes))) for axis, count in enumerate(section)]
+    kept[0] = min(section[0], num_freqs - sum(kept[1:]))
+    return tuple(kept)
+
+
 def spec_kwargs_from_config(
     config: Mapping[str, Any], *, layer_type: str | None = None, family: Any = None
 ) -> dict[str, Any]:
@@ -186,6 +202,8 @@ def spec_kwargs_from_config(
             for entry, axis in zip(section, fam.config_section_axes, strict=True):
                 ordered[axis] = entry
             section = tuple(ordered)
+    if released.section_layout == "interleaved":
+        section = _interleaved_as_read(section, rotary_dim // 2)
 
     interleaved = param("mrope_interleaved")
     layout = released.section_layout
