@@ -13,8 +13,15 @@ HunYuan's ``"dynamic"`` rope with an ``alpha`` (fixed NTK-alpha scaling).
 What a config does not say comes from the family, found by the TEXT config's ``model_type`` (then the
 top-level one): the pairing (a config never says it: GLM-4.1V's ``glm4v_text`` and GLM-OCR pair adjacent
 channels, GLM-4.5V's ``glm4v_moe_text`` rotates split halves), the section layout (no 5.24 model reads
-``mrope_interleaved``: a config that contradicts its family is an error), and any missing
-``mrope_section``, ``rope_theta`` or ``partial_rotary_factor`` (the family's released value).
+``mrope_interleaved``: a config that contradicts its family is an error), a missing
+``partial_rotary_factor`` (what transformers 5.24 uses for that config class:
+:attr:`ModelFamily.config_partial_rotary_factor`, 1.0 for GLM-4.1V's ``glm4v_text`` although its released
+checkpoints say 0.5), and a missing ``mrope_section`` or ``rope_theta`` (the family's released value).
+
+An interleaved ``mrope_section`` is read as transformers 5.24's interleaved rotary reads it
+(``recomposition_frequencies``, models/qwen3_vl/modeling_qwen3_vl.py:410): axis ``a >= 1`` takes the
+frequencies ``a, a + 3, ...`` below ``3 s_a`` that the head has, so a section longer than the head's
+frequencies is cut where they end (transformers' own test configs declare ``[16, 8, 8]`` for 4 frequencies).
 
 Per-layer-type rotary: one :class:`RopeSpec` describes one kind of layer. ``layer_type=`` picks it; by
 default the ``"full_attention"`` layers' (those that attend over the whole multimodal context), else the
@@ -123,6 +130,17 @@ def _is_per_layer(params: dict[str, Any]) -> bool:
     )
 
 
+def _interleaved_as_read(section: tuple[int, ...], num_freqs: int) -> tuple[int, ...]:
+    """An interleaved ``mrope_section`` (frequency pairs per axis) as transformers 5.24 reads it for a head
+    of ``num_freqs`` frequencies: axis ``a >= 1`` keeps the slots ``a, a + A, ...`` that exist below
+    ``num_freqs``, axis 0 at most the frequencies left (it takes every one the others do not). A section
+    whose slots all exist comes back unchanged."""
+    axes = len(section)
+    kept = [min(count, len(range(axis, num_freqs, axes))) for axis, count in enumerate(section)]
+    kept[0] = min(section[0], num_freqs - sum(kept[1:]))
+    return tuple(kept)
+
+
 def spec_kwargs_from_config(
     config: Mapping[str, Any], *, layer_type: str | None = None, family: Any = None
 ) -> dict[str, Any]:
@@ -158,10 +176,9 @@ def spec_kwargs_from_config(
         hidden, heads = get("hidden_size"), get("num_attention_heads")
         head_dim = hidden // heads if hidden and heads else released.head_dim
     partial = param("partial_rotary_factor")
-    if partial is not None:
-        rotary_dim = int(head_dim * partial)
-    else:  # the family's released fraction (5.24's glm4v_text default has none and cannot run)
-        rotary_dim = released.rotary_dim * head_dim // released.head_dim
+    if partial is None:
+        partial = fam.config_partial_rotary_factor
+    rotary_dim = int(head_dim * partial)
     rotary_offset = 0
     nope, rope_dim = get("qk_nope_head_dim"), get("qk_rope_head_dim")
     if nope is not None and rope_dim is not None:
@@ -185,6 +202,8 @@ def spec_kwargs_from_config(
             for entry, axis in zip(section, fam.config_section_axes, strict=True):
                 ordered[axis] = entry
             section = tuple(ordered)
+    if released.section_layout == "interleaved":
+        section = _interleaved_as_read(section, rotary_dim // 2)
 
     interleaved = param("mrope_interleaved")
     layout = released.section_layout

@@ -112,6 +112,10 @@ class ModelFamily:
             file that is present but sets none of that field's keys stands for, where the processor's class
             defaults differ from the registry's rules (GLM-Image, whose registry values are the vision
             config's); ``{}``: the registry's rules.
+        config_partial_rotary_factor: the ``partial_rotary_factor`` transformers 5.24 uses for a text config
+            that gives none: its config class's default where the class sets one (Qwen3.5's 0.25, GLM-4.5V's
+            0.5), else its rotary's own 1.0 (GLM-4.1V's ``glm4v_text`` rotates whole heads, though the
+            released checkpoints say 0.5).
         config_section_axes: the axis (0 = t, 1 = h, 2 = w, ...) of each entry of the config's
             ``mrope_section``, when the config orders them otherwise than :class:`RopeSpec` (ERNIE-4.5-VL
             writes (h, w, t): ``(1, 2, 0)``); ``None``: the same order.
@@ -136,6 +140,7 @@ class ModelFamily:
     processor_defaults: Mapping[str, Mapping[str, Any]] = field(
         default_factory=dict, hash=False, compare=True
     )
+    config_partial_rotary_factor: float = 1.0
     config_section_axes: tuple[int, ...] | None = None
     packed_input: str = "text-row"
     source: str = "registry"

@@ -33,10 +33,12 @@ def _segments(m: int) -> list:
 
 
 def _embeddings(net: torch.nn.Module, records: list[torch.Tensor]) -> torch.utils.hooks.RemovableHandle:
-    """Record the input embeddings the text model receives."""
+    """Record the input embeddings the text model receives (from the multimodal model; patch's own
+    text-only probe hands it token ids)."""
 
     def hook(module, args, kwargs):  # noqa: ANN001, ANN202
-        records.append(kwargs["inputs_embeds"].detach().clone())
+        if kwargs.get("inputs_embeds") is not None:
+            records.append(kwargs["inputs_embeds"].detach().clone())
 
     return net.model.language_model.register_forward_pre_hook(hook, with_kwargs=True)
 

@@ -21,8 +21,9 @@ from mrope import SpecError
 from mrope.models import families, get_family, model_types, spec_from_config
 
 # Released text-config values (the released checkpoints' config.json files). Where the 5.24 class default
-# cannot run (glm4v_text: no partial factor; glm4v_moe_text: no head_dim; cohere_compass_text:
-# rope_parameters {}), these released values are what makes the family's own rotary runnable.
+# cannot run (glm4v_text: no partial factor, so whole heads rotate, which its default sections [8, 12, 12]
+# do not fill; glm4v_moe_text: no head_dim; cohere_compass_text: rope_parameters {}), these released values
+# are what makes the family's own rotary runnable.
 _QWEN2 = {
     "hidden_size": 3584,
     "num_attention_heads": 28,

@@ -305,14 +305,18 @@ def check_positions(owner: torch.nn.Module, replacement: Any, family: Any, rules
 
 
 def check_text_forward(owner: torch.nn.Module) -> None:
-    """Run the patched text model on a few random embeddings with its own default positions: every place
-    its code touches the rotary's output must accept the :class:`Rotation` stand-in."""
+    """Run the patched text model on a few random token ids ``[1, 5]`` with its own default positions:
+    every place its code touches the rotary's output must accept the :class:`Rotation` stand-in.
+
+    Token ids, not random embeddings: a text model may need the ids behind its embeddings (Qwen4-Exp's
+    per-layer n-gram embeddings look them up, and from embeddings alone it recovers them only from exact
+    rows of its table)."""
     text = owner.language_model
     table = text.get_input_embeddings().weight
     gen = torch.Generator().manual_seed(7)
-    embeds = torch.randn(1, _FORWARD_PROBE_TOKENS, table.shape[1], generator=gen)
+    ids = torch.randint(0, table.shape[0], (1, _FORWARD_PROBE_TOKENS), generator=gen)
     with torch.no_grad():
-        text(inputs_embeds=embeds.to(table.device, table.dtype), use_cache=False)
+        text(input_ids=ids.to(table.device), use_cache=False)
 
 
 __all__ = [

@@ -24,5 +24,6 @@ FAMILY = glm4v.FAMILY.replace(
         section_layout="chunked",
         pairing="neox",
     ),
+    config_partial_rotary_factor=0.5,  # configuration_glm4v_moe.py:117 sets it where a config gives none
     exactness="GLM-4.1V rules, own image id; its 5.24 Glm4vMoe get_rope_index (convention='transformers5') and processor (ids, grids)",
 )

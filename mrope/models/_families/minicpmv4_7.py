@@ -45,6 +45,7 @@ FAMILY = ModelFamily(
         pad_position=0,
     ),
     spec=qwen3_5.FAMILY.spec,
+    config_partial_rotary_factor=qwen3_5.FAMILY.config_partial_rotary_factor,  # its text config is Qwen3.5's
     transformers5={},
     packed_input="text-row+fla",  # its text model is Qwen3.5's, with Gated DeltaNet layers
     exactness="transformers 5.24 get_rope_index (its release code) with the checkpoint's marker ids",

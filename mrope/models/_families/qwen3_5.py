@@ -32,6 +32,7 @@ FAMILY = qwen3_vl.FAMILY.replace(
         mrope_section=(11, 11, 10),
         section_layout="interleaved",
     ),
+    config_partial_rotary_factor=0.25,  # configuration_qwen3_5.py:110 sets it where a config gives none
     exactness="Qwen3-VL rules, Qwen3.5 ids; its 5.24 Qwen3_5 get_rope_index (convention='transformers5') and processor (ids, grids)",
     config_ids=qwen2_vl.QWEN_CONFIG_IDS,
     packed_input="text-row+fla",  # Gated DeltaNet layers (modeling_qwen3_5.py:628, 641)

@@ -23,5 +23,6 @@ FAMILY = qwen3_5.FAMILY.replace(
         mrope_section=(11, 11, 10),
         section_layout="interleaved",
     ),
+    config_partial_rotary_factor=1.0,  # not Qwen3.5's 0.25: its config class sets none
     exactness="Qwen3-VL rules, Qwen3.5 ids; its 5.24 Qwen4Exp get_rope_index (convention='transformers5') and processor (ids, grids)",
 )
