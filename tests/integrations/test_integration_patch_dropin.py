@@ -1,8 +1,10 @@
-"""A patched model is a drop-in under torch.compile.
+"""A patched model is a drop-in under torch.compile and for every position-id shape the model takes.
 
 ``torch.compile(fullgraph=True)`` traces a patched model's forward (and ``generate``'s static-cache
-decode step) without a graph break and gives the eager logits. Expected values come from the unpatched
-model itself.
+decode step) without a graph break and gives the eager logits; position ids of any shape the model's own
+rotary takes (``position_ids.expand(3, -1, -1)`` in every family's transformers 5.24 rotary: ``[3, B, S]``,
+``[1, B, S]``, ``[B, S]``) give the unpatched model's logits, a ``generate`` continued from a cache (which
+hands the text model ``[1, B, S]`` ids) included. Expected values come from the unpatched model itself.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typing import Any
 import pytest
 import torch
 from support import tiny_vlm as tv
-from support.tiny_vlm import patched
+from support.tiny_vlm import FAMILIES, patched
 from transformers import CompileConfig
 
+from mrope._errors import PatchError
 from mrope.integrations.transformers import _patching as patching
 from mrope.integrations.transformers._rotation import Rotation
 
@@ -146,3 +149,104 @@ def test_binding_the_signature_per_call_breaks_the_fullgraph_compile(
         assert torch.equal(_greedy(net, kw).sequences, _greedy(net, kw).sequences)  # it runs eagerly
         with pytest.raises(torch._dynamo.exc.Unsupported, match="mapping proxy"):
             _greedy(net, kw, cache_implementation="static", compile_config=_static_compile())
+
+
+# ------------------------------------------------------------------------------------------ position ids
+
+
+def _logits_or_error(net: torch.nn.Module, kw: dict[str, torch.Tensor]) -> torch.Tensor | Exception:
+    net.model.rope_deltas = None
+    try:
+        with torch.no_grad():
+            return net(**kw, use_cache=False).logits
+    except Exception as exc:  # noqa: BLE001 - the outcome is compared with the patched model's
+        return exc
+
+
+def _position_shapes(mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Position ids of each shape, from text positions ``[B, S]`` (``mask``'s cumulative sum, row 0
+    shifted as after an image): the rows differ per axis where there are several."""
+    text = (mask.cumsum(-1) - 1).clamp(min=0) + torch.tensor([[5], [0]])
+    return {
+        "[3, B, S]": torch.stack([text, text + 1, text + 2]),
+        "[1, B, S]": text[None],
+        "[B, S]": text,
+        "[4, B, S]": torch.stack([text, text, text + 1, text + 2]),  # text row first, then the three axes
+        "[2, B, S]": torch.stack([text, text + 1]),
+        "[S]": text[0],
+    }
+
+
+TAKEN = ("[3, B, S]", "[1, B, S]", "[B, S]", "[4, B, S]")
+"""The shapes every family's model takes (``[4, B, S]``: its text model splits off the text row)."""
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_position_id_shapes_the_model_takes_give_its_logits_and_others_are_refused(name: str) -> None:
+    net = tv.model(name)
+    ids = torch.randint(1000, 1400, (2, 6), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0
+    for shape, positions in _position_shapes(mask).items():
+        kw = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+        want = _logits_or_error(net, kw)
+        with patched(net):
+            got = _logits_or_error(net, kw)
+        if shape in TAKEN:
+            assert isinstance(want, torch.Tensor), (shape, want)
+            assert isinstance(got, torch.Tensor), (shape, got)
+            torch.testing.assert_close(got, want, rtol=0, atol=ATOL, msg=shape)
+        else:  # the model's rotary cannot expand them to its three rows; the patched one says so
+            assert isinstance(want, RuntimeError), (shape, want)
+            assert isinstance(got, PatchError) and "position_ids" in str(got), (shape, got)
+
+
+CONTINUED_IN_THREE_ROWS = frozenset({"minicpm-v-4.7", "qwen4-exp"})
+"""Families whose generate hands a decode step continued from a cache ``[3, B, S]`` ids (the others hand
+text positions plus the cached deltas, ``[1, B, S]``)."""
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_generate_continued_from_its_cache_gives_the_models_tokens(name: str) -> None:
+    """As transformers' test_generate_continue_from_past_key_values: 3 tokens, then 1 more from the
+    returned cache, equal 4 tokens in one call; patched, both equal the unpatched model's. The second
+    call's decode hands the rotary ``[1, B, S]`` ids (text positions plus the cached deltas)."""
+    net = tv.model(name)
+    kw = _generate_inputs(name)
+    rotary = net.model.language_model.rotary_emb
+
+    def run() -> tuple[Any, Any]:
+        whole = _greedy(net, kw, tokens=4)
+        first = _greedy(net, kw)
+        grown = first.sequences.shape[1] - kw["attention_mask"].shape[1]
+        more = dict(kw, input_ids=first.sequences, cache=first.cache)
+        more["attention_mask"] = torch.nn.functional.pad(kw["attention_mask"], (0, grown), value=1)
+        with torch.no_grad():
+            rest = net.generate(
+                **more,
+                max_new_tokens=1,
+                do_sample=False,
+                pad_token_id=0,
+                return_dict_in_generate=True,
+                output_scores=True,
+            )
+        return whole, (rest.sequences, torch.stack((*first.scores, *rest.scores)))
+
+    want_whole, (want_seq, want_scores) = run()
+    shapes: list[tuple[int, ...]] = []
+
+    def record(_: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        shapes.append(tuple((args[1] if len(args) > 1 else kwargs["position_ids"]).shape))
+
+    hook = rotary.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        with patched(net):
+            got_whole, (got_seq, got_scores) = run()
+    finally:
+        hook.remove()
+    assert torch.equal(want_seq, want_whole.sequences)  # the model continues its own cache
+    assert torch.equal(got_seq, want_seq) and torch.equal(got_whole.sequences, want_whole.sequences)
+    torch.testing.assert_close(got_scores, want_scores, rtol=0, atol=ATOL)
+    torch.testing.assert_close(torch.stack(got_whole.scores), want_scores, rtol=0, atol=ATOL)
+    # the continued step's [1, B, S] ids reached the patched rotary (two families expand them first)
+    assert ((1, 1, 1) in shapes) == (name not in CONTINUED_IN_THREE_ROWS), shapes

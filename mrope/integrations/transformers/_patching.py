@@ -262,19 +262,33 @@ def _cache_generation(
 
 
 def _make_rotary_forward(specs: dict[str | None, RopeSpec], backend: str, precision: str) -> Any:
+    """The patched rotary ``forward(x, position_ids, layer_type=None)`` for a model with ``specs`` (one per
+    layer type; key ``None`` for a rotary with one ``inv_freq``)."""
+
     def forward(
         x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
     ) -> tuple[Rotation, Rotation]:
-        """Positions ``[3, B, S]`` (or ``[B, S]``) -> a :class:`Rotation` in both the cos and sin slots
-        (with the spec of ``layer_type`` for a per-layer-type rotary)."""
+        """Positions -> a :class:`Rotation` in both the cos and sin slots (with the spec of ``layer_type``
+        for a per-layer-type rotary).
+
+        Takes the shapes the models' own rotaries take (``position_ids.expand(A, -1, -1)``, A =
+        ``len(spec.mrope_section)`` axes): ``[A, B, S]``, ``[1, B, S]`` (one row for every axis, as
+        ``generate`` hands a model continuing from a cache) and ``[B, S]`` (text positions).
+        """
         spec = specs.get(layer_type)
         if spec is None:
             raise PatchError(
                 f"patched rotary has no spec for layer type {layer_type!r}; it has {list(specs)}"
             )
-        if position_ids.dim() == 2:
-            position_ids = position_ids.unsqueeze(0).expand(len(spec.mrope_section), -1, -1)
-        rotation = Rotation(position_ids, spec, backend, precision)
+        axes = len(spec.mrope_section)
+        if position_ids.dim() not in (2, 3) or (
+            position_ids.dim() == 3 and position_ids.shape[0] not in (1, axes)
+        ):
+            raise PatchError(
+                f"patched rotary takes position_ids [{axes}, B, S], [1, B, S] or [B, S] (as the model's own "
+                f"rotary expands them to {axes} rows); got {list(position_ids.shape)}"
+            )
+        rotation = Rotation(position_ids.expand(axes, -1, -1), spec, backend, precision)
         return rotation, rotation
 
     return forward
