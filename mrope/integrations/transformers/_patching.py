@@ -62,23 +62,63 @@ class _Hook:
 _HOOKS: dict[str, _Hook] = {}
 
 
+@dataclass(frozen=True)
+class _Slot:
+    """Where one argument of ``apply_rotary_pos_emb`` arrives: its position among the positional
+    arguments (``None`` for keyword-only) and the value it takes when the call does not pass it."""
+
+    name: str
+    at: int | None
+    default: Any
+
+    def read(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The value passed for this argument (positionally or by name), else its default."""
+        if self.at is not None and len(args) > self.at:
+            return args[self.at]
+        return kwargs.get(self.name, self.default)
+
+
+def _slots(original: Any) -> tuple[_Slot, _Slot, _Slot, _Slot]:
+    """The slots of ``q``, ``k``, ``cos`` and ``unsqueeze_dim`` in ``original``'s signature, read once so
+    that a call reads only its own args tuple and kwargs dict (which ``torch.compile`` traces without a
+    graph break). ``k`` defaults to ``None``, ``unsqueeze_dim`` to 1 and ``cos`` is the third positional
+    argument where the signature does not say.
+
+    Raises:
+        PatchError: ``original`` has no ``q`` argument for mrope to rotate.
+    """
+    signature = inspect.signature(original)
+    params = signature.parameters
+    if "q" not in params:
+        raise PatchError(f"{APPLY_FUNCTION}{signature} has no q argument for mrope to rotate")
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    order = [name for name, p in params.items() if p.kind in kinds]
+
+    def slot(name: str, default: Any, at: int | None = None) -> _Slot:
+        param = params.get(name)
+        if param is not None:
+            at = order.index(name) if name in order else None
+            default = default if param.default is inspect.Parameter.empty else param.default
+        return _Slot(name, at, default)
+
+    return slot("q", None), slot("k", None), slot("cos", None, at=2), slot("unsqueeze_dim", 1)
+
+
 def _dispatching(original: Any) -> Any:
     """The pass-through ``apply_rotary_pos_emb``: a :class:`Rotation` in the cos slot is rotated by mrope,
-    real cos/sin tables (an unpatched model of the same class) go to ``original`` unchanged."""
-    params = list(inspect.signature(original).parameters)
-    cos_at = params.index("cos") if "cos" in params else 2
-    signature = inspect.signature(original)
+    real cos/sin tables (an unpatched model of the same class) go to ``original`` unchanged.
+
+    Raises:
+        PatchError: ``original`` has no ``q`` argument.
+    """
+    q_slot, k_slot, cos_slot, unsqueeze_slot = _slots(original)
 
     @functools.wraps(original)
     def apply_rotary_pos_emb(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - transformers' signature
-        cos = args[cos_at] if len(args) > cos_at else kwargs.get("cos")
+        cos = cos_slot.read(args, kwargs)
         if isinstance(cos, Rotation):
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            named = bound.arguments
-            if "q" not in named:
-                raise PatchError(f"{APPLY_FUNCTION}{signature} has no q argument for mrope to rotate")
-            return cos.apply(named["q"], named.get("k"), named.get("unsqueeze_dim", 1))
+            q = q_slot.read(args, kwargs)
+            return cos.apply(q, k_slot.read(args, kwargs), unsqueeze_slot.read(args, kwargs))
         return original(*args, **kwargs)
 
     apply_rotary_pos_emb.__mrope_original__ = original  # type: ignore[attr-defined]
@@ -222,19 +262,33 @@ def _cache_generation(
 
 
 def _make_rotary_forward(specs: dict[str | None, RopeSpec], backend: str, precision: str) -> Any:
+    """The patched rotary ``forward(x, position_ids, layer_type=None)`` for a model with ``specs`` (one per
+    layer type; key ``None`` for a rotary with one ``inv_freq``)."""
+
     def forward(
         x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
     ) -> tuple[Rotation, Rotation]:
-        """Positions ``[3, B, S]`` (or ``[B, S]``) -> a :class:`Rotation` in both the cos and sin slots
-        (with the spec of ``layer_type`` for a per-layer-type rotary)."""
+        """Positions -> a :class:`Rotation` in both the cos and sin slots (with the spec of ``layer_type``
+        for a per-layer-type rotary).
+
+        Takes the shapes the models' own rotaries take (``position_ids.expand(A, -1, -1)``, A =
+        ``len(spec.mrope_section)`` axes): ``[A, B, S]``, ``[1, B, S]`` (one row for every axis, as
+        ``generate`` hands a model continuing from a cache) and ``[B, S]`` (text positions).
+        """
         spec = specs.get(layer_type)
         if spec is None:
             raise PatchError(
                 f"patched rotary has no spec for layer type {layer_type!r}; it has {list(specs)}"
             )
-        if position_ids.dim() == 2:
-            position_ids = position_ids.unsqueeze(0).expand(len(spec.mrope_section), -1, -1)
-        rotation = Rotation(position_ids, spec, backend, precision)
+        axes = len(spec.mrope_section)
+        if position_ids.dim() not in (2, 3) or (
+            position_ids.dim() == 3 and position_ids.shape[0] not in (1, axes)
+        ):
+            raise PatchError(
+                f"patched rotary takes position_ids [{axes}, B, S], [1, B, S] or [B, S] (as the model's own "
+                f"rotary expands them to {axes} rows); got {list(position_ids.shape)}"
+            )
+        rotation = Rotation(position_ids.expand(axes, -1, -1), spec, backend, precision)
         return rotation, rotation
 
     return forward
@@ -325,6 +379,7 @@ def patch(
             f"fills for the {rules.name!r} rules (generates_images) is not where its forward reads it"
         )
     original_apply = _original_apply(module)
+    dispatch = _dispatching(original_apply)  # refuses an apply function without q before any change
     for layer_type, applied in specs.items():
         check_rotary(rotaries[0], original_apply, applied, backend, layer_type, released=conv == "released")
     replacements = [(o, _make_get_rope_index(o, family, rules)) for o in owners]
@@ -344,8 +399,8 @@ def patch(
     )
     hook = _HOOKS.get(module_name)
     if hook is None:
-        hook = _HOOKS[module_name] = _Hook(module=module, original=getattr(module, APPLY_FUNCTION))
-        setattr(module, APPLY_FUNCTION, _dispatching(hook.original))
+        hook = _HOOKS[module_name] = _Hook(module=module, original=original_apply)
+        setattr(module, APPLY_FUNCTION, dispatch)
     hook.users += 1
     for o, replacement in replacements:
         state.owners.append((o, o.__dict__.get("get_rope_index", MISSING)))
