@@ -35,6 +35,7 @@ settings.load_profile("mrope")
 
 LONG_FILES = (
     "tests/integrations/test_integration_patch.py",  # every family's tiny model, generate included
+    "tests/integrations/test_integration_patch_dropin.py",  # inductor compiles (1-3 min)
     "tests/docs/test_examples.py",
     "tests/integrations/test_integration_seed.py",
     "tests/docs/test_readme.py",  # every python block of the README and docs
