@@ -1,8 +1,8 @@
 """The FastAPI app: a thin HTTP face over :func:`mrope.build_positions` and :func:`mrope.numpy_rope_index`.
 
-Run it with ``uvicorn mrope.service.app:app`` (settings from ``MROPE_*`` environment variables, see
-:mod:`mrope.service._settings`) or :func:`mrope.service._server.run`. :func:`create_app` builds an app from explicit
-:class:`~mrope.service._settings.Settings` (tests use it): the endpoints are in :mod:`mrope.service._routes`,
+Run it with ``uvicorn mrope.service.app:app`` (settings from ``MROPE_*`` environment variables) or
+:func:`mrope.service.run`. :func:`create_app` builds an app from explicit :class:`mrope.service.Settings`
+(tests use it): the endpoints are in :mod:`mrope.service._routes`,
 the middlewares in :mod:`mrope.service._middleware`, what they share in :mod:`mrope.service._state`.
 """
 
