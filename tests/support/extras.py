@@ -83,20 +83,21 @@ def _closure(requirements: set[str]) -> set[str]:
     return {entry[0] for entry in done}
 
 
-def _top_entries(dist: str) -> set[Path]:
+@functools.cache
+def _top_entries(dist: str) -> frozenset[Path]:
     """The top-level files and folders a distribution installed (``site-packages/PIL``, ...), its metadata
     and scripts left out."""
     try:
         files = md.files(dist) or []
     except md.PackageNotFoundError:
-        return set()
+        return frozenset()
     tops = set()
     for f in files:
         if f.parts[0] in ("..", "__pycache__") or f.parts[0].endswith((".dist-info", ".egg-info", ".pth")):
             continue
         where = Path(os.path.abspath(f.locate()))
         tops.add(where.parents[len(f.parts) - 2] if len(f.parts) > 1 else where)
-    return tops
+    return frozenset(tops)
 
 
 def absent_paths(extras: tuple[str, ...], also: tuple[str, ...] = ()) -> set[Path]:
