@@ -23,9 +23,9 @@ and the masks built later from the embeddings keep exactly that many tokens. Mas
 
 from __future__ import annotations
 
-from mrope._extras import require
+from mrope import _extras
 
-require("the pruning masks (mrope.evs_mask, mrope.vidcom2_mask, ...)", "torch", "torch")
+_extras.require("the pruning masks (mrope.evs_mask, mrope.vidcom2_mask, ...)", "torch", "torch")
 
 import math
 from collections.abc import Callable, Sequence

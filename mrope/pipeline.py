@@ -36,9 +36,9 @@ shape becomes records through :func:`mrope._batches.batch_records`; the errors a
 
 from __future__ import annotations
 
-from mrope._extras import require
+from mrope import _extras
 
-require("mrope.pipeline", "pipeline", "pydantic", "pyarrow")
+_extras.require("mrope.pipeline", "pipeline", "pydantic", "pyarrow")
 
 import os
 from collections.abc import Mapping, Sequence

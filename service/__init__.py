@@ -6,9 +6,9 @@ The folder ``service/`` of the repository is installed as the package ``mrope.se
 given :class:`Settings` (default: read from the ``MROPE_*`` environment variables).
 """
 
-from mrope._extras import require
+from mrope import _extras
 
-require(
+_extras.require(
     "mrope.service",
     "service",
     "fastapi",

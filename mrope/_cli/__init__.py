@@ -7,9 +7,9 @@ message on stderr, never a traceback), 130 when interrupted.
 
 from __future__ import annotations
 
-from mrope._extras import require
+from mrope import _extras
 
-require("the mrope command", "cli", "pydantic", "pyarrow", "PIL", "av")
+_extras.require("the mrope command", "cli", "pydantic", "pyarrow", "PIL", "av")
 
 import os
 import sys

@@ -17,9 +17,9 @@ sequence section) and :mod:`mrope._plot.grids` (the heat maps).
 
 from __future__ import annotations
 
-from mrope._extras import require
+from mrope import _extras
 
-require("the layout picture (mrope plot)", "media", "PIL")
+_extras.require("the layout picture (mrope plot)", "media", "PIL")
 
 import os
 from collections.abc import Sequence

@@ -12,9 +12,9 @@ records they return. The helpers other mrope packages share (the frame-index rul
 the resize variants, the reader table) are imported from their own modules.
 """
 
-from mrope._extras import require
+from mrope import _extras
 
-require("mrope.media", "media", "PIL", "av")
+_extras.require("mrope.media", "media", "PIL", "av")
 
 from mrope.media._audio import has_audio_stream, load_audio, probe_audio
 from mrope.media._crops import AlignedCrop

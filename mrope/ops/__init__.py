@@ -8,9 +8,9 @@ precisions, :mod:`mrope.ops._torch_path` and :mod:`mrope.ops._triton_kernel` (la
 This package never imports the coordinate builder.
 """
 
-from mrope._extras import require
+from mrope import _extras
 
-require("mrope.ops", "torch", "torch")
+_extras.require("mrope.ops", "torch", "torch")
 
 from mrope.ops._dispatch import (
     ANGLE_PRECISIONS,

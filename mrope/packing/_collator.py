@@ -8,9 +8,9 @@ values and grids). The positions come from the ids and grids by the token path
 
 from __future__ import annotations
 
-from mrope._extras import require
+from mrope import _extras
 
-require("mrope.packing.PackedCollator", "torch", "torch")
+_extras.require("mrope.packing.PackedCollator", "torch", "torch")
 
 from collections.abc import Mapping, Sequence
 from typing import Any

@@ -37,9 +37,9 @@ state, sent back to continue it).
 
 from __future__ import annotations
 
-from mrope._extras import require
+from mrope import _extras
 
-require("mrope.schema", "pipeline", "pydantic")
+_extras.require("mrope.schema", "pipeline", "pydantic")
 
 from ._convert import to_segments
 from ._errors import RequestError

@@ -9,9 +9,9 @@
   :mod:`mrope.testing._report`.
 """
 
-from mrope._extras import require
+from mrope import _extras
 
-require("mrope.testing", "torch", "torch")
+_extras.require("mrope.testing", "torch", "torch")
 
 from mrope.testing._invariance import (
     assert_crop_invariant,

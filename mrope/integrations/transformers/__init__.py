@@ -49,9 +49,9 @@ Modules: :mod:`~mrope.integrations.transformers._patching` (patch, unpatch and w
 the vision tower, docs/pruning.md).
 """
 
-from mrope._extras import require
+from mrope import _extras
 
-require("mrope.integrations.transformers", "torch", "torch")
+_extras.require("mrope.integrations.transformers", "torch", "torch")
 
 from mrope.integrations.transformers._discovery import APPLY_FUNCTION
 from mrope.integrations.transformers._inputs import model_inputs
