@@ -21,8 +21,12 @@ def plain(value: Any) -> Any:
     """``value`` with numpy arrays and scalars turned into Python lists and numbers, recursively.
 
     Records read through Arrow (``datasets``, Ray) hold numpy arrays where the JSON had lists, and a
-    numpy batch holds NaN where an int field was null (absent) in that row: NaN becomes ``None``.
+    numpy batch holds NaN where an int field was null (absent) in that row: NaN becomes ``None``. A
+    ``uint8`` array of two or more axes is media in memory (an image ``[H, W, C]``, frames
+    ``[T, H, W, C]``: Arrow never makes one) and is kept as it is.
     """
+    if isinstance(value, np.ndarray) and value.ndim >= 2 and value.dtype == np.uint8:
+        return value
     if isinstance(value, np.ndarray):
         return [plain(v) for v in value.tolist()]
     if isinstance(value, np.generic):

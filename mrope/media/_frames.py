@@ -13,15 +13,18 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from mrope._errors import MediaError
 from mrope._rules import LayoutRules
 from mrope._segments import Video
 from mrope.media._image import load_image
+from mrope.media._memory import frame_list
 from mrope.models import ModelLike, resolve_rules
 
 
 def load_frames(
-    sources: Sequence[Any],
+    sources: Sequence[Any] | np.ndarray,
     model: ModelLike | None = None,
     rules: LayoutRules | dict[str, Any] | None = None,
     *,
@@ -34,12 +37,16 @@ def load_frames(
     """A :class:`mrope.Video` of frame images, in order: each sized as :func:`mrope.media.load_image`
     sizes an image (with ``min_pixels`` / ``max_pixels`` / ``resized``), the count padded to a multiple
     of ``rules.temporal_patch_size`` with the last frame, sampled at ``fps`` (default ``rules.fps``).
+    ``sources`` are the frames' files (paths, bytes, PIL images, numpy images) or one numpy array
+    ``[T, H, W, C]`` ``uint8`` of the frames (a decoder's output).
 
     Raises:
         MediaError: no frames, frames that resize to different sizes (the processor stacks them), or an
             unreadable frame (named by its index).
     """
     lay = resolve_rules(model, rules)
+    if isinstance(sources, np.ndarray):
+        sources = frame_list(sources)
     if not sources:
         raise MediaError("a video given as a list of frames needs at least one frame")
     rate = lay.fps if fps is None else float(fps)

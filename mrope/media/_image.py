@@ -13,12 +13,14 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
+import numpy as np
 from PIL import Image as PILImage
 
 from mrope._errors import MediaError
 from mrope._rules import LayoutRules
 from mrope._segments import Image
 from mrope.media._crops import AlignedCrop, align_box, whole_at_crop_scale
+from mrope.media._memory import array_size
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_edges
 from mrope.media._source import DeadlineReader, ProbeDeadlineError, open_source
 from mrope.media._tiling import TilePlan
@@ -151,7 +153,8 @@ def image_size(
     swap height and width.
 
     Args:
-        source: a path, the file's bytes, a binary file-like object, or a ``PIL.Image.Image``.
+        source: a path, the file's bytes, a binary file-like object, a ``PIL.Image.Image``, or a numpy
+            image ``[H, W, C]`` ``uint8`` (:func:`mrope.media._memory.array_size`; no orientation).
         max_pixels: the largest ``height * width`` accepted (default
             :data:`DEFAULT_MAX_IMAGE_PIXELS`).
         deadline: a ``time.monotonic()`` value; the header is read through a
@@ -165,7 +168,11 @@ def image_size(
             for the size it claims (deflate bound). Nothing is decoded, so a file cut in the middle of
             its pixel data still has a size.
     """
-    if isinstance(source, PILImage.Image):
+    if isinstance(source, np.ndarray):
+        height, width = array_size(source)
+        orientation = 1
+        name = f"<numpy image {height}x{width}>"
+    elif isinstance(source, PILImage.Image):
         width, height = _stored_size(source)
         if width <= 0 or height <= 0:
             raise MediaError(f"image has zero size {width}x{height} (w x h); expected at least 1x1 pixels")
@@ -321,7 +328,8 @@ def load_image(
     pixel is decoded.
 
     Args:
-        source: a path, bytes, a binary file-like object, or a ``PIL.Image.Image``.
+        source: a path, bytes, a binary file-like object, a ``PIL.Image.Image`` or a numpy image
+            ``[H, W, C]`` ``uint8``.
         model, rules: the preset and overrides (see :func:`mrope._rules.resolve_rules`).
         tiling: ``None`` (no tiles), ``True`` (defaults) or a :class:`TilePlan` / dict of its fields.
             The image is resized to the InternVL tile grid ``(rows * tile_size, cols * tile_size)``

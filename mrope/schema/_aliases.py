@@ -7,6 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from mrope.media._memory import in_memory
+
 MEDIA_TYPES = {"image_url": "image", "video_url": "video"}
 """The ``type`` values of OpenAI's content items -> this schema's segment types."""
 
@@ -14,13 +18,14 @@ MEDIA_TYPES = {"image_url": "image", "video_url": "video"}
 def media_aliases(data: Any, kind: str) -> Any:
     """The forms users copy from model cards, as this schema's keys: ``"image_url"`` / ``"url"`` (an
     OpenAI ``{"url": ...}`` object or a string) and a ``kind`` key (``"image": "cat.jpg"``) become
-    ``path``; a list of files under any of them (a video as its frames) becomes ``frames``; ``type``
-    ``"image_url"`` / ``"video_url"`` becomes ``kind``. Exactly one of those keys may be given."""
+    ``path``; a list of files under any of them (a video as its frames), or numpy frames ``[T, H, W, C]``,
+    becomes ``frames``; a file in memory (:func:`mrope.media._memory.in_memory`) is a file like a path;
+    ``type`` ``"image_url"`` / ``"video_url"`` becomes ``kind``. Exactly one of those keys may be given."""
     if not isinstance(data, Mapping):
         return data
     names = [k for k in (kind, f"{kind}_url", "url", "path") if data.get(k) is not None]
     renamed = isinstance(data.get("type"), str) and data["type"] in MEDIA_TYPES
-    if not renamed and (not names or names == ["path"]) and not isinstance(data.get("path"), list):
+    if not renamed and (not names or names == ["path"]) and not _frames(data.get("path"), kind):
         return data
     if len(names) > 1:
         raise ValueError(
@@ -34,13 +39,19 @@ def media_aliases(data: Any, kind: str) -> Any:
         value = data[names[0]]
         if isinstance(value, Mapping) and set(value) <= {"url", "detail"} and "url" in value:
             value = value["url"]  # OpenAI's {"image_url": {"url": ..., "detail": ...}}
-        if isinstance(value, (list, tuple)) and kind == "video":
-            out["frames"] = list(value)
-        elif isinstance(value, str):
+        if _frames(value, kind):
+            out["frames"] = value if isinstance(value, np.ndarray) else list(value)
+        elif isinstance(value, str) or in_memory(value):
             out["path"] = value
         else:  # left under the key the user wrote, so that its error names that key
             out[names[0]] = value
     return out
+
+
+def _frames(value: Any, kind: str) -> bool:
+    """Whether ``value`` is a video given as its frames: a list of files, or numpy frames ``[T, H, W, C]``
+    (any array: its shape is checked with the frames)."""
+    return kind == "video" and isinstance(value, (list, tuple, np.ndarray))
 
 
 def retype(items: Any) -> Any:
@@ -62,7 +73,7 @@ def _aliased(item: Any) -> bool:
     if kind == "image":
         return "image" in item or "image_url" in item or "url" in item
     if kind == "video":
-        return "video" in item or "video_url" in item or "url" in item or isinstance(item.get("path"), list)
+        return "video" in item or "video_url" in item or "url" in item or _frames(item.get("path"), "video")
     return isinstance(kind, str) and kind in MEDIA_TYPES
 
 

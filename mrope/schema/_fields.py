@@ -18,6 +18,8 @@ from pydantic import (
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     create_model,
     model_validator,
 )
@@ -29,6 +31,7 @@ from mrope._caches import cached
 from mrope._errors import MRopeError
 from mrope._rules import RULE_BOUNDS, LayoutRules, check_timestamp_format
 from mrope.media._audio import MAX_AUDIO_SECONDS
+from mrope.media._memory import in_memory
 
 from ._errors import RequestError
 
@@ -60,6 +63,16 @@ MediaPath = Annotated[
     ),
 ]
 _RULE_TYPES: dict[str, Any] = {"fps": Fps}
+
+
+def _or_in_memory(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    return value if in_memory(value) else handler(value)
+
+
+MediaSource = Annotated[MediaPath, WrapValidator(_or_in_memory)]
+"""A media file: a :data:`MediaPath`, or (from Python only: JSON holds none) the file in memory, as
+:func:`mrope.media._memory.in_memory` says (``bytes``, a PIL image, a numpy image or frames). Its JSON
+schema is :data:`MediaPath`'s."""
 
 
 AudioSeconds = Annotated[float, Field(gt=0, le=MAX_AUDIO_SECONDS, allow_inf_nan=False)]
@@ -153,7 +166,9 @@ class StrictModel(BaseModel):
     @classmethod
     def _nulls_are_absent(cls, data: Any) -> Any:
         if type(data) is dict:  # the JSON case: copied only when a value is null
-            return {k: v for k, v in data.items() if v is not None} if None in data.values() else data
+            # ``is``, not ``in``: a numpy value (media in memory) has no truth value to compare with
+            has_null = any(v is None for v in data.values())
+            return {k: v for k, v in data.items() if v is not None} if has_null else data
         if isinstance(data, Mapping):
             return {k: v for k, v in data.items() if v is not None}
         return data

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ._fields import GRID_DIM_MAX, Count, Grid, GridDim, MediaPath, StrictModel
+from ._fields import GRID_DIM_MAX, Count, Grid, GridDim, MediaPath, MediaSource, StrictModel
 from ._forms import Form, KeepMask, MediaUrl, already_sized, check_sizing, form_union
 
 _CANVAS_ONLY = (
@@ -154,7 +154,8 @@ class ImageSize(_Sized, _Canvas):
 
 
 class ImagePath(_Sized, _Image):
-    """An image given by a media ``path`` (read from its header), with InternVL ``tiling`` or a ``crop``."""
+    """An image given by a media ``path`` (read from its header), with InternVL ``tiling`` or a ``crop``;
+    from Python the file may be in memory (``bytes``, a PIL image, a numpy image ``[H, W, C]`` ``uint8``)."""
 
     form = "path"
     keys = ("path", "image", "image_url", "url")
@@ -165,13 +166,15 @@ class ImagePath(_Sized, _Image):
         ),
     )
 
-    path: MediaPath
+    path: MediaSource
     tiling: bool | TilingOptions | None = Field(None, description="InternVL tiling of a path")
     crop: (
         Annotated[list[Annotated[int, Field(ge=0, le=GRID_DIM_MAX)]], Field(min_length=4, max_length=4)]
         | None
     ) = Field(None, description="[top, left, height, width] in pixels of a path's image")
-    image: MediaPath | None = Field(None, description="the file, as qwen-vl-utils names it (instead of path)")
+    image: MediaSource | None = Field(
+        None, description="the file, as qwen-vl-utils names it (instead of path)"
+    )
     image_url: MediaPath | MediaUrl | None = Field(
         None, description="the file as a URL string or OpenAI's {url} (instead of path)"
     )
@@ -185,7 +188,10 @@ IMAGE_FORMS = (ImageGrid, ImageSize, ImagePath)
 def _refuse(named: list[str]) -> str:
     if named:
         return f"an image segment takes one of grid, height+width, path; got {' and '.join(named)}"
-    return "an image segment needs a grid [t, h, w], both height and width in pixels, or a path"
+    return (
+        "an image segment needs a grid [t, h, w], both height and width in pixels, or a path (a bare "
+        "{\"type\": \"image\"} is a placeholder of TRL's vision format, filled from the record's 'images')"
+    )
 
 
 ImageSegment = form_union("image", IMAGE_FORMS, _refuse, "ImageSegment")

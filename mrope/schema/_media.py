@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from mrope._errors import MediaError
 from mrope.media._source import check_web_url, short_repr, url_host, url_scheme
@@ -35,9 +36,11 @@ class MediaAccess:
         """Local files and any URL: the command line and the pipeline."""
         return cls(True, True, None, None if base_dir is None else os.fspath(base_dir))
 
-    def resolve(self, path: str, where: str) -> str:
-        """The source to read for ``path`` (an absolute path or the URL), or a :class:`RequestError`
-        saying why this face does not read it."""
+    def resolve(self, path: Any, where: str) -> Any:
+        """The source to read for ``path`` (an absolute path or the URL; a file in memory as it is), or a
+        :class:`RequestError` saying why this face does not read it."""
+        if not isinstance(path, str):  # in memory (mrope.media._memory): nothing to read, nothing to allow
+            return path
         scheme = url_scheme(path)
         if path[:5].lower() == "data:":
             if not self.urls:

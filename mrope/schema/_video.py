@@ -4,9 +4,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+import numpy as np
+from pydantic import BeforeValidator, Field, model_validator
+
+from mrope._errors import MediaError
+from mrope.media._memory import frame_list
 
 from ._fields import (
     AudioSeconds,
@@ -16,13 +20,28 @@ from ._fields import (
     Grid,
     GridDim,
     MediaPath,
+    MediaSource,
     SecondsPerPatch,
     StrictModel,
 )
 from ._forms import Form, KeepMask, MediaUrl, already_sized, check_sizing, form_union
 
-FrameList = Annotated[list[MediaPath], Field(min_length=1, max_length=1 << 16)]
-"""A video given as its frame images, in order."""
+
+def _frames_of_array(value: Any) -> Any:
+    """A numpy video ``[T, H, W, C]`` as its list of frames (each a numpy image)."""
+    if isinstance(value, np.ndarray):
+        try:
+            return frame_list(value)
+        except MediaError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+FrameList = Annotated[
+    list[MediaSource], Field(min_length=1, max_length=1 << 16), BeforeValidator(_frames_of_array)
+]
+"""A video given as its frame images, in order (from Python also in memory: images, or one numpy array
+``[T, H, W, C]`` ``uint8``)."""
 
 
 class VideoAudio(StrictModel):
@@ -112,7 +131,8 @@ class VideoGrid(_Video):
 
 class VideoPath(_Sized, _Video):
     """A video given by a media ``path``: sampled at ``fps`` or to ``nframes`` frames (within
-    ``min_frames .. max_frames``), trimmed, sized, with its own audio track on omni models."""
+    ``min_frames .. max_frames``), trimmed, sized, with its own audio track on omni models; from Python
+    the file may be in memory (its ``bytes``)."""
 
     form = "path"
     keys = ("path", "video", "video_url", "url")
@@ -124,7 +144,7 @@ class VideoPath(_Sized, _Video):
         ),
     )
 
-    path: MediaPath
+    path: MediaSource
     nframes: Count | None = None
     min_frames: Count | None = None
     max_frames: Count | None = None
@@ -137,7 +157,7 @@ class VideoPath(_Sized, _Video):
         description="a path's frames as the model gets them: display (rotated, transformers' processors) or "
         "coded (as stored: PyAV, transformers' load_video); default the face's",
     )
-    video: MediaPath | FrameList | None = Field(
+    video: MediaSource | FrameList | None = Field(
         None, description="the file, or its frames (a list of images), as qwen-vl-utils names it"
     )
     video_url: MediaPath | MediaUrl | None = Field(
