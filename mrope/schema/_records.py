@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from ._aliases import retype, retype_segments
 from ._fields import INT64_MAX, Int64, ModelName, RulesOverrides, StrictModel
+from ._formats import read_item, read_message, read_record
 from ._image import ImageSegment
 from ._request import Segment_, require_model_key
 from ._state import ConversationStateBody, StateCount
@@ -60,13 +61,24 @@ class Message(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _string_content(cls, data: Any) -> Any:
+        data = read_message(data)
         if isinstance(data, Mapping) and isinstance(data.get("content"), str):
             data = {**data, "content": [{"type": "text", "text": data["content"]}]}
         elif isinstance(data, Mapping) and isinstance(data.get("content"), list):
-            items = retype(data["content"])
+            content = data["content"]
+            read = [read_item(c, f"item {i}") for i, c in enumerate(content)]
+            items = retype(content if all(a is b for a, b in zip(read, content, strict=True)) else read)
             if items is not data["content"]:
                 data = {**data, "content": items}
         return data
+
+
+def check_content(messages: list[Message] | None) -> None:
+    """Chat messages with something in them: an empty list, or messages without one item, make no
+    sequence (refused, rather than a record of 0 tokens)."""
+    if messages is not None and not any(m.content for m in messages):
+        got = "an empty list" if not messages else f"{len(messages)} message(s) without content"
+        raise ValueError(f"no content: 'messages' needs at least one text, image or video item; got {got}")
 
 
 Convention = Annotated[
@@ -101,12 +113,16 @@ class Record(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _retype(cls, data: Any) -> Any:
-        return retype_segments(data)
+        return retype_segments(read_record(data))
 
     @model_validator(mode="after")
     def _one_form(self) -> Record:
         if (self.segments is None) == (self.messages is None):
-            raise ValueError("a record needs exactly one of 'segments' and 'messages'")
+            raise ValueError(
+                "a record needs exactly one of 'segments' and 'messages' (or a format read as messages: "
+                "TRL's images + messages, LLaVA's conversations)"
+            )
+        check_content(self.messages)
         return self
 
 
@@ -161,12 +177,13 @@ class PositionsRequest(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _model_required(cls, data: Any) -> Any:
-        return retype_segments(require_model_key(data))
+        return retype_segments(read_record(require_model_key(data)))
 
     @model_validator(mode="after")
     def _one_form(self) -> PositionsRequest:
         if (self.segments is None) == (self.messages is None):
             raise ValueError("a request needs exactly one of 'segments' and 'messages'")
+        check_content(self.messages)
         if self.generated is not None and self.state is None:
             raise ValueError("'generated' counts tokens decoded since a conversation state; it needs 'state'")
         return self
