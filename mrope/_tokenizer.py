@@ -3,10 +3,37 @@ the service, so every part counts text tokens the same way."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
+from mrope import _extras
+from mrope._caches import cached
 from mrope._errors import LayoutError
+
+
+@cached("tokenizer.files", maxsize=8)
+def _tokenizer_file(path: str) -> Any:
+    _extras.require("a tokenizer given as a path", "pipeline", "tokenizers")
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as exc:  # the Rust side raises a bare Exception
+        raise LayoutError(f"cannot load tokenizer {path!r} as a tokenizer.json: {exc}") from None
+
+
+def load_tokenizer(tokenizer: Any) -> Any:
+    """A ``tokenizer.json`` path (``str`` or ``os.PathLike``) -> ``tokenizers.Tokenizer``, loaded once per
+    process; anything else (a callable ``str -> list[int]``, a tokenizer object, ``None``) as it is.
+
+    Raises:
+        LayoutError: the path cannot be loaded as a ``tokenizer.json``.
+        mrope._extras.MissingExtra: the ``tokenizers`` package is missing (the ``pipeline`` extra).
+    """
+    if isinstance(tokenizer, (str, os.PathLike)):
+        return _tokenizer_file(os.fspath(tokenizer))
+    return tokenizer
 
 
 def encode_text(tokenizer: Any, text: str) -> list[int]:

@@ -14,6 +14,7 @@ from typing import Any
 from mrope._errors import LayoutError
 from mrope._rules import LayoutRules
 from mrope._spec import RopeSpec
+from mrope._tokenizer import load_tokenizer
 from mrope.models._family import ModelFamily, check_convention
 
 FAMILY_MODULES: tuple[str, ...] = (
@@ -151,10 +152,11 @@ def resolve_rules(
 
 
 def resolve_tokenizer(model: Any, tokenizer: Any = None) -> Any:
-    """``tokenizer`` if given, else the tokenizer a :class:`ModelFamily` carries (a checkpoint's
-    ``tokenizer.json`` read by :func:`mrope.from_pretrained`), else ``None``."""
+    """``tokenizer`` if given (a ``tokenizer.json`` path loaded by :func:`mrope._tokenizer.load_tokenizer`,
+    as the pipeline and the command line load one), else the tokenizer a :class:`ModelFamily` carries (a
+    checkpoint's ``tokenizer.json`` read by :func:`mrope.from_pretrained`), else ``None``."""
     if tokenizer is not None or not isinstance(model, ModelFamily):
-        return tokenizer
+        return load_tokenizer(tokenizer)
     return model.tokenizer
 
 

@@ -7,12 +7,11 @@ Every face (the service's ``MROPE_TOKENIZER``, ``--tokenizer`` on the command li
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from mrope._caches import cached
 from mrope._errors import MRopeError
 from mrope._tokenizer import encode_text
+from mrope._tokenizer import load_tokenizer as core_load_tokenizer
 
 from ._errors import RequestError
 
@@ -34,30 +33,18 @@ class TokenizerRequired(RequestError):
         self.where = where
 
 
-@cached("schema.tokenizers", maxsize=8)
-def _tokenizer_file(path: str) -> Any:
-    try:
-        from tokenizers import Tokenizer  # an optional dependency: only a path needs it
-    except ImportError:
-        raise RequestError(
-            f"tokenizer {path!r} is a path, which needs the 'tokenizers' package (pip install tokenizers)"
-        ) from None
-    try:
-        return Tokenizer.from_file(path)
-    except Exception as exc:  # the Rust side raises a bare Exception
-        raise RequestError(f"cannot load tokenizer {path!r} as a tokenizer.json: {exc}") from None
-
-
 def load_tokenizer(tokenizer: Any) -> Any:
-    """A ``tokenizer.json`` path -> ``tokenizers.Tokenizer`` (loaded once per process); anything else
-    (a callable ``str -> list[int]``, a tokenizer object, ``None``) is returned as it is.
+    """A ``tokenizer.json`` path -> ``tokenizers.Tokenizer`` (loaded once per process,
+    :func:`mrope._tokenizer.load_tokenizer`); anything else (a callable ``str -> list[int]``, a tokenizer
+    object, ``None``) is returned as it is.
 
     Raises:
-        RequestError: the path cannot be loaded (or the ``tokenizers`` package is missing).
+        RequestError: the path cannot be loaded.
     """
-    if isinstance(tokenizer, (str, os.PathLike)):
-        return _tokenizer_file(os.fspath(tokenizer))
-    return tokenizer
+    try:
+        return core_load_tokenizer(tokenizer)
+    except MRopeError as exc:
+        raise RequestError(str(exc)) from None
 
 
 def tokenize(tokenizer: Any, text: str, where: str) -> list[int]:

@@ -141,6 +141,32 @@ def test_qwen3_accepts_a_tokenizers_tokenizer() -> None:
     assert stamp.stop - stamp.start == len("<0.2 seconds>")
 
 
+def test_a_tokenizer_json_path_is_loaded_as_the_pipeline_loads_it(tmp_path) -> None:
+    """``tokenizer="path/to/tokenizer.json"`` (str or Path) gives what the loaded tokenizer gives, as the
+    pipeline's and the command line's ``tokenizer`` paths do; a file that is no tokenizer.json is named."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {c: i for i, c in enumerate("<>.0123456789 secondsUNK")}
+    vocab["[UNK]"] = len(vocab)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    segs = [Video(grid=(4, 2, 2), fps=1.0)]
+    want = build_positions(segs, model="qwen3-vl", tokenizer=tok)
+    for source in (str(path), path):
+        got = build_positions(segs, model="qwen3-vl", tokenizer=source)
+        np.testing.assert_array_equal(got.ids, want.ids)
+        np.testing.assert_array_equal(got.input_ids, want.input_ids)
+        assert mrope.count_tokens(segs, model="qwen3-vl", tokenizer=source) == want.num_tokens
+    # negative control: the one-token-per-stamp count without a tokenizer differs
+    assert mrope.count_tokens(segs, model="qwen3-vl") != want.num_tokens
+    bad = tmp_path / "not-a-tokenizer.json"
+    bad.write_text("{}")
+    with pytest.raises(LayoutError, match="not-a-tokenizer.json.*as a tokenizer.json"):
+        build_positions(segs, model="qwen3-vl", tokenizer=str(bad))
+
+
 # ------------------------------------------------------------------------------- spatial rules
 
 
