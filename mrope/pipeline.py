@@ -10,7 +10,11 @@ A record is a dict with an ``id`` and either
   {"type": "image", "image": "cat.jpg"}, {"type": "video", "video": "clip.mp4"}]}]``. Text needs a
   tokenizer for its token count, or a ``"tokens": n`` count in the item.
 
-Records are validated by :class:`mrope.schema.Record`, the one JSON definition every face reads.
+Records are validated by :class:`mrope.schema.Record`, the one JSON definition every face reads; the
+formats datasets come in (TRL's ``images`` + ``messages``, LLaVA's ``conversations``, Hugging Face
+``Image()`` values, OpenAI's items) are read as the ``messages`` they stand for
+(:mod:`mrope.schema._formats`), and media may be in memory (``bytes``, PIL images, numpy images ``[H, W,
+C]`` and frames ``[T, H, W, C]`` ``uint8``).
 Optional ``model`` and ``rules`` keys in a record are used when the job does not set them (the job's
 ``model`` or ``model_dir`` wins; the job's ``rules`` overrides are applied over the record's); a model is
 required, there is no default. Media paths are local files (relative ones resolved against

@@ -42,7 +42,8 @@ def add_parser(sub: Any) -> None:
         "batch",
         help="positions for many samples (JSONL or a folder), with a progress bar",
         description="Build positions for every sample of a JSONL file (one record per line) or a folder of "
-        ".json (one record each) and .jsonl files. A record is {id, segments | messages, [model], [rules]}; "
+        ".json (one record each) and .jsonl files. A record is {id, segments | messages, [model], [rules]} (or "
+        "TRL's images + messages, LLaVA's image + conversations); "
         "media paths are relative to the file holding the record. Writes <id>.npy (or .json) per sample "
         f"and {MANIFEST}; failed samples are reported and the exit code is 1 if any failed.",
     )

@@ -28,7 +28,9 @@ The modules, one job each: :mod:`~mrope.schema._errors` (the error, pydantic's e
 :mod:`~mrope.schema._aliases` (the media keys users copy from model cards), :mod:`~mrope.schema._forms`
 (what every image and video form shares), :mod:`~mrope.schema._image` and :mod:`~mrope.schema._video` (a
 model per form), :mod:`~mrope.schema._request` (text and audio segments, the segment union, the upload
-fields), :mod:`~mrope.schema._records` (batch records and chat messages), :mod:`~mrope.schema._parse` (JSON
+fields), :mod:`~mrope.schema._records` (batch records and chat messages), :mod:`~mrope.schema._formats` (the
+dataset formats read as messages: TRL, LLaVA / ShareGPT, OpenAI, items without type),
+:mod:`~mrope.schema._parse` (JSON
 -> models), :mod:`~mrope.schema._media` (what a face may read), :mod:`~mrope.schema._text` (the tokenizer
 and text), :mod:`~mrope.schema._convert` (models -> library segments), :mod:`~mrope.schema._messages` (chat
 messages -> library segments and the assistant-token mask), :mod:`~mrope.schema._state` (a conversation's
