@@ -272,11 +272,11 @@ def _llava(data: Mapping[str, Any]) -> dict[str, Any]:
                 f'{LLAVA}: conversation turn {t} is a {{"from": ..., "value": "text"}} object; got '
                 f"{_shape(turn)}"
             )
-        role = SHAREGPT_ROLES.get(turn.get("from"))  # type: ignore[arg-type]
+        said = turn.get("from")
+        role = SHAREGPT_ROLES.get(said) if isinstance(said, str) else None
         if role is None:
             raise ValueError(
-                f"{LLAVA}: conversation turn {t}: 'from' is one of {', '.join(SHAREGPT_ROLES)}; got "
-                f"{turn.get('from')!r}"
+                f"{LLAVA}: conversation turn {t}: 'from' is one of {', '.join(SHAREGPT_ROLES)}; got {said!r}"
             )
         content: list[dict[str, Any]] = []
         for piece in _TAGS.split(turn["value"]):

@@ -21,12 +21,14 @@ from typing import Any
 import datasets
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support import media
 from tokenizers import Tokenizer, models, pre_tokenizers
 from trl.data_utils import prepare_multimodal_messages
 
 from mrope.pipeline import QWEN_TURN, Preprocessor
-from mrope.schema import RequestError, parse_record
+from mrope.schema import RequestError, parse_record, parse_request
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -181,6 +183,26 @@ def test_datasets_map_over_a_trl_dataset(root) -> None:
     assert out[0]["error"] == ""
     np.testing.assert_array_equal(np.asarray(out[0]["positions"]), want["positions"])
     np.testing.assert_array_equal(np.asarray(out[0]["input_ids"]), want["input_ids"])
+
+
+def test_batches_of_an_image_feature_dataset_in_every_shape(root) -> None:
+    """The Arrow table of an ``Image()`` dataset (``{"bytes", "path"}`` structs), and its pandas and numpy
+    batches (Ray's ``batch_format`` choices), give the row of the messages record."""
+    ds = datasets.Dataset.from_dict(
+        {
+            "id": ["x"],
+            "images": [[str(root / "a.jpg"), str(root / "b.png")]],
+            "messages": [[user({"type": "image"}, text("what is this ?"), {"type": "image"}), REPLY]],
+        }
+    ).cast_column("images", datasets.List(datasets.Image()))
+    table = ds.with_format("arrow")[:]
+    want = result(root, {"messages": [user(image("a.jpg"), text("what is this ?"), image("b.png")), REPLY]})
+    columns = {k: table.column(k).to_numpy(zero_copy_only=False) for k in table.column_names}
+    for batch in (table, table.to_pandas(), columns):
+        row = job(root, keep=("id",)).batch(batch).to_pylist()[0]
+        assert row["error"] == "" and row["id"] == "x", row["error"]
+        np.testing.assert_array_equal(np.asarray(row["positions"]), want["positions"])
+        np.testing.assert_array_equal(np.asarray(row["input_ids"]), want["input_ids"])
 
 
 # ---------------------------------------------------------------------------------------------- LLaVA
@@ -396,3 +418,47 @@ def test_empty_messages_is_an_invalid_request_under_pack(root) -> None:
     assert "no content" in failed[0]["error"]
     row = job(root).record({"id": "e", "messages": []})
     assert row["error_code"] == "invalid_request" and row["num_tokens"] == 0
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.sampled_from(["", "x", "<image>", "image", "human", "user"]),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "type",
+                    "image",
+                    "images",
+                    "video",
+                    "text",
+                    "from",
+                    "value",
+                    "role",
+                    "content",
+                    "image_url",
+                    "file_id",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+KEYS = st.sampled_from(["messages", "conversations", "images", "image", "prompt", "completion", "videos"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(KEYS, JSON, min_size=1, max_size=3))
+def test_any_malformed_format_record_is_a_request_error(record) -> None:
+    """Whatever shape the format keys hold, a record is read or refused as a RequestError (never another
+    exception, which the service would answer with a 500)."""
+    for parse in (parse_record, lambda r: parse_request({"model": MODEL, **r})):
+        try:
+            parse(record)
+        except RequestError:
+            pass
