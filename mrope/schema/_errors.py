@@ -44,6 +44,10 @@ def describe_validation_errors(errors: Sequence[Mapping[str, Any]]) -> tuple[str
             msg = f"unknown field {loc[-1]!r}"
             loc = loc[:-1]
         msg = msg.removeprefix("Value error, ")
+        if kind == "union_tag_not_found":  # pydantic: "Unable to extract tag using discriminator 'type'"
+            ctx = e.get("ctx") or {}
+            key = str(ctx.get("discriminator", "type")).strip("'")
+            msg = f"no {key!r} key: an item says what it is by its {key!r} (text, image, video, ...)"
         if kind == "union_tag_invalid":
             ctx = e.get("ctx") or {}
             msg = f"type must be one of {ctx.get('expected_tags', '?')}; got {ctx.get('tag', '?')!r}"

@@ -388,6 +388,9 @@ REFUSED = [
         ["file_id", "uploaded to OpenAI", "image_url"],
         id="responses-file-id",
     ),
+    pytest.param(
+        {"segments": [{"grid": [1, 2, 2]}]}, ["segment 0", "no 'type' key"], id="segment-without-type"
+    ),
     pytest.param({"messages": []}, ["no content", "an empty list"], id="empty-messages"),
     pytest.param(
         {"messages": [{"role": "user", "content": []}]}, ["no content", "without content"], id="empty-content"
