@@ -89,3 +89,16 @@ def test_empty_messages_under_pack_is_invalid_request(root, tmp_path, capsys) ->
     manifest = [json.loads(line) for line in (tmp_path / "manifest.jsonl").read_text().splitlines()]
     codes = {m["id"]: m["error_code"] for m in manifest}
     assert codes == {"trl": "", "llava": "", "messages": "", "empty": "invalid_request"}
+
+
+def test_positions_spec_reads_a_llava_request_as_its_messages(root, tmp_path, capsys) -> None:
+    """``mrope positions --spec`` (the service's body) takes a LLaVA request as its messages request."""
+    llava = {k: v for k, v in RECORDS[1].items() if k != "id"}
+    messages = {k: v for k, v in RECORDS[2].items() if k != "id"}
+    outputs = []
+    for name, body in (("llava", llava), ("messages", messages)):
+        spec = root / f"{name}.json"
+        spec.write_text(json.dumps({"model": "qwen2-vl", **body}))
+        assert main(["positions", "--spec", str(spec), "--tokenizer", str(root / "tokenizer.json")]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and "image 1x18x22" in outputs[0]
