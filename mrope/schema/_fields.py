@@ -166,8 +166,10 @@ class StrictModel(BaseModel):
     @classmethod
     def _nulls_are_absent(cls, data: Any) -> Any:
         if type(data) is dict:  # the JSON case: copied only when a value is null
-            # ``is``, not ``in``: a numpy value (media in memory) has no truth value to compare with
-            has_null = any(v is None for v in data.values())
+            try:
+                has_null = None in data.values()
+            except ValueError:  # a numpy value (media in memory) compared by ==: no truth value
+                has_null = any(v is None for v in data.values())
             return {k: v for k, v in data.items() if v is not None} if has_null else data
         if isinstance(data, Mapping):
             return {k: v for k, v in data.items() if v is not None}

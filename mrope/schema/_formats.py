@@ -88,26 +88,46 @@ def media_value(value: Any) -> Any:
 # --------------------------------------------------------------------------------------- items
 
 
-def read_item(item: Any, where: str) -> Any:
-    """One content item in this schema's form: a Responses API item or an item without ``type`` retyped,
-    a Hugging Face feature value under ``image`` / ``video`` read as a file (:func:`media_value`)."""
-    if not isinstance(item, Mapping):
+_SCHEMA_TYPES = ("text", "image", "video", "image_url", "video_url")
+"""Item types this schema reads as they are (a tuple: ``in`` compares by ``==``, so any JSON value may
+be tested)."""
+
+
+def read_items(items: list[Any], place: str = "") -> list[Any]:
+    """Content items in this schema's form (:func:`read_item`; ``place`` starts each error's location,
+    ``"message 0 "``); ``items`` itself when none changed."""
+    for i, item in enumerate(items):
+        new = read_item(item, i, place)
+        if new is not item:  # copied from the first item that changes
+            return [*items[:i], new, *(read_item(x, j, place) for j, x in enumerate(items[i + 1 :], i + 1))]
+    return items
+
+
+def read_item(item: Any, index: int, place: str = "") -> Any:
+    """Content item ``index`` in this schema's form: a Responses API item or an item without ``type``
+    retyped, a Hugging Face feature value under ``image`` / ``video`` read as a file
+    (:func:`media_value`); the item itself when it needs nothing."""
+    if type(item) is not dict and not isinstance(item, Mapping):
         return item
     kind = item.get("type")
-    if kind is None:
-        item = _typed(item, where)
-    elif kind in _RESPONSES_TEXT:
-        item = {k: v for k, v in item.items() if k not in _RESPONSES_DROPPED} | {"type": "text"}
-    elif kind == "input_image":
-        item = _input_image(item, where)
-    elif kind in ("input_file", "input_audio", "audio"):
-        audio = "; give audio as a segment" if "audio" in kind else ""
-        raise ValueError(
-            f"{where}: {kind} items are not read in messages (text, image and video items are){audio}"
-        )
+    if kind == "text":
+        return item
+    if kind not in _SCHEMA_TYPES:
+        where = f"{place}item {index}"
+        if kind is None:
+            item = _typed(item, where)
+        elif kind in _RESPONSES_TEXT:
+            return {k: v for k, v in item.items() if k not in _RESPONSES_DROPPED} | {"type": "text"}
+        elif kind == "input_image":
+            item = _input_image(item, where)
+        elif kind in ("input_file", "input_audio", "audio"):
+            audio = "; give audio as a segment" if "audio" in kind else ""
+            raise ValueError(
+                f"{where}: {kind} items are not read in messages (text, image and video items are){audio}"
+            )
     for key in ("image", "video"):
         value = item.get(key)
-        if isinstance(value, Mapping) and "url" not in value:
+        if value is not None and type(value) is not str and isinstance(value, Mapping) and "url" not in value:
             item = {**item, key: media_value(value)}
     return item
 
@@ -227,7 +247,7 @@ def _trl(data: Mapping[str, Any], messages: list[Any]) -> dict[str, Any]:
             content = [*({"type": "image"} for _ in images), {"type": "text", "text": content}]
             placed = True
         elif isinstance(content, list):
-            content = [read_item(c, f"message {m} item {i}") for i, c in enumerate(content)]
+            content = read_items(content, f"message {m} ")
         out.append({**message, "content": content})
     slots = [
         (m, i)

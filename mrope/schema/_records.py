@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from ._aliases import retype, retype_segments
 from ._fields import INT64_MAX, Int64, ModelName, RulesOverrides, StrictModel
-from ._formats import read_item, read_message, read_record
+from ._formats import read_items, read_message, read_record
 from ._image import ImageSegment
 from ._request import Segment_, require_model_key
 from ._state import ConversationStateBody, StateCount
@@ -65,9 +65,7 @@ class Message(StrictModel):
         if isinstance(data, Mapping) and isinstance(data.get("content"), str):
             data = {**data, "content": [{"type": "text", "text": data["content"]}]}
         elif isinstance(data, Mapping) and isinstance(data.get("content"), list):
-            content = data["content"]
-            read = [read_item(c, f"item {i}") for i, c in enumerate(content)]
-            items = retype(content if all(a is b for a, b in zip(read, content, strict=True)) else read)
+            items = retype(read_items(data["content"]))
             if items is not data["content"]:
                 data = {**data, "content": items}
         return data
