@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from PIL import Image as PILImage
 
 from mrope._errors import MediaError
+from mrope.media._memory import is_pil_image
 from mrope.media._source import open_source
 
 
@@ -23,8 +25,14 @@ class MediaDecodeError(MediaError):
 
 
 def check_image_decodes(source: Any, where: str = "the image") -> None:
-    """Decode every pixel of an image file (Pillow), or raise :class:`MediaDecodeError`."""
+    """Decode every pixel of an image file (Pillow), or raise :class:`MediaDecodeError`. A PIL image is
+    loaded (one opened lazily reads its file now); a numpy image is pixels already."""
+    if isinstance(source, np.ndarray):
+        return
     try:
+        if is_pil_image(source):
+            source.load()
+            return
         with open_source(source) as src, PILImage.open(src.file) as im:
             im.load()
     except MediaError:

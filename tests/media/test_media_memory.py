@@ -152,3 +152,20 @@ def test_media_in_memory_needs_no_media_access() -> None:
     """A face that reads no files (the service's default) still takes media in memory: nothing is read."""
     segs = message_segments(parse_record(record(png_bytes(), frames())).messages or [], resolve_rules(MODEL))
     assert segs[0].grid == GRID
+
+
+def test_the_decode_check_takes_media_in_memory() -> None:
+    """``decode_check``: a numpy image is pixels already, a decoded PIL image passes, a lazily opened one
+    over a truncated JPEG (and those bytes) fail as ``media_decode_failed``, as the file would."""
+    buf = io.BytesIO()
+    PILImage.new("RGB", (320, 240), (1, 2, 3)).save(buf, format="JPEG")
+    cut = media.truncated(buf.getvalue(), 0.5)
+    job = Preprocessor(model=MODEL, decode_check=True)
+    ok = [PILImage.new("RGB", (320, 240)), np.zeros((240, 320, 3), np.uint8), buf.getvalue(), frames()]
+    for value in ok:
+        kind = "video" if isinstance(value, np.ndarray) and value.ndim == 4 else "image"
+        row = job.record({"messages": [{"role": "user", "content": [{"type": kind, kind: value}]}]})
+        assert row["error"] == "", row["error"]
+    for value in (PILImage.open(io.BytesIO(cut)), cut):
+        row = job.record({"messages": [{"role": "user", "content": [{"type": "image", "image": value}]}]})
+        assert row["error_code"] == "media_decode_failed", row["error"]
