@@ -1,0 +1,114 @@
+"""``mrope batch`` as a job: Parquet in bounded row groups, ``--workers N`` in input order, and what was
+written before a failure kept readable.
+
+The expected positions come from :func:`mrope.build_positions` on the records' segments built by hand
+(text-only rows from the rule written out here: every axis counts ``0..n-1``); the media are generated.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from support import media
+
+import mrope
+from mrope import Text
+from mrope._cli import main
+from mrope.media import load_image
+
+pytestmark = pytest.mark.timeout(120)
+
+MODEL = "qwen2.5-vl"
+
+
+def write_jsonl(path: Path, lines: list[object]) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+def mixed(root: Path) -> list[object]:
+    """Records that succeed and fail in every way a sample can: a missing file, bad JSON, a reused id."""
+    media.write_image(root / "a.png", 84, 56)
+    lines: list[object] = []
+    for i in range(11):
+        if i % 4 == 1:
+            lines.append({"id": f"s{i}", "segments": [{"type": "image", "path": "nope.png"}]})
+        else:
+            segs = [{"type": "text", "tokens": 3 + i}, {"type": "image", "path": "a.png"}]
+            lines.append({"id": f"s{i}", "segments": segs})
+    lines.insert(5, "{not json")
+    lines.append({"id": "s0", "segments": [{"type": "text", "tokens": 1}]})
+    return lines
+
+
+def batch(*args: object) -> int:
+    return main(["batch", *(str(a) for a in args), "--model", MODEL, "--quiet"])
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "npy"])
+def test_workers_keep_the_order_and_the_error_rows(tmp_path, fmt) -> None:
+    jsonl = write_jsonl(tmp_path / "mixed.jsonl", mixed(tmp_path))
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert batch(jsonl, "--out-dir", one, "--format", fmt) == 1  # some samples fail
+    assert batch(jsonl, "--out-dir", two, "--format", fmt, "--workers", 2, "--row-group", 3) == 1
+    manifests = [[json.loads(x) for x in (d / "manifest.jsonl").read_text().splitlines()] for d in (one, two)]
+    assert manifests[0] == manifests[1]
+    ids = [m["id"] for m in manifests[1]]
+    assert ids == ["s0", "s1", "s2", "s3", "s4", "mixed.jsonl-6", "s5", "s6", "s7", "s8", "s9", "s10", "s0"]
+    failed = [m["id"] for m in manifests[1] if m["error"]]
+    assert failed == ["s1", "mixed.jsonl-6", "s5", "s9", "s0"]
+    assert "taken by sample 's0'" in manifests[1][-1]["error"]
+    image = load_image(tmp_path / "a.png", model=MODEL)
+    if fmt == "npy":
+        for m in manifests[1]:
+            if not m["error"]:
+                assert np.array_equal(np.load(one / m["file"]), np.load(two / m["file"]))
+        return
+    tables = [pq.read_table(d / "samples.parquet") for d in (one, two)]
+    assert tables[0].equals(tables[1])
+    assert pq.ParquetFile(two / "samples.parquet").num_row_groups == 5  # 13 rows in groups of 3
+    rows = tables[1].to_pylist()
+    assert [r["id"] for r in rows] == ids
+    assert [r["error_code"] for r in rows if r["error"]] == [
+        "invalid_media",
+        "invalid_request",
+        "invalid_media",
+        "invalid_media",
+        "invalid_request",
+    ]
+    for i, row in zip(range(11), (r for r in rows if r["id"] != "mixed.jsonl-6"), strict=False):
+        if i % 4 == 1:
+            continue
+        expected = mrope.build_positions([Text(3 + i), image], model=MODEL)
+        assert row["positions"] == expected.ids.tolist(), row["id"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_parquet_written_before_a_failure_stays_readable(tmp_path, capsys, workers) -> None:
+    """Text without a tokenizer stops the job (every later sample would fail alike): the rows before it
+    are in samples.parquet, whose footer is written on the way out."""
+    lines: list[object] = [{"id": f"t{n}", "segments": [{"type": "text", "tokens": n}]} for n in range(1, 8)]
+    lines.append({"id": "words", "segments": [{"type": "text", "text": "needs a tokenizer"}]})
+    lines += [{"id": f"late{n}", "segments": [{"type": "text", "tokens": n}]} for n in range(40)]
+    jsonl = write_jsonl(tmp_path / "stops.jsonl", lines)
+    out = tmp_path / "out"
+    code = batch(jsonl, "--out-dir", out, "--format", "parquet", "--row-group", 2, "--workers", workers)
+    assert code == 2
+    assert "sample 'words' (stops.jsonl:8): " in capsys.readouterr().err
+    table = pq.read_table(out / "samples.parquet")
+    assert table.column("id").to_pylist() == [f"t{n}" for n in range(1, 8)]
+    for n, row in zip(range(1, 8), table.column("positions").to_pylist(), strict=True):
+        assert row == [list(range(n))] * 3  # text alone: every axis counts 0..n-1
+    manifest = [json.loads(x)["id"] for x in (out / "manifest.jsonl").read_text().splitlines()]
+    assert manifest == [f"t{n}" for n in range(1, 8)]
+
+
+def test_option_values_are_checked(tmp_path, capsys) -> None:
+    jsonl = write_jsonl(tmp_path / "one.jsonl", [{"id": "a", "segments": [{"type": "text", "tokens": 2}]}])
+    for flag, value in (("--workers", 0), ("--row-group", "x")):
+        assert batch(jsonl, "--out-dir", tmp_path / "o", flag, value) == 2
+        assert flag in capsys.readouterr().err
