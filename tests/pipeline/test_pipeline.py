@@ -7,7 +7,6 @@ JSON-segment form and the chat-message form, and records that must fail (recorde
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -406,22 +405,6 @@ def test_datasets_map(root, monkeypatch) -> None:
     for row in out:
         assert as_lists(row) == want[row["id"]], row["id"]
     assert [row["id"] for row in out if row["error"]] == ["bad-file", "bad-field"]
-
-
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-    import ray.data
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report over the network
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.print_on_execution_start = False
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 @pytest.mark.slow
