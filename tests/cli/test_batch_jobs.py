@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from support import media
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
 from mrope import Text
@@ -112,3 +113,29 @@ def test_option_values_are_checked(tmp_path, capsys) -> None:
     for flag, value in (("--workers", 0), ("--row-group", "x")):
         assert batch(jsonl, "--out-dir", tmp_path / "o", flag, value) == 2
         assert flag in capsys.readouterr().err
+
+
+def test_a_template_message_names_the_flag_that_exists(tmp_path, capsys) -> None:
+    """A 'tokens' count cannot go through a chat template: the message names --chat-template none (there
+    is no --no-chat-template), and that flag reads the plain turns."""
+    words = {"[UNK]": 0, "hello": 1}
+    tok = Tokenizer(models.WordLevel(words, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "chat_template.jinja").write_text("{% for m in messages %}{{ m['role'] }}: {% endfor %}")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"messages": [{"role": "user", "content": [{"type": "text", "tokens": 4}]}]}))
+    argv = [
+        "positions",
+        "--spec",
+        str(spec),
+        "--model",
+        MODEL,
+        "--tokenizer",
+        str(tmp_path / "tokenizer.json"),
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--chat-template none" in err and "--no-chat-template" not in err
+    assert main([*argv, "--chat-template", "none", "--out", str(tmp_path / "p.npy")]) == 0
+    assert np.load(tmp_path / "p.npy").tolist() == [list(range(4))] * 3  # text alone: 0..n-1 on each axis
