@@ -10,7 +10,7 @@ its id and does not stop the batch (the exit code is 1 when any failed); a job-l
 
 The input is read a line at a time and ``samples.parquet`` is written in row groups of
 :data:`ROW_GROUP` rows as the job goes, so memory stays flat in the number of samples and what was
-written before a failure stays readable. ``--workers N`` computes the samples in N processes
+written before a failure (a job-level error, Ctrl-C, SIGTERM) stays readable. ``--workers N`` computes the samples in N processes
 (:func:`mrope._cli._workers.ordered_map`); the outputs keep the input order either way.
 """
 
@@ -19,8 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -449,6 +452,41 @@ def _preprocessor(args: argparse.Namespace, fmt: str) -> Preprocessor:
     )
 
 
+class StopRequest:
+    """Ctrl-C (SIGINT) or SIGTERM during a batch, noted by the handler and acted on between samples
+    (:meth:`check` raises ``KeyboardInterrupt``), never inside the writer or the worker pool, so the
+    ``finally`` that writes ``samples.parquet``'s last row group and footer always runs (exit code 130).
+    A second signal stops at once."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+
+
+@contextmanager
+def stop_between_samples() -> Iterator[StopRequest]:
+    """A :class:`StopRequest` that handles SIGINT and SIGTERM while the batch runs (signals reach the
+    main thread only: elsewhere it notes nothing and the default handling stays)."""
+    stop = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run(args: argparse.Namespace) -> int:
     fmt = output_format(args)
     workers = positive_int(args.workers, "--workers")
@@ -461,7 +499,7 @@ def run(args: argparse.Namespace) -> int:
     base = _preprocessor(args, fmt)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        manifest = (out_dir / MANIFEST).open("w", encoding="utf-8")
+        manifest = (out_dir / MANIFEST).open("w", encoding="utf-8", buffering=1)  # a line at a time
     except OSError as exc:
         raise CliError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     packed = None
@@ -471,8 +509,13 @@ def run(args: argparse.Namespace) -> int:
     job = Job(base, fmt, out_dir, packed is not None)
     failed: list[str] = []
     try:
-        with manifest, progress(total, "mrope batch", quiet=args.quiet) as bar:
+        with (
+            manifest,
+            stop_between_samples() as stop,
+            progress(total, "mrope batch", quiet=args.quiet) as bar,
+        ):
             for outcome in ordered_map(job, _tasks(stream), workers):
+                stop.check()
                 if outcome.job_error:  # every later sample would fail alike: stop now, naming the option
                     raise CliError(f"sample {outcome.sample_id!r} ({outcome.where}): {outcome.job_error}")
                 entry = _keep(outcome, table, packed)

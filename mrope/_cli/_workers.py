@@ -9,6 +9,7 @@ inherited with the ``fork`` start method where the platform has it, else pickled
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -26,6 +27,10 @@ _STATE: dict[str, Any] = {}
 
 
 def _start(fn: Callable[[Any], Any]) -> None:
+    # Ctrl-C reaches the whole process group: the parent stops the job (and then the workers, once their
+    # chunk is done), so a worker ignores it rather than dying mid-chunk with a traceback of its own
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _STATE["fn"] = fn
 
 

@@ -8,6 +8,11 @@ The expected positions come from :func:`mrope.build_positions` on the records' s
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +144,30 @@ def test_a_template_message_names_the_flag_that_exists(tmp_path, capsys) -> None
     assert "--chat-template none" in err and "--no-chat-template" not in err
     assert main([*argv, "--chat-template", "none", "--out", str(tmp_path / "p.npy")]) == 0
     assert np.load(tmp_path / "p.npy").tolist() == [list(range(4))] * 3  # text alone: 0..n-1 on each axis
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_a_stopped_job_keeps_a_readable_parquet(tmp_path, how) -> None:
+    """Ctrl-C (SIGINT to the whole process group, workers included) or SIGTERM to the command: it exits
+    130 between two samples, and samples.parquet holds, readable, the rows the manifest lists, in input
+    order."""
+    lines = [{"id": f"t{n}", "segments": [{"type": "text", "tokens": 1 + n % 50}]} for n in range(20_000)]
+    jsonl = write_jsonl(tmp_path / "long.jsonl", lines)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "mrope", "batch", str(jsonl), "--out-dir", str(out), "--model", MODEL]
+    cmd += ["--format", "parquet", "--row-group", "7", "--workers", "2", "--quiet"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.PIPE, text=True)
+    manifest = out / "manifest.jsonl"
+    deadline = time.monotonic() + 90
+    while not (manifest.exists() and manifest.read_text().count("\n") >= 30):
+        assert proc.poll() is None and time.monotonic() < deadline, "the job ended before it was stopped"
+        time.sleep(0.05)
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err, err
+    ids = pq.read_table(out / "samples.parquet").column("id").to_pylist()
+    listed = [json.loads(x)["id"] for x in manifest.read_text().splitlines()]
+    assert 30 <= len(ids) < len(lines) and ids == listed == [f"t{n}" for n in range(len(ids))]
