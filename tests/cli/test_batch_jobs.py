@@ -113,6 +113,17 @@ def test_parquet_written_before_a_failure_stays_readable(tmp_path, capsys, worke
     assert manifest == [f"t{n}" for n in range(1, 8)]
 
 
+def test_workers_pack_the_same_rows(tmp_path) -> None:
+    """--pack packs the samples of the whole job: computed by 2 workers, the same packed.parquet."""
+    jsonl = write_jsonl(tmp_path / "mixed.jsonl", mixed(tmp_path))
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert batch(jsonl, "--out-dir", one, "--pack", 64) == 1
+    assert batch(jsonl, "--out-dir", two, "--pack", 64, "--workers", 2) == 1
+    tables = [pq.read_table(d / "packed.parquet") for d in (one, two)]
+    assert tables[0].equals(tables[1]) and tables[0].num_rows > 1
+    assert (one / "manifest.jsonl").read_text() == (two / "manifest.jsonl").read_text()
+
+
 def test_option_values_are_checked(tmp_path, capsys) -> None:
     jsonl = write_jsonl(tmp_path / "one.jsonl", [{"id": "a", "segments": [{"type": "text", "tokens": 2}]}])
     for flag, value in (("--workers", 0), ("--row-group", "x")):
