@@ -23,6 +23,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
 from mrope import Text
+from mrope._cli import _progress as progress_mod
 from mrope._cli import main
 from mrope.media import load_image
 
@@ -122,6 +123,25 @@ def test_workers_pack_the_same_rows(tmp_path) -> None:
     tables = [pq.read_table(d / "packed.parquet") for d in (one, two)]
     assert tables[0].equals(tables[1]) and tables[0].num_rows > 1
     assert (one / "manifest.jsonl").read_text() == (two / "manifest.jsonl").read_text()
+
+
+def test_progress_counts_every_sample_with_workers(tmp_path, capsys, monkeypatch) -> None:
+    """The progress lines (a log's, here one per sample) count up through the job with 2 workers."""
+    from mrope._cli import _batch
+
+    def every_sample(total: int, desc: str, quiet: bool = False) -> progress_mod.Progress:
+        return progress_mod.LineProgress(total, desc, sys.stderr, every_s=0.0)
+
+    monkeypatch.setattr(_batch, "progress", every_sample)
+    lines = [{"id": f"t{n}", "segments": [{"type": "text", "tokens": 2}]} for n in range(40)]
+    jsonl = write_jsonl(tmp_path / "forty.jsonl", lines)
+    assert (
+        main(["batch", str(jsonl), "--out-dir", str(tmp_path / "o"), "--model", MODEL, "--workers", "2"]) == 0
+    )
+    counted = [
+        x for x in capsys.readouterr().err.splitlines() if x.startswith("mrope batch: ") and "/40 (" in x
+    ]
+    assert counted == [f"mrope batch: {n}/40 ({100 * n / 40:.0f}%)" for n in range(1, 40)], counted
 
 
 def test_option_values_are_checked(tmp_path, capsys) -> None:
