@@ -134,7 +134,7 @@ def run_ray(jsonl: Path, options: dict[str, Any], address: str | None) -> list[d
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
-        ds = ray.data.read_json(str(jsonl))
+        ds = ray.data.read_json(str(jsonl), lines=True)  # JSONL whose nested fields may differ in type
         # one call per batch; batch_format="pandas" or "numpy" both work. For millions of samples write
         # the result instead of collecting it: .write_parquet("s3://bucket/positions/")
         out = ds.map_batches(process_batch, fn_kwargs=options, batch_format="pandas", batch_size=64)

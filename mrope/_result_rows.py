@@ -129,7 +129,7 @@ def rows_to_table(
     rows: Sequence[Mapping[str, Any]],
     records: Sequence[Mapping[str, Any]] = (),
     *,
-    keep: Sequence[str] | None = None,
+    keep: Sequence[str] = ("id",),
     input_ids: bool = False,
     fractional: bool = False,
     generation: bool = False,
@@ -137,14 +137,12 @@ def rows_to_table(
 ) -> pa.Table:
     """Result rows (:func:`result_row`, :func:`error_row`) as a ``pyarrow.Table`` with
     :func:`arrow_schema` types, after the ``keep`` columns copied from ``records`` (those every record
-    has; ``None``: all of them, in the first record's order; an input column named like a result column
-    is replaced by the result)."""
+    has; an input column named like a result column is replaced by the result)."""
     import pyarrow as pa
 
     schema = arrow_schema(input_ids=input_ids, fractional=fractional, generation=generation, labels=labels)
     columns: dict[str, pa.Array] = {}
-    names = list(records[0]) if keep is None and records else list(keep or ())
-    for name in names:
+    for name in keep:
         if name in schema.names:
             continue
         if records and all(name in r for r in records):

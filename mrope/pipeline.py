@@ -55,7 +55,7 @@ from mrope._batches import batch_records, plain
 from mrope._builder import build_positions, count_tokens
 from mrope._caches import cached
 from mrope._chat import find_chat_template
-from mrope._errors import JobError, ModelRequired, RecordError, TooManyTokens
+from mrope._errors import JobError, ModelRequired, MRopeError, RecordError, TooManyTokens
 from mrope._positions import Positions
 from mrope._result_rows import (
     RESULT_COLUMNS,
@@ -121,10 +121,12 @@ class Preprocessor:
         base_dir: folder that relative media paths are resolved against (default: the working directory).
         turn_format, generation_prompt: chat wrapping of ``messages`` (see
             :func:`mrope.schema.message_segments`).
-        input_ids: also return the ``input_ids`` column (the token ids the model would see).
-        keep: input columns that :meth:`batch` copies to its output (those every row has); ``None``
-            (the default): every input column, as ``datasets.Dataset.map`` keeps them, so a Ray job
-            and a datasets job give the same columns.
+        input_ids: whether rows carry the ``input_ids`` column (the token ids the model would see);
+            ``None`` (the default): when the job has a tokenizer (``tokenizer=``, or the checkpoint's).
+        keep: input columns that :meth:`batch` copies to its output (those every row has); by default only
+            ``id``. Other input columns are not carried, as their values may not fit one Arrow type (a chat
+            JSONL whose ``content`` is a string in one turn and a list in another cannot be one column);
+            name the ones a job wants, e.g. ``keep=("id", "source")``.
         max_tokens: a record that would make more tokens fails (counted before any array is allocated,
             so a grid typo cannot exhaust a worker's memory); ``None``: no limit.
         convention: ``"released"`` (the official semantics) or ``"transformers5"`` (the family's own
@@ -158,8 +160,8 @@ class Preprocessor:
     base_dir: str | os.PathLike[str] | None = None
     turn_format: tuple[str, str] | None = None
     generation_prompt: str | None = None
-    input_ids: bool = False
-    keep: tuple[str, ...] | None = None
+    input_ids: bool | None = None
+    keep: tuple[str, ...] = ("id",)
     max_tokens: int | None = DEFAULT_MAX_TOKENS
     media_access: MediaAccess | None = None
     convention: str | None = None
@@ -218,6 +220,19 @@ class Preprocessor:
         overrides = dict(self.rules) if isinstance(self.rules, Mapping) else {}
         kept = {k: v for k, v in overrides.items() if k == override}
         return resolve_rules(model, kept or None)
+
+    @property
+    def with_input_ids(self) -> bool:
+        """Whether this job's rows carry ``input_ids``: ``input_ids`` when set, else whether the job has a
+        tokenizer (a job-level fact, like :attr:`fractional`: the column types are fixed per job)."""
+        if self.input_ids is not None:
+            return self.input_ids
+        if self.tokenizer is not None:
+            return True
+        try:
+            return getattr(self.job_model(), "tokenizer", None) is not None
+        except MRopeError:  # a bad model_dir fails each record with its own message
+            return False
 
     def media(self) -> MediaAccess:
         """What records may read: ``media_access``, by default local files (relative to ``base_dir``),
@@ -362,7 +377,7 @@ class Preprocessor:
 
     def record(self, record: Mapping[str, Any], *, stop_on_job_error: bool = False) -> dict[str, Any]:
         """One record -> ``{positions int64 [3, T], delta, num_tokens, image_grid_thw [n, 3],
-        video_grid_thw [m, 3], second_per_grid_ts [m], error}`` (plus ``input_ids [T]`` when asked for, and
+        video_grid_thw [m, 3], second_per_grid_ts [m], error}`` (plus ``input_ids [T]`` when :attr:`with_input_ids`, and
         ``generation_ids [3, g]`` when the job :attr:`generates_images`).
 
         A failure gives empty arrays, ``delta = num_tokens = 0``, the message in ``error`` (``""`` on
@@ -373,7 +388,9 @@ class Preprocessor:
         """
         try:
             p, labels = self.checked_sample(record)
-            return result_row(p, input_ids=self.input_ids, generation=self.generates_images, labels=labels)
+            return result_row(
+                p, input_ids=self.with_input_ids, generation=self.generates_images, labels=labels
+            )
         except JobError as exc:
             if stop_on_job_error:
                 raise  # the whole job's failure: stop at once, naming the option
@@ -384,7 +401,7 @@ class Preprocessor:
     def _failed(self, exc: BaseException) -> dict[str, Any]:
         return error_row(
             describe_error(exc),
-            input_ids=self.input_ids,
+            input_ids=self.with_input_ids,
             fractional=self.fractional,
             generation=self.generates_images,
             labels=self.labels,
@@ -404,7 +421,7 @@ class Preprocessor:
             rows,
             records,
             keep=self.keep,
-            input_ids=self.input_ids,
+            input_ids=self.with_input_ids,
             fractional=self.fractional,
             generation=self.generates_images,
             labels=self.labels,

@@ -222,13 +222,14 @@ def request_segments(
 ) -> list[mrope.Text | mrope.Image | mrope.Video]:
     """Library segments of a positions request: its segments (:func:`to_segments`), or its messages read
     as ``mrope batch`` and the pipeline read them, under the same caps: rendered with the chat template
-    next to ``MROPE_TOKENIZER`` when there is one (:func:`mrope.schema._messages.template_segments`), else the plain
-    turns (:func:`mrope.schema._messages.turn_segments`)."""
+    next to ``MROPE_TOKENIZER`` when there is one and the request's ``chat_template`` is not ``"none"``
+    (:func:`mrope.schema._messages.template_segments`), else the plain turns
+    (:func:`mrope.schema._messages.turn_segments`)."""
     if body.segments is not None:
         return to_segments(body.segments, rules, settings, tokenizer)
     check_segment_count(len(request_items(body)), settings)
     reader = ServiceReader(rules, settings, tokenizer)
-    template = chat_template(settings.tokenizer)
+    template = None if body.chat_template == "none" else chat_template(settings.tokenizer)
     try:
         if template is not None:
             return template_segments(body.messages, reader, template).segments  # type: ignore[return-value]

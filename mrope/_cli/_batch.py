@@ -7,6 +7,11 @@ with ``--pack MAX_LEN`` the rows of ``packed.parquet`` (the samples packed by :f
 line in ``manifest.jsonl`` (with its ``error`` and ``error_code``). A sample that fails is reported with
 its id and does not stop the batch (the exit code is 1 when any failed); a job-level error (text but no
 ``--tokenizer``) stops it at once, naming the option.
+
+The input is read a line at a time and ``samples.parquet`` is written in row groups of
+:data:`ROW_GROUP` rows as the job goes, so memory stays flat in the number of samples and what was
+written before a failure (a job-level error, Ctrl-C, SIGTERM) stays readable. ``--workers N`` computes the samples in N processes
+(:func:`mrope._cli._workers.ordered_map`); the outputs keep the input order either way.
 """
 
 from __future__ import annotations
@@ -14,19 +19,23 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
+import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mrope._cli._args import CliError, add_model_options, rule_overrides
+from mrope._cli._args import CliError, add_model_options, positive_int, rule_overrides
 from mrope._cli._output import positions_document
 from mrope._cli._progress import progress
 from mrope._cli._sequence import data_options, max_tokens_from_arg, model_from_args, tokenizer_from_arg
-from mrope._errors import JobError, RecordError
+from mrope._cli._workers import ordered_map
+from mrope._errors import JobError, MRopeError, RecordError
 from mrope._result_rows import describe_error, error_code, error_row, result_row, rows_to_table
 from mrope.packing._bins import MODES
 from mrope.packing._table import PackItem, check_fits, pack_efficiency, packed_table
@@ -35,6 +44,9 @@ from mrope.pipeline import Preprocessor
 MANIFEST = "manifest.jsonl"
 PARQUET = "samples.parquet"
 PACKED = "packed.parquet"
+
+ROW_GROUP = 256
+"""Rows of ``samples.parquet`` held before they are written as one row group (``--row-group``)."""
 
 
 def add_parser(sub: Any) -> None:
@@ -80,6 +92,19 @@ def add_parser(sub: Any) -> None:
         help="decode each media file's pixels, so a truncated file fails here (error_code "
         "media_decode_failed) rather than in the model's processor",
     )
+    p.add_argument(
+        "--workers",
+        default="1",
+        metavar="N",
+        help="compute the samples in N processes (default 1); the outputs keep the input order",
+    )
+    p.add_argument(
+        "--row-group",
+        default=str(ROW_GROUP),
+        metavar="ROWS",
+        help=f"with --format parquet: rows per Parquet row group, written as the job goes (default "
+        f"{ROW_GROUP}; memory holds at most one group, and the groups written stay readable if the job stops)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary on success")
     add_model_options(p)
     p.set_defaults(run=run)
@@ -118,37 +143,51 @@ def _files(root: Path) -> list[Path]:
     return [root]
 
 
-def _jsonl_lines(path: Path) -> list[tuple[int, str]]:
+def _count_lines(path: Path) -> int:
+    """The non-empty lines of ``path``, counted without holding them."""
     try:
         with path.open(encoding="utf-8") as f:
-            return [(n, line) for n, line in enumerate(f, 1) if line.strip()]
+            return sum(1 for line in f if line.strip())
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
-def samples(root: Path) -> tuple[int, Iterator[Sample]]:
-    """The number of samples under ``root`` and an iterator over them (a ``.json`` file is one record,
-    every non-empty line of any other file is one)."""
-    plan: list[tuple[Path, list[tuple[int, str]] | None]] = []
-    for path in _files(root):
-        plan.append((path, None if path.suffix.lower() == ".json" else _jsonl_lines(path)))
-    total = sum(1 if lines is None else len(lines) for _, lines in plan)
-
-    def gen() -> Iterator[Sample]:
-        for path, lines in plan:
-            base = str(path.parent.resolve())
-            if lines is None:
-                try:
-                    yield Sample(path.name, base, json.loads(path.read_text(encoding="utf-8")))
-                except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                    yield Sample(path.name, base, None, f"cannot read the record: {exc}")
-                continue
-            for n, line in lines:
+def _jsonl_samples(path: Path) -> Iterator[Sample]:
+    base = str(path.parent.resolve())
+    try:
+        with path.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
                 where = f"{path.name}:{n}"
                 try:
                     yield Sample(where, base, json.loads(line))
                 except json.JSONDecodeError as exc:
                     yield Sample(where, base, None, f"not valid JSON: {exc.msg} at column {exc.colno}")
+    except (OSError, UnicodeDecodeError) as exc:  # changed since it was counted
+        raise CliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _json_sample(path: Path) -> Sample:
+    base = str(path.parent.resolve())
+    try:
+        return Sample(path.name, base, json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return Sample(path.name, base, None, f"cannot read the record: {exc}")
+
+
+def samples(root: Path) -> tuple[int, Iterator[Sample]]:
+    """The number of samples under ``root`` and an iterator over them (a ``.json`` file is one record,
+    every non-empty line of any other file is one), read a line at a time."""
+    files = _files(root)
+    total = sum(1 if path.suffix.lower() == ".json" else _count_lines(path) for path in files)
+
+    def gen() -> Iterator[Sample]:
+        for path in files:
+            if path.suffix.lower() == ".json":
+                yield _json_sample(path)
+            else:
+                yield from _jsonl_samples(path)
 
     return total, gen()
 
@@ -173,36 +212,56 @@ def _write(out_dir: Path, stem: str, fmt: str, positions: Any, model: str) -> st
 
 
 class ParquetRows:
-    """The rows of ``--format parquet``: one per sample, in input order, written once at the end."""
+    """The rows of ``--format parquet``: one per sample, in input order, written in row groups of
+    ``row_group`` rows as they come (:meth:`close` writes the last group and the footer, also when the
+    job stops early, so the rows written so far stay readable)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.rows: list[dict[str, Any]] = []
-
-    def add(self, sample_id: str, source: str, p: Any, labels: Any) -> None:
-        if p.ids.dtype.kind == "f":
-            raise RecordError(
-                f"the {p.rules.name!r} rules give fractional (float32) positions, which the int64 columns of "
-                f"{PARQUET} cannot hold; use --format npy or json for such samples"
-            )
-        self.rows.append({"id": sample_id, "source": source, **result_row(p, input_ids=True, labels=labels)})
-
-    def failed(self, sample_id: str, source: str, message: str, code: str) -> None:
-        self.rows.append(
-            {"id": sample_id, "source": source, **error_row(message, input_ids=True, labels=True, code=code)}
-        )
-
-    def write(self) -> None:
+    def __init__(self, path: Path, row_group: int = ROW_GROUP) -> None:
         try:
             import pyarrow.parquet as pq
         except ImportError:
             raise CliError("--format parquet needs pyarrow (pip install pyarrow)") from None
+        self.path, self.row_group = path, row_group
+        self.rows: list[dict[str, Any]] = []
+        self.schema = rows_to_table([], keep=(), input_ids=True, labels=True).schema
+        self.schema = self.schema.insert(0, _text_field("source")).insert(0, _text_field("id"))
+        try:
+            self.writer = pq.ParquetWriter(path, self.schema)
+        except OSError as exc:
+            raise CliError(f"cannot write {path}: {exc}") from None
+
+    def add(self, sample_id: str, source: str, row: dict[str, Any]) -> None:
+        self.rows.append({"id": sample_id, "source": source, **row})
+        if len(self.rows) >= self.row_group:
+            self.flush()
+
+    def failed(self, sample_id: str, source: str, message: str, code: str) -> None:
+        self.add(sample_id, source, error_row(message, input_ids=True, labels=True, code=code))
+
+    def flush(self) -> None:
+        """Write the rows held as one row group."""
+        if not self.rows:
+            return
         meta = [{"id": r["id"], "source": r["source"]} for r in self.rows]
         table = rows_to_table(self.rows, meta, keep=("id", "source"), input_ids=True, labels=True)
+        self.rows = []
         try:
-            pq.write_table(table, self.path)
+            self.writer.write_table(table.cast(self.schema))
         except OSError as exc:
             raise CliError(f"cannot write {self.path}: {exc}") from None
+
+    def close(self) -> None:
+        """Write the rows held and the file's footer."""
+        try:
+            self.flush()
+        finally:
+            self.writer.close()
+
+
+def _text_field(name: str) -> Any:
+    import pyarrow as pa
+
+    return pa.field(name, pa.string())
 
 
 class PackedRows:
@@ -261,19 +320,127 @@ def output_format(args: argparse.Namespace) -> str:
     return "parquet"
 
 
-def run(args: argparse.Namespace) -> int:
-    fmt = output_format(args)
-    root = Path(args.input)
-    total, stream = samples(root)
-    if total == 0:
-        raise CliError(f"{root} holds no samples")
-    out_dir = Path(args.out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        manifest = (out_dir / MANIFEST).open("w", encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
-    base = Preprocessor(
+@dataclass(frozen=True)
+class Task:
+    """One sample to compute: the sample, its id and the stem of its output file."""
+
+    sample: Sample
+    sample_id: str
+    stem: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker computed for one sample.
+
+    Attributes:
+        sample_id, where: the sample's id and ``file:line``.
+        fields: the manifest entry's fields (``file``, ``num_tokens``, the grids, ``error``, ...).
+        payload: the parquet row (:func:`mrope._result_rows.result_row`) or the packing item
+            ``(positions, labels)``; ``None`` for a file-per-sample format or a failure.
+        job_error: the message of an error that stops the whole job (every later sample would fail alike).
+    """
+
+    sample_id: str
+    where: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    payload: Any = None
+    job_error: str = ""
+
+
+@dataclass(frozen=True)
+class Job:
+    """The options every sample of a batch is computed with; called on a :class:`Task` (in a worker
+    process with ``--workers``), it returns the sample's :class:`Outcome` (writing its ``.npy`` / ``.json``
+    file for those formats)."""
+
+    pre: Preprocessor
+    fmt: str
+    out_dir: Path
+    pack: bool
+
+    def __call__(self, task: Task) -> Outcome:
+        sample = task.sample
+        at = (task.sample_id, sample.where)
+        try:
+            if sample.problem:  # unreadable, or its id reused: the record's fault (invalid_request)
+                raise RecordError(sample.problem)
+            pre = self.pre.with_options(base_dir=sample.base_dir)
+            payload: Any = None
+            if self.pack:
+                p, labels = pre.checked_sample(sample.record)
+                payload, name = (p, labels), PACKED
+            elif self.fmt == "parquet":
+                p, labels = pre.sample(sample.record)
+                if p.ids.dtype.kind == "f":
+                    raise RecordError(
+                        f"the {p.rules.name!r} rules give fractional (float32) positions, which the int64 "
+                        f"columns of {PARQUET} cannot hold; use --format npy or json for such samples"
+                    )
+                payload, name = result_row(p, input_ids=True, labels=labels), PARQUET
+            else:
+                p = pre.positions(sample.record)
+                name = _write(self.out_dir, task.stem, self.fmt, p, p.rules.name)
+        except JobError as exc:
+            return Outcome(*at, job_error=str(exc))
+        except Exception as exc:  # one sample's failure never stops the batch
+            return Outcome(*at, {"file": None, "error": describe_error(exc), "error_code": error_code(exc)})
+        return Outcome(
+            *at,
+            {
+                "file": name,
+                "num_tokens": p.num_tokens,
+                "delta": int(p.delta),
+                "image_grid_thw": p.image_grid_thw.tolist(),
+                "video_grid_thw": p.video_grid_thw.tolist(),
+                "second_per_grid_ts": p.second_per_grid_ts.tolist(),
+                "error": "",
+                "error_code": "",
+            },
+            payload,
+        )
+
+
+def _tasks(stream: Iterator[Sample]) -> Iterator[Task]:
+    """The samples as tasks, each with a unique output stem: one whose stem an earlier sample took gets
+    that as its problem (so it fails without being computed)."""
+    used: dict[str, str] = {}
+    for sample in stream:
+        record = sample.record
+        raw_id = record.get("id") if isinstance(record, dict) else None
+        sample_id = sample.default_id() if raw_id is None else str(raw_id)
+        stem = file_stem(sample_id)
+        if stem in used and not sample.problem:
+            problem = f"its output name {stem!r} is taken by sample {used[stem]!r} (ids must be unique)"
+            sample = Sample(sample.where, sample.base_dir, None, problem)
+        elif not sample.problem:
+            used[stem] = sample_id
+        yield Task(sample, sample_id, stem)
+
+
+def _keep(outcome: Outcome, table: ParquetRows | None, packed: PackedRows | None) -> dict[str, Any]:
+    """Add one sample's outcome to the Parquet rows or the samples to pack; returns its manifest entry
+    (a sample too long for ``--pack`` fails here)."""
+    entry = {"id": outcome.sample_id, "source": outcome.where, "file": None, **outcome.fields}
+    if packed is not None and not entry["error"]:
+        try:
+            packed.add(outcome.sample_id, *outcome.payload)
+        except MRopeError as exc:
+            entry = {**entry, "file": None, "error": describe_error(exc), "error_code": error_code(exc)}
+            for key in ("num_tokens", "delta", "image_grid_thw", "video_grid_thw", "second_per_grid_ts"):
+                entry.pop(key, None)
+    if entry["error"]:
+        if table is not None:
+            table.failed(outcome.sample_id, outcome.where, entry["error"], entry["error_code"])
+        if packed is not None:
+            packed.failed(outcome.sample_id, entry["error"], entry["error_code"])
+    elif table is not None:
+        table.add(outcome.sample_id, outcome.where, outcome.payload)
+    return entry
+
+
+def _preprocessor(args: argparse.Namespace, fmt: str) -> Preprocessor:
+    return Preprocessor(
         model=None
         if args.model is None and args.model_dir is None
         else model_from_args(args.model, None, args.model_dir),
@@ -284,64 +451,85 @@ def run(args: argparse.Namespace) -> int:
         labels=fmt == "parquet",
         **data_options(args),
     )
-    failed: list[str] = []
-    used: dict[str, str] = {}
+
+
+class StopRequest:
+    """Ctrl-C (SIGINT) or SIGTERM during a batch, noted by the handler and acted on between samples
+    (:meth:`check` raises ``KeyboardInterrupt``), never inside the writer or the worker pool, so the
+    ``finally`` that writes ``samples.parquet``'s last row group and footer always runs (exit code 130).
+    A second signal stops at once."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise KeyboardInterrupt
+
+
+@contextmanager
+def stop_between_samples() -> Iterator[StopRequest]:
+    """A :class:`StopRequest` that handles SIGINT and SIGTERM while the batch runs (signals reach the
+    main thread only: elsewhere it notes nothing and the default handling stays)."""
+    stop = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run(args: argparse.Namespace) -> int:
+    fmt = output_format(args)
+    workers = positive_int(args.workers, "--workers")
+    row_group = positive_int(args.row_group, "--row-group")
+    root = Path(args.input)
+    total, stream = samples(root)
+    if total == 0:
+        raise CliError(f"{root} holds no samples")
+    out_dir = Path(args.out_dir)
+    base = _preprocessor(args, fmt)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        manifest = (out_dir / MANIFEST).open("w", encoding="utf-8", buffering=1)  # a line at a time
+    except OSError as exc:
+        raise CliError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     packed = None
     if args.pack is not None:  # float32 positions when the job's model keeps fractional time
         packed = PackedRows(out_dir / PACKED, args.pack, args.pack_mode, base.fractional)
-    table = ParquetRows(out_dir / PARQUET) if fmt == "parquet" and packed is None else None
-    with manifest, progress(total, "mrope batch", quiet=args.quiet) as bar:
-        for sample in stream:
-            record = sample.record
-            raw_id = record.get("id") if isinstance(record, dict) else None
-            sample_id = sample.default_id() if raw_id is None else str(raw_id)
-            entry: dict[str, Any] = {"id": sample_id, "source": sample.where, "file": None}
-            try:
-                if sample.problem:
-                    raise CliError(sample.problem)
-                stem = file_stem(sample_id)
-                if stem in used:
-                    raise CliError(
-                        f"its output name {stem!r} is taken by sample {used[stem]!r} (ids must be unique)"
+    table = ParquetRows(out_dir / PARQUET, row_group) if fmt == "parquet" and packed is None else None
+    job = Job(base, fmt, out_dir, packed is not None)
+    failed: list[str] = []
+    try:
+        with (
+            manifest,
+            stop_between_samples() as stop,
+            progress(total, "mrope batch", quiet=args.quiet) as bar,
+        ):
+            for outcome in ordered_map(job, _tasks(stream), workers):
+                stop.check()
+                if outcome.job_error:  # every later sample would fail alike: stop now, naming the option
+                    raise CliError(f"sample {outcome.sample_id!r} ({outcome.where}): {outcome.job_error}")
+                entry = _keep(outcome, table, packed)
+                if entry["error"]:
+                    failed.append(outcome.sample_id)
+                    bar.write(
+                        f"mrope batch: sample {outcome.sample_id!r} ({outcome.where}) failed: {entry['error']}"
                     )
-                pre = base.with_options(base_dir=sample.base_dir)
-                if packed is not None:
-                    p, labels = pre.checked_sample(record)
-                    packed.add(sample_id, p, labels)
-                    entry["file"] = PACKED
-                elif table is not None:
-                    p, labels = pre.sample(record)
-                    table.add(sample_id, sample.where, p, labels)
-                    entry["file"] = PARQUET
-                else:
-                    p = pre.positions(record)
-                    entry["file"] = _write(out_dir, stem, fmt, p, p.rules.name)
-                used[stem] = sample_id
-                entry.update(
-                    num_tokens=p.num_tokens,
-                    delta=int(p.delta),
-                    image_grid_thw=p.image_grid_thw.tolist(),
-                    video_grid_thw=p.video_grid_thw.tolist(),
-                    second_per_grid_ts=p.second_per_grid_ts.tolist(),
-                    error="",
-                    error_code="",
-                )
-            except JobError as exc:  # every later sample would fail alike: stop now, naming the option
-                raise CliError(f"sample {sample_id!r} ({sample.where}): {exc}") from None
-            except Exception as exc:  # one sample's failure never stops the batch
-                message = str(exc) if isinstance(exc, CliError) else describe_error(exc)
-                entry["error"] = message
-                entry["error_code"] = getattr(exc, "code", None) or error_code(exc)
-                failed.append(sample_id)
-                bar.write(f"mrope batch: sample {sample_id!r} ({sample.where}) failed: {message}")
-                if table is not None:
-                    table.failed(sample_id, sample.where, message, entry["error_code"])
-                if packed is not None:
-                    packed.failed(sample_id, message, entry["error_code"])
-            manifest.write(json.dumps(entry) + "\n")
-            bar.update()
-    if table is not None:
-        table.write()
+                manifest.write(json.dumps(entry) + "\n")
+                bar.update()
+    finally:
+        if table is not None:
+            table.close()
     if packed is not None:
         line = packed.write()
         if not args.quiet:

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from mrope._cli._args import CliError
+from mrope._cli._args import CliError, positive_int
 from mrope.schema._fields import model_names
 
 
@@ -28,6 +28,12 @@ def add_parser(sub: Any) -> None:
         "not say it; one of " + ", ".join(model_names()),
     )
     p.add_argument("--quick", action="store_true", help="bounded time: a short sweep, fewer decode steps")
+    p.add_argument(
+        "--sweep-tokens",
+        metavar="N",
+        help="the position sweep's context length (default 48 with --quick, 512 without, raised to what the "
+        "tokenizer needs for the pass-key text; always below the model's L0)",
+    )
     p.add_argument("--rows", metavar="A,B", help="only these rows, comma-separated (e.g. pairing,padding)")
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT ('-': stdout only)")
     p.add_argument("--plot", metavar="OUT", help="draw the position sweep to OUT (a PNG)")
@@ -40,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     if args.path is None and args.family is None:
         raise CliError("mrope check: give a checkpoint folder or --family NAME (see --help)")
     rows = None if args.rows is None else [r.strip() for r in args.rows.split(",") if r.strip()]
-    report = validate(args.path, family=args.family, quick=args.quick, rows=rows)
+    sweep = None if args.sweep_tokens is None else positive_int(args.sweep_tokens, "--sweep-tokens")
+    report = validate(args.path, family=args.family, quick=args.quick, rows=rows, sweep_tokens=sweep)
     if args.plot is not None:
         note = report.plot(args.plot)
         if note is not None:

@@ -191,7 +191,8 @@ def _template_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 if item.text is None:
                     raise RequestError(
                         f"message {m} item {c}: a 'tokens' count cannot be rendered by a chat template; give "
-                        "the text, or turn the template off (chat_template=None, --no-chat-template)"
+                        "the text, or turn the template off (chat_template=None in the pipeline, "
+                        '--chat-template none on the command line, "chat_template": "none" in a service request)'
                     )
                 content.append({"type": "text", "text": item.text})
             else:

@@ -171,6 +171,11 @@ class PositionsRequest(StrictModel):
     return_state: bool | None = Field(
         None, description="add the conversation's state after these segments to the response"
     )
+    chat_template: Literal["auto", "none"] | None = Field(
+        None,
+        description="how messages become text: 'auto' (the default) renders them with the chat template the "
+        "face has (the service's: next to MROPE_TOKENIZER) when there is one; 'none' reads the plain turns",
+    )
 
     @model_validator(mode="before")
     @classmethod

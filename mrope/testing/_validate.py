@@ -44,12 +44,13 @@ def validate(
             or ``None`` with ``family`` for a tiny random-weight model built from the family's config.
         family: the registry family (a name or model_type) when the config's model_type does not say it,
             or the family of the tiny model.
-        quick: bounded time: a 48-token position sweep at three depths, two decoded tokens, padding
+        quick: bounded time: a short position sweep (48 tokens, or what the pass-key text needs) at three depths, two decoded tokens, padding
             compared left against right only (every row still runs).
         rows: run only these rows (:data:`ROW_NAMES`), in table order.
         tokenizer: the tokenizer of the position sweep's text (default: the checkpoint folder's, if it has
             one; without one the sweep uses token ids).
-        sweep_tokens: the sweep's context length (default 48 quick, 512 full; always below ``L0``).
+        sweep_tokens: the sweep's context length (default 48 quick, 512 full, raised to what the tokenizer
+            needs for the pass-key text; always below ``L0``).
         sweep_max_spread: fail the sweep when the scores of its depths differ by more than this.
 
     Returns:

@@ -7,7 +7,6 @@ JSON-segment form and the chat-message form, and records that must fail (recorde
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from mrope._batches import plain
 from mrope._errors import RecordError
 from mrope._result_rows import RESULT_COLUMNS, arrow_schema
 from mrope.media import load_image, load_video
-from mrope.pipeline import QWEN_TURN, Preprocessor, process_batch, process_record, record_positions
+from mrope.pipeline import QWEN_TURN, process_batch, process_record, record_positions
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -160,7 +159,7 @@ def test_failures_are_recorded_per_record(root) -> None:
     for rid, phrase in (("bad-file", "no such file"), ("bad-field", "segment 0: unknown field 'speed'")):
         row = process_record(recs[rid], **options(root))
         assert phrase in row["error"]
-        assert set(row) == set(RESULT_COLUMNS)
+        assert set(row) == {*RESULT_COLUMNS, "input_ids"}  # the job has a tokenizer: the row has ids
         assert row["positions"].shape == (3, 0) and row["positions"].dtype == np.int64
         assert row["image_grid_thw"].shape == (0, 3) and row["second_per_grid_ts"].dtype == np.float64
         assert (row["delta"], row["num_tokens"]) == (0, 0)
@@ -372,16 +371,22 @@ def test_process_batch_any_batch_form(root) -> None:
     arrow = pa.Table.from_struct_array(pa.array(recs))  # fields unified over all rows: absent ones None
     tables = [process_batch(b, **options(root), keep=("id",)) for b in (columns, frame, arrow)]
     for t in tables:
-        assert t.schema.remove(0) == arrow_schema()  # "id" first, then the fixed result types
+        assert t.schema.remove(0) == arrow_schema(input_ids=True)  # "id", then the fixed result types
         assert t.column_names[0] == "id"
     assert table_rows(tables[0]) == table_rows(tables[1]) == table_rows(tables[2])
     want = single_process(root)
     for row in table_rows(tables[2]):
         assert as_lists(row) == want[row["id"]], row["id"]
-    every = process_batch(arrow, **options(root))  # by default every input column is kept
-    assert every.column_names == ["id", "segments", "messages", *RESULT_COLUMNS]
-    with_ids = Preprocessor(**options(root), input_ids=True).batch(columns)
-    assert with_ids.schema.field("input_ids").type == pa.list_(pa.int64())
+    # by default only "id" is carried: the input columns may not fit one Arrow type
+    assert process_batch(arrow, **options(root)).column_names == ["id", *RESULT_COLUMNS, "input_ids"]
+    asked = process_batch(arrow, **options(root), keep=("id", "segments", "messages"))
+    assert asked.column_names == ["id", "segments", "messages", *RESULT_COLUMNS, "input_ids"]
+    # input_ids come with a tokenizer; without one (token counts only) they are absent unless asked for
+    counted = {k: v[:1] for k, v in columns.items()}  # r0: a token count and an image
+    assert "input_ids" not in process_batch(counted, model=MODEL, base_dir=str(root)).column_names
+    asked_ids = process_batch(counted, model=MODEL, base_dir=str(root), input_ids=True)
+    assert asked_ids.schema.field("input_ids").type == pa.list_(pa.int64())
+    assert "input_ids" not in process_batch(columns, **options(root), input_ids=False).column_names
     with pytest.raises(RecordError, match="a batch must be"):
         process_batch([1, 2], model=MODEL)
 
@@ -395,29 +400,11 @@ def test_datasets_map(root, monkeypatch) -> None:
     # read the way a job reads its samples: the JSON reader unifies every row's fields (absent ones None)
     ds = datasets.load_dataset("json", data_files=str(jsonl(root)), split="train", cache_dir=str(root / "hf"))
     out = ds.map(process_record, fn_kwargs=options(root), remove_columns=["segments", "messages"])
-    assert out.column_names == ["id", *RESULT_COLUMNS]
-    kept = ds.map(process_record, fn_kwargs=options(root))  # the input columns stay, as on Ray
-    assert kept.column_names == ["id", "segments", "messages", *RESULT_COLUMNS]
+    assert out.column_names == ["id", *RESULT_COLUMNS, "input_ids"]  # input_ids: the job has a tokenizer
     want = single_process(root)
     for row in out:
         assert as_lists(row) == want[row["id"]], row["id"]
     assert [row["id"] for row in out if row["error"]] == ["bad-file", "bad-field"]
-
-
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-    import ray.data
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report over the network
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    ctx.print_on_execution_start = False
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 @pytest.mark.slow
@@ -426,15 +413,18 @@ def ray_local():
 def test_ray_map_batches_equals_single_process(root, ray_local) -> None:
     import ray.data
 
-    ds = ray.data.read_json(str(jsonl(root)))  # the way a job reads its samples (Arrow unifies the fields)
-    out = ds.map_batches(process_batch, fn_kwargs=options(root), batch_format="pandas", batch_size=2)
-    rows = sorted(out.take_all(), key=lambda r: r["id"])
-    assert out.schema().names == ["id", "segments", "messages", *RESULT_COLUMNS]  # as datasets.map gives
     want = single_process(root)
-    assert [r["id"] for r in rows] == sorted(want)
-    for row in rows:
-        assert as_lists(row) == want[row["id"]], row["id"]
-    assert sorted(r["id"] for r in rows if r["error"]) == ["bad-field", "bad-file"]
+    # Arrow's JSON reader (it unifies the fields) and pandas' line reader (lines=True: the documented
+    # recipe, for fields whose types differ between records) give the same rows
+    for lines in (False, True):
+        ds = ray.data.read_json(str(jsonl(root)), lines=lines)
+        out = ds.map_batches(process_batch, fn_kwargs=options(root), batch_format="pandas", batch_size=2)
+        rows = sorted(out.take_all(), key=lambda r: r["id"])
+        assert out.schema().names == ["id", *RESULT_COLUMNS, "input_ids"]  # only the id is carried
+        assert [r["id"] for r in rows] == sorted(want)
+        for row in rows:
+            assert as_lists(row) == want[row["id"]], (lines, row["id"])
+        assert sorted(r["id"] for r in rows if r["error"]) == ["bad-field", "bad-file"]
     # the numpy batch format gives the same
     rows_np = ray.data.from_items(records()).map_batches(process_batch, fn_kwargs=options(root), batch_size=3)
     assert sorted((as_lists(r) for r in rows_np.take_all()), key=lambda r: r["num_tokens"]) == sorted(

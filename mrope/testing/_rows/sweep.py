@@ -23,7 +23,8 @@ QUICK_DEPTHS = (0.0, 0.5, 1.0)
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
 QUICK_TOKENS = 48
 TOKENS = 512
-"""Context lengths of the sweep (capped below ``L0``); ``sweep_tokens`` sets another."""
+"""Context lengths of the sweep (capped below ``L0``), raised to what the tokenizer needs for the evidence,
+the question, the answer and one filler unit (:func:`needed_tokens`); ``sweep_tokens`` sets another."""
 
 FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
 EVIDENCE = "The pass key is 71432. Remember it. 71432 is the pass key. "
@@ -43,16 +44,37 @@ def _pieces(subject: Subject) -> tuple[list[int], list[int], list[int], list[int
     return subject.text(37, 12), [marker, key, value], [marker, key], [value]
 
 
+def needed_tokens(pieces: tuple[list[int], ...]) -> int:
+    """The shortest context that holds the evidence, the question, the answer and one filler unit (the
+    pass-key text's length depends on the tokenizer: a character-level one needs over 100 tokens)."""
+    unit, evidence, question, answer = pieces
+    return len(unit) + len(evidence) + len(question) + len(answer)
+
+
 def position_sweep(
     subject: Subject, quick: bool, tokens: int | None = None, max_spread: float | None = None
 ) -> RowResult:
-    """The model's score for the same evidence at each depth (head, middle, tail; five depths in full)."""
-    unit, evidence, question, answer = _pieces(subject)
+    """The model's score for the same evidence at each depth (head, middle, tail; five depths in full).
+    ``tokens``: the context length (default :data:`QUICK_TOKENS` / :data:`TOKENS`, raised to
+    :func:`needed_tokens`); always below ``L0``."""
+    pieces = _pieces(subject)
+    unit, evidence, question, answer = pieces
     limit = subject.length_l0 - 1 if subject.length_l0 > 1 else TOKENS
-    total = min(tokens or (QUICK_TOKENS if quick else TOKENS), limit)
+    needed = needed_tokens(pieces)
+    total = min(tokens or max(QUICK_TOKENS if quick else TOKENS, needed), limit)
     n_filler = total - len(evidence) - len(question) - len(answer)
     if n_filler < 1:
-        return RowResult("position_sweep", FAIL, f"{total} tokens cannot hold the evidence and the question")
+        why = (
+            f"the model's L0 - 1 is {limit}"
+            if total == limit
+            else "sweep_tokens (--sweep-tokens) asked for it"
+        )
+        return RowResult(
+            "position_sweep",
+            FAIL,
+            f"{total} tokens cannot hold the evidence and the question ({why}); this tokenizer needs "
+            f"{needed} (sweep_tokens={needed}, --sweep-tokens {needed})",
+        )
     filler = (unit * (n_filler // max(len(unit), 1) + 1))[:n_filler]
     depths = QUICK_DEPTHS if quick else DEPTHS
     rows, starts = [], []
@@ -101,5 +123,6 @@ __all__ = [
     "QUICK_DEPTHS",
     "QUICK_TOKENS",
     "TOKENS",
+    "needed_tokens",
     "position_sweep",
 ]
