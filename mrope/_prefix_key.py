@@ -78,6 +78,7 @@ def prefix_key(
             f"media_keys needs one key per media item of the prompt ({len(order)}, in sequence order); "
             f"got {media_keys!r:.200}"
         )
+    keys = None if media_keys is None else [_key_bytes(k, i) for i, k in enumerate(media_keys)]
     head = np.ascontiguousarray(ids[:, :n])
     h = hashlib.blake2b(digest_size=16)
     h.update(KEY_VERSION)
@@ -96,8 +97,8 @@ def prefix_key(
         h.update(repr(fields).encode("ascii"))
         whole = np.ascontiguousarray(ids[:, s.start : s.stop])  # a pruned item's kept positions too
         h.update(whole.astype(whole.dtype.newbyteorder("<"), copy=False).tobytes())
-        if media_keys is not None:
-            h.update(_key_bytes(media_keys[item], item))
+        if keys is not None:
+            h.update(keys[item])
     return h.hexdigest()
 
 

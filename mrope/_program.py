@@ -131,7 +131,7 @@ class PositionProgram:
         return out
 
     def to_bytes(self) -> bytes:
-        """The little-endian binary form: a 72-byte header, then ``lengths``, ``shape``, ``explicit``,
+        """The little-endian binary form: a 76-byte header, then ``lengths``, ``shape``, ``explicit``,
         ``origin``, ``strides`` (C order) and ``pool`` (docs/engine.md, "Position programs")."""
         is_float = self.dtype.kind == "f"
         delta = struct.pack("<d", float(self.delta)) if is_float else struct.pack("<q", int(self.delta))

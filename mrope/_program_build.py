@@ -151,17 +151,23 @@ def _exact(seg: np.ndarray, made: list) -> bool:
     return np.array_equal(np.concatenate(parts, axis=1).astype(seg.dtype), seg)
 
 
-def _dims(span: Any, n: int) -> tuple[int, int, int] | None:
-    """The block a vision span of ``n`` tokens may fill: its grid, or frames of the grid's last sides."""
+def _dims(span: Any, seg: np.ndarray) -> tuple[int, int, int] | None:
+    """The block a vision span ``seg`` ``[A, n]`` may fill: its grid, frames of the grid's last sides, or
+    (a span without a grid) rows as long as its first line."""
+    n = seg.shape[1]
     grid = getattr(span, "grid", None)
-    if grid is None:
+    if grid is not None:
+        t, h, w = (int(x) for x in grid)
+        if t * h * w == n:
+            return (t, h, w)
+        if h * w and n % (h * w) == 0:
+            return (n // (h * w), h, w)
+    if span is None or span.kind == "text" or n < 4:
         return None
-    t, h, w = (int(x) for x in grid)
-    if t * h * w == n:
-        return (t, h, w)
-    if h * w and n % (h * w) == 0:
-        return (n // (h * w), h, w)
-    return None
+    step = seg[:, 1:] - seg[:, :-1]
+    changed = np.flatnonzero((step != step[:, :1]).any(axis=0))
+    row = int(changed[0]) + 1 if changed.size else n
+    return (1, n // row, row) if 1 < row < n and n % row == 0 else None
 
 
 def compile_program(
@@ -183,7 +189,7 @@ def compile_program(
         if stop == start:
             continue
         seg = ids[:, start:stop]
-        dims = _dims(span, stop - start) if span is not None else None
+        dims = _dims(span, seg)
         fit = _block(seg, dims, runs.num) if dims is not None else None
         if fit is not None:
             runs.affine(dims, *fit)
