@@ -15,6 +15,7 @@ The binary form (:meth:`PositionProgram.to_bytes`, all little-endian) is documen
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -94,9 +95,19 @@ class PositionProgram:
         }
 
     def expand(self) -> np.ndarray:
-        """The positions ``[A, T]`` (int64, or float32 under fractional time), exactly as built."""
-        run = np.repeat(np.arange(self.num_runs), self.lengths)
-        return self._values(np.arange(self.num_tokens, dtype=np.int64), run)
+        """The positions ``[A, T]`` (int64, or float32 under fractional time), exactly as built: each run
+        written as one broadcast block (a loop over runs, none over tokens)."""
+        out = np.empty((self.num_axes, self.num_tokens), dtype=self.dtype)
+        at = 0
+        for r, (n, offset) in enumerate(zip(self.lengths.tolist(), self.explicit.tolist(), strict=True)):
+            if offset >= 0:
+                out[:, at : at + n] = self.pool[:, offset : offset + n]
+            else:
+                out[:, at : at + n] = block_values(
+                    self.origin[r], self.strides[r], self.shape[r].tolist(), self.dtype
+                )
+            at += n
+        return out
 
     def window(self, start: int, stop: int) -> np.ndarray:
         """Positions ``[A, stop - start]`` of tokens ``start .. stop-1`` (``0 <= start <= stop <= T``),
@@ -266,6 +277,18 @@ class PositionProgram:
         return _checked(cls(tokens, float(delta) if kind == "float32" else int(delta), digest, *fields))
 
 
+def block_values(origin: np.ndarray, strides: np.ndarray, dims: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    """Positions ``[A, d0 * d1 * d2]`` of one affine run: ``((origin + s0 * i0) + s1 * i1) + s2 * i2`` in the
+    dtype of ``origin`` (the order :meth:`PositionProgram.window` and :func:`mrope.ops.expand_program` add
+    in too), then cast to ``dtype``."""
+    d0, d1, d2 = dims
+    column = (slice(None), None, None, None)
+    v = origin[column] + strides[:, 0][column] * np.arange(d0)[:, None, None]
+    v = v + strides[:, 1][column] * np.arange(d1)[:, None]
+    v = v + strides[:, 2][column] * np.arange(d2)
+    return v.reshape(origin.shape[0], -1).astype(dtype, copy=False)
+
+
 def _array(data: dict, name: str, dtype: Any, dims: tuple[int, ...]) -> np.ndarray:
     value = data.get(name)
     if not isinstance(value, list):
@@ -333,4 +356,4 @@ def _checked(p: PositionProgram) -> PositionProgram:
     return p
 
 
-__all__ = ["FORMAT_VERSION", "MAX_TOKENS", "PositionProgram"]
+__all__ = ["FORMAT_VERSION", "MAX_TOKENS", "PositionProgram", "block_values"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mrope._program import PositionProgram
+from mrope._program import PositionProgram, block_values
 
 _LINE_LIMIT = 8
 """A stretch cut into more lines than one per this many tokens is stored explicitly instead."""
@@ -93,21 +93,12 @@ def _block(seg: np.ndarray, dims: tuple[int, int, int], num: type) -> tuple[np.n
     """Origin ``[A]`` and strides ``[A, 3]`` of ``seg`` ``[A, n]`` as one block of shape ``dims``, or
     ``None`` when the block does not reproduce it exactly."""
     d0, d1, d2 = dims
-    wide = seg.astype(num)
-    origin = wide[:, 0]
+    origin = seg[:, 0].astype(num)
     strides = np.zeros((seg.shape[0], 3), dtype=num)
     for k, (size, step) in enumerate(((d0, d1 * d2), (d1, d2), (d2, 1))):
         if size > 1:
-            strides[:, k] = wide[:, step] - origin
-    i = np.arange(seg.shape[1])
-    i2, rest = i % d2, i // d2
-    made = (
-        origin[:, None]
-        + strides[:, 0:1] * (rest // d1)
-        + strides[:, 1:2] * (rest % d1)
-        + strides[:, 2:3] * i2
-    )
-    return (origin, strides) if np.array_equal(made.astype(seg.dtype), seg) else None
+            strides[:, k] = seg[:, step].astype(num) - origin
+    return (origin, strides) if np.array_equal(block_values(origin, strides, dims, seg.dtype), seg) else None
 
 
 def _lines(seg: np.ndarray, runs: _Runs) -> None:
@@ -147,8 +138,8 @@ def _lines(seg: np.ndarray, runs: _Runs) -> None:
 
 def _exact(seg: np.ndarray, made: list) -> bool:
     """Whether float lines reproduce ``seg`` in its own dtype (integer lines always do)."""
-    parts = [o[:, None] + s[:, 2:3] * np.arange(d[2]) for d, o, s in made]
-    return np.array_equal(np.concatenate(parts, axis=1).astype(seg.dtype), seg)
+    parts = [block_values(o, s, d, seg.dtype) for d, o, s in made]
+    return np.array_equal(np.concatenate(parts, axis=1), seg)
 
 
 def _dims(span: Any, seg: np.ndarray) -> tuple[int, int, int] | None:
@@ -162,12 +153,34 @@ def _dims(span: Any, seg: np.ndarray) -> tuple[int, int, int] | None:
             return (t, h, w)
         if h * w and n % (h * w) == 0:
             return (n // (h * w), h, w)
-    if span is None or span.kind == "text" or n < 4:
+    if span is None or n < 4:
         return None
     step = seg[:, 1:] - seg[:, :-1]
     changed = np.flatnonzero((step != step[:, :1]).any(axis=0))
     row = int(changed[0]) + 1 if changed.size else n
     return (1, n // row, row) if 1 < row < n and n % row == 0 else None
+
+
+_TEXT_KINDS = frozenset({"text", "wrapper", "timestamp"})
+
+
+def _pieces(spans: Sequence[Any], total: int) -> list[tuple[int, int, Any]]:
+    """``(start, stop, span)`` to compile one by one: the vision spans, and each stretch of text,
+    wrapper and timestamp spans between them as one piece (span ``None``); the whole sequence as one
+    piece when the spans do not tile ``[0, total)``."""
+    out: list[tuple[int, int, Any]] = []
+    at = 0
+    for s in spans:
+        if s.start != at:
+            return [(0, total, None)] if total else []
+        if s.kind in _TEXT_KINDS and out and out[-1][2] is None:
+            out[-1] = (out[-1][0], s.stop, None)
+        else:
+            out.append((s.start, s.stop, None if s.kind in _TEXT_KINDS else s))
+        at = s.stop
+    if at != total:
+        return [(0, total, None)] if total else []
+    return out
 
 
 def compile_program(
@@ -177,14 +190,7 @@ def compile_program(
     do not tile ``[0, T)`` are ignored: the whole sequence is then cut into lines)."""
     axes, total = ids.shape
     runs = _Runs(axes, ids.dtype.kind == "f")
-    pieces = [(s.start, s.stop, s) for s in spans]
-    if (
-        not pieces
-        or pieces[0][0] != 0
-        or pieces[-1][1] != total
-        or any(a[1] != b[0] for a, b in zip(pieces, pieces[1:], strict=False))
-    ):
-        pieces = [(0, total, None)] if total else []
+    pieces = _pieces(spans, total)
     for start, stop, span in pieces:
         if stop == start:
             continue

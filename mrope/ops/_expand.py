@@ -69,17 +69,19 @@ def expand_program(
         )
     total = int(lengths.sum()) if num_tokens is None else int(num_tokens)
     run = torch.repeat_interleave(torch.arange(runs, device=dev), lengths, output_size=total)
-    local = torch.arange(total, device=dev) - (torch.cumsum(lengths, 0) - lengths)[run]
-    d1, d2 = shape[run, 1], shape[run, 2]
+    per_run = torch.stack([torch.cumsum(lengths, 0) - lengths, shape[:, 1], shape[:, 2], explicit], 1)
+    start, d1, d2, offset = per_run.index_select(0, run).unbind(1)  # [T] each
+    # one row per coefficient, gathered along the tokens: origin [A], then strides k = 0, 1, 2 [A] each
+    table = torch.cat([origin.T, strides.permute(2, 1, 0).reshape(3 * axes, runs)], 0)
+    coef = table.index_select(1, run)  # [4A, T]
+    local = torch.arange(total, device=dev) - start
     rest = torch.div(local, d2, rounding_mode="floor")
     i2 = local - rest * d2
     i0 = torch.div(rest, d1, rounding_mode="floor")
     i1 = rest - i0 * d1
-    s = strides[run]  # [T, A, 3]
-    vals = origin[run] + s[:, :, 0] * i0[:, None] + s[:, :, 1] * i1[:, None] + s[:, :, 2] * i2[:, None]
-    out = vals.T.to(pool.dtype)
+    o, s0, s1, s2 = coef.view(4, axes, total).unbind(0)
+    out = (o + s0 * i0 + s1 * i1 + s2 * i2).to(pool.dtype)
     if pool.shape[1]:
-        offset = explicit[run]
         at = (offset + local).clamp(0, pool.shape[1] - 1)
         out = torch.where(offset >= 0, pool[:, at], out)
     return out.contiguous()
