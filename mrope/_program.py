@@ -95,18 +95,27 @@ class PositionProgram:
         }
 
     def expand(self) -> np.ndarray:
-        """The positions ``[A, T]`` (int64, or float32 under fractional time), exactly as built: each run
-        written as one broadcast block (a loop over runs, none over tokens)."""
+        """The positions ``[A, T]`` (int64, or float32 under fractional time), exactly as built: the affine
+        runs of one block shape written together as one broadcast (a loop over distinct shapes and
+        stored runs, none over tokens)."""
         out = np.empty((self.num_axes, self.num_tokens), dtype=self.dtype)
-        at = 0
-        for r, (n, offset) in enumerate(zip(self.lengths.tolist(), self.explicit.tolist(), strict=True)):
-            if offset >= 0:
-                out[:, at : at + n] = self.pool[:, offset : offset + n]
+        starts = self.starts
+        stored = self.explicit >= 0
+        for r in np.flatnonzero(stored).tolist():
+            at, n, offset = int(starts[r]), int(self.lengths[r]), int(self.explicit[r])
+            out[:, at : at + n] = self.pool[:, offset : offset + n]
+        affine = np.flatnonzero(~stored)
+        if not affine.size:
+            return out
+        shapes, group = np.unique(self.shape[affine], axis=0, return_inverse=True)
+        for g, dims in enumerate(shapes.tolist()):
+            members = affine[group.reshape(-1) == g]
+            vals = block_values(self.origin[members], self.strides[members], dims, self.dtype)  # [G, A, n]
+            if members.size == 1:
+                at = int(starts[members[0]])
+                out[:, at : at + vals.shape[2]] = vals[0]
             else:
-                out[:, at : at + n] = block_values(
-                    self.origin[r], self.strides[r], self.shape[r].tolist(), self.dtype
-                )
-            at += n
+                out[:, starts[members][:, None] + np.arange(vals.shape[2])] = vals.transpose(1, 0, 2)
         return out
 
     def window(self, start: int, stop: int) -> np.ndarray:
@@ -278,15 +287,15 @@ class PositionProgram:
 
 
 def block_values(origin: np.ndarray, strides: np.ndarray, dims: Sequence[int], dtype: np.dtype) -> np.ndarray:
-    """Positions ``[A, d0 * d1 * d2]`` of one affine run: ``((origin + s0 * i0) + s1 * i1) + s2 * i2`` in the
-    dtype of ``origin`` (the order :meth:`PositionProgram.window` and :func:`mrope.ops.expand_program` add
-    in too), then cast to ``dtype``."""
+    """Positions ``[..., A, d0 * d1 * d2]`` of affine runs of one shape (``origin`` ``[..., A]``, ``strides``
+    ``[..., A, 3]``): ``((origin + s0 * i0) + s1 * i1) + s2 * i2`` in the dtype of ``origin`` (the order
+    :meth:`PositionProgram.window` and :func:`mrope.ops.expand_program` add in too), cast to ``dtype``."""
     d0, d1, d2 = dims
-    column = (slice(None), None, None, None)
-    v = origin[column] + strides[:, 0][column] * np.arange(d0)[:, None, None]
-    v = v + strides[:, 1][column] * np.arange(d1)[:, None]
-    v = v + strides[:, 2][column] * np.arange(d2)
-    return v.reshape(origin.shape[0], -1).astype(dtype, copy=False)
+    column = (..., None, None, None)
+    v = origin[column] + strides[..., 0][column] * np.arange(d0)[:, None, None]
+    v = v + strides[..., 1][column] * np.arange(d1)[:, None]
+    v = v + strides[..., 2][column] * np.arange(d2)
+    return v.reshape(*origin.shape, -1).astype(dtype, copy=False)
 
 
 def _array(data: dict, name: str, dtype: Any, dims: tuple[int, ...]) -> np.ndarray:
