@@ -3,8 +3,8 @@
 The segments the layout engines report (:class:`mrope.Span`) say where each piece lies: a vision span
 with a grid is tried as one affine block (its grid, or per frame / tile the grid's last two sides); any
 other stretch of tokens is cut into arithmetic lines (text, wrappers, timestamps, rows left by a newline
-column). Every run is expanded and compared with the positions it stands for; a stretch that does not
-compress (a pruned, irregular set, or float rounding an affine run would not reproduce) is stored
+column). The program is expanded and compared with the positions it stands for; a stretch that does
+not compress (a pruned, irregular set, or float rounding an affine run would not reproduce) is stored
 explicitly. Adjacent text lines that continue each other are joined, so a text, wrapper, text sequence
 is one run.
 """
@@ -89,16 +89,20 @@ class _Runs:
         )
 
 
-def _block(seg: np.ndarray, dims: tuple[int, int, int], num: type) -> tuple[np.ndarray, np.ndarray] | None:
-    """Origin ``[A]`` and strides ``[A, 3]`` of ``seg`` ``[A, n]`` as one block of shape ``dims``, or
-    ``None`` when the block does not reproduce it exactly."""
+def _block(
+    seg: np.ndarray, dims: tuple[int, int, int], num: type, check: bool
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Origin ``[A]`` and strides ``[A, 3]`` of ``seg`` ``[A, n]`` as one block of shape ``dims`` (read off
+    its first steps), or, with ``check``, ``None`` when the block does not reproduce it exactly."""
     d0, d1, d2 = dims
     origin = seg[:, 0].astype(num)
     strides = np.zeros((seg.shape[0], 3), dtype=num)
     for k, (size, step) in enumerate(((d0, d1 * d2), (d1, d2), (d2, 1))):
         if size > 1:
             strides[:, k] = seg[:, step].astype(num) - origin
-    return (origin, strides) if np.array_equal(block_values(origin, strides, dims, seg.dtype), seg) else None
+    if check and not np.array_equal(block_values(origin, strides, dims, seg.dtype), seg):
+        return None
+    return origin, strides
 
 
 def _lines(seg: np.ndarray, runs: _Runs) -> None:
@@ -187,16 +191,29 @@ def compile_program(
     ids: np.ndarray, spans: Sequence[Any], delta: int | float, digest: str
 ) -> PositionProgram:
     """The program of positions ``ids`` ``[A, T]`` whose tokens ``spans`` cover in order (any spans that
-    do not tile ``[0, T)`` are ignored: the whole sequence is then cut into lines)."""
+    do not tile ``[0, T)`` are ignored: the whole sequence is then cut into lines).
+
+    Blocks are first read off their grids unchecked and the whole program checked at once by expanding
+    it (one pass per block shape); only when that differs anywhere is each block checked on its own,
+    and one that does not reproduce its tokens cut into lines or stored."""
+    pieces = _pieces(spans, ids.shape[1])
+    program = _compiled(ids, pieces, delta, digest, check=False)
+    if np.array_equal(program.expand(), ids):
+        return program
+    return _compiled(ids, pieces, delta, digest, check=True)
+
+
+def _compiled(
+    ids: np.ndarray, pieces: list[tuple[int, int, Any]], delta: int | float, digest: str, check: bool
+) -> PositionProgram:
     axes, total = ids.shape
     runs = _Runs(axes, ids.dtype.kind == "f")
-    pieces = _pieces(spans, total)
     for start, stop, span in pieces:
         if stop == start:
             continue
         seg = ids[:, start:stop]
         dims = _dims(span, seg)
-        fit = _block(seg, dims, runs.num) if dims is not None else None
+        fit = _block(seg, dims, runs.num, check) if dims is not None else None
         if fit is not None:
             runs.affine(dims, *fit)
         else:
