@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from support.scripts import run_script
 
 import mrope
 from mrope import ApplyError, Image, Text, Video
@@ -65,3 +66,10 @@ def test_arrays_that_disagree_are_refused() -> None:
         expand_program(**{**arrays, "strides": arrays["strides"][:, :2]})
     with pytest.raises(ApplyError, match="2 dimensions"):
         expand_program(**{**arrays, "shape": arrays["shape"].reshape(-1)})
+
+
+def test_bench_program_runs_small() -> None:
+    """benchmarks/bench_program.py still runs (its routes check they give the positions back first)."""
+    out = run_script(["benchmarks/bench_program.py", "--sizes", "1000", "--repeat", "1"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "| qwen2.5-vl | 892 | 5 | 756 |" in out.stdout and "| qwen3-vl |" in out.stdout
