@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from mrope._errors import ProgramError
+from mrope._grid import MAX_POSITION
 
 FORMAT_VERSION = 1
 """The version of the binary and JSON forms; a reader refuses any other."""
@@ -30,7 +31,6 @@ MAGIC = b"MRPG"
 MAX_AXES = 8
 MAX_TOKENS = 1 << 31
 """The most tokens a program read from bytes or JSON may expand to (a reader's ``max_tokens`` can only lower it)."""
-MAX_POSITION = 2**62
 _HEADER = struct.Struct("<4sHHIQQQ8s32s")
 """magic, version, flags, num_axes, num_tokens, num_runs, pool_length, delta (int64 or float64), rules digest."""
 _FLOAT = 1  # flags bit 0: positions are float32 (fractional time), origins and strides float64
@@ -276,14 +276,18 @@ class PositionProgram:
                 _array(data, "explicit", np.int64, (runs,)),
                 _array(data, "pool", np.dtype(kind), (axes, -1)),
             ]
+        except ProgramError:
+            raise
         except (TypeError, ValueError, OverflowError) as exc:
             raise ProgramError(
                 f"a position program's arrays must be numbers of the documented shapes: {exc}"
             ) from None
         delta = data.get("delta")
-        if isinstance(delta, bool) or not isinstance(delta, (int, float)):
-            raise ProgramError(f"a position program's delta is a number; got {delta!r}")
-        return _checked(cls(tokens, float(delta) if kind == "float32" else int(delta), digest, *fields))
+        if isinstance(delta, bool) or not isinstance(delta, int if kind == "int64" else (int, float)):
+            raise ProgramError(
+                f"a position program's delta is {'an int' if kind == 'int64' else 'a number'}; got {delta!r}"
+            )
+        return _checked(cls(tokens, float(delta) if kind == "float32" else delta, digest, *fields))
 
 
 def block_values(origin: np.ndarray, strides: np.ndarray, dims: Sequence[int], dtype: np.dtype) -> np.ndarray:
@@ -299,10 +303,18 @@ def block_values(origin: np.ndarray, strides: np.ndarray, dims: Sequence[int], d
 
 
 def _array(data: dict, name: str, dtype: Any, dims: tuple[int, ...]) -> np.ndarray:
+    """``data[name]`` as an array of ``dtype`` and shape ``dims`` (``-1``: any), refused when its numbers
+    are of another kind (a fraction where ints are due, a bool, a string) or its shape differs."""
     value = data.get(name)
     if not isinstance(value, list):
         raise ProgramError(f"a position program's {name!r} is a list; got {type(value).__name__}")
-    arr = np.asarray(value, dtype=dtype)
+    raw = np.asarray(value)
+    kinds = "iu" if np.dtype(dtype).kind in "iu" else "iuf"
+    if raw.size and raw.dtype.kind not in kinds:
+        raise ProgramError(
+            f"a position program's {name!r} holds {'ints' if kinds == 'iu' else 'numbers'}; got {raw.dtype}"
+        )
+    arr = raw.astype(dtype)
     if dims[-1] == -1 and arr.size == 0:
         return arr.reshape(dims[0], 0)
     if arr.ndim != len(dims) or any(d not in (-1, s) for d, s in zip(dims, arr.shape, strict=True)):
@@ -332,6 +344,10 @@ def _check_counts(axes: Any, tokens: Any, runs: int, pool: int, max_tokens: int)
 
 def _checked(p: PositionProgram) -> PositionProgram:
     """``p`` once its runs tile its tokens and stay in bounds (a read program, before any expansion)."""
+    if not (p.rules_digest.isascii() and len(p.rules_digest) <= 32 and "\0" not in p.rules_digest):
+        raise ProgramError(
+            f"a position program's rules digest is at most 32 ASCII characters; got {p.rules_digest!r:.80}"
+        )
     lengths, shape, explicit = p.lengths, p.shape, p.explicit
     pool_len = p.pool.shape[1]
     if (lengths < 1).any() or int(lengths.sum()) != p.num_tokens:

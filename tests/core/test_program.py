@@ -182,6 +182,10 @@ def test_malformed_and_hostile_buffers_are_refused_with_a_clear_error() -> None:
         ("dtype", "int8", "'int64' or 'float32'"),
         ("origin", [[1, 2]], "origin"),
         ("lengths", "x", "lists"),
+        ("lengths", [True] * len(bad["lengths"]), "'lengths' holds ints; got bool"),
+        ("origin", [[0.5, 0, 0]] * len(bad["lengths"]), "'origin' holds ints; got float64"),
+        ("delta", 1.5, "delta is an int"),
+        ("rules_digest", "x" * 33, "at most 32 ASCII"),
     ):
         with pytest.raises(ProgramError, match=message):
             PositionProgram.from_dict({**bad, key: value})
