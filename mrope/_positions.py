@@ -147,7 +147,9 @@ class Positions:
 
     def program(self) -> PositionProgram:
         """These positions as a :class:`mrope.PositionProgram`: runs (text lines, grid blocks, stored ids
-        where nothing shorter is exact) in O(segments) space; ``program().expand()`` equals :attr:`ids`."""
+        where nothing shorter is exact) in O(segments) space; ``program().expand()`` equals :attr:`ids`.
+        It holds the prompt's tokens and :attr:`delta`; GLM-Image's planned :attr:`generation_ids` are not
+        part of it."""
         return compile_program(self.ids, self.spans, self.delta, rules_digest(self.rules))
 
     def prefix_key(self, n: int, media_keys: Sequence[Any] | None = None) -> str:
