@@ -23,10 +23,12 @@ from mrope._errors import (
     MRopeWarning,
     PackingError,
     PatchError,
+    ProgramError,
     SpecError,
     TokenError,
 )
 from mrope._positions import Batch, Positions, Span
+from mrope._program import PositionProgram
 from mrope._rules import LayoutRules, rules_digest
 from mrope._segments import Audio, Image, Text, Video
 from mrope._spec import RopeScaling, RopeSpec
@@ -84,7 +86,9 @@ __all__ = [
     "PackedRow",
     "PackingError",
     "PatchError",
+    "PositionProgram",
     "Positions",
+    "ProgramError",
     "RopeScaling",
     "RopeSpec",
     "Span",

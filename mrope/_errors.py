@@ -57,6 +57,14 @@ class PatchError(MRopeError):
     """A stable machine-readable name of this kind of error (the faces' ``error_code``)."""
 
 
+class ProgramError(MRopeError):
+    """A position program (:class:`mrope.PositionProgram`) that is malformed, of another version, or
+    asked for tokens it does not hold."""
+
+    code = "program_error"
+    """A stable machine-readable name of this kind of error (the faces' ``error_code``)."""
+
+
 class PackingError(MRopeError):
     """Samples that cannot be packed as asked, or a model that cannot take packed rows (:mod:`mrope.packing`)."""
 

@@ -15,7 +15,10 @@ import numpy as np
 
 from mrope._caches import register
 from mrope._errors import LayoutError
-from mrope._rules import LayoutRules
+from mrope._prefix_key import prefix_key
+from mrope._program import PositionProgram
+from mrope._program_build import compile_program
+from mrope._rules import LayoutRules, rules_digest
 
 if TYPE_CHECKING:
     import torch
@@ -141,6 +144,23 @@ class Positions:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"positions": [[t...], [h...], [w...]], **metadata()}``."""
         return {"positions": self.ids.tolist(), **self.metadata()}
+
+    def program(self) -> PositionProgram:
+        """These positions as a :class:`mrope.PositionProgram`: runs (text lines, grid blocks, stored ids
+        where nothing shorter is exact) in O(segments) space; ``program().expand()`` equals :attr:`ids`.
+        It holds the prompt's tokens and :attr:`delta`; GLM-Image's planned :attr:`generation_ids` are not
+        part of it."""
+        return compile_program(self.ids, self.spans, self.delta, rules_digest(self.rules))
+
+    def prefix_key(self, n: int, media_keys: Sequence[Any] | None = None) -> str:
+        """A digest (32 hex characters) of what the first ``n`` tokens fix: two prompts with equal keys
+        have, under the same rules, equal positions for those tokens and equal state after them.
+
+        ``media_keys``: one str or bytes per media item of the prompt in sequence order (the engine's own
+        hashes of the pixels or samples); the keys of the items the prefix reaches into enter the digest.
+        See :mod:`mrope._prefix_key` for what the digest covers.
+        """
+        return prefix_key(self.ids, self.spans, self.second_per_grid_ts, self.rules, n, media_keys)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle and copy the spans themselves, never the pieces they are made from."""

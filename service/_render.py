@@ -1,4 +1,4 @@
-"""Output formats: JSON (orjson, numpy arrays serialized natively) or ``application/x-npy``.
+"""Output formats: JSON (orjson, numpy arrays serialized natively), ``application/x-npy`` or a position program.
 
 The npy form is the raw array as ``np.save`` writes it, in the narrowest integer type that holds every
 value (int32 when all of them lie in [-2**31, 2**31), int64 otherwise; float32 for the fractional
@@ -10,6 +10,11 @@ positions of Qwen3-Omni). ``Accept: application/x-npy; dtype=int64`` asks for in
 generate, ``X-MRope-Files`` for uploads). A JSON header value longer than ``MROPE_NPY_MAX_HEADER_BYTES`` (e.g.
 thousands of spans) is left out and its header name listed in ``X-MRope-Omitted``: HTTP clients cap
 header sizes, and the JSON form always carries everything.
+
+``Accept: application/x-mrope-program`` answers a positions endpoint with the bytes of
+:meth:`mrope.PositionProgram.to_bytes` (docs/engine.md, "Position programs": the runs, delta and token
+count inside), the other fields in the npy form's headers. ``/v1/rope-index`` (a padded batch) has no
+program form: a 406.
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ from ._errors import ServiceError
 
 NPY = "application/x-npy"
 JSON = "application/json"
-OutputFormat = Literal["json", "npy", "npy-int64"]
-"""JSON, npy in the narrowest integer type (``application/x-npy``), or npy with integers as int64
-(``application/x-npy; dtype=int64``)."""
+PROGRAM = "application/x-mrope-program"
+OutputFormat = Literal["json", "npy", "npy-int64", "program"]
+"""JSON, npy in the narrowest integer type (``application/x-npy``), npy with integers as int64
+(``application/x-npy; dtype=int64``), or a position program (``application/x-mrope-program``)."""
 NPY_DTYPES: dict[str, OutputFormat] = {"int64": "npy-int64"}
 """The values of ``application/x-npy``'s ``dtype`` parameter and the format each asks for."""
 
@@ -51,7 +57,7 @@ def negotiate(accept: str | None) -> OutputFormat:
     for order, item in enumerate(accept.split(",")):
         media, _, params = item.strip().partition(";")
         media = media.strip().lower()
-        fmt: OutputFormat | None = "npy" if media == NPY else "json" if media in _JSON_RANGES else None
+        fmt: OutputFormat | None = _MEDIA.get(media, "json" if media in _JSON_RANGES else None)
         q = 1.0
         for p in params.split(";"):
             key, _, value = p.strip().partition("=")
@@ -64,22 +70,29 @@ def negotiate(accept: str | None) -> OutputFormat:
                 except ValueError:
                     q = 0.0
             elif fmt is not None and fmt != "json":
-                fmt = _npy_parameter(key, value, item)
+                fmt = _npy_parameter(key, value, item, fmt)
         if fmt is not None and 0.0 < q <= 1.0:
             candidates.append(((q, int("*" not in media), -order), fmt))
     if not candidates:
         raise ServiceError(
             406,
             "not_acceptable",
-            f"cannot produce any type in Accept: {accept[:200]!r}; available: {JSON} (default) and {NPY} "
-            f"(or {', '.join(f'{NPY}; dtype={name}' for name in NPY_DTYPES)})",
+            f"cannot produce any type in Accept: {accept[:200]!r}; available: {JSON} (default), {NPY} "
+            f"(or {', '.join(f'{NPY}; dtype={name}' for name in NPY_DTYPES)}) and {PROGRAM}",
         )
     return max(candidates)[1]
 
 
-def _npy_parameter(key: str, value: str, item: str) -> OutputFormat:
+_MEDIA: dict[str, OutputFormat] = {NPY: "npy", PROGRAM: "program"}
+
+
+def _npy_parameter(key: str, value: str, item: str, media: OutputFormat) -> OutputFormat:
     """The format an ``application/x-npy`` media range's parameter ``key=value`` asks for; a 406 for a
-    parameter or value this service does not know."""
+    parameter or value this service does not know (a program takes none but ``q``)."""
+    if media == "program":
+        raise ServiceError(
+            406, "not_acceptable", f"{PROGRAM} takes no parameter but q; got {item.strip()[:200]!r}"
+        )
     fmt = NPY_DTYPES.get(value.lower()) if key == "dtype" else None
     if fmt is None:
         expected = " or ".join(f"dtype={name}" for name in NPY_DTYPES)
@@ -148,13 +161,19 @@ def wire_array(arr: np.ndarray, fmt: OutputFormat) -> np.ndarray:
 
 
 _NPY_TYPE = (b"content-type", NPY.encode("latin-1"))
+_PROGRAM_TYPE = (b"content-type", PROGRAM.encode("latin-1"))
 
 
 def _npy_response(
-    arr: np.ndarray, fmt: OutputFormat, plain: Mapping[str, str], meta: Mapping[str, Any], max_header: int
+    arr: np.ndarray | bytes,
+    fmt: OutputFormat,
+    plain: Mapping[str, str],
+    meta: Mapping[str, Any],
+    max_header: int,
 ) -> Response:
-    """The npy response: its headers go straight to the raw list Starlette sends (names lower-cased, as
-    ``Response(headers=...)`` writes them), the JSON ones as orjson's bytes."""
+    """The npy response (or a program's, ``arr`` its bytes): its headers go straight to the raw list
+    Starlette sends (names lower-cased, as ``Response(headers=...)`` writes them), the JSON ones as
+    orjson's bytes."""
     raw = [(_header_name(name), value.encode("latin-1")) for name, value in plain.items()]
     omitted = []
     for name, value in meta.items():
@@ -165,10 +184,10 @@ def _npy_response(
             raw.append((_header_name(name), text))
     if omitted:
         raw.append((b"x-mrope-omitted", ", ".join(omitted).encode("latin-1")))
-    body = npy_bytes(wire_array(arr, fmt))
+    body = arr if isinstance(arr, bytes) else npy_bytes(wire_array(arr, fmt))
     response = Response(body, media_type=NPY)
     raw.append((b"content-length", str(len(body)).encode("latin-1")))
-    raw.append(_NPY_TYPE)
+    raw.append(_PROGRAM_TYPE if isinstance(arr, bytes) else _NPY_TYPE)
     response.raw_headers = raw
     return response
 
@@ -214,13 +233,21 @@ def render_positions(
         return Response(body, media_type=JSON)
     plain = {"X-MRope-Delta": str(pos.delta), "X-MRope-Num-Tokens": str(pos.num_tokens)}
     meta = {_meta_name(k): v for k, v in payload.items() if k not in ("delta", "num_tokens")}
-    return _npy_response(pos.ids, fmt, plain, meta, max_header)
+    body = pos.program().to_bytes() if fmt == "program" else pos.ids
+    return _npy_response(body, fmt, plain, meta, max_header)
 
 
 def render_rope_index(
     position_ids: np.ndarray, deltas: np.ndarray, fmt: OutputFormat, max_header: int
 ) -> Response:
     """The response of ``/v1/rope-index``: ``[3, B, L]`` ids and ``[B]`` deltas."""
+    if fmt == "program":
+        raise ServiceError(
+            406,
+            "not_acceptable",
+            f"/v1/rope-index answers a padded batch, which has no {PROGRAM} form; ask for {JSON} or {NPY} "
+            "(or a sequence's program from /v1/positions)",
+        )
     if fmt == "json":
         body = orjson.dumps({"position_ids": position_ids, "deltas": deltas}, option=_OPTS)
         return Response(body, media_type=JSON)

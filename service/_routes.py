@@ -72,8 +72,8 @@ _ERRORS = {
         (400, "Malformed body (bad JSON, bad multipart)"),
         (
             406,
-            "Accept names neither application/json nor application/x-npy, or x-npy with a parameter other "
-            "than q and dtype=int64",
+            "Accept names none of application/json, application/x-npy and application/x-mrope-program "
+            "(positions endpoints only), or one with a parameter other than q (and x-npy's dtype=int64)",
         ),
         (413, "Over a configured cap; error.cap names its environment variable"),
         (415, "Wrong Content-Type"),
@@ -88,16 +88,21 @@ _NPY_DTYPE = (
 """The npy form's dtype rule (:func:`mrope.service._render.wire_array`), in the OpenAPI of npy answers."""
 
 
-def _ok(model: type, description: str) -> dict[int | str, dict[str, Any]]:
-    """The OpenAPI responses of a positions endpoint: ``model`` as JSON or the npy array, and the errors."""
+_PROGRAM = (
+    "mrope.PositionProgram.to_bytes(): the positions as runs (docs/engine.md, 'Position programs'); the other "
+    "fields in the npy form's headers"
+)
+
+
+def _ok(model: type, description: str, *, program: bool = True) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI responses of an endpoint: ``model`` as JSON, the npy array or (``program``: a
+    positions endpoint) a position program, and the errors."""
+    binary = {render.NPY: _NPY_DTYPE, **({render.PROGRAM: _PROGRAM} if program else {})}
+    content = {
+        t: {"schema": {"type": "string", "format": "binary", "description": d}} for t, d in binary.items()
+    }
     return {
-        200: {
-            "model": model,
-            "description": description,
-            "content": {
-                render.NPY: {"schema": {"type": "string", "format": "binary", "description": _NPY_DTYPE}}
-            },
-        },
+        200: {"model": model, "description": description, "content": content},
         **_ERRORS,
     }
 
@@ -231,7 +236,11 @@ def add_routes(app: ServiceApp, routes: Routes) -> None:
     app.post(
         ROPE_INDEX_PATH,
         response_model=RopeIndexResponse,
-        responses=_ok(RopeIndexResponse, "position_ids [3][B][L] and deltas [B] (JSON), or the array (npy)"),
+        responses=_ok(
+            RopeIndexResponse,
+            "position_ids [3][B][L] and deltas [B] (JSON), or the array (npy)",
+            program=False,
+        ),
         openapi_extra=app.json_body(RopeIndexRequest),
         tags=["positions"],
     )(routes.rope_index)

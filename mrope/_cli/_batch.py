@@ -63,10 +63,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out-dir", required=True, help="output folder (created if missing)")
     p.add_argument(
         "--format",
-        choices=("npy", "json", "parquet"),
+        choices=("npy", "json", "program", "parquet"),
         default=None,
         help="npy: int64 [3, T] per sample (the default without --pack); json: positions, spans and grids "
-        f"per sample; parquet: one {PARQUET} of every sample (positions, input_ids, labels, assistant_mask, "
+        "per sample; program: the position program per sample (<id>.mrpg, mrope.PositionProgram.to_bytes); "
+        f"parquet: one {PARQUET} of every sample (positions, input_ids, labels, assistant_mask, "
         f"grids, error, error_code; needs pyarrow), or with --pack one {PACKED} of packed rows",
     )
     p.add_argument(
@@ -202,8 +203,10 @@ def file_stem(sample_id: str) -> str:
 
 
 def _write(out_dir: Path, stem: str, fmt: str, positions: Any, model: str) -> str:
-    name = f"{stem}.{fmt}"
-    if fmt == "npy":
+    name = f"{stem}.{'mrpg' if fmt == 'program' else fmt}"
+    if fmt == "program":
+        (out_dir / name).write_bytes(positions.program().to_bytes())
+    elif fmt == "npy":
         with (out_dir / name).open("wb") as f:
             np.save(f, positions.ids, allow_pickle=False)
     else:

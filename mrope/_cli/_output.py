@@ -12,7 +12,7 @@ import numpy as np
 from mrope._cli._args import CliError
 from mrope._positions import Positions
 
-SAVE_SUFFIXES = (".npy", ".json")
+SAVE_SUFFIXES = (".npy", ".json", ".mrpg")
 
 
 def positions_document(p: Positions, model: str) -> dict[str, Any]:
@@ -76,19 +76,26 @@ def summary_table(p: Positions, model: str, labels: Sequence[str]) -> str:
 
 
 def check_out_suffix(path: str) -> str:
-    """The lower-case suffix of an ``--out`` path, which must be ``.npy`` or ``.json``."""
+    """The lower-case suffix of an ``--out`` path, which must be ``.npy``, ``.json`` or ``.mrpg``."""
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in SAVE_SUFFIXES:
         raise CliError(
-            f"--out {path!r}: the suffix must be .npy (int64 [3, T]) or .json (positions, spans, grids)"
+            f"--out {path!r}: the suffix must be .npy (int64 [3, T]), .json (positions, spans, grids) or "
+            ".mrpg (a position program)"
         )
     return suffix
 
 
 def save_positions(p: Positions, model: str, path: str) -> str:
-    """Write ``ids`` as ``.npy`` (int64 ``[3, T]``) or the JSON document as ``.json``; returns what was written."""
+    """Write ``ids`` as ``.npy`` (int64 ``[3, T]``), the JSON document as ``.json``, or the position program
+    (:meth:`mrope.PositionProgram.to_bytes`) as ``.mrpg``; returns what was written."""
     suffix = check_out_suffix(path)
     try:
+        if suffix == ".mrpg":
+            program = p.program()
+            with open(path, "wb") as f:
+                f.write(program.to_bytes())
+            return f"position program ({program.num_runs} runs, {p.num_tokens} tokens) -> {path}"
         if suffix == ".npy":
             with open(path, "wb") as f:
                 np.save(f, p.ids, allow_pickle=False)

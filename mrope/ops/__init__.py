@@ -1,7 +1,8 @@
 """mrope.ops: apply M-RoPE to queries and keys (torch path on any device, Triton kernel on CUDA).
 
 Public API: :func:`apply_mrope` rotates q and k; :func:`cos_sin` gives transformers-shaped cos/sin tables;
-:func:`rerotate` moves cached keys from one set of positions to another.
+:func:`rerotate` moves cached keys from one set of positions to another; :func:`expand_program` expands a
+position program's runs (:meth:`mrope.PositionProgram.arrays`) on a device.
 See :mod:`mrope.ops._dispatch` for layouts, backends and autograd, :mod:`mrope.ops._freqs` for the two angle
 precisions, :mod:`mrope.ops._torch_path` and :mod:`mrope.ops._triton_kernel` (launched by
 :mod:`mrope.ops._triton_launch`) for the two implementations.
@@ -22,6 +23,7 @@ from mrope.ops._dispatch import (
     cos_sin,
     rerotate,
 )
+from mrope.ops._expand import expand_program
 from mrope.ops._freqs import AnglePrecision
 
 __all__ = [
@@ -33,5 +35,6 @@ __all__ = [
     "Layout",
     "apply_mrope",
     "cos_sin",
+    "expand_program",
     "rerotate",
 ]

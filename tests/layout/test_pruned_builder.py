@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 from support import tiny_vlm as tv
-from support.hf_reference import MINICPM_IDS, MiniCPMRopeIndex
+from support.hf_reference import MINICPM_IDS, MiniCPMRopeIndex, own_get_rope_index
 from support.tiny_vlm import FAMILIES, NO_VIDEO
 from transformers.models.glm_image.configuration_glm_image import GlmImageConfig
 from transformers.models.glm_image.modeling_glm_image import GlmImageModel
@@ -26,7 +26,6 @@ from transformers.models.hunyuan_vl.modeling_hunyuan_vl import HunYuanVLModel
 import mrope
 from mrope import Image, LayoutError, Text, Video
 from mrope.integrations import transformers as mt
-from mrope.integrations.transformers._inputs import named_for
 
 NO_TOKEN_MASKS = frozenset({"qwen2.5-omni", "qwen3-omni", "minicpm-v-4.7"})
 """Families whose token path takes no masks (the omni and canvas engines): their pruned prompts are
@@ -49,20 +48,6 @@ def _run_lengths(flags: np.ndarray) -> list[int]:
     """Lengths of the runs of True in ``flags``."""
     edges = np.flatnonzero(np.diff(np.concatenate([[0], flags.astype(np.int8), [0]])))
     return (edges[1::2] - edges[::2]).tolist()
-
-
-def _own_get_rope_index(net: torch.nn.Module, kw: dict[str, torch.Tensor]) -> tuple[np.ndarray, int]:
-    """The model's own get_rope_index on one row: positions ``[A, T]`` and the delta."""
-    owner = next(m for m in net.modules() if hasattr(type(m), "get_rope_index"))
-    kw = {k: v for k, v in kw.items() if k not in ("position_ids", "deltas")}
-    for name in ("second_per_grid_ts", "video_second_per_grid"):  # the omni thinkers' names for it
-        if name in kw:
-            kw["second_per_grids"] = kw["second_per_grid_ts"] = kw[name]
-    owner.rope_deltas = None
-    with torch.no_grad():
-        pos, delta = type(owner).get_rope_index(owner, **named_for(type(owner).get_rope_index, kw))
-    owner.rope_deltas = None
-    return pos[:, 0].numpy(), int(delta.reshape(-1)[0])
 
 
 def _expected_columns(types: np.ndarray, image_masks: list, video_masks: list) -> np.ndarray:
@@ -106,7 +91,7 @@ def test_pruned_prompt_keeps_the_models_own_unpruned_positions(name: str) -> Non
         Text(tv.tokenize("say?")),
     ]
     kw = tv.inputs(name, [segments], with_pixels=False)
-    want, delta = _own_get_rope_index(net, kw)
+    want, delta = own_get_rope_index(net, kw)
     full = mrope.build_positions(segments, model=name, rules=rules, tokenizer=tv.tokenize)
     ids, types = kw["input_ids"][0].numpy(), full.mm_token_type_ids
     np.testing.assert_array_equal(full.input_ids, ids)

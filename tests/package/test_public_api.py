@@ -31,7 +31,9 @@ PUBLIC: dict[str, list[str]] = {
         "PackedRow",
         "PackingError",
         "PatchError",
+        "PositionProgram",
         "Positions",
+        "ProgramError",
         "RopeScaling",
         "RopeSpec",
         "Span",
@@ -146,6 +148,7 @@ PUBLIC: dict[str, list[str]] = {
         "Layout",
         "apply_mrope",
         "cos_sin",
+        "expand_program",
         "rerotate",
     ],
     "mrope.packing": [

@@ -1,5 +1,6 @@
 """transformers-side references that several test modules compare against (the expected values).
 
+- :func:`own_get_rope_index`: a tiny model's own ``get_rope_index`` on one row of its inputs.
 - :class:`MiniCPMRopeIndex`: MiniCPM-V 4.7's own ``get_rope_index`` bound to an object that holds only a
   config (the model's weights are not needed), with the stand-in marker ids below by default.
 - :func:`released_video_processor`: transformers' Qwen3-VL / GLM-4.1V video processor as the released
@@ -24,6 +25,8 @@ import numpy as np
 import torch
 from transformers.models.minicpmv4_7.configuration_minicpmv4_7 import MiniCPMV4_7Config
 from transformers.models.minicpmv4_7.modeling_minicpmv4_7 import MiniCPMV4_7Model
+
+from mrope.integrations.transformers._inputs import named_for
 
 MINICPM_IDS = dict(
     zip(
@@ -140,3 +143,17 @@ def compiled_function(package: str, filename: str, name: str) -> Any:
     scope: dict[str, Any] = {"math": math, "np": np}
     exec(compile(ast.Module(body=[node], type_ignores=[]), str(path), "exec"), scope)
     return scope[name]
+
+
+def own_get_rope_index(net: torch.nn.Module, kw: dict[str, torch.Tensor]) -> tuple[np.ndarray, int]:
+    """The model's own get_rope_index on one row: positions ``[A, T]`` and the delta."""
+    owner = next(m for m in net.modules() if hasattr(type(m), "get_rope_index"))
+    kw = {k: v for k, v in kw.items() if k not in ("position_ids", "deltas")}
+    for name in ("second_per_grid_ts", "video_second_per_grid"):  # the omni thinkers' names for it
+        if name in kw:
+            kw["second_per_grids"] = kw["second_per_grid_ts"] = kw[name]
+    owner.rope_deltas = None
+    with torch.no_grad():
+        pos, delta = type(owner).get_rope_index(owner, **named_for(type(owner).get_rope_index, kw))
+    owner.rope_deltas = None
+    return pos[:, 0].numpy(), int(delta.reshape(-1)[0])

@@ -1,0 +1,224 @@
+"""Compile a sequence's positions into a :class:`~mrope._program.PositionProgram` (runs, checked exact).
+
+The segments the layout engines report (:class:`mrope.Span`) say where each piece lies: a vision span
+with a grid is tried as one affine block (its grid, or per frame / tile the grid's last two sides); any
+other stretch of tokens is cut into arithmetic lines (text, wrappers, timestamps, rows left by a newline
+column). The program is expanded and compared with the positions it stands for; a stretch that does
+not compress (a pruned, irregular set, or float rounding an affine run would not reproduce) is stored
+explicitly. Adjacent text lines that continue each other are joined, so a text, wrapper, text sequence
+is one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mrope._program import PositionProgram, block_values
+
+_LINE_LIMIT = 8
+"""A stretch cut into more lines than one per this many tokens is stored explicitly instead."""
+
+
+class _Runs:
+    """Runs collected in token order (Python lists; a program has few)."""
+
+    def __init__(self, axes: int, is_float: bool) -> None:
+        self.axes, self.is_float = axes, is_float
+        self.num = np.float64 if is_float else np.int64
+        self.lengths: list[int] = []
+        self.shape: list[tuple[int, int, int]] = []
+        self.origin: list[np.ndarray] = []
+        self.strides: list[np.ndarray] = []
+        self.explicit: list[int] = []
+        self.pool: list[np.ndarray] = []
+        self.pool_size = 0
+
+    def affine(self, dims: tuple[int, int, int], origin: np.ndarray, strides: np.ndarray) -> None:
+        n = dims[0] * dims[1] * dims[2]
+        if dims[0] == dims[1] == 1 and not self.is_float and self._joins(origin, strides[:, 2], n):
+            return
+        self.lengths.append(n)
+        self.shape.append(dims)
+        self.origin.append(origin)
+        self.strides.append(strides)
+        self.explicit.append(-1)
+
+    def _joins(self, origin: np.ndarray, step: np.ndarray, n: int) -> bool:
+        """Extend the last run by this line when it is a line that this one continues."""
+        if not self.lengths or self.explicit[-1] >= 0 or self.shape[-1][:2] != (1, 1):
+            return False
+        last_n, last_origin, last_step = self.lengths[-1], self.origin[-1], self.strides[-1][:, 2]
+        if last_n == 1:  # a single token takes the step of the line it starts
+            if n > 1 and not np.array_equal(last_origin + step, origin):
+                return False
+            self.strides[-1] = self.strides[-1].copy()
+            self.strides[-1][:, 2] = origin - last_origin if n == 1 else step
+        elif not np.array_equal(last_origin + last_step * last_n, origin) or (
+            n > 1 and not np.array_equal(step, last_step)
+        ):
+            return False
+        self.lengths[-1] = last_n + n
+        self.shape[-1] = (1, 1, last_n + n)
+        return True
+
+    def stored(self, ids: np.ndarray) -> None:
+        n = ids.shape[1]
+        self.lengths.append(n)
+        self.shape.append((1, 1, n))
+        self.origin.append(np.zeros(self.axes, dtype=self.num))
+        self.strides.append(np.zeros((self.axes, 3), dtype=self.num))
+        self.explicit.append(self.pool_size)
+        self.pool.append(ids)
+        self.pool_size += n
+
+    def program(self, num_tokens: int, delta: Any, digest: str, dtype: np.dtype) -> PositionProgram:
+        r, a = len(self.lengths), self.axes
+        return PositionProgram(
+            num_tokens=num_tokens,
+            delta=delta,
+            rules_digest=digest,
+            lengths=np.asarray(self.lengths, dtype=np.int64).reshape(r),
+            shape=np.asarray(self.shape, dtype=np.int64).reshape(r, 3),
+            origin=np.asarray(self.origin, dtype=self.num).reshape(r, a),
+            strides=np.asarray(self.strides, dtype=self.num).reshape(r, a, 3),
+            explicit=np.asarray(self.explicit, dtype=np.int64).reshape(r),
+            pool=np.concatenate(self.pool, axis=1) if self.pool else np.zeros((a, 0), dtype=dtype),
+        )
+
+
+def _block(
+    seg: np.ndarray, dims: tuple[int, int, int], num: type, check: bool
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Origin ``[A]`` and strides ``[A, 3]`` of ``seg`` ``[A, n]`` as one block of shape ``dims`` (read off
+    its first steps), or, with ``check``, ``None`` when the block does not reproduce it exactly."""
+    d0, d1, d2 = dims
+    origin = seg[:, 0].astype(num)
+    strides = np.zeros((seg.shape[0], 3), dtype=num)
+    for k, (size, step) in enumerate(((d0, d1 * d2), (d1, d2), (d2, 1))):
+        if size > 1:
+            strides[:, k] = seg[:, step].astype(num) - origin
+    if check and not np.array_equal(block_values(origin, strides, dims, seg.dtype), seg):
+        return None
+    return origin, strides
+
+
+def _lines(seg: np.ndarray, runs: _Runs) -> None:
+    """``seg`` ``[A, n]`` as arithmetic lines, greedily longest first; stored when that takes too many."""
+    n = seg.shape[1]
+    wide = seg.astype(runs.num)
+    if n == 1:
+        runs.affine((1, 1, 1), wide[:, 0], np.zeros((runs.axes, 3), dtype=runs.num))
+        return
+    step = np.diff(wide, axis=1)  # [A, n - 1]
+    breaks = np.flatnonzero((step[:, 1:] != step[:, :-1]).any(axis=0)) + 1  # a step differing from the last
+    if breaks.size > n // _LINE_LIMIT + 2:
+        runs.stored(seg)
+        return
+    cut: list[tuple[int, int]] = []
+    at = 0
+    while at < n:
+        if at == n - 1:
+            cut.append((at, n))
+            break
+        k = int(np.searchsorted(breaks, at, side="right"))
+        end = int(breaks[k]) if k < breaks.size else n - 1  # the line's last token
+        cut.append((at, end + 1))
+        at = end + 1
+    made = []
+    for a, b in cut:
+        strides = np.zeros((runs.axes, 3), dtype=runs.num)
+        if b - a > 1:
+            strides[:, 2] = step[:, a]
+        made.append(((1, 1, b - a), wide[:, a], strides))
+    if runs.is_float and not _exact(seg, made):
+        runs.stored(seg)
+        return
+    for dims, origin, strides in made:
+        runs.affine(dims, origin, strides)
+
+
+def _exact(seg: np.ndarray, made: list) -> bool:
+    """Whether float lines reproduce ``seg`` in its own dtype (integer lines always do)."""
+    parts = [block_values(o, s, d, seg.dtype) for d, o, s in made]
+    return np.array_equal(np.concatenate(parts, axis=1), seg)
+
+
+def _dims(span: Any, seg: np.ndarray) -> tuple[int, int, int] | None:
+    """The block a vision span ``seg`` ``[A, n]`` may fill: its grid, frames of the grid's last sides, or
+    (a span without a grid) rows as long as its first line."""
+    n = seg.shape[1]
+    grid = getattr(span, "grid", None)
+    if grid is not None:
+        t, h, w = (int(x) for x in grid)
+        if t * h * w == n:
+            return (t, h, w)
+        if h * w and n % (h * w) == 0:
+            return (n // (h * w), h, w)
+    if span is None or n < 4:
+        return None
+    step = seg[:, 1:] - seg[:, :-1]
+    changed = np.flatnonzero((step != step[:, :1]).any(axis=0))
+    row = int(changed[0]) + 1 if changed.size else n
+    return (1, n // row, row) if 1 < row < n and n % row == 0 else None
+
+
+_TEXT_KINDS = frozenset({"text", "wrapper", "timestamp"})
+
+
+def _pieces(spans: Sequence[Any], total: int) -> list[tuple[int, int, Any]]:
+    """``(start, stop, span)`` to compile one by one: the vision spans, and each stretch of text,
+    wrapper and timestamp spans between them as one piece (span ``None``); the whole sequence as one
+    piece when the spans do not tile ``[0, total)``."""
+    out: list[tuple[int, int, Any]] = []
+    at = 0
+    for s in spans:
+        if s.start != at:
+            return [(0, total, None)] if total else []
+        if s.kind in _TEXT_KINDS and out and out[-1][2] is None:
+            out[-1] = (out[-1][0], s.stop, None)
+        else:
+            out.append((s.start, s.stop, None if s.kind in _TEXT_KINDS else s))
+        at = s.stop
+    if at != total:
+        return [(0, total, None)] if total else []
+    return out
+
+
+def compile_program(
+    ids: np.ndarray, spans: Sequence[Any], delta: int | float, digest: str
+) -> PositionProgram:
+    """The program of positions ``ids`` ``[A, T]`` whose tokens ``spans`` cover in order (any spans that
+    do not tile ``[0, T)`` are ignored: the whole sequence is then cut into lines).
+
+    Blocks are first read off their grids unchecked and the whole program checked at once by expanding
+    it (one pass per block shape); only when that differs anywhere is each block checked on its own,
+    and one that does not reproduce its tokens cut into lines or stored."""
+    pieces = _pieces(spans, ids.shape[1])
+    program = _compiled(ids, pieces, delta, digest, check=False)
+    if np.array_equal(program.expand(), ids):
+        return program
+    return _compiled(ids, pieces, delta, digest, check=True)
+
+
+def _compiled(
+    ids: np.ndarray, pieces: list[tuple[int, int, Any]], delta: int | float, digest: str, check: bool
+) -> PositionProgram:
+    axes, total = ids.shape
+    runs = _Runs(axes, ids.dtype.kind == "f")
+    for start, stop, span in pieces:
+        if stop == start:
+            continue
+        seg = ids[:, start:stop]
+        dims = _dims(span, seg)
+        fit = _block(seg, dims, runs.num, check) if dims is not None else None
+        if fit is not None:
+            runs.affine(dims, *fit)
+        else:
+            _lines(seg, runs)
+    return runs.program(total, delta, digest, ids.dtype)
+
+
+__all__ = ["compile_program"]

@@ -1,0 +1,90 @@
+"""Expand a position program's runs into positions on a torch device, with no Python loop per token.
+
+The arrays are those :meth:`mrope.PositionProgram.arrays` gives (see :mod:`mrope._program` for what a run
+is); each token finds its run by ``repeat_interleave`` and its block index by integer division, and takes
+``origin + strides @ (i0, i1, i2)`` evaluated in the same order as the numpy expansion (so float programs
+round alike), or its stored position when its run is explicit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from mrope._errors import ApplyError
+
+
+def _tensor(x: Any, name: str, device: torch.device | str | None, ndim: int) -> torch.Tensor:
+    out = torch.as_tensor(x, device=device)
+    if out.ndim != ndim:
+        raise ApplyError(f"expand_program: {name} must have {ndim} dimensions; got shape {list(out.shape)}")
+    return out
+
+
+def expand_program(
+    lengths: Any,
+    shape: Any,
+    origin: Any,
+    strides: Any,
+    explicit: Any,
+    pool: Any,
+    *,
+    num_tokens: int | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Positions ``[A, T]`` of a program's runs (tensors or numpy arrays, moved to ``device``).
+
+    Args:
+        lengths: int64 ``[R]``; shape: int64 ``[R, 3]``; origin: ``[R, A]``; strides: ``[R, A, 3]``;
+            explicit: int64 ``[R]``; pool: ``[A, P]`` (its dtype is the result's: int64, or float32 under
+            fractional time, whose origins and strides are float64).
+        num_tokens: ``T`` (the program's); given, the expansion reads nothing back from the device.
+        device: where to expand (default: where the arrays are).
+
+    Returns:
+        int64 (or float32) ``[A, T]``, equal to :meth:`mrope.PositionProgram.expand`.
+
+    Raises:
+        ApplyError: arrays whose shapes do not agree.
+    """
+    lengths = _tensor(lengths, "lengths", device, 1).long()
+    dev = lengths.device
+    shape = _tensor(shape, "shape", dev, 2).long()
+    origin = _tensor(origin, "origin", dev, 2)
+    strides = _tensor(strides, "strides", dev, 3)
+    explicit = _tensor(explicit, "explicit", dev, 1).long()
+    pool = _tensor(pool, "pool", dev, 2)
+    runs, axes = origin.shape
+    if (
+        lengths.shape[0] != runs
+        or tuple(shape.shape) != (runs, 3)
+        or tuple(strides.shape) != (runs, axes, 3)
+        or explicit.shape[0] != runs
+        or pool.shape[0] != axes
+    ):
+        raise ApplyError(
+            "expand_program: lengths [R], shape [R, 3], origin [R, A], strides [R, A, 3], explicit [R], "
+            f"pool [A, P]; got {[list(t.shape) for t in (lengths, shape, origin, strides, explicit, pool)]}"
+        )
+    total = int(lengths.sum()) if num_tokens is None else int(num_tokens)
+    run = torch.repeat_interleave(torch.arange(runs, device=dev), lengths, output_size=total)
+    per_run = torch.stack([torch.cumsum(lengths, 0) - lengths, shape[:, 1], shape[:, 2], explicit], 1)
+    start, d1, d2, offset = per_run.index_select(0, run).unbind(1)  # [T] each
+    # one row per coefficient, gathered along the tokens: origin [A], then strides k = 0, 1, 2 [A] each
+    table = torch.cat([origin.T, strides.permute(2, 1, 0).reshape(3 * axes, runs)], 0)
+    coef = table.index_select(1, run)  # [4A, T]
+    local = torch.arange(total, device=dev) - start
+    rest = torch.div(local, d2, rounding_mode="floor")
+    i2 = local - rest * d2
+    i0 = torch.div(rest, d1, rounding_mode="floor")
+    i1 = rest - i0 * d1
+    o, s0, s1, s2 = coef.view(4, axes, total).unbind(0)
+    out = (o + s0 * i0 + s1 * i1 + s2 * i2).to(pool.dtype)
+    if pool.shape[1]:
+        at = (offset + local).clamp(0, pool.shape[1] - 1)
+        out = torch.where(offset >= 0, pool[:, at], out)
+    return out.contiguous()
+
+
+__all__ = ["expand_program"]

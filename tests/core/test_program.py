@@ -1,0 +1,193 @@
+"""Position programs: ``Positions.program()`` expands to the positions exactly, in O(segments) space.
+
+Expected values come from outside the program code: each family's own transformers 5.24
+``get_rope_index`` (the tiny random-weight model's method) on random prompts, the unpruned prompt's
+positions at the kept tokens for pruned prompts, and the whole conversation's positions for a continued
+turn; for the two registry families without a tiny model (GLM-Image, HunyuanOCR), ``Positions.ids``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from support import tiny_vlm as tv
+from support.random_prompts import models_own, random_segments
+from support.tiny_vlm import FAMILIES, NO_VIDEO
+
+import mrope
+from mrope import Image, PositionProgram, ProgramError, Text, Video
+from mrope.integrations import transformers as mt
+from mrope.models import names
+
+VISION = ("image", "video", "thumbnail")
+
+
+def _round_trips(p: mrope.Positions, want: np.ndarray) -> PositionProgram:
+    """The program of ``p``: its expansion, both codecs and random windows equal ``want``."""
+    program = p.program()
+    np.testing.assert_array_equal(program.expand(), want)
+    assert program.expand().dtype == want.dtype
+    for back in (
+        PositionProgram.from_bytes(program.to_bytes()),
+        PositionProgram.from_dict(json.loads(json.dumps(program.to_dict()))),
+    ):
+        np.testing.assert_array_equal(back.expand(), want)
+        assert back.delta == p.delta and back.rules_digest == mrope.rules_digest(p.rules)
+    rng = np.random.default_rng(want.shape[1])
+    for _ in range(5):
+        a, b = sorted(rng.integers(0, want.shape[1] + 1, 2).tolist())
+        np.testing.assert_array_equal(program.window(a, b), want[:, a:b])
+    return program
+
+
+def _segments_for(name: str, seed: int) -> tuple[mrope.LayoutRules, list]:
+    rules = mt.model_rules(tv.model(name))
+    return rules, random_segments(np.random.default_rng(seed), rules, name not in NO_VIDEO)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_expand_equals_the_models_own_positions(name: str) -> None:
+    for seed in range(4):
+        rules, segments = _segments_for(name, seed)
+        want = models_own(name, segments)
+        p = mrope.build_positions(segments, model=name, rules=rules, tokenizer=tv.tokenize)
+        program = _round_trips(p, want)
+        vision = sum(s.kind in VISION for s in p.spans)
+        assert program.num_runs <= 2 * len(p.spans) and program.pool.size == 0, (vision, program.num_runs)
+        # negative control: a program with one origin moved expands to other positions
+        moved = dataclasses.replace(
+            program, origin=program.origin + (np.arange(program.num_runs) == 0)[:, None]
+        )
+        assert not np.array_equal(moved.expand(), want)
+
+
+def _pruned(segments: list, full: mrope.Positions, rng: np.random.Generator) -> tuple[list, np.ndarray]:
+    """``segments`` with random keep masks on every image and video, and the unpruned columns kept."""
+    keep = np.ones(full.num_tokens, dtype=bool)
+    out = []
+    for i, seg in enumerate(segments):
+        cols = [np.arange(s.start, s.stop) for s in full.spans if s.index == i and s.kind in VISION]
+        if not cols:
+            out.append(seg)
+            continue
+        cols = np.concatenate(cols)
+        mask = rng.random(cols.size) < 0.5
+        keep[cols] = mask
+        out.append(dataclasses.replace(seg, keep=mask))
+    return out, keep
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_pruned_prompt_expands_to_the_kept_unpruned_positions(name: str) -> None:
+    for seed in range(3):
+        rules, segments = _segments_for(name, 10 + seed)
+        want = models_own(name, segments)
+        full = mrope.build_positions(segments, model=name, rules=rules, tokenizer=tv.tokenize)
+        pruned_segments, keep = _pruned(segments, full, np.random.default_rng(seed))
+        p = mrope.build_positions(pruned_segments, model=name, rules=rules, tokenizer=tv.tokenize)
+        _round_trips(p, want[:, keep])
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_continued_turn_expands_to_the_whole_conversations_tail(name: str) -> None:
+    rules, first = _segments_for(name, 20)
+    _, second = _segments_for(name, 21)
+    generated = [Text(tv.tokenize("answer"))]
+    want = models_own(name, first + generated + second)
+    p = mrope.build_positions(first, model=name, rules=rules, tokenizer=tv.tokenize)
+    turn = mrope.continue_positions(p, second, generated=len("answer"), tokenizer=tv.tokenize)
+    _round_trips(turn.positions, want[:, turn.offset :])
+
+
+@pytest.mark.parametrize("name", [n for n in names() if n not in FAMILIES])
+def test_families_without_a_tiny_model_expand_to_their_ids(name: str) -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        segments = [Text(7)]
+        for _ in range(int(rng.integers(1, 4))):
+            segments += [Image(grid=(1, 2 * int(rng.integers(1, 5)), 2 * int(rng.integers(1, 5)))), Text(3)]
+        p = mrope.build_positions(segments, model=name)
+        _round_trips(p, p.ids)
+
+
+def test_program_grows_with_segments_not_tokens() -> None:
+    """A 100k-token video prompt's program is under 1 % of its npy, and 10x the tokens keep its size."""
+    sizes = {}
+    for frames in (8, 80):
+        segments = [Text(50), Video(grid=(frames * 2, 56, 56), fps=2.0), Text(20)]
+        p = mrope.build_positions(segments, model="qwen2.5-vl")
+        sizes[p.num_tokens] = (len(p.program().to_bytes()), p.ids.nbytes)
+    (small, (small_bytes, _)), (big, (big_bytes, big_npy)) = sorted(sizes.items())
+    assert big > 100_000 and big_bytes < 0.01 * big_npy
+    assert big_bytes == small_bytes  # the same three runs whatever the length
+    # Qwen3-VL's timestamps: a text run and a frame block per frame, so linear in frames, not in tokens
+    got = []
+    for side in (28, 56):
+        segments = [Text(50), Video(grid=(160, side, side), fps=2.0)]
+        p = mrope.build_positions(segments, model="qwen3-vl", tokenizer=tv.tokenize)
+        got.append((len(p.program().to_bytes()), p.ids.nbytes))
+    assert got[0][0] == got[1][0] < 0.02 * got[1][1] and got[1][1] > 3 * got[0][1]
+
+
+def test_irregular_sets_are_stored_and_still_exact() -> None:
+    ids = np.random.default_rng(0).integers(0, 1000, (3, 500))
+    p = dataclasses.replace(mrope.build_positions([Text(500)], model="qwen2-vl"), ids=ids)
+    program = p.program()
+    assert program.pool.shape == (3, 500)
+    np.testing.assert_array_equal(program.expand(), ids)
+    np.testing.assert_array_equal(
+        PositionProgram.from_bytes(program.to_bytes()).window(100, 350), ids[:, 100:350]
+    )
+
+
+def _header_with(data: bytes, offset: int, value: bytes) -> bytes:
+    return data[:offset] + value + data[offset + len(value) :]
+
+
+def test_malformed_and_hostile_buffers_are_refused_with_a_clear_error() -> None:
+    p = mrope.build_positions([Text(5), Image(grid=(1, 4, 4)), Text(3)], model="qwen2-vl")
+    good = p.program().to_bytes()
+    cases = {
+        "header": (good[:10], "76-byte header"),
+        "magic": (b"NOPE" + good[4:], "not a position program"),
+        "version": (_header_with(good, 4, (9).to_bytes(2, "little")), "version 9"),
+        "flags": (_header_with(good, 6, (6).to_bytes(2, "little")), "unknown position program flags"),
+        "axes": (_header_with(good, 8, (99).to_bytes(4, "little")), "1 to 8 axes"),
+        "tokens": (_header_with(good, 12, (1 << 60).to_bytes(8, "little")), "at most"),
+        "runs": (_header_with(good, 20, (1 << 20).to_bytes(8, "little")), "at most"),
+        "truncated": (good[:-8], "takes"),
+        "trailing": (good + b"\0" * 8, "takes"),
+    }
+    for what, (data, message) in cases.items():
+        with pytest.raises(ProgramError, match=message):
+            PositionProgram.from_bytes(data)
+        assert what
+    with pytest.raises(ProgramError, match="at most 10"):
+        PositionProgram.from_bytes(good, max_tokens=10)
+    # a run whose length lies: the lengths no longer sum to the tokens
+    lengths_at = 76
+    with pytest.raises(ProgramError, match="sum to num_tokens"):
+        PositionProgram.from_bytes(_header_with(good, lengths_at, (7).to_bytes(8, "little")))
+    # a block shape whose product overflows int64 still does not match its length
+    runs = p.program().num_runs
+    forged = _header_with(good, lengths_at + 8 * runs + 8 * 3, (1 << 40).to_bytes(8, "little"))
+    with pytest.raises(ProgramError):
+        PositionProgram.from_bytes(forged)
+    bad = p.program().to_dict()
+    for key, value, message in (
+        ("version", 2, "version 1"),
+        ("dtype", "int8", "'int64' or 'float32'"),
+        ("origin", [[1, 2]], "origin"),
+        ("lengths", "x", "lists"),
+        ("lengths", [True] * len(bad["lengths"]), "'lengths' holds ints; got bool"),
+        ("origin", [[0.5, 0, 0]] * len(bad["lengths"]), "'origin' holds ints; got float64"),
+        ("delta", 1.5, "delta is an int"),
+        ("rules_digest", "x" * 33, "at most 32 ASCII"),
+    ):
+        with pytest.raises(ProgramError, match=message):
+            PositionProgram.from_dict({**bad, key: value})
+    with pytest.raises(ProgramError, match="window needs"):
+        p.program().window(0, p.num_tokens + 1)

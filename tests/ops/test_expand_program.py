@@ -1,0 +1,75 @@
+"""``mrope.ops.expand_program`` expands a position program with torch to the positions it was built from.
+
+Expected values: ``Positions.ids`` of the prompt the program was compiled from (every registry family,
+pruned, stored and float32 programs included), and the numpy expansion, which must agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from support.scripts import run_script
+
+import mrope
+from mrope import ApplyError, Image, Text, Video
+from mrope.models import names
+from mrope.ops import expand_program
+
+
+def _prompt(name: str, seed: int) -> mrope.Positions:
+    rng = np.random.default_rng(seed)
+    segments: list = [Text(int(rng.integers(1, 30)))]
+    for _ in range(3):
+        h, w = 2 * int(rng.integers(1, 6)), 2 * int(rng.integers(1, 6))
+        segments += [Image(grid=(1, h, w)), Text(int(rng.integers(1, 9)))]
+    try:
+        with_video = [*segments, Video(grid=(4, 4, 6), fps=float(rng.choice([0.5, 2.0]))), Text(2)]
+        return mrope.build_positions(with_video, model=name, tokenizer=lambda s: [7] * len(s))
+    except mrope.MRopeError:  # a family without video, or one that needs its own markers
+        return mrope.build_positions(segments, model=name)
+
+
+def _check(p: mrope.Positions) -> None:
+    program = p.program()
+    got = expand_program(**program.arrays(), num_tokens=program.num_tokens)
+    assert got.dtype == torch.from_numpy(p.ids).dtype
+    np.testing.assert_array_equal(got.numpy(), p.ids)
+    np.testing.assert_array_equal(got.numpy(), program.expand())
+    # without num_tokens, the total is read from the lengths
+    np.testing.assert_array_equal(expand_program(**program.arrays()).numpy(), p.ids)
+
+
+@pytest.mark.parametrize("name", [n for n in names() if n != "minicpm-v-4.7"])
+def test_torch_expansion_equals_the_positions(name: str) -> None:
+    for seed in range(3):
+        p = _prompt(name, seed)
+        _check(p)
+        if name in ("hunyuan-ocr", "glm-image"):
+            continue
+        keep = np.random.default_rng(seed).random(p.num_tokens) < 0.6  # stored runs next to affine ones
+        _check(dataclasses.replace(p, ids=np.ascontiguousarray(p.ids[:, keep])))
+
+
+def test_stored_ids_and_tensors_on_the_device() -> None:
+    ids = np.random.default_rng(1).integers(0, 10**6, (3, 300))
+    p = dataclasses.replace(mrope.build_positions([Text(300)], model="qwen2-vl"), ids=ids)
+    arrays = {k: torch.from_numpy(v) for k, v in p.program().arrays().items()}
+    np.testing.assert_array_equal(expand_program(**arrays, device="cpu").numpy(), ids)
+
+
+def test_arrays_that_disagree_are_refused() -> None:
+    arrays = mrope.build_positions([Text(5), Image(grid=(1, 4, 4))], model="qwen2-vl").program().arrays()
+    with pytest.raises(ApplyError, match="strides"):
+        expand_program(**{**arrays, "strides": arrays["strides"][:, :2]})
+    with pytest.raises(ApplyError, match="2 dimensions"):
+        expand_program(**{**arrays, "shape": arrays["shape"].reshape(-1)})
+
+
+def test_bench_program_runs_small() -> None:
+    """benchmarks/bench_program.py still runs (its routes check they give the positions back first)."""
+    out = run_script(["benchmarks/bench_program.py", "--sizes", "1000", "--repeat", "1"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "| qwen2.5-vl | 892 | 5 | 756 |" in out.stdout and "| qwen3-vl |" in out.stdout
