@@ -256,7 +256,7 @@ def test_pillow_header_reads_stop_at_the_deadline():
     """The library side: a header read past its deadline stops with ProbeDeadlineError, whatever the
     format (the PNG here has chunks under the count bound); without a deadline it is read."""
     from mrope.media import image_size
-    from mrope.media._source import ProbeDeadlineError
+    from mrope.media._deadline import ProbeDeadlineError
 
     data = png_with_chunks(2000)
     with pytest.raises(ProbeDeadlineError, match="deadline"):
