@@ -25,7 +25,7 @@ import httpx
 import pytest
 from PIL import Image as PILImage
 from support.media import write_headerless_video
-from support.service_proc import serve
+from support.service_proc import one_slot_server
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -90,13 +90,7 @@ def hosts(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(hosts, tokenizer_file):
     allowed, _, _ = hosts
-    env = {
-        "MROPE_TOKENIZER": tokenizer_file,
-        "MROPE_MEDIA_URL_HOSTS": allowed,
-        "MROPE_MEDIA_THREADS": "1",
-        "MROPE_MEDIA_TIMEOUT_S": str(MEDIA_TIMEOUT_S),
-    }
-    with serve(env=env) as srv:
+    with one_slot_server(tokenizer_file, allowed, MEDIA_TIMEOUT_S) as srv:
         yield srv
 
 
