@@ -112,6 +112,29 @@ def test_every_closing_error_says_connection_close(server):
         assert answers[0][1].get("connection") == "close", answers[0][1]
 
 
+EARLY = {
+    413: b"Content-Type: application/json\r\nContent-Length: 1000000000000\r\n",
+    415: b"Content-Type: text/plain\r\nContent-Length: 100\r\n",
+    406: b"Content-Type: application/json\r\nAccept: text/html\r\nContent-Length: 100\r\n",
+}
+
+
+@pytest.mark.parametrize("status", sorted(EARLY))
+def test_early_answers_close_the_connection(server, client, status):
+    """413 by Content-Length, 415 and 406 come before the body is read: they say ``Connection: close``
+    and the server really closes the socket, though the client has sent none of the body it announced
+    (before, the connection stayed open for the client to trickle it)."""
+    head = b"POST /v1/positions HTTP/1.1\r\nHost: x\r\n" + EARLY[status] + b"\r\n"
+    start = time.monotonic()
+    got, closed = exchange(server.port, head, 2, timeout_s=5)
+    answers = split_responses(got)
+    assert [a[0] for a in answers] == [status], got[:2000]
+    assert answers[0][1].get("connection") == "close", answers[0][1]
+    assert json.loads(answers[0][2])["error"]["code"]  # the JSON error shape
+    assert closed and time.monotonic() - start < 2.0
+    assert client.get("/healthz").status_code == 200
+
+
 # ---------------------------------------------------------------------------------------- header bounds
 
 
