@@ -299,7 +299,10 @@ def request_segments(
     template = chat_template(settings.tokenizer)
     try:
         if template is not None:
-            return template_segments(body.messages, reader, template).segments  # type: ignore[return-value]
+            continued = (
+                body.state is not None
+            )  # the turn as the template renders it at the conversation's end
+            return template_segments(body.messages, reader, template, continued=continued).segments  # type: ignore[return-value]
         return turn_segments(body.messages, reader).segments  # type: ignore[return-value]
     except TokenizerRequired as exc:  # message text is read in runs, not by reader.text
         raise tokenizer_required(exc.where) from None
