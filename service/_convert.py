@@ -209,6 +209,9 @@ class ServiceReader(SegmentReader):
             for i, frame in enumerate(seg.frames):
                 f = stack.enter_context(_open(frame, self.settings, f"{where} frame {i}", self.deadline))
                 self._check_size(f, f"{where} frame {i}")
+                idle = getattr(getattr(f, "raw", None), "idle", None)  # (a data: URI has no connection)
+                if idle is not None:
+                    idle()  # one connection at a time, however many frames
                 files.append(f)
             video = load_frames(files, rules=self.rules, fps=seg.fps, wrap=seg.wrap, **sizing(seg))
         return (

@@ -36,8 +36,9 @@ class RangeFile(io.RawIOBase):
     """The file at ``url`` (an ``http://`` or ``https://`` URL already checked) read in blocks of
     ``block_size`` bytes, one range request each (the last block is cached). ``deadline``: a
     ``time.monotonic()`` value after which every read raises
-    :class:`~mrope.media._deadline.ProbeDeadlineError` and the open connection is shut. ``name``: the
-    URL as messages quote it."""
+    :class:`~mrope.media._deadline.ProbeDeadlineError` and the open connection is shut (by a timer
+    thread that lives as long as the connection: :meth:`idle` ends both). ``name``: the URL as messages
+    quote it."""
 
     def __init__(self, url: str, name: str, *, block_size: int, deadline: float | None = None) -> None:
         super().__init__()
@@ -53,10 +54,6 @@ class RangeFile(io.RawIOBase):
         self._sock: socket.socket | None = None  # the socket of the request being read
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
-        if deadline is not None:
-            self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._shut)
-            self._timer.daemon = True
-            self._timer.start()
         self._pos = 0
         self._cached: tuple[int, bytes] = (0, b"")
         self.size = -1
@@ -93,7 +90,7 @@ class RangeFile(io.RawIOBase):
             start = self._pos - self._pos % self._block
             if self._cached[0] != start or not self._cached[1]:
                 self._cached = (start, self._fetch(start))
-            data = self._cached[1][self._pos - start :]
+            data = memoryview(self._cached[1])[self._pos - start :]
             if not data:
                 break
             n = min(len(data), len(view) - done)
@@ -103,10 +100,13 @@ class RangeFile(io.RawIOBase):
         return done
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
         self._drop()
         super().close()
+
+    def idle(self) -> None:
+        """Close the connection (and its deadline timer) until a read needs another; the cached block
+        stays. A caller holding many files open (a video's frames) keeps one connection at a time."""
+        self._drop()
 
     # -- requests ----------------------------------------------------------------------------------
 
@@ -130,10 +130,13 @@ class RangeFile(io.RawIOBase):
                     pass
 
     def _drop(self) -> None:
-        """Shut and forget the connection (the reading thread only)."""
+        """Shut and forget the connection and its timer (the reading thread only)."""
         self._shut()
         with self._lock:
             conn, self._conn, self._sock = self._conn, None, None
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
         if conn is not None:
             conn.close()
 
@@ -147,6 +150,10 @@ class RangeFile(io.RawIOBase):
             conn.connect()
             with self._lock:
                 self._conn = conn
+                if self._deadline is not None:
+                    self._timer = threading.Timer(max(0.0, self._deadline - time.monotonic()), self._shut)
+                    self._timer.daemon = True
+                    self._timer.start()
         with self._lock:
             self._sock = self._conn.sock
         if self._deadline is not None and time.monotonic() > self._deadline:

@@ -10,6 +10,7 @@ meanwhile. Every socket has a timeout; every loop is bounded.
 
 from __future__ import annotations
 
+import base64
 import fractions
 import io
 import re
@@ -254,7 +255,8 @@ def test_a_refused_url_waits_for_no_slot(client, server, host):
 def test_frames_given_as_allowlisted_urls_are_read(client, host):
     """Two 56x56 frames by URL are read like paths: qwen2-vl makes one temporal patch of 4x4 patches,
     the positions of a video given by its grid [1, 4, 4] (before: 'a URL, which is not read here')."""
-    frames = [f"http://{host}/ok/56.png", f"http://{host}/ok/56.png"]
+    inline = "data:image/png;base64," + base64.b64encode(png()).decode()
+    frames = [f"http://{host}/ok/56.png", inline]
     resp = positions(client, [{"type": "video", "frames": frames}])
     assert resp.status_code == 200, resp.text
     expected = positions(client, [{"type": "video", "grid": [1, 4, 4]}])
