@@ -211,7 +211,7 @@ class ServiceReader(SegmentReader):
                 self._check_size(f, f"{where} frame {i}")
                 idle = getattr(getattr(f, "raw", None), "idle", None)  # (a data: URI has no connection)
                 if idle is not None:
-                    idle()  # one connection at a time, however many frames
+                    idle()  # one connection and one cached block at a time, however many frames
                 files.append(f)
             video = load_frames(files, rules=self.rules, fps=seg.fps, wrap=seg.wrap, **sizing(seg))
         return (

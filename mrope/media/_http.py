@@ -88,7 +88,7 @@ class RangeFile(io.RawIOBase):
         done = 0
         while done < len(view) and self._pos < self.size:
             start = self._pos - self._pos % self._block
-            if self._cached[0] != start or not self._cached[1]:
+            if self._cached[0] != start or not self._cached[1]:  # (an empty block: none cached)
                 self._cached = (start, self._fetch(start))
             data = memoryview(self._cached[1])[self._pos - start :]
             if not data:
@@ -104,9 +104,11 @@ class RangeFile(io.RawIOBase):
         super().close()
 
     def idle(self) -> None:
-        """Close the connection (and its deadline timer) until a read needs another; the cached block
-        stays. A caller holding many files open (a video's frames) keeps one connection at a time."""
+        """Close the connection (and its deadline timer) and forget the cached block until a read needs
+        them again: a caller holding many files open (a video's frames) keeps one connection, one timer
+        and one block at a time."""
         self._drop()
+        self._cached = (0, b"")
 
     # -- requests ----------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from urllib.parse import unquote_to_bytes, urlsplit
 from urllib.request import url2pathname
 
 from mrope._errors import MediaError
+from mrope.media._deadline import ProbeDeadlineError
 from mrope.media._http import RangeFile
 
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
@@ -261,6 +262,8 @@ def open_source(source: Source) -> Iterator[OpenSource]:
             size = _size_of(f)
             probe = f.read(1)
             f.seek(0)
+        except ProbeDeadlineError:  # (a URL past its deadline: the caller's timeout, not bad media)
+            raise
         except Exception as exc:
             raise MediaError(f"cannot read {name}: {exc}") from None
         if isinstance(probe, str):

@@ -24,7 +24,7 @@ import av
 import httpx
 import pytest
 from PIL import Image as PILImage
-from support.service_proc import one_slot_server, rss_mib
+from support.service_proc import one_slot_server, open_fds, rss_mib
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -267,6 +267,39 @@ def test_frames_given_as_allowlisted_urls_are_read(client, host):
         client, [{"type": "video", "frames": [f"http://{host}/ok/56.png", f"http://{host}/ok/112.png"]}]
     )
     assert resp.status_code == 422, resp.text
+
+
+def test_many_frame_urls_hold_one_connection_at_a_time(client, server, host):
+    """200 frame URLs are read one connection at a time: the server's threads and open files during the
+    request stay near where they were (a connection and a timer thread per frame would add 200 each)."""
+    frames = [f"http://{host}/ok/56.png"] * 200
+    before = threads_and_fds(server.pid)
+    peak = [0, 0]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            now = threads_and_fds(server.pid)
+            peak[:] = [max(a, b) for a, b in zip(peak, now, strict=True)]
+            done.wait(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    resp = positions(client, [{"type": "video", "frames": frames}])
+    done.set()
+    watcher.join(timeout=5)
+    assert resp.status_code == 200, resp.text
+    assert (
+        resp.json()["positions"]
+        == positions(client, [{"type": "video", "grid": [100, 4, 4]}]).json()["positions"]
+    )
+    assert peak[0] - before[0] < 20 and peak[1] - before[1] < 20, (before, peak)
+
+
+def threads_and_fds(pid: int) -> tuple[int, int]:
+    with open(f"/proc/{pid}/status") as fh:
+        threads = next(int(line.split()[1]) for line in fh if line.startswith("Threads:"))
+    return threads, open_fds(pid)
 
 
 def test_frames_from_a_trickling_host_stop_at_the_deadline(client, server, host):
