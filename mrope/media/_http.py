@@ -178,6 +178,7 @@ class RangeFile(io.RawIOBase):
             ) from None
 
     def _get(self, start: int, end: int) -> bytes:
+        """One range request for bytes ``start..end`` (inclusive), its answer checked and cut."""
         conn = self._connection()
         sock = self._sock
         if sock is not None:
@@ -195,9 +196,9 @@ class RangeFile(io.RawIOBase):
                 if match.group(3) == "*":
                     raise MediaError(f"{self.name} cannot be read in ranges: the server gives no size")
                 self.size = int(match.group(3))
-        elif resp.status == 200 and start == 0:  # no ranges: only a file within one block can be read
+        elif resp.status == 200:  # no ranges: only a file within its first block can be read
             length = resp.getheader("Content-Length")
-            if length is None or not length.isdigit() or int(length) > want:
+            if start or length is None or not length.isdigit() or int(length) > want:
                 raise MediaError(
                     f"{self.name} cannot be read in ranges: the server answers no range requests"
                 )
