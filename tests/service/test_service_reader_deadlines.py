@@ -11,20 +11,24 @@ meanwhile. Every socket has a timeout; every loop is bounded.
 from __future__ import annotations
 
 import base64
-import fractions
 import io
 import re
 import select
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
-import av
 import httpx
 import pytest
 from PIL import Image as PILImage
 from support.service_proc import one_slot_server, open_fds, rss_mib
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import bench_service_attack  # noqa: E402  (its Matroska of tiny packets)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -311,18 +315,7 @@ def test_frames_from_a_trickling_host_stop_at_the_deadline(client, server, host)
 def many_packets_mkv() -> bytes:
     """Matroska audio of a million 2-byte PCM packets (8 MB): the track has no duration of its own, so
     the probe demuxes every packet (several seconds, under the 16 M packet bound of the default caps)."""
-    buf = io.BytesIO()
-    out = av.open(buf, "w", format="matroska")
-    stream = out.add_stream("pcm_s16le", rate=16000)
-    stream.layout = "mono"
-    stream.time_base = fractions.Fraction(1, 1000)
-    for i in range(1_000_000):
-        packet = av.Packet(b"\0\0")
-        packet.stream, packet.pts, packet.dts, packet.duration = stream, i, i, 1
-        packet.time_base = stream.time_base
-        out.mux(packet)
-    out.close()
-    return buf.getvalue()
+    return bench_service_attack.tiny_packets_mkv(1_000_000)
 
 
 def test_the_audio_probe_stops_at_the_deadline(client, server, many_packets_mkv):
