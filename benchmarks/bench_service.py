@@ -542,10 +542,14 @@ def stage_app():
 
 
 def start_server(
-    workers: int, access_log: bool, stage: str | None = None, canned_format: str = "json"
+    workers: int,
+    access_log: bool,
+    stage: str | None = None,
+    canned_format: str = "json",
+    settings: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """The service as ``mrope serve`` runs it (or, with ``stage``, :func:`stage_app` so, its canned answer
-    rendered in ``canned_format``) on a free port."""
+    rendered in ``canned_format``) on a free port; ``settings``: ``MROPE_*`` variables for it."""
     port = free_port()
     app = "" if stage is None else ", app='bench_service:stage_app', factory=True"
     code = (
@@ -553,7 +557,7 @@ def start_server(
         f"run(port={port}, workers={workers}, log_level='warning', access_log={access_log}{app})"
     )
     path = os.pathsep.join((str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")))
-    env = {**os.environ, "PYTHONPATH": path}
+    env = {**os.environ, **(settings or {}), "PYTHONPATH": path}
     if stage is not None:
         env[STAGE_ENV], env[CANNED_FORMAT_ENV] = stage, canned_format
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)

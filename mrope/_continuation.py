@@ -174,6 +174,20 @@ class Turn:
     state: ConversationState
 
 
+def check_no_generation(positions: Positions) -> None:
+    """Refuse a state after ``positions`` (a whole sequence or a turn) that end with images to generate
+    (GLM-Image): their decode positions are planned, not a turn's, so no turn continues after them.
+
+    Raises:
+        LayoutError: ``positions`` have generation ids.
+    """
+    if positions.generation_ids is not None:
+        raise LayoutError(
+            "this sequence ends with images to generate (Image(..., generate=True)); a turn cannot be "
+            "appended after them, so it has no conversation state"
+        )
+
+
 def conversation_state(positions: Positions) -> ConversationState:
     """The state of a conversation whose whole positions are ``positions`` (built from token 0).
 
@@ -183,11 +197,7 @@ def conversation_state(positions: Positions) -> ConversationState:
     """
     if not isinstance(positions, Positions):
         raise LayoutError(f"a conversation's positions are a mrope.Positions; got {type(positions).__name__}")
-    if positions.generation_ids is not None:
-        raise LayoutError(
-            "this sequence ends with images to generate (Image(..., generate=True)); a turn cannot be "
-            "appended after them"
-        )
+    check_no_generation(positions)
     rules = positions.rules
     n = positions.num_tokens
     top = positions.ids.max().item() if n else -1

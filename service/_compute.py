@@ -13,11 +13,12 @@ from typing import Any
 from starlette.responses import Response
 
 import mrope
+from mrope._continuation import check_no_generation
 from mrope._rules import LayoutRules
 from mrope.models import resolve_rules
 from mrope.schema import PositionsRequest
 from mrope.schema._fields import rules_dict
-from mrope.schema._state import check_turn_start, request_state
+from mrope.schema._state import check_state_after, check_turn_start, request_state
 
 from . import _convert as convert
 from . import _jsonbody as jsonbody
@@ -64,11 +65,13 @@ def count_build_render(
             tokenizer=state.tokenizer,
         )
         pos, after = turn.positions, turn.state
+        check_state_after(after)
     else:
         pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
     if not counted:
         convert.check_tokens(pos.num_tokens, settings)
     if conversation is not None and conversation.return_state:
+        check_no_generation(pos)  # (GLM-Image) on a fresh request and a continued turn alike
         after = after if after is not None else mrope.conversation_state(pos)
         extra = {**(extra or {}), "state": after.to_dict()}
     state.metrics.tokens.inc(pos.num_tokens)

@@ -9,6 +9,7 @@ read only from the hosts of ``MROPE_MEDIA_URL_HOSTS``, a local path never), and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
@@ -21,7 +22,16 @@ from mrope._chat import find_chat_template
 from mrope._layout import engine_for
 from mrope._layout.canvas import frame_tokens as canvas_frame_tokens
 from mrope._rules import LayoutRules
-from mrope.media import image_size, load_audio, load_image, load_video, open_url, probe_audio, probe_video
+from mrope.media import (
+    image_size,
+    load_audio,
+    load_frames,
+    load_image,
+    load_video,
+    open_url,
+    probe_audio,
+    probe_video,
+)
 from mrope.media._audio import has_audio_stream
 from mrope.media._image import DEFAULT_MAX_IMAGE_PIXELS
 from mrope.schema import (
@@ -34,7 +44,7 @@ from mrope.schema import (
     VideoFrames,
     VideoPath,
 )
-from mrope.schema._convert import AnySegment, ImageForm, SegmentReader, VideoForm, sizing
+from mrope.schema._convert import AnySegment, ImageForm, SegmentReader, VideoForm, keep_mask, sizing
 from mrope.schema._messages import template_segments, turn_segments
 from mrope.schema._text import TokenizerRequired
 
@@ -94,20 +104,50 @@ def media_access(settings: Settings) -> MediaAccess:
     return MediaAccess(local_files=False, urls=bool(hosts), url_hosts=hosts or None)
 
 
-def _open(path: str, settings: Settings, where: str) -> Any:
-    """The allowlisted URL opened for range reads: one plain http(s) URL (checked again by
-    :func:`mrope.media.open_url` itself), redirects refused (a redirect could point anywhere)."""
+def allowed_url(path: str, settings: Settings, where: str) -> str:
+    """``path`` when it is a URL of an allowlisted host (``MROPE_MEDIA_URL_HOSTS``), else a 422
+    ``media_not_allowed`` (the string alone is read: nothing is opened)."""
     try:
-        url = media_access(settings).resolve(path, where)
+        return media_access(settings).resolve(path, where)
     except schema.RequestError as exc:
         raise ServiceError(422, "media_not_allowed", str(exc), cap="MROPE_MEDIA_URL_HOSTS") from None
-    return open_url(url, hosts=settings.url_hosts)
 
 
-def audio_file(f: Any, rules: LayoutRules, settings: Settings, where: str, wrap: bool) -> mrope.Audio:
+def check_urls(items: Sequence[Any], settings: Settings) -> None:
+    """Every media path and frame of ``items`` (segments or message items) checked against the
+    allowlist before a media slot is taken: a refused URL never waits for one."""
+    for i, seg in enumerate(items):
+        for k, path in enumerate(_paths(seg)):
+            allowed_url(path, settings, f"item {i}" + (f" frame {k}" if isinstance(seg, VideoFrames) else ""))
+
+
+def _paths(seg: Any) -> list[str]:
+    if isinstance(seg, VideoFrames):
+        return list(seg.frames)
+    if isinstance(seg, (ImagePath, VideoPath)) or (isinstance(seg, AudioSegment) and seg.path is not None):
+        return [seg.path]
+    return []
+
+
+def _open(path: str, settings: Settings, where: str, deadline: float | None) -> Any:
+    """The allowlisted URL opened for bounded range reads that stop at ``deadline``: one plain http(s)
+    URL (checked again by :func:`mrope.media.open_url` itself), redirects refused (a redirect could
+    point anywhere)."""
+    return open_url(allowed_url(path, settings, where), hosts=settings.url_hosts, deadline=deadline)
+
+
+def probe_track(source: Any, settings: Settings, deadline: float | None) -> Any:
+    """The :class:`~mrope.media.AudioInfo` of an audio track: at most 64 packets per
+    ``MROPE_MAX_VIDEO_FRAMES`` demuxed, stopping at ``deadline`` (``time.monotonic()``)."""
+    return probe_audio(source, max_packets=max(settings.max_video_frames, 1) * 64, deadline=deadline)
+
+
+def audio_file(
+    f: Any, rules: LayoutRules, settings: Settings, where: str, wrap: bool, deadline: float | None
+) -> mrope.Audio:
     """An audio track read from its container, under the duration cap (``MROPE_MAX_VIDEO_SECONDS``)."""
     require_audio(rules, where)
-    meta = probe_audio(f, max_packets=max(settings.max_video_frames, 1) * 64)
+    meta = probe_track(f, settings, deadline)
     check_audio_meta(meta, settings, where)
     return load_audio(meta, rules=rules, wrap=wrap)
 
@@ -126,13 +166,17 @@ def tokenizer_required(where: str) -> ServiceError:
 class ServiceReader(SegmentReader):
     """The schema's segment reader under the service's caps: text needs ``MROPE_TOKENIZER``, a pixel size
     is checked against ``MROPE_MAX_IMAGE_PIXELS``, and a media URL (an allowlisted host only) is opened
-    without redirects and probed under the size and duration caps before it is read."""
+    without redirects and probed under the size and duration caps before it is read, every read
+    stopping at ``deadline`` (``time.monotonic()``)."""
 
-    __slots__ = ("settings",)
+    __slots__ = ("deadline", "settings")
 
-    def __init__(self, rules: LayoutRules, settings: Settings, tokenizer: Any) -> None:
+    def __init__(
+        self, rules: LayoutRules, settings: Settings, tokenizer: Any, deadline: float | None = None
+    ) -> None:
         super().__init__(rules, tokenizer=tokenizer)
         self.settings = settings
+        self.deadline = deadline
 
     def text(self, seg: TextSegment, where: str) -> mrope.Text:
         try:
@@ -146,18 +190,42 @@ class ServiceReader(SegmentReader):
             if isinstance(seg, ImageSize):
                 check_image_pixels(seg.height, seg.width, settings, where)
             return super().image(seg, where)
-        with _open(seg.path, settings, where) as f:
-            height, width = image_size(f, max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS))
-            check_image_pixels(height, width, settings, where)
+        with _open(seg.path, settings, where, self.deadline) as f:
+            self._check_size(f, where)
             tiling = seg.tiling.model_dump() if isinstance(seg.tiling, TilingOptions) else seg.tiling
             return load_image(f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **sizing(seg))
 
+    def _check_size(self, f: Any, where: str) -> None:
+        """An opened picture's pixel count against ``MROPE_MAX_IMAGE_PIXELS`` (its header only)."""
+        settings = self.settings
+        cap = max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS)
+        height, width = image_size(f, max_pixels=cap, deadline=self.deadline)
+        check_image_pixels(height, width, settings, where)
+
+    def frames(self, seg: VideoFrames, where: str) -> mrope.Video:
+        """Frames given as URLs of allowlisted hosts, read like image paths (each under the pixel cap)."""
+        with contextlib.ExitStack() as stack:
+            files = []
+            for i, frame in enumerate(seg.frames):
+                f = stack.enter_context(_open(frame, self.settings, f"{where} frame {i}", self.deadline))
+                self._check_size(f, f"{where} frame {i}")
+                idle = getattr(getattr(f, "raw", None), "idle", None)  # (a data: URI has no connection)
+                if idle is not None:
+                    idle()  # one connection and one cached block at a time, however many frames
+                files.append(f)
+            video = load_frames(files, rules=self.rules, fps=seg.fps, wrap=seg.wrap, **sizing(seg))
+        return (
+            video if seg.keep is None else dataclasses.replace(video, keep=keep_mask(seg.keep, video, where))
+        )
+
     def video(self, seg: VideoForm, where: str) -> mrope.Video:
+        if isinstance(seg, VideoFrames):
+            return self.frames(seg, where)
         if not isinstance(seg, VideoPath):
             return super().video(seg, where)
         settings, rules = self.settings, self.rules
-        with _open(seg.path, settings, where) as f:
-            meta = probe_video(f, max_packets=settings.max_video_frames + 1)
+        with _open(seg.path, settings, where, self.deadline) as f:
+            meta = probe_video(f, max_packets=settings.max_video_frames + 1, deadline=self.deadline)
         check_video_meta(meta, settings, where)
         counts = {
             k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
@@ -172,16 +240,17 @@ class ServiceReader(SegmentReader):
             **sizing(seg),
         )
         if seg.use_audio_in_video:  # omni models: the video's own audio track, from the same URL
-            with _open(seg.path, settings, where) as f:
+            with _open(seg.path, settings, where, self.deadline) as f:
                 if has_audio_stream(f):
-                    video = dataclasses.replace(video, audio=audio_file(f, rules, settings, where, True))
+                    audio = audio_file(f, rules, settings, where, True, self.deadline)
+                    video = dataclasses.replace(video, audio=audio)
         return video
 
     def audio(self, seg: AudioSegment, where: str) -> mrope.Audio:
         if seg.path is None:
             return super().audio(seg, where)
-        with _open(seg.path, self.settings, where) as f:
-            return audio_file(f, self.rules, self.settings, where, seg.wrap)
+        with _open(seg.path, self.settings, where, self.deadline) as f:
+            return audio_file(f, self.rules, self.settings, where, seg.wrap, self.deadline)
 
 
 def reads_media(items: Sequence[Any]) -> bool:
@@ -198,10 +267,12 @@ def to_segments(
     rules: LayoutRules,
     settings: Settings,
     tokenizer: Any,
+    deadline: float | None = None,
 ) -> list[mrope.Text | mrope.Image | mrope.Video]:
-    """Library segments for the JSON segments of a request, under the segment cap (:class:`ServiceReader`)."""
+    """Library segments for the JSON segments of a request, under the segment cap (:class:`ServiceReader`;
+    media reads stop at ``deadline``)."""
     check_segment_count(len(items), settings)
-    return ServiceReader(rules, settings, tokenizer).segments(items)  # type: ignore[return-value]
+    return ServiceReader(rules, settings, tokenizer, deadline).segments(items)  # type: ignore[return-value]
 
 
 @cached("service.chat_templates", maxsize=4)
@@ -218,21 +289,23 @@ def request_items(body: Any) -> list[Any]:
 
 
 def request_segments(
-    body: Any, rules: LayoutRules, settings: Settings, tokenizer: Any
+    body: Any, rules: LayoutRules, settings: Settings, tokenizer: Any, deadline: float | None = None
 ) -> list[mrope.Text | mrope.Image | mrope.Video]:
     """Library segments of a positions request: its segments (:func:`to_segments`), or its messages read
     as ``mrope batch`` and the pipeline read them, under the same caps: rendered with the chat template
     next to ``MROPE_TOKENIZER`` when there is one and the request's ``chat_template`` is not ``"none"``
     (:func:`mrope.schema._messages.template_segments`), else the plain turns
-    (:func:`mrope.schema._messages.turn_segments`)."""
+    (:func:`mrope.schema._messages.turn_segments`). Media reads stop at ``deadline``."""
     if body.segments is not None:
-        return to_segments(body.segments, rules, settings, tokenizer)
+        return to_segments(body.segments, rules, settings, tokenizer, deadline)
     check_segment_count(len(request_items(body)), settings)
-    reader = ServiceReader(rules, settings, tokenizer)
+    reader = ServiceReader(rules, settings, tokenizer, deadline)
     template = None if body.chat_template == "none" else chat_template(settings.tokenizer)
     try:
         if template is not None:
-            return template_segments(body.messages, reader, template).segments  # type: ignore[return-value]
+            # a continued turn is rendered as the template renders it at the conversation's end
+            continued = body.state is not None
+            return template_segments(body.messages, reader, template, continued=continued).segments  # type: ignore[return-value]
         return turn_segments(body.messages, reader).segments  # type: ignore[return-value]
     except TokenizerRequired as exc:  # message text is read in runs, not by reader.text
         raise tokenizer_required(exc.where) from None

@@ -102,6 +102,9 @@ class RequestGuard:
             for k, v in scope.get("headers", ())
             if k in (b"content-length", b"content-type", b"accept", b"transfer-encoding")
         }
+        body = BodyState(complete=not has_body(headers))
+        scope[BODY_STATE] = body  # read by closing_headers, in the outermost middleware: an early
+        # answer (415, 406, 413 by Content-Length) leaves the body unread and closes the connection
         try:
             if scope.get("method") == "POST":
                 check_content_type(headers.get(b"content-type", b"").decode("latin-1"), route)
@@ -118,8 +121,6 @@ class RequestGuard:
             )
             await response(scope, receive, send)
             return
-        body = BodyState(complete=not has_body(headers))
-        scope[BODY_STATE] = body  # read by closing_headers, in the outermost middleware
         await self.app(scope, counting_receive(receive, route, self.pace, body, scope), send)
 
 

@@ -12,6 +12,7 @@ budget.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -19,7 +20,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -37,16 +38,22 @@ from mrope.media import (
     image_size,
     load_audio,
     load_video,
-    probe_audio,
     probe_video,
 )
 from mrope.media._audio import has_audio_stream
+from mrope.media._deadline import DeadlineReader, ProbeDeadlineError
 from mrope.media._detect import NOT_PICTURE_FORMATS
 from mrope.media._image import DEFAULT_MAX_IMAGE_PIXELS
-from mrope.media._source import DeadlineReader, ProbeDeadlineError
 from mrope.schema._request import FileItem
 
-from ._convert import check_audio_meta, check_image_pixels, check_tokens, check_video_meta, token_floor
+from ._convert import (
+    check_audio_meta,
+    check_image_pixels,
+    check_tokens,
+    check_video_meta,
+    probe_track,
+    token_floor,
+)
 from ._errors import ServiceError
 from ._logtext import log_text
 from ._settings import Settings
@@ -111,7 +118,7 @@ def pil_identifies(path: str, deadline: float | None = None) -> bool:
 
     An image whose declared size trips PIL's bomb guard counts: its size is refused with a clear error
     by the pixel cap afterwards; so does a PNG signature (:func:`mrope.media.image_size` bounds its
-    chunks). PIL reads through a :class:`~mrope.media._source.DeadlineReader`: it stops at ``deadline``.
+    chunks). PIL reads through a :class:`~mrope.media._deadline.DeadlineReader`: it stops at ``deadline``.
     """
     with open(path, "rb") as fh:
         if fh.read(len(PNG_SIGNATURE)) == PNG_SIGNATURE:
@@ -160,7 +167,7 @@ def probe_file(
                 f"{name} is an audio file (no video stream), but the {rules.name!r} rules have no audio; "
                 "expected an image or a video, or an omni model such as 'qwen2.5-omni'"
             )
-        meta = probe_audio(stored.path, max_packets=max(settings.max_video_frames, 1) * 64)
+        meta = probe_track(stored.path, settings, deadline)
         check_audio_meta(meta, settings, name)
     else:
         if meta is None:
@@ -169,11 +176,49 @@ def probe_file(
     return Probe(kind, meta)
 
 
-def place_file(
-    stored: StoredFile, probe: Probe, item: FileItem, model: str, rules: LayoutRules
+def load_file(
+    stored: StoredFile,
+    item: FileItem,
+    model: str,
+    rules: LayoutRules,
+    settings: Settings,
+    deadline: float | None = None,
 ) -> LoadedFile:
-    """The segment of one placement of a probed file: arithmetic on its header facts (a video's own
-    audio track is the one thing read again, for ``use_audio_in_video``)."""
+    """Probe one file and place it once (blocking: call it in a worker thread); the result carries
+    the :class:`Probe` for the file's other placements (:func:`place`)."""
+    with _translated(stored):
+        probe = probe_file(stored, rules, settings, deadline)
+    return dataclasses.replace(place(stored, probe, item, model, rules, settings, deadline), probe=probe)
+
+
+def place(
+    stored: StoredFile,
+    probe: Probe,
+    item: FileItem,
+    model: str,
+    rules: LayoutRules,
+    settings: Settings,
+    deadline: float | None = None,
+) -> LoadedFile:
+    """The segment of one placement of a probed file, with the upload's facts in ``info`` and errors in
+    terms of the upload: arithmetic on its header facts (a video's own audio track is the one thing
+    read again, for ``use_audio_in_video``, stopping at ``deadline``)."""
+    with _translated(stored):
+        loaded = _segment(probe, item, model, rules, functools.partial(_track, stored, settings, deadline))
+    info = {"index": stored.index, "filename": stored.filename, "bytes": stored.size, **loaded.info}
+    return LoadedFile(loaded.segment, info, probe)
+
+
+def _track(stored: StoredFile, settings: Settings, deadline: float | None) -> Any:
+    """The AudioInfo of a video upload's own audio track, or ``None`` without one."""
+    return probe_track(stored.path, settings, deadline) if has_audio_stream(stored.path) else None
+
+
+def _segment(
+    probe: Probe, item: FileItem, model: str, rules: LayoutRules, track: Callable[[], Any]
+) -> LoadedFile:
+    """The segment of one placement and what the service learned about it (``track()``: the video's own
+    audio track, read for ``use_audio_in_video`` only)."""
     meta = probe.meta
     if probe.kind == "image":
         height, width = meta
@@ -191,8 +236,9 @@ def place_file(
         }
         return LoadedFile(audio, info)
     video = load_video(meta, model=model, rules=rules, fps=item.fps, nframes=item.nframes, wrap=item.wrap)
-    if item.use_audio_in_video and has_audio_stream(stored.path):  # omni models: the video's own track
-        video = dataclasses.replace(video, audio=load_audio(stored.path, model=model, rules=rules))
+    audio_track = track() if item.use_audio_in_video else None  # omni models: the video's own track
+    if audio_track is not None:
+        video = dataclasses.replace(video, audio=load_audio(audio_track, model=model, rules=rules))
     sampled = len(video.frame_times) if video.frame_times is not None else None
     info = {
         "kind": "video",
@@ -209,35 +255,15 @@ def place_file(
     return LoadedFile(video, info)
 
 
-def load_file(
-    stored: StoredFile,
-    item: FileItem,
-    model: str,
-    rules: LayoutRules,
-    settings: Settings,
-    deadline: float | None = None,
-) -> LoadedFile:
-    """Probe one file and place it once (blocking: call it in a worker thread); the result carries
-    the :class:`Probe` for the file's other placements (:func:`place`)."""
-    probe = _translated(stored, lambda: probe_file(stored, rules, settings, deadline))
-    return dataclasses.replace(place(stored, probe, item, model, rules), probe=probe)
-
-
-def place(stored: StoredFile, probe: Probe, item: FileItem, model: str, rules: LayoutRules) -> LoadedFile:
-    """:func:`place_file` with errors in terms of the upload, and the upload's facts in ``info``."""
-    loaded = _translated(stored, lambda: place_file(stored, probe, item, model, rules))
-    info = {"index": stored.index, "filename": stored.filename, "bytes": stored.size, **loaded.info}
-    return LoadedFile(loaded.segment, info, probe)
-
-
-def _translated(stored: StoredFile, fn: Callable[[], T]) -> T:
-    """``fn()``, with library errors renamed for the upload and any other exception from a media decoder
+@contextlib.contextmanager
+def _translated(stored: StoredFile) -> Iterator[None]:
+    """Inside: library errors renamed for the upload and any other exception from a media decoder
     on client bytes turned into a 422 ``invalid_media``, so hostile input cannot cause a 500. Library
     errors keep their type (their handler makes them 422s) with the temp path replaced by the file's
     upload name."""
     name = _name(stored)
     try:
-        return fn()
+        yield
     except (ServiceError, ProbeDeadlineError):
         raise
     except MRopeError as exc:
@@ -365,12 +391,12 @@ async def load_files(
                 if loaded.probe is not None:
                     probes[item.index] = loaded.probe
             elif probe.kind == "video" and item.use_audio_in_video:  # reads the file again: in a slot
-                fn = functools.partial(_place_in_slot, stored, probe, item, model, rules)
+                fn = functools.partial(place, stored, probe, item, model, rules, settings)
                 loaded = await run_bounded(fn, slots, settings.media_timeout_s, _name(stored), deadline)
             else:
                 if time.monotonic() > deadline:
                     raise _timeout(_name(stored), settings.media_timeout_s)
-                loaded = place(stored, probe, item, model, rules)
+                loaded = place(stored, probe, item, model, rules, settings)
             done[key] = loaded
             floor += token_floor([loaded.segment], rules) * placements[key]
             check_tokens(floor, settings, "the token count of the files' placements")
@@ -380,9 +406,3 @@ async def load_files(
 
 def _key(item: FileItem) -> tuple[Any, ...]:
     return (item.index, item.wrap, item.fps, item.nframes, item.use_audio_in_video)
-
-
-def _place_in_slot(
-    stored: StoredFile, probe: Probe, item: FileItem, model: str, rules: LayoutRules, _deadline: float
-) -> LoadedFile:
-    return place(stored, probe, item, model, rules)

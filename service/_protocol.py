@@ -139,6 +139,11 @@ class HttpToolsProtocol(_Deadlines, _HttpTools):
             self.transport.write(raw_response(status, code, message, cap, limit))
             self.transport.close()
 
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's 400 for bytes that are not HTTP (its parser's error), in the service's JSON error
+        shape (uvicorn writes it as plain text); the connection is closed."""
+        self._refuse(400, "bad_request", f"the request is not valid HTTP ({msg.rstrip('.')})")
+
     def data_received(self, data: bytes) -> None:
         """uvicorn's ``data_received`` (a bad request is a 400, an upgrade is handed over), except that a
         request this module has refused is neither logged nor answered again, and the bytes of a header

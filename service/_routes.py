@@ -128,9 +128,13 @@ class Routes:
         )
         conversation = Conversation.of(body, rules)
         if segments is None:  # allowlisted media URLs: off the loop, in a media slot, under its timeout
+            convert.check_urls(convert.request_items(body), settings)  # refused ones wait for no slot
             to_segments = functools.partial(convert.request_segments, body, rules, settings, state.tokenizer)
             segments = await media.run_bounded(
-                lambda _deadline: to_segments(), state.slots, settings.media_timeout_s, "the media URLs"
+                lambda deadline: to_segments(deadline),
+                state.slots,
+                settings.media_timeout_s,
+                "the media URLs",
             )
         weight = convert.weigh(segments, rules)
         return await state.offload(

@@ -16,7 +16,9 @@ float64 as it computes it), and then mel frames by the family's rule (:func:`mro
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 from typing import Any
 
 import av
@@ -26,7 +28,9 @@ from mrope._errors import MediaError
 from mrope._rules import LayoutRules
 from mrope._segments import Audio
 from mrope.media._container import open_container, stream_kinds
+from mrope.media._deadline import DeadlineReader, ProbeDeadlineError
 from mrope.media._info import AudioInfo
+from mrope.media._packets import DEADLINE_EVERY
 from mrope.media._source import OpenSource, open_source
 from mrope.models import resolve_rules
 
@@ -38,9 +42,12 @@ MAX_AUDIO_SECONDS = 48 * 3600.0
 """Longest audio track accepted, seconds (a header claiming more is refused); the one home of this bound."""
 
 
-def _packet_span(container: Any, stream: Any, tb: float | None, max_packets: int, name: str) -> float | None:
+def _packet_span(
+    container: Any, stream: Any, tb: float | None, max_packets: int, name: str, deadline: float | None
+) -> float | None:
     """Seconds from the stream's start (0 when the first packets are priming, before 0) to the end of
-    its last packet, or ``None`` without timestamps."""
+    its last packet, or ``None`` without timestamps; past ``deadline`` (looked at every
+    :data:`~mrope.media._packets.DEADLINE_EVERY` packets) a :class:`ProbeDeadlineError`."""
     if not tb:
         return None
     first: int | None = None
@@ -51,6 +58,10 @@ def _packet_span(container: Any, stream: Any, tb: float | None, max_packets: int
             if packet.size == 0 or packet.pts is None:
                 continue
             count += 1
+            if deadline is not None and count % DEADLINE_EVERY == 0 and time.monotonic() > deadline:
+                raise ProbeDeadlineError(
+                    f"{name}: stopped after {count} audio packets, past the probe's deadline"
+                )
             if count > max_packets:
                 raise MediaError(
                     f"{name}: the audio stream has no duration in its headers and more than {max_packets} packets"
@@ -67,7 +78,7 @@ def _packet_span(container: Any, stream: Any, tb: float | None, max_packets: int
     return (end - max(first, 0)) * tb
 
 
-def _probe_audio_source(src: OpenSource, max_packets: int) -> AudioInfo:
+def _probe_audio_source(src: OpenSource, max_packets: int, deadline: float | None) -> AudioInfo:
     container = open_container(src)
     try:
         if not container.streams.audio:
@@ -87,7 +98,7 @@ def _probe_audio_source(src: OpenSource, max_packets: int) -> AudioInfo:
         if stream.duration and tb:
             seconds = stream.duration * tb
         else:  # no per-stream duration (Matroska): the end of the last packet, demuxed, not decoded
-            seconds, timing = _packet_span(container, stream, tb, max_packets, src.name), "packets"
+            seconds, timing = _packet_span(container, stream, tb, max_packets, src.name, deadline), "packets"
             if seconds is None and container.duration:
                 seconds, timing = container.duration / av.time_base, "container"
         if seconds is None:
@@ -103,9 +114,15 @@ def _probe_audio_source(src: OpenSource, max_packets: int) -> AudioInfo:
         container.close()
 
 
-def probe_audio(source: Any, *, max_packets: int = DEFAULT_MAX_AUDIO_PACKETS) -> AudioInfo:
+def probe_audio(
+    source: Any, *, max_packets: int = DEFAULT_MAX_AUDIO_PACKETS, deadline: float | None = None
+) -> AudioInfo:
     """Read an audio track's sample rate and length without decoding (an audio file, or a video's
     first audio stream).
+
+    ``deadline``: a ``time.monotonic()`` value; the container is read through a
+    :class:`~mrope.media._deadline.DeadlineReader` and packet counting looks at the clock, so the probe
+    stops with :class:`~mrope.media._deadline.ProbeDeadlineError` once it is past.
 
     Raises:
         MediaError: unreadable data, no audio stream, no sample rate or no duration.
@@ -113,7 +130,9 @@ def probe_audio(source: Any, *, max_packets: int = DEFAULT_MAX_AUDIO_PACKETS) ->
     if isinstance(max_packets, bool) or not isinstance(max_packets, int) or max_packets < 1:
         raise MediaError(f"max_packets must be an int >= 1; got {max_packets!r}")
     with open_source(source) as src:
-        return _probe_audio_source(src, max_packets)
+        if deadline is not None:
+            src = dataclasses.replace(src, file=DeadlineReader(src.file, deadline, src.name))  # type: ignore[arg-type]
+        return _probe_audio_source(src, max_packets, deadline)
 
 
 def stream_types(source: Any) -> tuple[str, ...]:

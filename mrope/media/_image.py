@@ -20,9 +20,10 @@ from mrope._errors import MediaError
 from mrope._rules import LayoutRules
 from mrope._segments import Image
 from mrope.media._crops import AlignedCrop, align_box, whole_at_crop_scale
+from mrope.media._deadline import DeadlineReader, ProbeDeadlineError
 from mrope.media._memory import array_size
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_edges
-from mrope.media._source import DeadlineReader, ProbeDeadlineError, open_source
+from mrope.media._source import open_source
 from mrope.media._tiling import TilePlan
 from mrope.models import ModelLike, resolve_rules
 
@@ -158,8 +159,8 @@ def image_size(
         max_pixels: the largest ``height * width`` accepted (default
             :data:`DEFAULT_MAX_IMAGE_PIXELS`).
         deadline: a ``time.monotonic()`` value; the header is read through a
-            :class:`~mrope.media._source.DeadlineReader`, so reading stops with
-            :class:`~mrope.media._source.ProbeDeadlineError` once it is past (Pillow's readers loop over
+            :class:`~mrope.media._deadline.DeadlineReader`, so reading stops with
+            :class:`~mrope.media._deadline.ProbeDeadlineError` once it is past (Pillow's readers loop over
             chunks and markers without a bound of their own).
 
     Raises:

@@ -16,7 +16,7 @@ import av
 import numpy as np
 
 from mrope._errors import MediaError
-from mrope.media._source import ProbeDeadlineError
+from mrope.media._deadline import ProbeDeadlineError
 
 DEADLINE_EVERY = 1024
 """Packets demuxed between two looks at the clock when a scan has a deadline."""

@@ -16,7 +16,6 @@ import binascii
 import io
 import os
 import re
-import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +24,8 @@ from urllib.parse import unquote_to_bytes, urlsplit
 from urllib.request import url2pathname
 
 from mrope._errors import MediaError
+from mrope.media._deadline import ProbeDeadlineError
+from mrope.media._http import RangeFile
 
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
 """What the readers accept: a file path, a URL or ``data:`` URI, the file's bytes, or a binary file-like
@@ -110,25 +111,16 @@ def decode_data_uri(uri: str) -> bytes:
         raise MediaError(f"{short_repr(uri)} holds invalid base64 data ({exc})") from None
 
 
-def _quiet_reason(exc: BaseException) -> str:
-    """Why opening an allowlisted URL failed, naming no path, errno or other host: the HTTP status, or
-    the kind of failure."""
-    status = getattr(exc, "status", None)
-    if isinstance(status, int):
-        return f"the server answered HTTP {status}"
-    if isinstance(exc, (OSError, TimeoutError)):
-        return "the connection failed"
-    return f"the request failed ({type(exc).__name__})"
-
-
 def open_url(
     url: str,
     *,
     follow_redirects: bool = True,
     block_size: int = URL_BLOCK_SIZE,
     hosts: Collection[str] | None = None,
+    deadline: float | None = None,
 ) -> IO[bytes]:
-    """A seekable binary file for a URL, read in ranges through fsspec (``data:`` URIs in memory).
+    """A seekable binary file for a URL, read in ranges through fsspec (``data:`` URIs in memory; an
+    allowlisted host through :class:`~mrope.media._http.RangeFile`).
 
     Args:
         url: ``s3://``, ``gs://``, ``http(s)://``, ``memory://``, ``file://`` (any fsspec protocol whose
@@ -138,7 +130,10 @@ def open_url(
         block_size: bytes per range request.
         hosts: when given, an allowlist (``host`` or ``host:port``): the URL must pass
             :func:`check_web_url` and name one of them, it is opened as one HTTP(S) URL (never an fsspec
-            chain), redirects are refused, and error messages name the URL and the HTTP status only.
+            chain) read in bounded range requests, redirects are refused, and error messages name the
+            URL and the HTTP status only.
+        deadline: with ``hosts``, a ``time.monotonic()`` value: reads past it raise
+            :class:`~mrope.media._deadline.ProbeDeadlineError` and a read blocked on the host wakes up.
 
     Raises:
         MediaError: no fsspec, no package for the protocol, a missing object, a failed request, or (with
@@ -153,7 +148,7 @@ def open_url(
         host = url_host(url)
         if host not in hosts and host.split(":")[0] not in hosts:
             raise MediaError(f"the host of {short_repr(url)} is not in the allowlist of media hosts")
-        follow_redirects = False
+        return io.BufferedReader(RangeFile(url, short_repr(url), block_size=block_size, deadline=deadline))
     try:
         import fsspec
     except ImportError:
@@ -162,17 +157,12 @@ def open_url(
     if scheme in WEB_SCHEMES and not follow_redirects:
         options["allow_redirects"] = False
     try:
-        if hosts is not None:  # one URL: no chain parsing at all
-            f = fsspec.filesystem(scheme, block_size=block_size, **options).open(url, "rb")
-        else:
-            f = fsspec.open(url, "rb", block_size=block_size, **options).open()
+        f = fsspec.open(url, "rb", block_size=block_size, **options).open()
     except FileNotFoundError:
         raise MediaError(f"no such file: {short_repr(url)}") from None
     except ImportError as exc:
         raise MediaError(f"reading {short_repr(url)} needs a package for {scheme}:// ({exc})") from None
     except Exception as exc:  # fsspec backends raise their own error types (aiohttp, botocore, ...)
-        if hosts is not None:
-            raise MediaError(f"cannot open {short_repr(url)}: {_quiet_reason(exc)}") from None
         raise MediaError(f"cannot open {short_repr(url)}: {type(exc).__name__}: {exc}") from None
     try:  # no size, or a redirect not followed: only a whole (unbounded) download would do
         f.seek(0, io.SEEK_END)
@@ -184,44 +174,6 @@ def open_url(
             f"{short_repr(url)} cannot be read in ranges: the server gives no size{why}"
         ) from None
     return f  # type: ignore[no-any-return]
-
-
-class ProbeDeadlineError(MediaError):
-    """A reader passed its ``deadline`` (:func:`mrope.media.probe_video` counting packets, or a header
-    read through :class:`DeadlineReader`)."""
-
-
-class DeadlineReader:
-    """A binary file whose reads stop with :class:`ProbeDeadlineError` once ``time.monotonic()`` is past
-    ``deadline``: a header parser that loops over millions of tiny chunks (Pillow's PNG reader over
-    empty ancillary chunks, say) ends at the caller's deadline instead of running on. Everything but
-    ``read`` / ``readline`` / ``readinto`` is the wrapped file's."""
-
-    __slots__ = ("_file", "_deadline", "_name")
-
-    def __init__(self, file: IO[bytes], deadline: float, name: str) -> None:
-        self._file = file
-        self._deadline = deadline
-        self._name = name
-
-    def _check(self) -> None:
-        if time.monotonic() > self._deadline:
-            raise ProbeDeadlineError(f"{self._name}: reading its header stopped at the deadline")
-
-    def read(self, n: int = -1) -> bytes:
-        self._check()
-        return self._file.read(n)
-
-    def readline(self, n: int = -1) -> bytes:
-        self._check()
-        return self._file.readline(n)
-
-    def readinto(self, buffer: Any) -> int:
-        self._check()
-        return self._file.readinto(buffer)  # type: ignore[attr-defined, no-any-return]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._file, name)
 
 
 @dataclass
@@ -310,6 +262,8 @@ def open_source(source: Source) -> Iterator[OpenSource]:
             size = _size_of(f)
             probe = f.read(1)
             f.seek(0)
+        except ProbeDeadlineError:  # (a URL past its deadline: the caller's timeout, not bad media)
+            raise
         except Exception as exc:
             raise MediaError(f"cannot read {name}: {exc}") from None
         if isinstance(probe, str):

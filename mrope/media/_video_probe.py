@@ -16,6 +16,7 @@ that may open no other resource. Every failure is a :class:`~mrope.MediaError`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 from typing import Any
@@ -25,6 +26,7 @@ import numpy as np
 
 from mrope._errors import MediaError
 from mrope.media._container import open_container, video_stream
+from mrope.media._deadline import DeadlineReader
 from mrope.media._info import VideoInfo
 from mrope.media._packets import scan_packets
 from mrope.media._rotation import iso_rotations, matroska_rotation
@@ -165,14 +167,17 @@ def probe_video(
         source: a path, bytes, or a binary file-like object.
         max_packets: most packets demuxed. Past it a file whose header has the frame count and duration
             keeps the header's values (timed as constant-rate); one without them is an error.
-        deadline: a ``time.monotonic()`` value; packet counting stops with
-            :class:`ProbeDeadlineError` once it is past (checked every
-            :data:`~mrope.media._packets.DEADLINE_EVERY` packets), so a caller that
-            gave up on a file does not leave the work running.
+        deadline: a ``time.monotonic()`` value; the file is read through a
+            :class:`~mrope.media._deadline.DeadlineReader` and packet counting looks at the clock (every
+            :data:`~mrope.media._packets.DEADLINE_EVERY` packets), so the probe stops with
+            :class:`ProbeDeadlineError` once it is past and a caller that gave up on a file does not
+            leave the work running.
 
     Raises:
         MediaError: unreadable or corrupt data, no video stream (an audio-only file), a still image,
             no frame size, no frames, or no usable frame rate.
     """
     with open_source(source) as src:
+        if deadline is not None:
+            src = dataclasses.replace(src, file=DeadlineReader(src.file, deadline, src.name))  # type: ignore[arg-type]
         return probe_open_video(src, max_packets, deadline)

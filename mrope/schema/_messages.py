@@ -207,6 +207,7 @@ def template_segments(
     template: str,
     *,
     add_generation_prompt: bool = False,
+    continued: bool = False,
 ) -> ChatSegments:
     """Chat messages rendered with ``template`` (:func:`mrope._chat.render_chat`) and tokenized as one
     text, as ``apply_chat_template(tokenize=True)`` does; each image and video placeholder the template
@@ -215,17 +216,26 @@ def template_segments(
     tokens of the assistant turns (:func:`mrope._chat.assistant_spans`: the reply and the template's
     end-of-turn text).
 
+    ``continued``: the messages are a turn appended to a conversation, rendered as the template renders
+    them at the end of it: after a stand-in conversation (:func:`_stand_in`), whose tokens are
+    dropped (:func:`_turn_start`, :func:`_tail`).
+
     Raises:
-        RequestError: text without a tokenizer, text given as a count, or a template that writes a
-            different number of placeholders than there are media items.
+        RequestError: text without a tokenizer, text given as a count, a template that writes a
+            different number of placeholders than there are media items, or (``continued``) one that
+            does not render the turn as a suffix of the conversation before it.
     """
     tokenizer = reader.tokenizer
     plain = _template_messages(messages)
-    text = render_chat(template, plain, add_generation_prompt=add_generation_prompt)
+    before = _stand_in(plain) if continued else []
+    text = render_chat(template, before + plain, add_generation_prompt=add_generation_prompt)
     if tokenizer is None:
         tokenize(None, text, "message 0")  # raises TokenizerRequired
+    cut = _turn_start(template, before, plain, text) if continued else 0
     ids, offsets = encode_with_offsets(tokenizer, text)
-    spans = assistant_spans(template, plain) if any(m.role == "assistant" for m in messages) else []
+    spans = assistant_spans(template, before + plain) if any(m.role == "assistant" for m in messages) else []
+    if continued:
+        ids, offsets, spans = _tail(ids, offsets, spans, cut)
     if offsets is None:
         if spans:
             raise RequestError(
@@ -278,6 +288,64 @@ def template_segments(
         out.append(Text(ids[cursor:]))
         masks.append(mask[cursor:])
     return ChatSegments(out, masks)
+
+
+STAND_INS = ("a", "b c d")
+"""Texts of the stand-in conversation a continued turn is rendered after; its text must not change with
+them (the turn's tokens must not depend on what came before)."""
+
+
+def _stand_in(plain: list[dict[str, Any]], text: str = STAND_INS[0]) -> list[dict[str, Any]]:
+    """A conversation to render a continued turn after: a user message, and an assistant reply when the
+    turn does not open with one (templates that make roles alternate accept it)."""
+    user = {"role": "user", "content": [{"type": "text", "text": text}]}
+    if plain and plain[0]["role"] == "assistant":
+        return [user]
+    return [user, {"role": "assistant", "content": [{"type": "text", "text": text}]}]
+
+
+_NOT_A_TAIL = (
+    "the chat template does not render this turn as the tail of the conversation before it ({}), so its "
+    "positions would not be the whole conversation's; send the whole conversation without 'state'"
+)
+
+
+def _turn_start(template: str, before: list[dict[str, Any]], plain: list[dict[str, Any]], text: str) -> int:
+    """Where the turn starts in ``text`` (``before + plain`` rendered): the end of ``before`` rendered.
+
+    Raises:
+        RequestError: the template renders the stand-in ``before`` differently once the turn follows,
+            or the turn differently after another stand-in.
+    """
+    head = render_chat(template, before)
+    if not text.startswith(head):
+        raise RequestError(_NOT_A_TAIL.format("the text of the turns before changes once this turn follows"))
+    other = _stand_in(plain, STAND_INS[1])
+    if render_chat(template, other + plain)[len(render_chat(template, other)) :] != text[len(head) :]:
+        raise RequestError(_NOT_A_TAIL.format("its text changes with what came before"))
+    return len(head)
+
+
+def _tail(
+    ids: list[int], offsets: list[tuple[int, int]] | None, spans: list[tuple[int, int]], cut: int
+) -> tuple[list[int], list[tuple[int, int]] | None, list[tuple[int, int]]]:
+    """The tokens from character ``cut`` on, with their offsets and the assistant spans counted from there.
+
+    Raises:
+        RequestError: no offsets (a callable tokenizer), or a token across ``cut``.
+    """
+    if offsets is None:
+        raise RequestError(
+            "a continued turn under a chat template needs a tokenizer that gives character offsets (a "
+            "tokenizer.json or a fast transformers tokenizer); this one is a callable"
+        )
+    first = next((k for k, (a, _) in enumerate(offsets) if a >= cut), len(ids))
+    if first and offsets[first - 1][1] > cut:
+        raise RequestError(
+            _NOT_A_TAIL.format("a token spans the end of the turns before and this turn's start")
+        )
+    moved = [(a - cut, b - cut) for a, b in offsets[first:]]
+    return ids[first:], moved, [(a - cut, b - cut) for a, b in spans if b > cut]
 
 
 def _rewrapped(seg: Image | Video, wrap: bool) -> Image | Video:

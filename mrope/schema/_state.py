@@ -68,6 +68,22 @@ def check_turn_start(state: ConversationState, generated: int) -> None:
         )
 
 
+def check_state_after(after: ConversationState) -> None:
+    """Refuse a continued turn whose state after it would pass :data:`MAX_STATE_NUMBER`: its positions
+    and that state would not be exact JSON numbers, nor a state this schema takes back.
+
+    Raises:
+        RequestError: the first number of the state over the bound, named with the bound.
+    """
+    for key in ("next_start", "top", "num_tokens"):
+        value = getattr(after, key)
+        if value > MAX_STATE_NUMBER:
+            raise RequestError(
+                f"state: after this turn {key} would be {value!r}, past {MAX_STATE_NUMBER} (2**53, the "
+                "largest position or count a state holds exactly in JSON); start a new conversation"
+            )
+
+
 def request_state(body: ConversationStateBody | None, rules: LayoutRules) -> ConversationState | None:
     """The library state of a request's ``state`` field, checked against the request's ``rules``.
 
@@ -106,6 +122,7 @@ __all__ = [
     "MAX_STATE_NUMBER",
     "ConversationStateBody",
     "StateCount",
+    "check_state_after",
     "check_turn_start",
     "request_state",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -161,6 +162,32 @@ def test_http_reads_ranges_not_whole_files(files, server) -> None:
     assert load_video(url, model=MODEL, nframes=4) == load_video(files["video"], model=MODEL, nframes=4)
     with pytest.raises(MediaError, match="no such file"):
         probe_video(f"http://{server}/missing.mp4")
+
+
+def test_allowlisted_range_reads_equal_the_file(files, server) -> None:
+    """An allowlisted host's file read in blocks of 1000 bytes (the last one short): every seek and read
+    gives the local file's bytes; each range request takes at most one block; a read past the
+    deadline stops with ProbeDeadlineError, naming no other place."""
+    from mrope.media import open_url
+    from mrope.media._deadline import ProbeDeadlineError
+
+    data = files["image"].read_bytes()
+    url = f"http://{server}/cat.png"
+    RangeHandler.sent.pop("/cat.png", None)
+    with open_url(url, hosts={server}, block_size=1000) as f:
+        assert f.seek(0, 2) == len(data)
+        rng = np.random.default_rng(0)
+        for start in [0, 999, 1000, len(data) - 1, *rng.integers(0, len(data), 20).tolist()]:
+            n = int(rng.integers(1, 5000))
+            f.seek(start)
+            assert f.read(n) == data[start : start + n]
+        f.seek(0)
+        assert f.read() == data
+    assert RangeHandler.sent["/cat.png"] <= 2 * len(data) + 25 * 5000  # block by block, never whole again
+    with pytest.raises(ProbeDeadlineError, match="deadline"):
+        open_url(url, hosts={server}, deadline=time.monotonic() - 1.0)
+    with pytest.raises(MediaError, match="HTTP 404"):
+        open_url(f"http://{server}/missing.png", hosts={server})
 
 
 def test_pipeline_reads_urls(files, memory, server) -> None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import io
 import struct
+import time
 
 import av
 import numpy as np
 import pytest
+from support.media import write_audio, write_video
 
 from mrope import MediaError
-from mrope.media import VideoInfo, load_video, probe_video
+from mrope.media import VideoInfo, load_video, probe_audio, probe_video
+from mrope.media._deadline import ProbeDeadlineError
 from mrope.media._sampling import MAX_SAMPLED_VIDEO_FRAMES, sample_frame_indices
 
 CLAIMED = 10**9
@@ -64,3 +67,16 @@ def test_a_probe_result_with_a_billion_frames_is_refused_clearly() -> None:
     assert last <= MAX_SAMPLED_VIDEO_FRAMES - 1
     with pytest.raises(MediaError, match="at most 16,777,216"):
         sample_frame_indices(MAX_SAMPLED_VIDEO_FRAMES + 1, 30.0)
+
+
+def test_header_reads_stop_at_the_deadline(tmp_path) -> None:
+    """probe_video and probe_audio read through the deadline: a file whose header says everything (no
+    packet scan) still stops once the deadline is past; before it, the same file is read."""
+    video = write_video(tmp_path / "clip.mp4", num_frames=24, fps=12)
+    audio = write_audio(tmp_path / "tone.wav", seconds=0.5)
+    assert probe_video(video, deadline=time.monotonic() + 60).num_frames == 24
+    assert probe_audio(audio, deadline=time.monotonic() + 60).sample_rate == 16000
+    with pytest.raises(ProbeDeadlineError, match="deadline"):
+        probe_video(video, deadline=time.monotonic() - 1)
+    with pytest.raises(ProbeDeadlineError, match="deadline"):
+        probe_audio(audio, deadline=time.monotonic() - 1)

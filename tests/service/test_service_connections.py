@@ -112,6 +112,52 @@ def test_every_closing_error_says_connection_close(server):
         assert answers[0][1].get("connection") == "close", answers[0][1]
 
 
+EARLY = {
+    413: b"Content-Type: application/json\r\nContent-Length: 1000000000000\r\n",
+    415: b"Content-Type: text/plain\r\nContent-Length: 100\r\n",
+    406: b"Content-Type: application/json\r\nAccept: text/html\r\nContent-Length: 100\r\n",
+}
+
+
+@pytest.mark.parametrize("status", sorted(EARLY))
+def test_early_answers_close_the_connection(server, client, status):
+    """413 by Content-Length, 415 and 406 come before the body is read: they say ``Connection: close``
+    and the server really closes the socket, though the client has sent none of the body it announced
+    (before, the connection stayed open for the client to trickle it)."""
+    head = b"POST /v1/positions HTTP/1.1\r\nHost: x\r\n" + EARLY[status] + b"\r\n"
+    start = time.monotonic()
+    got, closed = exchange(server.port, head, 2, timeout_s=5)
+    answers = split_responses(got)
+    assert [a[0] for a in answers] == [status], got[:2000]
+    assert answers[0][1].get("connection") == "close", answers[0][1]
+    assert json.loads(answers[0][2])["error"]["code"]  # the JSON error shape
+    assert closed and time.monotonic() - start < 2.0
+    assert client.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 not HTTP\r\n\r\n",  # a TLS hello to the plain port
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",  # a header line without a colon
+        b"POST /v1/positions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\nhello",
+    ],
+    ids=["tls", "no-colon", "two-lengths"],
+)
+def test_bytes_that_are_not_http_get_the_json_error_shape(server, client, raw):
+    """uvicorn's parser refuses these with a plain-text 400; the service answers the same 400 as JSON
+    (``error.code``, ``error.message``), says ``Connection: close`` and closes."""
+    got, closed = exchange(server.port, raw, 2, timeout_s=5)
+    answers = split_responses(got)
+    assert [a[0] for a in answers] == [400], got[:2000]
+    status, headers, body = answers[0]
+    assert headers.get("content-type") == "application/json" and headers.get("connection") == "close"
+    error = json.loads(body)["error"]
+    assert error["code"] == "bad_request" and "not valid HTTP" in error["message"]
+    assert closed
+    assert client.get("/healthz").status_code == 200
+
+
 # ---------------------------------------------------------------------------------------- header bounds
 
 

@@ -25,7 +25,7 @@ import httpx
 import pytest
 from PIL import Image as PILImage
 from support.media import write_headerless_video
-from support.service_proc import serve
+from support.service_proc import one_slot_server
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -90,13 +90,7 @@ def hosts(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(hosts, tokenizer_file):
     allowed, _, _ = hosts
-    env = {
-        "MROPE_TOKENIZER": tokenizer_file,
-        "MROPE_MEDIA_URL_HOSTS": allowed,
-        "MROPE_MEDIA_THREADS": "1",
-        "MROPE_MEDIA_TIMEOUT_S": str(MEDIA_TIMEOUT_S),
-    }
-    with serve(env=env) as srv:
+    with one_slot_server(tokenizer_file, allowed, MEDIA_TIMEOUT_S) as srv:
         yield srv
 
 
@@ -256,7 +250,7 @@ def test_pillow_header_reads_stop_at_the_deadline():
     """The library side: a header read past its deadline stops with ProbeDeadlineError, whatever the
     format (the PNG here has chunks under the count bound); without a deadline it is read."""
     from mrope.media import image_size
-    from mrope.media._source import ProbeDeadlineError
+    from mrope.media._deadline import ProbeDeadlineError
 
     data = png_with_chunks(2000)
     with pytest.raises(ProbeDeadlineError, match="deadline"):

@@ -189,7 +189,7 @@ def test_a_state_far_into_a_conversation_is_answered(client):
     ]
     library = [Text(3), Image(grid=(1, 28, 28)), Text(2)]
     good = _state(client)
-    for start in (cap * 1000 + 7, MAX_STATE_NUMBER - 40):
+    for start in (cap * 1000 + 7, MAX_STATE_NUMBER - 400):  # (num_tokens after the turn within 2**53)
         far = {**good, "num_tokens": start, "next_start": start, "top": start - 1}
         resp = _post(
             client,
@@ -204,7 +204,7 @@ def test_a_state_far_into_a_conversation_is_answered(client):
         assert data["positions"][0][0] == start + 5  # (the text after the 5 generated tokens)
         assert data["state"] == want.state.to_dict() and data["delta"] == want.positions.delta
     # past the bound: next_start + generated one over 2**53
-    edge = {**good, "num_tokens": 2**53, "next_start": 2**53 - 4, "top": 2**53 - 5}
+    edge = {**good, "num_tokens": 2**53 - 10, "next_start": 2**53 - 4, "top": 2**53 - 5}
     msg = _refused(client, edge, generated=5)
     assert "9007199254740988 + 5 = 9007199254740993" in msg and "at most 9007199254740992" in msg
     assert (
@@ -214,11 +214,11 @@ def test_a_state_far_into_a_conversation_is_answered(client):
                 "model": "qwen2.5-vl",
                 "segments": [{"type": "text", "tokens": 1}],
                 "state": edge,
-                "generated": 4,
+                "generated": 3,
             },
         ).json()["positions"]
-        == [[2**53]] * 3
-    )  # (the control: at the bound)
+        == [[2**53 - 1]] * 3
+    )  # (the control: the state after it, next_start 2**53, at the bound)
 
 
 def test_fractional_state_takes_whole_numbers(client):

@@ -151,3 +151,17 @@ def serve(
             stop(proc)
     finally:
         os.unlink(log_path)
+
+
+@contextmanager
+def one_slot_server(tokenizer_file: str, url_host: str, timeout_s: float) -> Iterator[Server]:
+    """:func:`serve` reading media URLs of ``url_host`` only, with one media slot and a media timeout of
+    ``timeout_s``: a reader that keeps its slot shows at once (the next upload waits for it)."""
+    env = {
+        "MROPE_TOKENIZER": tokenizer_file,
+        "MROPE_MEDIA_URL_HOSTS": url_host,
+        "MROPE_MEDIA_THREADS": "1",
+        "MROPE_MEDIA_TIMEOUT_S": str(timeout_s),
+    }
+    with serve(env=env) as srv:
+        yield srv
