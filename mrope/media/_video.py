@@ -12,7 +12,8 @@ coded frames' size. Which of the two a model is given depends on the loader that
 on the model (transformers 5.24, PyAV 18; ``tests/media/test_vision_rotation.py`` runs the PyAV
 readers): torchcodec, which transformers' video processors use for a video path or URL
 (``fetch_videos``), rotates (display size); transformers' own ``load_video`` (default backend
-``"pyav"``), PyAV and torchvision do not (coded size); decord 0.6.0 fails on 90 / 270 MP4 / MOV files.
+``"pyav"``), PyAV and torchvision do not (coded size); decord 0.6.0 rotates MP4 / MOV (display size), not
+Matroska.
 :mod:`mrope.media._readers` has each loader's frame count, rate and orientation. So :func:`load_video`
 and :func:`mrope.media._video_decode.decode_frames` take ``frame_size``: ``"display"`` (the default: the
 released processors' own path) or ``"coded"`` (frames decoded by PyAV, transformers' ``load_video`` or
