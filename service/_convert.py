@@ -130,8 +130,10 @@ class ServiceReader(SegmentReader):
 
     __slots__ = ("settings",)
 
-    def __init__(self, rules: LayoutRules, settings: Settings, tokenizer: Any) -> None:
-        super().__init__(rules, tokenizer=tokenizer)
+    def __init__(
+        self, rules: LayoutRules, settings: Settings, tokenizer: Any, route: str | None = None
+    ) -> None:
+        super().__init__(rules, tokenizer=tokenizer, route=route)
         self.settings = settings
 
     def text(self, seg: TextSegment, where: str) -> mrope.Text:
@@ -150,7 +152,15 @@ class ServiceReader(SegmentReader):
             height, width = image_size(f, max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS))
             check_image_pixels(height, width, settings, where)
             tiling = seg.tiling.model_dump() if isinstance(seg.tiling, TilingOptions) else seg.tiling
-            return load_image(f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **sizing(seg))
+            return load_image(
+                f,
+                rules=self.rules,
+                tiling=tiling,
+                crop=seg.crop,
+                wrap=seg.wrap,
+                route=self.route,
+                **sizing(seg),
+            )
 
     def video(self, seg: VideoForm, where: str) -> mrope.Video:
         if not isinstance(seg, VideoPath):
@@ -198,10 +208,12 @@ def to_segments(
     rules: LayoutRules,
     settings: Settings,
     tokenizer: Any,
+    route: str | None = None,
 ) -> list[mrope.Text | mrope.Image | mrope.Video]:
-    """Library segments for the JSON segments of a request, under the segment cap (:class:`ServiceReader`)."""
+    """Library segments for the JSON segments of a request, under the segment cap (:class:`ServiceReader`;
+    media read as ``route``'s pipeline reads them)."""
     check_segment_count(len(items), settings)
-    return ServiceReader(rules, settings, tokenizer).segments(items)  # type: ignore[return-value]
+    return ServiceReader(rules, settings, tokenizer, route).segments(items)  # type: ignore[return-value]
 
 
 @cached("service.chat_templates", maxsize=4)
@@ -225,9 +237,9 @@ def request_segments(
     next to ``MROPE_TOKENIZER`` when there is one (:func:`mrope.schema._messages.template_segments`), else the plain
     turns (:func:`mrope.schema._messages.turn_segments`)."""
     if body.segments is not None:
-        return to_segments(body.segments, rules, settings, tokenizer)
+        return to_segments(body.segments, rules, settings, tokenizer, body.route)
     check_segment_count(len(request_items(body)), settings)
-    reader = ServiceReader(rules, settings, tokenizer)
+    reader = ServiceReader(rules, settings, tokenizer, body.route)
     template = chat_template(settings.tokenizer)
     try:
         if template is not None:

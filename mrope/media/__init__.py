@@ -8,7 +8,7 @@ omni models, from container metadata.
 :class:`mrope.MediaError` whose message says what was expected and what came.
 
 ``__all__`` holds what a user calls: the loaders, the header readers, the sizing functions and the
-records they return. The helpers other mrope packages share (the frame-index rules of each processor,
+records they return, and the named routes (:data:`ROUTES`: whose pipeline's loaders size a file). The helpers other mrope packages share (the frame-index rules of each processor,
 the resize variants, the reader table) are imported from their own modules.
 """
 
@@ -24,6 +24,7 @@ from mrope.media._image import crop_segment, image_grid, image_size, load_image
 from mrope.media._info import AudioInfo, FrameSize, VideoInfo
 from mrope.media._readers import Reader
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_edges, smart_resize_tokens
+from mrope.media._routes import ROUTES, Route, RouteName, get_route
 from mrope.media._sampling import (
     ernie_frame_indices,
     glm4v_frame_indices,
@@ -43,12 +44,16 @@ __all__ = [
     "AudioInfo",
     "FrameSize",
     "MediaKind",
+    "ROUTES",
     "Reader",
+    "Route",
+    "RouteName",
     "TilePlan",
     "VideoInfo",
     "crop_segment",
     "decode_frames",
     "detect_media_kind",
+    "get_route",
     "ernie_frame_indices",
     "glm4v_frame_indices",
     "has_audio_stream",

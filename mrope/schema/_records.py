@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Field, model_validator
 
+from mrope.media._routes import RouteName
+
 from ._aliases import retype, retype_segments
 from ._fields import INT64_MAX, Int64, ModelName, RulesOverrides, StrictModel
 from ._image import ImageSegment
@@ -69,6 +71,15 @@ class Message(StrictModel):
         return data
 
 
+RouteField = Annotated[
+    RouteName,
+    Field(
+        description="whose pipeline reads the media: processor (the checkpoint's transformers processors, the "
+        "default), qwen-vl-utils (the model-card recipe: no EXIF transpose, sample_fps for frame lists) or vllm"
+    ),
+]
+"""A request's ``route`` (:mod:`mrope.media._routes`)."""
+
 Convention = Annotated[
     Literal["released", "transformers5"],
     Field(
@@ -95,6 +106,7 @@ class Record(StrictModel):
     model: ModelName | None = None
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
     convention: Convention | None = None
+    route: RouteField | None = None
     segments: Annotated[list[Segment_], Field(max_length=1 << 20)] | None = None
     messages: Annotated[list[Message], Field(max_length=1 << 20)] | None = None
 
@@ -148,6 +160,7 @@ class PositionsRequest(StrictModel):
     messages: Annotated[list[Message], Field(max_length=1 << 20)] | None = None
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
     convention: Convention | None = None
+    route: RouteField | None = None
     state: ConversationStateBody | None = Field(
         None,
         description="continue a conversation: the state a previous response returned (return_state); the "
