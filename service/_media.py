@@ -43,6 +43,7 @@ from mrope.media import (
 from mrope.media._audio import has_audio_stream
 from mrope.media._detect import NOT_PICTURE_FORMATS
 from mrope.media._image import DEFAULT_MAX_IMAGE_PIXELS
+from mrope.media._routes import DEFAULT_ROUTE, ROUTES, Route, get_route
 from mrope.media._source import DeadlineReader, ProbeDeadlineError
 from mrope.schema._request import FileItem
 
@@ -132,17 +133,25 @@ def pil_identifies(path: str, deadline: float | None = None) -> bool:
 @dataclass(frozen=True)
 class Probe:
     """What one uploaded file is, read once for all its placements: its kind and its header facts
-    (``(height, width)`` of an image, the :class:`~mrope.media.VideoInfo` or
-    :class:`~mrope.media.AudioInfo` of a video or an audio file), already checked against the caps."""
+    (``(height, width)`` of an image as ``route``'s image loader reads it, the
+    :class:`~mrope.media.VideoInfo` or :class:`~mrope.media.AudioInfo` of a video or an audio file),
+    already checked against the caps."""
 
     kind: str
     meta: Any
+    route: Route = ROUTES[DEFAULT_ROUTE]
 
 
 def probe_file(
-    stored: StoredFile, rules: LayoutRules, settings: Settings, deadline: float | None = None
+    stored: StoredFile,
+    rules: LayoutRules,
+    settings: Settings,
+    deadline: float | None = None,
+    route: str | None = None,
 ) -> Probe:
-    """Kind, header and caps of one file (blocking; every reader stops at ``deadline``)."""
+    """Kind, header and caps of one file (blocking; every reader stops at ``deadline``), an image's size
+    as ``route``'s loader reads it (:mod:`mrope.media._routes`)."""
+    way = get_route(route)
     name = _name(stored)
     kind, meta = detect_kind(stored, settings, deadline)
     if kind == "image":
@@ -152,6 +161,7 @@ def probe_file(
             stored.path,
             max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS),
             deadline=deadline,
+            exif_transpose=way.exif_transpose,
         )
         check_image_pixels(meta[0], meta[1], settings, name)
     elif kind == "audio":
@@ -166,7 +176,7 @@ def probe_file(
         if meta is None:
             meta = probe_video(stored.path, max_packets=settings.max_video_frames + 1, deadline=deadline)
         check_video_meta(meta, settings, name)
-    return Probe(kind, meta)
+    return Probe(kind, meta, way)
 
 
 def place_file(
@@ -178,9 +188,8 @@ def place_file(
     if probe.kind == "image":
         height, width = meta
         image = mrope.Image(grid=image_grid(height, width, rules=rules), wrap=item.wrap)
-        return LoadedFile(
-            image, {"kind": "image", "width": width, "height": height, "grid": list(image.grid)}
-        )
+        info = {"kind": "image", "route": probe.route.name, "width": width, "height": height}
+        return LoadedFile(image, {**info, **_sized(image.grid, rules)})
     if probe.kind == "audio":
         audio = load_audio(meta, model=model, rules=rules, wrap=item.wrap)
         info = {
@@ -196,9 +205,12 @@ def place_file(
     sampled = len(video.frame_times) if video.frame_times is not None else None
     info = {
         "kind": "video",
+        "route": probe.route.name,
         "width": int(meta.width),
         "height": int(meta.height),
-        "grid": list(video.grid),
+        "rotation": int(meta.rotation),
+        "native_fps": float(meta.fps),
+        **_sized(video.grid, rules),
         "fps": video.fps,
         "duration": float(meta.duration),
         "num_frames": int(meta.num_frames),
@@ -209,6 +221,11 @@ def place_file(
     return LoadedFile(video, info)
 
 
+def _sized(grid: tuple[int, ...], rules: LayoutRules) -> dict[str, Any]:
+    """The encoder ``grid`` [t, h, w] (patches) and the ``resized`` [height, width] (pixels) it was cut from."""
+    return {"grid": list(grid), "resized": [grid[1] * rules.patch_size, grid[2] * rules.patch_size]}
+
+
 def load_file(
     stored: StoredFile,
     item: FileItem,
@@ -216,10 +233,11 @@ def load_file(
     rules: LayoutRules,
     settings: Settings,
     deadline: float | None = None,
+    route: str | None = None,
 ) -> LoadedFile:
     """Probe one file and place it once (blocking: call it in a worker thread); the result carries
     the :class:`Probe` for the file's other placements (:func:`place`)."""
-    probe = _translated(stored, lambda: probe_file(stored, rules, settings, deadline))
+    probe = _translated(stored, lambda: probe_file(stored, rules, settings, deadline, route))
     return dataclasses.replace(place(stored, probe, item, model, rules), probe=probe)
 
 
@@ -329,6 +347,7 @@ async def load_files(
     settings: Settings,
     slots: MediaSlots,
     seconds: Histogram | None = None,
+    route: str | None = None,
 ) -> list[LoadedFile]:
     """The loaded file of every placement in ``items``, in order.
 
@@ -338,7 +357,7 @@ async def load_files(
     placement (by the integer floor of :func:`mrope.service._convert.token_floor`), so a layout that
     places one file thousands of times is refused as soon as it passes. Files of one request load one
     after the other, so the first bad file in layout order is the one reported; different requests
-    load in parallel.
+    load in parallel. ``route`` names whose loader reads the images (:mod:`mrope.media._routes`).
     """
     deadline = time.monotonic() + settings.media_timeout_s
     done: dict[tuple[Any, ...], LoadedFile] = {}
@@ -353,7 +372,7 @@ async def load_files(
             stored = files[item.index]
             probe = probes.get(item.index)
             if probe is None:
-                fn = functools.partial(load_file, stored, item, model, rules, settings)
+                fn = functools.partial(load_file, stored, item, model, rules, settings, route=route)
                 start = time.perf_counter()
                 kind = "failed"
                 try:

@@ -9,10 +9,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import ConfigDict, Field, model_validator
 
-from mrope.media._routes import RouteName
-
 from ._aliases import retype, retype_segments
-from ._fields import INT64_MAX, Int64, ModelName, RulesOverrides, StrictModel
+from ._fields import INT64_MAX, Int64, ModelName, RouteField, RulesOverrides, StrictModel
 from ._image import ImageSegment
 from ._request import Segment_, require_model_key
 from ._state import ConversationStateBody, StateCount
@@ -70,15 +68,6 @@ class Message(StrictModel):
                 data = {**data, "content": items}
         return data
 
-
-RouteField = Annotated[
-    RouteName,
-    Field(
-        description="whose pipeline reads the media: processor (the checkpoint's transformers processors, the "
-        "default), qwen-vl-utils (the model-card recipe: no EXIF transpose, sample_fps for frame lists) or vllm"
-    ),
-]
-"""A request's ``route`` (:mod:`mrope.media._routes`)."""
 
 Convention = Annotated[
     Literal["released", "transformers5"],

@@ -22,6 +22,8 @@ import mrope
 from mrope import Image, Text
 from mrope._cli import main
 from mrope.pipeline import Preprocessor
+from mrope.service import Settings
+from mrope.service.app import create_app
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -99,3 +101,21 @@ def test_an_unknown_route_is_refused_with_the_names(photo, capsys, tmp_path) -> 
         Preprocessor().positions(_record(photo, "qwen"))
     assert main(["positions", "--image", str(photo), "--model", M, "--route", "qwen"]) == 2
     assert "invalid choice: 'qwen'" in capsys.readouterr().err
+
+
+def test_the_service_takes_a_route_field() -> None:
+    """The service reads no local file; its JSON body takes the same field, with the same refusal."""
+    from fastapi.testclient import TestClient
+
+    client = TestClient(create_app(Settings()))
+    body = {
+        "model": M,
+        "route": "qwen-vl-utils",
+        "segments": [{"type": "image", "height": 480, "width": 640}],
+    }
+    assert client.post("/v1/positions", json=body).status_code == 200
+    resp = client.post("/v1/positions", json={**body, "route": "qwen"})
+    assert (
+        resp.status_code == 422
+        and "'processor', 'qwen-vl-utils' or 'vllm'" in resp.json()["error"]["message"]
+    )
