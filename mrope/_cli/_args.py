@@ -228,9 +228,10 @@ def add_model_options(p: argparse.ArgumentParser, tokenizer: bool = True) -> Non
     p.add_argument(
         "--frame-size",
         choices=("display", "coded"),
-        default="display",
+        default=None,
         help="which frames of a video file the model gets: display (rotated, as transformers' processors "
-        "decode them; default) or coded (as stored: PyAV, transformers' load_video)",
+        "decode them) or coded (as stored: PyAV, transformers' load_video); default: as the --route's video "
+        "loader gives them (display, but for decord on Matroska)",
     )
     p.add_argument(
         "--route",

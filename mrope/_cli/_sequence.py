@@ -99,7 +99,7 @@ def data_options(args: argparse.Namespace) -> dict[str, Any]:
             )
     return {
         "convention": getattr(args, "convention", None),
-        "frame_size": getattr(args, "frame_size", "display"),
+        "frame_size": getattr(args, "frame_size", None),
         "route": getattr(args, "route", None),
         "chat_template": template,
         "add_generation_prompt": bool(getattr(args, "add_generation_prompt", False)),

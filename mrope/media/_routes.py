@@ -8,18 +8,23 @@ line it comes from:
 
 - ``"processor"`` (the default): the checkpoint's transformers 5.24 processors as ``AutoProcessor`` loads
   them, fed by transformers' own loaders. ``transformers.image_utils.load_image`` applies the EXIF
-  orientation (``image_utils.py:514``, ``PIL.ImageOps.exif_transpose``).
+  orientation (``image_utils.py:514``, ``PIL.ImageOps.exif_transpose``); a video path is decoded with
+  torchcodec (``video_processing_utils.py:566`` ``fetch_videos``), upright: mrope's metadata probe.
 - ``"qwen-vl-utils"``: the model-card recipe, qwen-vl-utils 0.0.14 ``process_vision_info``.
   ``fetch_image`` opens the file and converts it to RGB without an EXIF transpose
   (``qwen_vl_utils/vision_process.py:117`` ``Image.open``, ``:120`` ``to_rgb``); a list of frame images is
   read by ``fetch_image`` at twice the resize factor (``:425`` passes ``image_factor`` as its
   ``image_patch_size``, so each frame is first rounded to multiples of 56 for a patch of 14) within
-  ``4 .. 16384`` tokens of that factor (``:128-129``) unless the item sets ``min_pixels`` / ``max_pixels``,
+  ``4 .. 16384`` tokens of that factor (``:131-132``) unless the item sets ``min_pixels`` / ``max_pixels``,
   then resized again under the video bounds; the list is timed by ``sample_fps`` (default 2.0, ``:434``),
-  not ``fps``.
+  not ``fps``. A video file is read by decord (``:386-400`` ``get_video_reader_backend``: torchcodec when
+  installed, else decord, else torchvision; the model cards install ``qwen-vl-utils[decord]``), sampled by
+  ``smart_nframes`` and sized under its video bounds (``:403-481``).
 - ``"vllm"``: vLLM 0.34.0's media loaders. ``ImageMediaIO.load_bytes`` calls ``normalize_image``
   (``vllm/multimodal/media/image.py:94``), which applies ``ImageOps.exif_transpose``
   (``vllm/multimodal/image.py:76-80``); the pixels then go to the checkpoint's transformers processor.
+  Its video loader (OpenCV by default, ``vllm/multimodal/video_decoders/opencv.py``, with its own frame
+  sampling) is not reproduced: a video file is sized as under ``"processor"``.
 
 :func:`get_route` is the one lookup by name.
 """
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from mrope._errors import MediaError
+from mrope.media._readers import Reader
 
 RouteName = Literal["processor", "qwen-vl-utils", "vllm"]
 """A route's name."""
@@ -52,6 +58,8 @@ class Route:
             within :attr:`frame_prescale_tokens` tokens of that factor; ``1`` for none.
         frame_prescale_tokens: ``(min, max)`` tokens of the prescale factor squared, the default bounds
             of that first resize (qwen-vl-utils' ``IMAGE_MIN_TOKEN_NUM`` / ``IMAGE_MAX_TOKEN_NUM``).
+        video_reader: the loader a video file is read by (:mod:`mrope.media._readers`), ``None`` for
+            mrope's metadata probe (torchcodec's count and orientation without a packet scan).
         source: the upstream files and lines these facts come from.
     """
 
@@ -61,6 +69,7 @@ class Route:
     frame_list_default_rate: float | None
     frame_prescale: int
     frame_prescale_tokens: tuple[int, int]
+    video_reader: Reader | None
     source: str
 
 
@@ -72,6 +81,7 @@ ROUTES: dict[str, Route] = {
         frame_list_default_rate=None,
         frame_prescale=1,
         frame_prescale_tokens=(0, 0),
+        video_reader=None,  # transformers 5.24 video_processing_utils.py:566 fetch_videos: torchcodec
         source="transformers 5.24 src/transformers/image_utils.py:474-517 (load_image: exif_transpose at :514)",
     ),
     "qwen-vl-utils": Route(
@@ -80,7 +90,8 @@ ROUTES: dict[str, Route] = {
         frame_list_rate="sample_fps",
         frame_list_default_rate=2.0,  # vision_process.py:434 ele.get("sample_fps", 2.0)
         frame_prescale=2,  # vision_process.py:425 fetch_image(..., image_factor): patch_factor 2 x 28
-        frame_prescale_tokens=(4, 16384),  # vision_process.py:26-27 IMAGE_MIN/MAX_TOKEN_NUM, used at :128-129
+        frame_prescale_tokens=(4, 16384),  # vision_process.py:26-27 IMAGE_MIN/MAX_TOKEN_NUM, used at :131-132
+        video_reader="decord",  # vision_process.py:386-400 get_video_reader_backend
         source="qwen-vl-utils 0.0.14 qwen_vl_utils/vision_process.py:93-140 (fetch_image), :403-481 (fetch_video)",
     ),
     "vllm": Route(
@@ -90,6 +101,7 @@ ROUTES: dict[str, Route] = {
         frame_list_default_rate=None,
         frame_prescale=1,
         frame_prescale_tokens=(0, 0),
+        video_reader=None,  # its OpenCV loader is not reproduced (see the module docstring)
         source="vllm 0.34.0 vllm/multimodal/media/image.py:81-116 (ImageMediaIO.load_bytes), "
         "vllm/multimodal/image.py:76-80 (normalize_image)",
     ),

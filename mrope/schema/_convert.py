@@ -138,7 +138,7 @@ def video_from(
     rules: LayoutRules,
     media: MediaAccess,
     where: str,
-    frame_size: str = "display",
+    frame_size: str | None = None,
     route: str | None = None,
 ) -> Video:
     """A :class:`mrope.Video`: a grid as given, a path sampled from its metadata, frames sized from their
@@ -148,7 +148,12 @@ def video_from(
 
 
 def _video_from(
-    seg: VideoForm, rules: LayoutRules, media: MediaAccess, where: str, frame_size: str, route: str | None
+    seg: VideoForm,
+    rules: LayoutRules,
+    media: MediaAccess,
+    where: str,
+    frame_size: str | None,
+    route: str | None,
 ) -> Video:
     if isinstance(seg, VideoFrames):
         sources = [media.resolve(f, f"{where} frame {i}") for i, f in enumerate(seg.frames)]
@@ -166,6 +171,7 @@ def _video_from(
             wrap=seg.wrap,
             use_audio_in_video=bool(seg.use_audio_in_video),
             frame_size=frame_size,  # type: ignore[arg-type]
+            route=route,
             **counts,
             **sizing(seg),
         )
@@ -208,7 +214,7 @@ class SegmentReader:
         *,
         tokenizer: Any = None,
         media: MediaAccess = MEDIA_NONE,
-        frame_size: str = "display",
+        frame_size: str | None = None,
         decode_check: bool = False,
         route: str | None = None,
     ) -> None:

@@ -4,11 +4,12 @@ Media made here: JPEG photos stored 640 x 480 (w x h) with EXIF orientations 1-8
 images. Expected values:
 
 - ``"qwen-vl-utils"``: qwen-vl-utils 0.0.14 from PyPI (the dev extra), its ``fetch_image`` and
-  ``fetch_video`` run here. Its module imports torchvision at the top (``vision_process.py:16-21``), and
+  ``fetch_video`` run here, video files read by its decord reader (decord 0.6.0 from PyPI, the dev extra). Its module imports torchvision at the top (``vision_process.py:16-21``), and
   torchvision does not import beside torch 2.13 (:func:`test_torchvision_does_not_import_here`), so the
   module is imported with a stand-in ``torchvision`` that holds only what ``fetch_video`` calls for a frame
-  list: ``transforms.functional.resize`` (a nearest resize to the size qwen-vl-utils computed; the size is
-  all a grid reads) and ``InterpolationMode``. No torchvision reader is used; the stand-in leaves
+  list or a file: ``transforms.functional.resize`` (a nearest resize to the size qwen-vl-utils computed;
+  the size is all a grid reads) and ``InterpolationMode``. Its torchvision reader (the fallback when
+  decord fails) is not there, so a file decord cannot read fails in the test instead of falling back; the stand-in leaves
   ``sys.modules`` once the module is loaded.
 - ``"processor"``: a Qwen2-VL image processor built here (the released bounds 3136 .. 12845056),
   ``save_pretrained`` into a checkpoint folder and loaded back with ``AutoImageProcessor``, fed by
@@ -45,7 +46,7 @@ from transformers.image_utils import load_image as hf_load_image
 
 import mrope
 from mrope import MediaError
-from mrope.media import ROUTES, get_route, load_frames, load_image
+from mrope.media import ROUTES, get_route, load_frames, load_image, load_video
 
 ORIENTATIONS = range(1, 9)
 MODEL = "qwen2.5-vl"
@@ -251,3 +252,59 @@ def test_route_lookup() -> None:
         MediaError, match="unknown route 'qwen'; expected one of processor, qwen-vl-utils, vllm"
     ):
         get_route("qwen")
+
+
+# -------------------------------------------------------------------------------------- video files
+
+VFR_TIMES = [round(0.5 * i / 20, 3) for i in range(20)] + [round(0.5 + 2.48 * i / 19, 3) for i in range(20)]
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("videos")
+    return {
+        "plain": media.write_video(root / "plain.mp4", 24, 12, 320, 240),
+        "phone (90, mp4)": media.write_video(root / "rot.mp4", 30, 10, 320, 240, rotation=90),
+        "phone (270, mov)": media.write_video(root / "rot.mov", 30, 10, 320, 240, rotation=270),
+        "rotated mkv": media.write_video(root / "rot.mkv", 16, 8, 96, 64, rotation=90),
+        "vfr": media.write_vfr_video(root / "vfr.mp4", VFR_TIMES, width=64, height=48),
+        "long (250 s)": media.write_video(root / "long.mp4", 500, 2, 64, 48),
+    }
+
+
+VIDEO_CASES = [
+    {},
+    {"fps": 1.0},
+    {"nframes": 6},
+    {"total_pixels": 2000 * 28 * 28},
+    {"min_pixels": 64 * 28 * 28, "max_pixels": 200 * 28 * 28},
+    {"resized_height": 280, "resized_width": 140},
+    {"video_start": 0.5, "video_end": 2.0},
+]
+
+
+@pytest.mark.parametrize("keys", VIDEO_CASES, ids=lambda k: ",".join(k) or "defaults")
+@pytest.mark.parametrize(
+    "name", ["plain", "phone (90, mp4)", "phone (270, mov)", "rotated mkv", "vfr", "long (250 s)"]
+)
+def test_qwen_vl_utils_route_sizes_video_files_as_fetch_video(qvu, videos, name: str, keys: dict) -> None:
+    assert qvu.get_video_reader_backend() == "decord"  # torchcodec is not installed here, decord is
+    video, rate = qvu.fetch_video({"video": str(videos[name]), **keys}, return_video_sample_fps=True)
+    n, _, h, w = video.shape
+    mine = {k: v for k, v in keys.items() if not k.startswith("resized_")}
+    if "resized_height" in keys:
+        mine["resized"] = (keys["resized_height"], keys["resized_width"])
+    got = load_video(videos[name], model=MODEL, route="qwen-vl-utils", **mine)
+    assert got.grid == (math.ceil(n / 2), h // 14, w // 14)
+    assert got.fps == pytest.approx(rate)
+
+
+def test_negative_control_a_rotated_mkv_differs_by_route(qvu, videos) -> None:
+    """decord does not rotate Matroska; the processor route's torchcodec does."""
+    video = qvu.fetch_video({"video": str(videos["rotated mkv"])})
+    processor = load_video(videos["rotated mkv"], model=MODEL, route="processor")
+    assert (
+        processor.grid[1:]
+        == (video.shape[3] // 14, video.shape[2] // 14)
+        != (video.shape[2] // 14, video.shape[3] // 14)
+    )
