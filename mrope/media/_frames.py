@@ -27,7 +27,7 @@ from mrope._rules import LayoutRules
 from mrope._segments import Video
 from mrope.media._image import image_size, load_image
 from mrope.media._resize import smart_resize, video_max_pixels
-from mrope.media._routes import Route, get_route
+from mrope.media._routes import Route, get_route, route_video_rules
 from mrope.models import ModelLike, resolve_rules
 
 
@@ -124,7 +124,9 @@ def load_frames(
     n = math.ceil(len(sources) / tps) * tps
     h, w = sizes[0]
     if way.frame_prescale != 1:
-        h, w = _video_stage(n, h, w, lay, min_pixels, max_pixels, total_pixels, resized)
+        h, w = _video_stage(
+            n, h, w, route_video_rules(lay, way), min_pixels, max_pixels, total_pixels, resized
+        )
     return Video(
         grid=(n // tps, h // lay.patch_size, w // lay.patch_size),
         fps=rate,

@@ -31,10 +31,12 @@ line it comes from:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 from mrope._errors import MediaError
+from mrope._rules import LayoutRules
 from mrope.media._readers import Reader
 
 RouteName = Literal["processor", "qwen-vl-utils", "vllm"]
@@ -60,6 +62,11 @@ class Route:
             of that first resize (qwen-vl-utils' ``IMAGE_MIN_TOKEN_NUM`` / ``IMAGE_MAX_TOKEN_NUM``).
         video_reader: the loader a video file is read by (:mod:`mrope.media._readers`), ``None`` for
             mrope's metadata probe (torchcodec's count and orientation without a packet scan).
+        video_rules: the sampling and pixel bounds of a video file the route fixes whatever the
+            checkpoint says (its own constants), as rules fields in tokens of the resize factor squared
+            (``video_min_tokens``, ``video_max_tokens``, ``video_seq_tokens``: the clip's budget before its
+            0.9 share) and frames (``fps``, ``min_frames``, ``max_frames``); empty: the checkpoint's
+            processor decides (its rules).
         source: the upstream files and lines these facts come from.
     """
 
@@ -70,6 +77,7 @@ class Route:
     frame_prescale: int
     frame_prescale_tokens: tuple[int, int]
     video_reader: Reader | None
+    video_rules: tuple[tuple[str, float], ...]
     source: str
 
 
@@ -82,6 +90,7 @@ ROUTES: dict[str, Route] = {
         frame_prescale=1,
         frame_prescale_tokens=(0, 0),
         video_reader=None,  # transformers 5.24 video_processing_utils.py:566 fetch_videos: torchcodec
+        video_rules=(),
         source="transformers 5.24 src/transformers/image_utils.py:474-517 (load_image: exif_transpose at :514)",
     ),
     "qwen-vl-utils": Route(
@@ -92,6 +101,14 @@ ROUTES: dict[str, Route] = {
         frame_prescale=2,  # vision_process.py:425 fetch_image(..., image_factor): patch_factor 2 x 28
         frame_prescale_tokens=(4, 16384),  # vision_process.py:26-27 IMAGE_MIN/MAX_TOKEN_NUM, used at :131-132
         video_reader="decord",  # vision_process.py:386-400 get_video_reader_backend
+        video_rules=(  # vision_process.py:28-37: VIDEO_MIN/MAX_TOKEN_NUM, FPS, FPS_MIN/MAX_FRAMES, MODEL_SEQ_LEN
+            ("video_min_tokens", 128),
+            ("video_max_tokens", 768),
+            ("video_seq_tokens", 128000),
+            ("fps", 2.0),
+            ("min_frames", 4),
+            ("max_frames", 768),
+        ),
         source="qwen-vl-utils 0.0.14 qwen_vl_utils/vision_process.py:93-140 (fetch_image), :403-481 (fetch_video)",
     ),
     "vllm": Route(
@@ -102,6 +119,7 @@ ROUTES: dict[str, Route] = {
         frame_prescale=1,
         frame_prescale_tokens=(0, 0),
         video_reader=None,  # its OpenCV loader is not reproduced (see the module docstring)
+        video_rules=(),
         source="vllm 0.34.0 vllm/multimodal/media/image.py:81-116 (ImageMediaIO.load_bytes), "
         "vllm/multimodal/image.py:76-80 (normalize_image)",
     ),
@@ -128,4 +146,25 @@ def get_route(route: str | Route | None) -> Route:
     return found
 
 
-__all__ = ["DEFAULT_ROUTE", "ROUTES", "ROUTE_NAMES", "Route", "RouteName", "get_route"]
+def route_video_rules(lay: LayoutRules, route: Route) -> LayoutRules:
+    """The rules with the route's own video constants in place of the checkpoint's (qwen-vl-utils:
+    ``fetch_video`` sizes every model's video by its constants at the model's resize factor, so a
+    checkpoint folder and the registry's model give one answer)."""
+    fixed = dict(route.video_rules)
+    if not fixed:
+        return lay
+    area = lay.resize_factor**2
+    return dataclasses.replace(
+        lay,
+        frame_sampling="qwen-vl-utils",
+        video_bounds="frame",
+        video_min_pixels=int(fixed["video_min_tokens"] * area),
+        video_max_pixels=int(fixed["video_max_tokens"] * area),
+        video_total_pixels=int(fixed["video_seq_tokens"] * area * 0.9),
+        fps=float(fixed["fps"]),
+        min_frames=int(fixed["min_frames"]),
+        max_frames=int(fixed["max_frames"]),
+    )
+
+
+__all__ = ["DEFAULT_ROUTE", "ROUTES", "ROUTE_NAMES", "Route", "RouteName", "get_route", "route_video_rules"]

@@ -38,7 +38,7 @@ from mrope.media._frame_sampling import frame_request, sample_video_frames
 from mrope.media._info import FrameSize, VideoInfo, check_frame_size
 from mrope.media._readers import Reader, check_reader, reader_info
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
-from mrope.media._routes import Route, get_route
+from mrope.media._routes import Route, get_route, route_video_rules
 from mrope.media._sampling import sample_fps, sampled_times
 from mrope.media._video_probe import DEFAULT_MAX_PACKETS, probe_video
 from mrope.models import ModelLike, resolve_rules
@@ -246,7 +246,9 @@ def load_video(
             the frame size; ``video_start`` / ``video_end`` (seconds) trim the video before sampling
             (:func:`mrope.media._sampling.trimmed_frame_indices`; qwen-vl-utils sampling only).
         route: the pipeline that reads the file (:mod:`mrope.media._routes`): with no ``reader``, the
-            route's loader (``"qwen-vl-utils"``: decord; the others: the metadata probe above).
+            route's loader (``"qwen-vl-utils"``: decord; the others: the metadata probe above), and the
+            route's own video constants over the rules' (``"qwen-vl-utils"``: its sampling and bounds
+            at the rules' resize factor, whatever the checkpoint's video processor says).
 
     Raises:
         MediaError: see :func:`~mrope.media._video_probe.probe_video` and
@@ -261,9 +263,10 @@ def load_video(
     _check_sizes_videos(lay)
     if fps is not None and nframes is not None:
         raise MediaError(f"pass fps or nframes, not both; got fps={fps!r}, nframes={nframes!r}")
-    lay = _with_video_bounds(lay, min_pixels, max_pixels, total_pixels)
+    way = get_route(route)
+    lay = _with_video_bounds(route_video_rules(lay, way), min_pixels, max_pixels, total_pixels)
     info = source if isinstance(source, VideoInfo) else probe_video(source)
-    reader = get_route(route).video_reader if reader is None else reader
+    reader = way.video_reader if reader is None else reader
     info, frame_size = _frames_seen(source, info, reader, frame_size)
     height, width = info.size(frame_size)
     req = frame_request(

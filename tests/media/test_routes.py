@@ -308,3 +308,30 @@ def test_negative_control_a_rotated_mkv_differs_by_route(qvu, videos) -> None:
         == (video.shape[3] // 14, video.shape[2] // 14)
         != (video.shape[2] // 14, video.shape[3] // 14)
     )
+
+
+RELEASED_PREPROCESSOR = {  # Qwen/Qwen2.5-VL-7B-Instruct preprocessor_config.json: the folder's only processor file
+    "image_processor_type": "Qwen2VLImageProcessor",
+    "min_pixels": 3136,
+    "max_pixels": 12845056,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+}
+
+
+@pytest.mark.parametrize("name", ["plain", "long (250 s)"])
+def test_model_dir_and_model_agree_under_the_qwen_vl_utils_route(qvu, videos, tmp_path, name: str) -> None:
+    """The issue's case: a released-style folder (only preprocessor_config.json, whose image bounds the
+    5.24 video processor also reads) and the registry's model give qwen-vl-utils' own answer under its
+    route; under the processor route the folder's bounds apply (negative control: they differ)."""
+    folder = write_checkpoint(
+        tmp_path / "ckpt", qwen2_5_vl_config(), preprocessor_config=RELEASED_PREPROCESSOR
+    )
+    checkpoint = mrope.from_pretrained(folder)
+    video, rate = qvu.fetch_video({"video": str(videos[name])}, return_video_sample_fps=True)
+    want = (math.ceil(video.shape[0] / 2), video.shape[2] // 14, video.shape[3] // 14)
+    for model in (checkpoint, MODEL):
+        got = load_video(videos[name], model=model, route="qwen-vl-utils")
+        assert (got.grid, got.fps) == (want, pytest.approx(rate))
+    assert load_video(videos[name], model=checkpoint, route="processor").grid != want
