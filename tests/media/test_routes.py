@@ -40,7 +40,7 @@ import torch
 from PIL import Image as PILImage
 from PIL import ImageOps
 from support import media
-from support.checkpoints import qwen2_5_vl_config, write_checkpoint
+from support.checkpoints import QWEN2_5_VL_PREPROCESSOR, qwen2_5_vl_config, write_checkpoint
 from transformers import AutoImageProcessor
 from transformers.image_utils import load_image as hf_load_image
 
@@ -310,23 +310,13 @@ def test_negative_control_a_rotated_mkv_differs_by_route(qvu, videos) -> None:
     )
 
 
-RELEASED_PREPROCESSOR = {  # Qwen/Qwen2.5-VL-7B-Instruct preprocessor_config.json: the folder's only processor file
-    "image_processor_type": "Qwen2VLImageProcessor",
-    "min_pixels": 3136,
-    "max_pixels": 12845056,
-    "patch_size": 14,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-}
-
-
 @pytest.mark.parametrize("name", ["plain", "long (250 s)"])
 def test_model_dir_and_model_agree_under_the_qwen_vl_utils_route(qvu, videos, tmp_path, name: str) -> None:
     """The issue's case: a released-style folder (only preprocessor_config.json, whose image bounds the
     5.24 video processor also reads) and the registry's model give qwen-vl-utils' own answer under its
     route; under the processor route the folder's bounds apply (negative control: they differ)."""
     folder = write_checkpoint(
-        tmp_path / "ckpt", qwen2_5_vl_config(), preprocessor_config=RELEASED_PREPROCESSOR
+        tmp_path / "ckpt", qwen2_5_vl_config(), preprocessor_config=QWEN2_5_VL_PREPROCESSOR
     )
     checkpoint = mrope.from_pretrained(folder)
     video, rate = qvu.fetch_video({"video": str(videos[name])}, return_video_sample_fps=True)

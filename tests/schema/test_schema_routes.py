@@ -125,13 +125,13 @@ def test_model_and_model_dir_agree_under_a_route_on_the_command_line(capsys, tmp
     """``--model`` and ``--model-dir`` of a released-style Qwen2.5-VL folder (only preprocessor_config.json)
     size a 320 x 240 clip alike under ``--route qwen-vl-utils`` (qwen-vl-utils' own video constants;
     tests/media/test_routes.py checks them against fetch_video)."""
-    from support.checkpoints import qwen2_5_vl_config, write_checkpoint
+    from support.checkpoints import QWEN2_5_VL_PREPROCESSOR, qwen2_5_vl_config, write_checkpoint
 
     clip = media.write_video(tmp_path / "clip.mp4", 24, 12, 320, 240)
     folder = write_checkpoint(
         tmp_path / "ckpt",
         qwen2_5_vl_config(),
-        preprocessor_config={"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "merge_size": 2},
+        preprocessor_config=QWEN2_5_VL_PREPROCESSOR,
     )
     answers = []
     for source in (["--model", M], ["--model-dir", str(folder)]):
