@@ -4,19 +4,17 @@ Media made here: JPEG photos stored 640 x 480 (w x h) with EXIF orientations 1-8
 images. Expected values:
 
 - ``"qwen-vl-utils"``: qwen-vl-utils 0.0.14 from PyPI (the dev extra), its ``fetch_image`` and
-  ``fetch_video`` run here, video files read by its decord reader (decord 0.6.0 from PyPI, the dev extra). Its module imports torchvision at the top (``vision_process.py:16-21``), and
-  torchvision does not import beside torch 2.13 (:func:`test_torchvision_does_not_import_here`), so the
-  module is imported with a stand-in ``torchvision`` that holds only what ``fetch_video`` calls for a frame
-  list or a file: ``transforms.functional.resize`` (a nearest resize to the size qwen-vl-utils computed;
-  the size is all a grid reads) and ``InterpolationMode``. Its torchvision reader (the fallback when
-  decord fails) is not there, so a file decord cannot read fails in the test instead of falling back; the stand-in leaves
-  ``sys.modules`` once the module is loaded.
+  ``fetch_video`` run here, video files read by its decord reader (decord 0.6.0 from PyPI, the dev
+  extra). Its module needs torchvision, which does not import beside torch 2.13
+  (:func:`test_torchvision_does_not_import_here`), so it is loaded beside a stand-in that resizes only
+  (``support/qwen_vl_utils_ref.py`` says what it holds); no torchvision reader runs.
 - ``"processor"``: a Qwen2-VL image processor built here (the released bounds 3136 .. 12845056),
   ``save_pretrained`` into a checkpoint folder and loaded back with ``AutoImageProcessor``, fed by
   ``transformers.image_utils.load_image`` (what its processors call for a path).
-- ``"vllm"``: vLLM 0.34.0 needs a CUDA torch and its compiled parts (``pip download vllm --no-deps`` works,
-  its ``vllm/multimodal`` modules import ``vllm.envs`` and torch's CUDA-only pieces), so its image loader is
-  written out from its source: ``ImageMediaIO.load_bytes`` opens the bytes, calls ``normalize_image``
+- ``"vllm"``: vLLM 0.34.0 does not run here: ``pip download vllm --no-deps`` fetches its 239 MB wheel
+  (compiled for CUDA), and importing ``vllm.multimodal`` from it runs ``vllm/__init__.py``, which fails on
+  its dependencies (``ModuleNotFoundError: zmq`` without them; with them, a CUDA torch). So its image
+  loader is written out from its source: ``ImageMediaIO.load_bytes`` opens the bytes, calls ``normalize_image``
   (``vllm/multimodal/media/image.py:94``), which is ``ImageOps.exif_transpose`` with exceptions suppressed
   (``vllm/multimodal/image.py:76-80``), then converts to RGB (``:96``); the image then goes to the same
   transformers processor.
@@ -30,17 +28,15 @@ import contextlib
 import importlib
 import io
 import math
-import sys
-import types
 import warnings
 from pathlib import Path
 
 import pytest
-import torch
 from PIL import Image as PILImage
 from PIL import ImageOps
 from support import media
 from support.checkpoints import QWEN2_5_VL_PREPROCESSOR, qwen2_5_vl_config, write_checkpoint
+from support.qwen_vl_utils_ref import load_qwen_vl_utils
 from transformers import AutoImageProcessor
 from transformers.image_utils import load_image as hf_load_image
 
@@ -58,48 +54,10 @@ def photos(tmp_path_factory) -> dict[int, Path]:
     return {o: media.write_image(root / f"o{o}.jpg", 640, 480, orientation=o) for o in ORIENTATIONS}
 
 
-def _stand_in_torchvision() -> dict[str, types.ModuleType]:
-    """The two torchvision names ``fetch_video`` calls on a frame list (see the module docstring)."""
-    tv = types.ModuleType("torchvision")
-    tv.__version__ = "0.0.0+stand-in"  # type: ignore[attr-defined]
-    tv_io = types.ModuleType("torchvision.io")
-    transforms = types.ModuleType("torchvision.transforms")
-    functional = types.ModuleType("torchvision.transforms.functional")
-
-    def resize(video, size, interpolation=None, antialias=True):
-        return torch.nn.functional.interpolate(video.float(), size=list(size), mode="nearest")
-
-    functional.resize = resize  # type: ignore[attr-defined]
-    transforms.functional = functional  # type: ignore[attr-defined]
-    transforms.InterpolationMode = types.SimpleNamespace(BICUBIC="bicubic")  # type: ignore[attr-defined]
-    tv.io, tv.transforms = tv_io, transforms  # type: ignore[attr-defined]
-    return {
-        "torchvision": tv,
-        "torchvision.io": tv_io,
-        "torchvision.transforms": transforms,
-        "torchvision.transforms.functional": functional,
-    }
-
-
 @pytest.fixture(scope="module")
 def qvu():
     """qwen-vl-utils 0.0.14's ``vision_process`` module, loaded beside a stand-in torchvision."""
-    stand_in = _stand_in_torchvision()
-    saved = {k: sys.modules.get(k) for k in stand_in}
-    sys.modules.update(stand_in)
-    try:
-        sys.modules.pop("qwen_vl_utils.vision_process", None)
-        sys.modules.pop("qwen_vl_utils", None)
-        module = importlib.import_module("qwen_vl_utils.vision_process")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
-        sys.modules.pop("qwen_vl_utils.vision_process", None)
-        sys.modules.pop("qwen_vl_utils", None)
-    return module
+    return load_qwen_vl_utils()
 
 
 def test_torchvision_does_not_import_here() -> None:
