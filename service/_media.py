@@ -39,6 +39,7 @@ from mrope.media import (
     load_video,
     probe_audio,
     probe_video,
+    sizing_sources,
 )
 from mrope.media._audio import has_audio_stream
 from mrope.media._detect import NOT_PICTURE_FORMATS
@@ -189,7 +190,8 @@ def place_file(
         height, width = meta
         image = mrope.Image(grid=image_grid(height, width, rules=rules), wrap=item.wrap)
         info = {"kind": "image", "route": probe.route.name, "width": width, "height": height}
-        return LoadedFile(image, {**info, **_sized(image.grid, rules)})
+        sources = sizing_sources("image", model, route=probe.route)
+        return LoadedFile(image, {**info, **_sized(image.grid, rules), "sources": sources})
     if probe.kind == "audio":
         audio = load_audio(meta, model=model, rules=rules, wrap=item.wrap)
         info = {
@@ -215,6 +217,9 @@ def place_file(
         "duration": float(meta.duration),
         "num_frames": int(meta.num_frames),
         "sampled_frames": sampled,
+        "sources": sizing_sources(
+            "video", model, route=probe.route, keys=[] if item.fps is None else ["fps"]
+        ),
     }
     if video.audio is not None:
         info["audio_mel_frames"] = video.audio.mel_frames

@@ -138,6 +138,11 @@ class FileOut(BaseModel):
     resized: list[int] | None = Field(
         None, description="image and video: [height, width] in pixels the model is given (grid x patch size)"
     )
+    sources: dict[str, str] | None = Field(
+        None,
+        description="image and video: where each sizing value came from (record key, route default, checkpoint "
+        "file and key, or the preset)",
+    )
     fps: float | None = Field(None, description="video: the sampling rate used")
     duration: float | None = Field(None, description="video and audio: seconds, from the container")
     num_frames: int | None = Field(None, description="video: frames in the file")

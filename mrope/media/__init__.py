@@ -34,6 +34,7 @@ from mrope.media._sampling import (
     sampled_times,
 )
 from mrope.media._source import open_url
+from mrope.media._sources import sizing_sources
 from mrope.media._tiling import TilePlan, plan_tiles
 from mrope.media._video import load_video
 from mrope.media._video_decode import decode_frames
@@ -71,6 +72,7 @@ __all__ = [
     "sample_fps",
     "sample_frame_indices",
     "sampled_times",
+    "sizing_sources",
     "smart_resize",
     "smart_resize_clip",
     "smart_resize_edges",

@@ -42,7 +42,7 @@ from transformers.image_utils import load_image as hf_load_image
 
 import mrope
 from mrope import MediaError
-from mrope.media import ROUTES, get_route, load_frames, load_image, load_video
+from mrope.media import ROUTES, get_route, load_frames, load_image, load_video, sizing_sources
 
 ORIENTATIONS = range(1, 9)
 MODEL = "qwen2.5-vl"
@@ -283,3 +283,23 @@ def test_model_dir_and_model_agree_under_the_qwen_vl_utils_route(qvu, videos, tm
         got = load_video(videos[name], model=model, route="qwen-vl-utils")
         assert (got.grid, got.fps) == (want, pytest.approx(rate))
     assert load_video(videos[name], model=checkpoint, route="processor").grid != want
+
+
+def test_each_sizing_value_says_where_it_came_from(tmp_path) -> None:
+    """The record's key, the route's constant, the checkpoint's file and key, or the preset, in that order
+    (the values themselves are checked above: these name their origin)."""
+    folder = write_checkpoint(
+        tmp_path / "ckpt", qwen2_5_vl_config(), preprocessor_config=QWEN2_5_VL_PREPROCESSOR
+    )
+    checkpoint = mrope.from_pretrained(folder)
+    assert checkpoint.rule_sources["image_min_pixels"] == "preprocessor_config.json: min_pixels"
+    assert sizing_sources("image", checkpoint, keys=["max_pixels"]) == {
+        "min_pixels": "checkpoint preprocessor_config.json: min_pixels",
+        "max_pixels": "record key 'max_pixels'",
+    }
+    video = sizing_sources("video", checkpoint, route="processor")
+    assert video["min_pixels"].startswith("checkpoint preprocessor_config.json (no video processor config")
+    assert video["fps"] == "preset 'qwen2.5-vl'"
+    fixed = sizing_sources("video", checkpoint, route="qwen-vl-utils", keys=["fps"])
+    assert fixed["fps"] == "record key 'fps'" and fixed["min_pixels"] == "route 'qwen-vl-utils' default"
+    assert set(sizing_sources("image", MODEL).values()) == {"preset 'qwen2.5-vl'"}  # negative control

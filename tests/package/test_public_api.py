@@ -117,6 +117,7 @@ PUBLIC: dict[str, list[str]] = {
         "sample_fps",
         "sample_frame_indices",
         "sampled_times",
+        "sizing_sources",
         "smart_resize",
         "smart_resize_clip",
         "smart_resize_edges",

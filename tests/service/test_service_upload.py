@@ -195,6 +195,10 @@ def test_route_names_whose_loader_reads_the_upload(client, tmp_path):
         ]
         assert info["resized"] == [info["grid"][1] * 14, info["grid"][2] * 14]
     assert stored["image_grid_thw"] != upright["image_grid_thw"]  # negative control
+    assert stored["files"][0]["sources"] == {
+        "min_pixels": "preset 'qwen2-vl'",
+        "max_pixels": "preset 'qwen2-vl'",
+    }
     assert_error(post(client, [("r.jpg", img)], route="qwen"), 422)
 
 
@@ -207,6 +211,7 @@ def test_an_uploaded_video_says_what_was_read(client, tmp_path):
     assert (info["width"], info["height"]) == (64, 96)  # the display size
     assert info["sampled_frames"] == len(want.frame_times) and info["fps"] == pytest.approx(want.fps)
     assert info["resized"] == [want.grid[1] * 14, want.grid[2] * 14] and info["route"] == "processor"
+    assert info["sources"]["fps"] == "preset 'qwen2.5-vl'"
 
 
 def test_moov_at_end_larger_than_sniff_window(client):
