@@ -21,7 +21,16 @@ from mrope._chat import find_chat_template
 from mrope._layout import engine_for
 from mrope._layout.canvas import frame_tokens as canvas_frame_tokens
 from mrope._rules import LayoutRules
-from mrope.media import image_size, load_audio, load_image, load_video, open_url, probe_audio, probe_video
+from mrope.media import (
+    get_route,
+    image_size,
+    load_audio,
+    load_image,
+    load_video,
+    open_url,
+    probe_audio,
+    probe_video,
+)
 from mrope.media._audio import has_audio_stream
 from mrope.media._image import DEFAULT_MAX_IMAGE_PIXELS
 from mrope.schema import (
@@ -172,15 +181,18 @@ class ServiceReader(SegmentReader):
         counts = {
             k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
         }
-        video = load_video(
-            meta,
-            rules=rules,
-            fps=seg.fps,
-            wrap=seg.wrap,
-            frame_size=seg.frame_size or "display",
-            **counts,
-            **sizing(seg),
-        )
+        options = {
+            "rules": rules,
+            "fps": seg.fps,
+            "wrap": seg.wrap,
+            "frame_size": seg.frame_size,
+            "route": self.route,
+        }
+        if get_route(self.route).video_reader is None:
+            video = load_video(meta, **options, **counts, **sizing(seg))
+        else:  # the route's loader counts the stream itself: the file again, under the caps it passed
+            with _open(seg.path, settings, where) as f:
+                video = load_video(f, **options, **counts, **sizing(seg))
         if seg.use_audio_in_video:  # omni models: the video's own audio track, from the same URL
             with _open(seg.path, settings, where) as f:
                 if has_audio_stream(f):
