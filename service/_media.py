@@ -201,7 +201,17 @@ def place_file(
             "mel_frames": audio.mel_frames,
         }
         return LoadedFile(audio, info)
-    video = load_video(meta, model=model, rules=rules, fps=item.fps, nframes=item.nframes, wrap=item.wrap)
+    # a route with its own loader (qwen-vl-utils: decord) counts the stream itself: the stored file again
+    source = meta if probe.route.video_reader is None else stored.path
+    video = load_video(
+        source,
+        model=model,
+        rules=rules,
+        fps=item.fps,
+        nframes=item.nframes,
+        wrap=item.wrap,
+        route=probe.route,
+    )
     if item.use_audio_in_video and has_audio_stream(stored.path):  # omni models: the video's own track
         video = dataclasses.replace(video, audio=load_audio(stored.path, model=model, rules=rules))
     sampled = len(video.frame_times) if video.frame_times is not None else None

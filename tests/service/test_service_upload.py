@@ -202,6 +202,18 @@ def test_route_names_whose_loader_reads_the_upload(client, tmp_path):
     assert_error(post(client, [("r.jpg", img)], route="qwen"), 422)
 
 
+def test_an_uploaded_rotated_mkv_follows_the_route(client, tmp_path):
+    """decord (the qwen-vl-utils route's reader) does not rotate Matroska: the upload's grid is the
+    library's under each route, and the two differ."""
+    vid = tm.write_video(tmp_path / "rot.mkv", 16, 8, 96, 64, rotation=90).read_bytes()
+    grids = {}
+    for route in ("qwen-vl-utils", "processor"):
+        body = post(client, [("rot.mkv", vid)], model="qwen2.5-vl", route=route).json()
+        grids[route] = body["video_grid_thw"]
+        assert grids[route] == [list(load_video(io.BytesIO(vid), model="qwen2.5-vl", route=route).grid)]
+    assert grids["qwen-vl-utils"] != grids["processor"]
+
+
 def test_an_uploaded_video_says_what_was_read(client, tmp_path):
     """Rotation, the file's own rate and the frames sampled (30 frames at 10 fps, rotated 90)."""
     vid = tm.write_video(tmp_path / "rot.mp4", 30, 10, 96, 64, rotation=90).read_bytes()
