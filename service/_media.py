@@ -203,15 +203,8 @@ def place_file(
         return LoadedFile(audio, info)
     # a route with its own loader (qwen-vl-utils: decord) counts the stream itself: the stored file again
     source = meta if probe.route.video_reader is None else stored.path
-    video = load_video(
-        source,
-        model=model,
-        rules=rules,
-        fps=item.fps,
-        nframes=item.nframes,
-        wrap=item.wrap,
-        route=probe.route,
-    )
+    counts = {"fps": item.fps, "nframes": item.nframes}
+    video = load_video(source, model=model, rules=rules, wrap=item.wrap, route=probe.route, **counts)
     if item.use_audio_in_video and has_audio_stream(stored.path):  # omni models: the video's own track
         video = dataclasses.replace(video, audio=load_audio(stored.path, model=model, rules=rules))
     sampled = len(video.frame_times) if video.frame_times is not None else None
