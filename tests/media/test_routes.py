@@ -43,6 +43,7 @@ from transformers.image_utils import load_image as hf_load_image
 import mrope
 from mrope import MediaError
 from mrope.media import ROUTES, get_route, load_frames, load_image, load_video, sizing_sources
+from mrope.media._routes import ROUTE_NAMES
 
 ORIENTATIONS = range(1, 9)
 MODEL = "qwen2.5-vl"
@@ -205,6 +206,7 @@ def test_a_rate_the_route_does_not_read_is_refused(frames) -> None:
 
 def test_route_lookup() -> None:
     assert get_route(None) is ROUTES["processor"] and get_route(ROUTES["vllm"]) is ROUTES["vllm"]
+    assert tuple(ROUTES) == ROUTE_NAMES and all(ROUTES[k].name == k for k in ROUTES)
     assert [ROUTES[k].exif_transpose for k in ("processor", "qwen-vl-utils", "vllm")] == [True, False, True]
     with pytest.raises(
         MediaError, match="unknown route 'qwen'; expected one of processor, qwen-vl-utils, vllm"
