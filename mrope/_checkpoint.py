@@ -261,9 +261,10 @@ def _key_values(
     return found
 
 
-def _collect_fields(base: ModelFamily, read: _CheckpointFiles) -> dict[str, Any]:
-    """The :class:`~mrope.LayoutRules` fields the checkpoint sets for ``base``: token ids, the table's
-    keys and the processors' class defaults for what a present file leaves out."""
+def _collect_fields(base: ModelFamily, read: _CheckpointFiles) -> dict[str, tuple[Any, str]]:
+    """The :class:`~mrope.LayoutRules` fields the checkpoint sets for ``base``, each with where it was
+    read: token ids, the table's keys and the processors' class defaults for what a present file leaves
+    out."""
     config = read.files["config"]
     table = {**CHECKPOINT_FIELDS, **base.checkpoint_fields}
     got = _Collected()
@@ -288,7 +289,7 @@ def _collect_fields(base: ModelFamily, read: _CheckpointFiles) -> dict[str, Any]
                     got.set(
                         name, value, f"{read.names[kind]}: {name} not set (the processor's class default)"
                     )
-    return {name: value for name, (value, _) in got.values.items()}
+    return dict(got.values)
 
 
 def _num_axes(base: ModelFamily, spec: RopeSpec, where: str) -> dict[str, int]:
@@ -341,12 +342,16 @@ def from_pretrained(
     except LayoutError as exc:
         raise SpecError(str(exc)) from None
     spec = spec_from_config(config, layer_type=layer_type, family=family)
-    changes = {**_collect_fields(base, read), **_num_axes(base, spec, read.where)}
+    collected = _collect_fields(base, read)
+    changes = {**{k: value for k, (value, _) in collected.items()}, **_num_axes(base, spec, read.where)}
     try:
         rules = base.rules.replace(**changes)
     except LayoutError as exc:
         raise LayoutError(f"checkpoint {read.where!r}: {exc}") from None
-    return base.replace(rules=rules, spec=spec, source=read.where, tokenizer=read.tokenizer)
+    sources = {k: where for k, (_, where) in collected.items()}
+    return base.replace(
+        rules=rules, spec=spec, source=read.where, tokenizer=read.tokenizer, rule_sources=sources
+    )
 
 
 def _token_id(value: Any, where: str) -> int:

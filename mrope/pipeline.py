@@ -132,7 +132,11 @@ class Preprocessor:
         convention: ``"released"`` (the official semantics) or ``"transformers5"`` (the family's own
             transformers 5.24 ``get_rope_index``); a record's ``convention`` is used when this is ``None``.
         frame_size: ``"display"`` or ``"coded"``: which frames of a video file the model gets
-            (:func:`mrope.media.load_video`); a video's own ``frame_size`` wins.
+            (:func:`mrope.media.load_video`); a video's own ``frame_size`` wins; ``None`` (the default):
+            the orientation of the route's video loader (``"display"`` but for decord on Matroska).
+        route: whose pipeline reads the media (:mod:`mrope.media._routes`): ``"processor"``,
+            ``"qwen-vl-utils"`` or ``"vllm"``; a record's ``route`` is used when this is ``None``, and
+            ``"processor"`` when neither names one.
         chat_template: how ``messages`` become text. ``"auto"`` (the default): the chat template of the
             job's checkpoint or tokenizer (``model_dir``, a tokenizer path's folder, a transformers
             tokenizer's ``chat_template``; see :func:`mrope._chat.find_chat_template`) when there is one
@@ -165,7 +169,8 @@ class Preprocessor:
     max_tokens: int | None = DEFAULT_MAX_TOKENS
     media_access: MediaAccess | None = None
     convention: str | None = None
-    frame_size: str = "display"
+    frame_size: str | None = None
+    route: str | None = None
     chat_template: Any = "auto"
     add_generation_prompt: bool = False
     labels: bool = False
@@ -260,6 +265,7 @@ class Preprocessor:
             media=self.media(),
             frame_size=self.frame_size,
             decode_check=self.decode_check,
+            route=self.route or parsed.route,
         )
         try:
             if parsed.segments is not None:

@@ -23,6 +23,7 @@ from mrope._layout import engine_for
 from mrope._layout.canvas import frame_tokens as canvas_frame_tokens
 from mrope._rules import LayoutRules
 from mrope.media import (
+    get_route,
     image_size,
     load_audio,
     load_frames,
@@ -172,9 +173,14 @@ class ServiceReader(SegmentReader):
     __slots__ = ("deadline", "settings")
 
     def __init__(
-        self, rules: LayoutRules, settings: Settings, tokenizer: Any, deadline: float | None = None
+        self,
+        rules: LayoutRules,
+        settings: Settings,
+        tokenizer: Any,
+        deadline: float | None = None,
+        route: str | None = None,
     ) -> None:
-        super().__init__(rules, tokenizer=tokenizer)
+        super().__init__(rules, tokenizer=tokenizer, route=route)
         self.settings = settings
         self.deadline = deadline
 
@@ -193,7 +199,15 @@ class ServiceReader(SegmentReader):
         with _open(seg.path, settings, where, self.deadline) as f:
             self._check_size(f, where)
             tiling = seg.tiling.model_dump() if isinstance(seg.tiling, TilingOptions) else seg.tiling
-            return load_image(f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **sizing(seg))
+            return load_image(
+                f,
+                rules=self.rules,
+                tiling=tiling,
+                crop=seg.crop,
+                wrap=seg.wrap,
+                route=self.route,
+                **sizing(seg),
+            )
 
     def _check_size(self, f: Any, where: str) -> None:
         """An opened picture's pixel count against ``MROPE_MAX_IMAGE_PIXELS`` (its header only)."""
@@ -230,15 +244,18 @@ class ServiceReader(SegmentReader):
         counts = {
             k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
         }
-        video = load_video(
-            meta,
-            rules=rules,
-            fps=seg.fps,
-            wrap=seg.wrap,
-            frame_size=seg.frame_size or "display",
-            **counts,
-            **sizing(seg),
-        )
+        options = {
+            "rules": rules,
+            "fps": seg.fps,
+            "wrap": seg.wrap,
+            "frame_size": seg.frame_size,
+            "route": self.route,
+        }
+        if get_route(self.route).video_reader is None:
+            video = load_video(meta, **options, **counts, **sizing(seg))
+        else:  # the route's loader counts the stream itself: the file again, under the caps it passed
+            with _open(seg.path, settings, where) as f:
+                video = load_video(f, **options, **counts, **sizing(seg))
         if seg.use_audio_in_video:  # omni models: the video's own audio track, from the same URL
             with _open(seg.path, settings, where, self.deadline) as f:
                 if has_audio_stream(f):
@@ -268,11 +285,12 @@ def to_segments(
     settings: Settings,
     tokenizer: Any,
     deadline: float | None = None,
+    route: str | None = None,
 ) -> list[mrope.Text | mrope.Image | mrope.Video]:
     """Library segments for the JSON segments of a request, under the segment cap (:class:`ServiceReader`;
-    media reads stop at ``deadline``)."""
+    media reads stop at ``deadline``, media read as ``route``'s pipeline reads them)."""
     check_segment_count(len(items), settings)
-    return ServiceReader(rules, settings, tokenizer, deadline).segments(items)  # type: ignore[return-value]
+    return ServiceReader(rules, settings, tokenizer, deadline, route).segments(items)  # type: ignore[return-value]
 
 
 @cached("service.chat_templates", maxsize=4)
@@ -297,9 +315,9 @@ def request_segments(
     (:func:`mrope.schema._messages.template_segments`), else the plain turns
     (:func:`mrope.schema._messages.turn_segments`). Media reads stop at ``deadline``."""
     if body.segments is not None:
-        return to_segments(body.segments, rules, settings, tokenizer, deadline)
+        return to_segments(body.segments, rules, settings, tokenizer, deadline, body.route)
     check_segment_count(len(request_items(body)), settings)
-    reader = ServiceReader(rules, settings, tokenizer, deadline)
+    reader = ServiceReader(rules, settings, tokenizer, deadline, body.route)
     template = None if body.chat_template == "none" else chat_template(settings.tokenizer)
     try:
         if template is not None:

@@ -39,11 +39,13 @@ from mrope.media import (
     load_audio,
     load_video,
     probe_video,
+    sizing_sources,
 )
 from mrope.media._audio import has_audio_stream
 from mrope.media._deadline import DeadlineReader, ProbeDeadlineError
 from mrope.media._detect import NOT_PICTURE_FORMATS
 from mrope.media._image import DEFAULT_MAX_IMAGE_PIXELS
+from mrope.media._routes import DEFAULT_ROUTE, ROUTES, Route, get_route
 from mrope.schema._request import FileItem
 
 from ._convert import (
@@ -139,17 +141,25 @@ def pil_identifies(path: str, deadline: float | None = None) -> bool:
 @dataclass(frozen=True)
 class Probe:
     """What one uploaded file is, read once for all its placements: its kind and its header facts
-    (``(height, width)`` of an image, the :class:`~mrope.media.VideoInfo` or
-    :class:`~mrope.media.AudioInfo` of a video or an audio file), already checked against the caps."""
+    (``(height, width)`` of an image as ``route``'s image loader reads it, the
+    :class:`~mrope.media.VideoInfo` or :class:`~mrope.media.AudioInfo` of a video or an audio file),
+    already checked against the caps."""
 
     kind: str
     meta: Any
+    route: Route = ROUTES[DEFAULT_ROUTE]
 
 
 def probe_file(
-    stored: StoredFile, rules: LayoutRules, settings: Settings, deadline: float | None = None
+    stored: StoredFile,
+    rules: LayoutRules,
+    settings: Settings,
+    deadline: float | None = None,
+    route: str | None = None,
 ) -> Probe:
-    """Kind, header and caps of one file (blocking; every reader stops at ``deadline``)."""
+    """Kind, header and caps of one file (blocking; every reader stops at ``deadline``), an image's size
+    as ``route``'s loader reads it (:mod:`mrope.media._routes`)."""
+    way = get_route(route)
     name = _name(stored)
     kind, meta = detect_kind(stored, settings, deadline)
     if kind == "image":
@@ -159,6 +169,7 @@ def probe_file(
             stored.path,
             max_pixels=max(settings.max_image_pixels, DEFAULT_MAX_IMAGE_PIXELS),
             deadline=deadline,
+            exif_transpose=way.exif_transpose,
         )
         check_image_pixels(meta[0], meta[1], settings, name)
     elif kind == "audio":
@@ -173,7 +184,7 @@ def probe_file(
         if meta is None:
             meta = probe_video(stored.path, max_packets=settings.max_video_frames + 1, deadline=deadline)
         check_video_meta(meta, settings, name)
-    return Probe(kind, meta)
+    return Probe(kind, meta, way)
 
 
 def load_file(
@@ -183,11 +194,12 @@ def load_file(
     rules: LayoutRules,
     settings: Settings,
     deadline: float | None = None,
+    route: str | None = None,
 ) -> LoadedFile:
     """Probe one file and place it once (blocking: call it in a worker thread); the result carries
     the :class:`Probe` for the file's other placements (:func:`place`)."""
     with _translated(stored):
-        probe = probe_file(stored, rules, settings, deadline)
+        probe = probe_file(stored, rules, settings, deadline, route)
     return dataclasses.replace(place(stored, probe, item, model, rules, settings, deadline), probe=probe)
 
 
@@ -204,7 +216,8 @@ def place(
     terms of the upload: arithmetic on its header facts (a video's own audio track is the one thing
     read again, for ``use_audio_in_video``, stopping at ``deadline``)."""
     with _translated(stored):
-        loaded = _segment(probe, item, model, rules, functools.partial(_track, stored, settings, deadline))
+        track = functools.partial(_track, stored, settings, deadline)
+        loaded = _segment(probe, item, model, rules, stored.path, track)
     info = {"index": stored.index, "filename": stored.filename, "bytes": stored.size, **loaded.info}
     return LoadedFile(loaded.segment, info, probe)
 
@@ -215,17 +228,18 @@ def _track(stored: StoredFile, settings: Settings, deadline: float | None) -> An
 
 
 def _segment(
-    probe: Probe, item: FileItem, model: str, rules: LayoutRules, track: Callable[[], Any]
+    probe: Probe, item: FileItem, model: str, rules: LayoutRules, path: str, track: Callable[[], Any]
 ) -> LoadedFile:
-    """The segment of one placement and what the service learned about it (``track()``: the video's own
-    audio track, read for ``use_audio_in_video`` only)."""
+    """The segment of one placement and what the service learned about it (``path``: the stored file,
+    read again by a route with its own video loader; ``track()``: the video's own audio track, read for
+    ``use_audio_in_video`` only)."""
     meta = probe.meta
     if probe.kind == "image":
         height, width = meta
         image = mrope.Image(grid=image_grid(height, width, rules=rules), wrap=item.wrap)
-        return LoadedFile(
-            image, {"kind": "image", "width": width, "height": height, "grid": list(image.grid)}
-        )
+        info = {"kind": "image", "route": probe.route.name, "width": width, "height": height}
+        sources = sizing_sources("image", model, route=probe.route)
+        return LoadedFile(image, {**info, **_sized(image.grid, rules), "sources": sources})
     if probe.kind == "audio":
         audio = load_audio(meta, model=model, rules=rules, wrap=item.wrap)
         info = {
@@ -235,24 +249,38 @@ def _segment(
             "mel_frames": audio.mel_frames,
         }
         return LoadedFile(audio, info)
-    video = load_video(meta, model=model, rules=rules, fps=item.fps, nframes=item.nframes, wrap=item.wrap)
+    # a route with its own loader (qwen-vl-utils: decord) counts the stream itself: the stored file again
+    source = meta if probe.route.video_reader is None else path
+    counts = {"fps": item.fps, "nframes": item.nframes}
+    video = load_video(source, model=model, rules=rules, wrap=item.wrap, route=probe.route, **counts)
     audio_track = track() if item.use_audio_in_video else None  # omni models: the video's own track
     if audio_track is not None:
         video = dataclasses.replace(video, audio=load_audio(audio_track, model=model, rules=rules))
     sampled = len(video.frame_times) if video.frame_times is not None else None
     info = {
         "kind": "video",
+        "route": probe.route.name,
         "width": int(meta.width),
         "height": int(meta.height),
-        "grid": list(video.grid),
+        "rotation": int(meta.rotation),
+        "native_fps": float(meta.fps),
+        **_sized(video.grid, rules),
         "fps": video.fps,
         "duration": float(meta.duration),
         "num_frames": int(meta.num_frames),
         "sampled_frames": sampled,
+        "sources": sizing_sources(
+            "video", model, route=probe.route, keys=[] if item.fps is None else ["fps"]
+        ),
     }
     if video.audio is not None:
         info["audio_mel_frames"] = video.audio.mel_frames
     return LoadedFile(video, info)
+
+
+def _sized(grid: tuple[int, ...], rules: LayoutRules) -> dict[str, Any]:
+    """The encoder ``grid`` [t, h, w] (patches) and the ``resized`` [height, width] (pixels) it was cut from."""
+    return {"grid": list(grid), "resized": [grid[1] * rules.patch_size, grid[2] * rules.patch_size]}
 
 
 @contextlib.contextmanager
@@ -355,6 +383,7 @@ async def load_files(
     settings: Settings,
     slots: MediaSlots,
     seconds: Histogram | None = None,
+    route: str | None = None,
 ) -> list[LoadedFile]:
     """The loaded file of every placement in ``items``, in order.
 
@@ -364,7 +393,7 @@ async def load_files(
     placement (by the integer floor of :func:`mrope.service._convert.token_floor`), so a layout that
     places one file thousands of times is refused as soon as it passes. Files of one request load one
     after the other, so the first bad file in layout order is the one reported; different requests
-    load in parallel.
+    load in parallel. ``route`` names whose loader reads the images (:mod:`mrope.media._routes`).
     """
     deadline = time.monotonic() + settings.media_timeout_s
     done: dict[tuple[Any, ...], LoadedFile] = {}
@@ -379,7 +408,7 @@ async def load_files(
             stored = files[item.index]
             probe = probes.get(item.index)
             if probe is None:
-                fn = functools.partial(load_file, stored, item, model, rules, settings)
+                fn = functools.partial(load_file, stored, item, model, rules, settings, route=route)
                 start = time.perf_counter()
                 kind = "failed"
                 try:

@@ -177,7 +177,14 @@ class Routes:
             file_items = [item for item in layout if isinstance(item, FileItem)]
             loaded = iter(
                 await media.load_files(
-                    form.files, file_items, model, rules, settings, state.slots, state.metrics.media_seconds
+                    form.files,
+                    file_items,
+                    model,
+                    rules,
+                    settings,
+                    state.slots,
+                    state.metrics.media_seconds,
+                    route=fields.route,
                 )
             )
             reader = convert.ServiceReader(rules, settings, state.tokenizer)

@@ -19,12 +19,13 @@ from ._uploads import UploadForm
 
 
 def parse_upload_fields(form: UploadForm, state: ServiceState) -> tuple[UploadFields, Any]:
-    """The ``model``, ``layout`` and ``rules`` form fields, validated like a JSON body (bounded walk,
+    """The ``model``, ``layout``, ``rules`` and ``route`` form fields (``model`` and ``route`` plain text),
+    validated like a JSON body (bounded walk,
     no repeated keys, skeleton first; 422 with at most a few pydantic details)."""
     data: dict[str, Any] = {}
     shape = jsonbody.Shape()
     for name, text in form.fields.items():
-        if name == "model":
+        if name in ("model", "route"):
             data[name] = text.strip()
             continue
         raw = text.encode("utf-8")

@@ -121,10 +121,27 @@ class FileOut(BaseModel):
     filename: str | None
     kind: MediaKind
     bytes: int
-    width: int | None = Field(None, description="image and video: pixels")
-    height: int | None = Field(None, description="image and video: pixels")
+    route: str | None = Field(
+        None,
+        description="image and video: whose pipeline's loader read the file (processor, qwen-vl-utils, vllm)",
+    )
+    width: int | None = Field(
+        None,
+        description="image and video: pixels as read (an image's EXIF orientation as the route applies it)",
+    )
+    height: int | None = Field(None, description="image and video: pixels, as width")
+    rotation: int | None = Field(None, description="video: display rotation, counter-clockwise degrees")
+    native_fps: float | None = Field(None, description="video: the file's own frame rate")
     grid: list[int] | None = Field(
         None, description="image and video: encoder grid [t, h, w] derived from the file"
+    )
+    resized: list[int] | None = Field(
+        None, description="image and video: [height, width] in pixels the model is given (grid x patch size)"
+    )
+    sources: dict[str, str] | None = Field(
+        None,
+        description="image and video: where each sizing value came from (record key, route default, checkpoint "
+        "file and key, or the preset)",
     )
     fps: float | None = Field(None, description="video: the sampling rate used")
     duration: float | None = Field(None, description="video and audio: seconds, from the container")

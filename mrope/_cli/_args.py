@@ -16,6 +16,7 @@ from dataclasses import fields
 from typing import Any, NoReturn
 
 from mrope._rules import LayoutRules
+from mrope.media._routes import ROUTE_NAMES
 from mrope.pipeline import DEFAULT_MAX_TOKENS
 from mrope.schema._fields import model_names
 
@@ -227,9 +228,18 @@ def add_model_options(p: argparse.ArgumentParser, tokenizer: bool = True) -> Non
     p.add_argument(
         "--frame-size",
         choices=("display", "coded"),
-        default="display",
+        default=None,
         help="which frames of a video file the model gets: display (rotated, as transformers' processors "
-        "decode them; default) or coded (as stored: PyAV, transformers' load_video)",
+        "decode them) or coded (as stored: PyAV, transformers' load_video); default: as the --route's video "
+        "loader gives them (display, but for decord on Matroska)",
+    )
+    p.add_argument(
+        "--route",
+        choices=ROUTE_NAMES,
+        default=None,
+        help="whose pipeline reads the media: processor (the checkpoint's transformers processors; default), "
+        "qwen-vl-utils (the model-card recipe: no EXIF transpose, sample_fps for frame lists) or vllm; "
+        "a record's own route is used when this is not given",
     )
     p.add_argument(
         "--chat-template",

@@ -82,7 +82,7 @@ def model_from_args(option: str | None, fallback: object = None, model_dir: str 
 
 
 def data_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`mrope.pipeline.Preprocessor` options of ``--convention``, ``--frame-size``,
+    """The :class:`mrope.pipeline.Preprocessor` options of ``--convention``, ``--frame-size``, ``--route``,
     ``--chat-template`` and ``--add-generation-prompt`` (``auto``: the template next to ``--tokenizer``
     or in ``--model-dir``, when there is one)."""
     choice = getattr(args, "chat_template", "auto")
@@ -99,7 +99,8 @@ def data_options(args: argparse.Namespace) -> dict[str, Any]:
             )
     return {
         "convention": getattr(args, "convention", None),
-        "frame_size": getattr(args, "frame_size", "display"),
+        "frame_size": getattr(args, "frame_size", None),
+        "route": getattr(args, "route", None),
         "chat_template": template,
         "add_generation_prompt": bool(getattr(args, "add_generation_prompt", False)),
     }

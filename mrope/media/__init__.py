@@ -8,7 +8,7 @@ omni models, from container metadata.
 :class:`mrope.MediaError` whose message says what was expected and what came.
 
 ``__all__`` holds what a user calls: the loaders, the header readers, the sizing functions and the
-records they return. The helpers other mrope packages share (the frame-index rules of each processor,
+records they return, and the named routes (:data:`ROUTES`: whose pipeline's loaders size a file). The helpers other mrope packages share (the frame-index rules of each processor,
 the resize variants, the reader table) are imported from their own modules.
 """
 
@@ -24,6 +24,7 @@ from mrope.media._image import crop_segment, image_grid, image_size, load_image
 from mrope.media._info import AudioInfo, FrameSize, VideoInfo
 from mrope.media._readers import Reader
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_edges, smart_resize_tokens
+from mrope.media._routes import ROUTES, Route, RouteName, get_route
 from mrope.media._sampling import (
     ernie_frame_indices,
     glm4v_frame_indices,
@@ -33,6 +34,7 @@ from mrope.media._sampling import (
     sampled_times,
 )
 from mrope.media._source import open_url
+from mrope.media._sources import sizing_sources
 from mrope.media._tiling import TilePlan, plan_tiles
 from mrope.media._video import load_video
 from mrope.media._video_decode import decode_frames
@@ -43,12 +45,16 @@ __all__ = [
     "AudioInfo",
     "FrameSize",
     "MediaKind",
+    "ROUTES",
     "Reader",
+    "Route",
+    "RouteName",
     "TilePlan",
     "VideoInfo",
     "crop_segment",
     "decode_frames",
     "detect_media_kind",
+    "get_route",
     "ernie_frame_indices",
     "glm4v_frame_indices",
     "has_audio_stream",
@@ -66,6 +72,7 @@ __all__ = [
     "sample_fps",
     "sample_frame_indices",
     "sampled_times",
+    "sizing_sources",
     "smart_resize",
     "smart_resize_clip",
     "smart_resize_edges",

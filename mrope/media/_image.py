@@ -23,6 +23,7 @@ from mrope.media._crops import AlignedCrop, align_box, whole_at_crop_scale
 from mrope.media._deadline import DeadlineReader, ProbeDeadlineError
 from mrope.media._memory import array_size
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_edges
+from mrope.media._routes import Route, get_route
 from mrope.media._source import open_source
 from mrope.media._tiling import TilePlan
 from mrope.models import ModelLike, resolve_rules
@@ -146,12 +147,17 @@ def _check_png_bound(f: IO[bytes], size: int, width: int, height: int, name: str
 
 
 def image_size(
-    source: Any, *, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, deadline: float | None = None
+    source: Any,
+    *,
+    max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+    deadline: float | None = None,
+    exif_transpose: bool = True,
 ) -> tuple[int, int]:
     """``(height, width)`` in pixels of an image as displayed, from its header only.
 
     EXIF orientations 5-8 (transposed or rotated by 90 / 270 degrees, as phones write portrait photos)
-    swap height and width.
+    swap height and width; with ``exif_transpose=False`` the stored size is returned (what a loader that
+    ignores the orientation hands on: :mod:`mrope.media._routes`).
 
     Args:
         source: a path, the file's bytes, a binary file-like object, a ``PIL.Image.Image``, or a numpy
@@ -210,7 +216,7 @@ def image_size(
         raise MediaError(
             f"{name} is {width}x{height} (w x h) pixels; at most {max_pixels} pixels are accepted"
         )
-    if orientation >= 5:
+    if orientation >= 5 and exif_transpose:
         width, height = height, width
     return height, width
 
@@ -319,6 +325,7 @@ def load_image(
     min_pixels: int | None = None,
     max_pixels: int | None = None,
     resized: tuple[int, int] | None = None,
+    route: str | Route | None = None,
 ) -> Image:
     """Size an image file by a model's rules: the :class:`mrope.Image` its processor would produce.
 
@@ -354,6 +361,9 @@ def load_image(
             ``rules.image_min_pixels`` / ``image_max_pixels``; ``resized = (height, width)`` (its
             ``resized_height`` / ``resized_width``) is resized instead of the file's size, under the
             rules' own bounds (qwen-vl-utils' defaults, not the item's). Not with ``tiling`` or ``crop``.
+        route: the pipeline whose image loader reads the file (:mod:`mrope.media._routes`; default
+            ``"processor"``): ``"qwen-vl-utils"`` keeps the stored size of an EXIF-rotated photo, the
+            others turn it upright.
 
     Returns:
         :class:`mrope.Image`.
@@ -364,7 +374,7 @@ def load_image(
     """
     lay = resolve_rules(model, rules)
     _check_sizes_images(lay)
-    height, width = full = image_size(source)
+    height, width = full = image_size(source, exif_transpose=get_route(route).exif_transpose)
     if resized is not None or min_pixels is not None or max_pixels is not None:
         if tiling or crop is not None:
             raise MediaError("min_pixels, max_pixels and resized size an untiled, uncropped image")

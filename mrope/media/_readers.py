@@ -25,10 +25,13 @@ every reader here counts frames from the stream (a packet scan, at most ``max_pa
 - ``"torchvision"`` (``read_video_torchvision``, ``torchvision.io.read_video``, the processors'
   fallback when torchcodec cannot load, removed in torchvision 0.26): decodes every frame with PyAV,
   ``info["video_fps"] = float(stream.average_rate)``, coded frames.
-- ``"decord"`` (``read_video_decord``; decord 0.6.0): ``len(vr)`` counts the stream's packets
-  (``IndexKeyframes``), ``get_avg_fps()`` is the stream's ``avg_frame_rate``. It turns 180-degree files
-  but fails in ``get_batch`` on 90 / 270 MP4 / MOV files (refused here: qwen-vl-utils falls back to
-  torchvision, coded frames) and does not rotate Matroska.
+- ``"decord"`` (``read_video_decord``; decord 0.6.0 from PyPI, run in ``tests/media/test_routes.py``):
+  ``len(vr)`` counts the stream's packets (``IndexKeyframes``), ``get_avg_fps()`` is the stream's
+  ``avg_frame_rate``. It turns MP4 / MOV frames upright by their display rotation (90, 180, 270: the
+  display size) and does not rotate Matroska (coded frames). On some frame sizes of a 90 / 270 file
+  (coded 96 x 48 and 64 x 48, not 128 x 64 or 320 x 240) its ``get_batch`` fails a copy-size check
+  (``DECORDError``: qwen-vl-utils then falls back to torchvision, coded frames); mrope cannot tell those
+  sizes from the header and sizes such a file as decord reads the others.
 
 ``reader=None`` (the default of :func:`~mrope.media.load_video`) keeps mrope's metadata probe
 (:func:`~mrope.media.probe_video`: the header's count and rate where they are whole, packet timing
@@ -57,7 +60,7 @@ _ORIENTATION: dict[str, FrameSize] = {
     "torchcodec": "display",
     "pyav": "coded",
     "torchvision": "coded",
-    "decord": "coded",
+    "decord": "coded",  # Matroska; MP4 / MOV frames come upright (see reader_info)
 }
 
 
@@ -125,7 +128,7 @@ def reader_info(source: Any, reader: Reader, info: VideoInfo, *, max_packets: in
 
     Raises:
         MediaError: an unknown reader; a file the loader cannot read the way it would be fed (no frame
-            rate for the PyAV-based loaders, a 90 / 270 MP4 / MOV for decord); too many packets.
+            rate for the PyAV-based loaders); too many packets.
     """
     check_reader(reader)
     if isinstance(source, VideoInfo):
@@ -141,15 +144,11 @@ def reader_info(source: Any, reader: Reader, info: VideoInfo, *, max_packets: in
             f"{reader} reports no frame rate for this video (its average rate is unset), so its processor "
             "cannot sample it by fps; pass nframes= or another reader"
         )
-    if reader == "decord" and info.rotation in (90, 270) and info.container.startswith("mov"):
-        raise MediaError(
-            f"decord 0.6.0 fails to read a {info.rotation}-degree rotated MP4 / MOV (get_batch); qwen-vl-utils "
-            "then falls back to torchvision: pass reader='torchvision'"
-        )
     seen = replace(
         info, fps=float(fps), num_frames=count, duration=count / fps, frame_times=None, timing="packets"
     )
-    return ReaderInfo(reader, seen, _ORIENTATION[reader])
+    upright = reader == "decord" and info.container.startswith("mov")  # decord rotates MP4 / MOV only
+    return ReaderInfo(reader, seen, "display" if upright else _ORIENTATION[reader])
 
 
 __all__ = ["DEFAULT_READER", "READERS", "Reader", "ReaderInfo", "check_reader", "reader_info"]

@@ -12,7 +12,8 @@ coded frames' size. Which of the two a model is given depends on the loader that
 on the model (transformers 5.24, PyAV 18; ``tests/media/test_vision_rotation.py`` runs the PyAV
 readers): torchcodec, which transformers' video processors use for a video path or URL
 (``fetch_videos``), rotates (display size); transformers' own ``load_video`` (default backend
-``"pyav"``), PyAV and torchvision do not (coded size); decord 0.6.0 fails on 90 / 270 MP4 / MOV files.
+``"pyav"``), PyAV and torchvision do not (coded size); decord 0.6.0 rotates MP4 / MOV (display size), not
+Matroska.
 :mod:`mrope.media._readers` has each loader's frame count, rate and orientation. So :func:`load_video`
 and :func:`mrope.media._video_decode.decode_frames` take ``frame_size``: ``"display"`` (the default: the
 released processors' own path) or ``"coded"`` (frames decoded by PyAV, transformers' ``load_video`` or
@@ -37,6 +38,7 @@ from mrope.media._frame_sampling import frame_request, sample_video_frames
 from mrope.media._info import FrameSize, VideoInfo, check_frame_size
 from mrope.media._readers import Reader, check_reader, reader_info
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
+from mrope.media._routes import Route, get_route, route_video_rules
 from mrope.media._sampling import sample_fps, sampled_times
 from mrope.media._video_probe import DEFAULT_MAX_PACKETS, probe_video
 from mrope.models import ModelLike, resolve_rules
@@ -187,6 +189,7 @@ def load_video(
     resized: tuple[int, int] | None = None,
     video_start: float | None = None,
     video_end: float | None = None,
+    route: str | Route | None = None,
 ) -> Video:
     """Size a video by a model's rules from its metadata alone: the :class:`mrope.Video` its processor
     would produce.
@@ -242,6 +245,10 @@ def load_video(
             ``resized_height`` / ``resized_width``) is smart-resized under the image bounds instead of
             the frame size; ``video_start`` / ``video_end`` (seconds) trim the video before sampling
             (:func:`mrope.media._sampling.trimmed_frame_indices`; qwen-vl-utils sampling only).
+        route: the pipeline that reads the file (:mod:`mrope.media._routes`): with no ``reader``, the
+            route's loader (``"qwen-vl-utils"``: decord; the others: the metadata probe above), and the
+            route's own video constants over the rules' (``"qwen-vl-utils"``: its sampling and bounds
+            at the rules' resize factor, whatever the checkpoint's video processor says).
 
     Raises:
         MediaError: see :func:`~mrope.media._video_probe.probe_video` and
@@ -256,8 +263,10 @@ def load_video(
     _check_sizes_videos(lay)
     if fps is not None and nframes is not None:
         raise MediaError(f"pass fps or nframes, not both; got fps={fps!r}, nframes={nframes!r}")
-    lay = _with_video_bounds(lay, min_pixels, max_pixels, total_pixels)
+    way = get_route(route)
+    lay = _with_video_bounds(route_video_rules(lay, way), min_pixels, max_pixels, total_pixels)
     info = source if isinstance(source, VideoInfo) else probe_video(source)
+    reader = way.video_reader if reader is None else reader
     info, frame_size = _frames_seen(source, info, reader, frame_size)
     height, width = info.size(frame_size)
     req = frame_request(

@@ -124,6 +124,8 @@ class ModelFamily:
             restarts per sample, no attention mask, no cache), ``"text-row+fla"`` (that, and its
             linear-attention layers need flash-linear-attention), ``"none"`` (it takes no packed input).
         source: where the values come from (a checkpoint folder for :func:`mrope.from_pretrained`).
+        rule_sources: the :class:`LayoutRules` fields a checkpoint set -> the file and key each was read
+            from (``"preprocessor_config.json: min_pixels"``); empty for a registry family.
     """
 
     name: str
@@ -144,6 +146,7 @@ class ModelFamily:
     config_section_axes: tuple[int, ...] | None = None
     packed_input: str = "text-row"
     source: str = "registry"
+    rule_sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     tokenizer: Any = field(default=None, hash=False, compare=False, repr=False)
     _transformers5_rules: LayoutRules | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -153,6 +156,7 @@ class ModelFamily:
         object.__setattr__(self, "transformers5", _frozen(self.transformers5))
         object.__setattr__(self, "config_ids", _frozen(self.config_ids))
         object.__setattr__(self, "checkpoint_fields", _frozen(self.checkpoint_fields))
+        object.__setattr__(self, "rule_sources", _frozen(self.rule_sources))
         object.__setattr__(
             self,
             "processor_defaults",

@@ -75,17 +75,24 @@ def _with_keep(segment: Any, mask: KeepMask | None, where: str) -> Any:
     return segment if mask is None else dataclasses.replace(segment, keep=keep_mask(mask, segment, where))
 
 
-def image_from(seg: ImageForm, rules: LayoutRules, media: MediaAccess, where: str) -> Image:
-    """A :class:`mrope.Image`: a grid as given, a size by the rules, a path read from its header."""
-    image = _image_from(seg, rules, media, where)
+def image_from(
+    seg: ImageForm, rules: LayoutRules, media: MediaAccess, where: str, route: str | None = None
+) -> Image:
+    """A :class:`mrope.Image`: a grid as given, a size by the rules, a path read from its header as
+    ``route``'s image loader reads it (:mod:`mrope.media._routes`)."""
+    image = _image_from(seg, rules, media, where, route)
     return _with_keep(image, seg.keep, where)
 
 
-def _image_from(seg: ImageForm, rules: LayoutRules, media: MediaAccess, where: str) -> Image:
+def _image_from(
+    seg: ImageForm, rules: LayoutRules, media: MediaAccess, where: str, route: str | None
+) -> Image:
     if isinstance(seg, ImagePath):
         source = media.resolve(seg.path, where)
         tiling = seg.tiling.model_dump() if isinstance(seg.tiling, TilingOptions) else seg.tiling
-        return load_image(source, rules=rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **sizing(seg))
+        return load_image(
+            source, rules=rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, route=route, **sizing(seg)
+        )
     if isinstance(seg, ImageGrid):
         grid = tuple(seg.grid)
     else:
@@ -127,17 +134,31 @@ def sizing(seg: ImageSize | ImagePath | VideoPath | VideoFrames) -> dict[str, An
 
 
 def video_from(
-    seg: VideoForm, rules: LayoutRules, media: MediaAccess, where: str, frame_size: str = "display"
+    seg: VideoForm,
+    rules: LayoutRules,
+    media: MediaAccess,
+    where: str,
+    frame_size: str | None = None,
+    route: str | None = None,
 ) -> Video:
     """A :class:`mrope.Video`: a grid as given, a path sampled from its metadata, frames sized from their
-    headers (``frame_size``: which frames of a path the model gets, see :func:`mrope.media.load_video`)."""
-    return _with_keep(_video_from(seg, rules, media, where, frame_size), seg.keep, where)
+    headers (``frame_size``: which frames of a path the model gets, see :func:`mrope.media.load_video`;
+    ``route``: whose pipeline sizes a frame list, see :func:`mrope.media.load_frames`)."""
+    return _with_keep(_video_from(seg, rules, media, where, frame_size, route), seg.keep, where)
 
 
-def _video_from(seg: VideoForm, rules: LayoutRules, media: MediaAccess, where: str, frame_size: str) -> Video:
+def _video_from(
+    seg: VideoForm,
+    rules: LayoutRules,
+    media: MediaAccess,
+    where: str,
+    frame_size: str | None,
+    route: str | None,
+) -> Video:
     if isinstance(seg, VideoFrames):
         sources = [media.resolve(f, f"{where} frame {i}") for i, f in enumerate(seg.frames)]
-        return load_frames(sources, rules=rules, fps=seg.fps, wrap=seg.wrap, **sizing(seg))
+        rate = {"fps": seg.fps, "sample_fps": seg.sample_fps}
+        return load_frames(sources, rules=rules, wrap=seg.wrap, route=route, **rate, **sizing(seg))
     if isinstance(seg, VideoPath):
         source = media.resolve(seg.path, where)
         counts = {
@@ -150,6 +171,7 @@ def _video_from(seg: VideoForm, rules: LayoutRules, media: MediaAccess, where: s
             wrap=seg.wrap,
             use_audio_in_video=bool(seg.use_audio_in_video),
             frame_size=frame_size,  # type: ignore[arg-type]
+            route=route,
             **counts,
             **sizing(seg),
         )
@@ -184,7 +206,7 @@ class SegmentReader:
     the dispatch on ``type`` and the places named in errors stay here.
     """
 
-    __slots__ = ("decode_check", "frame_size", "media", "rules", "tokenizer")
+    __slots__ = ("decode_check", "frame_size", "media", "route", "rules", "tokenizer")
 
     def __init__(
         self,
@@ -192,10 +214,12 @@ class SegmentReader:
         *,
         tokenizer: Any = None,
         media: MediaAccess = MEDIA_NONE,
-        frame_size: str = "display",
+        frame_size: str | None = None,
         decode_check: bool = False,
+        route: str | None = None,
     ) -> None:
         self.rules = rules
+        self.route = route
         self.tokenizer = tokenizer
         self.media = media
         self.frame_size = frame_size
@@ -205,14 +229,14 @@ class SegmentReader:
         return text_from(seg, self.tokenizer, where)
 
     def image(self, seg: ImageForm, where: str) -> Image:
-        image = image_from(seg, self.rules, self.media, where)
+        image = image_from(seg, self.rules, self.media, where, self.route)
         if self.decode_check and isinstance(seg, ImagePath):
             check_image_decodes(self.media.resolve(seg.path, where), where)
         return image
 
     def video(self, seg: VideoForm, where: str) -> Video:
         frame_size = (seg.frame_size if isinstance(seg, VideoPath) else None) or self.frame_size
-        video = video_from(seg, self.rules, self.media, where, frame_size)
+        video = video_from(seg, self.rules, self.media, where, frame_size, self.route)
         if self.decode_check and isinstance(seg, VideoFrames):
             for i, frame in enumerate(seg.frames):
                 check_image_decodes(self.media.resolve(frame, where), f"{where} frame {i}")

@@ -32,6 +32,7 @@ from mrope._errors import MRopeError
 from mrope._rules import RULE_BOUNDS, LayoutRules, check_timestamp_format
 from mrope.media._audio import MAX_AUDIO_SECONDS
 from mrope.media._memory import in_memory
+from mrope.media._routes import RouteName
 
 from ._errors import RequestError
 
@@ -101,6 +102,15 @@ def canonical_model(name: str) -> str:
     except MRopeError as exc:
         raise ValueError(str(exc)) from None
 
+
+RouteField = Annotated[
+    RouteName,
+    Field(
+        description="whose pipeline reads the media: processor (the checkpoint's transformers processors, the "
+        "default), qwen-vl-utils (the model-card recipe: no EXIF transpose, sample_fps for frame lists) or vllm"
+    ),
+]
+"""A request's ``route`` (:mod:`mrope.media._routes`)."""
 
 ModelName = Annotated[
     str,

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import ConfigDict, Field, model_validator
 
 from ._aliases import retype, retype_segments
-from ._fields import INT64_MAX, Int64, ModelName, RulesOverrides, StrictModel
+from ._fields import INT64_MAX, Int64, ModelName, RouteField, RulesOverrides, StrictModel
 from ._formats import read_items, read_message, read_record
 from ._image import ImageSegment
 from ._request import Segment_, require_model_key
@@ -105,6 +105,7 @@ class Record(StrictModel):
     model: ModelName | None = None
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
     convention: Convention | None = None
+    route: RouteField | None = None
     segments: Annotated[list[Segment_], Field(max_length=1 << 20)] | None = None
     messages: Annotated[list[Message], Field(max_length=1 << 20)] | None = None
 
@@ -162,6 +163,7 @@ class PositionsRequest(StrictModel):
     messages: Annotated[list[Message], Field(max_length=1 << 20)] | None = None
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
     convention: Convention | None = None
+    route: RouteField | None = None
     state: ConversationStateBody | None = Field(
         None,
         description="continue a conversation: the state a previous response returned (return_state); the "

@@ -22,6 +22,7 @@ from ._fields import (
     Int64,
     MediaPath,
     ModelName,
+    RouteField,
     RulesOverrides,
     StrictModel,
     model_names,
@@ -107,6 +108,7 @@ class UploadFields(StrictModel):
     model: ModelName
     layout: list[LayoutItem] | None = None
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
+    route: RouteField | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -177,7 +177,8 @@ class VideoPath(_Sized, _Video):
 
 
 class VideoFrames(_Sized, _Video):
-    """A video given as its ``frames`` (a list of images, in order), sampled at ``fps``."""
+    """A video given as its ``frames`` (a list of images, in order), sampled at ``fps`` (``sample_fps``
+    under the qwen-vl-utils route: :func:`mrope.media.load_frames`)."""
 
     form = "frames"
     keys = ("frames",)
@@ -193,18 +194,23 @@ class VideoFrames(_Sized, _Video):
                 "use_audio_in_video",
                 "tiles",
                 "thumbnail_grid",
-                "total_pixels",
                 "video_start",
                 "video_end",
                 "frame_size",
             ),
-            "{keys} {verb} with a grid or a path; a video given as frames takes fps, min_pixels, max_pixels, "
-            "resized_height and resized_width",
+            "{keys} {verb} with a grid or a path; a video given as frames takes fps (or sample_fps), "
+            "min_pixels, max_pixels, total_pixels, resized_height and resized_width",
         ),
     )
 
     frames: FrameList = Field(
         description="a video given as its frame images, in order (qwen-vl-utils' list form)"
+    )
+    sample_fps: Fps | None = Field(
+        None, description="qwen-vl-utils route: the frames' rate (that route reads it instead of fps)"
+    )
+    total_pixels: Count | None = Field(
+        None, description="qwen-vl-utils route: the pixel budget of all frames"
     )
 
 

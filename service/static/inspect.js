@@ -123,8 +123,27 @@ function render(data) {
     for (const c of cells) { const td = document.createElement("td"); td.textContent = String(c); tr.appendChild(td); }
     body.appendChild(tr);
   }
+  renderFiles(data.files || []);
   $("result").hidden = false;
   drawPicture(data);
+}
+
+function renderFiles(files) {
+  // what each uploaded file read: the route's loader, the size as read, a video's rotation, own rate
+  // and frames, the size the model is given and the encoder grid (before the merge)
+  const body = $("read").querySelector("tbody");
+  body.textContent = "";
+  for (const f of files) {
+    const video = f.kind === "video";
+    const cells = [f.filename || `#${f.index}`, f.kind, f.route || "",
+      f.width != null ? `${f.width}x${f.height}` : "", video ? `${f.rotation}` : "",
+      video ? `${f.native_fps}` : "", video ? `${f.sampled_frames} / ${f.num_frames}` : "",
+      f.resized ? f.resized.join("x") : "", f.grid ? f.grid.join("x") : ""];
+    const tr = document.createElement("tr");
+    for (const c of cells) { const td = document.createElement("td"); td.textContent = String(c); tr.appendChild(td); }
+    body.appendChild(tr);
+  }
+  $("read").hidden = files.length === 0;
 }
 
 function npyBytes(positions) {
@@ -176,6 +195,7 @@ async function runUpload() {
   if (!chosenFiles.length) { showError("choose or drop at least one image or video first"); return; }
   const form = new FormData();
   form.append("model", $("model").value);
+  form.append("route", $("route").value);
   if ($("layout").value.trim()) form.append("layout", $("layout").value.trim());
   for (const f of chosenFiles) form.append("files", f, f.name);
   try { await handle(await fetch("/v1/positions/upload", { method: "POST", body: form })); }

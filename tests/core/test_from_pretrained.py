@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image as PILImage
-from support.checkpoints import qwen2_5_vl_config
+from support.checkpoints import QWEN2_5_VL_PREPROCESSOR, qwen2_5_vl_config
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
@@ -26,15 +26,7 @@ from mrope.models import ModelFamily, get_family
 QWEN2_5_CONFIG = qwen2_5_vl_config(  # the released fields plus ones mrope ignores
     architectures=["Qwen2_5_VLForConditionalGeneration"], torch_dtype="bfloat16"
 )
-QWEN2_5_PREPROCESSOR = {
-    "image_processor_type": "Qwen2VLImageProcessor",
-    "min_pixels": 3136,
-    "max_pixels": 12845056,
-    "patch_size": 14,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-    "image_mean": [0.48145466, 0.4578275, 0.40821073],
-}
+QWEN2_5_PREPROCESSOR = QWEN2_5_VL_PREPROCESSOR
 QWEN3_CONFIG = {  # Qwen/Qwen3-VL-8B-Instruct (5.x form)
     "model_type": "qwen3_vl",
     "image_token_id": 151655,

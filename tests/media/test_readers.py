@@ -5,9 +5,8 @@ a variable-rate MP4, 90-degree rotated MP4 and MKV files, a WebM without a frame
 
 Where the loader runs here the expected values are what it returns: PyAV itself (every frame decoded,
 ``frame.to_ndarray()``), and transformers 5.24's own ``load_video(backend="pyav")``
-(``video_utils.py:read_video_pyav``) on the files whose header it can read. torchcodec, decord and
-torchvision's video reader are not installed here (torchcodec and decord are no dependency of the
-project; ``torchvision.io.read_video`` is gone since torchvision 0.26, and transformers checks for it:
+(``video_utils.py:read_video_pyav``) on the files whose header it can read. torchcodec and
+torchvision's video reader are not installed here (torchcodec is no dependency of the project; ``torchvision.io.read_video`` is gone since torchvision 0.26, and transformers checks for it:
 ``is_torchvision_video_decoding_available``), so what they return is written out below from their
 documented behaviour and code, computed from the file with PyAV, and the tests say so:
 
@@ -19,10 +18,9 @@ documented behaviour and code, computed from the file with PyAV, and the tests s
   post-rotation width and height).
 - torchvision ``read_video`` (transformers' ``read_video_torchvision``): decodes every frame with
   PyAV, ``info["video_fps"] = float(stream.average_rate)``, no rotation.
-- decord 0.6.0 (transformers' ``read_video_decord``): ``len(vr)`` is the number of the stream's
-  packets (``VideoReader::IndexKeyframes`` stores one timestamp a packet; ``GetFrameCount`` returns
-  their count), ``get_avg_fps()`` the stream's ``avg_frame_rate``; its ``get_batch`` fails on 90 / 270
-  degree MP4 / MOV files and it does not rotate Matroska.
+- decord 0.6.0 (transformers' ``read_video_decord``) is installed from PyPI (the dev extra) and run:
+  ``len(vr)`` is the number of the stream's packets, ``get_avg_fps()`` the stream's ``avg_frame_rate``;
+  it turns MP4 / MOV frames upright and does not rotate Matroska.
 """
 
 from __future__ import annotations
@@ -145,18 +143,31 @@ def test_torchcodec_reader_from_its_documented_behaviour(files, name: str) -> No
     assert seen.size == display and seen.frame_size == "display"
 
 
-@pytest.mark.parametrize("name", ["vfr.mkv", "rot90.mkv", "headerless.webm", "plain.mp4"])
-def test_decord_reader_from_its_documented_behaviour(files, name: str) -> None:
-    # decord is not installed here: len(vr) = the stream's packets, get_avg_fps() = avg_frame_rate
-    count, _, _ = _packets(files[name])
-    _, fps, hw, _ = _pyav_decoded(files[name])
+@pytest.mark.parametrize(
+    "name", ["vfr.mkv", "vfr.mp4", "rot90.mp4", "rot90.mkv", "headerless.webm", "plain.mp4"]
+)
+def test_decord_reader_is_what_decord_reads(files, name: str) -> None:
+    """decord 0.6.0 from PyPI (the dev extra) run on the file: its count, rate and frame size, the
+    rotated MP4 included (decord turns it upright)."""
+    import decord
+
+    reader = decord.VideoReader(str(files[name]))
+    frame = reader.get_batch([0]).asnumpy()
     seen = _seen(files[name], "decord")
-    assert (seen.info.num_frames, seen.info.fps, seen.size) == (count, pytest.approx(fps), hw)
+    assert (seen.info.num_frames, seen.info.fps) == (len(reader), pytest.approx(reader.get_avg_fps()))
+    assert seen.size == frame.shape[1:3]
 
 
-def test_decord_refuses_a_rotated_mp4_it_cannot_read(files) -> None:
-    with pytest.raises(MediaError, match="reader='torchvision'"):
-        load_video(files["rot90.mp4"], model="qwen2.5-vl", reader="decord")
+def test_decord_reads_the_rotated_mp4_upright(files) -> None:
+    """The issue's case: a 90-degree MP4 is sized by its display size under reader='decord' (320 x 448, h x w
+    coded, turned), where the Matroska one stays coded."""
+    import decord
+
+    shape = decord.VideoReader(str(files["rot90.mp4"])).get_batch([0]).asnumpy().shape
+    assert shape[1:3] == (448, 320)  # negative control: the coded frames are 320 x 448 (h x w)
+    video = load_video(files["rot90.mp4"], model="qwen2.5-vl", reader="decord")
+    coded = load_video(files["rot90.mp4"], model="qwen2.5-vl", reader="pyav")
+    assert video.grid[1:] == coded.grid[:0:-1] and video.grid[1] > video.grid[2]
 
 
 def _qwen3_vl_patches(total: int, fps: float) -> int:

@@ -3,6 +3,7 @@ and a bad-input corpus. All media are generated here (tests/support/media.py).""
 
 from __future__ import annotations
 
+import io
 import math
 import socket
 import threading
@@ -390,6 +391,30 @@ def test_bad_video_corpus(vids, tmp_path):
     _assert_media_error_everywhere(named)
     with pytest.raises(MediaError, match="no such file"):
         probe_video(tmp_path / "missing.mp4")
+
+
+def test_a_truncated_mp4_says_where_it_was_cut(vids):
+    """The issue's file: a cut MP4 is named truncated, with the box and the bytes (no raw FFmpeg errno).
+    Offsets by hand from the file's own top-level boxes (size and type, big-endian)."""
+    mp4 = vids["h264"].read_bytes()
+    boxes, pos = [], 0
+    while pos < len(mp4):
+        size = int.from_bytes(mp4[pos : pos + 4], "big")
+        boxes.append((mp4[pos + 4 : pos + 8].decode(), pos, size))
+        pos += size
+    cut = len(mp4) // 2
+    kind, start, size = next(b for b in boxes if b[1] < cut <= b[1] + b[2] - 1)
+    want = f"truncated: its '{kind}' box at byte {start} needs {size} bytes and the file ends after {cut - start}"
+    for call in (probe_video, lambda f: load_video(f, model="qwen2-vl")):
+        with pytest.raises(MediaError) as caught:
+            call(io.BytesIO(mp4[:cut]))
+        assert want in str(caught.value) and "Errno" not in str(caught.value)
+    no_moov = b"".join(mp4[s : s + n] for k, s, n in boxes if k != "moov")  # whole boxes, no index
+    with pytest.raises(MediaError, match="has no 'moov' box"):
+        probe_video(io.BytesIO(no_moov))
+    with pytest.raises(MediaError) as caught:  # negative control: not an MP4 at all, no box talk
+        probe_video(io.BytesIO(b"not a video at all\n" * 100))
+    assert "box" not in str(caught.value) and "Errno" not in str(caught.value)
 
 
 @pytest.mark.parametrize("key", ["audio", "wav"])

@@ -109,6 +109,35 @@ def positions(client, segments, model="qwen2-vl", **extra) -> httpx.Response:
     return client.post("/v1/positions", json={"model": model, "segments": segments, **extra})
 
 
+# ------------------------------------------------------------------------------------------------ routes
+
+
+def test_a_route_sizes_media_urls_as_the_library_does(client, hosts):
+    """The JSON body's route reaches the URL readers: a rotated photo kept as stored and a rotated MKV read
+    by decord (coded frames) under qwen-vl-utils, upright under the default; equal to the library."""
+    from support.media import image_bytes, write_video
+
+    import mrope
+    from mrope.media import load_image, load_video
+
+    allowed, _, root = hosts
+    (root / "portrait.jpg").write_bytes(image_bytes(640, 480, "JPEG", orientation=6))
+    write_video(root / "rot.mkv", 16, 8, 96, 64, rotation=90)
+    for route in ("qwen-vl-utils", "processor"):
+        segments = [
+            {"type": "image", "path": f"http://{allowed}/portrait.jpg"},
+            {"type": "video", "path": f"http://{allowed}/rot.mkv"},
+        ]
+        resp = positions(client, segments, model="qwen2.5-vl", route=route)
+        assert resp.status_code == 200, resp.text
+        media = [load_image(root / "portrait.jpg", model="qwen2.5-vl", route=route)]
+        media.append(load_video(root / "rot.mkv", model="qwen2.5-vl", route=route))
+        assert resp.json()["positions"] == mrope.build_positions(media, model="qwen2.5-vl").ids.tolist()
+        assert resp.json()["image_grid_thw"] == [list(media[0].grid)]
+    stored = load_video(root / "rot.mkv", model="qwen2.5-vl", route="qwen-vl-utils").grid
+    assert stored != load_video(root / "rot.mkv", model="qwen2.5-vl").grid  # negative control
+
+
 # ------------------------------------------------------------------------------------------- URL chains
 
 

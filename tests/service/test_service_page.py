@@ -27,6 +27,7 @@ from support import media
 
 import mrope
 from mrope.media import load_image, load_video
+from mrope.media._routes import ROUTE_NAMES
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -221,3 +222,37 @@ def test_page_request_upload_error_and_download(browser, service_url, tmp_path) 
     wait_for(driver, "return document.querySelectorAll('#spans tbody tr').length > 0")
     dropped = mrope.build_positions([load_image(image, model="qwen2-vl")], model="qwen2-vl")
     assert table_rows(driver) == expected_rows(dropped)
+
+
+def test_page_shows_what_an_upload_read(browser, service_url, tmp_path) -> None:
+    """The files table: the route chosen, an EXIF-rotated photo's size as that route reads it, a rotated
+    video's rotation, own rate and frames sampled; the span table's grid is labelled as the merged one."""
+    driver, _ = browser
+    driver.get(service_url + "/inspect")
+    wait_for(driver, "return document.body.dataset.ready === 'yes'")
+    routes = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#route option')).map(o => o.value)"
+    )
+    assert routes == list(ROUTE_NAMES)
+    assert "merged grid" in driver.execute_script("return document.querySelector('#spans thead').textContent")
+    photo = media.write_image(tmp_path / "portrait.jpg", 640, 480, orientation=6)
+    clip = media.write_video(tmp_path / "rot.mp4", 24, 12, 96, 64, rotation=90)
+    driver.find_element("id", "files").send_keys(f"{photo}\n{clip}")
+    driver.execute_script("document.getElementById('model').value = 'qwen2-vl'")
+    driver.execute_script("document.getElementById('route').value = 'qwen-vl-utils'")
+    driver.find_element("id", "upload").click()
+    wait_for(driver, "return document.querySelectorAll('#read tbody tr').length === 2")
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#read tbody tr'))"
+        ".map(tr => Array.from(tr.children).map(td => td.textContent))"
+    )
+    image = load_image(photo, model="qwen2-vl", route="qwen-vl-utils")
+    video = load_video(clip, model="qwen2-vl")
+    assert rows[0] == [
+        "portrait.jpg", "image", "qwen-vl-utils", "640x480", "", "", "",
+        f"{image.grid[1] * 14}x{image.grid[2] * 14}", "x".join(map(str, image.grid)),
+    ]  # fmt: skip
+    assert rows[1] == [
+        "rot.mp4", "video", "qwen-vl-utils", "64x96", "90", "12", f"{len(video.frame_times)} / 24",
+        f"{video.grid[1] * 14}x{video.grid[2] * 14}", "x".join(map(str, video.grid)),
+    ]  # fmt: skip

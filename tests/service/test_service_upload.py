@@ -181,6 +181,51 @@ def test_exif_rotation_swaps_sides(client):
     assert body["image_grid_thw"] == [list(load_image(io.BytesIO(img), model="qwen2-vl").grid)]
 
 
+def test_route_names_whose_loader_reads_the_upload(client, tmp_path):
+    """An orientation-6 photo, stored 200x100 (w x h): qwen-vl-utils keeps the stored size, the default
+    (processor) turns it upright; each file says which route read it and the size the model is given."""
+    img = tm.image_bytes(200, 100, "JPEG", orientation=6)
+    stored = post(client, [("r.jpg", img)], route="qwen-vl-utils").json()
+    upright = post(client, [("r.jpg", img)]).json()
+    for body, route, sides in [(stored, "qwen-vl-utils", (200, 100)), (upright, "processor", (100, 200))]:
+        (info,) = body["files"]
+        assert (info["route"], info["width"], info["height"]) == (route, *sides)
+        assert body["image_grid_thw"] == [
+            list(load_image(io.BytesIO(img), model="qwen2-vl", route=route).grid)
+        ]
+        assert info["resized"] == [info["grid"][1] * 14, info["grid"][2] * 14]
+    assert stored["image_grid_thw"] != upright["image_grid_thw"]  # negative control
+    assert stored["files"][0]["sources"] == {
+        "min_pixels": "preset 'qwen2-vl'",
+        "max_pixels": "preset 'qwen2-vl'",
+    }
+    assert_error(post(client, [("r.jpg", img)], route="qwen"), 422)
+
+
+def test_an_uploaded_rotated_mkv_follows_the_route(client, tmp_path):
+    """decord (the qwen-vl-utils route's reader) does not rotate Matroska: the upload's grid is the
+    library's under each route, and the two differ."""
+    vid = tm.write_video(tmp_path / "rot.mkv", 16, 8, 96, 64, rotation=90).read_bytes()
+    grids = {}
+    for route in ("qwen-vl-utils", "processor"):
+        body = post(client, [("rot.mkv", vid)], model="qwen2.5-vl", route=route).json()
+        grids[route] = body["video_grid_thw"]
+        assert grids[route] == [list(load_video(io.BytesIO(vid), model="qwen2.5-vl", route=route).grid)]
+    assert grids["qwen-vl-utils"] != grids["processor"]
+
+
+def test_an_uploaded_video_says_what_was_read(client, tmp_path):
+    """Rotation, the file's own rate and the frames sampled (30 frames at 10 fps, rotated 90)."""
+    vid = tm.write_video(tmp_path / "rot.mp4", 30, 10, 96, 64, rotation=90).read_bytes()
+    (info,) = post(client, [("rot.mp4", vid)], model="qwen2.5-vl").json()["files"]
+    want = load_video(io.BytesIO(vid), model="qwen2.5-vl")
+    assert (info["rotation"], info["native_fps"], info["num_frames"]) == (90, 10.0, 30)
+    assert (info["width"], info["height"]) == (64, 96)  # the display size
+    assert info["sampled_frames"] == len(want.frame_times) and info["fps"] == pytest.approx(want.fps)
+    assert info["resized"] == [want.grid[1] * 14, want.grid[2] * 14] and info["route"] == "processor"
+    assert info["sources"]["fps"] == "preset 'qwen2.5-vl'"
+
+
 def test_moov_at_end_larger_than_sniff_window(client):
     vid = noisy_mp4()
     assert len(vid) > media.SNIFF_BYTES and vid.rfind(b"moov") > media.SNIFF_BYTES

@@ -31,6 +31,17 @@ QWEN2_5_VL_CONFIG: dict[str, Any] = {  # Qwen/Qwen2.5-VL-7B-Instruct config.json
 }
 
 
+QWEN2_5_VL_PREPROCESSOR: dict[str, Any] = {  # its preprocessor_config.json, the folder's only processor file
+    "image_processor_type": "Qwen2VLImageProcessor",
+    "min_pixels": 3136,
+    "max_pixels": 12845056,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "image_mean": [0.48145466, 0.4578275, 0.40821073],
+}
+
+
 def qwen2_5_vl_config(tokens_per_second: int = 2, **extra: Any) -> dict[str, Any]:
     """A fresh copy of the released config, with a fine-tune's ``tokens_per_second`` and extra fields."""
     config = copy.deepcopy(QWEN2_5_VL_CONFIG)
