@@ -114,12 +114,24 @@ def allowed_url(path: str, settings: Settings, where: str) -> str:
         raise ServiceError(422, "media_not_allowed", str(exc), cap="MROPE_MEDIA_URL_HOSTS") from None
 
 
-def check_urls(items: Sequence[Any], settings: Settings) -> None:
-    """Every media path and frame of ``items`` (segments or message items) checked against the
-    allowlist before a media slot is taken: a refused URL never waits for one."""
-    for i, seg in enumerate(items):
+def check_urls(body: Any, settings: Settings) -> None:
+    """Every media path and frame of a positions request (its segments or its message items) checked
+    against the allowlist before a media slot is taken: a refused URL never waits for one. Items are
+    named as the reader names them (``segment i``, ``message m item c``)."""
+    for where, seg in _named_items(body):
         for k, path in enumerate(_paths(seg)):
-            allowed_url(path, settings, f"item {i}" + (f" frame {k}" if isinstance(seg, VideoFrames) else ""))
+            allowed_url(path, settings, where + (f" frame {k}" if isinstance(seg, VideoFrames) else ""))
+
+
+def _named_items(body: Any) -> list[tuple[str, Any]]:
+    if body.segments is not None:
+        return [(f"segment {i}", seg) for i, seg in enumerate(body.segments)]
+    return [
+        (f"message {m} item {c}", item)
+        for m, message in enumerate(body.messages or ())
+        if isinstance(message.content, list)
+        for c, item in enumerate(message.content)
+    ]
 
 
 def _paths(seg: Any) -> list[str]:

@@ -128,7 +128,7 @@ class Routes:
         )
         conversation = Conversation.of(body, rules)
         if segments is None:  # allowlisted media URLs: off the loop, in a media slot, under its timeout
-            convert.check_urls(convert.request_items(body), settings)  # refused ones wait for no slot
+            convert.check_urls(body, settings)  # refused ones wait for no slot
             to_segments = functools.partial(convert.request_segments, body, rules, settings, state.tokenizer)
             segments = await media.run_bounded(
                 lambda deadline: to_segments(deadline),
