@@ -36,7 +36,7 @@ from mrope.schema import (
 )
 from mrope.schema._convert import AnySegment, ImageForm, SegmentReader, VideoForm, sizing
 from mrope.schema._messages import template_segments, turn_segments
-from mrope.schema._text import TokenizerRequired
+from mrope.schema._text import TokenizerRequired, TooManyTextTokens, tokenize
 
 from ._errors import ServiceError, over_cap
 from ._settings import Settings
@@ -88,6 +88,72 @@ def check_image_pixels(height: int, width: int, settings: Settings, where: str) 
         )
 
 
+TEXT_CHARS_PER_TOKEN = 32
+"""A text of more characters than this per token of ``MROPE_MAX_TOKENS`` is refused before it is
+tokenized (real tokenizers average 3 to 5 characters a token)."""
+
+
+def check_text_size(text: str, settings: Settings, where: str) -> None:
+    """413 for a text longer than :data:`TEXT_CHARS_PER_TOKEN` characters per token of the cap."""
+    most = TEXT_CHARS_PER_TOKEN * settings.max_tokens
+    if len(text) > most:
+        raise ServiceError(
+            413,
+            "text_too_long",
+            f"{where} is {len(text):,} characters long, over the {most:,} allowed ({TEXT_CHARS_PER_TOKEN} "
+            "per token of MROPE_MAX_TOKENS)",
+            cap="MROPE_MAX_TOKENS",
+            limit=settings.max_tokens,
+        )
+
+
+def check_keep(seg: Any, rules: LayoutRules, settings: Settings, where: str) -> None:
+    """A segment's ``keep`` mask weighed before it is decoded: the tokens of its grid (when it gives one)
+    and the tokens the mask covers (the sum of its runs, or its length) against ``MROPE_MAX_TOKENS``."""
+    mask = getattr(seg, "keep", None)
+    if mask is None:
+        return
+    grid = getattr(seg, "grid", None)
+    if grid is not None:
+        t, h, w = grid
+        check_tokens(
+            t * h * w // (rules.merge_size * rules.merge_size), settings, f"the token count of {where}"
+        )
+    check_tokens(mask.size, settings, f"the tokens the keep mask of {where} covers")
+
+
+def check_nframes(nframes: int | None, meta: Any, rules: LayoutRules, where: str) -> None:
+    """422 when ``nframes`` asks for more frames than the probed video has (or, for a shorter video,
+    than one temporal patch): checked before any frame index is made."""
+    if nframes is None:
+        return
+    most = max(int(meta.num_frames), rules.temporal_patch_size)
+    if nframes > most:
+        raise ServiceError(
+            422,
+            "too_many_frames",
+            f"{where} asks for nframes={nframes:,}, but the video has {int(meta.num_frames):,} frames: "
+            f"nframes may be at most {most:,}",
+        )
+
+
+def check_frame_times(video: mrope.Video, rules: LayoutRules, where: str) -> None:
+    """422 when, under rules with timestamp text (whose planning reads them), a video's ``frame_times``
+    do not make its grid's temporal patches (``temporal_patch_size`` a patch, the last one padded, as
+    :meth:`mrope.Video.patch_times` pads them)."""
+    times = video.frame_times
+    if times is None or rules.temporal != "timestamps":
+        return
+    p = rules.temporal_patch_size
+    if -(-len(times) // p) != video.grid[0]:
+        raise ServiceError(
+            422,
+            "invalid_input",
+            f"{where} has {len(times):,} frame_times, which make {-(-len(times) // p):,} temporal patches of "
+            f"{p} frames, but its grid has t = {video.grid[0]:,}",
+        )
+
+
 def media_access(settings: Settings) -> MediaAccess:
     """The service never reads local files; URLs only from the hosts of ``MROPE_MEDIA_URL_HOSTS``."""
     hosts = settings.url_hosts
@@ -135,13 +201,26 @@ class ServiceReader(SegmentReader):
         self.settings = settings
 
     def text(self, seg: TextSegment, where: str) -> mrope.Text:
-        try:
+        if seg.text is None:
             return super().text(seg, where)
-        except TokenizerRequired:
-            raise tokenizer_required(where) from None
+        settings = self.settings
+        check_text_size(seg.text, settings, where)
+        if self.tokenizer is None:
+            raise tokenizer_required(where)
+        try:
+            return mrope.Text(tokenize(self.tokenizer, seg.text, where, limit=settings.max_tokens))
+        except TooManyTextTokens as exc:
+            raise over_cap(
+                "too_many_tokens",
+                f"the token count of {where} (counted so far)",
+                exc.counted,
+                "MROPE_MAX_TOKENS",
+                settings.max_tokens,
+            ) from None
 
     def image(self, seg: ImageForm, where: str) -> mrope.Image:
         settings = self.settings
+        check_keep(seg, self.rules, settings, where)
         if not isinstance(seg, ImagePath):
             if isinstance(seg, ImageSize):
                 check_image_pixels(seg.height, seg.width, settings, where)
@@ -153,12 +232,14 @@ class ServiceReader(SegmentReader):
             return load_image(f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **sizing(seg))
 
     def video(self, seg: VideoForm, where: str) -> mrope.Video:
+        check_keep(seg, self.rules, self.settings, where)
         if not isinstance(seg, VideoPath):
             return super().video(seg, where)
         settings, rules = self.settings, self.rules
         with _open(seg.path, settings, where) as f:
             meta = probe_video(f, max_packets=settings.max_video_frames + 1)
         check_video_meta(meta, settings, where)
+        check_nframes(seg.nframes, meta, rules, where)
         counts = {
             k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
         }
@@ -276,7 +357,8 @@ class Weight:
         plain: no tiles, no audio and no timestamp text: :data:`EXTRA_TOKENS_PER_PIECE` per piece bounds
             the tokens beyond the floor.
         timed_frames: the frame times planning writes out (``temporal_patch_size`` per temporal patch
-            of a video given by its grid, under rules with timestamp text); 0 under other rules.
+            of every video, its ``frame_times`` given or not, under rules with timestamp text); 0 under
+            other rules.
     """
 
     token_floor: int
@@ -315,7 +397,7 @@ def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: Lay
     floor = patches = timed = 0
     pieces = len(segments)
     plain = rules.temporal != "timestamps"
-    for seg in segments:
+    for i, seg in enumerate(segments):
         if isinstance(seg, mrope.Text):
             floor += seg.num_tokens
             continue
@@ -327,7 +409,8 @@ def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: Lay
         floor += t * h * w // m2  # an image to generate (GLM-Image) counts too: its positions are made
         if isinstance(seg, mrope.Video):
             patches += t
-            if rules.temporal == "timestamps" and seg.frame_times is None:
+            check_frame_times(seg, rules, f"segment {i}")
+            if rules.temporal == "timestamps":
                 timed += t * rules.temporal_patch_size
             if seg.audio is not None:
                 floor += audio_tokens(seg.audio, rules)

@@ -46,7 +46,14 @@ from mrope.media._image import DEFAULT_MAX_IMAGE_PIXELS
 from mrope.media._source import DeadlineReader, ProbeDeadlineError
 from mrope.schema._request import FileItem
 
-from ._convert import check_audio_meta, check_image_pixels, check_tokens, check_video_meta, token_floor
+from ._convert import (
+    check_audio_meta,
+    check_image_pixels,
+    check_nframes,
+    check_tokens,
+    check_video_meta,
+    token_floor,
+)
 from ._errors import ServiceError
 from ._logtext import log_text
 from ._settings import Settings
@@ -190,6 +197,7 @@ def place_file(
             "mel_frames": audio.mel_frames,
         }
         return LoadedFile(audio, info)
+    check_nframes(item.nframes, meta, rules, _name(stored))
     video = load_video(meta, model=model, rules=rules, fps=item.fps, nframes=item.nframes, wrap=item.wrap)
     if item.use_audio_in_video and has_audio_stream(stored.path):  # omni models: the video's own track
         video = dataclasses.replace(video, audio=load_audio(stored.path, model=model, rules=rules))
