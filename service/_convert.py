@@ -36,7 +36,7 @@ from mrope.schema import (
 )
 from mrope.schema._convert import AnySegment, ImageForm, SegmentReader, VideoForm, sizing
 from mrope.schema._messages import template_segments, turn_segments
-from mrope.schema._text import TokenizerRequired, TooManyTextTokens, tokenize
+from mrope.schema._text import TokenizerRequired, TooManyTextTokens
 
 from ._errors import ServiceError, over_cap
 from ._settings import Settings
@@ -93,33 +93,38 @@ TEXT_CHARS_PER_TOKEN = 32
 tokenized (real tokenizers average 3 to 5 characters a token)."""
 
 
-def check_text_size(text: str, settings: Settings, where: str) -> None:
-    """413 for a text longer than :data:`TEXT_CHARS_PER_TOKEN` characters per token of the cap."""
+def check_text_size(chars: int, settings: Settings, where: str) -> None:
+    """413 for text of more than :data:`TEXT_CHARS_PER_TOKEN` characters per token of the cap."""
     most = TEXT_CHARS_PER_TOKEN * settings.max_tokens
-    if len(text) > most:
+    if chars > most:
         raise ServiceError(
             413,
             "text_too_long",
-            f"{where} is {len(text):,} characters long, over the {most:,} allowed ({TEXT_CHARS_PER_TOKEN} "
+            f"{where} is {chars:,} characters long, over the {most:,} allowed ({TEXT_CHARS_PER_TOKEN} "
             "per token of MROPE_MAX_TOKENS)",
             cap="MROPE_MAX_TOKENS",
             limit=settings.max_tokens,
         )
 
 
-def check_keep(seg: Any, rules: LayoutRules, settings: Settings, where: str) -> None:
-    """A segment's ``keep`` mask weighed before it is decoded: the tokens of its grid (when it gives one)
-    and the tokens the mask covers (the sum of its runs, or its length) against ``MROPE_MAX_TOKENS``."""
+def text_over_cap(exc: TooManyTextTokens, settings: Settings) -> ServiceError:
+    """The 413 for text whose count passed ``MROPE_MAX_TOKENS`` while it was tokenized."""
+    return over_cap(
+        "too_many_tokens",
+        f"the token count of {exc.where} (counted so far)",
+        exc.counted,
+        "MROPE_MAX_TOKENS",
+        settings.max_tokens,
+    )
+
+
+def check_keep(seg: Any, settings: Settings, where: str) -> None:
+    """A segment's ``keep`` mask weighed before it is decoded: the tokens it covers (the sum of its runs,
+    or its length) against ``MROPE_MAX_TOKENS`` (the schema bounds them by the segment's grid as well;
+    the grid's own tokens are counted with the request's)."""
     mask = getattr(seg, "keep", None)
-    if mask is None:
-        return
-    grid = getattr(seg, "grid", None)
-    if grid is not None:
-        t, h, w = grid
-        check_tokens(
-            t * h * w // (rules.merge_size * rules.merge_size), settings, f"the token count of {where}"
-        )
-    check_tokens(mask.size, settings, f"the tokens the keep mask of {where} covers")
+    if mask is not None:
+        check_tokens(mask.size, settings, f"the tokens the keep mask of {where} covers")
 
 
 def check_nframes(nframes: int | None, meta: Any, rules: LayoutRules, where: str) -> None:
@@ -197,30 +202,22 @@ class ServiceReader(SegmentReader):
     __slots__ = ("settings",)
 
     def __init__(self, rules: LayoutRules, settings: Settings, tokenizer: Any) -> None:
-        super().__init__(rules, tokenizer=tokenizer)
+        super().__init__(rules, tokenizer=tokenizer, token_limit=settings.max_tokens)
         self.settings = settings
 
     def text(self, seg: TextSegment, where: str) -> mrope.Text:
-        if seg.text is None:
-            return super().text(seg, where)
-        settings = self.settings
-        check_text_size(seg.text, settings, where)
-        if self.tokenizer is None:
-            raise tokenizer_required(where)
+        if seg.text is not None:
+            check_text_size(len(seg.text), self.settings, where)
         try:
-            return mrope.Text(tokenize(self.tokenizer, seg.text, where, limit=settings.max_tokens))
+            return super().text(seg, where)
+        except TokenizerRequired:
+            raise tokenizer_required(where) from None
         except TooManyTextTokens as exc:
-            raise over_cap(
-                "too_many_tokens",
-                f"the token count of {where} (counted so far)",
-                exc.counted,
-                "MROPE_MAX_TOKENS",
-                settings.max_tokens,
-            ) from None
+            raise text_over_cap(exc, self.settings) from None
 
     def image(self, seg: ImageForm, where: str) -> mrope.Image:
         settings = self.settings
-        check_keep(seg, self.rules, settings, where)
+        check_keep(seg, settings, where)
         if not isinstance(seg, ImagePath):
             if isinstance(seg, ImageSize):
                 check_image_pixels(seg.height, seg.width, settings, where)
@@ -232,7 +229,7 @@ class ServiceReader(SegmentReader):
             return load_image(f, rules=self.rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, **sizing(seg))
 
     def video(self, seg: VideoForm, where: str) -> mrope.Video:
-        check_keep(seg, self.rules, self.settings, where)
+        check_keep(seg, self.settings, where)
         if not isinstance(seg, VideoPath):
             return super().video(seg, where)
         settings, rules = self.settings, self.rules
@@ -307,7 +304,10 @@ def request_segments(
     turns (:func:`mrope.schema._messages.turn_segments`)."""
     if body.segments is not None:
         return to_segments(body.segments, rules, settings, tokenizer)
-    check_segment_count(len(request_items(body)), settings)
+    items = request_items(body)
+    check_segment_count(len(items), settings)
+    chars = sum(len(getattr(item, "text", None) or "") for item in items)
+    check_text_size(chars, settings, "the messages' text")
     reader = ServiceReader(rules, settings, tokenizer)
     template = chat_template(settings.tokenizer)
     try:
@@ -316,6 +316,8 @@ def request_segments(
         return turn_segments(body.messages, reader).segments  # type: ignore[return-value]
     except TokenizerRequired as exc:  # message text is read in runs, not by reader.text
         raise tokenizer_required(exc.where) from None
+    except TooManyTextTokens as exc:
+        raise text_over_cap(exc, settings) from None
 
 
 def check_segment_count(n: int, settings: Settings) -> None:

@@ -2,8 +2,9 @@
 
 Every endpoint follows the same path: the guard checks content type, ``Accept`` and body size; pydantic
 validates the body; the caps are checked with cheap counts; the library computes; JSON or npy is
-rendered. Work over ``MROPE_INLINE_TOKENS`` tokens (or many video patches, or a body over
-:data:`INLINE_BODY_BYTES`) runs in a worker thread, never on the event loop.
+rendered. Work over ``MROPE_INLINE_TOKENS`` tokens (or many video patches, a body over
+:data:`INLINE_BODY_BYTES` or with chat messages, an upload's layout text) runs in a worker thread, never
+on the event loop.
 """
 
 from __future__ import annotations

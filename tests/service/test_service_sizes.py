@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import httpx
+import jinja2
 import pytest
 from support import media as tm
 from support.service_proc import serve
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.timeout(300)
 MAX_TOKENS = 100_000
 """The server's ``MROPE_MAX_TOKENS`` (a tenth of the default, so that the refusals stay quick here)."""
 
-PEAK_RSS_MIB = 200
+PEAK_RSS_MIB = 100
 """Most a refused request may raise the server's peak RSS (docs/service.md, beside MROPE_MAX_TOKENS)."""
 
 HEALTH_S = 0.5
@@ -42,10 +43,11 @@ SECONDS = 20.0
 """A generous bound on one request's time (the old service took 4 to 40 s on these)."""
 
 TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}"
+    "{{ message['content'] }}{% else %}{% for item in message['content'] %}{{ item['text'] }}{% endfor %}"
+    "{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-"""A Qwen-style chat template (one turn = ``<|im_start|>role\\ncontent<|im_end|>\\n``)."""
+"""A Qwen-style chat template (one turn = ``<|im_start|>role\\ncontent<|im_end|>\\n``; text items only)."""
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +59,7 @@ def server(tmp_path_factory):
     (folder / "chat_template.jinja").write_text(TEMPLATE, encoding="utf-8")
     env = {"MROPE_MAX_TOKENS": str(MAX_TOKENS), "MROPE_TOKENIZER": str(folder / "tokenizer.json")}
     with serve(env=env) as srv:
+        srv.tokenizer = env["MROPE_TOKENIZER"]  # type: ignore[attr-defined]
         yield srv
 
 
@@ -135,7 +138,9 @@ def refused(
 
 
 def positions(server, segments: list[dict], model: str = "qwen2-vl", **extra) -> Callable[[], httpx.Response]:
-    return lambda: post(server.base, "/v1/positions", {"model": model, "segments": segments, **extra})
+    """A request to send, its body encoded now (so that the client's own work is not timed)."""
+    content = json.dumps({"model": model, "segments": segments, **extra}).encode()
+    return lambda: post(server.base, "/v1/positions", content)
 
 
 # ----------------------------------------------------------------------------------------------- 1. keep
@@ -210,6 +215,41 @@ def test_text_under_the_cap_keeps_its_ids(server):
     assert resp.json()["positions"][0] == [0, 1, 2]
 
 
+# ------------------------------------------------------------------------------------------- 2. messages
+
+
+def test_a_long_conversation_is_placed_in_linear_time(server):
+    """1,500 messages (49 KB) under the chat template: 200, the loop free (the old service rendered the
+    conversation up to each assistant turn twice, on the event loop: 5-8 s)."""
+    messages = [{"role": ("user", "assistant")[k % 2], "content": f"turn number {k}"} for k in range(1500)]
+    content = json.dumps({"model": "qwen2-vl", "messages": messages}).encode()
+    with weighed(server.base, server.pid) as cost:
+        resp = post(server.base, "/v1/positions", content)
+    assert resp.status_code == 200, resp.text[:1000]
+    # as many positions as the conversation, rendered here by jinja2 itself, has tokens
+    text = (
+        jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+        .from_string(TEMPLATE)
+        .render(messages=messages)
+    )
+    tokenizer = Tokenizer.from_file(server.tokenizer)
+    assert len(resp.json()["positions"][0]) == len(tokenizer.encode(text, add_special_tokens=False).ids)
+    cost.check()
+
+
+def test_a_huge_message_is_refused_while_it_is_counted(server):
+    """A 3 MB message under the template (the old service kept every token's offsets as Python objects:
+    +680 MB) and the same text as a plain turn without the template's route."""
+    for content, code in (
+        ("w " * 1_500_000, "too_many_tokens"),
+        ("x" * (32 * MAX_TOKENS + 1), "text_too_long"),
+    ):
+        messages = [{"role": "user", "content": content}, {"role": "assistant", "content": "ok"}]
+        body = json.dumps({"model": "qwen2-vl", "messages": messages}).encode()
+        err, _ = refused(server, lambda: post(server.base, "/v1/positions", body), 413, code)  # noqa: B023
+        assert err["error"]["cap"] == "MROPE_MAX_TOKENS"
+
+
 # ------------------------------------------------------------------------------------- 4. nframes, 5. times
 
 
@@ -226,9 +266,9 @@ def test_nframes_is_bounded_by_the_video(server, tmp_path):
             timeout=120,
         )
 
+    assert upload(4)().status_code == 200  # the negative control (first, so PyAV is loaded before timing)
     body, _ = refused(server, upload(16_000_000), 422, "too_many_frames")
     assert "the video has 4 frames" in body["error"]["message"]
-    assert upload(4)().status_code == 200  # the negative control: what the video has
 
 
 def test_frame_times_must_match_the_grid(server):
