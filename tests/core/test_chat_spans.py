@@ -14,6 +14,7 @@ import random
 import time
 
 import pytest
+from support.chat_templates import QWEN2_VL_TEMPLATE
 
 from mrope._chat import SMALL_CHAT, ChatTemplateError, assistant_spans, render_chat
 
@@ -40,12 +41,6 @@ def library_spans(template: str, messages: list[dict]) -> list[tuple[int, int]] 
         return "error"
 
 
-QWEN = (  # Qwen2-VL's template for string contents (its default system prompt, loop.first)
-    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
-    "You are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n"
-    "{{ message['content'] }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
-    "{% endif %}"
-)
 LLAMA3 = (  # Llama 3's shape: a BOS before the loop, contents trimmed inside a {% set %}
     "{{ '<|begin_of_text|>' }}{% for message in messages %}{% set content = '<|start_header_id|>' + "
     "message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' %}{{ content }}"
@@ -56,7 +51,7 @@ SCAN = (  # two loops over the messages: a scan for a system message (writing no
     "{% if messages|selectattr('role', 'equalto', 'system')|list %}S{% endif %}{% for m in messages %}"
     "<{{ m['role'] }}>{{ m['content'] }}</>{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
 )
-STREAMING = {"qwen": QWEN, "llama3": LLAMA3, "scan": SCAN}
+STREAMING = {"qwen2-vl": QWEN2_VL_TEMPLATE, "llama3": LLAMA3, "scan": SCAN}
 """Templates that write a conversation as its turns one after the other."""
 
 OTHERS = {

@@ -23,6 +23,7 @@ import httpx
 import jinja2
 import pytest
 from support import media as tm
+from support.chat_templates import QWEN2_VL_TEMPLATE
 from support.service_proc import serve
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
@@ -42,12 +43,8 @@ HEALTH_S = 0.5
 SECONDS = 20.0
 """A generous bound on one request's time (the old service took 4 to 40 s on these)."""
 
-TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}"
-    "{{ message['content'] }}{% else %}{% for item in message['content'] %}{{ item['text'] }}{% endfor %}"
-    "{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-"""A Qwen-style chat template (one turn = ``<|im_start|>role\\ncontent<|im_end|>\\n``; text items only)."""
+TEMPLATE = QWEN2_VL_TEMPLATE
+"""The chat template the server finds next to its tokenizer."""
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +73,11 @@ class Cost:
     peak_mib: float = 0.0
     health_s: list[float] = field(default_factory=list)
 
-    def check(self) -> None:
+    def check(self, seconds: float = SECONDS) -> None:
         assert self.health_s, "the /healthz probe got no answer"
         assert max(self.health_s) < HEALTH_S, f"/healthz took up to {max(self.health_s):.3f} s"
         assert self.peak_mib < PEAK_RSS_MIB, f"peak RSS grew {self.peak_mib:.0f} MiB"
-        assert self.seconds < SECONDS, f"the request took {self.seconds:.1f} s"
+        assert self.seconds < seconds, f"the request took {self.seconds:.1f} s"
 
 
 @contextmanager
@@ -234,7 +231,7 @@ def test_a_long_conversation_is_placed_in_linear_time(server):
     )
     tokenizer = Tokenizer.from_file(server.tokenizer)
     assert len(resp.json()["positions"][0]) == len(tokenizer.encode(text, add_special_tokens=False).ids)
-    cost.check()
+    cost.check(seconds=5.0)  # tenths of a second here; the definition's renders take tens of seconds
 
 
 def test_a_huge_message_is_refused_while_it_is_counted(server):
