@@ -96,7 +96,11 @@ class Conversation:
 
 
 def check_rope_index_size(body: RopeIndexRequest, rules: LayoutRules, settings: Settings) -> int:
-    """Cheap caps of a rope-index request; returns ``B * L``."""
+    """Cheap caps of a rope-index request; returns its work: ``B * L`` plus the tokens of its grids.
+
+    The grids' tokens together are capped as well as ``B * L``: a prompt's images and videos lie within
+    its ids, so a valid request's grids hold at most ``B * L`` tokens, but the grids left after the
+    prompt's (GLM-Image's images to generate) get decode positions of their own."""
     rows = len(body.input_ids)
     if rows > settings.max_batch:
         raise over_cap(
@@ -113,10 +117,12 @@ def check_rope_index_size(body: RopeIndexRequest, rules: LayoutRules, settings: 
     size = rows * length
     convert.check_tokens(size, settings, "the token count B*L of input_ids")
     m2 = rules.merge_size * rules.merge_size
+    grids = 0
     for name in ("image_grid_thw", "video_grid_thw"):
-        for i, (t, h, w) in enumerate(getattr(body, name) or ()):
-            convert.check_tokens(t * h * w // m2, settings, f"the token count of {name}[{i}]")
-    return size
+        for t, h, w in getattr(body, name) or ():
+            grids += t * h * w // m2
+    convert.check_tokens(grids, settings, "the token count of image_grid_thw and video_grid_thw together")
+    return size + grids
 
 
 def precheck_positions(data: Any, settings: Settings) -> None:
@@ -174,8 +180,8 @@ def decode_positions(
 
 
 def decode_rope_index(raw: bytes, state: ServiceState) -> tuple[RopeIndexRequest, Any, int]:
-    """A rope-index body: bounded decode and validation, then its caps; returns it, its model and
-    ``B * L``."""
+    """A rope-index body: bounded decode and validation, then its caps; returns it, its model and its
+    work (:func:`check_rope_index_size`)."""
     served: list[Any] = [None]
 
     def precheck(data: Any) -> None:

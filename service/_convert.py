@@ -47,7 +47,7 @@ from mrope.schema import (
 )
 from mrope.schema._convert import AnySegment, ImageForm, SegmentReader, VideoForm, keep_mask, sizing
 from mrope.schema._messages import template_segments, turn_segments
-from mrope.schema._text import TokenizerRequired
+from mrope.schema._text import TokenizerRequired, TooManyTextTokens
 
 from ._errors import ServiceError, over_cap
 from ._settings import Settings
@@ -96,6 +96,77 @@ def check_image_pixels(height: int, width: int, settings: Settings, where: str) 
             pixels,
             "MROPE_MAX_IMAGE_PIXELS",
             settings.max_image_pixels,
+        )
+
+
+TEXT_CHARS_PER_TOKEN = 32
+"""A text of more characters than this per token of ``MROPE_MAX_TOKENS`` is refused before it is
+tokenized (real tokenizers average 3 to 5 characters a token)."""
+
+
+def check_text_size(chars: int, settings: Settings, where: str) -> None:
+    """413 for text of more than :data:`TEXT_CHARS_PER_TOKEN` characters per token of the cap."""
+    most = TEXT_CHARS_PER_TOKEN * settings.max_tokens
+    if chars > most:
+        raise ServiceError(
+            413,
+            "text_too_long",
+            f"{where} is {chars:,} characters long, over the {most:,} allowed ({TEXT_CHARS_PER_TOKEN} "
+            "per token of MROPE_MAX_TOKENS)",
+            cap="MROPE_MAX_TOKENS",
+            limit=settings.max_tokens,
+        )
+
+
+def text_over_cap(exc: TooManyTextTokens, settings: Settings) -> ServiceError:
+    """The 413 for text whose count passed ``MROPE_MAX_TOKENS`` while it was tokenized."""
+    return over_cap(
+        "too_many_tokens",
+        f"the token count of {exc.where} (counted so far)",
+        exc.counted,
+        "MROPE_MAX_TOKENS",
+        settings.max_tokens,
+    )
+
+
+def check_keep(seg: Any, settings: Settings, where: str) -> None:
+    """A segment's ``keep`` mask weighed before it is decoded: the tokens it covers (the sum of its runs,
+    or its length) against ``MROPE_MAX_TOKENS`` (the schema bounds them by the segment's grid as well;
+    the grid's own tokens are counted with the request's)."""
+    mask = getattr(seg, "keep", None)
+    if mask is not None:
+        check_tokens(mask.size, settings, f"the tokens the keep mask of {where} covers")
+
+
+def check_nframes(nframes: int | None, meta: Any, rules: LayoutRules, where: str) -> None:
+    """422 when ``nframes`` asks for more frames than the probed video has (or, for a shorter video,
+    than one temporal patch): checked before any frame index is made."""
+    if nframes is None:
+        return
+    most = max(int(meta.num_frames), rules.temporal_patch_size)
+    if nframes > most:
+        raise ServiceError(
+            422,
+            "too_many_frames",
+            f"{where} asks for nframes={nframes:,}, but the video has {int(meta.num_frames):,} frames: "
+            f"nframes may be at most {most:,}",
+        )
+
+
+def check_frame_times(video: mrope.Video, rules: LayoutRules, where: str) -> None:
+    """422 when, under rules with timestamp text (whose planning reads them), a video's ``frame_times``
+    do not make its grid's temporal patches (``temporal_patch_size`` a patch, the last one padded, as
+    :meth:`mrope.Video.patch_times` pads them)."""
+    times = video.frame_times
+    if times is None or rules.temporal != "timestamps":
+        return
+    p = rules.temporal_patch_size
+    if -(-len(times) // p) != video.grid[0]:
+        raise ServiceError(
+            422,
+            "invalid_input",
+            f"{where} has {len(times):,} frame_times, which make {-(-len(times) // p):,} temporal patches of "
+            f"{p} frames, but its grid has t = {video.grid[0]:,}",
         )
 
 
@@ -192,18 +263,23 @@ class ServiceReader(SegmentReader):
         deadline: float | None = None,
         route: str | None = None,
     ) -> None:
-        super().__init__(rules, tokenizer=tokenizer, route=route)
+        super().__init__(rules, tokenizer=tokenizer, route=route, token_limit=settings.max_tokens)
         self.settings = settings
         self.deadline = deadline
 
     def text(self, seg: TextSegment, where: str) -> mrope.Text:
+        if seg.text is not None:
+            check_text_size(len(seg.text), self.settings, where)
         try:
             return super().text(seg, where)
         except TokenizerRequired:
             raise tokenizer_required(where) from None
+        except TooManyTextTokens as exc:
+            raise text_over_cap(exc, self.settings) from None
 
     def image(self, seg: ImageForm, where: str) -> mrope.Image:
         settings = self.settings
+        check_keep(seg, settings, where)
         if not isinstance(seg, ImagePath):
             if isinstance(seg, ImageSize):
                 check_image_pixels(seg.height, seg.width, settings, where)
@@ -239,12 +315,16 @@ class ServiceReader(SegmentReader):
                 if idle is not None:
                     idle()  # one connection and one cached block at a time, however many frames
                 files.append(f)
-            video = load_frames(files, rules=self.rules, fps=seg.fps, wrap=seg.wrap, **sizing(seg))
+            rate = {"fps": seg.fps, "sample_fps": seg.sample_fps}
+            video = load_frames(
+                files, rules=self.rules, wrap=seg.wrap, route=self.route, **rate, **sizing(seg)
+            )
         return (
             video if seg.keep is None else dataclasses.replace(video, keep=keep_mask(seg.keep, video, where))
         )
 
     def video(self, seg: VideoForm, where: str) -> mrope.Video:
+        check_keep(seg, self.settings, where)
         if isinstance(seg, VideoFrames):
             return self.frames(seg, where)
         if not isinstance(seg, VideoPath):
@@ -253,6 +333,7 @@ class ServiceReader(SegmentReader):
         with _open(seg.path, settings, where, self.deadline) as f:
             meta = probe_video(f, max_packets=settings.max_video_frames + 1, deadline=self.deadline)
         check_video_meta(meta, settings, where)
+        check_nframes(seg.nframes, meta, rules, where)
         counts = {
             k: getattr(seg, k) for k in ("nframes", "min_frames", "max_frames") if getattr(seg, k) is not None
         }
@@ -328,7 +409,10 @@ def request_segments(
     (:func:`mrope.schema._messages.turn_segments`). Media reads stop at ``deadline``."""
     if body.segments is not None:
         return to_segments(body.segments, rules, settings, tokenizer, deadline, body.route)
-    check_segment_count(len(request_items(body)), settings)
+    items = request_items(body)
+    check_segment_count(len(items), settings)
+    chars = sum(len(getattr(item, "text", None) or "") for item in items)
+    check_text_size(chars, settings, "the messages' text")
     reader = ServiceReader(rules, settings, tokenizer, deadline, body.route)
     template = None if body.chat_template == "none" else chat_template(settings.tokenizer)
     try:
@@ -339,6 +423,8 @@ def request_segments(
         return turn_segments(body.messages, reader).segments  # type: ignore[return-value]
     except TokenizerRequired as exc:  # message text is read in runs, not by reader.text
         raise tokenizer_required(exc.where) from None
+    except TooManyTextTokens as exc:
+        raise text_over_cap(exc, settings) from None
 
 
 def check_segment_count(n: int, settings: Settings) -> None:
@@ -380,7 +466,8 @@ class Weight:
         plain: no tiles, no audio and no timestamp text: :data:`EXTRA_TOKENS_PER_PIECE` per piece bounds
             the tokens beyond the floor.
         timed_frames: the frame times planning writes out (``temporal_patch_size`` per temporal patch
-            of a video given by its grid, under rules with timestamp text); 0 under other rules.
+            of every video, its ``frame_times`` given or not, under rules with timestamp text); 0 under
+            other rules.
     """
 
     token_floor: int
@@ -419,7 +506,7 @@ def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: Lay
     floor = patches = timed = 0
     pieces = len(segments)
     plain = rules.temporal != "timestamps"
-    for seg in segments:
+    for i, seg in enumerate(segments):
         if isinstance(seg, mrope.Text):
             floor += seg.num_tokens
             continue
@@ -431,7 +518,8 @@ def weigh(segments: Sequence[mrope.Text | mrope.Image | mrope.Video], rules: Lay
         floor += t * h * w // m2  # an image to generate (GLM-Image) counts too: its positions are made
         if isinstance(seg, mrope.Video):
             patches += t
-            if rules.temporal == "timestamps" and seg.frame_times is None:
+            check_frame_times(seg, rules, f"segment {i}")
+            if rules.temporal == "timestamps":
                 timed += t * rules.temporal_patch_size
             if seg.audio is not None:
                 floor += audio_tokens(seg.audio, rules)

@@ -186,6 +186,18 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, code, message, exc.headers)
 
 
+async def _memory_error(request: Request, exc: Exception) -> Response:
+    # a request that needs more memory than the process can get: the service is short of it, the
+    # request may fit later (or smaller)
+    log.warning("out of memory on %s %s", log_text(request.method, 20), _log_path(request))
+    return error_response(
+        503,
+        "out_of_memory",
+        "the server could not get the memory this request needs; retry later, or send a smaller request",
+        {"Retry-After": "1"},
+    )
+
+
 def _log_path(request: Request) -> str:
     """The request's raw path for a log line, escaped (``request.url`` would drop its CR, LF and tabs,
     gluing what followed them to the path)."""
@@ -214,3 +226,4 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(MRopeError, _mrope_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(ClientDisconnect, _client_disconnect)
+    app.add_exception_handler(MemoryError, _memory_error)

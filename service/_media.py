@@ -51,6 +51,7 @@ from mrope.schema._request import FileItem
 from ._convert import (
     check_audio_meta,
     check_image_pixels,
+    check_nframes,
     check_tokens,
     check_video_meta,
     probe_track,
@@ -217,7 +218,7 @@ def place(
     read again, for ``use_audio_in_video``, stopping at ``deadline``)."""
     with _translated(stored):
         track = functools.partial(_track, stored, settings, deadline)
-        loaded = _segment(probe, item, model, rules, stored.path, track)
+        loaded = _segment(probe, item, model, rules, stored, track)
     info = {"index": stored.index, "filename": stored.filename, "bytes": stored.size, **loaded.info}
     return LoadedFile(loaded.segment, info, probe)
 
@@ -228,10 +229,10 @@ def _track(stored: StoredFile, settings: Settings, deadline: float | None) -> An
 
 
 def _segment(
-    probe: Probe, item: FileItem, model: str, rules: LayoutRules, path: str, track: Callable[[], Any]
+    probe: Probe, item: FileItem, model: str, rules: LayoutRules, stored: StoredFile, track: Callable[[], Any]
 ) -> LoadedFile:
-    """The segment of one placement and what the service learned about it (``path``: the stored file,
-    read again by a route with its own video loader; ``track()``: the video's own audio track, read for
+    """The segment of one placement and what the service learned about it (``stored``: the file, read
+    again by a route with its own video loader; ``track()``: the video's own audio track, read for
     ``use_audio_in_video`` only)."""
     meta = probe.meta
     if probe.kind == "image":
@@ -250,7 +251,8 @@ def _segment(
         }
         return LoadedFile(audio, info)
     # a route with its own loader (qwen-vl-utils: decord) counts the stream itself: the stored file again
-    source = meta if probe.route.video_reader is None else path
+    check_nframes(item.nframes, meta, rules, _name(stored))
+    source = meta if probe.route.video_reader is None else stored.path
     counts = {"fps": item.fps, "nframes": item.nframes}
     video = load_video(source, model=model, rules=rules, wrap=item.wrap, route=probe.route, **counts)
     audio_track = track() if item.use_audio_in_video else None  # omni models: the video's own track

@@ -2,8 +2,9 @@
 
 Every endpoint follows the same path: the guard checks content type, ``Accept`` and body size; pydantic
 validates the body; the caps are checked with cheap counts; the library computes; JSON or npy is
-rendered. Work over ``MROPE_INLINE_TOKENS`` tokens (or many video patches, or a body over
-:data:`INLINE_BODY_BYTES`) runs in a worker thread, never on the event loop.
+rendered. Work over ``MROPE_INLINE_TOKENS`` tokens (or many video patches, a body over
+:data:`INLINE_BODY_BYTES` or with chat messages, an upload's layout text) runs in a worker thread, never
+on the event loop.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from ._paths import (
 )
 from ._render import OutputFormat
 from ._state import ServiceState
-from ._upload_fields import parse_upload_fields, place_files
+from ._upload_fields import assemble, parse_upload_fields, place_files
 from ._uploads import receive_upload
 from ._wire import (
     ErrorResponse,
@@ -61,8 +62,19 @@ from ._wire import (
     upload_form_schema,
 )
 
-INLINE_BODY_BYTES = 64 * 1024
-"""JSON bodies up to this size are converted on the event loop; larger ones in a worker thread."""
+INLINE_BODY_BYTES = 16 * 1024
+"""JSON bodies up to this size are decoded and converted on the event loop (a few milliseconds at most:
+text is tokenized at megabytes a second); larger ones, and any body with chat ``messages`` (whose
+template renders cost more than their bytes), in a worker thread."""
+
+_MESSAGES_KEY = b'"messages"'
+
+
+def inline_body(raw: bytes) -> bool:
+    """Whether a positions body is decoded and converted on the event loop (see
+    :data:`INLINE_BODY_BYTES`)."""
+    return len(raw) <= INLINE_BODY_BYTES and _MESSAGES_KEY not in raw
+
 
 _HEALTH = orjson.dumps({"status": "ok", "version": mrope.__version__})
 
@@ -124,7 +136,7 @@ class Routes:
         settings = state.settings
         raw = await read_body(request.receive)
         body, model, rules, segments = await state.offload(
-            functools.partial(decode_positions, raw, state), inline=len(raw) <= INLINE_BODY_BYTES
+            functools.partial(decode_positions, raw, state), inline=inline_body(raw)
         )
         conversation = Conversation.of(body, rules)
         if segments is None:  # allowlisted media URLs: off the loop, in a media slot, under its timeout
@@ -188,16 +200,11 @@ class Routes:
                 )
             )
             reader = convert.ServiceReader(rules, settings, state.tokenizer)
-            segments: list[mrope.Text | mrope.Image | mrope.Video] = []
-            infos: dict[int, dict[str, Any]] = {}  # one entry per distinct load, in layout order
-            for k, item in enumerate(layout):
-                if isinstance(item, FileItem):
-                    done = next(loaded)
-                    segments.append(done.segment)
-                    infos.setdefault(id(done), done.info)
-                else:
-                    segments.append(reader.text(item, f"layout item {k}"))
-            extra = {"files": list(infos.values())}
+            # the layout's text is tokenized in the worker pool, whatever its size
+            segments, infos = await state.offload(
+                functools.partial(assemble, layout, loaded, reader), inline=len(file_items) == len(layout)
+            )
+            extra = {"files": infos}
             weight = convert.weigh(segments, rules)
             return await state.offload(
                 functools.partial(count_build_render, segments, weight, model, rules, fmt, state, extra),

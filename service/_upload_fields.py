@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -83,3 +84,21 @@ def place_files(fields: UploadFields, form: UploadForm, settings: Settings) -> l
     if missing:
         raise ServiceError(422, "invalid_form", f"file(s) {missing} are sent but not placed in the layout")
     return list(layout)
+
+
+def assemble(
+    layout: list[TextSegment | FileItem], loaded: Iterator[Any], reader: convert.ServiceReader
+) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The library segments of an upload's layout, in order (``loaded``: the
+    :class:`~mrope.service._media.LoadedFile` of each file item, in layout order; text items are read by
+    ``reader``), and the info of each distinct load, in layout order."""
+    segments: list[Any] = []
+    infos: dict[int, dict[str, Any]] = {}
+    for k, item in enumerate(layout):
+        if isinstance(item, FileItem):
+            done = next(loaded)
+            segments.append(done.segment)
+            infos.setdefault(id(done), done.info)
+        else:
+            segments.append(reader.text(item, f"layout item {k}"))
+    return segments, list(infos.values())

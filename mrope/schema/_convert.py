@@ -38,10 +38,11 @@ AnySegment = TextSegment | ImageForm | VideoForm | AudioSegment
 """A validated segment of any kind."""
 
 
-def text_from(seg: TextSegment | MessageText, tokenizer: Any, where: str) -> Text:
-    """A :class:`mrope.Text` (a string is tokenized with ``tokenizer``; without one, an error)."""
+def text_from(seg: TextSegment | MessageText, tokenizer: Any, where: str, limit: int | None = None) -> Text:
+    """A :class:`mrope.Text` (a string is tokenized with ``tokenizer``, refused past ``limit`` tokens;
+    without a tokenizer, an error)."""
     if seg.text is not None:
-        return Text(tokenize(tokenizer, seg.text, where))
+        return Text(tokenize(tokenizer, seg.text, where, limit))
     if getattr(seg, "ids", None) is not None:
         return Text(seg.ids)  # type: ignore[union-attr]
     return Text(int(seg.tokens or 0))
@@ -201,12 +202,13 @@ class SegmentReader:
     """Validated segments -> library segments for one request: its rules, the face's tokenizer, and what
     media the face reads.
 
-    A face with checks of its own (the service: caps on pixels and durations, URLs opened without
-    redirects) subclasses it and overrides :meth:`text`, :meth:`image`, :meth:`video` or :meth:`audio`;
+    ``token_limit``: text (segments and messages) is refused past this many tokens while it is counted
+    (:class:`mrope.schema._text.TooManyTextTokens`). A face with checks of its own (the service: caps on
+    pixels and durations, URLs opened without redirects) subclasses it and overrides :meth:`text`, :meth:`image`, :meth:`video` or :meth:`audio`;
     the dispatch on ``type`` and the places named in errors stay here.
     """
 
-    __slots__ = ("decode_check", "frame_size", "media", "route", "rules", "tokenizer")
+    __slots__ = ("decode_check", "frame_size", "media", "route", "rules", "token_limit", "tokenizer")
 
     def __init__(
         self,
@@ -217,16 +219,18 @@ class SegmentReader:
         frame_size: str | None = None,
         decode_check: bool = False,
         route: str | None = None,
+        token_limit: int | None = None,
     ) -> None:
         self.rules = rules
         self.route = route
         self.tokenizer = tokenizer
+        self.token_limit = token_limit
         self.media = media
         self.frame_size = frame_size
         self.decode_check = decode_check
 
     def text(self, seg: TextSegment, where: str) -> Text:
-        return text_from(seg, self.tokenizer, where)
+        return text_from(seg, self.tokenizer, where, self.token_limit)
 
     def image(self, seg: ImageForm, where: str) -> Image:
         image = image_from(seg, self.rules, self.media, where, self.route)

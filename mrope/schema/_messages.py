@@ -14,14 +14,13 @@ import numpy as np
 from mrope._chat import assistant_spans, render_chat
 from mrope._rules import LayoutRules
 from mrope._segments import Image, Segment, Text, Video
-from mrope._tokenizer import encode_with_offsets
 
 from ._convert import SegmentReader
 from ._errors import RequestError
 from ._image import IMAGE_FORMS
 from ._media import MEDIA_NONE, MediaAccess
 from ._records import Message, MessageText
-from ._text import tokenize
+from ._text import tokenize, tokenize_with_offsets
 
 
 @dataclass(frozen=True)
@@ -109,13 +108,11 @@ def turn_segments(
             return
         where = origin[0]
         if all(mine == pending[0][1] for _, mine in pending):
-            ids = tokenize(tokenizer, "".join(t for t, _ in pending), where)
+            ids = tokenize(tokenizer, "".join(t for t, _ in pending), where, reader.token_limit)
             mask = np.full(len(ids), pending[0][1])
         else:  # a turn boundary inside the run: tokenized as one text, split by character offsets
             text = "".join(t for t, _ in pending)
-            if tokenizer is None:
-                tokenize(None, text, where)  # raises TokenizerRequired
-            ids, offsets = encode_with_offsets(tokenizer, text)
+            ids, offsets = tokenize_with_offsets(tokenizer, text, where, reader.token_limit)
             mask = _mask_from(pending, ids, offsets, tokenizer, where)
         out.append(Text(ids))
         masks.append(mask)
@@ -168,13 +165,15 @@ def _mask_from(
     return np.concatenate([np.full(len(p), mine) for p, mine in parts]) if parts else np.zeros(0, bool)
 
 
-def _in_spans(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]) -> np.ndarray:
-    """Whether each token (by its character offsets) starts inside one of ``spans``."""
-    starts = np.asarray([a for a, _ in offsets], dtype=np.int64)
-    mask = np.zeros(starts.size, dtype=bool)
-    for a, b in spans:
-        mask |= (starts >= a) & (starts < b)
-    return mask
+def _in_spans(offsets: Any, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Whether each token (by its character offsets: ``[N, 2]``, or pairs) starts inside one of
+    ``spans`` (in order, none overlapping: the assistant turns of a chat)."""
+    starts = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)[:, 0]
+    if not spans:
+        return np.zeros(starts.size, dtype=bool)
+    lo, hi = np.asarray(spans, dtype=np.int64).reshape(-1, 2).T
+    k = np.searchsorted(lo, starts, side="right") - 1  # the last span starting at or before each token
+    return (k >= 0) & (starts < hi[np.maximum(k, 0)])
 
 
 # ------------------------------------------------------------------------------------- chat templates
@@ -232,7 +231,7 @@ def template_segments(
     if tokenizer is None:
         tokenize(None, text, "message 0")  # raises TokenizerRequired
     cut = _turn_start(template, before, plain, text) if continued else 0
-    ids, offsets = encode_with_offsets(tokenizer, text)
+    ids, offsets = tokenize_with_offsets(tokenizer, text, "the rendered chat", reader.token_limit)
     spans = assistant_spans(template, before + plain) if any(m.role == "assistant" for m in messages) else []
     if continued:
         ids, offsets, spans = _tail(ids, offsets, spans, cut)

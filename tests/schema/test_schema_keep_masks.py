@@ -95,23 +95,27 @@ def test_the_service_answers_pruned_prompts_and_names_wrong_lengths() -> None:
 
 def test_the_token_cap_counts_a_pruned_prompt_whole() -> None:
     """Building a pruned prompt is the unpruned prompt's work: the cap counts it unpruned (a mask that
-    keeps one token of a 64-token image does not let a request past MROPE_MAX_TOKENS = 40)."""
-    one = np.zeros(64, dtype=bool)
-    one[0] = True
+    keeps one token of a 16-token image does not let a request past MROPE_MAX_TOKENS = 40), and a mask
+    that covers more tokens than the cap is refused before it is expanded."""
     data = {
         "model": "qwen2-vl",
         "segments": [
-            {"type": "text", "tokens": 3},
-            {"type": "image", "grid": [1, 16, 16], "keep": {"runs": [1, 63]}},
+            {"type": "text", "tokens": 30},
+            {"type": "image", "grid": [1, 8, 8], "keep": {"runs": [1, 15]}},
         ],
     }
     pruned = mrope.build_positions(_segments(data), model="qwen2-vl")
-    assert pruned.num_tokens == 3 + 2 + 1  # under the cap once pruned
+    assert pruned.num_tokens == 30 + 2 + 1  # under the cap once pruned
     with TestClient(create_app(Settings(max_tokens=40))) as client:
         refused = client.post("/v1/positions", json=data)
         assert refused.status_code == 413, refused.text
         assert (
-            "is 67, over the limit of 40" in refused.text
-        )  # 3 text + 2 wrappers + 64 image tokens, unpruned
+            "the token count is 46, over the limit of 40" in refused.text
+        )  # 30 text + 16 image tokens, unpruned
+        data["segments"][1] = {"type": "image", "grid": [1, 16, 16], "keep": {"runs": [1, 63]}}
+        refused = client.post("/v1/positions", json=data)
+        assert refused.status_code == 413, refused.text
+        assert "the tokens the keep mask of segment 1 covers is 64, over the limit of 40" in refused.text
+        data["segments"][0] = {"type": "text", "tokens": 3}
         data["segments"][1] = {"type": "image", "grid": [1, 8, 8], "keep": {"runs": [1, 15]}}
         assert client.post("/v1/positions", json=data).status_code == 200  # 3 + 18 unpruned: under it
