@@ -26,10 +26,7 @@ from mrope.models import get_family, resolve_rules
 from mrope.packing._bins import MODES, check_max_length, first_fit_decreasing, stream_rows
 from mrope.packing._inputs import model_packed_input, seq_len_inputs
 from mrope.packing._rows import padded_arrays, stack_positions
-from mrope.packing._support import check_packed_input
-
-IGNORE_INDEX = -100
-"""The label transformers' losses skip."""
+from mrope.packing._support import IGNORE_INDEX, check_packed_input
 
 _MEDIA: tuple[tuple[str, str], ...] = (
     ("pixel_values", "image_grid_thw"),
@@ -205,4 +202,4 @@ class PackedCollator:
         return out
 
 
-__all__ = ["IGNORE_INDEX", "PackedCollator"]
+__all__ = ["PackedCollator"]
