@@ -9,9 +9,8 @@ local token ``t`` of a sequence whose local length is ``s`` reads global token
 ``"contiguous"`` is DeepSpeed-Ulysses' split: the row is padded to a multiple of ``world_size`` (the
 padding a segment of its own) and rank ``r`` keeps slice ``r``.
 
-A shard is made from the row's samples one token range at a time (:meth:`mrope.Positions.window` for
-positions, the spans for the vision map), so its cost is its own tokens plus the row's sample and span
-count.
+A shard reads its tokens out of the built row with a few vectorized gathers: its cost is its own tokens
+plus a pass over the row's sample boundaries and vision spans, not the row's tokens.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrope._errors import PackingError
-from mrope._positions import Positions
+from mrope._positions import Positions, continued
 from mrope.packing._rows import PackedRow, cu_seqlens
 from mrope.packing._support import IGNORE_INDEX
 
@@ -127,58 +126,53 @@ def _check(row: Any, world_size: Any, rank: Any, layout: Any) -> None:
         raise PackingError(f"layout must be one of {list(SHARD_LAYOUTS)}; got {layout!r}")
 
 
-def _pieces(padded: np.ndarray, world_size: int, rank: int, layout: str) -> list:
-    """This rank's ``(segment, k0, k1)`` token ranges in local order (segment ``n``: the row's padding)."""
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """int64 ``[sum(counts)]``: ``starts[j], starts[j] + 1, ...`` (``counts[j]`` of them), one after another."""
+    ends = np.cumsum(counts)
+    return np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + np.repeat(
+        starts - ends + counts, counts
+    )
+
+
+def _pieces(
+    padded: np.ndarray, world_size: int, rank: int, layout: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """This rank's token ranges in local order: ``(segment, first offset in it, tokens)``, each ``[m]``
+    (segment ``n``, past the samples: the contiguous layout's padding). Vectorized over the segments."""
     if layout == "zigzag":
-        out = []
-        for i, size in enumerate(padded.tolist()):
-            chunk = size // (2 * world_size)
-            for c in (rank, 2 * world_size - 1 - rank):
-                out.append((i, c * chunk, (c + 1) * chunk))
-        return out
+        chunk = padded // (2 * world_size)
+        segment = np.repeat(np.arange(len(padded)), 2)
+        first = np.stack([rank * chunk, (2 * world_size - 1 - rank) * chunk], axis=1).reshape(-1)
+        return segment, first, chunk[segment]
     starts = np.concatenate([[0], np.cumsum(padded)])
     width = int(starts[-1]) // world_size
     lo, hi = rank * width, (rank + 1) * width
-    first = int(np.searchsorted(starts, lo, side="right")) - 1
-    out = []
-    for j in range(first, len(padded)):
-        if starts[j] >= hi:
-            break
-        out.append(
-            (j, max(lo, int(starts[j])) - int(starts[j]), min(hi, int(starts[j + 1])) - int(starts[j]))
-        )
-    return out
+    segment = np.arange(
+        np.searchsorted(starts, lo, side="right") - 1, np.searchsorted(starts, hi, side="left")
+    )
+    first = np.maximum(starts[segment], lo) - starts[segment]
+    return segment, first, np.minimum(starts[segment + 1], hi) - starts[segment] - first
 
 
-class _VisionSpans:
-    """The row's vision spans per sample: start, stop, modality, item and first merged-token index."""
-
-    def __init__(self, sequences: Sequence[Positions]) -> None:
-        self.per_sample: list[np.ndarray] = []
-        items, tokens = [0, 0, 0], [0, 0, 0]
-        for p in sequences:
-            rows, seen = [], set()
-            for s in p.spans:
-                kind = _VISION_KINDS.get(s.kind)
-                if kind is None:
-                    continue
-                if (kind, s.index) not in seen:
-                    seen.add((kind, s.index))
-                    items[kind] += 1
-                rows.append((s.start, s.stop, kind, items[kind] - 1, tokens[kind]))
-                tokens[kind] += s.stop - s.start
-            self.per_sample.append(np.asarray(rows, dtype=np.int64).reshape(-1, 5))
-
-    def fill(self, sample: int, k0: int, k1: int, item: np.ndarray, index: np.ndarray) -> None:
-        """Write ``item`` / ``index`` (``[k1 - k0]``, preset to -1) for tokens ``k0 .. k1 - 1`` of ``sample``."""
-        spans = self.per_sample[sample]
-        first = int(np.searchsorted(spans[:, 1], k0, side="right"))
-        for start, stop, _, it, base in spans[first:].tolist():
-            if start >= k1:
-                break
-            a, b = max(start, k0), min(stop, k1)
-            item[a - k0 : b - k0] = it
-            index[a - k0 : b - k0] = np.arange(base + a - start, base + b - start)
+def _vision_spans(sequences: Sequence[Positions], starts: np.ndarray) -> np.ndarray:
+    """int64 ``[S, 3]``: the row's vision spans in row order: start in the unpadded row, item (image or
+    video index in row order), the row index of its first merged token among its kind's."""
+    rows, items, tokens = [], [0, 0, 0], [0, 0, 0]
+    kinds = _VISION_KINDS.get
+    for p, offset in zip(sequences, starts.tolist(), strict=True):
+        if not (len(p.image_grid_thw) or len(p.video_grid_thw)):
+            continue
+        last = [-1, -1, -1]  # segment index of each kind's previous span: an item's spans follow each other
+        for name, start, stop, segment, _, _ in p.spans:
+            kind = kinds(name)
+            if kind is None:
+                continue
+            if segment != last[kind]:
+                last[kind] = segment
+                items[kind] += 1
+            rows.append((offset + start, items[kind] - 1, tokens[kind]))
+            tokens[kind] += stop - start
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
 
 
 def shard(
@@ -231,46 +225,47 @@ def _gather(
     row: PackedRow,
     lengths: np.ndarray,
     padded: np.ndarray,
-    pieces: list,
+    pieces: tuple[np.ndarray, np.ndarray, np.ndarray],
     labels: np.ndarray,
     pad_token_id: int,
     split: tuple[int, int, str],
 ) -> ShardedRow:
-    """The arrays of the ``(segment, k0, k1)`` pieces, laid one after another."""
-    n = len(lengths)
-    real_starts = row.cu_seqlens.astype(np.int64)
+    """The arrays of the tokens of ``pieces`` (see :func:`_pieces`), read from the row with one take each
+    (padding reads a neighbour); then the few padding tokens and sample ends are set."""
+    segment, first, count = pieces
+    n, total = len(lengths), row.num_tokens
     padded_starts = np.concatenate([[0], np.cumsum(padded)]).astype(np.int64)
-    size = sum(k1 - k0 for _, k0, k1 in pieces)
-    axes = row.position_ids.shape[0]
-    ids = np.full(size, pad_token_id, dtype=np.int64)
-    pos = np.empty((axes, size), dtype=row.position_ids.dtype)
-    types = np.zeros(size, dtype=np.int64)
-    out_labels = np.full(size, IGNORE_INDEX, dtype=np.int64)
-    token_index = np.empty(size, dtype=np.int64)
+    real_starts = np.concatenate([row.cu_seqlens.astype(np.int64), [total]])  # the row's padding: after it
+    token_index = _ranges(padded_starts[segment] + first, count)
+    at = token_index + np.repeat(real_starts[segment] - padded_starts[segment], count)  # in the unpadded row
+    size = token_index.size
+    local = np.cumsum(count) - count  # where each piece starts here
+    real = np.clip(np.concatenate([lengths, [0]])[segment] - first, 0, count)  # its real tokens
+    pads = _ranges(local + real, count - real)
+    pad_offset = _ranges(first + real, count - real)
+    pad_segment = np.repeat(segment, count - real)
+    src = np.minimum(at, total - 1)
+    ids = row.input_ids.take(src)
+    ids[pads] = pad_token_id
+    types = row.mm_token_type_ids.take(src)
+    types[pads] = 0
+    pos = row.position_ids.take(src, axis=1)
+    pos[:, pads] = pad_offset  # the row's padding: 0, 1, ... on every row; a sample's: its text row
+    tail = pad_segment < n  # a sample's padding continues it, as decode would (Positions.window)
+    pos[1:, pads[tail]] = continued(pad_offset[tail], row.deltas[pad_segment[tail]])
+    out_labels = labels.take(np.minimum(at + 1, total - 1)).astype(np.int64)
+    out_labels[pads] = IGNORE_INDEX
+    ends = (real > 0) & (first + real == np.concatenate([lengths, [0]])[segment])  # a sample's last token
+    out_labels[(local + real - 1)[ends]] = IGNORE_INDEX
     item = np.full(size, -1, dtype=np.int64)
     index = np.full(size, -1, dtype=np.int64)
-    vision = _VisionSpans(row.sequences) if pieces else None
-    a = 0
-    for seg, k0, k1 in pieces:
-        b = a + k1 - k0
-        token_index[a:b] = np.arange(padded_starts[seg] + k0, padded_starts[seg] + k1)
-        if seg == n:  # the contiguous layout's padding: a segment of its own
-            pos[:, a:b] = np.arange(k0, k1, dtype=pos.dtype)
-            a = b
-            continue
-        p = row.sequences[seg]
-        pos[0, a:b] = np.arange(k0, k1, dtype=pos.dtype)
-        pos[1:, a:b] = p.window(k0, k1)
-        real = max(0, min(k1, int(lengths[seg])) - k0)
-        if real:
-            g = int(real_starts[seg]) + k0
-            ids[a : a + real] = row.input_ids[g : g + real]
-            types[a : a + real] = row.mm_token_type_ids[g : g + real]
-            last = min(real, int(lengths[seg]) - 1 - k0)  # tokens with a next token in the sample
-            if last > 0:
-                out_labels[a : a + last] = labels[g + 1 : g + 1 + last]
-            vision.fill(seg, k0, k0 + real, item[a : a + real], index[a : a + real])  # type: ignore[union-attr]
-        a = b
+    vision = np.flatnonzero(types)
+    if vision.size:
+        spans = _vision_spans(row.sequences, row.cu_seqlens[:-1])
+        g = at[vision]
+        which = spans[np.searchsorted(spans[:, 0], g, side="right") - 1]
+        item[vision] = which[:, 1]
+        index[vision] = which[:, 2] + g - which[:, 0]
     world_size, rank, layout = split
     return ShardedRow(
         input_ids=ids,
