@@ -56,8 +56,9 @@ class ShardedRow:
             padding, when there is any, is segment ``n``.
         max_seqlen: the longest padded segment.
         vision_item: int64 ``[L_r]``: the image (``mm_token_type_ids == 1``) or video (``== 2``) each
-            token belongs to, indexed in the row's order (``row.image_grid_thw`` / ``video_grid_thw``);
-            -1 for text.
+            token belongs to, one per ``Image`` / ``Video`` segment of the samples, in row order (for most
+            families also its row of ``row.image_grid_thw`` / ``video_grid_thw``; MiniCPM-V reports one
+            grid per video frame); -1 for text.
         vision_index: int64 ``[L_r]``: the token's index among the row's merged image (or video) tokens,
             i.e. its row of the vision encoder's output for the whole row; -1 for text.
         world_size, rank, layout: the split.

@@ -119,6 +119,17 @@ def test_shards_put_back_equal_the_padded_row(name: str, layout: str) -> None:
         for key, want in expected.items():
             got = np.concatenate([getattr(s, key) for s in shards], axis=-1)[..., order]
             assert got.dtype == want.dtype and np.array_equal(got, want), (name, layout, world_size, key)
+        types = expected["mm_token_type_ids"]
+        index = np.concatenate([s.vision_index for s in shards])[order]
+        item = np.concatenate([s.vision_item for s in shards])[order]
+        held = [_samples(name)[i] for i in row.samples]
+        for kind, segment in ((1, Image), (2, Video)):
+            at = types == kind  # a kind's tokens counted along the row; items in order, one per segment
+            assert np.array_equal(index[at], np.arange(at.sum()))
+            count = sum(type(seg) is segment for sample in held for seg in sample)
+            assert np.array_equal(np.unique(item[at]), np.arange(count))
+            assert np.all(np.diff(item[at]) >= 0)
+        assert np.all(index[types == 0] == -1) and np.all(item[types == 0] == -1)
         padded = [size for _, _, size in _segments(row, world_size, layout)]
         for s in shards:
             assert np.array_equal(s.cu_seqlens_padded, np.concatenate([[0], np.cumsum(padded)]))
