@@ -51,14 +51,15 @@ class Span(NamedTuple):
         return out
 
 
-_SPAN_TYPES = {"image": 1, "thumbnail": 1, "video": 2}
+SPAN_TYPES = {"image": 1, "thumbnail": 1, "video": 2}
+"""Span kind -> modality type id of its tokens (1 image, 2 video); other kinds are text (0)."""
 
 
 def span_token_types(spans: Sequence[Span], n: int) -> np.ndarray:
     """int64 ``[n]`` modality types of tokens covered by ``spans``: 1 image, 2 video, 0 otherwise."""
     out = np.zeros(n, dtype=np.int64)
     for s in spans:
-        kind = _SPAN_TYPES.get(s.kind)
+        kind = SPAN_TYPES.get(s.kind)
         if kind:
             out[s.start : s.stop] = kind
     return out
@@ -353,6 +354,7 @@ def continued(steps: np.ndarray, delta: np.ndarray) -> np.ndarray:
 
 
 __all__ = [
+    "SPAN_TYPES",
     "Batch",
     "Positions",
     "Span",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mrope._errors import PackingError
-from mrope._positions import Positions, continued
+from mrope._positions import SPAN_TYPES, Positions, continued
 from mrope.packing._rows import PackedRow, cu_seqlens
 from mrope.packing._support import IGNORE_INDEX
 
@@ -31,9 +31,6 @@ if TYPE_CHECKING:
 
 SHARD_LAYOUTS: tuple[str, ...] = ("zigzag", "contiguous")
 """The shard layouts :func:`shard` takes."""
-
-_VISION_KINDS = {"image": 1, "thumbnail": 1, "video": 2}
-"""Span kind -> modality (1 image, 2 video), as :attr:`mrope.Positions.mm_token_type_ids` counts them."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,7 +156,7 @@ def _vision_spans(sequences: Sequence[Positions], starts: np.ndarray) -> np.ndar
     """int64 ``[S, 3]``: the row's vision spans in row order: start in the unpadded row, item (image or
     video index in row order), the row index of its first merged token among its kind's."""
     rows, items, tokens = [], [0, 0, 0], [0, 0, 0]
-    kinds = _VISION_KINDS.get
+    kinds = SPAN_TYPES.get
     for p, offset in zip(sequences, starts.tolist(), strict=True):
         if not (len(p.image_grid_thw) or len(p.video_grid_thw)):
             continue
