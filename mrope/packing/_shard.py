@@ -113,9 +113,8 @@ class ShardedRow:
         )
 
 
-def _check(row: Any, world_size: Any, rank: Any, layout: Any) -> None:
-    if not isinstance(row, PackedRow):
-        raise PackingError(f"shard takes a PackedRow (from mrope.pack); got {type(row).__name__}")
+def check_split(world_size: Any, rank: Any, layout: Any) -> None:
+    """Raises PackingError unless ``world_size >= 1``, ``0 <= rank < world_size`` and ``layout`` is known."""
     if isinstance(world_size, bool) or not isinstance(world_size, (int, np.integer)) or world_size < 1:
         raise PackingError(f"world_size must be an int >= 1; got {world_size!r}")
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 0 <= rank < world_size:
@@ -173,6 +172,92 @@ def _vision_spans(sequences: Sequence[Positions], starts: np.ndarray) -> np.ndar
     return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
 
 
+def layout_unit(world_size: int, layout: str) -> int:
+    """What a ``layout`` row pads to a multiple of: ``2 * world_size`` per sample (zigzag), ``world_size``
+    for the row (contiguous)."""
+    return 2 * world_size if layout == "zigzag" else world_size
+
+
+def split_sizes(lengths: np.ndarray, world_size: int, layout: str, width: int = 0) -> np.ndarray:
+    """int64 ``[m]``: the padded segments of a row of samples of ``lengths`` tokens: zigzag pads each
+    sample to a multiple of ``2 * world_size``, contiguous pads the row to a multiple of ``world_size``;
+    then the row is padded up to ``width`` (when it is shorter) by one more segment, the row's padding.
+
+    Raises:
+        PackingError: ``width`` is not a multiple of the layout's unit (``2 * world_size`` or ``world_size``).
+    """
+    unit = layout_unit(world_size, layout)
+    if width % unit:
+        raise PackingError(
+            f"a {layout} row of world size {world_size} pads to a multiple of {unit}; got {width}"
+        )
+    padded = -(-lengths // unit) * unit if layout == "zigzag" else lengths
+    total = int(padded.sum())
+    tail = max(width, -(-total // unit) * unit) - total
+    return np.concatenate([padded, [tail]]).astype(np.int64) if tail else padded.astype(np.int64)
+
+
+def shard_arrays(
+    input_ids: np.ndarray,
+    position_ids: np.ndarray,
+    mm_token_type_ids: np.ndarray,
+    labels: np.ndarray,
+    row_cu_seqlens: np.ndarray,
+    deltas: np.ndarray,
+    *,
+    world_size: int,
+    rank: int,
+    layout: str,
+    width: int = 0,
+    pad_token_id: int = 0,
+) -> dict[str, Any]:
+    """One rank's arrays of a packed row given as plain arrays (``[L]`` ids, types and unshifted labels,
+    ``[1 + A, L]`` positions, ``[n + 1]`` sample boundaries, ``[n]`` decode deltas), the row padded to
+    ``width`` tokens at least (see :func:`split_sizes`).
+
+    Returns:
+        ``input_ids``, ``position_ids``, ``mm_token_type_ids``, ``labels`` (shifted), ``token_index``,
+        ``cu_seqlens_padded``, ``max_seqlen`` as :class:`ShardedRow` has them, and ``source``: int64
+        ``[L_r]``, each token's index in the unpadded row (padding: a neighbour's).
+    """
+    lengths = np.diff(row_cu_seqlens).astype(np.int64)
+    padded = split_sizes(lengths, world_size, layout, width)
+    segment, first, count = _pieces(padded, world_size, rank, layout)
+    n, total = len(lengths), int(input_ids.shape[0])
+    padded_starts = np.concatenate([[0], np.cumsum(padded)]).astype(np.int64)
+    real_starts = np.concatenate([row_cu_seqlens.astype(np.int64), [total]])  # the row's padding: after it
+    token_index = _ranges(padded_starts[segment] + first, count)
+    at = token_index + np.repeat(real_starts[segment] - padded_starts[segment], count)  # in the unpadded row
+    local = np.cumsum(count) - count  # where each piece starts here
+    real = np.clip(np.concatenate([lengths, [0]])[segment] - first, 0, count)  # its real tokens
+    pads = _ranges(local + real, count - real)
+    pad_offset = _ranges(first + real, count - real)
+    pad_segment = np.repeat(segment, count - real)
+    src = np.minimum(at, total - 1)
+    ids = input_ids.take(src)
+    ids[pads] = pad_token_id
+    types = mm_token_type_ids.take(src)
+    types[pads] = 0
+    pos = position_ids.take(src, axis=1)
+    pos[:, pads] = pad_offset  # the row's padding: 0, 1, ... on every row; a sample's: its text row
+    tail = pad_segment < n  # a sample's padding continues it, as decode would (Positions.window)
+    pos[1:, pads[tail]] = continued(pad_offset[tail], deltas[pad_segment[tail]])
+    out_labels = labels.take(np.minimum(at + 1, total - 1)).astype(np.int64)
+    out_labels[pads] = IGNORE_INDEX
+    ends = (real > 0) & (first + real == np.concatenate([lengths, [0]])[segment])  # a sample's last token
+    out_labels[(local + real - 1)[ends]] = IGNORE_INDEX
+    return {
+        "input_ids": ids,
+        "position_ids": pos,
+        "mm_token_type_ids": types,
+        "labels": out_labels,
+        "token_index": token_index,
+        "cu_seqlens_padded": cu_seqlens(padded.tolist()),
+        "max_seqlen": int(padded.max()) if len(padded) else 0,
+        "source": at,
+    }
+
+
 def shard(
     row: PackedRow,
     *,
@@ -199,64 +284,29 @@ def shard(
     Raises:
         PackingError: not a packed row, a bad world size, rank or layout, or labels of the wrong length.
     """
-    _check(row, world_size, rank, layout)
-    world_size, rank = int(world_size), int(rank)
-    lengths = np.diff(row.cu_seqlens).astype(np.int64)
-    if labels is None:
-        labels = row.input_ids
-    labels = np.asarray(labels)
+    check_split(world_size, rank, layout)
+    if not isinstance(row, PackedRow):
+        raise PackingError(f"shard takes a PackedRow (from mrope.pack); got {type(row).__name__}")
+    labels = np.asarray(row.input_ids if labels is None else labels)
     if labels.shape != (row.num_tokens,):
         raise PackingError(
             f"labels must be [{row.num_tokens}] (one per token of the row); got {list(labels.shape)}"
         )
-    if layout == "zigzag":
-        padded = -(-lengths // (2 * world_size)) * (2 * world_size)
-    else:
-        total = int(lengths.sum())
-        tail = -(-total // world_size) * world_size - total
-        padded = np.concatenate([lengths, [tail]]) if tail else lengths
-    pieces = _pieces(padded, world_size, rank, layout)
-    return _gather(row, lengths, padded, pieces, labels, pad_token_id, (world_size, rank, layout))
-
-
-def _gather(
-    row: PackedRow,
-    lengths: np.ndarray,
-    padded: np.ndarray,
-    pieces: tuple[np.ndarray, np.ndarray, np.ndarray],
-    labels: np.ndarray,
-    pad_token_id: int,
-    split: tuple[int, int, str],
-) -> ShardedRow:
-    """The arrays of the tokens of ``pieces`` (see :func:`_pieces`), read from the row with one take each
-    (padding reads a neighbour); then the few padding tokens and sample ends are set."""
-    segment, first, count = pieces
-    n, total = len(lengths), row.num_tokens
-    padded_starts = np.concatenate([[0], np.cumsum(padded)]).astype(np.int64)
-    real_starts = np.concatenate([row.cu_seqlens.astype(np.int64), [total]])  # the row's padding: after it
-    token_index = _ranges(padded_starts[segment] + first, count)
-    at = token_index + np.repeat(real_starts[segment] - padded_starts[segment], count)  # in the unpadded row
-    size = token_index.size
-    local = np.cumsum(count) - count  # where each piece starts here
-    real = np.clip(np.concatenate([lengths, [0]])[segment] - first, 0, count)  # its real tokens
-    pads = _ranges(local + real, count - real)
-    pad_offset = _ranges(first + real, count - real)
-    pad_segment = np.repeat(segment, count - real)
-    src = np.minimum(at, total - 1)
-    ids = row.input_ids.take(src)
-    ids[pads] = pad_token_id
-    types = row.mm_token_type_ids.take(src)
-    types[pads] = 0
-    pos = row.position_ids.take(src, axis=1)
-    pos[:, pads] = pad_offset  # the row's padding: 0, 1, ... on every row; a sample's: its text row
-    tail = pad_segment < n  # a sample's padding continues it, as decode would (Positions.window)
-    pos[1:, pads[tail]] = continued(pad_offset[tail], row.deltas[pad_segment[tail]])
-    out_labels = labels.take(np.minimum(at + 1, total - 1)).astype(np.int64)
-    out_labels[pads] = IGNORE_INDEX
-    ends = (real > 0) & (first + real == np.concatenate([lengths, [0]])[segment])  # a sample's last token
-    out_labels[(local + real - 1)[ends]] = IGNORE_INDEX
-    item = np.full(size, -1, dtype=np.int64)
-    index = np.full(size, -1, dtype=np.int64)
+    out = shard_arrays(
+        row.input_ids,
+        row.position_ids,
+        row.mm_token_type_ids,
+        labels,
+        row.cu_seqlens,
+        row.deltas,
+        world_size=int(world_size),
+        rank=int(rank),
+        layout=layout,
+        pad_token_id=pad_token_id,
+    )
+    at, types = out.pop("source"), out["mm_token_type_ids"]
+    item = np.full(at.size, -1, dtype=np.int64)
+    index = np.full(at.size, -1, dtype=np.int64)
     vision = np.flatnonzero(types)
     if vision.size:
         spans = _vision_spans(row.sequences, row.cu_seqlens[:-1])
@@ -264,23 +314,24 @@ def _gather(
         which = spans[np.searchsorted(spans[:, 0], g, side="right") - 1]
         item[vision] = which[:, 1]
         index[vision] = which[:, 2] + g - which[:, 0]
-    world_size, rank, layout = split
     return ShardedRow(
-        input_ids=ids,
-        position_ids=pos,
-        mm_token_type_ids=types,
-        labels=out_labels,
-        token_index=token_index,
+        **out,
         cu_seqlens=row.cu_seqlens,
-        cu_seqlens_padded=cu_seqlens(padded.tolist()),
-        max_seqlen=int(padded.max()) if len(padded) else 0,
         vision_item=item,
         vision_index=index,
-        world_size=world_size,
-        rank=rank,
+        world_size=int(world_size),
+        rank=int(rank),
         layout=layout,
         row=row,
     )
 
 
-__all__ = ["SHARD_LAYOUTS", "ShardedRow", "shard"]
+__all__ = [
+    "SHARD_LAYOUTS",
+    "ShardedRow",
+    "check_split",
+    "layout_unit",
+    "shard",
+    "shard_arrays",
+    "split_sizes",
+]
