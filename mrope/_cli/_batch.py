@@ -256,7 +256,13 @@ class PackedRows:
         except ImportError:
             raise CliError("--pack needs pyarrow (pip install pyarrow)") from None
         table = packed_table(
-            self.items, ids=self.ids, max_length=self.max_length, mode=self.mode, labels=True, cp=self.cp
+            self.items,
+            ids=self.ids,
+            max_length=self.max_length,
+            mode=self.mode,
+            labels=True,
+            fractional=self.fractional,
+            cp=self.cp,
         )
         try:
             pq.write_table(table, self.path)

@@ -250,3 +250,25 @@ def test_cp_options_need_pack(root, capsys, tmp_path) -> None:
     assert code == 2 and "--cp-size takes a number of ranks >= 1; got 0" in err
     code, err = run_cli(capsys, root, tmp_path, "--pack", str(MAX_LEN), "--cp-layout", "contiguous")
     assert code == 2 and "--cp-layout needs --cp-size" in err
+
+
+def test_cli_pack_keeps_fractional_positions(capsys, tmp_path) -> None:
+    """Qwen3-Omni's float32 time positions reach packed.parquet as float32 (an int64 column would cut
+    19.29 to 19), equal to mrope.pack's row; the control: they are not whole numbers."""
+    segments = [{"type": "text", "tokens": 3}, {"type": "video", "grid": [4, 4, 4], "fps": 1.7}]
+    (tmp_path / "r.jsonl").write_text(json.dumps({"id": "a", "segments": segments}) + "\n")
+    out = tmp_path / "out"
+    assert (
+        main(
+            ["batch", str(tmp_path / "r.jsonl"), "--out-dir", str(out), "--pack", "200"]
+            + ["--model", "qwen3-omni", "--quiet"]
+        )
+        == 0
+    )
+    got = pq.read_table(out / "packed.parquet").to_pylist()[0]
+    (row,) = list(
+        mrope.pack([[Text(3), mrope.Video(grid=(4, 4, 4), fps=1.7)]], model="qwen3-omni", max_length=200)
+    )
+    pos = np.array(got["position_ids"], dtype=np.float32)
+    assert row.position_ids.dtype == np.float32 and np.array_equal(pos, row.position_ids)
+    assert not np.array_equal(pos, np.floor(pos))
