@@ -93,8 +93,8 @@ class PackedCollator:
     plus ``token_index [R, L_r]`` (each token's index in its padded row of ``L_pad`` tokens) and int32
     ``cu_seqlens_padded [m + 1]`` (the segment boundaries of the ``R * L_pad`` padded tokens read row
     after row, TransformerEngine's THD form) for the trainer's attention;
-    the pixel values and grids stay the whole batch's (the vision encoder's input), ``seq_lens`` is
-    not read.
+    the pixel values and grids stay the whole batch's (the vision encoder's input); ``seq_lens`` is
+    refused.
     """
 
     def __init__(
@@ -116,6 +116,11 @@ class PackedCollator:
         check_max_length(max_length)
         if cp_size is not None:
             check_split(cp_size, cp_rank, cp_layout)
+            if seq_lens:  # the local tokens are not whole sequences: varlen boundaries would mislead
+                raise PackingError(
+                    "seq_lens does not go with cp_size: a rank's tokens are chunks of the sequences, whose "
+                    "boundaries come back as cu_seqlens_padded for the trainer's attention"
+                )
         self.cp = None if cp_size is None else (int(cp_size), int(cp_rank), cp_layout)
         if mode not in MODES:
             raise PackingError(f"mode must be one of {list(MODES)}; got {mode!r}")

@@ -151,6 +151,7 @@ def test_one_rank_trains_on_the_same_loss_as_the_unsharded_rows() -> None:
         ({"cp_size": 0}, "world_size must be an int >= 1; got 0"),
         ({"cp_size": 2, "cp_rank": 2}, r"rank must be an int in \[0, 2\); got 2"),
         ({"cp_size": 2, "cp_layout": "ring"}, "layout must be one of"),
+        ({"cp_size": 2, "seq_lens": True}, "seq_lens does not go with cp_size"),
     ],
 )
 def test_bad_splits_are_refused(kwargs: dict, message: str) -> None:
