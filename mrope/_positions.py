@@ -54,14 +54,15 @@ class Span(NamedTuple):
         return out
 
 
-_SPAN_TYPES = {"image": 1, "thumbnail": 1, "video": 2}
+SPAN_TYPES = {"image": 1, "thumbnail": 1, "video": 2}
+"""Span kind -> modality type id of its tokens (1 image, 2 video); other kinds are text (0)."""
 
 
 def span_token_types(spans: Sequence[Span], n: int) -> np.ndarray:
     """int64 ``[n]`` modality types of tokens covered by ``spans``: 1 image, 2 video, 0 otherwise."""
     out = np.zeros(n, dtype=np.int64)
     for s in spans:
-        kind = _SPAN_TYPES.get(s.kind)
+        kind = SPAN_TYPES.get(s.kind)
         if kind:
             out[s.start : s.stop] = kind
     return out
@@ -355,23 +356,29 @@ def next_positions(delta: int | np.ndarray | Sequence[int], n_done: int, n_new: 
             raise LayoutError(f"{name} must be an int >= 0; got {v!r}")
     steps = np.arange(n_done, n_done + n_new, dtype=np.int64)
     d = np.asarray(delta)
-    if d.dtype.kind == "f" and d.ndim <= 1 and d.size and np.all(np.isfinite(d)):
-        # fractional-time families (Qwen3-Omni): float32 i + delta, as the model adds them
-        d32, s32 = d.astype(np.float32), steps.astype(np.float32)
-        if d.ndim == 0:
-            return np.broadcast_to(s32 + d32, (3, n_new)).copy()
-        return np.broadcast_to(s32[None, :] + d32[:, None], (3, d.size, n_new)).copy()
-    if d.dtype.kind not in "iu" or d.ndim > 1 or (d.ndim == 1 and d.size == 0):
+    fractional = d.dtype.kind == "f" and d.ndim <= 1 and d.size and np.all(np.isfinite(d))
+    if not fractional and (d.dtype.kind not in "iu" or d.ndim > 1 or (d.ndim == 1 and d.size == 0)):
         raise LayoutError(f"delta must be an int or a 1-D int array [B]; got {delta!r}")
     if d.ndim == 0:
-        return np.broadcast_to(steps + int(d), (3, n_new)).copy()
-    return np.broadcast_to(steps[None, :] + d.astype(np.int64)[:, None], (3, d.size, n_new)).copy()
+        return np.broadcast_to(continued(steps, d), (3, n_new)).copy()
+    return np.broadcast_to(continued(steps[None, :], d[:, None]), (3, d.size, n_new)).copy()
+
+
+def continued(steps: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """``steps + delta`` (broadcast): where decode continuation puts token ``steps`` of a sequence of
+    ``delta``. int64 for int deltas; for float deltas (the fractional-time families, Qwen3-Omni) float32
+    ``fl32(steps) + fl32(delta)``, as the model adds them."""
+    if delta.dtype.kind == "f":
+        return steps.astype(np.float32) + delta.astype(np.float32)
+    return steps.astype(np.int64) + delta.astype(np.int64)
 
 
 __all__ = [
+    "SPAN_TYPES",
     "Batch",
     "Positions",
     "Span",
+    "continued",
     "grid_array",
     "next_positions",
     "positions_with_lazy_spans",

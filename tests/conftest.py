@@ -42,6 +42,7 @@ LONG_FILES = (
     "tests/pipeline/test_pipeline.py",  # a local Ray
     "tests/integrations/test_integration_pipeline.py",
     "tests/packing/test_pack.py",
+    "tests/packing/test_shard_distributed.py",  # gloo process groups of 2 and 4, four tiny models each
     "tests/testing/test_validate.py",
     # the gpu_check dry run under the Triton interpreter, in three files of about 40 s each alone
     "tests/ops/test_gpu_check_models.py",

@@ -38,6 +38,7 @@ from mrope._cli._workers import ordered_map
 from mrope._errors import JobError, MRopeError, RecordError
 from mrope._result_rows import describe_error, error_code, error_row, result_row, rows_to_table
 from mrope.packing._bins import MODES
+from mrope.packing._shard import SHARD_LAYOUTS
 from mrope.packing._table import PackItem, check_fits, pack_efficiency, packed_table
 from mrope.pipeline import Preprocessor
 
@@ -86,6 +87,23 @@ def add_parser(sub: Any) -> None:
         choices=MODES,
         default="ffd",
         help="with --pack: ffd (first-fit-decreasing, fewest rows; default) or stream (order-keeping)",
+    )
+    p.add_argument(
+        "--cp-size",
+        type=int,
+        metavar="W",
+        default=None,
+        help=f"with --pack: cut each packed row for W context- (or sequence-) parallel ranks as "
+        f"mrope.packing.shard does, one {PACKED} row per rank with a rank column (0 .. W - 1): that "
+        "rank's input_ids, position_ids, mm_token_type_ids, shifted labels, token_index and the row's "
+        "cu_seqlens_padded",
+    )
+    p.add_argument(
+        "--cp-layout",
+        choices=SHARD_LAYOUTS,
+        default="zigzag",
+        help="with --cp-size: zigzag (TransformerEngine / Megatron-Core context parallelism; default) or "
+        "contiguous (DeepSpeed-Ulysses)",
     )
     p.add_argument(
         "--decode-check",
@@ -271,8 +289,16 @@ class PackedRows:
     """The rows of ``--pack``: every sample kept (or its failure) in input order, packed with
     :func:`mrope.pack` and written once at the end (:func:`mrope.packing._table.packed_table`)."""
 
-    def __init__(self, path: Path, max_length: int, mode: str, fractional: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        max_length: int,
+        mode: str,
+        fractional: bool = False,
+        cp: tuple[int, str] | None = None,
+    ) -> None:
         self.path, self.max_length, self.mode, self.fractional = path, max_length, mode, fractional
+        self.cp = cp
         self.items: list[PackItem] = []
         self.ids: list[str] = []
 
@@ -293,7 +319,13 @@ class PackedRows:
         except ImportError:
             raise CliError("--pack needs pyarrow (pip install pyarrow)") from None
         table = packed_table(
-            self.items, ids=self.ids, max_length=self.max_length, mode=self.mode, labels=True
+            self.items,
+            ids=self.ids,
+            max_length=self.max_length,
+            mode=self.mode,
+            labels=True,
+            fractional=self.fractional,
+            cp=self.cp,
         )
         try:
             pq.write_table(table, self.path)
@@ -301,9 +333,12 @@ class PackedRows:
             raise CliError(f"cannot write {self.path}: {exc}") from None
         rows = sum(1 for e in table.column("error").to_pylist() if not e)
         packed = sum(1 for item in self.items if not isinstance(item[0], str))
+        split = "" if self.cp is None else f", each cut for {self.cp[0]} ranks ({self.cp[1]})"
+        rows //= 1 if self.cp is None else self.cp[0]
         return (
             f"mrope batch: packed {packed} samples into {rows} rows of <= {self.max_length} tokens "
-            f"({self.mode}), packing efficiency {pack_efficiency(table, self.max_length):.3f}; {self.path}"
+            f"({self.mode}){split}, packing efficiency {pack_efficiency(table, self.max_length):.3f}; "
+            f"{self.path}"
         )
 
 
@@ -312,7 +347,13 @@ def output_format(args: argparse.Namespace) -> str:
     if args.pack is None:
         if args.pack_mode != "ffd":
             raise CliError("--pack-mode needs --pack MAX_LEN (the row length in tokens)")
+        if args.cp_size is not None or args.cp_layout != "zigzag":
+            raise CliError("--cp-size and --cp-layout need --pack MAX_LEN (they cut packed rows)")
         return args.format or "npy"
+    if args.cp_size is not None and args.cp_size < 1:
+        raise CliError(f"--cp-size takes a number of ranks >= 1; got {args.cp_size}")
+    if args.cp_size is None and args.cp_layout != "zigzag":
+        raise CliError("--cp-layout needs --cp-size W (the number of ranks)")
     if args.format not in (None, "parquet"):
         raise CliError(
             f"--pack writes one {PACKED} of packed rows: it needs --format parquet, got --format "
@@ -508,7 +549,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     packed = None
     if args.pack is not None:  # float32 positions when the job's model keeps fractional time
-        packed = PackedRows(out_dir / PACKED, args.pack, args.pack_mode, base.fractional)
+        cp = None if args.cp_size is None else (args.cp_size, args.cp_layout)
+        packed = PackedRows(out_dir / PACKED, args.pack, args.pack_mode, base.fractional, cp)
     table = ParquetRows(out_dir / PARQUET, row_group) if fmt == "parquet" and packed is None else None
     job = Job(base, fmt, out_dir, packed is not None)
     failed: list[str] = []

@@ -2,13 +2,15 @@
 
 :func:`pack` builds the rows (first-fit-decreasing, or order-keeping streaming), :class:`PackedRow` /
 :class:`PackedBatch` / :class:`PaddedPack` hold them, ``model_inputs`` turns them into a transformers
-forward's keyword arguments, :class:`PackedCollator` packs processor outputs for ``Trainer`` / TRL
+forward's keyword arguments, :func:`shard` cuts a row into one rank's tokens for context or sequence
+parallelism (:class:`ShardedRow`), :class:`PackedCollator` packs processor outputs for ``Trainer`` / TRL
 (torch: loaded on first use). See
 docs/packing.md.
 """
 
 from mrope.packing._bins import efficiency, first_fit_decreasing, stream_rows
 from mrope.packing._rows import PackedBatch, PackedRow, PaddedPack, pack, pad_rows
+from mrope.packing._shard import SHARD_LAYOUTS, ShardedRow, shard
 from mrope.packing._support import PACKED_INPUT, PackedInput, check_packed_input
 
 
@@ -27,10 +29,13 @@ __all__ = [
     "PackedInput",
     "PackedRow",
     "PaddedPack",
+    "SHARD_LAYOUTS",
+    "ShardedRow",
     "check_packed_input",
     "efficiency",
     "first_fit_decreasing",
     "pack",
     "pad_rows",
+    "shard",
     "stream_rows",
 ]

@@ -25,11 +25,9 @@ from mrope.integrations.transformers._inputs import named_for
 from mrope.models import get_family, resolve_rules
 from mrope.packing._bins import MODES, check_max_length, first_fit_decreasing, stream_rows
 from mrope.packing._inputs import model_packed_input, seq_len_inputs
-from mrope.packing._rows import padded_arrays, stack_positions
-from mrope.packing._support import check_packed_input
-
-IGNORE_INDEX = -100
-"""The label transformers' losses skip."""
+from mrope.packing._rows import cu_seqlens, padded_arrays, stack_positions
+from mrope.packing._shard import check_split, layout_unit, shard_arrays, split_sizes
+from mrope.packing._support import IGNORE_INDEX, check_packed_input
 
 _MEDIA: tuple[tuple[str, str], ...] = (
     ("pixel_values", "image_grid_thw"),
@@ -45,6 +43,11 @@ def _flat(value: Any, name: str, index: int) -> np.ndarray:
     if out.ndim != 1:
         raise PackingError(f"record {index}: {name} must be [n] or [1, n]; got shape {list(out.shape)}")
     return out.astype(np.int64, copy=False)
+
+
+def _types(sample: Mapping[str, Any]) -> np.ndarray:
+    """A sample's ``mm_token_type_ids``, zeros when its record had none."""
+    return sample["types"] if sample["types"] is not None else np.zeros(len(sample["ids"]), dtype=np.int64)
 
 
 def _grids(value: Any) -> np.ndarray | None:
@@ -72,6 +75,11 @@ class PackedCollator:
         seq_lens: add ``cu_seq_lens_q/k`` and ``max_length_q/k`` (see
             :func:`mrope.packing._inputs.packed_inputs`: leave it off with pixel values under
             flash-attention; the text row carries the boundaries either way).
+        cp_size, cp_rank, cp_layout: give ``cp_size`` for context / sequence parallelism: each row is
+            cut as :func:`mrope.packing.shard` cuts it (``cp_layout`` ``"zigzag"`` or ``"contiguous"``)
+            and only rank ``cp_rank``'s tokens come back; every row is first padded to the same length
+            (the longest padded row, or ``max_length`` rounded up with ``pad_to_max_length``) by one
+            padding segment at its end, so the ranks' rows stack.
 
     Returns (``__call__``): ``input_ids [R, L]``, ``labels [R, L]`` (the record's ``labels``, or its
     ``input_ids`` when it has none; ``-100`` at each sample's first token, whose label the previous
@@ -79,7 +87,14 @@ class PackedCollator:
     pixel values and grids in row order, ``second_per_grid_ts`` (videos in seconds), ``mm_token_type_ids``
     when every record has them, ``use_cache=False``; no attention mask (with a cache or a mask
     transformers would not read the sample boundaries from the text row). Named as the model's ``forward`` takes them when
-    ``model`` is a transformers model.
+    ``model`` is a transformers model. With ``cp_size`` the token arrays are this rank's ``[R, L_r]``
+    (``position_ids [1 + A, R, L_r]``), ``labels`` and ``shift_labels`` both the already-shifted labels
+    (transformers' loss computes when ``labels`` is given and then takes ``shift_labels`` unshifted),
+    plus ``token_index [R, L_r]`` (each token's index in its padded row of ``L_pad`` tokens) and int32
+    ``cu_seqlens_padded [m + 1]`` (the segment boundaries of the ``R * L_pad`` padded tokens read row
+    after row, TransformerEngine's THD form) for the trainer's attention;
+    the pixel values and grids stay the whole batch's (the vision encoder's input); ``seq_lens`` is
+    refused.
     """
 
     def __init__(
@@ -94,8 +109,19 @@ class PackedCollator:
         pad_token_id: int = 0,
         pad_to_max_length: bool = False,
         seq_lens: bool = False,
+        cp_size: int | None = None,
+        cp_rank: int = 0,
+        cp_layout: str = "zigzag",
     ) -> None:
         check_max_length(max_length)
+        if cp_size is not None:
+            check_split(cp_size, cp_rank, cp_layout)
+            if seq_lens:  # the local tokens are not whole sequences: varlen boundaries would mislead
+                raise PackingError(
+                    "seq_lens does not go with cp_size: a rank's tokens are chunks of the sequences, whose "
+                    "boundaries come back as cu_seqlens_padded for the trainer's attention"
+                )
+        self.cp = None if cp_size is None else (int(cp_size), int(cp_rank), cp_layout)
         if mode not in MODES:
             raise PackingError(f"mode must be one of {list(MODES)}; got {mode!r}")
         self.forward = None
@@ -136,7 +162,7 @@ class PackedCollator:
         images, videos = _grids(record.get("image_grid_thw")), _grids(record.get("video_grid_thw"))
         seconds = record.get("second_per_grid_ts")
         try:
-            pos, _ = numpy_rope_index(
+            pos, delta = numpy_rope_index(
                 ids[None],
                 image_grid_thw=images,
                 video_grid_thw=videos,
@@ -148,7 +174,8 @@ class PackedCollator:
             raise PackingError(f"record {index}: its placeholders and grids do not agree: {exc}") from exc
         labels = labels.copy()
         labels[0] = IGNORE_INDEX
-        return {"ids": ids, "labels": labels, "types": types, "positions": pos[:, 0], "record": record}
+        sample = {"ids": ids, "labels": labels, "types": types, "positions": pos[:, 0], "record": record}
+        return {**sample, "delta": delta[0]}
 
     def bins(self, lengths: Sequence[int]) -> list[list[int]]:
         """Rows of record indices for one call's records."""
@@ -162,6 +189,27 @@ class PackedCollator:
             raise PackingError("the collator got no records")
         samples = [self.sample(i, r) for i, r in enumerate(records)]
         rows = self.bins([len(s["ids"]) for s in samples])
+        ordered = [samples[i] for row in rows for i in row]
+        out, extra = (self.tokens(samples, rows), {}) if self.cp is None else self.sharded(samples, rows)
+        for pixels_key, grid_key in _MEDIA:
+            held = [s["record"] for s in ordered if _grids(s["record"].get(grid_key)) is not None]
+            if held:
+                out[grid_key] = torch.from_numpy(np.concatenate([_grids(r[grid_key]) for r in held]))
+                if all(r.get(pixels_key) is not None for r in held):
+                    out[pixels_key] = torch.cat([torch.as_tensor(r[pixels_key]) for r in held])
+        seconds = [s["record"].get("second_per_grid_ts") for s in ordered]
+        if any(v is not None for v in seconds):
+            out["second_per_grid_ts"] = torch.cat(
+                [torch.as_tensor(v, dtype=torch.float32).reshape(-1) for v in seconds if v is not None]
+            )
+        if self.forward is not None:
+            out = named_for(self.forward, out)
+        out.update(extra)  # not the forward's own names: its **kwargs reach the loss and the attention
+        out["use_cache"] = False  # a cache turns transformers' packed-sequence mask off
+        return out
+
+    def tokens(self, samples: list[dict[str, Any]], rows: list[list[int]]) -> dict[str, Any]:
+        """The rows' token arrays (``[R, L]``; positions ``[1 + A, R, L]``), padded to one length."""
         ordered = [samples[i] for row in rows for i in row]
         width = (
             self.max_length
@@ -186,23 +234,52 @@ class PackedCollator:
             types = np.zeros(ids.shape, dtype=np.int64)
             types[is_sample] = np.concatenate([s["types"] for s in ordered])
             out["mm_token_type_ids"] = torch.from_numpy(types)
-        for pixels_key, grid_key in _MEDIA:
-            held = [s["record"] for s in ordered if _grids(s["record"].get(grid_key)) is not None]
-            if held:
-                out[grid_key] = torch.from_numpy(np.concatenate([_grids(r[grid_key]) for r in held]))
-                if all(r.get(pixels_key) is not None for r in held):
-                    out[pixels_key] = torch.cat([torch.as_tensor(r[pixels_key]) for r in held])
-        seconds = [s["record"].get("second_per_grid_ts") for s in ordered]
-        if any(v is not None for v in seconds):
-            out["second_per_grid_ts"] = torch.cat(
-                [torch.as_tensor(v, dtype=torch.float32).reshape(-1) for v in seconds if v is not None]
-            )
-        if self.forward is not None:
-            out = named_for(self.forward, out)
         if self.seq_lens:
             out.update(seq_len_inputs(cu, longest))
-        out["use_cache"] = False  # a cache turns transformers' packed-sequence mask off
         return out
 
+    def sharded(
+        self, samples: list[dict[str, Any]], rows: list[list[int]]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Rank ``cp_rank``'s token arrays of the rows (:func:`mrope.packing._shard.shard_arrays`), every
+        row padded to the same length first: ``(forward arguments, the trainer's extras)``."""
+        world_size, rank, layout = self.cp
+        lengths = [np.array([len(samples[i]["ids"]) for i in r], dtype=np.int64) for r in rows]
+        width = max(int(split_sizes(n, world_size, layout).sum()) for n in lengths)
+        if self.pad_to_max_length:
+            unit = layout_unit(world_size, layout)
+            width = max(width, -(-self.max_length // unit) * unit)
+        parts = [
+            shard_arrays(
+                np.concatenate([samples[i]["ids"] for i in r]),
+                stack_positions([samples[i]["positions"] for i in r]),
+                np.concatenate([_types(samples[i]) for i in r]),
+                np.concatenate([samples[i]["labels"] for i in r]),
+                cu_seqlens(n.tolist()),
+                np.stack([samples[i]["delta"] for i in r]),
+                world_size=world_size,
+                rank=rank,
+                layout=layout,
+                width=width,
+                pad_token_id=self.pad_token_id,
+            )
+            for r, n in zip(rows, lengths, strict=True)
+        ]
+        labels = torch.from_numpy(np.stack([p["labels"] for p in parts]))
+        out = {
+            "input_ids": torch.from_numpy(np.stack([p["input_ids"] for p in parts])),
+            "labels": labels,
+            "position_ids": torch.from_numpy(np.stack([p["position_ids"] for p in parts], axis=1)),
+        }
+        if all(s["types"] is not None for s in samples):
+            out["mm_token_type_ids"] = torch.from_numpy(np.stack([p["mm_token_type_ids"] for p in parts]))
+        bounds = [p["cu_seqlens_padded"][1:].astype(np.int64) + r * width for r, p in enumerate(parts)]
+        extra = {
+            "shift_labels": labels,
+            "token_index": torch.from_numpy(np.stack([p["token_index"] for p in parts])),
+            "cu_seqlens_padded": torch.from_numpy(np.concatenate([[0], *bounds]).astype(np.int32)),
+        }
+        return out, extra
 
-__all__ = ["IGNORE_INDEX", "PackedCollator"]
+
+__all__ = ["PackedCollator"]

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 from mrope._errors import PackingError
 
+IGNORE_INDEX = -100
+"""The label transformers' losses skip (padding, and tokens that predict nothing in their sample)."""
+
 
 @dataclass(frozen=True)
 class PackedInput:
@@ -65,4 +68,4 @@ def check_packed_input(kind: str, family: str) -> None:
         raise PackingError(f"{family}: packed input needs {', '.join(missing)}: {entry.needs}")
 
 
-__all__ = ["PACKED_INPUT", "PackedInput", "check_packed_input"]
+__all__ = ["IGNORE_INDEX", "PACKED_INPUT", "PackedInput", "check_packed_input"]

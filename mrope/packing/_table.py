@@ -15,7 +15,8 @@ from mrope import _arrow as arrow
 from mrope._errors import PackingError, SampleTooLong
 from mrope._positions import Positions
 from mrope.packing._bins import check_length, check_max_length, efficiency
-from mrope.packing._rows import pack
+from mrope.packing._rows import PackedRow, pack
+from mrope.packing._shard import check_split, shard
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -37,12 +38,16 @@ PACKED_COLUMNS = (
 )
 """The columns of a packed table (:func:`packed_table`), plus ``labels`` in a job with labels."""
 
+SHARD_COLUMNS = ("rank", "token_index", "cu_seqlens_padded")
+"""The columns a packed table cut for context parallelism adds (after the others)."""
 
-def packed_schema(*, labels: bool = False, fractional: bool = False) -> pa.Schema:
+
+def packed_schema(*, labels: bool = False, fractional: bool = False, cp: bool = False) -> pa.Schema:
     """The Arrow types of packed rows: ``ids`` (the records' ids) and ``samples`` (their indices) in row
     order, ``input_ids [L]``, ``position_ids [1 + A][L]`` (row 0 the text row), ``mm_token_type_ids [L]``,
     ``cu_seqlens`` int32 ``[n + 1]``, ``num_tokens``, the grids in row order, ``error`` and ``error_code``
-    (``""`` on a packed row), and ``labels [L]`` with ``labels``."""
+    (``""`` on a packed row), ``labels [L]`` with ``labels``, and with ``cp`` :data:`SHARD_COLUMNS`:
+    ``rank`` (null on an error row), ``token_index [L_r]`` and ``cu_seqlens_padded`` int32 ``[m + 1]``."""
     import pyarrow as pa
 
     cols = [
@@ -57,6 +62,12 @@ def packed_schema(*, labels: bool = False, fractional: bool = False) -> pa.Schem
     ]
     if labels:
         cols.append(("labels", pa.list_(pa.int64())))
+    if cp:
+        cols += [
+            ("rank", pa.int64()),
+            ("token_index", pa.list_(pa.int64())),
+            ("cu_seqlens_padded", pa.list_(pa.int32())),
+        ]
     return pa.schema(cols)
 
 
@@ -77,6 +88,7 @@ def packed_table(
     ids: Sequence[str] | None = None,
     labels: bool = False,
     fractional: bool = False,
+    cp: tuple[int, str] | None = None,
 ) -> pa.Table:
     """Samples packed by :func:`mrope.pack` into rows of at most ``max_length`` tokens, as a
     ``pyarrow.Table`` (:func:`packed_schema`): the packed rows, then one error row per failed sample
@@ -84,8 +96,15 @@ def packed_table(
 
     ``samples`` index the input (``samples`` column); ``ids`` name them (default: their indices). With
     ``labels``, each packed row's ``labels`` are the samples' labels in row order with ``-100`` at each
-    sample's first token (whose label the previous sample's last token would otherwise predict)."""
+    sample's first token (whose label the previous sample's last token would otherwise predict).
+
+    ``cp = (world_size, layout)`` cuts each packed row as :func:`mrope.packing.shard` does: one table row
+    per rank (``rank`` ``0 .. world_size - 1``, in order), holding that rank's tokens (``num_tokens`` its
+    count), ``labels`` already shifted (the shard's), ``token_index`` and ``cu_seqlens_padded``; the
+    ids, samples, ``cu_seqlens`` and grids stay the whole row's."""
     check_max_length(max_length)
+    if cp is not None:
+        check_split(cp[0], 0, cp[1])
     names = [str(i) for i in range(len(samples))] if ids is None else [str(n) for n in ids]
     kept: list[int] = []
     failed: list[tuple[int, str, str]] = []
@@ -103,23 +122,18 @@ def packed_table(
     out: list[dict[str, Any]] = []
     for row in rows:
         where = [kept[j] for j in row.samples]
-        out.append(
-            {
-                "ids": [names[i] for i in where],
-                "samples": where,
-                "input_ids": row.input_ids,
-                "position_ids": row.position_ids,
-                "mm_token_type_ids": row.mm_token_type_ids,
-                "cu_seqlens": row.cu_seqlens,
-                "num_tokens": row.num_tokens,
-                "image_grid_thw": row.image_grid_thw,
-                "video_grid_thw": row.video_grid_thw,
-                "second_per_grid_ts": row.second_per_grid_ts,
-                "error": "",
-                "error_code": "",
-                "labels": _row_labels([samples[i] for i in where]) if labels else None,
-            }
-        )
+        entry = {
+            "ids": [names[i] for i in where],
+            "samples": where,
+            "cu_seqlens": row.cu_seqlens,
+            "image_grid_thw": row.image_grid_thw,
+            "video_grid_thw": row.video_grid_thw,
+            "second_per_grid_ts": row.second_per_grid_ts,
+            "error": "",
+            "error_code": "",
+        }
+        row_labels = _row_labels([samples[i] for i in where]) if labels else None
+        out += [{**entry, **tokens} for tokens in _token_columns(row, row_labels, cp)]
     for i, message, code in failed:
         out.append(
             {
@@ -136,9 +150,45 @@ def packed_table(
                 "error": message or "failed",
                 "error_code": code or "internal_error",
                 "labels": np.zeros(0, dtype=np.int64),
+                "rank": None,
+                "token_index": np.zeros(0, dtype=np.int64),
+                "cu_seqlens_padded": np.zeros(1, dtype=np.int32),
             }
         )
-    return _packed_arrow(out, labels=labels, fractional=fractional)
+    return _packed_arrow(out, labels=labels, fractional=fractional, cp=cp is not None)
+
+
+def _token_columns(
+    row: PackedRow, labels: np.ndarray | None, cp: tuple[int, str] | None
+) -> list[dict[str, Any]]:
+    """A packed row's token columns: the whole row, or one entry per rank (:func:`mrope.packing.shard`)."""
+    if cp is None:
+        return [
+            {
+                "input_ids": row.input_ids,
+                "position_ids": row.position_ids,
+                "mm_token_type_ids": row.mm_token_type_ids,
+                "num_tokens": row.num_tokens,
+                "labels": labels,
+            }
+        ]
+    world_size, layout = cp
+    out = []
+    for rank in range(world_size):
+        s = shard(row, world_size=world_size, rank=rank, layout=layout, labels=labels)
+        out.append(
+            {
+                "input_ids": s.input_ids,
+                "position_ids": s.position_ids,
+                "mm_token_type_ids": s.mm_token_type_ids,
+                "num_tokens": s.num_tokens,
+                "labels": s.labels,
+                "rank": rank,
+                "token_index": s.token_index,
+                "cu_seqlens_padded": s.cu_seqlens_padded,
+            }
+        )
+    return out
 
 
 def _row_labels(items: Sequence[PackItem]) -> np.ndarray:
@@ -150,23 +200,26 @@ def _row_labels(items: Sequence[PackItem]) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _packed_arrow(rows: Sequence[Mapping[str, Any]], *, labels: bool, fractional: bool) -> pa.Table:
+def _packed_arrow(rows: Sequence[Mapping[str, Any]], *, labels: bool, fractional: bool, cp: bool) -> pa.Table:
     import pyarrow as pa
 
-    schema = packed_schema(labels=labels, fractional=fractional)
+    schema = packed_schema(labels=labels, fractional=fractional, cp=cp)
     return pa.table({f.name: arrow.typed_column([row[f.name] for row in rows], f.type) for f in schema})
 
 
 def pack_efficiency(table: pa.Table, max_length: int) -> float:
-    """Packing efficiency of a packed table: tokens / (packed rows x ``max_length``), error rows left out."""
+    """Packing efficiency of a packed table: the samples' tokens / (packed rows x ``max_length``), error
+    rows left out (a row cut for context parallelism counted once, at rank 0)."""
     errors = table.column("error").to_pylist()
-    tokens = table.column("num_tokens").to_pylist()
-    packed = [n for n, e in zip(tokens, errors, strict=True) if not e]
+    tokens = [int(cu[-1]) for cu in table.column("cu_seqlens").to_pylist()]
+    ranks = table.column("rank").to_pylist() if "rank" in table.column_names else [0] * len(errors)
+    packed = [n for n, e, r in zip(tokens, errors, ranks, strict=True) if not e and r == 0]
     return efficiency(sum(packed), len(packed), max_length)
 
 
 __all__ = [
     "PACKED_COLUMNS",
+    "SHARD_COLUMNS",
     "PackItem",
     "check_fits",
     "pack_efficiency",

@@ -1,5 +1,6 @@
-"""Packing on the batch faces: ``mrope batch --pack`` writes the rows ``mrope.pack`` gives, and the pipeline's
-``pack_batch`` (plain loop, ``datasets.map``) gives the same rows; a sample too long is an error row.
+"""Packing on the batch faces: ``mrope batch --pack`` writes the rows ``mrope.pack`` gives (with ``--cp-size W``
+each row once per rank, as :func:`mrope.packing.shard` cuts it), and the pipeline's ``pack_batch`` (plain loop,
+``datasets.map``) gives the same rows; a sample too long is an error row.
 
 Expected rows come from ``mrope.pack`` over positions this test builds itself with ``build_positions`` from
 hand-written segments (the records' text tokenized here with the same ``tokenizers`` tokenizer), and the text
@@ -22,7 +23,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 import mrope
 from mrope import Image, Text
 from mrope._cli import main
-from mrope.packing._table import PACKED_COLUMNS, pack_efficiency
+from mrope.packing import shard
+from mrope.packing._table import PACKED_COLUMNS, SHARD_COLUMNS, pack_efficiency
 from mrope.pipeline import Preprocessor, pack_batch
 
 pytestmark = pytest.mark.timeout(60)
@@ -200,3 +202,73 @@ def test_pack_needs_parquet_output(root, capsys, tmp_path) -> None:
     code, err = run_cli(capsys, root, tmp_path, "--pack", str(MAX_LEN), "--format", "npy")
     assert code == 2 and "--pack writes one packed.parquet" in err and "--format npy" in err
     assert not (tmp_path / "packed.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    ("world_size", "layout"), [(1, "zigzag"), (2, "zigzag"), (3, "contiguous"), (4, "zigzag")]
+)
+def test_cli_cp_rows_are_the_shards_of_the_packed_rows(root, capsys, tmp_path, world_size, layout) -> None:
+    code, err = run_cli(
+        capsys, root, tmp_path, "--pack", str(MAX_LEN), "--cp-size", str(world_size), "--cp-layout", layout
+    )
+    assert code == 1  # two records failed, as without --cp-size
+    table = pq.read_table(tmp_path / "packed.parquet")
+    assert table.column_names == [*PACKED_COLUMNS, "labels", *SHARD_COLUMNS]
+    rows = table.to_pylist()
+    packed = [r for r in rows if not r["error"]]
+    assert all(r["rank"] is None for r in rows if r["error"])
+
+    alone = expected_positions(Tokenizer.from_file(str(root / "tokenizer.json")))
+    order = ["r0", "r1", "r2", "r5"]
+    want = list(mrope.pack([alone[k] for k in order], max_length=MAX_LEN))
+    assert len(packed) == len(want) * world_size
+    for j, row in enumerate(want):
+        mine = packed[j * world_size : (j + 1) * world_size]
+        assert [r["rank"] for r in mine] == list(range(world_size))
+        labels = np.full(row.num_tokens, -100)  # segments records have no turns: every label -100
+        for got in mine:
+            exp = shard(row, world_size=world_size, rank=got["rank"], layout=layout, labels=labels)
+            assert got["ids"] == [order[k] for k in exp.row.samples]
+            np.testing.assert_array_equal(np.array(got["position_ids"]), exp.position_ids)
+            for key in ("input_ids", "mm_token_type_ids", "labels", "token_index", "cu_seqlens_padded"):
+                np.testing.assert_array_equal(got[key], getattr(exp, key), err_msg=key)
+            assert got["num_tokens"] == exp.num_tokens and got["cu_seqlens"] == row.cu_seqlens.tolist()
+            assert got["image_grid_thw"] == row.image_grid_thw.tolist()
+        # put back by token_index, the ranks hold every token of the padded row once
+        index = np.concatenate([r["token_index"] for r in mine])
+        assert np.array_equal(np.sort(index), np.arange(mine[0]["cu_seqlens_padded"][-1]))
+        if world_size > 1:  # the control: another rank's tokens are not this rank's
+            assert mine[0]["token_index"] != mine[1]["token_index"]
+    efficiency = sum(r.num_tokens for r in want) / (len(want) * MAX_LEN)
+    assert f"into {len(want)} rows" in err and f"packing efficiency {efficiency:.3f}" in err
+
+
+def test_cp_options_need_pack(root, capsys, tmp_path) -> None:
+    code, err = run_cli(capsys, root, tmp_path, "--cp-size", "2")
+    assert code == 2 and "--cp-size and --cp-layout need --pack" in err
+    code, err = run_cli(capsys, root, tmp_path, "--pack", str(MAX_LEN), "--cp-size", "0")
+    assert code == 2 and "--cp-size takes a number of ranks >= 1; got 0" in err
+    code, err = run_cli(capsys, root, tmp_path, "--pack", str(MAX_LEN), "--cp-layout", "contiguous")
+    assert code == 2 and "--cp-layout needs --cp-size" in err
+
+
+def test_cli_pack_keeps_fractional_positions(capsys, tmp_path) -> None:
+    """Qwen3-Omni's float32 time positions reach packed.parquet as float32 (an int64 column would cut
+    19.29 to 19), equal to mrope.pack's row; the control: they are not whole numbers."""
+    segments = [{"type": "text", "tokens": 3}, {"type": "video", "grid": [4, 4, 4], "fps": 1.7}]
+    (tmp_path / "r.jsonl").write_text(json.dumps({"id": "a", "segments": segments}) + "\n")
+    out = tmp_path / "out"
+    assert (
+        main(
+            ["batch", str(tmp_path / "r.jsonl"), "--out-dir", str(out), "--pack", "200"]
+            + ["--model", "qwen3-omni", "--quiet"]
+        )
+        == 0
+    )
+    got = pq.read_table(out / "packed.parquet").to_pylist()[0]
+    (row,) = list(
+        mrope.pack([[Text(3), mrope.Video(grid=(4, 4, 4), fps=1.7)]], model="qwen3-omni", max_length=200)
+    )
+    pos = np.array(got["position_ids"], dtype=np.float32)
+    assert row.position_ids.dtype == np.float32 and np.array_equal(pos, row.position_ids)
+    assert not np.array_equal(pos, np.floor(pos))
