@@ -20,7 +20,7 @@ from support import transformers_common as tc
 from support.tiny_vlm import FAMILIES
 
 ALL = os.environ.get("MROPE_TRANSFORMERS_TESTS", "") == "all"
-"""Every family and every test of the mixin (about an hour of CPU), instead of :data:`SELECTION`."""
+"""Every family and every test of the mixin (about 8 min of CPU a family), instead of :data:`SELECTION`."""
 
 SELECTION: dict[str, list[str]] = {
     "qwen2-vl": ["test_determinism", "test_hidden_states_output", "test_inputs_embeds", "test_training"],
