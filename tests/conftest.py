@@ -38,6 +38,7 @@ LONG_FILES = (
     "tests/integrations/test_integration_patch_dropin.py",  # inductor compiles (1-3 min)
     "tests/docs/test_examples.py",
     "tests/integrations/test_integration_seed.py",
+    "tests/integrations/test_transformers_common.py",  # transformers' sdist download, its mixin tests twice
     "tests/docs/test_readme.py",  # every python block of the README and docs
     "tests/pipeline/test_pipeline.py",  # a local Ray
     "tests/integrations/test_integration_pipeline.py",

@@ -13,6 +13,7 @@ import numpy as np
 
 from mrope._audio_grid import audio_tokens_from_frames, require_audio
 from mrope._errors import LayoutError, TokenError
+from mrope._layout.leniency import tolerate
 from mrope._layout.omni_timeline import Piece, layout
 from mrope._layout.token_inputs import (
     TokenInputs,
@@ -40,8 +41,13 @@ class _Queue:
         return self.values[self.next - 1]
 
     def check_all_used(self) -> None:
+        """Refuse values no block used (tolerated in lenient reading: the omni models index the values
+        by the blocks they meet and never look at the rest)."""
         if self.next != len(self.values):
-            raise TokenError(f"{len(self.values)} {self.name} given but the sequences use {self.next}")
+            tolerate(
+                f"{len(self.values)} {self.name} given but the sequences use {self.next}",
+                f"{self.name} that no block uses are ignored, as the model ignores them",
+            )
 
 
 def _row_pieces(
@@ -107,7 +113,15 @@ def _row_pieces(
             merged = (grid[0], grid[1] // m, grid[2] // m)
             count = merged[0] * merged[1] * merged[2]
             run_of(p + 1, nxt, count, f"{kind} {tuple(grid)}")
-            expect(p + 1 + count, ve, "vision_end")
+            end = p + 1 + count
+            if end < n and ids[end] != ve:  # the model takes the token after the run as its vision_end
+                tolerate(
+                    f"row {row}: expected vision_end ({ve}) at valid token {end}; got token {ids[end]}",
+                    "a token other than vision_end after an image or video run takes vision_end's "
+                    "position, as the model places it",
+                )
+            else:
+                expect(end, ve, "vision_end")
             if kind == "video" and use_audio_in_video:
                 raise TokenError(
                     f"row {row}: use_audio_in_video=True, but the video at valid token {p} carries no audio "
@@ -143,20 +157,37 @@ def _row_pieces(
             pieces.append(Piece("audio", n_audio))
             cursor = p + n_audio + 2
     text_until(n)
-    # placeholders outside their blocks: the model would misplace them
+    _check_stray_placeholders(pieces, row_ids, row, rules)
+    return pieces
+
+
+def _check_stray_placeholders(pieces: list[Piece], row_ids: np.ndarray, row: int, rules: LayoutRules) -> None:
+    """Refuse placeholders in a row's text. While blocks of a kind remain, the model takes the next
+    placeholder id of that kind (Qwen2.5-Omni: ``input_tokens.index(image_token_id, st)``) as a block's
+    start, so it misplaces a stray id that such a block follows; a stray id no such block follows it reads
+    as text, which lenient reading tolerates."""
+    searched_by = {"image": ("image",), "video": ("video", "av"), "audio": ("audio", "av")}
+    kinds = (("image", rules.image_pad_id), ("video", rules.video_pad_id), ("audio", rules.audio_pad_id))
     at = 0
-    for pc in pieces:
+    for k, pc in enumerate(pieces):
         if pc.kind == "text":
             chunk = row_ids[at : at + pc.n]
-            for what, token in (("image", i_pad), ("video", v_pad), ("audio", a_pad)):
+            for what, token in kinds:
                 hits = np.flatnonzero(chunk == token)
-                if hits.size:
-                    raise TokenError(
-                        f"row {row}: {what} placeholder ({token}) at valid token {at + int(hits[0])} "
-                        "outside a start / end block"
-                    )
+                if not hits.size:
+                    continue
+                refusal = (
+                    f"row {row}: {what} placeholder ({token}) at valid token {at + int(hits[0])} "
+                    "outside a start / end block"
+                )
+                if any(later.kind in searched_by[what] for later in pieces[k + 1 :]):
+                    raise TokenError(f"{refusal}; the model would misplace it")
+                tolerate(
+                    refusal,
+                    "image, video or audio placeholder ids outside a start / end block, with no block of "
+                    "their kind after them, are read as text, as the model reads them",
+                )
         at += pc.num_tokens
-    return pieces
 
 
 def omni_rope_index(
@@ -169,8 +200,10 @@ def omni_rope_index(
     rules: LayoutRules,
     pad_position: float,
     use_audio_in_video: bool | None = None,
+    as_text: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The omni models' ``get_rope_index`` on token ids (validated ``[B, L]`` ids, bool mask or None).
+    """The omni models' ``get_rope_index`` on token ids (validated ``[B, L]`` ids, bool mask or None);
+    ``as_text``: every valid token gets text positions, whatever its id.
 
     Returns:
         ``(positions [3, B, L], deltas [B])``: int64, or float32 under fractional time.
@@ -203,7 +236,11 @@ def omni_rope_index(
     for row in range(b):
         valid = np.arange(length) if mask is None else np.flatnonzero(mask[row])
         row_ids = ids[row, valid]
-        pieces = _row_pieces(row_ids, row, rules, images, videos, audios, use_audio_in_video)
+        pieces = (
+            [Piece("text", row_ids.shape[0])]
+            if as_text
+            else _row_pieces(row_ids, row, rules, images, videos, audios, use_audio_in_video)
+        )
         try:
             pos, top, _ = layout(pieces, rules)
         except LayoutError as exc:
@@ -240,8 +277,31 @@ def scan_token_ids(inputs: TokenInputs) -> ScanResult:
         inputs.rules,
         inputs.pad_position,
         inputs.use_audio_in_video,
+        as_text=_gridless_vision(inputs),
     )
     return out, deltas, [None] * inputs.ids.shape[0]
+
+
+def _gridless_vision(inputs: TokenInputs) -> bool:
+    """Whether image or video placeholders come with neither ``image_grid_thw`` nor ``video_grid_thw``:
+    refused, and tolerated in lenient reading, where the positions are text positions (Qwen2.5-Omni's
+    ``get_rope_index`` lays out blocks only when a grid is given, else it numbers the valid tokens)."""
+    if inputs.image_grid_thw is not None or inputs.video_grid_thw is not None:
+        return False
+    lay, ids = inputs.rules, inputs.ids
+    vision = (ids == lay.image_pad_id) | (ids == lay.video_pad_id)
+    if inputs.mask is not None:
+        vision &= inputs.mask.astype(bool, copy=False)
+    if not vision.any():
+        return False
+    row, at = (int(i) for i in np.argwhere(vision)[0])
+    tolerate(
+        f"row {row}: a vision placeholder ({int(ids[row, at])}) at token {at}, but neither image_grid_thw "
+        "nor video_grid_thw given",
+        "image and video blocks given without any image_grid_thw or video_grid_thw get text positions, as "
+        "the model gives them",
+    )
+    return True
 
 
 __all__ = ["omni_rope_index", "scan_token_ids"]

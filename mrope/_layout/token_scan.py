@@ -21,6 +21,7 @@ import numpy as np
 from mrope._caches import register
 from mrope._errors import LayoutError, TokenError
 from mrope._grid import MAX_POSITION, target_positions, temporal_index
+from mrope._layout.leniency import tolerate
 from mrope._layout.pieces import (
     ZERO_OFFSETS,
     Block,
@@ -42,6 +43,12 @@ from mrope._layout.token_inputs import (
     seconds_per_grid,
 )
 from mrope._rules import LayoutRules
+
+_UNUSED_GRIDS = (
+    "grid rows (image_grid_thw / video_grid_thw) that no placeholder run uses, e.g. a row's image hidden by "
+    "the attention mask, are ignored, as the model ignores them"
+)
+"""The lenient reading's note for grids left over after the scan (:func:`~mrope._layout.leniency.tolerate`)."""
 
 
 class GridQueue:
@@ -115,9 +122,12 @@ class GridQueue:
         return self.rows[g][1], self.rows[g][2]
 
     def check_all_used(self) -> None:
+        """Refuse grids no placeholder run used (tolerated in lenient reading: the transformers 5.x
+        models take one grid per run from an iterator and never look at the rest)."""
         if self.next != len(self.rows):
-            raise TokenError(
-                f"{len(self.rows)} {self.name} rows given but the placeholder runs use {self.next}"
+            tolerate(
+                f"{len(self.rows)} {self.name} rows given but the placeholder runs use {self.next}",
+                _UNUSED_GRIDS,
             )
 
 

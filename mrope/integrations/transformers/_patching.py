@@ -12,12 +12,14 @@ import functools
 import inspect
 import sys
 import types
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from mrope._errors import MRopeError, PatchError
+from mrope._errors import MRopeError, MRopeWarning, PatchError
+from mrope._layout.leniency import lenient_reading
 from mrope._spec import RopeSpec
 from mrope._token_ids import generation_index, get_rope_index
 from mrope.integrations.transformers._discovery import (
@@ -177,7 +179,9 @@ def patch_info(model: torch.nn.Module) -> dict[str, Any]:
 
 def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any:
     """A drop-in for ``owner.get_rope_index`` (same signature, positional or keyword) that calls
-    :func:`mrope.get_rope_index` with the family and this model's rules."""
+    :func:`mrope.get_rope_index` with the family and this model's rules, reading the token ids leniently
+    (:mod:`mrope._layout.leniency`): an input the model reads anyway is read as the model reads it, and
+    each kind of such input warns once per patch (an :class:`~mrope.MRopeWarning`)."""
     signature = inspect.signature(type(owner).get_rope_index)
     takes = set(inspect.signature(get_rope_index).parameters) - {
         "model",
@@ -186,6 +190,7 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
         "pad_position",
     }
     takes |= set(CROP_SIZES.values()) | {"downsample_mode"}
+    warned: set[str] = set()  # the lenient readings this patch has warned about
 
     def mrope_get_rope_index(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """mrope.get_rope_index with this model's rules: ``([3, B, L], [B, 1])`` on input_ids' device."""
@@ -204,7 +209,17 @@ def _make_get_rope_index(owner: torch.nn.Module, family: Any, rules: Any) -> Any
         grids_from_crops(call)
         mode = call.pop("downsample_mode", None)
         lay = rules if mode is None else _with_downsample_mode(rules, family, mode)
-        positions, deltas = get_rope_index(input_ids, model=family, rules=lay, **call)
+        with lenient_reading() as notes:
+            positions, deltas = get_rope_index(input_ids, model=family, rules=lay, **call)
+        for note in notes:
+            if note not in warned:
+                warned.add(note)
+                warnings.warn(
+                    f"the patched {type(owner).__name__}: {note} (mrope's own get_rope_index refuses this "
+                    "input)",
+                    MRopeWarning,
+                    stacklevel=2,
+                )
         if lay.generates_images:
             _cache_generation(owner, input_ids, call, family, lay)
         if not positions.is_floating_point():
