@@ -1,8 +1,9 @@
 """Conformance check: another runtime's results (a JSONL file) against a golden suite, first divergence per case.
 
 A results line is ``{"case": NAME, "positions": [[...] per axis], "delta": D, "decode": [[...] per axis]}``
-(``decode``: the positions of the suite's first decode tokens, required where the case has them). Integer
-positions compare exactly; fractional ones (Qwen3-Omni) as float32, the dtype the model uses.
+(``decode``: the positions of the suite's first decode tokens, required where the case has them; optional
+``cos`` / ``sin``: the rows the case's ``rope.rows`` name). Integer positions compare exactly; fractional
+ones (Qwen3-Omni) as float32, the dtype the model uses; cos / sin within :data:`ROPE_ATOL`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from mrope._errors import GoldenError
 from mrope._golden import json_lines, read_suite
 
 _AXES = "thwa"
+ROPE_ATOL = 1e-5
+"""How far a runtime's cos / sin may be from the suite's (float32 angles of positions up to a few
+thousand differ by a few ulp between libraries)."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +98,33 @@ def check_case(case: dict[str, Any], result: dict[str, Any], where: str) -> str 
             raise GoldenError(
                 f"{where}: case {case['case']!r} has decode positions; the result gives no 'decode'"
             )
-        return _first_divergence("decode", expected["decode"], _array(result["decode"], "decode", where))
+        found = _first_divergence("decode", expected["decode"], _array(result["decode"], "decode", where))
+        if found is not None:
+            return found
+    rope = expected.get("rope")
+    for name in ("cos", "sin"):
+        if name in result and rope is None:
+            raise GoldenError(f"{where}: case {case['case']!r} has no cos/sin rows to check {name!r} against")
+        if name in result:
+            found = _first_rope_divergence(name, rope, _array(result[name], name, where))
+            if found is not None:
+                return found
     return None
+
+
+def _first_rope_divergence(name: str, rope: dict[str, Any], got: np.ndarray) -> str | None:
+    """cos / sin rows (the case's ``rope.rows``, ``rotary_dim`` values each) within ``ROPE_ATOL``."""
+    expected = np.asarray(rope[name], dtype=np.float64)
+    if got.shape != expected.shape:
+        return f"{name}: shape {list(got.shape)}, expected {list(expected.shape)} (rows x rotary channels)"
+    bad = ~(np.abs(got - expected) <= ROPE_ATOL)
+    if not bad.any():
+        return None
+    row, channel = (int(i) for i in np.argwhere(bad)[0])
+    return (
+        f"{name}: token {rope['rows'][row]} channel {channel}: expected {expected[row, channel]:.7g}, "
+        f"got {got[row, channel]:.7g}"
+    )
 
 
 def conform(suite: str | Path, results: str | Path) -> ConformReport:

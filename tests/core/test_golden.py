@@ -156,7 +156,7 @@ def test_released_cases_follow_the_released_rule(suite: tuple, family: str) -> N
 
 
 @pytest.mark.parametrize("family", ["qwen2-vl", "qwen3-vl"])
-def test_cos_sin_rows_equal_the_familys_rotary_module(suite: tuple, family: str) -> None:
+def test_cos_sin_rows_equal_the_familys_rotary_module(suite: tuple, family: str, tmp_path: Path) -> None:
     """cos / sin rows against the family's own transformers rotary module, built with the released
     spec (head_dim 128, its theta and mrope_section): chunked (Qwen2-VL) and interleaved (Qwen3-VL)."""
     _, _, cases = suite
@@ -181,6 +181,16 @@ def test_cos_sin_rows_equal_the_familys_rotary_module(suite: tuple, family: str)
     # negative control: the rows of the next positions differ
     later, _ = released(torch.zeros(1, dtype=torch.float32), pos + 1)
     assert not np.allclose(np.asarray(rope["cos"]), later[0].numpy(), atol=1e-3)
+    # conform takes the rotary module's rows as a runtime's, and finds one channel moved by 1e-3
+    line = {k: case["expected"][k] for k in ("positions", "delta", "decode")}
+    line |= {"case": case["case"], "cos": cos[0].tolist(), "sin": sin[0].tolist()}
+    results = tmp_path / "r.jsonl"
+    results.write_text(json.dumps(line) + "\n")
+    assert conform(suite[0], results).ok(partial=True)
+    line["sin"][1][5] += 1e-3
+    results.write_text(json.dumps(line) + "\n")
+    (failed,) = conform(suite[0], results).failed
+    assert failed.divergence.startswith(f"sin: token {rope['rows'][1]} channel 5: expected ")
 
 
 def test_released_fractional_time_multiplies_first_in_float32(suite: tuple) -> None:
