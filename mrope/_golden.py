@@ -244,6 +244,20 @@ def _spec_dict(name: str) -> dict[str, Any]:
     }
 
 
+def _family_dict(name: str) -> dict[str, Any]:
+    """A family's manifest entry: its conventions, rotary spec, merge sizes and the token ids its rules
+    read (those set; the ids a runtime recognises in ``input_ids``)."""
+    rules = get_family(name).rules
+    ids = {f.name: getattr(rules, f.name) for f in dataclasses.fields(rules) if f.name.endswith("_id")}
+    return {
+        "conventions": list(conventions(name)),
+        "spec": _spec_dict(name),
+        "merge_size": rules.merge_size,
+        "temporal_merge_size": rules.temporal_merge_size,
+        "token_ids": {k: v for k, v in ids.items() if v is not None},
+    }
+
+
 def write_suite(out: str | Path, *, with_rope: bool = True) -> dict[str, Any]:
     """Write the suite to the folder ``out`` (created; files replaced) and return its manifest.
 
@@ -264,7 +278,7 @@ def write_suite(out: str | Path, *, with_rope: bool = True) -> dict[str, Any]:
         "num_cases": len(cases),
         "decode_steps": DECODE_STEPS,
         "cos_sin": with_rope,
-        "families": {n: {"conventions": list(conventions(n)), "spec": _spec_dict(n)} for n in names()},
+        "families": {n: _family_dict(n) for n in names()},
         "not_applicable": skipped,
     }
     try:

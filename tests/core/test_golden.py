@@ -100,6 +100,11 @@ def test_every_registry_family_and_convention_is_in_the_suite(suite: tuple) -> N
     held |= {(c["family"], c["convention"]) for c in manifest["not_applicable"]}
     want = {(n, conv) for n in names() for conv in manifest["families"][n]["conventions"]}
     assert held == want
+    for case in cases.values():  # every vision token carries one of the family's placeholder ids
+        ids = manifest["families"][case["family"]]["token_ids"]
+        types = np.asarray(case["inputs"]["mm_token_type_ids"])
+        placeholders = np.isin(case["inputs"]["input_ids"], [ids["image_pad_id"], ids["video_pad_id"]])
+        assert np.array_equal(types != 0, placeholders), case["case"]
     kinds = {c["kind"] for c in cases.values()}
     assert kinds == {"basic", "padding", "pruned", "continued", "long-video", "fractional-time"}
 
