@@ -114,5 +114,10 @@ class JobError(RecordError):
         self.code = code
 
 
+class GoldenError(MRopeError):
+    """A golden conformance suite (``mrope golden``) or a runtime's results file (``mrope conform``) that is
+    malformed, of another format version, or names cases the suite does not hold."""
+
+
 class MRopeWarning(UserWarning):
     """Something legal but worth knowing, e.g. two video patches that share a time coordinate."""
