@@ -200,3 +200,67 @@ def test_v033_chunk_straddling_the_prompt_end_equals_next_positions() -> None:
     n = prompt.shape[1]
     got = _v033_schedule(prompt, delta, [n - 1, 5])
     assert np.array_equal(got[:, n:], mrope.next_positions(delta, n, 4))
+
+
+def _vllm_qwen3_positions(ids: list[int], blocks: list[tuple[int, int, int, int]]) -> tuple[np.ndarray, int]:
+    """vLLM v0.34.0 ``qwen3_vl.py`` ``_get_mrope_input_positions`` (line 2904; line 2888 in v0.33.0,
+    the same code) over ``_iter_mm_grid_hw`` (line 2812; 2796): an image is one ``(1, H', W')`` block at
+    its offset; a video is one ``(1, H', W')`` block per frame, each found at the first video token after
+    the frame's vision start (its timestamp text is ordinary text before it). The text before a block
+    runs from one past the largest position so far, the block from there; unpruned frames only (a
+    frame's token count is ``H'W'``). ``blocks``: ``(offset, H', W', tokens)`` in order."""
+    columns: list[list[int]] = [[], [], []]
+    start = 0
+    for offset, h, w, _tokens in blocks:
+        base = max(max(row) for row in columns) + 1 if columns[0] else 0
+        text = offset - start
+        for k in range(text):
+            for row in columns:
+                row.append(base + k)
+        for hi in range(h):
+            for wi in range(w):
+                columns[0].append(base + text)
+                columns[1].append(base + text + hi)
+                columns[2].append(base + text + wi)
+        start = offset + h * w
+    base = max(max(row) for row in columns) + 1 if columns[0] else 0
+    for k in range(len(ids) - start):
+        for row in columns:
+            row.append(base + k)
+    positions = np.array(columns, dtype=np.int64)
+    return positions, int(positions.max()) + 1 - len(ids)
+
+
+def test_qwen3_vl_positions_and_deltas_equal_vllm() -> None:
+    """vLLM v0.34.0 and v0.33.0: Qwen3-VL, 150 random prompts of images and videos whose frames each
+    carry 1-4 timestamp tokens before their vision start, positions and delta. Control: the reference
+    with every block's ``H'`` and ``W'`` swapped parts from mrope on some of them."""
+    lay = resolve_rules("qwen3-vl")
+    rng = np.random.default_rng(5)
+    differs = 0
+    for _ in range(150):
+        ids: list[int] = []
+        blocks, images, videos = [], [], []
+        for _ in range(int(rng.integers(1, 4))):
+            ids += [int(v) for v in rng.integers(10, 1000, int(rng.integers(0, 5)))]
+            h, w = 2 * int(rng.integers(1, 5)), 2 * int(rng.integers(1, 5))
+            frames = int(rng.integers(1, 6)) if rng.random() < 0.5 else 0
+            for _ in range(max(frames, 1)):
+                if frames:
+                    ids += [int(v) for v in rng.integers(10, 1000, int(rng.integers(1, 5)))]
+                ids.append(lay.vision_start_id)
+                blocks.append((len(ids), h // 2, w // 2, (h // 2) * (w // 2)))
+                pad = lay.video_pad_id if frames else lay.image_pad_id
+                ids += [pad] * ((h // 2) * (w // 2)) + [lay.vision_end_id]
+            (videos if frames else images).append((frames or 1, h, w))
+        ids += [int(v) for v in rng.integers(10, 1000, int(rng.integers(0, 5)))]
+        want, delta = _vllm_qwen3_positions(ids, blocks)
+        grids = (
+            np.array(images).reshape(-1, 3) if images else None,
+            np.array(videos).reshape(-1, 3) if videos else None,
+        )
+        pos, deltas = mrope.numpy_rope_index(np.array([ids]), *grids, model="qwen3-vl")
+        assert np.array_equal(pos[:, 0], want) and int(deltas[0]) == delta
+        swapped, _ = _vllm_qwen3_positions(ids, [(o, w, h, n) for o, h, w, n in blocks])
+        differs += not np.array_equal(pos[:, 0], swapped)
+    assert differs > 0
