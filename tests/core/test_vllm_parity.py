@@ -202,16 +202,17 @@ def test_v033_chunk_straddling_the_prompt_end_equals_next_positions() -> None:
     assert np.array_equal(got[:, n:], mrope.next_positions(delta, n, 4))
 
 
-def _vllm_qwen3_positions(ids: list[int], blocks: list[tuple[int, int, int, int]]) -> tuple[np.ndarray, int]:
-    """vLLM v0.34.0 ``qwen3_vl.py`` ``_get_mrope_input_positions`` (line 2904; line 2888 in v0.33.0,
-    the same code) over ``_iter_mm_grid_hw`` (line 2812; 2796): an image is one ``(1, H', W')`` block at
-    its offset; a video is one ``(1, H', W')`` block per frame, each found at the first video token after
-    the frame's vision start (its timestamp text is ordinary text before it). The text before a block
-    runs from one past the largest position so far, the block from there; unpruned frames only (a
-    frame's token count is ``H'W'``). ``blocks``: ``(offset, H', W', tokens)`` in order."""
+def _vllm_frame_blocks(ids: list[int], blocks: list[tuple[int, int, int]]) -> tuple[np.ndarray, int]:
+    """vLLM's per-frame rule, the same in v0.33.0 and v0.34.0: ``qwen3_vl.py``
+    ``_get_mrope_input_positions`` (v0.34.0 line 2904, v0.33.0 line 2888) over ``_iter_mm_grid_hw``
+    (2812; 2796), and ``glm4_1v.py`` ``get_mrope_input_positions`` (v0.34.0 line 2525, v0.33.0 line
+    2276) over ``iter_mm_grid_thw`` (a video whose placeholder has one embed range per frame gives one
+    block per frame). An image is one ``(1, H', W')`` block, a video one per frame; timestamp text and
+    wrappers are ordinary text. The text before a block runs from one past the largest position so far,
+    the block's ``(h, w)`` from there. Unpruned frames only. ``blocks``: ``(offset, H', W')`` in order."""
     columns: list[list[int]] = [[], [], []]
     start = 0
-    for offset, h, w, _tokens in blocks:
+    for offset, h, w in blocks:
         base = max(max(row) for row in columns) + 1 if columns[0] else 0
         text = offset - start
         for k in range(text):
@@ -231,36 +232,50 @@ def _vllm_qwen3_positions(ids: list[int], blocks: list[tuple[int, int, int, int]
     return positions, int(positions.max()) + 1 - len(ids)
 
 
-def test_qwen3_vl_positions_and_deltas_equal_vllm() -> None:
-    """vLLM v0.34.0 and v0.33.0: Qwen3-VL, 150 random prompts of images and videos whose frames each
-    carry 1-4 timestamp tokens before their vision start, positions and delta. Control: the reference
-    with every block's ``H'`` and ``W'`` swapped parts from mrope on some of them."""
-    lay = resolve_rules("qwen3-vl")
+def _frame_prompt(family: str, rng: np.random.Generator) -> tuple[list[int], list, list, list]:
+    """One random prompt of 1-3 images / videos: Qwen3-VL puts each frame's 1-4 timestamp tokens before
+    its vision start; GLM-4.1V wraps a video in begin / end of video and puts them after each frame."""
+    lay = resolve_rules(family)
+    glm = lay.video_start_id is not None
+    ids: list[int] = []
+    blocks, images, videos = [], [], []
+
+    def words(low: int, high: int) -> list[int]:
+        return [int(v) for v in rng.integers(10, 1000, int(rng.integers(low, high)))]
+
+    for _ in range(int(rng.integers(1, 4))):
+        ids += words(0, 5)
+        h, w = 2 * int(rng.integers(1, 5)), 2 * int(rng.integers(1, 5))
+        frames = int(rng.integers(1, 6)) if rng.random() < 0.5 else 0
+        ids += [lay.video_start_id] if glm and frames else []
+        for _ in range(max(frames, 1)):
+            ids += words(1, 5) if frames and not glm else []
+            ids.append(lay.vision_start_id)
+            blocks.append((len(ids), h // 2, w // 2))
+            ids += [lay.video_pad_id if frames else lay.image_pad_id] * ((h // 2) * (w // 2))
+            ids += [lay.vision_end_id] + (words(1, 4) if frames and glm else [])
+        ids += [lay.video_end_id] if glm and frames else []
+        (videos if frames else images).append((frames or 1, h, w))
+    ids += words(0, 5)
+    return ids, blocks, images, videos
+
+
+@pytest.mark.parametrize("family", ["qwen3-vl", "glm-4.1v"])
+def test_per_frame_families_positions_and_deltas_equal_vllm(family: str) -> None:
+    """vLLM v0.34.0 and v0.33.0: Qwen3-VL and GLM-4.1V, 150 random prompts each of images and
+    multi-frame videos with their timestamp text, positions and delta. Control: the reference with
+    every block's ``H'`` and ``W'`` swapped parts from mrope on some of them."""
     rng = np.random.default_rng(5)
     differs = 0
     for _ in range(150):
-        ids: list[int] = []
-        blocks, images, videos = [], [], []
-        for _ in range(int(rng.integers(1, 4))):
-            ids += [int(v) for v in rng.integers(10, 1000, int(rng.integers(0, 5)))]
-            h, w = 2 * int(rng.integers(1, 5)), 2 * int(rng.integers(1, 5))
-            frames = int(rng.integers(1, 6)) if rng.random() < 0.5 else 0
-            for _ in range(max(frames, 1)):
-                if frames:
-                    ids += [int(v) for v in rng.integers(10, 1000, int(rng.integers(1, 5)))]
-                ids.append(lay.vision_start_id)
-                blocks.append((len(ids), h // 2, w // 2, (h // 2) * (w // 2)))
-                pad = lay.video_pad_id if frames else lay.image_pad_id
-                ids += [pad] * ((h // 2) * (w // 2)) + [lay.vision_end_id]
-            (videos if frames else images).append((frames or 1, h, w))
-        ids += [int(v) for v in rng.integers(10, 1000, int(rng.integers(0, 5)))]
-        want, delta = _vllm_qwen3_positions(ids, blocks)
+        ids, blocks, images, videos = _frame_prompt(family, rng)
+        want, delta = _vllm_frame_blocks(ids, blocks)
         grids = (
             np.array(images).reshape(-1, 3) if images else None,
             np.array(videos).reshape(-1, 3) if videos else None,
         )
-        pos, deltas = mrope.numpy_rope_index(np.array([ids]), *grids, model="qwen3-vl")
+        pos, deltas = mrope.numpy_rope_index(np.array([ids]), *grids, model=family)
         assert np.array_equal(pos[:, 0], want) and int(deltas[0]) == delta
-        swapped, _ = _vllm_qwen3_positions(ids, [(o, w, h, n) for o, h, w, n in blocks])
+        swapped, _ = _vllm_frame_blocks(ids, [(o, w, h) for o, h, w in blocks])
         differs += not np.array_equal(pos[:, 0], swapped)
     assert differs > 0
