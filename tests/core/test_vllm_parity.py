@@ -11,13 +11,16 @@ positions and writes the rest with ``MRotaryEmbedding.get_next_input_positions_t
 row); v0.34.0 removed both, and its runner (``vllm/v1/worker/gpu/mm/rope.py``,
 ``_prepare_rope_positions_kernel`` line 145) reads a request's stored positions for its whole chunk while
 ``num_computed < prefill_len`` and otherwise writes ``num_computed + i + delta`` (int32 storage of the
-prefill positions and the delta, line 46 and 56). Each reference below says which release it follows.
+prefill positions and the delta, line 46 and 56). Pruned video positions (EVS / VidCom2 masks alike):
+Qwen3-VL's ``_get_expanded_positions`` with ``evs.py``'s ``recompute_mrope_positions``, unchanged.
+Each reference below says which release it follows.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import mrope
 from mrope.models import resolve_rules
@@ -278,4 +281,71 @@ def test_per_frame_families_positions_and_deltas_equal_vllm(family: str) -> None
         assert np.array_equal(pos[:, 0], want) and int(deltas[0]) == delta
         swapped, _ = _vllm_frame_blocks(ids, [(o, w, h) for o, h, w in blocks])
         differs += not np.array_equal(pos[:, 0], swapped)
+    assert differs > 0
+
+
+def _vllm_evs_qwen3(
+    prefix: tuple[list[int], list], video: tuple[list[int], list], keep: np.ndarray, suffix: list[int]
+) -> tuple[list[int], np.ndarray, int]:
+    """vLLM's pruned Qwen3-VL video, the same in v0.33.0 and v0.34.0: ``qwen3_vl.py``
+    ``_get_expanded_positions`` (v0.34.0 line 2771 / v0.33.0 line 2755: the unpruned video's own
+    positions from 0, its kept video columns and all of its text columns) placed by ``evs.py``
+    ``recompute_mrope_positions`` (line 323: the media starts at its first timestamp token; line 329:
+    ``base`` one past the last row of the token before; line 343: the text after runs from one past
+    the media's largest position). Returns ``(pruned ids, positions, delta)``."""
+    pad = resolve_rules("qwen3-vl").video_pad_id
+    (before, before_blocks), (repl, repl_blocks) = prefix, video
+    own, _ = _vllm_frame_blocks(repl, repl_blocks)
+    is_video = np.array(repl) == pad
+    columns = np.sort(np.concatenate([np.flatnonzero(~is_video), np.flatnonzero(is_video)[keep]]))
+    head, _ = _vllm_frame_blocks(before, before_blocks)
+    media = own[:, columns] + head[-1, -1] + 1
+    tail = np.arange(len(suffix)) + media.max() + 1
+    positions = np.concatenate([head, media, np.broadcast_to(tail, (3, tail.size))], axis=1)
+    ids = before + [repl[c] for c in columns] + suffix
+    return ids, positions, int(positions.max()) + 1 - len(ids)
+
+
+def test_pruned_qwen3_vl_video_equals_vllm_evs_positions() -> None:
+    """vLLM v0.34.0 and v0.33.0 (``evs.py`` byte-identical, ``qwen3_vl.py``'s pruning path unchanged):
+    a Qwen3-VL prompt (text, maybe an image, text, a video, text) whose video is pruned by EVS at rates
+    0.3-0.95 (frames can lose every token and keep their timestamp and wrappers): mrope's positions of
+    the pruned ids (``video_keep``) and its delta equal vLLM's recomputed ones on 60 prompts. Control:
+    resuming the text after the video at the media's start plus its kept length parts from them."""
+    lay = resolve_rules("qwen3-vl")
+    rng = np.random.default_rng(9)
+    differs = 0
+    for case in range(60):
+        before = [int(v) for v in rng.integers(10, 1000, int(rng.integers(1, 5)))]
+        images, before_blocks = [], []
+        if rng.random() < 0.5:
+            ih, iw = 2 * int(rng.integers(1, 4)), 2 * int(rng.integers(1, 4))
+            before.append(lay.vision_start_id)
+            before_blocks.append((len(before), ih // 2, iw // 2))
+            before += [lay.image_pad_id] * ((ih // 2) * (iw // 2)) + [lay.vision_end_id]
+            before += [int(v) for v in rng.integers(10, 1000, int(rng.integers(1, 4)))]
+            images.append((1, ih, iw))
+        t, h, w = int(rng.integers(2, 7)), 2 * int(rng.integers(1, 5)), 2 * int(rng.integers(1, 5))
+        repl, repl_blocks = [], []
+        for _ in range(t):
+            repl += [int(v) for v in rng.integers(10, 1000, int(rng.integers(1, 4)))] + [lay.vision_start_id]
+            repl_blocks.append((len(repl), h // 2, w // 2))
+            repl += [lay.video_pad_id] * ((h // 2) * (w // 2)) + [lay.vision_end_id]
+        suffix = [int(v) for v in rng.integers(10, 1000, int(rng.integers(1, 6)))]
+        embeds = torch.randn(t * (h // 2) * (w // 2), 16, generator=torch.Generator().manual_seed(case))
+        keep = mrope.evs_mask(embeds, (t, h, w), 2, float(rng.choice([0.3, 0.6, 0.8, 0.95]))).numpy()
+        ids, want, delta = _vllm_evs_qwen3((before, before_blocks), (repl, repl_blocks), keep, suffix)
+        pos, deltas = mrope.numpy_rope_index(
+            np.array([ids]),
+            np.array(images).reshape(-1, 3) if images else None,
+            np.array([(t, h, w)]),
+            model="qwen3-vl",
+            video_keep=[keep],
+        )
+        assert np.array_equal(pos[:, 0], want) and int(deltas[0]) == delta
+        start = len(before)
+        media_len = len(ids) - len(suffix) - start
+        early = want.copy()
+        early[:, start + media_len :] = want[-1, start - 1] + 1 + media_len + np.arange(len(suffix))
+        differs += not np.array_equal(pos[:, 0], early)
     assert differs > 0
