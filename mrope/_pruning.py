@@ -131,6 +131,7 @@ def vidcom2_retained_tokens(grid: Sequence[int], merge_size: int, retention: flo
 
 
 def _vidcom2_method(method: str) -> str:
+    """``method`` if it names a published VidCom2 variant (:data:`VIDCOM2_METHODS`), else a clear error."""
     if method not in VIDCOM2_METHODS:
         raise LayoutError(f"VidCom2 method must be one of {VIDCOM2_METHODS}; got {method!r}")
     return method
