@@ -82,7 +82,8 @@ def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -
     ``i`` under the index rule. Under the seconds rule the released arithmetic, in float32 as the model
     computes it from the float32 ``second_per_grid_ts`` its processor hands over (``spg32``), then
     truncated: ``trunc(fl32(fl32(i * spg32) * tps))`` (``seconds_grouping="(i*spg)*tps"``, the released
-    Qwen2.5-VL code) or ``trunc(fl32(i * fl32(tps * spg32)))`` (``"i*(tps*spg)"``, transformers 5.x).
+    Qwen2.5-VL code), ``trunc(fl32(i * fl32(tps * spg32)))`` (``"i*(tps*spg)"``, transformers 5.x) or
+    ``trunc(i * (spg32 * tps))`` in float64 (``"i*(spg*tps) f64"``, vLLM).
     A float64 product differs at common rates (fps 12.5, 25, 50, 100, 1.2, 2/0.7, 2/0.9).
     The timestamps rule splits a video into one-patch blocks, each with ``tau = 0``.
     """
@@ -94,16 +95,18 @@ def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -
         tps32 = np.float32(rules.tokens_per_second)
         i32 = i.astype(np.float32)
         if rules.seconds_grouping == "i*(tps*spg)":
-            t32 = i32 * (tps32 * spg32)
+            t = i32 * (tps32 * spg32)
+        elif rules.seconds_grouping == "i*(spg*tps) f64":
+            t = i * (float(spg32) * float(rules.tokens_per_second))
         else:
-            t32 = (i32 * spg32) * tps32
-    last = float(t32[-1]) if n_patches else 0.0
-    if not last < MAX_POSITION:  # also catches inf / nan (float32 overflow)
+            t = (i32 * spg32) * tps32
+    last = float(t[-1]) if n_patches else 0.0
+    if not last < MAX_POSITION:  # also catches inf / nan (float overflow)
         raise LayoutError(
             f"video time offsets overflow: {n_patches - 1} patches x second_per_grid {second_per_grid:g} s "
             f"x tokens_per_second {rules.tokens_per_second:g} = {last:g}, over {MAX_POSITION:.3g}"
         )
-    return t32.astype(np.int64)
+    return t.astype(np.int64)
 
 
 __all__ = [

@@ -6,19 +6,24 @@ and the masks built later from the embeddings keep exactly that many tokens. Mas
 ``[T * H' * W']`` over the video's tokens in the builder's order (``t`` outermost, ``w`` fastest), the
 ``keep=`` of :class:`mrope.Video`.
 
-- **EVS** (Efficient Video Sampling, arXiv 2510.14624; vLLM ``vllm/multimodal/evs.py``,
-  ``compute_retention_mask``): each token's dissimilarity ``1 - cos`` to the token in the same cell of
-  the previous frame, the first frame's set to 255 (above any ``1 - cos``, so it is always kept), and
-  a stable descending sort (ties: the earlier token first) whose first
-  ``max(H'W', int(T * H'W' * (1 - q)))`` tokens are kept; ``q`` is the pruning rate in ``[0, 1)``.
-- **VidCom2** (Video Compression Commander, arXiv 2505.14454; the authors' ``token_compressor/vidcom2/
-  vidcom2.py``): the lowest-variance half of the channels, L2-normalised; each token's sum of five
-  Gaussian kernels (``alpha = 2^-3 .. 2^1``) to the video's mean and to its frame's mean; a frame's
-  distinctiveness is minus its mean video score, ``p = softmax(distinctiveness / 0.01)``, its share
-  ``retention * (1 + p - mean(p))`` (at most 1). Where the authors round each frame's budget on its
-  own (a total that drifts), the budgets here are the shares times ``H'W'`` apportioned by largest
-  remainder to exactly ``max(T, int(T * H'W' * retention))`` tokens, at least one a frame; each frame
-  keeps its lowest-scoring tokens (the most distinct). Ties, everywhere: the lower index first.
+- **EVS** (Efficient Video Sampling, arXiv 2510.14624; vLLM ``vllm/multimodal/video_prune/evs.py``
+  v0.33.0 and v0.34.0 (the same file), ``compute_retention_mask`` line 38): each token's dissimilarity
+  ``1 - cos`` to the token in the same cell of the previous frame, the first frame's set to 255 (above
+  any ``1 - cos``, so it is always kept), and a stable descending sort (ties: the earlier token first)
+  whose first ``max(H'W', int(T * H'W' * (1 - q)))`` tokens are kept; ``q`` is the pruning rate in
+  ``[0, 1)``.
+- **VidCom2** (Video Compression Commander, arXiv 2505.14454): the lowest-variance half of the channels
+  (in ascending variance), L2-normalised; each token's sum of five Gaussian kernels (``alpha = 2^-3 ..
+  2^1``) to the video's mean and to its frame's mean (its similarity; lower: more distinct); a frame's
+  distinctiveness is minus its mean video kernel, ``p = softmax(distinctiveness / 0.01)``, its budget
+  ``round(H'W' * min(1, retention * (1 + p - mean(p))))`` clamped to ``[1, H'W']``, filled with the
+  frame's lowest-similarity tokens. Two published variants, by name: ``"authors"`` (their
+  ``token_compressor/vidcom2/vidcom2.py``, ``select_outlier_indices``) stops there, so the total drifts
+  with the embeddings; ``"vllm"`` (``vllm/multimodal/video_prune/vidcom2.py``, v0.33.0 and v0.34.0 (the
+  same file), ``compute_retention_mask`` line 33) then drops the kept tokens of globally highest
+  similarity, or adds the free ones of lowest, to exactly ``max(T, int(T * H'W' * retention))``, the
+  count a processor sized the placeholders with. Selections go through ``torch.topk`` as in both codes,
+  so ties fall as they fall there.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ VIDCOM2_TEMPERATURE = 0.01
 """The softmax temperature of VidCom2's frame shares."""
 VIDCOM2_CHANNELS = 0.5
 """The fraction of channels (the lowest-variance ones) VidCom2 scores on."""
+VIDCOM2_METHODS = ("vllm", "authors")
+"""VidCom2's published variants: vLLM's (an exact total) and the authors' (per-frame rounding only)."""
 
 
 def _frames(grid: Sequence[int], merge_size: int) -> tuple[int, int]:
@@ -114,90 +121,91 @@ def evs_mask(embeds: torch.Tensor, grid: Sequence[int], merge_size: int, q: floa
 
 
 def vidcom2_retained_tokens(grid: Sequence[int], merge_size: int, retention: float) -> int:
-    """Tokens VidCom2 keeps here of a video of encoder grid ``(T, H, W)``:
-    ``max(T, int(T * H'W' * retention))`` (one a frame at least), ``retention`` in ``(0, 1]``."""
+    """Tokens VidCom2 (``method="vllm"``) keeps of a video of encoder grid ``(T, H, W)``:
+    ``max(T, int(T * H'W' * retention))`` (one a frame at least), ``retention`` in ``(0, 1]``. vLLM's
+    ``compute_retained_tokens_count`` (``vllm/multimodal/video_prune/vidcom2.py``, v0.33.0 and v0.34.0,
+    line 19) with its pruning rate ``q = 1 - retention``. The authors' method has no fixed count."""
     t, per_frame = _frames(grid, merge_size)
     retention = _rate(retention, "retention (the VidCom2 retention ratio)", low_open=True)
     return max(t, int(t * per_frame * retention))
 
 
-def vidcom2_scores(embeds: torch.Tensor, frames: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(distinctiveness [T], token scores [T, H'W'])`` of VidCom2, in float32: a frame's minus mean
-    Gaussian similarity to the video's mean; a token's similarity to the video's and its frame's means
-    (lower: more distinct). Scored on the lowest-variance half of the channels, in channel order."""
-    x = embeds.float()
-    var = x.var(dim=0, unbiased=False)
-    n_keep = max(1, int(x.shape[-1] * VIDCOM2_CHANNELS))
-    channels = torch.argsort(var, stable=True)[:n_keep].sort().values
-    tokens = F.normalize(x[:, channels].reshape(frames, -1, n_keep), dim=-1)
-
-    def gaussians(centre: torch.Tensor) -> torch.Tensor:
-        d2 = ((tokens - centre) ** 2).sum(dim=-1)
-        return sum(torch.exp(-d2 / (2 * a)) for a in VIDCOM2_ALPHAS)  # type: ignore[return-value]
-
-    video = gaussians(tokens.mean(dim=(0, 1), keepdim=True))
-    frame = gaussians(tokens.mean(dim=1, keepdim=True))
-    return -video.mean(dim=-1), video + frame
+def _vidcom2_method(method: str) -> str:
+    """``method`` if it names a published VidCom2 variant (:data:`VIDCOM2_METHODS`), else a clear error."""
+    if method not in VIDCOM2_METHODS:
+        raise LayoutError(f"VidCom2 method must be one of {VIDCOM2_METHODS}; got {method!r}")
+    return method
 
 
-def apportion(ideal: torch.Tensor, total: int, low: int, high: int) -> torch.Tensor:
-    """Integer budgets ``[T]`` summing to ``total``, each in ``[low, high]``: ``floor(ideal)`` clamped,
-    then rounds of one more token to the frames of largest remainder ``ideal - budget`` (fewer: one less
-    from the smallest), ties to the lower frame index, skipping frames at their bound."""
-    t = ideal.numel()
-    if not t * low <= total <= t * high:
-        raise LayoutError(f"{total} tokens cannot be split into {t} budgets in [{low}, {high}]")
-    budget = ideal.floor().clamp(min=low, max=high).long()
-    remainder = ideal - budget.to(ideal.dtype)
-    missing = total - int(budget.sum())
-    step = 1 if missing > 0 else -1
-    order = torch.argsort(remainder, descending=missing > 0, stable=True)
-    while missing:
-        room = (budget[order] < high) if step > 0 else (budget[order] > low)
-        take = order[room][: abs(missing)]
-        budget[take] += step
-        missing -= step * int(take.numel())
-    return budget
+def _gaussians(tokens: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
+    """Sum of the five Gaussian kernels of ``[T, N, C]`` tokens to a broadcast centre: ``[T, N]``."""
+    d2 = ((tokens - centre) ** 2).sum(dim=-1)
+    return sum(torch.exp(-d2 / (2.0 * a)) for a in VIDCOM2_ALPHAS)  # type: ignore[return-value]
+
+
+def _vidcom2_frames(
+    embeds: torch.Tensor, t: int, per_frame: int, retention: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(similarity [T, H'W'], budgets [T] int64)`` in the embeddings' dtype, step for step as both
+    published codes compute them: channels taken in ascending variance (``torch.topk``'s order), the
+    budgets ``round(share * H'W')`` (half to even) clamped to ``[1, H'W']``."""
+    variances = embeds.var(dim=0, unbiased=False)
+    n_channels = max(1, int(embeds.shape[-1] * VIDCOM2_CHANNELS))
+    low = torch.topk(variances, k=n_channels, largest=False).indices
+    tokens = F.normalize(embeds.index_select(-1, low).view(t, per_frame, n_channels), dim=-1)
+    video = _gaussians(tokens, tokens.mean(dim=(0, 1), keepdim=True))
+    frame = _gaussians(tokens, tokens.mean(dim=1, keepdim=True))
+    distinct = -video.mean(dim=-1)
+    p = F.softmax((distinct - distinct.max()) / VIDCOM2_TEMPERATURE, dim=0)
+    share = (retention * (1.0 + p - p.mean())).clamp(max=1.0)
+    budgets = (share * per_frame).round().long().clamp(min=1, max=per_frame)
+    return video + frame, budgets
+
+
+def _reconcile(mask: torch.Tensor, similarity: torch.Tensor, total: int) -> None:
+    """Drop the kept tokens of highest similarity, or add the free ones of lowest, until ``mask``
+    (flat, in place) keeps ``total``; ``torch.topk`` picks among ties, as in vLLM."""
+    kept = int(mask.sum())
+    if kept > total:
+        idx = mask.nonzero(as_tuple=False).squeeze(-1)
+        worst = torch.topk(similarity[idx], k=kept - total, largest=True, sorted=False).indices
+        mask[idx[worst]] = False
+    elif kept < total:
+        idx = (~mask).nonzero(as_tuple=False).squeeze(-1)
+        best = torch.topk(similarity[idx], k=total - kept, largest=False, sorted=False).indices
+        mask[idx[best]] = True
 
 
 def vidcom2_mask(
-    embeds: torch.Tensor, grid: Sequence[int], merge_size: int, retention: float
+    embeds: torch.Tensor,
+    grid: Sequence[int],
+    merge_size: int,
+    retention: float,
+    method: str = "vllm",
 ) -> torch.Tensor:
-    """VidCom2 retention mask: bool ``[T * H' * W']`` with exactly :func:`vidcom2_retained_tokens` set.
+    """VidCom2 retention mask: bool ``[T * H' * W']`` on the embeddings' device.
 
     Args:
         embeds: ``[T * H' * W', hidden]`` the video's embeddings after the merger, in token order.
         grid: the encoder grid ``(T, H, W)``.
         merge_size: the spatial merge size.
-        retention: the retention ratio in ``(0, 1]`` (``1 - q``).
+        retention: the retention ratio in ``(0, 1]`` (vLLM's ``1 - video_pruning_rate``).
+        method: ``"vllm"`` keeps exactly :func:`vidcom2_retained_tokens` tokens (vLLM v0.33.0 / v0.34.0
+            ``compute_retention_mask``); ``"authors"`` keeps each frame's rounded budget and no more
+            (the authors' ``select_outlier_indices``: a total that depends on the embeddings).
     """
+    method = _vidcom2_method(method)
     t, per_frame = _frames(grid, merge_size)
     total = vidcom2_retained_tokens(grid, merge_size, retention)
-    distinct, scores = vidcom2_scores(_embeddings(embeds, t * per_frame), t)
-    budgets = _budgets(distinct, float(retention), per_frame, total)
-    rank = torch.empty((t, per_frame), dtype=torch.long, device=scores.device)
-    order = torch.argsort(scores, dim=1, stable=True)
-    rank.scatter_(1, order, torch.arange(per_frame, device=scores.device).expand(t, per_frame).contiguous())
-    mask = (rank < budgets[:, None]).reshape(-1)
-    assert int(mask.sum()) == total
+    x = _embeddings(embeds, t * per_frame)
+    similarity, budgets = _vidcom2_frames(x, t, per_frame, float(retention))
+    mask = torch.zeros((t, per_frame), dtype=torch.bool, device=x.device)
+    for f, k in enumerate(budgets.tolist()):
+        mask[f, torch.topk(similarity[f], k=k, largest=False, sorted=False).indices] = True
+    mask = mask.reshape(-1)
+    if method == "vllm":
+        _reconcile(mask, similarity.reshape(-1), total)
     return mask
-
-
-def vidcom2_budgets(
-    embeds: torch.Tensor, grid: Sequence[int], merge_size: int, retention: float
-) -> torch.Tensor:
-    """Tokens VidCom2 keeps of each frame, int64 ``[T]``: the frames' shares apportioned to
-    :func:`vidcom2_retained_tokens` (at least one a frame)."""
-    t, per_frame = _frames(grid, merge_size)
-    total = vidcom2_retained_tokens(grid, merge_size, retention)
-    distinct, _ = vidcom2_scores(_embeddings(embeds, t * per_frame), t)
-    return _budgets(distinct, float(retention), per_frame, total)
-
-
-def _budgets(distinct: torch.Tensor, retention: float, per_frame: int, total: int) -> torch.Tensor:
-    p = torch.softmax((distinct - distinct.max()) / VIDCOM2_TEMPERATURE, dim=0)
-    share = (retention * (1 + p - p.mean())).clamp(max=1.0)
-    return apportion(share * per_frame, total, 1, per_frame)
 
 
 def _per_video(
@@ -217,20 +225,19 @@ def evs_rule(q: float) -> Callable[..., list[torch.Tensor]]:
     return _per_video(lambda features, grid: evs_mask(features, grid, 1, q))
 
 
-def vidcom2_rule(retention: float) -> Callable[..., list[torch.Tensor]]:
-    """VidCom2 at ``retention`` as a mask rule ``rule(features, llm_grids) -> masks`` (see :func:`evs_rule`)."""
+def vidcom2_rule(retention: float, method: str = "vllm") -> Callable[..., list[torch.Tensor]]:
+    """VidCom2 at ``retention`` (by ``method``, see :func:`vidcom2_mask`) as a mask rule
+    ``rule(features, llm_grids) -> masks`` (see :func:`evs_rule`)."""
     _rate(retention, "retention (the VidCom2 retention ratio)", low_open=True)
-    return _per_video(lambda features, grid: vidcom2_mask(features, grid, 1, retention))
+    _vidcom2_method(method)
+    return _per_video(lambda features, grid: vidcom2_mask(features, grid, 1, retention, method))
 
 
 __all__ = [
-    "apportion",
     "evs_mask",
     "evs_rule",
     "evs_retained_tokens",
-    "vidcom2_budgets",
     "vidcom2_mask",
     "vidcom2_retained_tokens",
     "vidcom2_rule",
-    "vidcom2_scores",
 ]

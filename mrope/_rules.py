@@ -11,7 +11,11 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   grouping changes some results (26 patches at 0.04 s: the last gets 3, float64 gives 2).
   ``"(i*spg)*tps"``: ``trunc(fl32(fl32(i * spg32) * tps))``, the released Qwen2.5-VL code (transformers
   4.49) and Qwen2.5-Omni; ``"i*(tps*spg)"``: ``trunc(fl32(i * fl32(tps * spg32)))``, transformers 5.x's
-  ``get_rope_index`` (offered only to reproduce it).
+  ``get_rope_index`` (offered only to reproduce it); ``"i*(spg*tps) f64"``: ``trunc(i * (f64(spg32) *
+  tps))`` in float64, vLLM's (``vllm/model_executor/models/qwen2_5_vl.py`` v0.33.0 and v0.34.0:
+  ``iter_mm_grid_thw`` line 1328 takes ``second_per_grid_ts.item()`` times ``tokens_per_second``,
+  ``get_mrope_input_positions`` line 1371 multiplies ``np.indices`` by it and casts to int64), which
+  parts from the released float32 result in about 1 random prompt in 18 (offered to reproduce vLLM).
 - ``spatial``: where a block's (h, w) start: ``"offset"`` (at the block's start counter ``s``, Qwen),
   ``"reset"`` (at 0 for every block) or ``"centered"`` (the grid centred in the square span
   ``[s, s + max(H', W'))``, so an image and its transpose share a centre).
@@ -117,7 +121,7 @@ TimestampTime = Literal["mean", "first"]
 PositionsBase = Literal["counter", "sequence", "canvas"]
 ImageIndexScope = Literal["sequence", "batch"]
 ImageSpan = Literal["placeholders", "between_wrappers"]
-SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)"]
+SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)", "i*(spg*tps) f64"]
 PixelBounds = Literal["frame", "clip", "edges"]
 VideoPixelBounds = Literal["frame", "clip", "tokens"]
 FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v", "ernie"]
