@@ -19,7 +19,7 @@ import mrope._audio_grid as _audio_grid
 from mrope._errors import LayoutError, MRopeWarning
 from mrope._layout import LayoutPlan, engine
 from mrope._layout.pruned import pruned_positions, segment_masks
-from mrope._positions import Batch, next_positions
+from mrope._positions import Batch, next_positions, with_media
 from mrope._rules import LayoutRules
 from mrope._segments import Audio, Image, Segment, Text, Video
 from mrope.models import ModelLike, resolve_rules, resolve_tokenizer
@@ -53,16 +53,17 @@ def build_positions(
 
     Returns:
         :class:`Positions` with ``ids`` int64 ``[3, T]``. Segments with ``keep=`` masks give the pruned
-        prompt: the unpruned positions at the kept tokens (docs/pruning.md).
+        prompt: the unpruned positions at the kept tokens (docs/pruning.md). ``media`` holds each image's
+        and video's ``record`` (how :mod:`mrope.media` sized it), in segment order.
     """
     tokenizer = resolve_tokenizer(model, tokenizer)
     plan = _plan_sequence(segments, resolve_rules(model, rules, convention), tokenizer)
     for note in plan.notes:
         warnings.warn(note, MRopeWarning, stacklevel=2)
     masks = segment_masks(segments)
-    if masks:
-        return pruned_positions(plan.positions(), masks, segments)
-    return plan.positions()
+    p = pruned_positions(plan.positions(), masks, segments) if masks else plan.positions()
+    media = tuple(s.record for s in segments if isinstance(s, (Image, Video)))
+    return with_media(p, media) if media else p
 
 
 def _plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any) -> LayoutPlan:
