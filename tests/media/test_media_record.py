@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet
 import pytest
 from support import media
 from support.checkpoints import QWEN2_5_VL_PREPROCESSOR, qwen2_5_vl_config, write_checkpoint
@@ -139,3 +140,22 @@ def test_positions_json_lists_the_records(files, capsys) -> None:
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["media"] == [load_image(files["photo"], model=MODEL).record.as_dict()]
+
+
+def test_batch_parquet_and_manifest_hold_the_records(files, tmp_path) -> None:
+    records = _records(files)
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "out"
+    assert (
+        main(["batch", str(jsonl), "--out-dir", str(out), "--model", MODEL, "--format", "parquet", "--quiet"])
+        == 1
+    )
+    manifest = [
+        json.loads(line) for line in (out / "manifest.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    table = pa.parquet.read_table(out / "samples.parquet")
+    want = json.loads(process_batch(records, model=MODEL).column("media").to_pylist()[0])
+    assert want == [load_image(files["photo"], model=MODEL).record.as_dict()]
+    assert json.loads(table.column("media").to_pylist()[0]) == manifest[0]["media"] == want
+    assert "media" not in manifest[-1] and json.loads(table.column("media").to_pylist()[-1]) == []
