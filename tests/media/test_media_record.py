@@ -9,10 +9,12 @@ Negative control: on a rotated photo the two routes' records differ (h and w swa
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet
 import pytest
@@ -22,7 +24,7 @@ from support.qwen_vl_utils_ref import load_qwen_vl_utils
 from transformers.image_utils import load_image as hf_load_image
 
 import mrope
-from mrope import Text, build_positions
+from mrope import Text, build_batch, build_positions
 from mrope._cli import main
 from mrope.media import MediaRecord, load_frames, load_image, load_video
 from mrope.pipeline import process_batch
@@ -107,6 +109,11 @@ def test_positions_carry_one_record_per_media_item(files) -> None:
     p = build_positions([Text(2), image, grid_given, video], model=MODEL)
     assert p.media == (image.record, None, video.record)
     assert build_positions([Text(2)], model=MODEL).media == ()
+    keep = np.ones(image.grid[1] * image.grid[2] // 4, dtype=bool)
+    pruned = dataclasses.replace(image, keep=keep)
+    for samples in ([[image], [Text(3), video]], [[pruned], [Text(3), video]]):  # plain and pruned rows
+        rows = build_batch(samples, model=MODEL).sequences
+        assert [r.media for r in rows] == [(image.record,), (video.record,)]
 
 
 def _records(files) -> list[dict]:
