@@ -288,14 +288,8 @@ def load_video(
     # the rate second_per_grid is counted in: the sampled one, or the processor's fps keyword (the call's)
     spg_rate = rate if lay.second_per_grid_fps is None else (lay.second_per_grid_fps if fps is None else fps)
     times = sampled_times(info, idx)
-    given = {
-        "min_pixels": min_pixels,
-        "max_pixels": max_pixels,
-        "total_pixels": total_pixels,
-        "fps": fps,
-        "min_frames": min_frames,
-        "max_frames": max_frames,
-    }
+    given = {"min_pixels": min_pixels, "max_pixels": max_pixels, "total_pixels": total_pixels, "fps": fps}
+    given.update(min_frames=min_frames, max_frames=max_frames)
     return Video(
         grid=(math.ceil(n / tps), new_h // lay.patch_size, new_w // lay.patch_size),
         fps=rate,
