@@ -19,7 +19,7 @@ import mrope._audio_grid as _audio_grid
 from mrope._errors import LayoutError, MRopeWarning
 from mrope._layout import LayoutPlan, engine
 from mrope._layout.pruned import pruned_positions, segment_masks
-from mrope._positions import Batch, next_positions
+from mrope._positions import Batch, next_positions, with_media
 from mrope._rules import LayoutRules
 from mrope._segments import Audio, Image, Segment, Text, Video
 from mrope.models import ModelLike, resolve_rules, resolve_tokenizer
@@ -53,16 +53,22 @@ def build_positions(
 
     Returns:
         :class:`Positions` with ``ids`` int64 ``[3, T]``. Segments with ``keep=`` masks give the pruned
-        prompt: the unpruned positions at the kept tokens (docs/pruning.md).
+        prompt: the unpruned positions at the kept tokens (docs/pruning.md). ``media`` holds each image's
+        and video's ``record`` (how :mod:`mrope.media` sized it), in segment order.
     """
     tokenizer = resolve_tokenizer(model, tokenizer)
     plan = _plan_sequence(segments, resolve_rules(model, rules, convention), tokenizer)
     for note in plan.notes:
         warnings.warn(note, MRopeWarning, stacklevel=2)
     masks = segment_masks(segments)
-    if masks:
-        return pruned_positions(plan.positions(), masks, segments)
-    return plan.positions()
+    p = pruned_positions(plan.positions(), masks, segments) if masks else plan.positions()
+    return _with_records(p, segments)
+
+
+def _with_records(p: Positions, segments: Sequence[Segment]) -> Positions:
+    """``p`` with ``media``: each image's and video's ``record``, in segment order."""
+    media = tuple(s.record for s in segments if isinstance(s, (Image, Video)))
+    return with_media(p, media) if media else p
 
 
 def _plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any) -> LayoutPlan:
@@ -130,7 +136,8 @@ def build_batch(
     :func:`build_positions`.
 
     Returns:
-        :class:`Batch` with ``ids`` int64 ``[3, B, L]``, ``attention_mask`` ``[B, L]``, ``deltas`` ``[B]``.
+        :class:`Batch` with ``ids`` int64 ``[3, B, L]``, ``attention_mask`` ``[B, L]``, ``deltas`` ``[B]``;
+        each of its ``sequences`` holds its sample's ``media`` records (as :func:`build_positions`).
     """
     if padding_side not in ("left", "right"):
         raise LayoutError(f"padding_side must be 'left' or 'right'; got {padding_side!r}")
@@ -169,7 +176,9 @@ def build_batch(
             mask[row, pad] = 0
         for note in plan.notes:
             warnings.warn(f"sample {row}: {note}", MRopeWarning, stacklevel=2)
-        seqs.append(plan.positions(ids[:, row, sl], input_ids[row, sl], image_index, n))
+        seqs.append(
+            _with_records(plan.positions(ids[:, row, sl], input_ids[row, sl], image_index, n), samples[row])
+        )
         if lay.image_index_scope == "batch":  # the image index keeps counting across the rows
             image_index += len(plan.image_grids) - len(plan.targets)
     deltas = np.asarray([p.delta for p in seqs], dtype=ids.dtype)
@@ -193,7 +202,8 @@ def _pruned_batch(
         for note in plan.notes:
             warnings.warn(f"sample {row}: {note}", MRopeWarning, stacklevel=3)
         full = plan.positions(None, None, image_index)
-        seqs.append(pruned_positions(full, row_masks, samples[row]) if row_masks else full)
+        row_positions = pruned_positions(full, row_masks, samples[row]) if row_masks else full
+        seqs.append(_with_records(row_positions, samples[row]))
         if lay.image_index_scope == "batch":
             image_index += len(plan.image_grids) - len(plan.targets)
     width = max(p.num_tokens for p in seqs)

@@ -15,6 +15,7 @@ import numpy as np
 
 from mrope._caches import register
 from mrope._errors import LayoutError
+from mrope._media_record import MediaRecord
 from mrope._prefix_key import prefix_key
 from mrope._program import PositionProgram
 from mrope._program_build import compile_program
@@ -88,6 +89,9 @@ class Positions:
             first, then one end marker), as GLM-Image caches them; else ``None``.
         audio_tokens: int64 ``[n_audios]``: tokens of each audio clip in order (standalone and inside
             videos), for rules with audio.
+        media: one entry per image and video segment, in segment order: how a loader of
+            :mod:`mrope.media` read and sized it (:class:`mrope.media.MediaRecord`: route, resized size,
+            frames read, where each sizing value came from), ``None`` for one given by its grid.
 
     ``ids`` has ``rules.num_axes`` rows (3: t, h, w; HunyuanOCR's four: sequence, w, h, image index).
     Rules with fractional time (``time_rounding="none"``, Qwen3-Omni) give ``ids`` as float32 (the
@@ -105,6 +109,7 @@ class Positions:
     notes: tuple[str, ...] = field(default=())
     audio_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     generation_ids: np.ndarray | None = None
+    media: tuple[MediaRecord | None, ...] = ()
 
     @property
     def num_tokens(self) -> int:
@@ -244,6 +249,13 @@ def positions_with_lazy_spans(
         audio_tokens=np.zeros(0, dtype=np.int64),
         generation_ids=generation_ids,
     )
+    return out
+
+
+def with_media(p: Positions, media: tuple[MediaRecord | None, ...]) -> Positions:
+    """``p`` with ``media`` set (its spans, if not made yet, stay unmade)."""
+    out = object.__new__(Positions)
+    out.__dict__.update(p.__dict__, media=media)
     return out
 
 

@@ -9,6 +9,7 @@ the same schema; :func:`rows_to_table` builds the table without Python lists.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +23,8 @@ from mrope._positions import Positions
 if TYPE_CHECKING:
     import pyarrow as pa
 
-RESULT_COLUMNS = ("positions", "delta", *arrow.SEQUENCE_COLUMNS, *arrow.ERROR_COLUMNS)
-"""The columns of a result row (plus ``input_ids`` and ``labels`` when asked for, and
+RESULT_COLUMNS = ("positions", "delta", *arrow.SEQUENCE_COLUMNS, *arrow.ERROR_COLUMNS, "media")
+"""The columns of a result row (``media``: :func:`media_json` of its media records; plus ``input_ids`` and ``labels`` when asked for, and
 ``generation_ids`` in a job whose model generates images). ``error_code`` is a stable machine-readable
 name of the failure (:func:`error_code`), ``""`` on success."""
 
@@ -44,6 +45,18 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def media_items(p: Positions) -> list[dict[str, Any] | None]:
+    """A record's media items in segment order: each image's and video's
+    :meth:`mrope.media.MediaRecord.as_dict`, ``None`` for one given by its grid."""
+    return [None if r is None else r.as_dict() for r in p.media]
+
+
+def media_json(p: Positions) -> str:
+    """:func:`media_items` as one JSON string: one string column whatever the records mix, so every
+    batch of a job keeps one Arrow schema."""
+    return json.dumps(media_items(p), separators=(",", ":"))
+
+
 def result_row(
     p: Positions, *, input_ids: bool = False, generation: bool = False, labels: np.ndarray | None = None
 ) -> dict[str, Any]:
@@ -58,6 +71,7 @@ def result_row(
         "second_per_grid_ts": p.second_per_grid_ts,
         "error": "",
         "error_code": "",
+        "media": media_json(p),
     }
     if input_ids:
         row["input_ids"] = p.input_ids
@@ -91,6 +105,7 @@ def error_row(
         "second_per_grid_ts": np.zeros(0, dtype=np.float64),
         "error": message or "failed",
         "error_code": code,
+        "media": "[]",
     }
     if input_ids:
         row["input_ids"] = np.zeros(0, dtype=np.int64)
@@ -115,6 +130,7 @@ def arrow_schema(
         ("delta", pa.float64() if fractional else pa.int64()),
         *arrow.sequence_fields(),
         *arrow.error_fields(),
+        ("media", pa.string()),
     ]
     if input_ids:
         cols.append(("input_ids", pa.list_(pa.int64())))
@@ -157,6 +173,8 @@ __all__ = [
     "describe_error",
     "error_code",
     "error_row",
+    "media_items",
+    "media_json",
     "result_row",
     "rows_to_table",
 ]

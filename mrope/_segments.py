@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from mrope._errors import LayoutError
+from mrope._media_record import MediaRecord
 
 MAX_TILES = 1 << 16
 """Most tiles one image (or video frame) may have, checked when the segment is made; InternVL-style plans
@@ -190,6 +191,8 @@ class Image:
         generate: an image the model will generate (GLM-Image's targets): it takes no prompt tokens,
             its grid is reported after the prompt's images, and its positions are decode-time
             positions (:attr:`mrope.Positions.generation_ids`). Targets come after every other segment.
+        record: how :func:`mrope.media.load_image` read and sized it (:class:`mrope.media.MediaRecord`);
+            ``None`` for an image given by its grid. Not compared.
     """
 
     grid: tuple[int, int, int]
@@ -201,6 +204,7 @@ class Image:
     generate: bool = False
     thumbnail_grid: tuple[int, int, int] | None = None
     keep: np.ndarray | None = field(default=None, compare=False)  # compared by its bits (see below)
+    record: MediaRecord | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Image"))
@@ -323,6 +327,8 @@ class Video:
             frames, in prompt order (``t`` outermost, ``w`` fastest; audio tokens are not in it). ``False``
             drops the token; every other token (timestamps and wrappers of a frame that keeps nothing
             included) keeps the position it has unpruned. ``None``: nothing is pruned.
+        record: how :func:`mrope.media.load_video` / :func:`~mrope.media.load_frames` read and sized it
+            (:class:`mrope.media.MediaRecord`); ``None`` for a video given by its grid. Not compared.
     """
 
     grid: tuple[int, int, int]
@@ -334,6 +340,7 @@ class Video:
     tiles: tuple[int, int] | None = None
     thumbnail_grid: tuple[int, int, int] | None = None
     keep: np.ndarray | None = field(default=None, compare=False)  # compared by its bits (see below)
+    record: MediaRecord | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", _grid(self.grid, "Video"))

@@ -266,6 +266,7 @@ class Preprocessor:
             frame_size=self.frame_size,
             decode_check=self.decode_check,
             route=self.route or parsed.route,
+            model=self._sizing_model(parsed),
         )
         try:
             if parsed.segments is not None:
@@ -294,6 +295,14 @@ class Preprocessor:
                 ) from None
             raise
         return chat, rules
+
+    def _sizing_model(self, record: Record) -> Any:
+        """The model a record's media records name as the origin of its sizing values: the job's (or the
+        record's) unless the job gives full rules, which then are the origin."""
+        if isinstance(self.rules, LayoutRules):
+            return None
+        job = self.job_model()
+        return job if job is not None else record.model
 
     def template_for(self) -> str | None:
         """The chat template ``messages`` are rendered with (see ``chat_template``), or ``None``."""

@@ -36,7 +36,7 @@ from mrope._cli._progress import progress
 from mrope._cli._sequence import data_options, max_tokens_from_arg, model_from_args, tokenizer_from_arg
 from mrope._cli._workers import ordered_map
 from mrope._errors import JobError, MRopeError, RecordError
-from mrope._result_rows import describe_error, error_code, error_row, result_row, rows_to_table
+from mrope._result_rows import describe_error, error_code, error_row, media_items, result_row, rows_to_table
 from mrope.packing._bins import MODES
 from mrope.packing._shard import SHARD_LAYOUTS
 from mrope.packing._table import PackItem, check_fits, pack_efficiency, packed_table
@@ -379,7 +379,8 @@ class Outcome:
 
     Attributes:
         sample_id, where: the sample's id and ``file:line``.
-        fields: the manifest entry's fields (``file``, ``num_tokens``, the grids, ``error``, ...).
+        fields: the manifest entry's fields (``file``, ``num_tokens``, the grids, ``media``: each image's
+            and video's record, ``error``, ...).
         payload: the parquet row (:func:`mrope._result_rows.result_row`) or the packing item
             ``(positions, labels)``; ``None`` for a file-per-sample format or a failure.
         job_error: the message of an error that stops the whole job (every later sample would fail alike).
@@ -438,6 +439,7 @@ class Job:
                 "image_grid_thw": p.image_grid_thw.tolist(),
                 "video_grid_thw": p.video_grid_thw.tolist(),
                 "second_per_grid_ts": p.second_per_grid_ts.tolist(),
+                "media": media_items(p),
                 "error": "",
                 "error_code": "",
             },

@@ -11,13 +11,16 @@ import numpy as np
 
 from mrope._cli._args import CliError
 from mrope._positions import Positions
+from mrope._result_rows import media_items
 
 SAVE_SUFFIXES = (".npy", ".json", ".mrpg")
 
 
 def positions_document(p: Positions, model: str) -> dict[str, Any]:
-    """The positions as JSON (the shape of the service's ``POST /v1/positions`` response, plus ``model``)."""
-    return {"model": model, **p.to_dict()}
+    """The positions as JSON (the shape of the service's ``POST /v1/positions`` response, plus ``model``
+    and ``media``: each image's and video's record, :meth:`mrope.media.MediaRecord.as_dict`, or ``null``
+    for one given by its grid)."""
+    return {"model": model, **p.to_dict(), "media": media_items(p)}
 
 
 def _num(v: Any) -> str:

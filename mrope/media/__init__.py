@@ -16,6 +16,7 @@ from mrope import _extras
 
 _extras.require("mrope.media", "media", "PIL", "av")
 
+from mrope._media_record import MediaRecord
 from mrope.media._audio import has_audio_stream, load_audio, probe_audio
 from mrope.media._crops import AlignedCrop
 from mrope.media._detect import MediaKind, detect_media_kind
@@ -45,6 +46,7 @@ __all__ = [
     "AudioInfo",
     "FrameSize",
     "MediaKind",
+    "MediaRecord",
     "ROUTES",
     "Reader",
     "Route",

@@ -31,6 +31,7 @@ from mrope.media._image import image_size, load_image
 from mrope.media._memory import frame_list
 from mrope.media._resize import smart_resize, video_max_pixels
 from mrope.media._routes import Route, get_route, route_video_rules
+from mrope.media._sources import media_record
 from mrope.models import ModelLike, resolve_rules
 
 
@@ -134,12 +135,19 @@ def load_frames(
         h, w = _video_stage(
             n, h, w, route_video_rules(lay, way), min_pixels, max_pixels, total_pixels, resized
         )
+    given = {
+        "min_pixels": min_pixels,
+        "max_pixels": max_pixels,
+        "total_pixels": total_pixels,
+        "fps": sample_fps if way.frame_list_rate == "sample_fps" else fps,
+    }
     return Video(
         grid=(n // tps, h // lay.patch_size, w // lay.patch_size),
         fps=rate,
         second_per_grid=tps / rate,
         frame_times=tuple(i / rate for i in range(n)),
         wrap=wrap,
+        record=media_record("video", model, lay.name, way, given, (h, w), len(sources)),
     )
 
 

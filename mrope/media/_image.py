@@ -25,6 +25,7 @@ from mrope.media._memory import array_size
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_edges
 from mrope.media._routes import Route, get_route
 from mrope.media._source import open_source
+from mrope.media._sources import media_record
 from mrope.media._tiling import TilePlan
 from mrope.models import ModelLike, resolve_rules
 
@@ -366,7 +367,7 @@ def load_image(
             others turn it upright.
 
     Returns:
-        :class:`mrope.Image`.
+        :class:`mrope.Image`, its ``record`` saying how it was read and sized (:class:`MediaRecord`).
 
     Raises:
         MediaError: an unreadable or out-of-bounds image, or rules whose processor slices images
@@ -408,7 +409,9 @@ def load_image(
     if crop is not None:
         _, origin = align_box((top, left, height, width), full, (new_h, new_w), factor, snap=snap)
     grid = (1, new_h // lay.patch_size, new_w // lay.patch_size)
-    return Image(grid=grid, tiles=tiles, thumbnail=thumbnail, origin=origin, wrap=wrap)
+    given = {"min_pixels": min_pixels, "max_pixels": max_pixels}
+    record = media_record("image", model, lay.name, route, given, (new_h, new_w), 1)
+    return Image(grid=grid, tiles=tiles, thumbnail=thumbnail, origin=origin, wrap=wrap, record=record)
 
 
 def crop_segment(

@@ -11,7 +11,9 @@ key a checkpoint folder gave (:attr:`mrope.models.ModelFamily.rule_sources`, fil
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
+from mrope._media_record import MediaRecord
 from mrope.media._routes import Route, get_route
 from mrope.models import ModelFamily, ModelLike, get_family
 
@@ -56,21 +58,50 @@ def sizing_sources(
         'qwen2.5-vl'"``.
     """
     family = model if isinstance(model, ModelFamily) else get_family(model)
-    way = get_route(route)
-    given = set(keys)
+    return _origins(kind, family, family.name, get_route(route), set(keys))
+
+
+def _origins(kind: str, family: ModelFamily | None, name: str, way: Route, given: set[str]) -> dict[str, str]:
+    """:func:`sizing_sources` for a family, or for rules alone (``family=None``: ``"rules 'name'"``)."""
     table = IMAGE_VALUES if kind == "image" else VIDEO_VALUES
     fixed = dict(way.video_rules) if kind != "image" else {}
     out = {}
-    for key, name in table.items():
+    for key, field in table.items():
         if key in given:
             out[key] = f"record key {key!r}"
-        elif _ROUTE_CONSTANTS.get(name) in fixed:
+        elif _ROUTE_CONSTANTS.get(field) in fixed:
             out[key] = f"route {way.name!r} default"
-        elif name in family.rule_sources:
-            out[key] = f"checkpoint {family.rule_sources[name]}"
+        elif family is None:
+            out[key] = f"rules {name!r}"
+        elif field in family.rule_sources:
+            out[key] = f"checkpoint {family.rule_sources[field]}"
         else:
             out[key] = f"preset {family.name!r}"
     return out
 
 
-__all__ = ["IMAGE_VALUES", "VIDEO_VALUES", "sizing_sources"]
+def media_record(
+    kind: str,
+    model: ModelLike | None,
+    rules_name: str,
+    route: str | Route | None,
+    given: dict[str, Any],
+    size: tuple[int, int],
+    frames: int,
+) -> MediaRecord:
+    """The :class:`MediaRecord` of one item a loader sized: ``given`` holds the item's sizing keys
+    (``None`` for one it does not set); without ``model`` (rules alone) the other values are the rules'."""
+    way = get_route(route)
+    family = None if model is None else model if isinstance(model, ModelFamily) else get_family(model)
+    keys = {k for k, v in given.items() if v is not None}
+    origins = _origins(kind, family, rules_name, way, keys)
+    return MediaRecord(
+        kind=kind,
+        route=way.name,
+        size=(int(size[0]), int(size[1])),
+        frames=int(frames),
+        sources=tuple(origins.items()),
+    )
+
+
+__all__ = ["IMAGE_VALUES", "VIDEO_VALUES", "media_record", "sizing_sources"]

@@ -40,6 +40,7 @@ from mrope.media._readers import Reader, check_reader, reader_info
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
 from mrope.media._routes import Route, get_route, route_video_rules
 from mrope.media._sampling import sample_fps, sampled_times
+from mrope.media._sources import media_record
 from mrope.media._video_probe import DEFAULT_MAX_PACKETS, probe_video
 from mrope.models import ModelLike, resolve_rules
 
@@ -287,6 +288,8 @@ def load_video(
     # the rate second_per_grid is counted in: the sampled one, or the processor's fps keyword (the call's)
     spg_rate = rate if lay.second_per_grid_fps is None else (lay.second_per_grid_fps if fps is None else fps)
     times = sampled_times(info, idx)
+    given = {"min_pixels": min_pixels, "max_pixels": max_pixels, "total_pixels": total_pixels, "fps": fps}
+    given.update(min_frames=min_frames, max_frames=max_frames)
     return Video(
         grid=(math.ceil(n / tps), new_h // lay.patch_size, new_w // lay.patch_size),
         fps=rate,
@@ -294,4 +297,5 @@ def load_video(
         frame_times=tuple(float(x) for x in times),
         wrap=wrap,
         audio=_audio_track(source, lay) if use_audio_in_video else None,
+        record=media_record("video", model, lay.name, way, given, (new_h, new_w), n),
     )

@@ -20,6 +20,7 @@ from mrope._rules import LayoutRules
 from mrope._segments import Audio, Image, Segment, Text, Video
 from mrope.media import image_grid, load_audio, load_frames, load_image, load_video, probe_video
 from mrope.media._decode_check import check_image_decodes, check_video_decodes
+from mrope.models import ModelLike
 
 from ._errors import RequestError
 from ._forms import KeepMask
@@ -77,22 +78,33 @@ def _with_keep(segment: Any, mask: KeepMask | None, where: str) -> Any:
 
 
 def image_from(
-    seg: ImageForm, rules: LayoutRules, media: MediaAccess, where: str, route: str | None = None
+    seg: ImageForm,
+    rules: LayoutRules,
+    media: MediaAccess,
+    where: str,
+    route: str | None = None,
+    model: ModelLike | None = None,
 ) -> Image:
     """A :class:`mrope.Image`: a grid as given, a size by the rules, a path read from its header as
-    ``route``'s image loader reads it (:mod:`mrope.media._routes`)."""
-    image = _image_from(seg, rules, media, where, route)
+    ``route``'s image loader reads it (:mod:`mrope.media._routes`; ``model``: the family or checkpoint
+    its record names as the origin of the sizing values the rules hold)."""
+    image = _image_from(seg, rules, media, where, route, model)
     return _with_keep(image, seg.keep, where)
 
 
 def _image_from(
-    seg: ImageForm, rules: LayoutRules, media: MediaAccess, where: str, route: str | None
+    seg: ImageForm,
+    rules: LayoutRules,
+    media: MediaAccess,
+    where: str,
+    route: str | None,
+    model: ModelLike | None,
 ) -> Image:
     if isinstance(seg, ImagePath):
         source = media.resolve(seg.path, where)
         tiling = seg.tiling.model_dump() if isinstance(seg.tiling, TilingOptions) else seg.tiling
         return load_image(
-            source, rules=rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, route=route, **sizing(seg)
+            source, model, rules, tiling=tiling, crop=seg.crop, wrap=seg.wrap, route=route, **sizing(seg)
         )
     if isinstance(seg, ImageGrid):
         grid = tuple(seg.grid)
@@ -141,11 +153,13 @@ def video_from(
     where: str,
     frame_size: str | None = None,
     route: str | None = None,
+    model: ModelLike | None = None,
 ) -> Video:
     """A :class:`mrope.Video`: a grid as given, a path sampled from its metadata, frames sized from their
     headers (``frame_size``: which frames of a path the model gets, see :func:`mrope.media.load_video`;
     ``route``: whose pipeline sizes a frame list, see :func:`mrope.media.load_frames`)."""
-    return _with_keep(_video_from(seg, rules, media, where, frame_size, route), seg.keep, where)
+    video = _video_from(seg, rules, media, where, frame_size, route, model)
+    return _with_keep(video, seg.keep, where)
 
 
 def _video_from(
@@ -155,11 +169,12 @@ def _video_from(
     where: str,
     frame_size: str | None,
     route: str | None,
+    model: ModelLike | None,
 ) -> Video:
     if isinstance(seg, VideoFrames):
         sources = [media.resolve(f, f"{where} frame {i}") for i, f in enumerate(seg.frames)]
         rate = {"fps": seg.fps, "sample_fps": seg.sample_fps}
-        return load_frames(sources, rules=rules, wrap=seg.wrap, route=route, **rate, **sizing(seg))
+        return load_frames(sources, model, rules, wrap=seg.wrap, route=route, **rate, **sizing(seg))
     if isinstance(seg, VideoPath):
         source = media.resolve(seg.path, where)
         counts = {
@@ -167,7 +182,8 @@ def _video_from(
         }
         return load_video(
             source,
-            rules=rules,
+            model,
+            rules,
             fps=seg.fps,
             wrap=seg.wrap,
             use_audio_in_video=bool(seg.use_audio_in_video),
@@ -202,13 +218,15 @@ class SegmentReader:
     """Validated segments -> library segments for one request: its rules, the face's tokenizer, and what
     media the face reads.
 
+    ``model``: the family (or :func:`mrope.from_pretrained`'s checkpoint) each media record names as the
+    origin of the sizing values the rules hold; ``None``: the rules'.
     ``token_limit``: text (segments and messages) is refused past this many tokens while it is counted
     (:class:`mrope.schema._text.TooManyTextTokens`). A face with checks of its own (the service: caps on
     pixels and durations, URLs opened without redirects) subclasses it and overrides :meth:`text`, :meth:`image`, :meth:`video` or :meth:`audio`;
     the dispatch on ``type`` and the places named in errors stay here.
     """
 
-    __slots__ = ("decode_check", "frame_size", "media", "route", "rules", "token_limit", "tokenizer")
+    __slots__ = ("decode_check", "frame_size", "media", "model", "route", "rules", "token_limit", "tokenizer")
 
     def __init__(
         self,
@@ -220,8 +238,10 @@ class SegmentReader:
         decode_check: bool = False,
         route: str | None = None,
         token_limit: int | None = None,
+        model: ModelLike | None = None,
     ) -> None:
         self.rules = rules
+        self.model = model
         self.route = route
         self.tokenizer = tokenizer
         self.token_limit = token_limit
@@ -233,14 +253,14 @@ class SegmentReader:
         return text_from(seg, self.tokenizer, where, self.token_limit)
 
     def image(self, seg: ImageForm, where: str) -> Image:
-        image = image_from(seg, self.rules, self.media, where, self.route)
+        image = image_from(seg, self.rules, self.media, where, self.route, self.model)
         if self.decode_check and isinstance(seg, ImagePath):
             check_image_decodes(self.media.resolve(seg.path, where), where)
         return image
 
     def video(self, seg: VideoForm, where: str) -> Video:
         frame_size = (seg.frame_size if isinstance(seg, VideoPath) else None) or self.frame_size
-        video = video_from(seg, self.rules, self.media, where, frame_size, self.route)
+        video = video_from(seg, self.rules, self.media, where, frame_size, self.route, self.model)
         if self.decode_check and isinstance(seg, VideoFrames):
             for i, frame in enumerate(seg.frames):
                 check_image_decodes(self.media.resolve(frame, where), f"{where} frame {i}")

@@ -92,6 +92,7 @@ PUBLIC: dict[str, list[str]] = {
         "AudioInfo",
         "FrameSize",
         "MediaKind",
+        "MediaRecord",
         "ROUTES",
         "Reader",
         "Route",
