@@ -104,3 +104,22 @@ def test_rank_arrays_refuses_a_bad_split_and_no_samples() -> None:
         rank_arrays(samples, model="qwen2-vl", tokenizer=_tok, world_size=2, rank=0, layout="ring")
     with pytest.raises(PackingError, match="at least one sample"):
         rank_arrays([], model="qwen2-vl", world_size=2, rank=0)
+
+
+def test_pruned_and_built_samples_are_cut_from_their_own_build() -> None:
+    keep = np.arange(7 * 5) % 3 != 1  # an image of 7 x 5 merged tokens, every third dropped
+    samples = _long_samples()
+    samples.insert(1, [Text(_tok("pruned")), Image(grid=(1, 14, 10), keep=keep), Text(_tok("end"))])
+    samples.append(mrope.build_positions([Text(_tok("built")), Image(grid=(1, 4, 6))], model="qwen2-vl"))
+    (row,) = list(mrope.pack(samples, model="qwen2-vl", tokenizer=_tok, max_length=8192, mode="stream"))
+    assert list(row.samples) == list(range(len(samples)))
+    assert int(np.diff(row.cu_seqlens)[1]) == 6 + int(keep.sum()) + 2 + 3  # the pruned sample is short
+    for layout in ("zigzag", "contiguous"):
+        for world_size in (1, 3, 4):
+            for rank in range(world_size):
+                got = rank_arrays(
+                    samples, model="qwen2-vl", tokenizer=_tok, world_size=world_size, rank=rank, layout=layout
+                )
+                want = shard(row, world_size=world_size, rank=rank, layout=layout)
+                for key in KEYS:
+                    assert np.array_equal(got[key], getattr(want, key)), (layout, world_size, rank, key)
