@@ -1,18 +1,19 @@
-"""Benchmark: one rank's shard of a packed row (``mrope.packing.shard``) against the whole row's build
-(``mrope.pack``), world sizes 1-8, both layouts, rows up to 1 M tokens.
+"""Benchmark: one rank's shard of a packed row against the whole row's build (``mrope.pack``), world
+sizes 1-8, both layouts, rows up to 1 M tokens.
 
-Workload: the records of ``bench_pack.py`` (Qwen2-VL rules, text runs, images, some videos), packed into
-one row of ``--tokens`` tokens (default 65,536, 262,144 and 1,048,576; the last record is cut to fit
-by dropping records). Reference: ``pack`` of those records into one row (every sample's positions, the
-row laid out). Candidates, per world size and layout: ``shard`` of the built row for each rank, timed
-round-robin with the reference (``--repeat`` rounds, medians; the slowest rank shown), printed as a ratio
-to the reference, and the rank's whole cost (the row built, then sharded) against the target
-``1.5 / world_size``.
+Workloads (``--workload``), packed into one row of ``--tokens`` tokens (default 65,536, 262,144 and
+1,048,576; records are dropped to fit), Qwen2-VL rules: ``records``, the records of ``bench_pack.py``
+(text runs, images, some videos: many short samples, about 570 tokens each), and ``video``, long-video
+samples (a prompt, one 64-frame video of about 18,000 tokens, an answer), the training case the issue is about.
+Reference: ``pack`` of those records into one row (every sample's positions, the row laid out).
+Candidates, per world size and layout, timed round-robin with the reference (``--repeat`` rounds,
+medians; the slowest rank shown), each printed as a ratio to the reference:
 
-``shard`` takes a built :class:`PackedRow`: its own cost is its tokens plus the row's sample and span
-count, but a rank that builds the row itself pays the whole row's positions first, so the second ratio
-is above 1 (the rank-local build of positions from the layout plan is not written yet).
-Run: ``python benchmarks/bench_shard.py [--tokens N ...] [--repeat R]``.
+- ``shard``: ``mrope.packing.shard`` of the built row (a rank that has the row);
+- ``rank``: ``mrope.packing._rank.rank_arrays`` of the records, the rank-local build (each sample
+  planned, only the rank's token ranges filled), against the target ``1.5 / world_size``.
+
+Run: ``python benchmarks/bench_shard.py [--tokens N ...] [--repeat R] [--workload records|video]``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ import time
 from bench_pack import records
 
 import mrope
+from mrope import Text, Video
 from mrope.packing import SHARD_LAYOUTS, shard
+from mrope.packing._rank import rank_arrays
 
 
 def round_robin(fns: list, repeat: int) -> list[float]:  # noqa: ANN001
@@ -40,11 +43,24 @@ def round_robin(fns: list, repeat: int) -> list[float]:  # noqa: ANN001
     return [statistics.median(t) for t in times]
 
 
-def row_records(tokens: int) -> list[list]:
-    """Records whose total length is at most ``tokens`` (the first ones of bench_pack's stream)."""
+def video_records(count: int) -> list[list]:
+    """``count`` long-video samples: a prompt, a 64-frame video (grid (64, 34-40, 30)), an answer."""
+    return [
+        [
+            Text(list(range(100 + i % 50))),
+            Video(grid=(64, 34 + 2 * (i % 4), 30), fps=2.0),
+            Text(list(range(40))),
+        ]
+        for i in range(count)
+    ]
+
+
+def row_records(tokens: int, workload: str = "records") -> list[list]:
+    """Records of ``workload`` whose total length is at most ``tokens`` (the first ones of its stream)."""
     lay = mrope.models.resolve_rules("qwen2-vl", None)
     out, total = [], 0
-    for seg in records(tokens // 50 + 100):
+    stream = records(tokens // 50 + 100) if workload == "records" else video_records(tokens // 10_000 + 2)
+    for seg in stream:
         n = mrope.build_positions(seg, rules=lay).num_tokens
         if total + n > tokens:
             break
@@ -57,25 +73,32 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, nargs="+", default=[1 << 16, 1 << 18, 1 << 20])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--workload", choices=["records", "video"], default="records")
     args = ap.parse_args(argv)
     print(f"{platform.python_version()}, {os.cpu_count()} CPUs, {platform.machine()}")
     for tokens in args.tokens:
-        data = row_records(tokens)
+        data = row_records(tokens, args.workload)
         build = lambda data=data, cap=tokens: mrope.pack(data, model="qwen2-vl", max_length=cap)[0]  # noqa: E731
         row = build()
         print(f"\nrow of {row.num_tokens:,} tokens, {len(row.samples)} samples")
-        print("layout      W  pack ms  shard ms  shard/pack  (pack+shard)/pack  target 1.5/W")
+        print("layout      W  pack ms  shard ms  shard/pack  rank ms  rank/pack  target 1.5/W")
         for layout in SHARD_LAYOUTS:
             for w in range(1, 9):
                 ranks = [
                     lambda row=row, w=w, r=r, lay=layout: shard(row, world_size=w, rank=r, layout=lay)
                     for r in range(w)
                 ]
-                whole, *each = round_robin([build, *ranks], args.repeat)
-                slowest = max(each)
+                local = [
+                    lambda data=data, w=w, r=r, lay=layout: rank_arrays(
+                        data, model="qwen2-vl", world_size=w, rank=r, layout=lay
+                    )
+                    for r in range(w)
+                ]
+                whole, *each = round_robin([build, *ranks, *local], args.repeat)
+                cut, own = max(each[:w]), max(each[w:])
                 print(
-                    f"{layout:<10} {w:>2}  {whole * 1e3:7.1f}  {slowest * 1e3:8.2f}  {slowest / whole:10.3f}  "
-                    f"{(whole + slowest) / whole:17.3f}  {1.5 / w:12.3f}"
+                    f"{layout:<10} {w:>2}  {whole * 1e3:7.1f}  {cut * 1e3:8.2f}  {cut / whole:10.3f}  "
+                    f"{own * 1e3:7.1f}  {own / whole:9.3f}  {1.5 / w:12.3f}"
                 )
 
 

@@ -57,7 +57,7 @@ def build_positions(
         and video's ``record`` (how :mod:`mrope.media` sized it), in segment order.
     """
     tokenizer = resolve_tokenizer(model, tokenizer)
-    plan = _plan_sequence(segments, resolve_rules(model, rules, convention), tokenizer)
+    plan = plan_sequence(segments, resolve_rules(model, rules, convention), tokenizer)
     for note in plan.notes:
         warnings.warn(note, MRopeWarning, stacklevel=2)
     masks = segment_masks(segments)
@@ -71,7 +71,8 @@ def _with_records(p: Positions, segments: Sequence[Segment]) -> Positions:
     return with_media(p, media) if media else p
 
 
-def _plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any) -> LayoutPlan:
+def plan_sequence(segments: Sequence[Segment], lay: LayoutRules, tokenizer: Any) -> LayoutPlan:
+    """The layout engine's plan of one sequence of segments (not filled yet)."""
     if isinstance(segments, (Text, Image, Video, Audio)) or not isinstance(segments, Sequence):
         raise LayoutError(
             f"segments must be a list of Text / Image / Video / Audio; got {type(segments).__name__}"
@@ -147,7 +148,7 @@ def build_batch(
         pad_position = lay.pad_position
     if isinstance(samples, (str, bytes)) or not isinstance(samples, Sequence) or not samples:
         raise LayoutError("build_batch takes a non-empty list of segment lists")
-    plans = [_plan_sequence(s, lay, tokenizer) for s in samples]
+    plans = [plan_sequence(s, lay, tokenizer) for s in samples]
     masks = [segment_masks(s) for s in samples]
     if any(masks):
         return _pruned_batch(plans, masks, samples, lay, padding_side, pad_position, pad_token_id)
@@ -233,5 +234,6 @@ __all__ = [
     "build_positions",
     "count_tokens",
     "next_positions",
+    "plan_sequence",
     "text_positions",
 ]

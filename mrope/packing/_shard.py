@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -197,6 +197,66 @@ def split_sizes(lengths: np.ndarray, world_size: int, layout: str, width: int = 
     return np.concatenate([padded, [tail]]).astype(np.int64) if tail else padded.astype(np.int64)
 
 
+class Split(NamedTuple):
+    """A rank's token ranges of a row of samples of ``lengths`` tokens (see :func:`split_of`), each
+    ``[m]`` in local order: ``segment`` (``n``, past the samples: the contiguous layout's padding),
+    ``first`` (its first offset in the segment), ``count`` (tokens), ``real`` (those that are the
+    sample's, not padding), ``local`` (where it starts on the rank); ``padded`` ``[m']`` the padded
+    segments."""
+
+    lengths: np.ndarray
+    padded: np.ndarray
+    segment: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+    real: np.ndarray
+    local: np.ndarray
+
+
+def split_of(lengths: np.ndarray, world_size: int, rank: int, layout: str, width: int = 0) -> Split:
+    """Rank ``rank``'s :class:`Split` of a row of samples of ``lengths`` (int64 ``[n]``) tokens, padded
+    to ``width`` tokens at least; vectorized over the segments."""
+    padded = split_sizes(lengths, world_size, layout, width)
+    segment, first, count = _pieces(padded, world_size, rank, layout)
+    real = np.clip(np.concatenate([lengths, [0]])[segment] - first, 0, count)
+    return Split(lengths, padded, segment, first, count, real, np.cumsum(count) - count)
+
+
+def token_index(split: Split) -> np.ndarray:
+    """int64 ``[L_r]``: each of the rank's tokens' index in the padded global row."""
+    padded_starts = np.concatenate([[0], np.cumsum(split.padded)]).astype(np.int64)
+    return _ranges(padded_starts[split.segment] + split.first, split.count)
+
+
+def fill_padding(
+    split: Split,
+    out: dict[str, Any],
+    deltas: np.ndarray,
+    pad_token_id: int,
+) -> None:
+    """Write the padding of a rank's ``out`` arrays (``input_ids``, ``position_ids``,
+    ``mm_token_type_ids``, ``labels``, the samples' tokens already in place) and ``-100`` at each
+    sample's last token; add ``token_index``, ``cu_seqlens_padded`` and ``max_seqlen``."""
+    segment, first, count, real, local = split.segment, split.first, split.count, split.real, split.local
+    n = len(split.lengths)
+    pads = _ranges(local + real, count - real)
+    pad_offset = _ranges(first + real, count - real)
+    pad_segment = np.repeat(segment, count - real)
+    pos = out["position_ids"]
+    out["input_ids"][pads] = pad_token_id
+    out["mm_token_type_ids"][pads] = 0
+    pos[:, pads] = pad_offset  # the row's padding: 0, 1, ... on every row; a sample's: its text row
+    tail = pad_segment < n  # a sample's padding continues it, as decode would (Positions.window)
+    pos[1:, pads[tail]] = continued(pad_offset[tail], deltas[pad_segment[tail]])
+    labels = out["labels"]
+    labels[pads] = IGNORE_INDEX
+    ends = (real > 0) & (first + real == np.concatenate([split.lengths, [0]])[segment])  # a sample's last
+    labels[(local + real - 1)[ends]] = IGNORE_INDEX
+    out["token_index"] = token_index(split)
+    out["cu_seqlens_padded"] = cu_seqlens(split.padded.tolist())
+    out["max_seqlen"] = int(split.padded.max()) if len(split.padded) else 0
+
+
 def shard_arrays(
     input_ids: np.ndarray,
     position_ids: np.ndarray,
@@ -220,42 +280,21 @@ def shard_arrays(
         ``cu_seqlens_padded``, ``max_seqlen`` as :class:`ShardedRow` has them, and ``source``: int64
         ``[L_r]``, each token's index in the unpadded row (padding: a neighbour's).
     """
-    lengths = np.diff(row_cu_seqlens).astype(np.int64)
-    padded = split_sizes(lengths, world_size, layout, width)
-    segment, first, count = _pieces(padded, world_size, rank, layout)
-    n, total = len(lengths), int(input_ids.shape[0])
-    padded_starts = np.concatenate([[0], np.cumsum(padded)]).astype(np.int64)
+    split = split_of(np.diff(row_cu_seqlens).astype(np.int64), world_size, rank, layout, width)
+    total = int(input_ids.shape[0])
     real_starts = np.concatenate([row_cu_seqlens.astype(np.int64), [total]])  # the row's padding: after it
-    token_index = _ranges(padded_starts[segment] + first, count)
-    at = token_index + np.repeat(real_starts[segment] - padded_starts[segment], count)  # in the unpadded row
-    local = np.cumsum(count) - count  # where each piece starts here
-    real = np.clip(np.concatenate([lengths, [0]])[segment] - first, 0, count)  # its real tokens
-    pads = _ranges(local + real, count - real)
-    pad_offset = _ranges(first + real, count - real)
-    pad_segment = np.repeat(segment, count - real)
+    segment = split.segment
+    at = _ranges(real_starts[segment] + split.first, split.count)  # in the unpadded row
     src = np.minimum(at, total - 1)
-    ids = input_ids.take(src)
-    ids[pads] = pad_token_id
-    types = mm_token_type_ids.take(src)
-    types[pads] = 0
-    pos = position_ids.take(src, axis=1)
-    pos[:, pads] = pad_offset  # the row's padding: 0, 1, ... on every row; a sample's: its text row
-    tail = pad_segment < n  # a sample's padding continues it, as decode would (Positions.window)
-    pos[1:, pads[tail]] = continued(pad_offset[tail], deltas[pad_segment[tail]])
-    out_labels = labels.take(np.minimum(at + 1, total - 1)).astype(np.int64)
-    out_labels[pads] = IGNORE_INDEX
-    ends = (real > 0) & (first + real == np.concatenate([lengths, [0]])[segment])  # a sample's last token
-    out_labels[(local + real - 1)[ends]] = IGNORE_INDEX
-    return {
-        "input_ids": ids,
-        "position_ids": pos,
-        "mm_token_type_ids": types,
-        "labels": out_labels,
-        "token_index": token_index,
-        "cu_seqlens_padded": cu_seqlens(padded.tolist()),
-        "max_seqlen": int(padded.max()) if len(padded) else 0,
-        "source": at,
+    out = {
+        "input_ids": input_ids.take(src),
+        "position_ids": position_ids.take(src, axis=1),
+        "mm_token_type_ids": mm_token_type_ids.take(src),
+        "labels": labels.take(np.minimum(at + 1, total - 1)).astype(np.int64),
     }
+    fill_padding(split, out, deltas, pad_token_id)
+    out["source"] = at
+    return out
 
 
 def shard(
@@ -329,9 +368,13 @@ def shard(
 __all__ = [
     "SHARD_LAYOUTS",
     "ShardedRow",
+    "Split",
     "check_split",
+    "fill_padding",
     "layout_unit",
     "shard",
     "shard_arrays",
+    "split_of",
     "split_sizes",
+    "token_index",
 ]
