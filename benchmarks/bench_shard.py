@@ -10,7 +10,7 @@ Candidates, per world size and layout, timed round-robin with the reference (``-
 medians; the slowest rank shown), each printed as a ratio to the reference:
 
 - ``shard``: ``mrope.packing.shard`` of the built row (a rank that has the row);
-- ``rank``: ``mrope.packing._rank.rank_arrays`` of the records, the rank-local build (each sample
+- ``rank``: ``mrope.packing.shard_samples`` of the records, the rank-local build (each sample
   planned, only the rank's token ranges filled), against the target ``1.5 / world_size``.
 
 Run: ``python benchmarks/bench_shard.py [--tokens N ...] [--repeat R] [--workload records|video]``.
@@ -28,8 +28,7 @@ from bench_pack import records
 
 import mrope
 from mrope import Text, Video
-from mrope.packing import SHARD_LAYOUTS, shard
-from mrope.packing._rank import rank_arrays
+from mrope.packing import SHARD_LAYOUTS, shard, shard_samples
 
 
 def round_robin(fns: list, repeat: int) -> list[float]:  # noqa: ANN001
@@ -89,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
                     for r in range(w)
                 ]
                 local = [
-                    lambda data=data, w=w, r=r, lay=layout: rank_arrays(
+                    lambda data=data, w=w, r=r, lay=layout: shard_samples(
                         data, model="qwen2-vl", world_size=w, rank=r, layout=lay
                     )
                     for r in range(w)

@@ -1,6 +1,6 @@
 """One rank's shard built from the samples' layout plans, never the packed row's positions.
 
-:func:`rank_arrays` takes the samples of one packed row (what :func:`mrope.pack` puts in it, in row
+:func:`shard_samples` takes the samples of one packed row (what :func:`mrope.pack` puts in it, in row
 order), plans each, and fills only the token ranges the rank holds (zigzag: two per sample; contiguous:
 the samples its slice overlaps) with the range form of the fill engine
 (:func:`mrope._layout.pieces.fill_pieces` with ``lo`` / ``hi``; :meth:`CounterPlan.range_arrays`). The
@@ -83,7 +83,7 @@ def _built(plan: Any, segments: Sequence[Any]) -> Positions:
     return pruned_positions(plan.positions(), masks, segments) if masks else plan.positions()
 
 
-def rank_arrays(
+def shard_samples(
     samples: Sequence[Any],
     *,
     model: Any = None,
@@ -98,8 +98,8 @@ def rank_arrays(
 ) -> dict[str, Any]:
     """Rank ``rank``'s arrays of the packed row of ``samples`` (segment lists or :class:`mrope.Positions`,
     in row order, as :func:`mrope.pack` lays one row out), built from the samples' plans: equal to
-    :func:`mrope.packing._shard.shard_arrays` of that row (labels: the row's ``input_ids``), without
-    the row's positions.
+    :func:`mrope.packing.shard` of that row (labels: the row's ``input_ids``), without the row's
+    positions: the arrays of a :class:`~mrope.packing.ShardedRow`, without its vision map.
 
     Returns:
         ``input_ids``, ``position_ids`` (``[1 + A, L_r]``), ``mm_token_type_ids``, ``labels`` (shifted),
@@ -111,7 +111,9 @@ def rank_arrays(
     check_split(world_size, rank, layout)
     items = _samples(list(samples), model, rules, tokenizer, convention)
     if not items:
-        raise PackingError("rank_arrays needs at least one sample")
+        raise PackingError(
+            "shard_samples needs at least one sample (a row's segment lists or Positions); got none"
+        )
     split = split_of(np.array([s.num_tokens for s in items], dtype=np.int64), world_size, rank, layout, width)
     n, total = len(items), int(split.count.sum())
     # one column more: a range's label token is written past it, then read, then overwritten
@@ -149,4 +151,4 @@ def rank_arrays(
     return out
 
 
-__all__ = ["rank_arrays"]
+__all__ = ["shard_samples"]

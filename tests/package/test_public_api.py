@@ -172,6 +172,7 @@ PUBLIC: dict[str, list[str]] = {
         "pack",
         "pad_rows",
         "shard",
+        "shard_samples",
         "stream_rows",
     ],
     "mrope.pipeline": [

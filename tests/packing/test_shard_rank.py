@@ -1,4 +1,4 @@
-"""The rank-local shard (mrope.packing._rank.rank_arrays: a rank's token ranges filled from the samples'
+"""The rank-local shard (mrope.packing.shard_samples: a rank's token ranges filled from the samples'
 plans) against the padded packed row written out token by token in test_shard.py and against
 ``mrope.packing.shard`` of the built row, bit for bit, for every family that packs."""
 
@@ -13,8 +13,7 @@ import mrope
 from mrope import Image, Text, Video
 from mrope._errors import PackingError
 from mrope._layout.counter import CounterPlan
-from mrope.packing import shard
-from mrope.packing._rank import rank_arrays
+from mrope.packing import shard, shard_samples
 
 KEYS = ("input_ids", "position_ids", "mm_token_type_ids", "labels", "token_index", "cu_seqlens_padded")
 
@@ -28,7 +27,7 @@ def test_rank_local_shards_equal_the_shards_of_the_built_row(name: str, layout: 
         expected = _padded_row(row, world_size, layout)
         built = []
         for rank in range(world_size):
-            got = rank_arrays(
+            got = shard_samples(
                 samples,
                 model=name,
                 tokenizer=_tok,
@@ -76,7 +75,7 @@ def test_counter_families_fill_ranges_without_building_a_sample(
     for layout in ("zigzag", "contiguous"):
         for world_size in (3, 8):
             for rank in range(world_size):
-                got = rank_arrays(
+                got = shard_samples(
                     samples,
                     model=name,
                     tokenizer=_tok,
@@ -89,7 +88,7 @@ def test_counter_families_fill_ranges_without_building_a_sample(
                 for key in KEYS:
                     assert np.array_equal(got[key], getattr(want, key)), (layout, world_size, rank, key)
     # negative control: the same tokens one place further on in their samples differ
-    shifted = rank_arrays(
+    shifted = shard_samples(
         samples, model=name, tokenizer=_tok, rules=rules, world_size=8, rank=1, layout="zigzag"
     )
     plain = shard(row, world_size=8, rank=2, layout="zigzag")
@@ -99,11 +98,11 @@ def test_counter_families_fill_ranges_without_building_a_sample(
 def test_rank_arrays_refuses_a_bad_split_and_no_samples() -> None:
     samples = _long_samples()
     with pytest.raises(PackingError, match="rank must be"):
-        rank_arrays(samples, model="qwen2-vl", tokenizer=_tok, world_size=2, rank=2)
+        shard_samples(samples, model="qwen2-vl", tokenizer=_tok, world_size=2, rank=2)
     with pytest.raises(PackingError, match="layout must be"):
-        rank_arrays(samples, model="qwen2-vl", tokenizer=_tok, world_size=2, rank=0, layout="ring")
+        shard_samples(samples, model="qwen2-vl", tokenizer=_tok, world_size=2, rank=0, layout="ring")
     with pytest.raises(PackingError, match="at least one sample"):
-        rank_arrays([], model="qwen2-vl", world_size=2, rank=0)
+        shard_samples([], model="qwen2-vl", world_size=2, rank=0)
 
 
 def test_pruned_and_built_samples_are_cut_from_their_own_build() -> None:
@@ -117,7 +116,7 @@ def test_pruned_and_built_samples_are_cut_from_their_own_build() -> None:
     for layout in ("zigzag", "contiguous"):
         for world_size in (1, 3, 4):
             for rank in range(world_size):
-                got = rank_arrays(
+                got = shard_samples(
                     samples, model="qwen2-vl", tokenizer=_tok, world_size=world_size, rank=rank, layout=layout
                 )
                 want = shard(row, world_size=world_size, rank=rank, layout=layout)
