@@ -8,8 +8,9 @@ JSON request, a PNG upload, an allowlisted PNG URL) while ``--hostile`` threads 
 slots, so a valid request always finds one when hostile readers free theirs at their deadline) cycle
 through the hostile ones: a trickling URL, a 48 MiB range answer, frame URLs that trickle, an audio
 track of 300,000 tiny packets, a 413 by Content-Length and bytes that are not HTTP on raw sockets, a
-state at 2**53, a GLM-Image continued generation state, a URL of a host not on the list. ``/healthz`` is
-probed every 50 ms and the server's RSS sampled every 200 ms.
+state at 2**53, a GLM-Image continued generation state, a URL of a host not on the list, and the
+sizes weighed before work (keep runs over a 2**31 grid, one frame time on a 60,000-frame grid, four
+GLM-Image generation grids of 1024 x 1024). ``/healthz`` is probed every 50 ms and the server's RSS sampled every 200 ms.
 
 Prints: requests by kind and status, 5xx answers, lost requests (no answer: a transport error or a
 client timeout of 60 s), valid requests refused for a media slot (422 ``media_timeout``), the longest
@@ -182,6 +183,16 @@ def hostile_requests(
         "images": 0, "rules_digest": "0" * 16,
     }  # fmt: skip
     glm = [{"type": "text", "tokens": 3}, {"type": "image", "grid": [1, 4, 4], "generate": True}]
+    big = 2**31 - 1  # the sizes weighed before work (tests/service/test_service_sizes.py)
+    keep_runs = {
+        "model": "qwen2-vl",
+        "segments": [{"type": "image", "grid": [1, big, big], "keep": {"runs": [big] * 466}}],
+    }
+    frame_times = {
+        "model": "qwen3-vl",
+        "segments": [{"type": "video", "grid": [60_000, 2, 2], "frame_times": [0.0], "wrap": False}],
+    }
+    generation = {"model": "glm-image", "input_ids": [[5, 6, 7]], "image_grid_thw": [[1, 1024, 1024]] * 4}
 
     def continued_glm() -> httpx.Response:
         state = client.post(
@@ -222,6 +233,9 @@ def hostile_requests(
         ("state at 2**53", state_at_limit),
         ("GLM-Image continued state", continued_glm),
         ("URL of another host", image("http://127.0.0.2:9/a.png")),
+        ("keep runs over a 2**31 grid", lambda: client.post("/v1/positions", json=keep_runs)),
+        ("one frame time on a 60,000-frame grid", lambda: client.post("/v1/positions", json=frame_times)),
+        ("four GLM-Image generation grids", lambda: client.post("/v1/rope-index", json=generation)),
     ]
 
 

@@ -31,6 +31,9 @@ EXPECTED = {
     "state at 2**53": 422,
     "GLM-Image continued state": 422,
     "URL of another host": 422,
+    "keep runs over a 2**31 grid": 413,
+    "one frame time on a 60,000-frame grid": 422,
+    "four GLM-Image generation grids": 413,
 }
 
 
