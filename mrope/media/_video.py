@@ -195,11 +195,9 @@ def load_video(
     """Size a video by a model's rules from its metadata alone: the :class:`mrope.Video` its processor
     would produce.
 
-    Frames are sampled by ``rules.frame_sampling`` (:mod:`mrope.media._frame_sampling`): qwen-vl-utils'
-    :func:`~mrope.media._sampling.sample_frame_indices`, or transformers' video processors'
-    (:mod:`mrope.media._sampling`: Qwen3-VL, GLM-4.1V, GLM-4.6V, ERNIE-4.5-VL; with ``nframes``, evenly
-    spaced as Qwen3-VL does, an even count for GLM). ``fps`` / ``min_frames`` /
-    ``max_frames`` default to the rules'. Under ``rules.video_bounds == "frame"`` every sampled frame is
+    Frames are sampled by ``rules.frame_sampling`` (:mod:`mrope.media._frame_sampling`: qwen-vl-utils' or
+    the transformers video processor's rule); ``fps`` / ``min_frames`` / ``max_frames`` default to the
+    rules'. Under ``rules.video_bounds == "frame"`` every sampled frame is
     resized with :func:`~mrope.media._resize.smart_resize` (``factor = rules.resize_factor``, ``min_pixels =
     rules.video_min_pixels``) under the qwen-vl-utils per-frame budget ``max(min(video_max_pixels,
     video_total_pixels / n * temporal_patch_size), int(video_min_pixels * 1.05))`` for ``n`` sampled
@@ -219,11 +217,8 @@ def load_video(
     PyAV or torchvision (no rotation). They differ for a video rotated by 90 or 270 degrees (a portrait
     phone video): h and w swap. See the module docstring for every reader.
 
-    ``reader`` names the loader the processor is fed by (:mod:`mrope.media._readers`): ``"torchcodec"``
-    (every family's processor for a video path: the default there), ``"pyav"``, ``"torchvision"`` or
-    ``"decord"``. The frame count, rate and orientation are then that loader's, counted from the stream
-    (a bounded packet scan), never a header's; ``frame_times`` are ``i / fps`` as the processor times
-    them. ``None`` keeps the metadata probe above.
+    ``reader`` names the loader the processor is fed by (:mod:`mrope.media._readers`): its frame count,
+    rate and orientation, counted from the stream, never a header's; ``frame_times`` ``i / fps``.
 
     Args:
         source: a path, bytes, a binary file-like object, or a :class:`VideoInfo` already probed.
@@ -237,7 +232,8 @@ def load_video(
             ``load_audio_from_video``; a file without an audio stream stays a silent video.
         frame_size: ``"display"`` or ``"coded"``: which frames the model is given (see above; default
             ``"display"``, or the reader's orientation).
-        reader: the loader to follow (see above); not with a :class:`VideoInfo` source.
+        reader: ``"torchcodec"``, ``"pyav"``, ``"torchvision"`` or ``"decord"`` (see above; ``None``:
+            the metadata probe); not with a :class:`VideoInfo` source.
         min_pixels, max_pixels, total_pixels, resized, video_start, video_end: one video's own keys, as
             qwen-vl-utils' ``fetch_video`` reads them (``vision_process.py``): ``min_pixels`` and
             ``total_pixels`` replace ``rules.video_min_pixels`` / ``video_total_pixels``; under
@@ -256,9 +252,8 @@ def load_video(
             :func:`~mrope.media._sampling.sample_frame_indices`; ``fps`` with ``nframes``;
             a ``frame_size`` other than ``"display"`` / ``"coded"``, or one the ``reader`` does not give;
             an unknown reader, or a file it cannot read (:func:`mrope.media._readers.reader_info`); rules
-            whose processor takes no video
-            (``rules.video_support`` other than ``"sized"``: PaddleOCR-VL, GLM-Image, HunyuanOCR) or
-            slices its frames (``positions_base="canvas"``, MiniCPM-V 4.7): pass grids instead.
+            whose processor takes no video (``rules.video_support`` other than ``"sized"``) or slices its
+            frames (``positions_base="canvas"``, MiniCPM-V 4.7): pass grids instead.
     """
     lay = resolve_rules(model, rules)
     _check_sizes_videos(lay)
@@ -270,15 +265,8 @@ def load_video(
     reader = way.video_reader if reader is None else reader
     info, frame_size = _frames_seen(source, info, reader, frame_size)
     height, width = info.size(frame_size)
-    req = frame_request(
-        lay,
-        fps=fps,
-        nframes=nframes,
-        min_frames=min_frames,
-        max_frames=max_frames,
-        start=video_start,
-        end=video_end,
-    )
+    counts = {"fps": fps, "nframes": nframes, "min_frames": min_frames, "max_frames": max_frames}
+    req = frame_request(lay, **counts, start=video_start, end=video_end)
     idx = sample_video_frames(info, lay, req)
     n = int(idx.size)
     tps = lay.temporal_patch_size
@@ -288,8 +276,7 @@ def load_video(
     # the rate second_per_grid is counted in: the sampled one, or the processor's fps keyword (the call's)
     spg_rate = rate if lay.second_per_grid_fps is None else (lay.second_per_grid_fps if fps is None else fps)
     times = sampled_times(info, idx)
-    given = {"min_pixels": min_pixels, "max_pixels": max_pixels, "total_pixels": total_pixels, "fps": fps}
-    given.update(min_frames=min_frames, max_frames=max_frames)
+    given = dict(min_pixels=min_pixels, max_pixels=max_pixels, total_pixels=total_pixels, fps=fps)
     return Video(
         grid=(math.ceil(n / tps), new_h // lay.patch_size, new_w // lay.patch_size),
         fps=rate,
