@@ -29,6 +29,7 @@ from mrope._errors import (
 )
 from mrope._positions import Batch, Positions, Span
 from mrope._program import PositionProgram
+from mrope._rewind import rewind
 from mrope._rules import LayoutRules, rules_digest
 from mrope._segments import Audio, Image, Text, Video
 from mrope._spec import RopeScaling, RopeSpec
@@ -116,6 +117,7 @@ __all__ = [
     "Turn",
     "continue_positions",
     "conversation_state",
+    "rewind",
     "rules_digest",
     "draft_depths",
     "draft_positions",

@@ -64,6 +64,7 @@ PUBLIC: dict[str, list[str]] = {
         "numpy_rope_index",
         "pack",
         "rerotate",
+        "rewind",
         "rules_digest",
         "text_positions",
         "tree_attention_mask",
