@@ -27,6 +27,7 @@ from mrope._errors import (
     SpecError,
     TokenError,
 )
+from mrope._live_video import VideoChunk, live_video_chunk
 from mrope._positions import Batch, Positions, Span
 from mrope._program import PositionProgram
 from mrope._rewind import rewind
@@ -118,6 +119,8 @@ __all__ = [
     "continue_positions",
     "conversation_state",
     "rewind",
+    "VideoChunk",
+    "live_video_chunk",
     "rules_digest",
     "draft_depths",
     "draft_positions",
