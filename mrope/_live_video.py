@@ -63,14 +63,15 @@ def live_video_chunk(
     tokenizer: Any = None,
     convention: str = "released",
 ) -> VideoChunk:
-    """The tokens of a live video's temporal groups ``[arrived, video.grid[0])``.
+    """The tokens of a live video's temporal patches ``[arrived, video.grid[0])``.
 
     Args:
         start: the conversation where the video starts (as :func:`mrope.continue_positions` takes it;
             the same for every chunk of the video).
-        video: the video as it stands after this arrival: ``grid[0]`` temporal groups so far, its frame
-            rate (``fps`` or ``second_per_grid``) as for the whole video.
-        arrived: groups sent in earlier chunks.
+        video: the video as it stands after this arrival: ``grid[0]`` temporal patches so far (a
+            multiple of the rules' ``temporal_merge_size``, as for any video), its frame rate (``fps`` or
+            ``second_per_grid``) as for the whole video.
+        arrived: temporal patches sent in earlier chunks (a multiple of ``temporal_merge_size`` too).
         final: the video ends with these groups (the chunk then holds its closing tokens and the state
             after it).
         model, rules, tokenizer, convention: as :func:`mrope.continue_positions`.
@@ -97,7 +98,8 @@ def live_video_chunk(
 
     now = cut(total)
     first = _shared(cut(arrived).positions, now.positions) if arrived else 0
-    last = now.positions.num_tokens if final else _shared(now.positions, cut(total + 1).positions)
+    step = now.positions.rules.temporal_merge_size  # encoder temporal patches per LLM group
+    last = now.positions.num_tokens if final else _shared(now.positions, cut(total + step).positions)
     return VideoChunk(
         ids=now.positions.ids[:, first:last],
         input_ids=now.positions.input_ids[first:last],

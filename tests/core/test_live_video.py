@@ -91,3 +91,35 @@ def test_live_video_refusals() -> None:
         mrope.live_video_chunk(start, Video(grid=(2, 4, 4), frame_times=(0.0, 0.5, 1.0, 1.5)), 0)
     with pytest.raises(LayoutError, match="a live video is a mrope.Video"):
         mrope.live_video_chunk(start, Image(grid=(1, 4, 4)), 0)
+
+
+@pytest.mark.parametrize("convention", ["released", "transformers5"])
+def test_every_family_with_video_streams_it_as_the_whole_video_builds(convention: str) -> None:
+    """For every family of the registry with video (the whole video's positions by
+    ``mrope.build_positions``, itself checked against transformers in tests/models)."""
+    from mrope.models import names, resolve_rules
+
+    for name in names():
+        ids = {"slice_start_id": 248060, "slice_end_id": 248061, "newline_id": 198}
+        rules = resolve_rules(name, ids if name == "minicpm-v-4.7" else None, convention)
+        if rules.video_support == "none":
+            continue
+        first = [Text(tv.tokenize("hi")), Image(grid=(1, 2 * rules.merge_size, 2 * rules.merge_size))]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mrope.MRopeWarning)
+            step = rules.temporal_merge_size
+            whole = mrope.build_positions(
+                [*first, _video(rules, 5 * step), Text(tv.tokenize("so"))], rules=rules, tokenizer=tv.tokenize
+            )
+            start = mrope.build_positions([*first, Text(tv.tokenize(""))], rules=rules, tokenizer=tv.tokenize)
+            chunks = [
+                mrope.live_video_chunk(
+                    start, _video(rules, b * step), a * step, final=b == 5, rules=rules, tokenizer=tv.tokenize
+                )
+                for a, b in ((0, 1), (1, 3), (3, 5))
+            ]
+            tail = mrope.continue_positions(chunks[-1].state, [Text(tv.tokenize("so"))], rules=rules)
+        got = np.concatenate([*(c.ids for c in chunks), tail.positions.ids], axis=1)
+        assert np.array_equal(got, whole.ids[:, start.num_tokens :]), (name, convention)
+        tokens = np.concatenate([*(c.input_ids for c in chunks), tail.positions.input_ids])
+        assert np.array_equal(tokens, whole.input_ids[start.num_tokens :]), (name, convention)

@@ -113,3 +113,47 @@ def test_rewind_into_a_vision_block_is_refused(name: str) -> None:
     for bad in (-1, 1.0, True):
         with pytest.raises(LayoutError, match="k must be an int"):
             mrope.rewind(turn, bad)
+
+
+@pytest.mark.parametrize("convention", ["released", "transformers5"])
+def test_every_family_rewinds_to_the_state_of_what_remains(convention: str) -> None:
+    """For every family of the registry: rewinding the whole positions to each segment boundary and
+    into each text run gives the state of the remaining segments built at once (``mrope.build_positions``,
+    itself checked against transformers in tests/models), and a turn continued from it equals theirs."""
+    from mrope.models import names, resolve_rules
+
+    ids = {"slice_start_id": 248060, "slice_end_id": 248061, "newline_id": 198}
+    for name in names():
+        rules = resolve_rules(name, ids if name == "minicpm-v-4.7" else None, convention)
+        if rules.generates_images:
+            continue
+        m = rules.merge_size
+        media = Image(grid=(1, 2 * m, 3 * m))
+        if rules.video_support != "none":
+            media = Video(grid=(2 * rules.temporal_merge_size, 2 * m, 2 * m), fps=2.0)
+        segs = [Text(tv.tokenize("hello")), Image(grid=(1, 2 * m, 4 * m)), Text(tv.tokenize("and")), media]
+        segs.append(Text(tv.tokenize("a long question?")))
+        more = [Image(grid=(1, 2 * m, 2 * m)), Text(tv.tokenize("ok"))]
+
+        def build(parts: list, rules=rules) -> mrope.Positions:
+            return mrope.build_positions(parts, rules=rules, tokenizer=tv.tokenize)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mrope.MRopeWarning)
+            whole = build(segs)
+            for cut in range(1, len(segs)):
+                after = segs[cut]
+                inside = [[Text(after.token_ids[:2])]] if isinstance(after, Text) else []
+                for extra in ([], *inside):  # at the boundary, and inside the text after it
+                    kept = build([*segs[:cut], *extra])
+                    if rules.advance == "spatial" and kept.spans[-1].kind not in (
+                        "text",
+                        "wrapper",
+                        "timestamp",
+                    ):
+                        continue  # refused: the counter after a block is not in its positions
+                    state = mrope.rewind(whole, whole.num_tokens - kept.num_tokens)
+                    assert state == mrope.conversation_state(kept), (name, cut, extra)
+                    turn = mrope.continue_positions(state, more, rules=rules, tokenizer=tv.tokenize)
+                    again = build([*segs[:cut], *extra, *more])
+                    assert np.array_equal(turn.positions.ids, again.ids[:, kept.num_tokens :]), (name, cut)
