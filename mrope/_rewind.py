@@ -73,6 +73,10 @@ def _check_cut(spans: Sequence[Span], keep: int, n: int, generated: int) -> None
         )
 
 
+_MEDIA = {"image": frozenset({"image", "thumbnail"}), "video": frozenset({"video"})}
+"""Grid rows of a :class:`Positions`: one per image segment (its tiles and thumbnail) and per video."""
+
+
 def _head(positions: Positions, keep: int) -> Positions:
     """The first ``keep`` tokens of ``positions`` (a cut between segments or inside a text one)."""
     spans = tuple(s if s.stop <= keep else s._replace(stop=keep) for s in positions.spans if s.start < keep)
@@ -89,10 +93,6 @@ def _head(positions: Positions, keep: int) -> Positions:
         second_per_grid_ts=positions.second_per_grid_ts[: seen["video"]],
         rules=positions.rules,
     )
-
-
-_MEDIA = {"image": frozenset({"image", "thumbnail"}), "video": frozenset({"video"})}
-"""Grid rows of a :class:`Positions`: one per image segment (its tiles and thumbnail) and per video."""
 
 
 def rewind(previous: Positions | Turn, k: int, *, generated: int = 0) -> ConversationState:
