@@ -27,8 +27,10 @@ from mrope._errors import (
     SpecError,
     TokenError,
 )
+from mrope._live_video import VideoChunk, live_video_chunk
 from mrope._positions import Batch, Positions, Span
 from mrope._program import PositionProgram
+from mrope._rewind import rewind
 from mrope._rules import LayoutRules, rules_digest
 from mrope._segments import Audio, Image, Text, Video
 from mrope._spec import RopeScaling, RopeSpec
@@ -116,6 +118,9 @@ __all__ = [
     "Turn",
     "continue_positions",
     "conversation_state",
+    "rewind",
+    "VideoChunk",
+    "live_video_chunk",
     "rules_digest",
     "draft_depths",
     "draft_positions",

@@ -165,13 +165,19 @@ class Turn:
         positions: the turn's own tokens (ids ``[A, n]``, spans from 0 and from its first segment, its
             grids); its ``delta`` continues decode after the turn in the turn's own token indices, so
             :meth:`Positions.window` works as for a prompt.
-        offset: the conversation index of the turn's first token (tokens before it, generated included).
+        before: the conversation's state where the turn starts (after the tokens generated before it);
+            :func:`mrope.rewind` takes tokens of the turn back from it.
         state: the conversation's state after the turn (keep it for the next one).
     """
 
     positions: Positions
-    offset: int
+    before: ConversationState
     state: ConversationState
+
+    @property
+    def offset(self) -> int:
+        """The conversation index of the turn's first token (tokens before it, generated included)."""
+        return self.before.num_tokens
 
 
 def check_no_generation(positions: Positions) -> None:
@@ -302,7 +308,7 @@ def continue_positions(
         warnings.warn(note, MRopeWarning, stacklevel=2)
     n = turn.num_tokens
     if not n:
-        return Turn(turn, here.num_tokens, here)
+        return Turn(turn, here, here)
     top_turn = turn.ids.max().item()
     if not top_turn < MAX_POSITION:  # (the omni timeline writes without the fill's own bound)
         raise LayoutError(
@@ -320,7 +326,7 @@ def continue_positions(
         own = replace(after, num_tokens=n).delta  # decode after the turn, in the turn's own indices
         if own != turn.delta:
             turn = replace(turn, delta=own)
-    return Turn(turn, here.num_tokens, after)
+    return Turn(turn, here, after)
 
 
 __all__ = ["ConversationState", "Turn", "continue_positions", "conversation_state"]
