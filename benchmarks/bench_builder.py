@@ -13,6 +13,11 @@ and the ratios, and the segment path under both conventions. Run: ``python bench
 ``--clock thread`` times with ``time.thread_time`` (CPU time of the calling thread, torch held to one
 thread so that transformers' side runs on it too) instead of wall time: on a shared machine, where other
 processes' load lands on the wall-clock medians, CPU time is the fairer of the two. Default ``wall``.
+
+Every get_rope_index row is timed twice: **warm** (calls back to back, caches hot) and **cold** (before
+every single call of either side, :func:`evict` scans 8 MB and does unrelated Python work, as a data
+loader's or a scheduler's call comes after a processor, a tokenizer or a model step; only the call itself
+is timed). ``--rope-index-only`` stops after that table.
 """
 
 from __future__ import annotations
@@ -91,6 +96,37 @@ def paired_medians(
     return [statistics.median(xs) for xs in samples]
 
 
+EVICT_BYTES = 8 << 20
+"""What :func:`evict` scans: more than this machine's last-level cache share (a Xeon's 2-core slice)."""
+_EVICT = np.arange(EVICT_BYTES // 8, dtype=np.int64)
+
+
+def evict() -> None:
+    """The unrelated work before a cold call: an 8 MB read-modify-write scan (data caches and TLB) and
+    some Python work of another kind (dicts, strings, sorting: the interpreter's own caches)."""
+    _EVICT[::8] += 1  # one write per 64-byte line: every line of the 8 MB is touched
+    words = {f"w{i}": i * 7 % 101 for i in range(2000)}
+    sorted(words, key=words.__getitem__)
+
+
+def cold_medians(fns: list[Callable[[], object]], *, repeat: int = 151) -> list[float]:
+    """Median seconds of one call of each function right after :func:`evict`, the functions sampled in a
+    new (seeded) order each round; the eviction itself is not timed."""
+    for fn in fns:
+        fn()
+    samples: list[list[float]] = [[] for _ in fns]
+    order = list(range(len(fns)))
+    shuffle = random.Random(1).shuffle
+    for _ in range(repeat):
+        shuffle(order)
+        for k in order:
+            evict()
+            t0 = CLOCK()
+            fns[k]()
+            samples[k].append(CLOCK() - t0)
+    return [statistics.median(xs) for xs in samples]
+
+
 def sample_segments(text_head: int = 500) -> list:
     segs: list = [Text(text_head)]
     for _ in range(4):
@@ -113,6 +149,9 @@ def main(argv: list[str] | None = None) -> None:
     global CLOCK
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clock", choices=("wall", "thread"), default="wall", help="what a sample measures")
+    parser.add_argument(
+        "--rope-index-only", action="store_true", help="stop after the get_rope_index table (warm and cold)"
+    )
     args = parser.parse_args(argv)
     if args.clock == "thread":
         CLOCK = time.thread_time
@@ -178,28 +217,35 @@ def main(argv: list[str] | None = None) -> None:
                 return hf(ids, types, gi, gv, attention_mask=mask)
 
             t_hf, *t_ours = paired_medians([reference, *fns])
+            c_hf, *c_ours = cold_medians([reference, *fns])
         else:
             t_hf, t_ours = float("nan"), paired_medians(fns)
-        rows.append((batch, t_hf, t_ours))
+            c_hf, c_ours = float("nan"), cold_medians(fns)
+        rows.append((batch, "warm", t_hf, t_ours))
+        rows.append((batch, "cold", c_hf, c_ours))
     print(
         f"\ntransformers {transformers.__version__} Qwen2VLModel.get_rope_index vs mrope.get_rope_index "
-        "(attention_mask and mm_token_type_ids passed to both; medians of interleaved samples). mrope under "
+        "(attention_mask and mm_token_type_ids passed to both; medians of interleaved samples; cold: each "
+        "call of either side after an 8 MB scan and unrelated Python work). mrope under "
         "the default convention='released' (the headline; positions differ from transformers' by design) "
         "and under convention='transformers5' (equal to transformers')"
     )
     print(
-        "| batch | convention | transformers | mrope (token scan) | mrope (mm_token_type_ids) | "
+        "| batch | caches | convention | transformers | mrope (token scan) | mrope (mm_token_type_ids) | "
         "speed-up (scan) | speed-up (types) |"
     )
-    print("|---|---|---|---|---|---|---|")
-    for batch, t_hf, t_ours in rows:
+    print("|---|---|---|---|---|---|---|---|")
+    for batch, caches, t_hf, t_ours in rows:
         for k, convention in enumerate(conventions):
             t_scan, t_types = t_ours[2 * k], t_ours[2 * k + 1]
             print(
-                f"| {batch} | {convention} | {t_hf * 1e3:.3f} ms | {t_scan * 1e3:.3f} ms | {t_types * 1e3:.3f} ms | "
+                f"| {batch} | {caches} | {convention} | {t_hf * 1e3:.3f} ms | {t_scan * 1e3:.3f} ms | "
+                f"{t_types * 1e3:.3f} ms | "
                 f"{t_hf / t_scan:.1f}x | {t_hf / t_types:.1f}x |"
             )
     print(f"load average after the get_rope_index rows: {os.getloadavg()[0]:.2f}")
+    if args.rope_index_only:
+        return
 
     # the segment path under either convention (the default must be no slower)
     print("\nbuild_positions / build_batch, released vs transformers5 (medians of interleaved samples)")

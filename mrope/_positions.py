@@ -172,20 +172,33 @@ class Positions:
         """Pickle and copy the spans themselves, never the pieces they are made from."""
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
 
-    def window(self, start: int, stop: int) -> np.ndarray:
+    def window(self, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
         """Positions ``[A, stop - start]`` of tokens ``start .. stop-1`` of a sequence that begins with
         this prompt: the prompt's own positions where they exist, decode continuation past its end
         (``i + delta`` on every axis; under ``generates_images`` rules the :attr:`generation_ids`, which
         end after the generated images' end marker).
 
         This is how chunked prefill and decode stay in one coordinate system: slice, never rebuild.
+        ``out``: the caller's ``[A, stop - start]`` buffer of the ids' dtype, written and returned (a
+        chunk's slice of the prompt is copied into it with no allocation).
         """
         if not (0 <= start <= stop):
             raise LayoutError(f"window needs 0 <= start <= stop; got start={start}, stop={stop}")
+        shape = (self.ids.shape[0], stop - start)
+        if out is not None and (
+            not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != self.ids.dtype
+        ):
+            got = f"{out.dtype} {list(out.shape)}" if isinstance(out, np.ndarray) else type(out).__name__
+            raise LayoutError(
+                f"window: out must be a {self.ids.dtype} array of shape {list(shape)}; got {got}"
+            )
         t = self.num_tokens
         inside = self.ids[:, start : min(stop, t)]
         if stop <= t:
-            return inside.copy()
+            if out is None:
+                return inside.copy()
+            out[...] = inside
+            return out
         first = max(start, t)
         if self.generation_ids is not None:
             if stop - t > self.generation_ids.shape[1]:
@@ -196,7 +209,11 @@ class Positions:
             after = self.generation_ids[:, first - t : stop - t]
         else:
             after = next_positions(self.delta, first, stop - first)[:1]
-        return np.concatenate([inside, np.broadcast_to(after, (self.ids.shape[0], stop - first))], axis=1)
+        if out is None:
+            return np.concatenate([inside, np.broadcast_to(after, (self.ids.shape[0], stop - first))], axis=1)
+        out[:, : inside.shape[1]] = inside
+        out[:, inside.shape[1] :] = after
+        return out
 
 
 class _LazySpans:

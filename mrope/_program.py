@@ -94,11 +94,17 @@ class PositionProgram:
             "pool": self.pool,
         }
 
-    def expand(self) -> np.ndarray:
+    def expand(self, out: np.ndarray | None = None) -> np.ndarray:
         """The positions ``[A, T]`` (int64, or float32 under fractional time), exactly as built: the affine
         runs of one block shape written together as one broadcast (a loop over distinct shapes and
-        stored runs, none over tokens)."""
-        out = np.empty((self.num_axes, self.num_tokens), dtype=self.dtype)
+        stored runs, none over tokens). ``out``: the caller's ``[A, T]`` buffer of that dtype, written
+        and returned (then nothing of the result's size is allocated but one block's values)."""
+        shape = (self.num_axes, self.num_tokens)
+        if out is None:
+            out = np.empty(shape, dtype=self.dtype)
+        elif not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != self.dtype:
+            got = f"{out.dtype} {list(out.shape)}" if isinstance(out, np.ndarray) else type(out).__name__
+            raise ProgramError(f"expand: out must be a {self.dtype} array of shape {list(shape)}; got {got}")
         starts = self.starts
         stored = self.explicit >= 0
         for r in np.flatnonzero(stored).tolist():
@@ -110,12 +116,17 @@ class PositionProgram:
         shapes, group = np.unique(self.shape[affine], axis=0, return_inverse=True)
         for g, dims in enumerate(shapes.tolist()):
             members = affine[group.reshape(-1) == g]
+            if members.size == 1:  # one block: its last axis added straight into ``out``
+                m, (d0, d1, d2) = int(members[0]), dims
+                at = int(starts[m])
+                rows = block_values(self.origin[m], self.strides[m], (d0, d1, 1), self.origin.dtype)
+                target = out[:, at : at + d0 * d1 * d2].view()
+                target.shape = (self.num_axes, d0 * d1, d2)  # a view: only the contiguous last axis splits
+                step = self.strides[m, :, 2:] * np.arange(d2)  # [A, d2]
+                np.add(rows[:, :, None], step[:, None, :], out=target, casting="unsafe")
+                continue
             vals = block_values(self.origin[members], self.strides[members], dims, self.dtype)  # [G, A, n]
-            if members.size == 1:
-                at = int(starts[members[0]])
-                out[:, at : at + vals.shape[2]] = vals[0]
-            else:
-                out[:, starts[members][:, None] + np.arange(vals.shape[2])] = vals.transpose(1, 0, 2)
+            out[:, starts[members][:, None] + np.arange(vals.shape[2])] = vals.transpose(1, 0, 2)
         return out
 
     def window(self, start: int, stop: int) -> np.ndarray:

@@ -24,7 +24,7 @@ import numpy as np
 from mrope._errors import LayoutError, TokenError
 from mrope._layout import engine
 from mrope._layout.pruned_ids import pruned_rope_index
-from mrope._layout.token_inputs import read_token_inputs
+from mrope._layout.token_inputs import as_numpy, positions_buffer, read_token_inputs
 from mrope._rules import LayoutRules
 from mrope.models import ModelLike, resolve_rules
 
@@ -46,8 +46,10 @@ def _rope_index_full(
     images_per_sample: Any,
     audio_seqlens: Any = None,
     use_audio_in_video: bool | None = None,
+    out: Any = None,
 ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray | None]]:
-    """Positions, deltas and per row the positions of images to generate, from the rules' engine."""
+    """Positions (in ``out`` when given), deltas and per row the positions of images to generate, from
+    the rules' engine."""
     inputs = read_token_inputs(
         input_ids,
         attention_mask,
@@ -60,6 +62,7 @@ def _rope_index_full(
         use_audio_in_video,
         lay,
         pad_position,
+        out,
     )
     return engine(lay).scan_token_ids(inputs)
 
@@ -82,6 +85,7 @@ def numpy_rope_index(
     second_per_grids: Any = None,
     image_keep: Any = None,
     video_keep: Any = None,
+    out: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """M-RoPE position ids from token ids, as numpy: the core of :func:`get_rope_index`.
 
@@ -113,6 +117,11 @@ def numpy_rope_index(
         image_keep, video_keep: for pruned ids (vision placeholders dropped): one bool mask or ``None``
             per grid, in grid order, over the grid's language-model tokens; every kept token gets its
             unpruned position and a row's delta continues where the unpruned row's does (docs/pruning.md).
+        out: the caller's persistent buffer for the positions, ``[A, B, L]`` of the result's dtype
+            (numpy, or a CPU torch tensor); the positions are written into it and it is returned. The
+            layout engines write straight into it, so a steady-state call allocates nothing of the
+            result's size (scratch of about two bytes per token remains: token types and their runs);
+            pruned ids (``image_keep`` / ``video_keep``) are computed, then copied into it.
 
     Returns:
         ``(position_ids int64 [A, B, L], deltas int64 [B])``; A is ``rules.num_axes`` (3: t, h, w);
@@ -129,6 +138,8 @@ def numpy_rope_index(
         )
     pad = lay.pad_position if pad_position is None else pad_position
     if image_keep is not None or video_keep is not None:  # pruned ids: expanded, scanned, selected
+        ids_shape = np.shape(as_numpy(input_ids, "input_ids", ndim=2))
+        buffer = positions_buffer(out, (lay.num_axes, *ids_shape), lay)
 
         def scan(ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             full = _rope_index_full(
@@ -136,7 +147,7 @@ def numpy_rope_index(
             )
             return full[0], full[1]
 
-        return pruned_rope_index(
+        pos, deltas = pruned_rope_index(
             scan,
             input_ids,
             attention_mask,
@@ -148,7 +159,11 @@ def numpy_rope_index(
             lay,
             pad,
         )
-    out, deltas, _ = _rope_index_full(
+        if buffer is None:
+            return pos, deltas
+        buffer[...] = pos
+        return buffer, deltas
+    pos, deltas, _ = _rope_index_full(
         input_ids,
         image_grid_thw,
         video_grid_thw,
@@ -160,8 +175,9 @@ def numpy_rope_index(
         images_per_sample,
         audio_seqlens,
         use_audio_in_video,
+        out,
     )
-    return out, deltas
+    return pos, deltas
 
 
 def generation_index(
@@ -222,20 +238,36 @@ def _array_face(
             ``(position_ids, deltas)``: int64 ``[A, B, L]`` (A = ``rules.num_axes``) and ``[B, 1]``, the
             shapes transformers returns. They are torch tensors on ``input_ids``' device when
             ``input_ids`` is a torch tensor, numpy arrays otherwise (so this runs without torch).
+            Given ``out=`` (numpy or a torch tensor), the positions are written into it and
+            ``position_ids`` is ``out`` itself. A CPU tensor is written in place; a tensor on another
+            device receives one host-to-device copy of the positions (computed on the host, as the
+            token ids are read there: this call belongs before a captured CUDA graph, never inside one).
         """
+        out = kwargs.get("out")
+        device_out = None
+        torch = sys.modules.get("torch")  # a tensor argument means torch is imported; nothing else needs it
+        if torch is not None and isinstance(out, torch.Tensor) and not out.is_cpu:
+            device_out, kwargs["out"] = out, None  # type: ignore[index]
         try:
             pos, deltas = core(*args, **kwargs)
         except LayoutError as exc:  # a grid the layout rejects is a token-interface error here
             raise TokenError(str(exc)) from None
         input_ids = args[0] if args else kwargs.get("input_ids")
-        torch = sys.modules.get("torch")  # a tensor argument means torch is imported; nothing else needs it
+        if device_out is not None:
+            device_out.copy_(torch.from_numpy(pos))
+            pos = device_out
+        elif torch is not None and isinstance(out, torch.Tensor):
+            pos = out
         if torch is None or not isinstance(input_ids, torch.Tensor):
             return pos, deltas[:, None]
-        # the numpy results become tensors without a copy; moved only when the ids live off the CPU
-        pos_t = torch.from_numpy(pos)
+        # the numpy results become tensors without a copy; moved only when the ids live off the CPU (and
+        # the positions were not written into the caller's buffer, which says where they go)
+        pos_t = pos if isinstance(pos, torch.Tensor) else torch.from_numpy(pos)
         deltas_t = torch.from_numpy(deltas[:, None])
         if not input_ids.is_cpu:
-            pos_t, deltas_t = pos_t.to(input_ids.device), deltas_t.to(input_ids.device)
+            deltas_t = deltas_t.to(input_ids.device)
+            if out is None:
+                pos_t = pos_t.to(input_ids.device)
         return pos_t, deltas_t
 
     get_rope_index.__qualname__ = get_rope_index.__name__

@@ -201,9 +201,11 @@ def omni_rope_index(
     pad_position: float,
     use_audio_in_video: bool | None = None,
     as_text: bool = False,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The omni models' ``get_rope_index`` on token ids (validated ``[B, L]`` ids, bool mask or None);
-    ``as_text``: every valid token gets text positions, whatever its id.
+    ``as_text``: every valid token gets text positions, whatever its id; written into ``out`` when given
+    (a validated ``[3, B, L]`` buffer of the result's dtype).
 
     Returns:
         ``(positions [3, B, L], deltas [B])``: int64, or float32 under fractional time.
@@ -231,7 +233,10 @@ def omni_rope_index(
             raise TokenError(f"audio_seqlens must be positive ints (mel frames); got {seq.tolist()}")
         audios = _Queue("audio_seqlens values", seq.tolist())
     dtype = np.float32 if rules.fractional_time else np.int64
-    out = np.full((3, b, length), pad_position, dtype=dtype)
+    if out is None:
+        out = np.full((3, b, length), pad_position, dtype=dtype)
+    else:
+        out[...] = pad_position
     deltas = np.zeros(b, dtype=dtype)
     for row in range(b):
         valid = np.arange(length) if mask is None else np.flatnonzero(mask[row])
@@ -278,6 +283,7 @@ def scan_token_ids(inputs: TokenInputs) -> ScanResult:
         inputs.pad_position,
         inputs.use_audio_in_video,
         as_text=_gridless_vision(inputs),
+        out=inputs.out,
     )
     return out, deltas, [None] * inputs.ids.shape[0]
 

@@ -152,6 +152,28 @@ class TokenInputs(NamedTuple):
     use_audio_in_video: bool | None
     rules: LayoutRules
     pad_position: Any
+    out: np.ndarray | None = None  # the caller's [A, B, L] buffer for the positions, or None: allocate
+
+
+def positions_buffer(out: Any, shape: tuple[int, ...], lay: LayoutRules) -> np.ndarray | None:
+    """The caller's buffer ``out`` for positions of ``shape`` ``[A, B, L]`` under ``lay``, validated (its
+    shape, the rules' dtype: int64, float32 under fractional time, and writeable); a CPU torch tensor is
+    read as the numpy array sharing its memory. ``None`` stays ``None``."""
+    if out is None:
+        return None
+    if getattr(out, "is_cpu", True) is False:
+        raise TokenError("out must live on the CPU here (get_rope_index takes a tensor on any device)")
+    arr = as_numpy(out, "out")
+    assert arr is not None
+    dtype = np.dtype(np.float32 if lay.fractional_time else np.int64)
+    if arr.shape != shape or arr.dtype != dtype:
+        raise TokenError(
+            f"out must be a {dtype} array of shape {list(shape)} ([axes, batch, length]); "
+            f"got {arr.dtype} {list(arr.shape)}"
+        )
+    if not arr.flags.writeable:
+        raise TokenError("out must be writeable")
+    return arr
 
 
 def read_token_inputs(
@@ -166,9 +188,11 @@ def read_token_inputs(
     use_audio_in_video: bool | None,
     lay: LayoutRules,
     pad_position: Any,
+    out: Any = None,
 ) -> TokenInputs:
-    """Validate ``input_ids``, ``attention_mask`` and the shape and dtype of ``mm_token_type_ids``
-    (their values are checked by the engine's scan); the grids pass as given."""
+    """Validate ``input_ids``, ``attention_mask``, the shape and dtype of ``mm_token_type_ids`` (their
+    values are checked by the engine's scan) and the caller's buffer ``out`` (see
+    :func:`positions_buffer`); the grids pass as given."""
     ids = as_numpy(input_ids, "input_ids", ndim=2)
     assert ids is not None
     if ids.dtype.kind not in "iu":
@@ -215,6 +239,7 @@ def read_token_inputs(
         use_audio_in_video,
         lay,
         pad_position,
+        positions_buffer(out, (lay.num_axes, *ids.shape), lay),
     )
 
 
@@ -233,6 +258,7 @@ __all__ = [
     "check_type_values",
     "grid_rows",
     "grid_rows_array",
+    "positions_buffer",
     "read_token_inputs",
     "seconds_per_grid",
 ]

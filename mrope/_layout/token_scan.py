@@ -444,7 +444,7 @@ def scan_batch(
     videos = _video_queue(inputs.video_grid_thw, inputs.second_per_grid_ts, lay, images_only)
 
     axes = lay.num_axes
-    out = np.empty((axes, b, length), dtype=np.int64)
+    out = inputs.out if inputs.out is not None else np.empty((axes, b, length), dtype=np.int64)
     deltas = np.zeros(b, dtype=np.int64)
     generation: list[np.ndarray | None] = [None] * b
     image_id, video_id = lay.image_pad_id, lay.video_pad_id

@@ -32,6 +32,7 @@ def expand_program(
     *,
     num_tokens: int | None = None,
     device: torch.device | str | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Positions ``[A, T]`` of a program's runs (tensors or numpy arrays, moved to ``device``).
 
@@ -41,12 +42,18 @@ def expand_program(
             fractional time, whose origins and strides are float64).
         num_tokens: ``T`` (the program's); given, the expansion reads nothing back from the device.
         device: where to expand (default: where the arrays are).
+        out: the caller's persistent ``[A, T]`` tensor of the result's dtype on the expansion's device;
+            the positions are written into it and it is returned.
 
     Returns:
         int64 (or float32) ``[A, T]``, equal to :meth:`mrope.PositionProgram.expand`.
 
+    On a device, with ``num_tokens`` given and the arrays already there, the expansion reads nothing back
+    to the host (no synchronisation) and ``out`` keeps the result at one address, as a captured CUDA graph
+    needs; its intermediate tensors then come from the graph's memory pool.
+
     Raises:
-        ApplyError: arrays whose shapes do not agree.
+        ApplyError: arrays whose shapes do not agree, or an ``out`` of another shape, dtype or device.
     """
     lengths = _tensor(lengths, "lengths", device, 1).long()
     dev = lengths.device
@@ -68,6 +75,13 @@ def expand_program(
             f"pool [A, P]; got {[list(t.shape) for t in (lengths, shape, origin, strides, explicit, pool)]}"
         )
     total = int(lengths.sum()) if num_tokens is None else int(num_tokens)
+    if out is not None and (
+        tuple(out.shape) != (axes, total) or out.dtype != pool.dtype or out.device != dev
+    ):
+        raise ApplyError(
+            f"expand_program: out must be {pool.dtype} [{axes}, {total}] on {dev}; "
+            f"got {out.dtype} {list(out.shape)} on {out.device}"
+        )
     run = torch.repeat_interleave(torch.arange(runs, device=dev), lengths, output_size=total)
     per_run = torch.stack([torch.cumsum(lengths, 0) - lengths, shape[:, 1], shape[:, 2], explicit], 1)
     start, d1, d2, offset = per_run.index_select(0, run).unbind(1)  # [T] each
@@ -80,11 +94,11 @@ def expand_program(
     i0 = torch.div(rest, d1, rounding_mode="floor")
     i1 = rest - i0 * d1
     o, s0, s1, s2 = coef.view(4, axes, total).unbind(0)
-    out = (o + s0 * i0 + s1 * i1 + s2 * i2).to(pool.dtype)
+    values = (o + s0 * i0 + s1 * i1 + s2 * i2).to(pool.dtype)
     if pool.shape[1]:
         at = (offset + local).clamp(0, pool.shape[1] - 1)
-        out = torch.where(offset >= 0, pool[:, at], out)
-    return out.contiguous()
+        values = torch.where(offset >= 0, pool[:, at], values)
+    return values.contiguous() if out is None else out.copy_(values)
 
 
 __all__ = ["expand_program"]

@@ -271,6 +271,13 @@ def test_next_positions_and_window() -> None:
     full = build_positions([Text(2), Image(grid=(1, 8, 8)), Text(1), Text(5)], model="qwen2-vl")
     np.testing.assert_array_equal(p.window(0, p.num_tokens + 5), full.ids)
     np.testing.assert_array_equal(p.window(5, 12), full.ids[:, 5:12])
+    for a, b in ((5, 12), (0, 4), (p.num_tokens - 2, p.num_tokens + 3), (p.num_tokens, p.num_tokens + 2)):
+        buffer = np.full((3, b - a), -7, dtype=np.int64)  # into the caller's buffer: the same window
+        assert p.window(a, b, out=buffer) is buffer
+        np.testing.assert_array_equal(buffer, full.ids[:, a:b])
+    for bad in (np.zeros((3, 6), dtype=np.int64), np.zeros((3, 7), dtype=np.int32)):
+        with pytest.raises(LayoutError, match=r"out must be a int64 array of shape \[3, 7\]"):
+            p.window(5, 12, out=bad)
     batch = next_positions(np.array([0, -3]), 4, 2)
     assert batch.shape == (3, 2, 2) and batch[0].tolist() == [[4, 5], [1, 2]]
     with pytest.raises(LayoutError):

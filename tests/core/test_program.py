@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -30,6 +31,9 @@ def _round_trips(p: mrope.Positions, want: np.ndarray) -> PositionProgram:
     program = p.program()
     np.testing.assert_array_equal(program.expand(), want)
     assert program.expand().dtype == want.dtype
+    buffer = np.full_like(want, 7)  # into the caller's buffer: the same positions
+    assert program.expand(out=buffer) is buffer
+    np.testing.assert_array_equal(buffer, want)
     for back in (
         PositionProgram.from_bytes(program.to_bytes()),
         PositionProgram.from_dict(json.loads(json.dumps(program.to_dict()))),
@@ -145,6 +149,25 @@ def test_irregular_sets_are_stored_and_still_exact() -> None:
 
 def _header_with(data: bytes, offset: int, value: bytes) -> bytes:
     return data[:offset] + value + data[offset + len(value) :]
+
+
+def test_expand_into_a_buffer_allocates_nothing_of_the_results_size() -> None:
+    """tracemalloc (numpy reports its buffers to it): expanding a 100k-token video prompt into the caller's
+    buffer peaks at a block's rows (a tenth of the result here: its last axis is added into the buffer);
+    the allocating call (the control) holds the result."""
+    p = mrope.build_positions([Text(50), Video(grid=(160, 56, 56), fps=2.0), Text(20)], model="qwen2.5-vl")
+    program, buffer = p.program(), np.empty_like(p.ids)
+    peaks = []
+    for out in (buffer, None):
+        program.expand(out=out)
+        tracemalloc.start()
+        try:
+            program.expand(out=out)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    np.testing.assert_array_equal(buffer, p.ids)
+    assert peaks[0] < p.ids.nbytes // 10 and peaks[1] >= p.ids.nbytes, (peaks, p.ids.nbytes)
 
 
 def test_malformed_and_hostile_buffers_are_refused_with_a_clear_error() -> None:

@@ -38,6 +38,11 @@ def _check(p: mrope.Positions) -> None:
     assert got.dtype == torch.from_numpy(p.ids).dtype
     np.testing.assert_array_equal(got.numpy(), p.ids)
     np.testing.assert_array_equal(got.numpy(), program.expand())
+    # into the caller's buffer: the same positions, at the buffer's own address
+    buffer = torch.full_like(got, 7)
+    into = expand_program(**program.arrays(), num_tokens=program.num_tokens, out=buffer)
+    assert into is buffer
+    np.testing.assert_array_equal(buffer.numpy(), p.ids)
     # without num_tokens, the total is read from the lengths
     np.testing.assert_array_equal(expand_program(**program.arrays()).numpy(), p.ids)
 
@@ -66,6 +71,10 @@ def test_arrays_that_disagree_are_refused() -> None:
         expand_program(**{**arrays, "strides": arrays["strides"][:, :2]})
     with pytest.raises(ApplyError, match="2 dimensions"):
         expand_program(**{**arrays, "shape": arrays["shape"].reshape(-1)})
+    n = int(arrays["lengths"].sum())
+    for bad in (torch.empty(3, n + 1, dtype=torch.int64), torch.empty(3, n, dtype=torch.int32)):
+        with pytest.raises(ApplyError, match=rf"out must be torch.int64 \[3, {n}\] on cpu"):
+            expand_program(**arrays, out=bad)
 
 
 def test_bench_program_runs_small() -> None:
