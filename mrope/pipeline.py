@@ -134,7 +134,7 @@ class Preprocessor:
         frame_size: ``"display"`` or ``"coded"``: which frames of a video file the model gets
             (:func:`mrope.media.load_video`); a video's own ``frame_size`` wins; ``None`` (the default):
             the orientation of the route's video loader (``"display"`` but for decord on Matroska).
-        route: whose pipeline reads the media (:mod:`mrope.media._routes`): ``"processor"``,
+        route: whose pipeline reads the media (:mod:`mrope.models._routes`): ``"processor"``,
             ``"qwen-vl-utils"`` or ``"vllm"``; a record's ``route`` is used when this is ``None``, and
             ``"processor"`` when neither names one.
         chat_template: how ``messages`` become text. ``"auto"`` (the default): the chat template of the

@@ -31,6 +31,7 @@ from prometheus_client import Gauge, Histogram
 
 import mrope
 from mrope._errors import MediaError, MRopeError
+from mrope._route import Route
 from mrope._rules import LayoutRules
 from mrope.media import (
     detect_media_kind,
@@ -45,7 +46,8 @@ from mrope.media._audio import has_audio_stream
 from mrope.media._deadline import DeadlineReader, ProbeDeadlineError
 from mrope.media._detect import NOT_PICTURE_FORMATS
 from mrope.media._image import DEFAULT_MAX_IMAGE_PIXELS
-from mrope.media._routes import DEFAULT_ROUTE, ROUTES, Route, get_route
+from mrope.models._registry import get_route
+from mrope.models._routes import DEFAULT_ROUTE, ROUTES
 from mrope.schema._request import FileItem
 
 from ._convert import (
@@ -159,7 +161,7 @@ def probe_file(
     route: str | None = None,
 ) -> Probe:
     """Kind, header and caps of one file (blocking; every reader stops at ``deadline``), an image's size
-    as ``route``'s loader reads it (:mod:`mrope.media._routes`)."""
+    as ``route``'s loader reads it (:mod:`mrope.models._routes`)."""
     way = get_route(route)
     name = _name(stored)
     kind, meta = detect_kind(stored, settings, deadline)
@@ -395,7 +397,7 @@ async def load_files(
     placement (by the integer floor of :func:`mrope.service._convert.token_floor`), so a layout that
     places one file thousands of times is refused as soon as it passes. Files of one request load one
     after the other, so the first bad file in layout order is the one reported; different requests
-    load in parallel. ``route`` names whose loader reads the images (:mod:`mrope.media._routes`).
+    load in parallel. ``route`` names whose loader reads the images (:mod:`mrope.models._routes`).
     """
     deadline = time.monotonic() + settings.media_timeout_s
     done: dict[tuple[Any, ...], LoadedFile] = {}

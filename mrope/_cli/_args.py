@@ -16,7 +16,7 @@ from dataclasses import fields
 from typing import Any, NoReturn
 
 from mrope._rules import LayoutRules
-from mrope.media._routes import ROUTE_NAMES
+from mrope.models._routes import ROUTE_NAMES
 from mrope.pipeline import DEFAULT_MAX_TOKENS
 from mrope.schema._fields import model_names
 

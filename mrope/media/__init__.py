@@ -17,6 +17,7 @@ from mrope import _extras
 _extras.require("mrope.media", "media", "PIL", "av")
 
 from mrope._media_record import MediaRecord
+from mrope._route import Route, RouteName
 from mrope.media._audio import has_audio_stream, load_audio, probe_audio
 from mrope.media._crops import AlignedCrop
 from mrope.media._detect import MediaKind, detect_media_kind
@@ -25,7 +26,6 @@ from mrope.media._image import crop_segment, image_grid, image_size, load_image
 from mrope.media._info import AudioInfo, FrameSize, VideoInfo
 from mrope.media._readers import Reader
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_edges, smart_resize_tokens
-from mrope.media._routes import ROUTES, Route, RouteName, get_route
 from mrope.media._sampling import (
     ernie_frame_indices,
     glm4v_frame_indices,
@@ -40,6 +40,8 @@ from mrope.media._tiling import TilePlan, plan_tiles
 from mrope.media._video import load_video
 from mrope.media._video_decode import decode_frames
 from mrope.media._video_probe import probe_video
+from mrope.models._registry import get_route
+from mrope.models._routes import ROUTES
 
 __all__ = [
     "AlignedCrop",

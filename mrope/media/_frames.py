@@ -3,7 +3,7 @@
 Under every route each frame is read from its header (orientation as the route's image loader gives
 it), the list is padded with its last frame to a multiple of the temporal patch, and the frames must
 resize to one size (the processor stacks them). The routes differ in how a frame is sized and timed
-(:mod:`mrope.media._routes`):
+(:mod:`mrope.models._routes`):
 
 - ``"processor"`` / ``"vllm"``: each frame as :func:`mrope.media.load_image` sizes an image (the item's
   ``min_pixels`` / ``max_pixels`` / ``resized``, else the image bounds), timed by the item's ``fps``
@@ -25,14 +25,16 @@ from typing import Any
 import numpy as np
 
 from mrope._errors import MediaError
+from mrope._route import Route
 from mrope._rules import LayoutRules
 from mrope._segments import Video
 from mrope.media._image import image_size, load_image
 from mrope.media._memory import frame_list
 from mrope.media._resize import smart_resize, video_max_pixels
-from mrope.media._routes import Route, get_route, route_video_rules
+from mrope.media._routes import route_video_rules
 from mrope.media._sources import media_record
 from mrope.models import ModelLike, resolve_rules
+from mrope.models._registry import get_route
 
 
 def _prescaled(

@@ -17,17 +17,18 @@ import numpy as np
 from PIL import Image as PILImage
 
 from mrope._errors import MediaError
+from mrope._route import Route
 from mrope._rules import LayoutRules
 from mrope._segments import Image
 from mrope.media._crops import AlignedCrop, align_box, whole_at_crop_scale
 from mrope.media._deadline import DeadlineReader, ProbeDeadlineError
 from mrope.media._memory import array_size
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_edges
-from mrope.media._routes import Route, get_route
 from mrope.media._source import open_source
 from mrope.media._sources import media_record
 from mrope.media._tiling import TilePlan
 from mrope.models import ModelLike, resolve_rules
+from mrope.models._registry import get_route
 
 DEFAULT_MAX_IMAGE_PIXELS = 2 * 89_478_485
 """Largest image (width x height, pixels) :func:`image_size` accepts: 178,956,970 pixels, PIL's own
@@ -158,7 +159,7 @@ def image_size(
 
     EXIF orientations 5-8 (transposed or rotated by 90 / 270 degrees, as phones write portrait photos)
     swap height and width; with ``exif_transpose=False`` the stored size is returned (what a loader that
-    ignores the orientation hands on: :mod:`mrope.media._routes`).
+    ignores the orientation hands on: `mrope.models._routes`).
 
     Args:
         source: a path, the file's bytes, a binary file-like object, a ``PIL.Image.Image``, or a numpy
@@ -362,7 +363,7 @@ def load_image(
             ``rules.image_min_pixels`` / ``image_max_pixels``; ``resized = (height, width)`` (its
             ``resized_height`` / ``resized_width``) is resized instead of the file's size, under the
             rules' own bounds (qwen-vl-utils' defaults, not the item's). Not with ``tiling`` or ``crop``.
-        route: the pipeline whose image loader reads the file (:mod:`mrope.media._routes`; default
+        route: the pipeline whose image loader reads the file (`mrope.models._routes`; default
             ``"processor"``): ``"qwen-vl-utils"`` keeps the stored size of an EXIF-rotated photo, the
             others turn it upright.
 

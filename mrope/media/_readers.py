@@ -41,15 +41,15 @@ where they are not, display size): torchcodec's orientation, read without a pack
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 from mrope._errors import MediaError
+from mrope._route import Reader
 from mrope.media._container import open_container, video_stream
 from mrope.media._info import FrameSize, VideoInfo
 from mrope.media._packets import scan_packets
 from mrope.media._source import open_source
 
-Reader = Literal["torchcodec", "pyav", "torchvision", "decord"]
 """A video loader transformers 5.24 can decode with (``transformers.video_utils.VIDEO_DECODERS``)."""
 READERS: tuple[str, ...] = get_args(Reader)
 

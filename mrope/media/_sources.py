@@ -3,7 +3,7 @@ the preset (:func:`sizing_sources`).
 
 A value is looked for in that order, as :func:`mrope.media.load_image` / :func:`~mrope.media.load_video`
 apply them: an item's key (``min_pixels``, ``fps``, ...) wins; then the route's own constants
-(``"qwen-vl-utils"`` fixes a video's bounds and sampling: :mod:`mrope.media._routes`); then the file and
+(``"qwen-vl-utils"`` fixes a video's bounds and sampling: :mod:`mrope.models._routes`); then the file and
 key a checkpoint folder gave (:attr:`mrope.models.ModelFamily.rule_sources`, filled by
 :func:`mrope.from_pretrained`); else the family's preset in the registry.
 """
@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from mrope._media_record import MediaRecord
-from mrope.media._routes import Route, get_route
+from mrope._route import Route
 from mrope.models import ModelFamily, ModelLike, get_family
+from mrope.models._registry import get_route
 
 IMAGE_VALUES = {"min_pixels": "image_min_pixels", "max_pixels": "image_max_pixels"}
 """An image's sizing keys -> the :class:`~mrope.LayoutRules` field each stands for."""

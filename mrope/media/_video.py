@@ -31,6 +31,7 @@ from typing import Any
 
 from mrope._audio_grid import require_audio
 from mrope._errors import MediaError
+from mrope._route import Route
 from mrope._rules import LayoutRules
 from mrope._segments import Audio, Video
 from mrope.media._audio import audio_from_info, has_audio_stream, probe_audio
@@ -38,11 +39,12 @@ from mrope.media._frame_sampling import frame_request, sample_video_frames
 from mrope.media._info import FrameSize, VideoInfo, check_frame_size
 from mrope.media._readers import Reader, check_reader, reader_info
 from mrope.media._resize import smart_resize, smart_resize_clip, smart_resize_tokens, video_max_pixels
-from mrope.media._routes import Route, get_route, route_video_rules
+from mrope.media._routes import route_video_rules
 from mrope.media._sampling import sample_fps, sampled_times
 from mrope.media._sources import media_record
 from mrope.media._video_probe import DEFAULT_MAX_PACKETS, probe_video
 from mrope.models import ModelLike, resolve_rules
+from mrope.models._registry import get_route
 
 
 def _check_sizes_videos(lay: LayoutRules) -> None:
@@ -242,7 +244,7 @@ def load_video(
             ``resized_height`` / ``resized_width``) is smart-resized under the image bounds instead of
             the frame size; ``video_start`` / ``video_end`` (seconds) trim the video before sampling
             (:func:`mrope.media._sampling.trimmed_frame_indices`; qwen-vl-utils sampling only).
-        route: the pipeline that reads the file (:mod:`mrope.media._routes`): with no ``reader``, the
+        route: the pipeline that reads the file (:mod:`mrope.models._routes`): with no ``reader``, the
             route's loader (``"qwen-vl-utils"``: decord; the others: the metadata probe above), and the
             route's own video constants over the rules' (``"qwen-vl-utils"``: its sampling and bounds
             at the rules' resize factor, whatever the checkpoint's video processor says).

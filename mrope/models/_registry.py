@@ -1,4 +1,5 @@
-"""The registry's index: every lookup by name (family, its rules and spec, the family names) lives here.
+"""The registry's index: every lookup by name (family, its rules and spec, the family names, the media
+routes) lives here.
 
 Each family module of :mod:`mrope.models` defines ``FAMILY = ModelFamily(...)`` (see :class:`ModelFamily`).
 Everything that takes ``model=`` (the builder, the token interface, the media sizing helpers) resolves it
@@ -11,11 +12,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from mrope._errors import LayoutError
+from mrope._errors import LayoutError, MediaError
+from mrope._route import Route
 from mrope._rules import LayoutRules
 from mrope._spec import RopeSpec
 from mrope._tokenizer import load_tokenizer
 from mrope.models._family import ModelFamily, check_convention
+from mrope.models._routes import DEFAULT_ROUTE, ROUTE_NAMES, ROUTES
 
 FAMILY_MODULES: tuple[str, ...] = (
     "qwen2_vl",
@@ -167,6 +170,21 @@ def resolve_spec(model: Any) -> RopeSpec:
     return get_family(model).spec
 
 
+def get_route(route: str | Route | None) -> Route:
+    """The :class:`~mrope._route.Route` named ``route`` (a ``Route`` as is; ``None``: the default,
+    ``"processor"``; the table: :mod:`mrope.models._routes`).
+
+    Raises:
+        MediaError: an unknown name (the message lists the known ones).
+    """
+    if isinstance(route, Route):
+        return route
+    found = ROUTES.get(DEFAULT_ROUTE if route is None else route)
+    if found is None:
+        raise MediaError(f"unknown route {route!r}; expected one of {', '.join(ROUTE_NAMES)}")
+    return found
+
+
 __all__ = [
     "FAMILY_MODULES",
     "PRESET_NAMES",
@@ -174,6 +192,7 @@ __all__ = [
     "families",
     "family_for_model_type",
     "get_family",
+    "get_route",
     "model_types",
     "names",
     "resolve_rules",

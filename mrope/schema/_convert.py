@@ -86,7 +86,7 @@ def image_from(
     model: ModelLike | None = None,
 ) -> Image:
     """A :class:`mrope.Image`: a grid as given, a size by the rules, a path read from its header as
-    ``route``'s image loader reads it (:mod:`mrope.media._routes`; ``model``: the family or checkpoint
+    ``route``'s image loader reads it (:mod:`mrope.models._routes`; ``model``: the family or checkpoint
     its record names as the origin of the sizing values the rules hold)."""
     image = _image_from(seg, rules, media, where, route, model)
     return _with_keep(image, seg.keep, where)

@@ -29,10 +29,10 @@ from pydantic_core import CoreSchema
 from mrope import models as registry
 from mrope._caches import cached
 from mrope._errors import MRopeError
+from mrope._route import RouteName
 from mrope._rules import RULE_BOUNDS, LayoutRules, check_timestamp_format
 from mrope.media._audio import MAX_AUDIO_SECONDS
 from mrope.media._memory import in_memory
-from mrope.media._routes import RouteName
 
 from ._errors import RequestError
 
@@ -110,7 +110,7 @@ RouteField = Annotated[
         "default), qwen-vl-utils (the model-card recipe: no EXIF transpose, sample_fps for frame lists) or vllm"
     ),
 ]
-"""A request's ``route`` (:mod:`mrope.media._routes`)."""
+"""A request's ``route`` (:mod:`mrope.models._routes`)."""
 
 ModelName = Annotated[
     str,

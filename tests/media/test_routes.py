@@ -43,7 +43,7 @@ from transformers.image_utils import load_image as hf_load_image
 import mrope
 from mrope import MediaError
 from mrope.media import ROUTES, get_route, load_frames, load_image, load_video, sizing_sources
-from mrope.media._routes import ROUTE_NAMES
+from mrope.models._routes import ROUTE_NAMES
 
 ORIENTATIONS = range(1, 9)
 MODEL = "qwen2.5-vl"

@@ -27,7 +27,7 @@ from support import media
 
 import mrope
 from mrope.media import load_image, load_video
-from mrope.media._routes import ROUTE_NAMES
+from mrope.models._routes import ROUTE_NAMES
 
 pytestmark = pytest.mark.timeout(120)
 
