@@ -347,7 +347,7 @@ class ServiceReader(SegmentReader):
         if get_route(self.route).video_reader is None:
             video = load_video(meta, **options, **counts, **sizing(seg))
         else:  # the route's loader counts the stream itself: the file again, under the caps it passed
-            with _open(seg.path, settings, where) as f:
+            with _open(seg.path, settings, where, self.deadline) as f:
                 video = load_video(f, **options, **counts, **sizing(seg))
         if seg.use_audio_in_video:  # omni models: the video's own audio track, from the same URL
             with _open(seg.path, settings, where, self.deadline) as f:
