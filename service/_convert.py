@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import mrope
@@ -189,20 +189,21 @@ def check_urls(body: Any, settings: Settings) -> None:
     """Every media path and frame of a positions request (its segments or its message items) checked
     against the allowlist before a media slot is taken: a refused URL never waits for one. Items are
     named as the reader names them (``segment i``, ``message m item c``)."""
-    for where, seg in _named_items(body):
+    if body.segments is not None:
+        named = ((f"segment {i}", seg) for i, seg in enumerate(body.segments))
+    else:
+        named = ((f"message {m} item {c}", item) for m, c, item in _message_items(body))
+    for where, seg in named:
         for k, path in enumerate(_paths(seg)):
             allowed_url(path, settings, where + (f" frame {k}" if isinstance(seg, VideoFrames) else ""))
 
 
-def _named_items(body: Any) -> list[tuple[str, Any]]:
-    if body.segments is not None:
-        return [(f"segment {i}", seg) for i, seg in enumerate(body.segments)]
-    return [
-        (f"message {m} item {c}", item)
-        for m, message in enumerate(body.messages or ())
-        if isinstance(message.content, list)
-        for c, item in enumerate(message.content)
-    ]
+def _message_items(body: Any) -> Iterator[tuple[int, int, Any]]:
+    """``(m, c, item)`` for every content item of a request's messages (a string content holds none)."""
+    for m, message in enumerate(body.messages or ()):
+        if isinstance(message.content, list):
+            for c, item in enumerate(message.content):
+                yield m, c, item
 
 
 def _paths(seg: Any) -> list[str]:
@@ -396,7 +397,7 @@ def request_items(body: Any) -> list[Any]:
     """The segments of a positions request, or the items of its messages."""
     if body.segments is not None:
         return list(body.segments)
-    return [item for m in body.messages or () for item in (m.content if isinstance(m.content, list) else ())]
+    return [item for _, _, item in _message_items(body)]
 
 
 def request_segments(

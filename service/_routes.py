@@ -143,7 +143,7 @@ class Routes:
             convert.check_urls(body, settings)  # refused ones wait for no slot
             to_segments = functools.partial(convert.request_segments, body, rules, settings, state.tokenizer)
             segments = await media.run_bounded(
-                lambda deadline: to_segments(deadline),
+                to_segments,  # called with the request's deadline
                 state.slots,
                 settings.media_timeout_s,
                 "the media URLs",
