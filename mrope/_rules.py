@@ -44,12 +44,16 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   ``video_total_pixels``) or ``"clip"`` (the clip's ``t * h * w`` with ``t`` the frame count rounded to
   the temporal patch size, and sides below one resize factor scaled up first: GLM-4.1V's image
   processor with ``t = temporal_patch_size``, and transformers' Qwen3-VL and GLM-4.1V video
-  processors). ``video_bounds`` has a third rule, ``"tokens"`` (HY-V4-VL's video processor,
+  processors); under ``"frame"``, ``video_total_pixels`` :data:`NO_CLIP_BUDGET` shares out no clip
+  budget (Qwen2VLVideoProcessor without ``cap_pixels_per_frame``: each frame within the per-frame bounds
+  alone). ``video_bounds`` has a third rule, ``"tokens"`` (HY-V4-VL's video processor,
   :func:`mrope.media.smart_resize_tokens`): frames are never scaled up, each is at most
   ``video_frame_max_pixels`` pixels, and the clip's ``n * rows * (cols + 1)`` tokens (``n`` sampled frames
   of ``rows x cols`` merged patches, one newline token a row) stay within ``video_max_pixels /
   resize_factor**2``. ``frame_sampling`` picks which frames a video processor samples: ``"qwen-vl-utils"``
-  (``smart_nframes``, float32 ``linspace``), ``"qwen3-vl"`` (transformers' Qwen3VLVideoProcessor:
+  (``smart_nframes``, float32 ``linspace``), ``"qwen2-vl"`` (transformers' Qwen2VLVideoProcessor as
+  released, sampling off: every frame; a call's ``fps`` or ``nframes`` samples by its ``sample_frames``),
+  ``"qwen3-vl"`` (transformers' Qwen3VLVideoProcessor:
   ``int(frames / rate * fps)`` clamped to ``[min_frames, max_frames]`` and the frame count, float64
   ``linspace``) or ``"glm4v"`` (Glm4vVideoProcessor: one frame every ``1 / fps`` s up to
   ``max_duration`` seconds, evenly spread over the clip beyond, an even count) or ``"glm46v"``
@@ -124,7 +128,7 @@ ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)", "i*(spg*tps) f64"]
 PixelBounds = Literal["frame", "clip", "edges"]
 VideoPixelBounds = Literal["frame", "clip", "tokens"]
-FrameSampling = Literal["qwen-vl-utils", "qwen3-vl", "glm4v", "glm46v", "ernie"]
+FrameSampling = Literal["qwen-vl-utils", "qwen2-vl", "qwen3-vl", "glm4v", "glm46v", "ernie"]
 VideoSupport = Literal["sized", "grids", "none"]
 
 AudioTokenRule = Literal["stride4", "window"]
@@ -136,6 +140,9 @@ TimeRounding = Literal["trunc", "none"]
 
 MAX_PIXELS_RULE = 2**50
 """Largest pixel-count rule (``image_max_pixels``, ``video_total_pixels``, ...): far above any family's."""
+NO_CLIP_BUDGET = MAX_PIXELS_RULE
+"""``video_total_pixels`` of a processor that shares no clip budget out among the frames: the largest
+rule, so the per-frame share never binds."""
 MAX_FRAMES_RULE = 1 << 20
 """Largest frame-count rule (``min_frames``, ``max_frames``)."""
 

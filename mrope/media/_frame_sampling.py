@@ -1,7 +1,7 @@
 """Pick the frames :func:`mrope.media.load_video` sizes a video by, under ``rules.frame_sampling``.
 
 Each rule is one function in :data:`FRAME_SAMPLERS`, keyed by the rule's value (``"qwen-vl-utils"``,
-``"qwen3-vl"``, ``"glm4v"``, ``"glm46v"``, ``"ernie"``); :func:`sample_video_frames` looks the rule up
+``"qwen2-vl"``, ``"qwen3-vl"``, ``"glm4v"``, ``"glm46v"``, ``"ernie"``); :func:`sample_video_frames` looks the rule up
 there. The index arithmetic of each processor is in :mod:`mrope.media._sampling`; this module only
 resolves a call's keywords against the rules and hands them to the right one.
 """
@@ -20,6 +20,7 @@ from mrope.media._sampling import (
     ernie_frame_indices,
     glm4v_frame_indices,
     glm46v_frame_indices,
+    qwen2_vl_frame_indices,
     qwen3_vl_frame_indices,
     sample_frame_indices,
     trimmed_frame_indices,
@@ -128,6 +129,21 @@ def _sample_qwen_vl_utils(info: VideoInfo, lay: LayoutRules, req: FrameRequest) 
     )
 
 
+def _sample_qwen2_vl(info: VideoInfo, lay: LayoutRules, req: FrameRequest) -> np.ndarray:
+    """transformers' Qwen2-VL video processor: every frame, or its ``sample_frames`` when the call passes
+    ``fps`` or ``nframes`` (the rules' ``fps`` is not a default: the released processor does not sample)."""
+    _refuse_trim(lay, req)
+    return qwen2_vl_frame_indices(
+        info.num_frames,
+        info.fps,
+        fps=req.fps,
+        nframes=req.nframes,
+        min_frames=req.min_frames,
+        max_frames=req.max_frames,
+        temporal_patch_size=lay.temporal_patch_size,
+    )
+
+
 def _sample_qwen3_vl(info: VideoInfo, lay: LayoutRules, req: FrameRequest) -> np.ndarray:
     """transformers' Qwen3-VL video processor."""
     _refuse_trim(lay, req)
@@ -165,6 +181,7 @@ def _sample_ernie(info: VideoInfo, lay: LayoutRules, req: FrameRequest) -> np.nd
 
 FRAME_SAMPLERS: dict[str, FrameSampler] = {
     "qwen-vl-utils": _sample_qwen_vl_utils,
+    "qwen2-vl": _sample_qwen2_vl,
     "qwen3-vl": _sample_qwen3_vl,
     "glm4v": _sample_glm4v,
     "glm46v": _sample_glm46v,

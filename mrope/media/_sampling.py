@@ -500,3 +500,59 @@ def ernie_frame_indices(
     if idx.size % 2:
         idx = np.append(idx, idx[-1])
     return idx
+
+
+def qwen2_vl_frame_indices(
+    num_frames: int,
+    video_fps: float,
+    fps: float | None = None,
+    nframes: int | None = None,
+    min_frames: int = 4,
+    max_frames: int = 768,
+    temporal_patch_size: int = 2,
+) -> np.ndarray:
+    """The frame indices transformers 5.24's Qwen2-VL video processor keeps (Qwen2-VL, Qwen2.5-VL and
+    the omni families' video processor, models/qwen2_vl/video_processing_qwen2_vl.py).
+
+    Its class sets ``do_sample_frames = False`` (:130) and the released checkpoints' processor files do not
+    turn it on, so without ``fps`` and ``nframes`` every frame is kept: ``0 .. num_frames - 1`` (an odd
+    count is padded with its last frame when the frames are cut into temporal patches, ``patchify``
+    :286). With either (a call that asks to sample, as ``do_sample_frames=True`` with ``fps`` or
+    ``num_frames`` does there), its ``sample_frames`` (:170-235): ``nframes`` gives ``n = round(nframes
+    / tps) * tps``; ``fps`` gives ``n = num_frames / video_fps * fps`` clamped to ``[min_frames,
+    floor_tps(min(max_frames, num_frames))]`` and to ``num_frames``, floored to a multiple of ``tps``;
+    the indices are ``torch.arange(0, num_frames, num_frames / n).int()`` (:233,
+    :func:`torch_arange_float32`, truncated).
+
+    Returns:
+        int64 ``[n]``, increasing, in ``[0, num_frames)``.
+
+    Raises:
+        MediaError: ``fps`` with ``nframes``; a sample count of 0 or above the frame count; more than
+            :data:`MAX_SAMPLED_VIDEO_FRAMES` frames kept, or :data:`_TORCH_GRAIN` sampled; bad counts or rates.
+    """
+    total = _positive_int(num_frames, "num_frames")
+    tps = _positive_int(temporal_patch_size, "temporal_patch_size")
+    if fps is not None and nframes is not None:
+        raise MediaError(f"pass fps or nframes, not both; got fps={fps!r}, nframes={nframes!r}")
+    if fps is None and nframes is None:
+        if total > MAX_SAMPLED_VIDEO_FRAMES:
+            raise MediaError(
+                f"the video claims {total:,} frames; at most {MAX_SAMPLED_VIDEO_FRAMES:,} are kept (a header "
+                "claiming this many frames is most likely corrupt)"
+            )
+        return np.arange(total, dtype=np.int64)
+    if nframes is not None:
+        n = _round_by(_positive_int(nframes, "nframes"), tps)
+    else:
+        lo, hi = _positive_int(min_frames, "min_frames"), _positive_int(max_frames, "max_frames")
+        want = total / _positive_real(video_fps, "video fps") * _positive_real(fps, "fps")
+        n = _floor_by(min(max(want, lo), _floor_by(min(hi, total), tps), total), tps)
+    if not 1 <= n <= total:
+        raise MediaError(
+            f"cannot sample {n} frames from a video of {total} frames: transformers' Qwen2-VL video "
+            f"processor samples a multiple of {tps} frames, at least {tps} and at most the frame count"
+        )
+    if n >= _TORCH_GRAIN:
+        raise MediaError(f"at most {_TORCH_GRAIN - 1:,} frames can be sampled by this rule; got {n:g}")
+    return torch_arange_float32(total, total / n).astype(np.int64)

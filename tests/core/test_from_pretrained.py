@@ -402,11 +402,15 @@ def test_video_keys_that_change_grids_are_refused_not_ignored(tmp_path: Path) ->
     assert real_module.Qwen3VLVideoProcessor.from_pretrained(str(folder)).num_frames == 16
     with pytest.raises(LayoutError, match="num_frames must be one of .*got 16 .a fixed frame count"):
         mrope.from_pretrained(folder)
-    # Qwen2-VL / 2.5-VL: mrope's qwen-vl-utils rule is the capped one with 128000 tokens
+    # Qwen2-VL / 2.5-VL (video_processing_qwen2_vl.py:253-260): the cap shares int(128000 * 28**2 * 0.9)
+    # px out among the frames; without it (false, or unset as released) no clip budget applies
     two = {"cap_pixels_per_frame": True, "max_video_tokens": 128000}
     folder = _write(tmp_path / "q2", config=QWEN2_5_CONFIG, video_preprocessor_config=two)
-    assert mrope.from_pretrained(folder).rules == get_family("qwen2.5-vl").rules
-    for key, value in (("max_video_tokens", 64000), ("cap_pixels_per_frame", False)):
+    released = get_family("qwen2.5-vl").rules
+    assert mrope.from_pretrained(folder).rules == released.replace(video_total_pixels=90_316_800)
+    _write(tmp_path / "q2", config=QWEN2_5_CONFIG, video_preprocessor_config={**two, "cap_pixels_per_frame": False})
+    assert mrope.from_pretrained(folder).rules == released
+    for key, value in (("max_video_tokens", 64000), ("do_sample_frames", True)):
         _write(tmp_path / "q2", config=QWEN2_5_CONFIG, video_preprocessor_config={**two, key: value})
         with pytest.raises(LayoutError, match=f"{key} must be one of"):
             mrope.from_pretrained(folder)

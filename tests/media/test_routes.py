@@ -260,14 +260,15 @@ def test_qwen_vl_utils_route_sizes_video_files_as_fetch_video(qvu, videos, name:
 
 
 def test_negative_control_a_rotated_mkv_differs_by_route(qvu, videos) -> None:
-    """decord does not rotate Matroska; the processor route's torchcodec does."""
+    """decord does not rotate Matroska (its frames stay 96 x 64 landscape); the processor route's torchcodec
+    does (64 x 96 portrait), sized by the released folder's bounds (transformers' own ``smart_resize``)."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
     video = qvu.fetch_video({"video": str(videos["rotated mkv"])})
     processor = load_video(videos["rotated mkv"], model=MODEL, route="processor")
-    assert (
-        processor.grid[1:]
-        == (video.shape[3] // 14, video.shape[2] // 14)
-        != (video.shape[2] // 14, video.shape[3] // 14)
-    )
+    h, w = smart_resize(96, 64, factor=28, min_pixels=3136, max_pixels=12845056)
+    assert processor.grid[1:] == (h // 14, w // 14) and h > w
+    assert video.shape[2] < video.shape[3]
 
 
 @pytest.mark.parametrize("name", ["plain", "long (250 s)"])

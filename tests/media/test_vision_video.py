@@ -22,6 +22,16 @@ from mrope.media._sampling import sample_fps, sample_frame_indices, sampled_time
 
 pytestmark = pytest.mark.timeout(60)
 
+QWEN_VL_UTILS = {
+    "frame_sampling": "qwen-vl-utils",
+    "video_min_pixels": 128 * 28 * 28,
+    "video_max_pixels": 768 * 28 * 28,
+    "video_total_pixels": int(128000 * 28 * 28 * 0.9),
+}
+"""qwen-vl-utils' video rule as rules (vision_process.py: VIDEO_MIN/MAX_TOKEN_NUM 128 / 768, MODEL_SEQ_LEN
+128000, smart_nframes): the tests below derive its answers by hand (``route="qwen-vl-utils"`` would also
+switch the reader to decord)."""
+
 VFR_TIMES = [0.0, 0.1, 0.2, 0.5, 0.6, 1.5, 1.6, 1.7, 3.0, 3.1, 3.2, 3.3, 3.4, 5.0, 5.1, 5.2]
 
 
@@ -289,7 +299,7 @@ def test_decode_reports_a_short_file(vids):
 
 
 def test_load_video_from_metadata(vids):
-    v = load_video(vids["h264"], model="qwen2-vl")  # 48 frames at 12 fps: n = 8, frames 64 x 48 -> 280 x 392
+    v = load_video(vids["h264"], model="qwen2-vl", rules=QWEN_VL_UTILS)  # 48 frames at 12 fps: n = 8, frames 64 x 48 -> 280 x 392
     idx = sample_frame_indices(48, 12.0)
     assert idx.tolist() == [0, 7, 13, 20, 27, 34, 40, 47]
     assert v.grid == (4, 20, 28)
@@ -300,15 +310,15 @@ def test_load_video_from_metadata(vids):
     assert block.grid == (4, 10, 14)
     t = p.ids[0, block.start : block.stop].reshape(4, 10, 14)[:, 0, 0]
     assert (t - t[0]).tolist() == [0, 2, 4, 6]  # floor(i * 1.0 s * 2 tokens/s)
-    few = load_video(vids["h264"], nframes=4, wrap=False, model="qwen2-vl")
+    few = load_video(vids["h264"], nframes=4, wrap=False, model="qwen2-vl", rules=QWEN_VL_UTILS)
     assert few.grid[0] == 2 and few.wrap is False
-    assert load_video(vids["h264"], fps=1.0, model="qwen2-vl").grid[0] == 2  # 4 s at 1 fps = 4 frames
+    assert load_video(vids["h264"], fps=1.0, model="qwen2-vl", rules=QWEN_VL_UTILS).grid[0] == 2  # 4 s at 1 fps = 4 frames
 
 
 def test_load_video_pixel_budget():
     # 1 hour of 1080p at 30 fps, from metadata alone (no file exists): 768 frames
     hour = VideoInfo(fps=30.0, num_frames=108_000, duration=3600.0, width=1920, height=1080)
-    v = load_video(hour, model="qwen2-vl")
+    v = load_video(hour, model="qwen2-vl", rules=QWEN_VL_UTILS)
     # budget (qwen-vl-utils, total = int(128000 * 784 * 0.9) = 90316800 px): max(min(768 * 784 = 602112,
     # 90316800 / 768 * 2 = 235200), int(128 * 784 * 1.05) = 105369) = 235200;
     # smart_resize(1080, 1920, max_pixels=235200) = 336 x 644 (beta 2.969)
@@ -316,18 +326,20 @@ def test_load_video_pixel_budget():
     assert len(v.frame_times) == 768 and v.frame_times[-1] == pytest.approx(107_999 / 30)
     assert v.fps == pytest.approx(768 / 108_000 * 30)
     # a small total budget: the floor int(128 * 784 * 1.05) = 105369 binds -> 224 x 420 (beta 4.436)
-    assert load_video(hour, rules={"video_total_pixels": 28 * 28 * 100}, model="qwen2-vl").grid == (
+    assert load_video(hour, rules={**QWEN_VL_UTILS, "video_total_pixels": 28 * 28 * 100}, model="qwen2-vl").grid == (
         384,
         16,
         30,
     )
     # a total budget of 300000 px per frame binds instead: beta = sqrt(2073600 / 300000) -> 392 x 728
-    roomy = load_video(hour, rules={"video_total_pixels": 300_000 * 768 // 2}, model="qwen2-vl")
+    roomy = load_video(
+        hour, rules={**QWEN_VL_UTILS, "video_total_pixels": 300_000 * 768 // 2}, model="qwen2-vl"
+    )
     assert roomy.grid == (384, 28, 52)
 
 
 def test_load_video_vfr_uses_real_times(vids):
-    v = load_video(vids["vfr"], nframes=4, model="qwen2-vl")
+    v = load_video(vids["vfr"], nframes=4, model="qwen2-vl", rules=QWEN_VL_UTILS)
     idx = sample_frame_indices(len(VFR_TIMES), probe_video(vids["vfr"]).fps, nframes=4)
     np.testing.assert_allclose(v.frame_times, np.asarray(VFR_TIMES)[idx], atol=1e-3)
     seen: list[str] = []
@@ -343,19 +355,25 @@ def test_load_video_vfr_uses_real_times(vids):
 
 def test_load_video_errors(vids):
     with pytest.raises(MediaError, match="nframes=100"):
-        load_video(vids["h264"], nframes=100, model="qwen2-vl")  # more than the video's 48 frames
+        load_video(vids["h264"], nframes=100, model="qwen2-vl", rules=QWEN_VL_UTILS)  # more than the video's 48 frames
     with pytest.raises(MediaError, match="one-frame video.*give its frame as an image"):
-        load_video(vids["one"], model="qwen2-vl")  # a one-frame video cannot make a temporal patch of 2
+        load_video(vids["one"], model="qwen2-vl", rules=QWEN_VL_UTILS)  # a one-frame video cannot make a temporal patch of 2
     with pytest.raises(MediaError, match="not both"):
-        load_video(vids["h264"], fps=1.0, nframes=4, model="qwen2-vl")
+        load_video(vids["h264"], fps=1.0, nframes=4, model="qwen2-vl", rules=QWEN_VL_UTILS)
     with pytest.raises(MediaError, match="video fps"):
         load_video(
-            VideoInfo(fps=float("nan"), num_frames=100, duration=1.0, width=64, height=48), model="qwen2-vl"
+            VideoInfo(fps=float("nan"), num_frames=100, duration=1.0, width=64, height=48),
+            model="qwen2-vl",
+            rules=QWEN_VL_UTILS,
         )
     with pytest.raises(MediaError, match="video fps"):
-        load_video(VideoInfo(fps=0.0, num_frames=100, duration=1.0, width=64, height=48), model="qwen2-vl")
+        load_video(
+            VideoInfo(fps=0.0, num_frames=100, duration=1.0, width=64, height=48),
+            model="qwen2-vl",
+            rules=QWEN_VL_UTILS,
+        )
     with pytest.raises(MediaError, match="sampling fps"):
-        load_video(vids["h264"], fps=0.0, model="qwen2-vl")
+        load_video(vids["h264"], fps=0.0, model="qwen2-vl", rules=QWEN_VL_UTILS)
 
 
 # ---------------------------------------------------------------------------------------- bad inputs

@@ -18,11 +18,13 @@ pads audio to its ``n_samples`` (300 s, 30000 frames) and truncates longer clips
 own keyword (default 2.0), not the sampled rate.
 Rotary (1299): Qwen2-VL's chunked [16, 24, 24], neox, theta 1e6, head_dim 128.
 Sizing (image_processing_auto / video_processing_auto: Qwen2VLImageProcessor, Qwen2VLVideoProcessor): images
-3136 .. 12845056 px (the released preprocessor_config.json); videos as qwen-vl-utils (qwen-omni-utils, the
-model card's recipe), as Qwen2.5-VL: 128 .. 768 tokens a frame, the clip within 128000 tokens' pixels. The
-processor passes its own ``videos_kwargs`` size (128 * 28^2 .. 768 * 28^2) to the video processor at every
-call, over whatever the video processor's config says (``ProcessorMixin._merge_kwargs``), so a saved video
-size is read by nothing and mrope ignores it.
+3136 .. 12845056 px (the released preprocessor_config.json); videos as that video processor does with the
+released folder (``route="processor"``): every frame kept, no clip budget (its class defaults
+``do_sample_frames`` off and ``cap_pixels_per_frame`` unset: :data:`mrope.models._families.qwen2_vl.RELEASED_VIDEO`),
+each frame within 128 .. 768 tokens of 28^2 px. The processor passes that size as its own
+``videos_kwargs`` (processing_qwen2_5_omni.py:127-132) to the video processor at every call, over whatever
+the video processor's config says (``ProcessorMixin._merge_kwargs``), so a saved video size is read by
+nothing and mrope ignores it. The model card's qwen-omni-utils recipe is ``route="qwen-vl-utils"``.
 """
 
 from mrope.models._families import qwen2_5_vl, qwen2_vl
@@ -64,6 +66,8 @@ FAMILY = ModelFamily(
         advance="max+1",
         pad_position=1,
         image_max_pixels=12845056,
+        video_min_pixels=128 * 28 * 28,  # processing_qwen2_5_omni.py:127-132 videos_kwargs size
+        video_max_pixels=768 * 28 * 28,
         audio_pad_id=151646,
         audio_start_id=151647,
         audio_end_id=151648,

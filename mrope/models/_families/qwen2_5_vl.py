@@ -19,7 +19,7 @@ FAMILY = ModelFamily(
         "Qwen/Qwen2.5-VL-32B-Instruct",
         "Qwen/Qwen2.5-VL-72B-Instruct",
     ),
-    # sizing as Qwen2-VL (same preprocessor_config.json values, same qwen-vl-utils video rule);
+    # sizing as Qwen2-VL (the same released preprocessor_config.json values, the same video processor);
     # tokens_per_second: config.json vision_config.tokens_per_second of every released checkpoint is 2
     # (the 5.24 config class defaults to 4); video time in float32 as the release computes it
     rules=qwen2_vl.FAMILY.rules.replace(

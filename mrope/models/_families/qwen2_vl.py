@@ -6,7 +6,7 @@ transformers 4.x ``get_rope_index``, which vLLM keeps; transformers 5.24's ``get
 Rotary: chunked [16, 24, 24], neox, theta 1e6, head_dim 128 (released config.json).
 """
 
-from mrope._rules import LayoutRules
+from mrope._rules import NO_CLIP_BUDGET, LayoutRules
 from mrope._spec import RopeSpec
 from mrope.models._family import CheckpointChoice, ModelFamily
 
@@ -32,26 +32,55 @@ def clip_pixels(factor: int) -> int:
     return int(VIDEO_TOKENS * factor * factor * 0.9)
 
 
-def video_tokens_choice(factor: int) -> CheckpointChoice:
-    """The ``max_video_tokens`` key: :data:`VIDEO_TOKENS` is the budget mrope computes, another is refused."""
-    return CheckpointChoice(
-        "video_total_pixels",
-        {VIDEO_TOKENS: clip_pixels(factor)},
-        why=f"mrope's clip budget is qwen-vl-utils' {VIDEO_TOKENS} tokens",
-    )
+def qwen2_video_fields(factor: int) -> dict[str, CheckpointChoice]:
+    """Qwen2VLVideoProcessor's keys that change grids beyond the pixel bounds, at a resize factor.
+
+    - ``cap_pixels_per_frame``: ``true`` shares ``max_video_tokens * factor**2 * 0.9`` pixels out among
+      the frames (transformers 5.24 models/qwen2_vl/video_processing_qwen2_vl.py:253-260, qwen-vl-utils'
+      rule); ``false``, or unset (``None``, read as ``false`` at :335-342), shares none. mrope keeps
+      qwen-vl-utils' float share ``total / n * 2``; the 5.24 processor floors ``total * 2 // n``, which
+      lands one patch row lower in about 1 capped clip in 20,000 (10 of 200,000 random clips).
+    - ``max_video_tokens``: only :data:`VIDEO_TOKENS`, the budget mrope computes, is accepted (it acts
+      only under the cap; the choice holds the frame rule it agrees with).
+    - ``do_sample_frames``: ``false`` (the class default, :130) keeps every frame; ``true`` samples at the
+      processor's ``fps`` / ``num_frames``, which mrope does not read from a file (refused; a call's
+      ``fps`` or ``nframes`` samples as ``sample_frames`` does).
+    """
+    return {
+        "video:cap_pixels_per_frame": CheckpointChoice(
+            "video_total_pixels", {True: clip_pixels(factor), False: NO_CLIP_BUDGET}
+        ),
+        "video:max_video_tokens": CheckpointChoice(
+            "video_bounds", {VIDEO_TOKENS: "frame"}, why=f"mrope's clip budget is {VIDEO_TOKENS} tokens"
+        ),
+        "video:do_sample_frames": CheckpointChoice(
+            "frame_sampling",
+            {False: "qwen2-vl"},
+            why="mrope reads no sampling rate from the file; pass fps or nframes with each video instead",
+        ),
+    }
 
 
-QWEN2_VIDEO_FIELDS = {
-    "video:cap_pixels_per_frame": CheckpointChoice(
-        "video_bounds", {True: "frame"}, why="mrope sizes videos as qwen-vl-utils does: the capped rule"
-    ),
-    "video:max_video_tokens": video_tokens_choice(28),
+QWEN2_VIDEO_FIELDS = qwen2_video_fields(28)
+"""Qwen2VLVideoProcessor's keys at Qwen2-VL's resize factor 28 (:func:`qwen2_video_fields`)."""
+
+RELEASED_VIDEO = {
+    "video_min_pixels": 3136,
+    "video_max_pixels": 12845056,
+    "video_total_pixels": NO_CLIP_BUDGET,
+    "frame_sampling": "qwen2-vl",
+    "video_bounds": "frame",
 }
-"""Qwen2VLVideoProcessor's keys for the clip's pixel budget (5.24: ``cap_pixels_per_frame`` bounds the
-frames by ``max_video_tokens * 28^2 * 0.9`` shared by the clip, as qwen-vl-utils does): the values mrope
-computes are accepted, others refused. mrope keeps qwen-vl-utils' float share ``total / n * 2``; the 5.24
-processor floors ``total * 2 // n``, which lands one patch row lower in about 1 clip in 20,000 (10 of
-200,000 random clips)."""
+"""What transformers 5.24's video processor does with a released Qwen2-VL / Qwen2.5-VL folder
+(``route="processor"``). The folders ship no video processor config, so ``AutoVideoProcessor`` builds
+Qwen2VLVideoProcessor from ``preprocessor_config.json`` (video_processing_utils.py
+``get_video_processor_dict``): its ``min_pixels`` 3136 / ``max_pixels`` 12845056 become the video
+``size`` (video_processing_qwen2_vl.py:143-151; Qwen/Qwen2-VL-7B-Instruct and
+Qwen/Qwen2.5-VL-7B-Instruct ``preprocessor_config.json`` on the Hugging Face Hub), every frame is kept
+(``do_sample_frames = False``, :130) and no clip budget is shared out (``cap_pixels_per_frame`` unset,
+:335-342). ``fps`` 2, frames 4..768 are the class's ``sample_frames`` bounds for a call that asks to
+sample. The model-card recipe (qwen-vl-utils' 128..768 tokens a frame, 2 fps) is ``route="qwen-vl-utils"``
+(:data:`mrope.models._routes.ROUTES`)."""
 
 FAMILY = ModelFamily(
     name="qwen2-vl",
@@ -75,18 +104,10 @@ FAMILY = ModelFamily(
         # preprocessor_config.json sets min_pixels 3136, max_pixels 12845056)
         image_min_pixels=3136,
         image_max_pixels=12845056,
-        # videos: qwen-vl-utils (fetch_video), which the model cards use: frames sampled by smart_nframes
-        # (fps 2, 4..768 frames), each frame within 128..768 tokens x 28^2, and the clip within
-        # MODEL_SEQ_LEN 128000 x 28^2 x 0.9 pixels shared by its frames (qwen-vl-utils
-        # qwen_vl_utils/vision_process.py: MODEL_SEQ_LEN, smart_nframes, fetch_video)
-        video_min_pixels=128 * 28 * 28,
-        video_max_pixels=768 * 28 * 28,
-        video_total_pixels=clip_pixels(28),
+        **RELEASED_VIDEO,
         fps=2.0,
         min_frames=4,
         max_frames=768,
-        frame_sampling="qwen-vl-utils",
-        video_bounds="frame",
         image_bounds="frame",
     ),
     spec=RopeSpec(head_dim=128, rotary_dim=128, theta=1_000_000.0, mrope_section=(16, 24, 24)),

@@ -20,11 +20,10 @@ mrope does not. Without any image or video grid, 5.24 takes another branch that 
 at valid tokens agree).
 Rotary (1239): Qwen3-VL's interleaved [24, 20, 20], neox, theta 1e6, head_dim 128 (released).
 Sizing: Qwen2VLImageProcessor / Qwen2VLVideoProcessor (the auto mappings) with patch 16, so the resize factor
-is 32; videos as Qwen2.5-Omni's (qwen-vl-utils' rule; the processor's own ``videos_kwargs`` size 128 * 32^2 ..
-768 * 32^2 px a frame, passed over any saved one), and the clip within 128000 tokens of 32^2 px
-(``int(max_video_tokens * factor**2 * 0.9)``, Qwen2VLVideoProcessor's capped resize), not of 28^2 (its
-integer share of the budget per frame differs from qwen-vl-utils' float one by a patch row in about 1 clip
-in 20,000: see :data:`mrope.models._families.qwen2_vl.QWEN2_VIDEO_FIELDS`).
+is 32; videos as Qwen2.5-Omni's (every frame, no clip budget unless a saved ``cap_pixels_per_frame: true``
+shares ``int(max_video_tokens * 32**2 * 0.9)`` px out: :func:`mrope.models._families.qwen2_vl.qwen2_video_fields`),
+each frame within the processor's own ``videos_kwargs`` size 128 * 32^2 .. 768 * 32^2 px
+(processing_qwen3_omni_moe.py:133-138), passed over any saved one.
 A video's ``second_per_grid`` is ``2 / fps`` with ``fps`` the processor's keyword, 1.0 by default (not
 Qwen2.5-Omni's 2.0, and not the rate the frames were sampled at).
 """
@@ -49,7 +48,6 @@ FAMILY = ModelFamily(
         image_max_pixels=12845056,
         video_min_pixels=128 * 32 * 32,
         video_max_pixels=768 * 32 * 32,
-        video_total_pixels=qwen2_vl.clip_pixels(32),
         audio_pad_id=151675,
         audio_start_id=151669,
         audio_end_id=151670,
@@ -80,7 +78,6 @@ FAMILY = ModelFamily(
     checkpoint_fields={
         "config:audio_config.n_window": "audio_window",
         **qwen2_5_omni.OMNI_VIDEO_SIZE_KEYS,
-        "video:cap_pixels_per_frame": qwen2_vl.QWEN2_VIDEO_FIELDS["video:cap_pixels_per_frame"],
-        "video:max_video_tokens": qwen2_vl.video_tokens_choice(32),
+        **qwen2_vl.qwen2_video_fields(32),
     },
 )
