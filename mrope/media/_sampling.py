@@ -528,7 +528,9 @@ def qwen2_vl_frame_indices(
         int64 ``[n]``, increasing, in ``[0, num_frames)``.
 
     Raises:
-        MediaError: ``fps`` with ``nframes``; a sample count of 0 or above the frame count; more than
+        MediaError: ``fps`` with ``nframes``; a sample count of 0 or above the frame count; a count whose
+            ``arange`` overshoots to index ``num_frames`` (300 frames, 14 samples: transformers indexes
+            a frame past the end); more than
             :data:`MAX_SAMPLED_VIDEO_FRAMES` frames kept, or :data:`_TORCH_GRAIN` sampled; bad counts or rates.
     """
     total = _positive_int(num_frames, "num_frames")
@@ -555,4 +557,11 @@ def qwen2_vl_frame_indices(
         )
     if n >= _TORCH_GRAIN:
         raise MediaError(f"at most {_TORCH_GRAIN - 1:,} frames can be sampled by this rule; got {n:g}")
-    return torch_arange_float32(total, total / n).astype(np.int64)
+    idx = torch_arange_float32(total, total / n).astype(np.int64)
+    if idx[-1] >= total:  # e.g. 300 frames, n 14: 300 / (300 / 14) > 14, so 15 values, the last 300
+        raise MediaError(
+            f"transformers' Qwen2-VL sample_frames picks frame {idx[-1]} of a {total}-frame video here: "
+            f"torch.arange(0, {total}, {total} / {n}) overshoots by float rounding to a frame that does not "
+            "exist; pass another fps or nframes"
+        )
+    return idx

@@ -408,7 +408,11 @@ def test_video_keys_that_change_grids_are_refused_not_ignored(tmp_path: Path) ->
     folder = _write(tmp_path / "q2", config=QWEN2_5_CONFIG, video_preprocessor_config=two)
     released = get_family("qwen2.5-vl").rules
     assert mrope.from_pretrained(folder).rules == released.replace(video_total_pixels=90_316_800)
-    _write(tmp_path / "q2", config=QWEN2_5_CONFIG, video_preprocessor_config={**two, "cap_pixels_per_frame": False})
+    _write(
+        tmp_path / "q2",
+        config=QWEN2_5_CONFIG,
+        video_preprocessor_config={**two, "cap_pixels_per_frame": False},
+    )
     assert mrope.from_pretrained(folder).rules == released
     for key, value in (("max_video_tokens", 64000), ("do_sample_frames", True)):
         _write(tmp_path / "q2", config=QWEN2_5_CONFIG, video_preprocessor_config={**two, key: value})

@@ -92,21 +92,13 @@ def displayed(frames: np.ndarray, quarter_turns: int) -> np.ndarray:
 
 
 def qwen2_vl_grid(frame_h: int, frame_w: int) -> tuple[int, int, int]:
-    """qwen-vl-utils' ``fetch_video`` rule for Qwen2-VL (patch 14, merge 2), written out from its source:
-    ``smart_nframes`` (FPS 2, 4 .. 768 frames, a multiple of FRAME_FACTOR 2) and the per-frame budget
-    ``max(min(VIDEO_MAX_PIXELS, VIDEO_TOTAL_PIXELS / n * 2), int(VIDEO_MIN_PIXELS * 1.05))``, VIDEO_MIN /
-    MAX_TOKEN_NUM 128 / 768, VIDEO_TOTAL_PIXELS = 128000 * 28^2 * 0.9; the frame size is the frames'
-    (``video.shape``) after the reader."""
-    factor = 28
-    n = NUM_FRAMES / FPS * 2.0
-    n = min(max(n, 4), math.floor(min(768, NUM_FRAMES) / 2) * 2, NUM_FRAMES)
-    n = math.floor(n / 2) * 2
-    min_pixels = 128 * factor * factor
-    max_pixels = max(
-        min(768 * factor * factor, int(128000 * factor * factor * 0.9) / n * 2), int(min_pixels * 1.05)
-    )
-    h, w = qwen2_smart_resize(frame_h, frame_w, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
-    return (math.ceil(n / 2), h // 14, w // 14)
+    """transformers 5.24's Qwen2VLVideoProcessor as a released Qwen2-VL folder configures it, written out
+    from its source (video_processing_qwen2_vl.py): ``do_sample_frames`` off, so every frame (:130), an odd
+    count padded to whole temporal patches of 2 (:286); no clip budget (``cap_pixels_per_frame`` unset,
+    :342); each frame by ``smart_resize`` within the preprocessor_config.json bounds 3136 .. 12845056; the
+    frame size is the frames' after the reader."""
+    h, w = qwen2_smart_resize(frame_h, frame_w, factor=28, min_pixels=3136, max_pixels=12845056)
+    return (math.ceil(NUM_FRAMES / 2), h // 14, w // 14)
 
 
 def processor_grid(family: str, path: Path, quarter_turns: int) -> tuple[int, int, int]:

@@ -299,7 +299,9 @@ def test_decode_reports_a_short_file(vids):
 
 
 def test_load_video_from_metadata(vids):
-    v = load_video(vids["h264"], model="qwen2-vl", rules=QWEN_VL_UTILS)  # 48 frames at 12 fps: n = 8, frames 64 x 48 -> 280 x 392
+    v = load_video(
+        vids["h264"], model="qwen2-vl", rules=QWEN_VL_UTILS
+    )  # 48 frames at 12 fps: n = 8, frames 64 x 48 -> 280 x 392
     idx = sample_frame_indices(48, 12.0)
     assert idx.tolist() == [0, 7, 13, 20, 27, 34, 40, 47]
     assert v.grid == (4, 20, 28)
@@ -312,7 +314,9 @@ def test_load_video_from_metadata(vids):
     assert (t - t[0]).tolist() == [0, 2, 4, 6]  # floor(i * 1.0 s * 2 tokens/s)
     few = load_video(vids["h264"], nframes=4, wrap=False, model="qwen2-vl", rules=QWEN_VL_UTILS)
     assert few.grid[0] == 2 and few.wrap is False
-    assert load_video(vids["h264"], fps=1.0, model="qwen2-vl", rules=QWEN_VL_UTILS).grid[0] == 2  # 4 s at 1 fps = 4 frames
+    assert (
+        load_video(vids["h264"], fps=1.0, model="qwen2-vl", rules=QWEN_VL_UTILS).grid[0] == 2
+    )  # 4 s at 1 fps = 4 frames
 
 
 def test_load_video_pixel_budget():
@@ -326,7 +330,9 @@ def test_load_video_pixel_budget():
     assert len(v.frame_times) == 768 and v.frame_times[-1] == pytest.approx(107_999 / 30)
     assert v.fps == pytest.approx(768 / 108_000 * 30)
     # a small total budget: the floor int(128 * 784 * 1.05) = 105369 binds -> 224 x 420 (beta 4.436)
-    assert load_video(hour, rules={**QWEN_VL_UTILS, "video_total_pixels": 28 * 28 * 100}, model="qwen2-vl").grid == (
+    assert load_video(
+        hour, rules={**QWEN_VL_UTILS, "video_total_pixels": 28 * 28 * 100}, model="qwen2-vl"
+    ).grid == (
         384,
         16,
         30,
@@ -355,9 +361,13 @@ def test_load_video_vfr_uses_real_times(vids):
 
 def test_load_video_errors(vids):
     with pytest.raises(MediaError, match="nframes=100"):
-        load_video(vids["h264"], nframes=100, model="qwen2-vl", rules=QWEN_VL_UTILS)  # more than the video's 48 frames
+        load_video(
+            vids["h264"], nframes=100, model="qwen2-vl", rules=QWEN_VL_UTILS
+        )  # more than the video's 48 frames
     with pytest.raises(MediaError, match="one-frame video.*give its frame as an image"):
-        load_video(vids["one"], model="qwen2-vl", rules=QWEN_VL_UTILS)  # a one-frame video cannot make a temporal patch of 2
+        load_video(
+            vids["one"], model="qwen2-vl", rules=QWEN_VL_UTILS
+        )  # a one-frame video cannot make a temporal patch of 2
     with pytest.raises(MediaError, match="not both"):
         load_video(vids["h264"], fps=1.0, nframes=4, model="qwen2-vl", rules=QWEN_VL_UTILS)
     with pytest.raises(MediaError, match="video fps"):

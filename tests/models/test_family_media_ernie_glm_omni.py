@@ -14,10 +14,10 @@ Expected values come from transformers' code only:
   ``Glm46VImageProcessorPil``.
 - Qwen2.5-Omni and Qwen3-Omni: ``Qwen2VLVideoProcessor`` / ``Qwen2VLImageProcessorPil`` (video / image
   auto mappings), with the combined processor's own ``videos_kwargs`` size (which it passes over the video
-  processor's at every call, ``ProcessorMixin._merge_kwargs``) and the reference per-frame cap
-  (``cap_pixels_per_frame``): compiled from source as above. mrope sizes these videos as qwen-vl-utils does
-  (the model cards' recipe; the video processor's class default samples nothing): grids equal the
-  processor's ``sample_frames(fps=2)`` + capped ``resize``; the frames it picks differ (see the tests).
+  processor's at every call, ``ProcessorMixin._merge_kwargs``): compiled from source as above. As released
+  its class defaults keep every frame (``do_sample_frames`` off) and share no clip budget
+  (``cap_pixels_per_frame`` unset); a call's ``fps`` / ``nframes`` runs its ``sample_frames``, and a
+  saved ``cap_pixels_per_frame: true`` its capped ``resize``.
 - Real files are read by transformers' own PyAV reader (``transformers.video_utils.load_video``).
 """
 
@@ -601,32 +601,48 @@ def _omni_video(family: str) -> Any:
     return proc
 
 
-def _omni_expected(family: str, frames: int, fps: float, h: int, w: int):
-    """The processor sampling at 2 fps, sized by Qwen2VLVideoProcessor.resize with the reference per-frame
-    cap (``cap_pixels_per_frame``) and the combined processor's own ``videos_kwargs`` size, written as the
-    resize writes it. Returns (grid, sampled count)."""
+def _omni_expected(
+    family: str, frames: int, video_fps: float, h: int, w: int, cap: bool = False, **sample: Any
+) -> tuple[tuple[int, int, int], list[int]]:
+    """Qwen2VLVideoProcessor as the omni processors run it: every frame (``do_sample_frames`` off), or its
+    ``sample_frames(**sample)``; each frame by its ``resize`` (written as it writes it: the reference
+    per-frame cap only with ``cap``) under the combined processor's own ``videos_kwargs`` size. Returns
+    (grid, frame indices)."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
 
     proc = _omni_video(family)
-    n = len(proc.sample_frames(_metadata(frames, fps, h, w), fps=2))
+    idx = list(range(frames))
+    if sample:
+        idx = [int(i) for i in proc.sample_frames(_metadata(frames, video_fps, h, w), **sample)]
+    n = len(idx)
     size = _omni_processor_class(family).videos_kwargs["size"]
     factor = proc.patch_size * proc.merge_size
-    total_pixels = int(proc.max_video_tokens * factor * factor * 0.9)
-    max_pixels = max(min(size["longest_edge"], total_pixels * 2 // n), int(size["shortest_edge"] * 1.05))
+    max_pixels = size["longest_edge"]
+    if cap:
+        total_pixels = int(proc.max_video_tokens * factor * factor * 0.9)
+        max_pixels = max(min(max_pixels, total_pixels * 2 // n), int(size["shortest_edge"] * 1.05))
     rh, rw = smart_resize(h, w, factor=factor, min_pixels=size["shortest_edge"], max_pixels=max_pixels)
-    return (math.ceil(n / 2), rh // proc.patch_size, rw // proc.patch_size), n
+    return (math.ceil(n / 2), rh // proc.patch_size, rw // proc.patch_size), idx
 
 
 @pytest.mark.parametrize("family", OMNIS)
 @pytest.mark.parametrize(("frames", "fps", "h", "w"), CLIPS)
-def test_omni_load_video_grid_equals_the_capped_video_processor(
+def test_omni_load_video_grid_equals_the_video_processor(
     family: str, frames: int, fps: float, h: int, w: int
 ) -> None:
-    """Grid and frame count. The frames differ on purpose: mrope takes qwen-vl-utils' ``round(linspace)``
-    (the model card's reader), Qwen2VLVideoProcessor ``arange(0, n, n / count).int()``."""
-    (t, gh, gw), n = _omni_expected(family, frames, fps, h, w)
+    """Grid and frames: every frame by default; a call's ``fps`` samples as ``sample_frames`` does."""
+    grid, idx = _omni_expected(family, frames, fps, h, w)
     video = load_video(_info(frames, fps, h, w), model=family)
-    assert (video.grid, len(video.frame_times)) == ((t, gh, gw), n)
+    assert (video.grid, len(video.frame_times)) == (grid, len(idx))
+    if frames >= 8:  # the class's min_frames 4 must fit
+        grid, idx = _omni_expected(family, frames, fps, h, w, fps=1.5)
+        if idx[-1] >= frames:  # the processor's own arange overshoots (300 frames, 14 samples): refused
+            with pytest.raises(MediaError, match="overshoots by float rounding"):
+                load_video(_info(frames, fps, h, w), model=family, fps=1.5)
+            return
+        video = load_video(_info(frames, fps, h, w), model=family, fps=1.5)
+        assert video.grid == grid
+        np.testing.assert_allclose(video.frame_times, np.asarray(idx) / fps)
 
 
 @pytest.mark.parametrize("family", OMNIS)
@@ -670,10 +686,13 @@ def test_omni_second_per_grid_is_the_processors(family: str, call_fps: float | N
         assert video.second_per_grid == want, (frames, fps)
 
 
-def test_qwen3_omni_clip_budget_is_in_its_own_tokens() -> None:
-    """A 5-minute 1080p clip: the budget binds, and the 32 px factor's budget gives the processor's grid."""
-    (t, gh, gw), _ = _omni_expected("qwen3-omni", 9000, 30.0, 1080, 1920)
-    assert load_video(_info(9000, 30.0, 1080, 1920), model="qwen3-omni").grid == (t, gh, gw) == (300, 28, 52)
+def test_qwen3_omni_clip_budget_is_in_its_own_tokens(tmp_path: Path) -> None:
+    """A 5-minute 1080p clip sampled at 2 fps by a folder that turns the cap on: the budget binds, and the
+    32 px factor's budget gives the processor's grid."""
+    ok = {"cap_pixels_per_frame": True, "max_video_tokens": 128000}
+    model = mrope.from_pretrained(_folder(tmp_path, _omni_config("qwen3-omni"), video_preprocessor_config=ok))
+    (t, gh, gw), _ = _omni_expected("qwen3-omni", 9000, 30.0, 1080, 1920, cap=True, fps=2)
+    assert load_video(_info(9000, 30.0, 1080, 1920), model=model, fps=2).grid == (t, gh, gw) == (300, 28, 52)
 
 
 # the image bounds of the released preprocessor_config.json (min_pixels 3136, max_pixels 12845056: the
@@ -712,23 +731,19 @@ def test_omni_image_grid_equals_the_pil_image_processor(family: str) -> None:
 
 @pytest.mark.parametrize("family", OMNIS)
 def test_omni_a_real_file_equals_transformers_reader_and_processor(tmp_path: Path, family: str) -> None:
-    """transformers' PyAV reader with the processor's ``sample_frames`` at 2 fps, the capped resize on the
-    frames it returns; against ``load_video`` (grid and count)."""
+    """transformers' PyAV reader without a sampler (every frame, as ``do_sample_frames`` off loads them), the
+    uncapped resize on the frames it returns; against ``load_video`` (grid and count)."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
 
     path = write_video(tmp_path / "clip.mp4", 90, fps=30, width=200, height=120)
     proc = _omni_video(family)
-    pixels, _ = hf_load_video(
-        str(path), backend="pyav", sample_indices_fn=functools.partial(proc.sample_frames, fps=2)
-    )
+    pixels, _ = hf_load_video(str(path), backend="pyav")
     n = pixels.shape[0]
     size = _omni_processor_class(family).videos_kwargs["size"]
     factor = proc.patch_size * 2
-    max_pixels = max(
-        min(size["longest_edge"], int(128000 * factor * factor * 0.9) * 2 // n),
-        int(size["shortest_edge"] * 1.05),
+    rh, rw = smart_resize(
+        pixels.shape[1], pixels.shape[2], factor, size["shortest_edge"], size["longest_edge"]
     )
-    rh, rw = smart_resize(pixels.shape[1], pixels.shape[2], factor, size["shortest_edge"], max_pixels)
     video = load_video(path, model=family)
     assert (video.grid, len(video.frame_times)) == (
         (math.ceil(n / 2), rh // proc.patch_size, rw // proc.patch_size),
@@ -757,12 +772,15 @@ def test_omni_from_pretrained_video_keys(tmp_path: Path, family: str) -> None:
     assert model.rules == get_family(family).rules.replace(image_max_pixels=1_000_000)
     ok = {"cap_pixels_per_frame": True, "max_video_tokens": 128000}
     model = mrope.from_pretrained(_folder(tmp_path / "b", _omni_config(family), video_preprocessor_config=ok))
-    assert (
-        model.rules.video_total_pixels
-        == int(128000 * factor * factor * 0.9)
-        == get_family(family).rules.video_total_pixels
+    assert model.rules == get_family(family).rules.replace(
+        video_total_pixels=int(128000 * factor * factor * 0.9)
     )
-    for bad in ({"cap_pixels_per_frame": False}, {"max_video_tokens": 32000}):
+    off = {"cap_pixels_per_frame": False, "do_sample_frames": False}
+    model = mrope.from_pretrained(
+        _folder(tmp_path / "c", _omni_config(family), video_preprocessor_config=off)
+    )
+    assert model.rules == get_family(family).rules
+    for bad in ({"do_sample_frames": True}, {"max_video_tokens": 32000}):
         with pytest.raises(LayoutError):
             mrope.from_pretrained(
                 _folder(tmp_path / str(len(str(bad))), _omni_config(family), video_preprocessor_config=bad)

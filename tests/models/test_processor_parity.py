@@ -17,10 +17,10 @@ What is not the real transformers code, and why:
   combined processor's own text expansion, tokenisation, ``mm_token_type_ids`` and (Qwen2.5-VL)
   ``second_per_grid_ts`` then run for real. Frame metadata is read by transformers' own PyAV reader
   (``read_video_pyav``). For Qwen3-VL and GLM-4.1V the frames are sampled by the real video processor's
-  ``sample_frames`` and sized by the real module's ``smart_resize`` (both run without torchvision). Qwen2-VL
-  and Qwen2.5-VL users sample and size frames with qwen-vl-utils (the model cards' recipe; transformers'
-  Qwen2-VL video processor does not sample, and only re-rounds frames already on the 28 px grid): its rule
-  is written out here (``qwen_vl_utils_video``).
+  ``sample_frames`` and sized by the real module's ``smart_resize`` (both run without torchvision). For
+  Qwen2-VL and Qwen2.5-VL, the released folders' Qwen2VLVideoProcessor keeps every frame and sizes each by
+  the image bounds of ``preprocessor_config.json`` (mrope's default route, ``"processor"``): its rule is
+  written out here (``qwen2_vl_video``; the model cards' qwen-vl-utils recipe is tests/media/test_routes.py's).
 - Positions are compared under ``convention="transformers5"``: 5.24's get_rope_index resumes after a block
   at ``s + max(H', W')`` (the released code: max + 1) and groups video time as ``i * (tps * spg)`` (equal
   to the release's ``(i * spg) * tps`` at the released ``tokens_per_second`` 2). The released convention is
@@ -101,27 +101,17 @@ def char_tokenizer(specials: dict[str, int]) -> Tokenizer:
 # ------------------------------------------------------------------------------------- video side
 
 
-def qwen_vl_utils_video(metadata, patch_size: int = 14, merge_size: int = 2):
-    """qwen-vl-utils' ``fetch_video`` rule, written out from its source: ``smart_nframes`` (FPS 2,
-    FPS_MIN_FRAMES 4, FPS_MAX_FRAMES 768, FRAME_FACTOR 2), indices ``torch.linspace(...).round()``, and the
-    per-frame budget ``max(min(VIDEO_MAX_PIXELS, VIDEO_TOTAL_PIXELS / n * 2), int(VIDEO_MIN_PIXELS * 1.05))``
-    with VIDEO_MIN/MAX_TOKEN_NUM 128 / 768 and VIDEO_TOTAL_PIXELS = MODEL_SEQ_LEN 128000 * factor^2 * 0.9."""
+def qwen2_vl_video(metadata, patch_size: int = 14, merge_size: int = 2):
+    """transformers 5.24's Qwen2VLVideoProcessor as the released Qwen2-VL / Qwen2.5-VL folders configure it
+    (built from ``preprocessor_config.json``), written out from video_processing_qwen2_vl.py:
+    ``do_sample_frames`` off (:130), so every frame the reader returns; ``cap_pixels_per_frame`` unset
+    (:342), so each frame by ``smart_resize`` within the file's ``min_pixels`` / ``max_pixels`` 3136 ..
+    12845056 (:143-151, :253-270) and no clip budget."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
 
     factor = patch_size * merge_size
-    total = metadata.total_num_frames
-    min_frames = math.ceil(4 / 2) * 2
-    max_frames = math.floor(min(768, total) / 2) * 2
-    nframes = total / metadata.fps * 2.0
-    nframes = min(min(max(nframes, min_frames), max_frames), total)
-    nframes = math.floor(nframes / 2) * 2
-    indices = torch.linspace(0, total - 1, nframes).round().long().tolist()
-    min_pixels = 128 * factor * factor
-    total_pixels = int(128000 * factor * factor * 0.9)
-    max_pixels = max(min(768 * factor * factor, total_pixels / nframes * 2), int(min_pixels * 1.05))
-    h, w = smart_resize(
-        metadata.height, metadata.width, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels
-    )
+    indices = list(range(metadata.total_num_frames))
+    h, w = smart_resize(metadata.height, metadata.width, factor=factor, min_pixels=3136, max_pixels=12845056)
     return indices, (h, w)
 
 
@@ -141,7 +131,7 @@ class VideoSide:
     def sizing(self, path: str):
         if self.real is None:
             _, metadata = read_video_pyav(path, sample_indices_fn=lambda metadata, **kw: [0])
-            indices, (h, w) = qwen_vl_utils_video(metadata)
+            indices, (h, w) = qwen2_vl_video(metadata)
             metadata.frames_indices = indices
             return metadata, len(indices), h, w
         frames, metadata = read_video_pyav(path, sample_indices_fn=self.real.sample_frames)
@@ -341,15 +331,19 @@ def test_processor_and_model_equal_mrope(family: str, media_files, monkeypatch) 
     )
     np.testing.assert_array_equal(scanned.numpy(), hf_pos.numpy())
     released = build_positions(segments, model=family, tokenizer=tok)
-    if family == "qwen2.5-vl":
-        # the 1.2 fps video's time runs to t = trunc(5 * 1.6667 * 2) = 16 > max(H', W'): the released max + 1
-        # resumes the text later than 5.x's s + max(H', W')
-        video = next(s for s in released.spans if s.kind == "video")
-        t_extent = int(released.ids[0, video.start : video.stop].max() - released.ids[0, video.start])
-        assert t_extent > max(video.grid[1:]) and released.delta > ours.delta
+    if family in ("qwen2-vl", "qwen2.5-vl"):
+        # a video's time runs past max(H', W') (Qwen2.5-VL's 1.2 fps one to t = trunc(5 * 1.6667 * 2) = 16;
+        # every frame kept, Qwen2-VL's 105-frame one to T' - 1 = 52): the released max + 1 resumes the
+        # text later than 5.x's s + max(H', W')
+        extents = [
+            (int(released.ids[0, v.start : v.stop].max() - released.ids[0, v.start]), max(v.grid[1:]))
+            for v in released.spans
+            if v.kind == "video"
+        ]
+        assert any(t > hw for t, hw in extents) and released.delta > ours.delta
     else:
-        # no temporal extent past max(H', W') (Qwen2-VL's T' is small; Qwen3-VL / GLM split videos into
-        # frames): the released convention gives the same positions
+        # no temporal extent past max(H', W') (Qwen3-VL / GLM split videos into frames): the released
+        # convention gives the same positions
         np.testing.assert_array_equal(released.ids, ours.ids)
 
 
