@@ -32,6 +32,9 @@ class Route:
             of that first resize (qwen-vl-utils' ``IMAGE_MIN_TOKEN_NUM`` / ``IMAGE_MAX_TOKEN_NUM``).
         video_reader: the loader a video file is read by (:mod:`mrope.media._readers`), ``None`` for
             mrope's metadata probe (torchcodec's count and orientation without a packet scan).
+        frame_samplers: ``(the rules' frame_sampling, the route's)`` pairs: the route samples a video
+            its own way where the checkpoint's video processor would sample it the first way (vLLM picks
+            its loader by the checkpoint's video processor class); empty: the rules' sampling.
         video_rules: the sampling and pixel bounds of a video file the route fixes whatever the
             checkpoint says (its own constants), as rules fields in tokens of the resize factor squared
             (``video_min_tokens``, ``video_max_tokens``, ``video_seq_tokens``: the clip's budget before its
@@ -47,6 +50,7 @@ class Route:
     frame_prescale: int
     frame_prescale_tokens: tuple[int, int]
     video_reader: Reader | None
+    frame_samplers: tuple[tuple[str, str], ...]
     video_rules: tuple[tuple[str, float], ...]
     source: str
 

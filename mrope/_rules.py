@@ -53,6 +53,8 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   resize_factor**2``. ``frame_sampling`` picks which frames a video processor samples: ``"qwen-vl-utils"``
   (``smart_nframes``, float32 ``linspace``), ``"qwen2-vl"`` (transformers' Qwen2VLVideoProcessor as
   released, sampling off: every frame; a call's ``fps`` or ``nframes`` samples by its ``sample_frames``),
+  ``"vllm-qwen2-vl"`` (vLLM 0.34.0's loader for that processor: its ``sample_frames`` at 2 fps, the
+  ``vllm`` route's),
   ``"qwen3-vl"`` (transformers' Qwen3VLVideoProcessor:
   ``int(frames / rate * fps)`` clamped to ``[min_frames, max_frames]`` and the frame count, float64
   ``linspace``) or ``"glm4v"`` (Glm4vVideoProcessor: one frame every ``1 / fps`` s up to
@@ -128,7 +130,7 @@ ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)", "i*(spg*tps) f64"]
 PixelBounds = Literal["frame", "clip", "edges"]
 VideoPixelBounds = Literal["frame", "clip", "tokens"]
-FrameSampling = Literal["qwen-vl-utils", "qwen2-vl", "qwen3-vl", "glm4v", "glm46v", "ernie"]
+FrameSampling = Literal["qwen-vl-utils", "qwen2-vl", "vllm-qwen2-vl", "qwen3-vl", "glm4v", "glm46v", "ernie"]
 VideoSupport = Literal["sized", "grids", "none"]
 
 AudioTokenRule = Literal["stride4", "window"]

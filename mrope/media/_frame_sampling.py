@@ -1,7 +1,7 @@
 """Pick the frames :func:`mrope.media.load_video` sizes a video by, under ``rules.frame_sampling``.
 
 Each rule is one function in :data:`FRAME_SAMPLERS`, keyed by the rule's value (``"qwen-vl-utils"``,
-``"qwen2-vl"``, ``"qwen3-vl"``, ``"glm4v"``, ``"glm46v"``, ``"ernie"``); :func:`sample_video_frames` looks the rule up
+``"qwen2-vl"``, ``"vllm-qwen2-vl"``, ``"qwen3-vl"``, ``"glm4v"``, ``"glm46v"``, ``"ernie"``); :func:`sample_video_frames` looks the rule up
 there. The index arithmetic of each processor is in :mod:`mrope.media._sampling`; this module only
 resolves a call's keywords against the rules and hands them to the right one.
 """
@@ -144,6 +144,37 @@ def _sample_qwen2_vl(info: VideoInfo, lay: LayoutRules, req: FrameRequest) -> np
     )
 
 
+VLLM_QWEN2_FPS = 2.0
+"""vLLM 0.34.0's Qwen2-VL video loader samples at this rate unless the request says otherwise
+(vllm/multimodal/video.py:666, ``Qwen2VLVideoBackend.load_bytes(fps=2)``)."""
+VLLM_QWEN2_MAX_FPS = 30.0
+"""Its highest sampling rate (video.py:621 ``_MAX_FPS``, applied at :652)."""
+VLLM_QWEN2_MAX_FRAMES = 768
+"""Its most frames (video.py:620 ``_MAX_FRAMES``, applied at :636)."""
+
+
+def _sample_vllm_qwen2_vl(info: VideoInfo, lay: LayoutRules, req: FrameRequest) -> np.ndarray:
+    """vLLM 0.34.0's ``Qwen2VLVideoBackend.compute_frames_index_to_sample`` (vllm/multimodal/video.py:625-659):
+    transformers' Qwen2-VL ``sample_frames`` at ``min(fps, 30)`` (default 2), at most 768 frames, the
+    ``arange``'s overshooting tail clamped to the last frame; it ignores ``num_frames`` (:616)."""
+    _refuse_trim(lay, req)
+    if req.nframes is not None:
+        raise MediaError(
+            "vLLM's Qwen2-VL video loader samples by fps and ignores num_frames "
+            "(vllm/multimodal/video.py:616); pass fps instead of nframes"
+        )
+    rate = VLLM_QWEN2_FPS if req.fps is None else req.fps
+    return qwen2_vl_frame_indices(
+        info.num_frames,
+        info.fps,
+        fps=min(rate, VLLM_QWEN2_MAX_FPS),
+        min_frames=req.min_frames,
+        max_frames=min(req.max_frames, VLLM_QWEN2_MAX_FRAMES),
+        temporal_patch_size=lay.temporal_patch_size,
+        clamp_tail=True,
+    )
+
+
 def _sample_qwen3_vl(info: VideoInfo, lay: LayoutRules, req: FrameRequest) -> np.ndarray:
     """transformers' Qwen3-VL video processor."""
     _refuse_trim(lay, req)
@@ -182,6 +213,7 @@ def _sample_ernie(info: VideoInfo, lay: LayoutRules, req: FrameRequest) -> np.nd
 FRAME_SAMPLERS: dict[str, FrameSampler] = {
     "qwen-vl-utils": _sample_qwen_vl_utils,
     "qwen2-vl": _sample_qwen2_vl,
+    "vllm-qwen2-vl": _sample_vllm_qwen2_vl,
     "qwen3-vl": _sample_qwen3_vl,
     "glm4v": _sample_glm4v,
     "glm46v": _sample_glm46v,

@@ -10,9 +10,13 @@ from mrope._rules import LayoutRules
 
 
 def route_video_rules(lay: LayoutRules, route: Route) -> LayoutRules:
-    """The rules with the route's own video constants in place of the checkpoint's (qwen-vl-utils:
-    ``fetch_video`` sizes every model's video by its constants at the model's resize factor, so a
-    checkpoint folder and the registry's model give one answer)."""
+    """The rules with the route's own video sampling and constants in place of the checkpoint's
+    (qwen-vl-utils: ``fetch_video`` sizes every model's video by its constants at the model's resize
+    factor, so a checkpoint folder and the registry's model give one answer; vLLM: its loader for the
+    checkpoint's video processor samples its own way, :attr:`~mrope._route.Route.frame_samplers`)."""
+    own = dict(route.frame_samplers).get(lay.frame_sampling)
+    if own is not None:
+        lay = dataclasses.replace(lay, frame_sampling=own)
     fixed = dict(route.video_rules)
     if not fixed:
         return lay

@@ -510,6 +510,7 @@ def qwen2_vl_frame_indices(
     min_frames: int = 4,
     max_frames: int = 768,
     temporal_patch_size: int = 2,
+    clamp_tail: bool = False,
 ) -> np.ndarray:
     """The frame indices transformers 5.24's Qwen2-VL video processor keeps (Qwen2-VL, Qwen2.5-VL and
     the omni families' video processor, models/qwen2_vl/video_processing_qwen2_vl.py).
@@ -558,6 +559,8 @@ def qwen2_vl_frame_indices(
     if n >= _TORCH_GRAIN:
         raise MediaError(f"at most {_TORCH_GRAIN - 1:,} frames can be sampled by this rule; got {n:g}")
     idx = torch_arange_float32(total, total / n).astype(np.int64)
+    if clamp_tail:
+        return np.minimum(idx, total - 1)
     if idx[-1] >= total:  # e.g. 300 frames, n 14: 300 / (300 / 14) > 14, so 15 values, the last 300
         raise MediaError(
             f"transformers' Qwen2-VL sample_frames picks frame {idx[-1]} of a {total}-frame video here: "

@@ -23,8 +23,18 @@ line it comes from:
 - ``"vllm"``: vLLM 0.34.0's media loaders. ``ImageMediaIO.load_bytes`` calls ``normalize_image``
   (``vllm/multimodal/media/image.py:94``), which applies ``ImageOps.exif_transpose``
   (``vllm/multimodal/image.py:76-80``); the pixels then go to the checkpoint's transformers processor.
-  Its video loader (OpenCV by default, ``vllm/multimodal/video_decoders/opencv.py``, with its own frame
-  sampling) is not reproduced: a video file is sized as under ``"processor"``.
+  A video's loader is the one registered for the checkpoint's video processor class
+  (``vllm/multimodal/media/connector.py:581-585``), decoding with OpenCV by default
+  (``vllm/envs.py:1117``, ``vllm/multimodal/video_decoders/opencv.py``). For Qwen2VLVideoProcessor
+  (Qwen2-VL, Qwen2.5-VL, the omni families) that is ``Qwen2VLVideoBackend``
+  (``vllm/multimodal/video.py:602-659``): transformers' Qwen2-VL ``sample_frames`` at 2 fps (``:666``), at
+  most 30 fps and 768 frames, the overshooting last index clamped (``:659``), ``num_frames`` ignored; the
+  checkpoint's processor then sizes the frames it was handed (``do_sample_frames`` false in the metadata,
+  ``:193``). Frame counts and rates are mrope's metadata probe's, which equal OpenCV's
+  ``CAP_PROP_FRAME_COUNT`` / ``CAP_PROP_FPS`` on constant-rate files (``opencv.py:96-133``; a file whose
+  header miscounts can differ). The loaders vLLM registers for other video processors (Qwen3-VL's
+  ``Qwen3VLVideoBackend``, GLM's ``DynamicVideoBackend``, video.py:362-422, :675-) are not reproduced
+  here: those families' videos are sized as under ``"processor"``.
 
 :func:`mrope.models._registry.get_route` is the one lookup by name; :class:`mrope._route.Route` the
 value type; :func:`mrope.media._routes.route_video_rules` applies a route's video constants.
@@ -45,6 +55,7 @@ ROUTES: dict[str, Route] = {
         frame_prescale=1,
         frame_prescale_tokens=(0, 0),
         video_reader=None,  # transformers 5.24 video_processing_utils.py:566 fetch_videos: torchcodec
+        frame_samplers=(),
         video_rules=(),
         source="transformers 5.24 src/transformers/image_utils.py:474-517 (load_image: exif_transpose at :514)",
     ),
@@ -56,6 +67,7 @@ ROUTES: dict[str, Route] = {
         frame_prescale=2,  # vision_process.py:425 fetch_image(..., image_factor): patch_factor 2 x 28
         frame_prescale_tokens=(4, 16384),  # vision_process.py:26-27 IMAGE_MIN/MAX_TOKEN_NUM, used at :131-132
         video_reader="decord",  # vision_process.py:386-400 get_video_reader_backend
+        frame_samplers=(),  # video_rules set its sampling for every model
         video_rules=(  # vision_process.py:28-37: VIDEO_MIN/MAX_TOKEN_NUM, FPS, FPS_MIN/MAX_FRAMES, MODEL_SEQ_LEN
             ("video_min_tokens", 128),
             ("video_max_tokens", 768),
@@ -73,10 +85,13 @@ ROUTES: dict[str, Route] = {
         frame_list_default_rate=None,
         frame_prescale=1,
         frame_prescale_tokens=(0, 0),
-        video_reader=None,  # its OpenCV loader is not reproduced (see the module docstring)
+        video_reader=None,  # OpenCV's frame count and rate: the metadata probe's (see the module docstring)
+        # vllm/multimodal/media/connector.py:581-585 picks the loader registered for the checkpoint's video
+        # processor class: Qwen2VLVideoProcessor -> "qwen2_vl" (vllm/multimodal/video.py:602-606)
+        frame_samplers=(("qwen2-vl", "vllm-qwen2-vl"),),
         video_rules=(),
         source="vllm 0.34.0 vllm/multimodal/media/image.py:81-116 (ImageMediaIO.load_bytes), "
-        "vllm/multimodal/image.py:76-80 (normalize_image)",
+        "vllm/multimodal/image.py:76-80 (normalize_image), vllm/multimodal/video.py:602-672 (Qwen2VLVideoBackend)",
     ),
 }
 """Every route by name (the keys are :data:`RouteName`'s values)."""
