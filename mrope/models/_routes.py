@@ -9,7 +9,10 @@ line it comes from:
 - ``"processor"`` (the default): the checkpoint's transformers 5.24 processors as ``AutoProcessor`` loads
   them, fed by transformers' own loaders. ``transformers.image_utils.load_image`` applies the EXIF
   orientation (``image_utils.py:514``, ``PIL.ImageOps.exif_transpose``); a video path is decoded with
-  torchcodec (``video_processing_utils.py:566`` ``fetch_videos``), upright: mrope's metadata probe.
+  torchcodec (``video_processing_utils.py:566`` ``fetch_videos``), upright: mrope's metadata probe. The
+  family's registry rules are what the released processor files give (Qwen2-VL / Qwen2.5-VL / the omni
+  families: every frame, each within the per-frame bounds, :data:`mrope.models._families.qwen2_vl.RELEASED_VIDEO`),
+  so ``--model X`` and ``--model-dir`` of X's released folder agree.
 - ``"qwen-vl-utils"``: the model-card recipe, qwen-vl-utils 0.0.14 ``process_vision_info``.
   ``fetch_image`` opens the file and converts it to RGB without an EXIF transpose
   (``qwen_vl_utils/vision_process.py:117`` ``Image.open``, ``:120`` ``to_rgb``); a list of frame images is
