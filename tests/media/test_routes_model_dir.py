@@ -2,7 +2,7 @@
 that route's own answer.
 
 Folders are written here shaped like the released ones: Qwen2-VL, Qwen2.5-VL and the omni checkpoints ship
-one ``preprocessor_config.json`` (min_pixels 3136, max_pixels 12845056), Qwen3-VL a
+one ``preprocessor_config.json`` (min_pixels 3136, max_pixels 12845056), Qwen3-VL and GLM-4.1V a
 ``video_preprocessor_config.json`` too. Videos are made here. Expected values:
 
 - ``"processor"``: transformers 5.24's video processor as it loads from that folder. Qwen2VLVideoProcessor
@@ -11,8 +11,9 @@ one ``preprocessor_config.json`` (min_pixels 3136, max_pixels 12845056), Qwen3-V
   ``cap_pixels_per_frame`` None: every frame, no clip budget), its ``__init__``'s reading of
   ``min_pixels`` / ``max_pixels`` into ``size`` is written out (video_processing_qwen2_vl.py:143-151;
   the omni processors pass their own ``videos_kwargs`` size over it), frames come from transformers'
-  PyAV reader (every frame: no sampler) and each is sized by transformers' ``smart_resize``. Qwen3-VL: its
-  released video processor's ``sample_frames`` and module ``smart_resize`` (as tests/models/test_processor_parity.py).
+  PyAV reader (every frame: no sampler) and each is sized by transformers' ``smart_resize``. Qwen3-VL and
+  GLM-4.1V: the released video processor's ``sample_frames`` and module ``smart_resize`` (as
+  tests/models/test_processor_parity.py).
 - ``"qwen-vl-utils"``: qwen-vl-utils 0.0.14's ``fetch_video`` run here with its decord reader, at the
   family's patch size.
 
@@ -89,8 +90,16 @@ FOLDERS: dict[str, dict[str, dict[str, Any]]] = {  # family -> {file name: conte
     "qwen2.5-omni": {"config": _omni("qwen2_5_omni"), "preprocessor_config": RELEASED_IMAGE_BOUNDS},
     "qwen3-omni": {"config": _omni("qwen3_omni_moe"), "preprocessor_config": RELEASED_IMAGE_BOUNDS},
     "qwen3-vl": {"config": QWEN3_VL_CONFIG, "video_preprocessor_config": QWEN3_VL_VIDEO},
+    "glm-4.1v": {"config": {"model_type": "glm4v"}},  # + its video processor, saved by transformers below
 }
-PATCH = {"qwen2-vl": 14, "qwen2.5-vl": 14, "qwen2.5-omni": 14, "qwen3-omni": 16, "qwen3-vl": 16}
+PATCH = {
+    "qwen2-vl": 14,
+    "qwen2.5-vl": 14,
+    "qwen2.5-omni": 14,
+    "qwen3-omni": 16,
+    "qwen3-vl": 16,
+    "glm-4.1v": 14,
+}
 """Each family's vision patch (its released config.json ``vision_config.patch_size``)."""
 
 ROUTES = ["processor", "qwen-vl-utils"]
@@ -113,7 +122,10 @@ def qvu():
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("released")
-    return {family: write_checkpoint(root / family, **files) for family, files in FOLDERS.items()}
+    made = {family: write_checkpoint(root / family, **files) for family, files in FOLDERS.items()}
+    # GLM-4.1V's released video_preprocessor_config.json holds its class defaults (docs/families.md)
+    released_video_processor("glm-4.1v").save_pretrained(str(made["glm-4.1v"]))
+    return made
 
 
 @functools.cache
@@ -146,8 +158,8 @@ def _video_size(family: str, folder: Path) -> tuple[int, int]:
 
 def _processor_answer(family: str, folder: Path, path: Path) -> tuple[tuple[int, int, int], int]:
     """transformers' own answer for the folder (see the module docstring): (grid, frames)."""
-    if family == "qwen3-vl":
-        real = released_video_processor("qwen3-vl")
+    if family in ("qwen3-vl", "glm-4.1v"):
+        real = released_video_processor(family)
         module = __import__(type(real).__module__, fromlist=["smart_resize"])
         frames, metadata = read_video_pyav(str(path), sample_indices_fn=real.sample_frames)
         n = len(metadata.frames_indices)
@@ -156,11 +168,11 @@ def _processor_answer(family: str, folder: Path, path: Path) -> tuple[tuple[int,
             height=frames.shape[1],
             width=frames.shape[2],
             temporal_factor=2,
-            factor=32,
+            factor=real.patch_size * real.merge_size,
             min_pixels=real.size.shortest_edge,
             max_pixels=real.size.longest_edge,
         )
-        return (math.ceil(n / 2), h // 16, w // 16), n
+        return (math.ceil(n / 2), h // real.patch_size, w // real.patch_size), n
     cls = _qwen2vl_video_class()
     assert cls.do_sample_frames is False and cls.cap_pixels_per_frame is None  # every frame, no budget
     frames, _ = hf_load_video(str(path), backend="pyav")
