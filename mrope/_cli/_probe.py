@@ -16,7 +16,7 @@ from mrope._layout import engine
 from mrope._rules import LayoutRules
 from mrope.media import VideoInfo, load_video, probe_video
 from mrope.media._audio import audio_from_info, probe_audio
-from mrope.media._sampling import sample_frame_indices
+from mrope.media._frame_sampling import frame_request, sample_video_frames
 from mrope.models import resolve_rules
 from mrope.schema._fields import model_names
 
@@ -35,7 +35,10 @@ def add_parser(sub: Any) -> None:
         help="the model, required: " + ", ".join(model_names()) + " (or a Hugging Face model_type / repo id)",
     )
     p.add_argument("--model-dir", metavar="DIR", help="a checkpoint folder read by mrope.from_pretrained")
-    p.add_argument("--fps", help="sampling rate, frames per second (default: the preset's, 2.0)")
+    p.add_argument(
+        "--fps",
+        help="sampling rate, frames per second (default: the preset's sampling; Qwen2-VL / Qwen2.5-VL keep every frame)",
+    )
     p.add_argument("--nframes", help="sample exactly this many frames instead of a rate")
     p.add_argument("--rule", action="append", default=[], metavar="KEY=VALUE", help="LayoutRules override")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -79,14 +82,7 @@ def describe(
     if "audio" in kinds and "video" not in kinds:  # an audio file
         return {"file": path, "model": model, "audio": _audio(path, rules)}
     info: VideoInfo = probe_video(path)
-    idx = sample_frame_indices(
-        info.num_frames,
-        info.fps,
-        fps=rules.fps if fps is None else fps,
-        nframes=nframes,
-        min_frames=rules.min_frames,
-        max_frames=rules.max_frames,
-    )
+    idx = sample_video_frames(info, rules, frame_request(rules, fps=fps, nframes=nframes))
     video = load_video(info, rules=rules, fps=fps, nframes=nframes)
     _, gh, gw = video.grid
     n_patches = video.grid[0]

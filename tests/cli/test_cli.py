@@ -26,7 +26,7 @@ from mrope import Image, Text, Video
 from mrope._cli import _progress as progress_mod
 from mrope._cli import main
 from mrope.media import load_image, load_video
-from mrope.media._sampling import sample_frame_indices, sampled_times
+from mrope.media._sampling import sampled_times
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -401,7 +401,21 @@ def test_probe_lists_the_sampled_frames_with_times(files, capsys) -> None:
     code, out, err = run(capsys, "probe", files["video"], "--model", "qwen2.5-vl", "--fps", "2")
     assert (code, err) == (0, "")
     info = mrope.media.probe_video(files["video"])
-    idx = sample_frame_indices(info.num_frames, info.fps, fps=2.0)
+    # Qwen2.5-VL's video processor asked to sample at 2 fps: transformers' own sample_frames
+    from support.hf_reference import compiled_class
+    from transformers.video_utils import VideoMetadata
+
+    proc = compiled_class(
+        "transformers.models.qwen2_vl",
+        "video_processing_qwen2_vl.py",
+        "Qwen2VLVideoProcessor",
+        {"temporal_patch_size", "min_frames", "max_frames"},
+        {"sample_frames"},
+        {},
+    )()
+    proc.fps = proc.num_frames = None
+    meta = VideoMetadata(total_num_frames=info.num_frames, fps=info.fps, duration=info.duration)
+    idx = np.asarray(proc.sample_frames(meta, fps=2.0), dtype=np.int64)
     times = sampled_times(info, idx)
     lines = out.splitlines()
     assert "48 frames, 12.000 fps, 4.000 s, 64x48 px" in lines[1]

@@ -92,8 +92,9 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def one(root: Path, item: dict, model: str = MODEL) -> mrope.Positions:
-    return record_positions({"messages": [{"role": "user", "content": [item]}]}, model=model, base_dir=root)
+def one(root: Path, item: dict, model: str = MODEL, route: str = "processor") -> mrope.Positions:
+    record = {"messages": [{"role": "user", "content": [item]}]}
+    return record_positions(record, model=model, base_dir=root, route=route)
 
 
 def test_image_keys_follow_qwen_vl_utils(root) -> None:
@@ -124,24 +125,28 @@ def test_image_keys_follow_qwen_vl_utils(root) -> None:
 
 
 def test_video_keys_and_frame_lists_follow_qwen_vl_utils(root) -> None:
+    # video files under the model-card route (its keys, its sampling and bounds)
     # a trimmed file: frames 12..36 of 48 at 12 fps, 4 sampled at 2 fps, upscaled to min_pixels
     first, last = frame_range(48, 12.0, 1.0, 3.0)
     n = smart_nframes(last - first + 1, 12.0)
     ceiling = min(150_000, video_ceiling(n, 50_000))
     h, w = smart_resize(48, 64, min_pixels=50_000, max_pixels=ceiling)
     item = {"type": "video", "video": "clip.mp4", "video_start": 1.0, "video_end": 3.0}
-    got = one(root, {**item, "min_pixels": 50_000, "max_pixels": 150_000})
+    got = one(root, {**item, "min_pixels": 50_000, "max_pixels": 150_000}, route="qwen-vl-utils")
     assert (first, last, n) == (12, 36, 4)
     assert got.video_grid_thw.tolist() == [[n // 2, h // 14, w // 14]]
     np.testing.assert_allclose(got.second_per_grid_ts, [2 / (n / (last - first + 1) * 12.0)])
-    untrimmed = one(root, {"type": "video", "video": "clip.mp4"})
+    untrimmed = one(root, {"type": "video", "video": "clip.mp4"}, route="qwen-vl-utils")
     assert untrimmed.video_grid_thw[0, 0] != n // 2  # negative control: the trim is what changed it
     # total_pixels: the budget shared by the frames caps each one
     n_all = smart_nframes(48, 12.0)
     h2, w2 = smart_resize(48, 64, min_pixels=100_352, max_pixels=video_ceiling(n_all, 100_352, 2_000_000))
-    capped = one(root, {"type": "video", "video": "clip.mp4", "total_pixels": 2_000_000})
+    capped = one(
+        root, {"type": "video", "video": "clip.mp4", "total_pixels": 2_000_000}, route="qwen-vl-utils"
+    )
     assert capped.video_grid_thw.tolist() == [[n_all // 2, h2 // 14, w2 // 14]]
-    # a video as its frames: each sized as an image, the count padded to even, at the item's fps
+    # a video as its frames (the processor route): each sized as an image, the count padded to even, at
+    # the item's fps
     fh, fw = smart_resize(336, 448)
     frames = one(root, {"type": "video", "video": ["a.png", "a.png", "a.png"], "fps": 1.0})
     assert frames.video_grid_thw.tolist() == [[2, fh // 14, fw // 14]]
