@@ -119,6 +119,7 @@ def compiled_class(
     ]
     assert {n.name for n in body if isinstance(n, ast.FunctionDef)} == methods
     assert {n.targets[0].id for n in body if isinstance(n, ast.Assign)} == attributes
+    bases, namespace = _kwargs_merging(tree, cls, body, namespace)
     for node in body:
         if isinstance(node, ast.FunctionDef):
             node.decorator_list = [
@@ -127,13 +128,49 @@ def compiled_class(
                 if isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
             ]
     reduced = ast.ClassDef(
-        name=class_name, bases=[], keywords=[], body=body, decorator_list=[], type_params=[]
+        name=class_name, bases=bases, keywords=[], body=body, decorator_list=[], type_params=[]
     )
     module = ast.fix_missing_locations(ast.Module(body=[reduced], type_ignores=[]))
     scope = {"np": np, "math": math, "torch": torch, **namespace}
     flags = __future__.annotations.compiler_flag
     exec(compile(module, str(path), "exec", flags=flags, dont_inherit=True), scope)
     return scope[class_name]
+
+
+def _kwargs_merging(
+    tree: ast.Module, cls: ast.ClassDef, body: list[ast.stmt], namespace: dict
+) -> tuple[list[ast.expr], dict]:
+    """What a reduced class needs when its methods merge their kwargs with the instance's defaults
+    through ``self._merge_and_standardize_kwargs`` (transformers 5.25's sizing methods; 5.24's read
+    ``videos_kwargs.get(name) or self.name``): the base image processor's own two methods
+    (image_processing_utils.py, ``BaseImageProcessor``) on a base class, the class's own
+    ``_standardize_kwargs`` where it overrides it (added to ``body``), and ``valid_kwargs`` naming the
+    fields of its ``valid_kwargs`` TypedDict (its own, read from the source, and transformers'
+    ``VideosKwargs``'). No base and the namespace unchanged when no method calls it."""
+    if "_merge_and_standardize_kwargs" not in ast.unparse(body):
+        return [], namespace
+    from transformers.image_processing_utils import BaseImageProcessor
+    from transformers.processing_utils import VideosKwargs
+
+    body.extend(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "_standardize_kwargs")
+    typed = next(
+        n.value.id
+        for n in cls.body
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == "valid_kwargs"
+    )
+    typed_node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == typed)
+    names = dict.fromkeys(VideosKwargs.__annotations__)
+    names.update((n.target.id, None) for n in typed_node.body if isinstance(n, ast.AnnAssign))
+    merging = type(
+        "KwargsMerging",
+        (),
+        {
+            "_merge_and_standardize_kwargs": BaseImageProcessor._merge_and_standardize_kwargs,
+            "_standardize_kwargs": BaseImageProcessor._standardize_kwargs,
+            "valid_kwargs": type(typed, (), {"__annotations__": names}),
+        },
+    )
+    return [ast.Name("KwargsMerging", ast.Load())], {**namespace, "KwargsMerging": merging}
 
 
 def compiled_function(package: str, filename: str, name: str) -> Any:
