@@ -6,6 +6,8 @@
 - :func:`released_video_processor`: transformers' Qwen3-VL / GLM-4.1V video processor as the released
   checkpoints configure it. Imported by module path: the package's lazy attribute refuses without
   torchvision, the module itself loads.
+- :func:`hy_v4_vl_apply`: HY-V4-VL's own rotation of its rope slice by the installed transformers, in the
+  channel order of transformers 5.24 (5.25 writes the same rotation in another order).
 - :func:`compiled_class` / :func:`compiled_function`: a processor class reduced to its sizing attributes
   and methods (or a module-level function), compiled from transformers' own source file, for video
   processors whose modules import torchvision, which this machine cannot.
@@ -77,6 +79,26 @@ def released_video_processor(family: str) -> Any:
         module = importlib.import_module("transformers.models.glm4v.video_processing_glm4v")
         return module.Glm4vVideoProcessor()
     raise ValueError(f"no released video processor for {family!r} here")
+
+
+def hy_v4_vl_apply(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """HY-V4-VL's own rotation of rope slices ``q``, ``k`` (``[..., 64]``) by the installed transformers,
+    with pair ``i`` on channels ``2i, 2i + 1`` (the order mrope writes, ``pairing="gptj"``).
+
+    transformers 5.24 ``apply_rotary_pos_emb`` (modeling_hy_v4_vl.py:71-102) rotates each adjacent pair in
+    place (in float32). 5.25 ``apply_rotary_pos_emb_interleave`` (modeling_hy_v4_vl.py:64-100) rotates the
+    same pairs by the same angles (the first half of ``cos`` / ``sin``) but writes pair ``i`` on channels
+    ``i`` and ``i + 32`` (``cat([x1 cos - x2 sin, x2 cos + x1 sin])``, in the input dtype); q and k alike,
+    so their dot products are unchanged. Its halves are interleaved back here."""
+    module = importlib.import_module("transformers.models.hy_v4_vl.modeling_hy_v4_vl")
+    if hasattr(module, "apply_rotary_pos_emb"):
+        return module.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+    rotated = module.apply_rotary_pos_emb_interleave(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+    half = q.shape[-1] // 2
+    q_out, k_out = (torch.stack((x[..., :half], x[..., half:]), dim=-1).flatten(-2) for x in rotated)
+    return q_out, k_out
 
 
 def processor_sampled_frames(
