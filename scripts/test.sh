@@ -6,7 +6,11 @@
 #    browser test (tests/service/test_service_page.py). Installed with apt-get (sudo when not root) when missing.
 # 2. The package with its dev extra. torch is pinned to the CPU build a machine may already hold, so that
 #    pip does not download a CUDA build; the package itself asks for torch>=2.4.
-# 3. pytest on two workers (pytest-xdist, one test file per worker at a time: module fixtures such as a
+# 3. transformers' newest release beside the pinned one, for tests/models/test_transformers_newest.py (the
+#    family checks once more against it, in a subprocess): NEWEST_TRANSFORMERS with --no-deps into a folder of
+#    its own (kernels: a dependency of the newest release that the pinned one does not bring), once per
+#    release; MROPE_TRANSFORMERS_NEWEST names the folder (set it to use another).
+# 4. pytest on two workers (pytest-xdist, one test file per worker at a time: module fixtures such as a
 #    server process stay within one worker); the script exits with pytest's status (5 when it collected
 #    nothing, which fails CI too).
 set -euo pipefail
@@ -49,4 +53,12 @@ if ! has_browser; then
 fi
 
 python -m pip install -q "torch==2.13.0" -e ".[dev]"
+
+NEWEST_TRANSFORMERS=("transformers==5.25.0" "kernels==0.19.1")
+newest="${MROPE_TRANSFORMERS_NEWEST:-${XDG_CACHE_HOME:-$HOME/.cache}/mrope/${NEWEST_TRANSFORMERS[0]/==/-}}"
+if [ ! -f "$newest/.installed" ]; then
+  python -m pip install -q --no-deps --target "$newest" "${NEWEST_TRANSFORMERS[@]}"
+  touch "$newest/.installed"
+fi
+export MROPE_TRANSFORMERS_NEWEST="$newest"
 python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder "$@"

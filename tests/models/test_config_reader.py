@@ -14,6 +14,7 @@ import importlib
 
 import pytest
 import torch
+from support.hf_reference import hy_v4_vl_apply
 from transformers import CONFIG_MAPPING
 
 import mrope
@@ -185,7 +186,8 @@ def _hf_text(text_type: str):
             and obj.__module__ == module.__name__
         ]
         assert len(rotary) == 1, rotary
-        _CACHE[text_type] = (config, rotary[0](config), module.apply_rotary_pos_emb)
+        apply = hy_v4_vl_apply if text_type == "hy_v4_vl_text" else module.apply_rotary_pos_emb
+        _CACHE[text_type] = (config, rotary[0](config), apply)
     return _CACHE[text_type]
 
 

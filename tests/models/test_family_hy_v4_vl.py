@@ -1,21 +1,22 @@
 """HY-V4-VL: a newline token ends every merged row; each video frame is a block of its own.
 
-Expected values: transformers 5.24's own ``HYV4VLModel.get_rope_index`` (bound to a minimal object
-holding the class-default config: spatial merge 2, image 120120, video 120124), and the worked example
-in its docstring written out by hand.
+Expected values: the installed transformers' own ``HYV4VLModel.get_rope_index`` (bound to a minimal object
+holding the class-default config: spatial merge 2, image 120120, video 120124; 5.24 and 5.25 hold the same
+code), its rotary (5.24 ``apply_rotary_pos_emb``, 5.25 ``apply_rotary_pos_emb_interleave``: one rotation
+written in two channel orders), and the worked example in its docstring written out by hand.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
+from support.hf_reference import hy_v4_vl_apply
+from transformers.models.hy_v4_vl import modeling_hy_v4_vl
 from transformers.models.hy_v4_vl.configuration_hy_v4_vl import HYV4VLConfig, HYV4VLTextConfig
-from transformers.models.hy_v4_vl.modeling_hy_v4_vl import (
-    HYV4VLModel,
-    HYV4VLRotaryEmbedding,
-    apply_rotary_pos_emb,
-)
+from transformers.models.hy_v4_vl.modeling_hy_v4_vl import HYV4VLModel, HYV4VLRotaryEmbedding
 
 import mrope
 from mrope import Image, Text, TokenError, Video, build_batch, build_positions, count_tokens
@@ -125,7 +126,7 @@ def test_rotary_from_config_rotates_like_the_model() -> None:
     q, k = torch.randn(n, 4, 256, generator=gen), torch.randn(n, 1, 256, generator=gen)
     cos, sin = HYV4VLRotaryEmbedding(text)(q, positions[:, None, :])
     # the attention's own split (modeling_hy_v4_vl.py:174): pass-through first, rope slice last
-    rot_q, rot_k = apply_rotary_pos_emb(q[None, ..., 192:], k[None, ..., 192:], cos, sin, unsqueeze_dim=2)
+    rot_q, rot_k = hy_v4_vl_apply(q[None, ..., 192:], k[None, ..., 192:], cos, sin, unsqueeze_dim=2)
     want_q = torch.cat([q[..., :192], rot_q[0]], dim=-1)
     want_k = torch.cat([k[..., :192], rot_k[0]], dim=-1)
     spec = mrope.models.spec_from_config(RELEASED_CONFIG)
@@ -133,6 +134,28 @@ def test_rotary_from_config_rotates_like_the_model() -> None:
     got_q, got_k = mrope.apply_mrope(q, k, positions, spec, backend="torch")
     torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_k, want_k, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_scores_equal_the_installed_transformers_rotation() -> None:
+    """q.k of the rope slices as the installed transformers' attention forms them (5.24:
+    ``apply_rotary_pos_emb``, 5.25: ``apply_rotary_pos_emb_interleave``, each taken as it is, in its own
+    channel order) equal mrope's; a negative control: t-only positions give other scores."""
+    own = getattr(modeling_hy_v4_vl, "apply_rotary_pos_emb", None) or (
+        modeling_hy_v4_vl.apply_rotary_pos_emb_interleave
+    )
+    p = build_positions([Text(2), Video((2, 4, 6)), Image((1, 6, 4)), Text(1)], rules=RULES)
+    positions = torch.from_numpy(p.ids)
+    gen = torch.Generator().manual_seed(5)
+    q, k = torch.randn(1, 2, positions.shape[1], 64, generator=gen), torch.randn(1, 2, positions.shape[1], 64)
+    cos, sin = HYV4VLRotaryEmbedding(HYV4VLTextConfig())(q, positions[:, None, :])
+    rot_q, rot_k = own(q, k, cos, sin)
+    want = rot_q @ rot_k.transpose(-1, -2)
+    spec = dataclasses.replace(FAMILY.spec, head_dim=64, rotary_offset=0)
+    got_q, got_k = mrope.apply_mrope(q, k, positions[:, None, :], spec, layout="bhsd", backend="torch")
+    torch.testing.assert_close(got_q @ got_k.transpose(-1, -2), want, rtol=1e-5, atol=1e-4)
+    flat = positions[:1].expand(3, -1)[:, None, :]
+    wrong_q, wrong_k = mrope.apply_mrope(q, k, flat, spec, layout="bhsd", backend="torch")
+    assert not torch.allclose(wrong_q @ wrong_k.transpose(-1, -2), want, rtol=1e-5, atol=1e-4)
 
 
 def test_segments_give_the_processors_placeholders() -> None:

@@ -1,4 +1,4 @@
-"""End-to-end parity with transformers 5.24's own processors and get_rope_index.
+"""End-to-end parity with the installed transformers' own processors and get_rope_index (5.24 and 5.25).
 
 For qwen2-vl, qwen2.5-vl, qwen3-vl and glm-4.1v: real image and video files are made here (several sizes,
 an EXIF-rotated JPEG, videos at several frame rates including 1.2 fps, one of the float32 time cases), run
@@ -345,6 +345,32 @@ def test_processor_and_model_equal_mrope(family: str, media_files, monkeypatch) 
         # no temporal extent past max(H', W') (Qwen3-VL / GLM split videos into frames): the released
         # convention gives the same positions
         np.testing.assert_array_equal(released.ids, ours.ids)
+
+
+def test_qwen3_vl_chat_template_video_wrapper(media_files, monkeypatch) -> None:
+    """Qwen3-VL's chat template writes a video as ``<|vision_start|><|video_pad|><|vision_end|>``. mrope's
+    chat path replaces that whole wrapper by the video (``template_segments``), every frame of which
+    carries its own vision start / end. transformers 5.25's Qwen3VLProcessor does the same
+    (``get_text_with_replacements``, processing_qwen3_vl.py:180-208, collapses the wrapper to the bare video
+    token first); 5.24's (processing_qwen3_vl.py, no such method) expands the video token only and keeps
+    the outer pair: one vision start before the video's first time text and one vision end after it."""
+    import transformers
+
+    _, videos = media_files
+    tok = char_tokenizer(QWEN_SPECIALS)
+    processor = build_processor("qwen3-vl", tok, monkeypatch)
+    wrapper = "<|vision_start|><|video_pad|><|vision_end|>"
+    out = processor(text=[f"See {wrapper} ok"], videos=[str(videos[0])], return_tensors="pt")
+    video = load_video(videos[0], model="qwen3-vl")
+    head, tail = Text(tok.encode("See ").ids), Text(tok.encode(" ok").ids)
+    release = tuple(int(part) for part in transformers.__version__.split(".")[:2])
+    if release >= (5, 25):
+        segments = [head, video, tail]
+    else:
+        start, end = QWEN_SPECIALS["<|vision_start|>"], QWEN_SPECIALS["<|vision_end|>"]
+        segments = [head, Text([start]), video, Text([end]), tail]
+    ours = build_positions(segments, model="qwen3-vl", tokenizer=tok)
+    np.testing.assert_array_equal(ours.input_ids, out["input_ids"][0].numpy())
 
 
 def test_glm_video_frames_carry_the_image_id(monkeypatch) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.hf_reference import hy_v4_vl_apply
 from transformers.models.glm4v import modeling_glm4v
 from transformers.models.glm4v.configuration_glm4v import Glm4vTextConfig
 from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl
@@ -246,7 +247,8 @@ def test_ernie_4_5_vl_rotary_matches_transformers(backend: str) -> None:
 @pytest.mark.parametrize("inplace", (False, True))
 def test_hy_v4_vl_rotary_on_trailing_slice_matches_transformers(backend: str, inplace: bool) -> None:
     """HY-V4-VL: interleaved [12, 10, 10] on a 64-channel rope slice (cos first half repeat_interleave(2):
-    gptj), the slice at the END of a 256-channel MLA head (``q_pass, q_rot = split(q, [192, 64])``)."""
+    gptj), the slice at the END of a 256-channel MLA head (``q_pass, q_rot = split(q, [192, 64])``);
+    transformers 5.25 writes the rotated slice in another channel order (``hy_v4_vl_apply``)."""
     from transformers.models.hy_v4_vl import modeling_hy_v4_vl as m
     from transformers.models.hy_v4_vl.configuration_hy_v4_vl import HYV4VLTextConfig
 
@@ -257,7 +259,7 @@ def test_hy_v4_vl_rotary_on_trailing_slice_matches_transformers(backend: str, in
     cos, sin = emb(q, pos)
     q_pass, q_rot = torch.split(q, [192, 64], dim=-1)
     k_pass, k_rot = torch.split(k, [192, 64], dim=-1)
-    q_rot, k_rot = m.apply_rotary_pos_emb(q_rot, k_rot, cos, sin)
+    q_rot, k_rot = hy_v4_vl_apply(q_rot, k_rot, cos, sin)
     want_q, want_k = torch.cat([q_pass, q_rot], dim=-1), torch.cat([k_pass, k_rot], dim=-1)
     spec = RopeSpec(
         head_dim=256,

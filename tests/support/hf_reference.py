@@ -6,6 +6,8 @@
 - :func:`released_video_processor`: transformers' Qwen3-VL / GLM-4.1V video processor as the released
   checkpoints configure it. Imported by module path: the package's lazy attribute refuses without
   torchvision, the module itself loads.
+- :func:`hy_v4_vl_apply`: HY-V4-VL's own rotation of its rope slice by the installed transformers, in the
+  channel order of transformers 5.24 (5.25 writes the same rotation in another order).
 - :func:`compiled_class` / :func:`compiled_function`: a processor class reduced to its sizing attributes
   and methods (or a module-level function), compiled from transformers' own source file, for video
   processors whose modules import torchvision, which this machine cannot.
@@ -79,6 +81,26 @@ def released_video_processor(family: str) -> Any:
     raise ValueError(f"no released video processor for {family!r} here")
 
 
+def hy_v4_vl_apply(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, unsqueeze_dim: int = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """HY-V4-VL's own rotation of rope slices ``q``, ``k`` (``[..., 64]``) by the installed transformers,
+    with pair ``i`` on channels ``2i, 2i + 1`` (the order mrope writes, ``pairing="gptj"``).
+
+    transformers 5.24 ``apply_rotary_pos_emb`` (modeling_hy_v4_vl.py:71-102) rotates each adjacent pair in
+    place (in float32). 5.25 ``apply_rotary_pos_emb_interleave`` (modeling_hy_v4_vl.py:64-100) rotates the
+    same pairs by the same angles (the first half of ``cos`` / ``sin``) but writes pair ``i`` on channels
+    ``i`` and ``i + 32`` (``cat([x1 cos - x2 sin, x2 cos + x1 sin])``, in the input dtype); q and k alike,
+    so their dot products are unchanged. Its halves are interleaved back here."""
+    module = importlib.import_module("transformers.models.hy_v4_vl.modeling_hy_v4_vl")
+    if hasattr(module, "apply_rotary_pos_emb"):
+        return module.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+    rotated = module.apply_rotary_pos_emb_interleave(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+    half = q.shape[-1] // 2
+    q_out, k_out = (torch.stack((x[..., :half], x[..., half:]), dim=-1).flatten(-2) for x in rotated)
+    return q_out, k_out
+
+
 def processor_sampled_frames(
     proc: Any, frames: int, video_fps: float, h: int, w: int, sample: dict[str, Any] | None = None
 ) -> list[int]:
@@ -119,6 +141,7 @@ def compiled_class(
     ]
     assert {n.name for n in body if isinstance(n, ast.FunctionDef)} == methods
     assert {n.targets[0].id for n in body if isinstance(n, ast.Assign)} == attributes
+    bases, namespace = _kwargs_merging(tree, cls, body, namespace)
     for node in body:
         if isinstance(node, ast.FunctionDef):
             node.decorator_list = [
@@ -127,13 +150,49 @@ def compiled_class(
                 if isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
             ]
     reduced = ast.ClassDef(
-        name=class_name, bases=[], keywords=[], body=body, decorator_list=[], type_params=[]
+        name=class_name, bases=bases, keywords=[], body=body, decorator_list=[], type_params=[]
     )
     module = ast.fix_missing_locations(ast.Module(body=[reduced], type_ignores=[]))
     scope = {"np": np, "math": math, "torch": torch, **namespace}
     flags = __future__.annotations.compiler_flag
     exec(compile(module, str(path), "exec", flags=flags, dont_inherit=True), scope)
     return scope[class_name]
+
+
+def _kwargs_merging(
+    tree: ast.Module, cls: ast.ClassDef, body: list[ast.stmt], namespace: dict
+) -> tuple[list[ast.expr], dict]:
+    """What a reduced class needs when its methods merge their kwargs with the instance's defaults
+    through ``self._merge_and_standardize_kwargs`` (transformers 5.25's sizing methods; 5.24's read
+    ``videos_kwargs.get(name) or self.name``): the base image processor's own two methods
+    (image_processing_utils.py, ``BaseImageProcessor``) on a base class, the class's own
+    ``_standardize_kwargs`` where it overrides it (added to ``body``), and ``valid_kwargs`` naming the
+    fields of its ``valid_kwargs`` TypedDict (its own, read from the source, and transformers'
+    ``VideosKwargs``'). No base and the namespace unchanged when no method calls it."""
+    if "_merge_and_standardize_kwargs" not in ast.unparse(body):
+        return [], namespace
+    from transformers.image_processing_utils import BaseImageProcessor
+    from transformers.processing_utils import VideosKwargs
+
+    body.extend(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "_standardize_kwargs")
+    typed = next(
+        n.value.id
+        for n in cls.body
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == "valid_kwargs"
+    )
+    typed_node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == typed)
+    names = dict.fromkeys(VideosKwargs.__annotations__)
+    names.update((n.target.id, None) for n in typed_node.body if isinstance(n, ast.AnnAssign))
+    merging = type(
+        "KwargsMerging",
+        (),
+        {
+            "_merge_and_standardize_kwargs": BaseImageProcessor._merge_and_standardize_kwargs,
+            "_standardize_kwargs": BaseImageProcessor._standardize_kwargs,
+            "valid_kwargs": type(typed, (), {"__annotations__": names}),
+        },
+    )
+    return [ast.Name("KwargsMerging", ast.Load())], {**namespace, "KwargsMerging": merging}
 
 
 def compiled_function(package: str, filename: str, name: str) -> Any:

@@ -8,7 +8,10 @@ are the HunYuan tokenizer's ``<image>`` pair (HunyuanOCR's config), assumed here
 template was available offline; positions do not depend on them.
 Rotary (HYV4VLRotaryEmbedding + apply_rotary_pos_emb:71): interleaved [12, 10, 10], adjacent pairs,
 theta 1e4, on the 64-channel rope slice at the end of the 256-channel MLA query and key
-(``qk_nope_head_dim`` 192 pass through first).
+(``qk_nope_head_dim`` 192 pass through first). transformers 5.25 rotates with
+``apply_rotary_pos_emb_interleave`` (modeling_hy_v4_vl.py:64-100): the same pairs and angles, written
+with pair ``i`` on channels ``i`` and ``i + 32`` of the slice (q and k alike, so q.k is unchanged); the
+spec keeps 5.24's adjacent-pair order.
 Sizing: patch 16, merge 2, images 512^2 .. 2048^2 px (HYV4VLImageProcessorPil, the Qwen rule per image).
 Videos (HYV4VLVideoProcessor, video_processing_hy_v4_vl.py): ``sample_frames`` takes ``int(frames / rate *
 fps)`` frames at fps 2, clamped to 2 .. 1024 and the frame count, ``round(linspace)`` (the Qwen3-VL rule,
