@@ -18,11 +18,11 @@ import numpy as np
 
 from mrope._program import PositionProgram, block_values
 
-_LINE_LIMIT = 8
+LINE_LIMIT = 8
 """A stretch cut into more lines than one per this many tokens is stored explicitly instead."""
 
 
-class _Runs:
+class Runs:
     """Runs collected in token order (Python lists; a program has few)."""
 
     def __init__(self, axes: int, is_float: bool) -> None:
@@ -105,7 +105,7 @@ def _block(
     return origin, strides
 
 
-def _lines(seg: np.ndarray, runs: _Runs) -> None:
+def _lines(seg: np.ndarray, runs: Runs) -> None:
     """``seg`` ``[A, n]`` as arithmetic lines, greedily longest first; stored when that takes too many."""
     n = seg.shape[1]
     wide = seg.astype(runs.num)
@@ -114,7 +114,7 @@ def _lines(seg: np.ndarray, runs: _Runs) -> None:
         return
     step = np.diff(wide, axis=1)  # [A, n - 1]
     breaks = np.flatnonzero((step[:, 1:] != step[:, :-1]).any(axis=0)) + 1  # a step differing from the last
-    if breaks.size > n // _LINE_LIMIT + 2:
+    if breaks.size > n // LINE_LIMIT + 2:
         runs.stored(seg)
         return
     cut: list[tuple[int, int]] = []
@@ -207,7 +207,7 @@ def _compiled(
     ids: np.ndarray, pieces: list[tuple[int, int, Any]], delta: int | float, digest: str, check: bool
 ) -> PositionProgram:
     axes, total = ids.shape
-    runs = _Runs(axes, ids.dtype.kind == "f")
+    runs = Runs(axes, ids.dtype.kind == "f")
     for start, stop, span in pieces:
         if stop == start:
             continue
@@ -221,4 +221,4 @@ def _compiled(
     return runs.program(total, delta, digest, ids.dtype)
 
 
-__all__ = ["compile_program"]
+__all__ = ["LINE_LIMIT", "Runs", "compile_program"]
