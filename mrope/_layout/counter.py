@@ -395,7 +395,8 @@ class CounterPlan:
         is then the pieces' own, ``1 + max`` minus their count)."""
         ids, tokens, total = self.output_arrays(ids, tokens, total)
         top = fill_pieces(self.pieces, ids, tokens, None, self.rules.advance, self.owners, start)
-        return self._described(ids, tokens, top, total, start)
+        source = (plan_program, (self.pieces, self.rules.advance, start)) if self._plan_form() else None
+        return self._described(ids, tokens, top, total, source)
 
     def lazy_positions(self) -> Positions:
         """:meth:`positions` (new arrays, from 0) whose ``ids`` and ``input_ids`` are written on first read:
@@ -413,17 +414,16 @@ class CounterPlan:
             fill_pieces(self.pieces, ids, tokens, None, lay.advance, self.owners)
             return ids, tokens
 
-        return filled_on_read(self._described(None, None, walked[1], total, 0), fill, total, "i")
+        described = self._described(None, None, walked[1], total, (walked[0].program, (total,)))
+        return filled_on_read(described, fill, total, "i")  # the program: these runs, not walked again
 
     def _plan_form(self) -> bool:
         """Whether the plan gives the program (:mod:`mrope._layout.plan_program`): 3 int64 axes, pieces only."""
-        lay = self.rules
-        return self.fills_ranges and lay.num_axes == 3 and not lay.fractional_time
+        return self.fills_ranges and self.rules.num_axes == 3 and not self.rules.fractional_time
 
-    def _described(
-        self, ids: np.ndarray | None, tokens: np.ndarray | None, top: int, total: int, start: int
-    ) -> Positions:
-        """The :class:`Positions` of the pieces filled from ``start`` (``top``: the largest position)."""
+    def _described(self, ids: Any, tokens: Any, top: int, total: int, program: tuple | None) -> Positions:
+        """The :class:`Positions` of the pieces (``top``: the largest position; ``program``: how
+        :meth:`Positions.program` makes its program from the plan, ``None`` to compile it)."""
         lay = self.rules
         return positions_with_lazy_spans(
             piece_spans,
@@ -439,7 +439,7 @@ class CounterPlan:
             target_positions(top + 1, self.targets, lay.merge_size)
             if lay.generates_images and self.targets
             else None,
-            (plan_program, (self.pieces, lay.advance, start)) if self._plan_form() else None,
+            program,
         )
 
     def fill_range(

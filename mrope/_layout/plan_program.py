@@ -35,25 +35,27 @@ _AXES = 3
 def walk_pieces(pieces: Sequence[TextRun | Block], advance: str, start: int = 0) -> tuple[Runs, int] | None:
     """The runs of ``pieces`` laid out from counter ``start`` (as :func:`fill_pieces` takes it) and the
     largest position (``start - 1`` when empty); ``None`` where the plan form does not apply (see the
-    module docstring)."""
+    module docstring). Python arithmetic on each piece's few numbers: no numpy call per piece."""
     runs = Runs(_AXES, False)
-    stretch: list[tuple[int, int]] = []  # pending text: (first position, tokens) per contiguous part
+    stretch: list[list[int]] = []  # pending text: [first position, tokens] per contiguous part
     s, top = start, start - 1
     spatial = advance == "spatial"
     for p in pieces:
         if type(p) is TextRun:
-            if s + p.n > MAX_POSITION:
+            n = p.n
+            if s + n > MAX_POSITION:
                 return None
-            if p.n:
-                stretch.append((s, p.n))
-            s += p.n
-            top = max(top, s - 1)
+            _add(stretch, s, n)
+            s += n
+            if s - 1 > top:
+                top = s - 1
             continue
-        tau = p.tau
-        if len(tau) > 2 and not (np.diff(tau) == tau[1] - tau[0]).all():
+        tau = p.tau.tolist()
+        if len(tau) > 2 and any(t != tau[0] + k * (tau[1] - tau[0]) for k, t in enumerate(tau)):
             return None
-        top_t = int(tau.max())
-        top_hw = max(p.h0 + int(p.tile_h0.max()) + p.tile_h - 1, p.w0 + int(p.tile_w0.max()) + p.tile_w - 1)
+        h0s, w0s = p.tile_h0.tolist(), p.tile_w0.tolist()
+        top_t = max(tau)
+        top_hw = max(p.h0 + max(h0s) + p.tile_h - 1, p.w0 + max(w0s) + p.tile_w - 1)
         if p.follow_t:
             top_hw += top_t
         if p.wrap is not None:  # start wrapper at s, the block from s + 1, the end wrapper where text resumes
@@ -61,10 +63,10 @@ def walk_pieces(pieces: Sequence[TextRun | Block], advance: str, start: int = 0)
             high = s + max(end, 1 + top_t, 1 + top_hw)
             if high > MAX_POSITION:
                 return None
-            stretch.append((s, 1))
+            _add(stretch, s, 1)
             text_lines(stretch, runs)
-            _tiles(p, s + 1, s + 1, runs)
-            stretch = [(s + end, 1)]
+            _tiles(p, tau, h0s, w0s, s + 1, s + 1, runs)
+            stretch = [[s + end, 1]]
             top = max(top, high)
             s += end + 1
             continue
@@ -74,11 +76,19 @@ def walk_pieces(pieces: Sequence[TextRun | Block], advance: str, start: int = 0)
             return None
         text_lines(stretch, runs)
         stretch = []
-        _tiles(p, s, hw, runs)
+        _tiles(p, tau, h0s, w0s, s, hw, runs)
         top = max(top, high)
         s = s + max(p.span_h, p.span_w) if spatial else top + 1
     text_lines(stretch, runs)
     return runs, top
+
+
+def _add(stretch: list[list[int]], first: int, n: int) -> None:
+    """Append ``n`` text tokens from position ``first`` to ``stretch`` (joined to a part they continue)."""
+    if stretch and stretch[-1][0] + stretch[-1][1] == first:
+        stretch[-1][1] += n
+    elif n:
+        stretch.append([first, n])
 
 
 def plan_program(
@@ -89,40 +99,40 @@ def plan_program(
     walked = walk_pieces(pieces, advance, start)
     if walked is None:
         return None
-    runs, _ = walked
-    return runs.program(sum(p.n for p in pieces), delta, digest, np.dtype(np.int64))
+    return walked[0].program(sum(p.n for p in pieces), delta, digest)
 
 
-def _tiles(p: Block, t0: int, hw0: int, runs: Runs) -> None:
-    """Each tile of block ``p`` as one affine run of its grid ``(T', tile_h, tile_w)``: time from ``t0``,
-    h and w from ``hw0`` (the offsets :func:`mrope._layout.pieces.add_template` adds)."""
+def _tiles(p: Block, tau: list[int], h0s: list[int], w0s: list[int], t0: int, hw0: int, runs: Runs) -> None:
+    """Each tile of block ``p`` (time offsets ``tau``, tile offsets ``h0s`` / ``w0s``) as one affine run
+    of its grid ``(T', tile_h, tile_w)``: time from ``t0``, h and w from ``hw0`` (the offsets
+    :func:`mrope._layout.pieces.add_template` adds)."""
     frames, th, tw = p.tile_grid
     if not frames * th * tw:
         return
-    first = int(p.tau[0])
-    step = int(p.tau[1] - p.tau[0]) if frames > 1 else 0
+    first = tau[0]
+    step = tau[1] - first if frames > 1 else 0
     lift = first if p.follow_t else 0
-    strides = np.zeros((_AXES, 3), dtype=np.int64)
-    if frames > 1:
-        strides[0, 0] = step
-        if p.follow_t:
-            strides[1:, 0] = step
-    if th > 1:
-        strides[1, 1] = 1
-    if tw > 1:
-        strides[2, 2] = 1
-    for h0, w0 in zip(p.tile_h0.tolist(), p.tile_w0.tolist(), strict=True):
-        origin = np.array((t0 + first, hw0 + p.h0 + h0 + lift, hw0 + p.w0 + w0 + lift), dtype=np.int64)
-        runs.affine((frames, th, tw), origin, strides)
+    frame_step = step if p.follow_t else 0
+    strides = [
+        [step, 0, 0],
+        [frame_step, 1 if th > 1 else 0, 0],
+        [frame_step, 0, 1 if tw > 1 else 0],
+    ]
+    for h0, w0 in zip(h0s, w0s, strict=True):
+        runs.affine((frames, th, tw), [t0 + first, hw0 + p.h0 + h0 + lift, hw0 + p.w0 + w0 + lift], strides)
 
 
-def text_lines(stretch: list[tuple[int, int]], runs: Runs) -> None:
+def text_lines(stretch: Sequence[Sequence[int]], runs: Runs) -> None:
     """A stretch of text tokens (``(first position, tokens)`` parts, each ``s, s+1, ...`` on every axis)
     as the arithmetic lines :func:`mrope._program_build.compile_program` cuts it into: from each token,
     the longest line whose steps all equal its first step; stored when that takes too many lines."""
-    n = sum(c for _, c in stretch)
-    if not n:
+    if not stretch:
         return
+    if len(stretch) == 1:  # one contiguous part: one line (or one token)
+        first, n = stretch[0]
+        runs.affine((1, 1, n), [first] * _AXES, [[0, 0, 1 if n > 1 else 0]] * _AXES)
+        return
+    n = sum(c for _, c in stretch)
     firsts = [0]
     for _, c in stretch[:-1]:
         firsts.append(firsts[-1] + c)
@@ -131,9 +141,6 @@ def text_lines(stretch: list[tuple[int, int]], runs: Runs) -> None:
         k = bisect_right(firsts, token) - 1
         return stretch[k][0] + token - firsts[k]
 
-    if n == 1:
-        runs.affine((1, 1, 1), np.full(_AXES, stretch[0][0], dtype=np.int64), np.zeros((_AXES, 3), np.int64))
-        return
     steps: list[list[int]] = []  # the steps between neighbouring tokens, run-length coded: [step, count]
     last = None
     for first, c in stretch:
@@ -154,9 +161,7 @@ def text_lines(stretch: list[tuple[int, int]], runs: Runs) -> None:
                 entry_start += steps[entry][1]
                 entry += 1
             line, step = entry_start + steps[entry][1] + 1 - at, steps[entry][0]
-        strides = np.zeros((_AXES, 3), dtype=np.int64)
-        strides[:, 2] = step
-        runs.affine((1, 1, line), np.full(_AXES, position(at), dtype=np.int64), strides)
+        runs.affine((1, 1, line), [position(at)] * _AXES, [[0, 0, step]] * _AXES)
         at += line
 
 
