@@ -12,6 +12,7 @@ is one run.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -85,18 +86,19 @@ class Runs:
         r, a = len(self.lengths), self.axes
         if dtype is None:
             dtype = np.dtype(np.float32 if self.is_float else np.int64)
-        # lengths and explicit in one array call (its rows are contiguous views)
-        counts = np.array([self.lengths, self.explicit], dtype=np.int64).reshape(2, r)
-        steps = np.array(self.strides, dtype=self.num).reshape(r, a, 3)
+        # two arrays made from flat lists (the counts, the numbers), the five run arrays contiguous views
+        ints = np.array([*self.lengths, *chain.from_iterable(self.shape), *self.explicit], dtype=np.int64)
+        steps = chain.from_iterable(chain.from_iterable(self.strides))
+        nums = np.array([*chain.from_iterable(self.origin), *steps], dtype=self.num)
         return PositionProgram(
             num_tokens=num_tokens,
             delta=delta,
             rules_digest=digest,
-            lengths=counts[0],
-            shape=np.array(self.shape, dtype=np.int64).reshape(r, 3),
-            origin=np.array(self.origin, dtype=self.num).reshape(r, a),
-            strides=steps,
-            explicit=counts[1],
+            lengths=ints[:r],
+            shape=ints[r : 4 * r].reshape(r, 3),
+            origin=nums[: r * a].reshape(r, a),
+            strides=nums[r * a :].reshape(r, a, 3),
+            explicit=ints[4 * r :],
             pool=np.concatenate(self.pool, axis=1) if self.pool else np.zeros((a, 0), dtype=dtype),
         )
 
