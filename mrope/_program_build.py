@@ -32,15 +32,15 @@ class Runs:
         self.num = np.float64 if is_float else np.int64
         self.lengths: list[int] = []
         self.shape: list[tuple[int, int, int]] = []
-        self.origin: list[list] = []
-        self.strides: list[list[list]] = []
+        self.origin: list[Sequence] = []
+        self.strides: list[Sequence[Sequence]] = []
         self.explicit: list[int] = []
         self.pool: list[np.ndarray] = []
         self.pool_size = 0
 
-    def affine(self, dims: tuple[int, int, int], origin: list, strides: list[list]) -> None:
-        """Append a block of shape ``dims``: ``origin`` ``[A]`` and ``strides`` ``[A][3]`` as lists of
-        numbers (a line that continues the last one is joined to it)."""
+    def affine(self, dims: tuple[int, int, int], origin: Sequence, strides: Sequence[Sequence]) -> None:
+        """Append a block of shape ``dims``: ``origin`` ``[A]`` and ``strides`` ``[A][3]`` as tuples or lists
+        of numbers, never changed in place (a line that continues the last one is joined to it)."""
         n = dims[0] * dims[1] * dims[2]
         if dims[0] == dims[1] == 1 and not self.is_float and self._joins(origin, [s[2] for s in strides], n):
             return
@@ -57,11 +57,11 @@ class Runs:
         last_n, last_origin, last_strides = self.lengths[-1], self.origin[-1], self.strides[-1]
         last_step = [s[2] for s in last_strides]
         if last_n == 1:  # a single token takes the step of the line it starts
-            if n > 1 and [o + s for o, s in zip(last_origin, step, strict=True)] != origin:
+            if n > 1 and [o + s for o, s in zip(last_origin, step, strict=True)] != list(origin):
                 return False
             new = [o - lo for o, lo in zip(origin, last_origin, strict=True)] if n == 1 else step
             self.strides[-1] = [[s[0], s[1], x] for s, x in zip(last_strides, new, strict=True)]
-        elif [o + s * last_n for o, s in zip(last_origin, last_step, strict=True)] != origin or (
+        elif [o + s * last_n for o, s in zip(last_origin, last_step, strict=True)] != list(origin) or (
             n > 1 and step != last_step
         ):
             return False

@@ -30,6 +30,11 @@ from mrope._program_build import LINE_LIMIT, Runs
 
 _AXES = 3
 """The counter engine's axes (t, h, w)."""
+_LINE = ((0, 0, 1),) * _AXES
+_POINT = ((0, 0, 0),) * _AXES
+"""The strides of a text line and of one token: shared (a run's numbers are never changed in place, and
+tuples of numbers are no work for the garbage collector, which a long video's thousands of runs would
+otherwise wake)."""
 
 
 def walk_pieces(pieces: Sequence[TextRun | Block], advance: str, start: int = 0) -> tuple[Runs, int] | None:
@@ -113,13 +118,9 @@ def _tiles(p: Block, tau: list[int], h0s: list[int], w0s: list[int], t0: int, hw
     step = tau[1] - first if frames > 1 else 0
     lift = first if p.follow_t else 0
     frame_step = step if p.follow_t else 0
-    strides = [
-        [step, 0, 0],
-        [frame_step, 1 if th > 1 else 0, 0],
-        [frame_step, 0, 1 if tw > 1 else 0],
-    ]
+    strides = ((step, 0, 0), (frame_step, 1 if th > 1 else 0, 0), (frame_step, 0, 1 if tw > 1 else 0))
     for h0, w0 in zip(h0s, w0s, strict=True):
-        runs.affine((frames, th, tw), [t0 + first, hw0 + p.h0 + h0 + lift, hw0 + p.w0 + w0 + lift], strides)
+        runs.affine((frames, th, tw), (t0 + first, hw0 + p.h0 + h0 + lift, hw0 + p.w0 + w0 + lift), strides)
 
 
 def text_lines(stretch: Sequence[Sequence[int]], runs: Runs) -> None:
@@ -130,7 +131,7 @@ def text_lines(stretch: Sequence[Sequence[int]], runs: Runs) -> None:
         return
     if len(stretch) == 1:  # one contiguous part: one line (or one token)
         first, n = stretch[0]
-        runs.affine((1, 1, n), [first] * _AXES, [[0, 0, 1 if n > 1 else 0]] * _AXES)
+        runs.affine((1, 1, n), (first,) * _AXES, _LINE if n > 1 else _POINT)
         return
     n = sum(c for _, c in stretch)
     firsts = [0]
@@ -161,7 +162,7 @@ def text_lines(stretch: Sequence[Sequence[int]], runs: Runs) -> None:
                 entry_start += steps[entry][1]
                 entry += 1
             line, step = entry_start + steps[entry][1] + 1 - at, steps[entry][0]
-        runs.affine((1, 1, line), [position(at)] * _AXES, [[0, 0, step]] * _AXES)
+        runs.affine((1, 1, line), (position(at),) * _AXES, ((0, 0, step),) * _AXES)
         at += line
 
 
