@@ -56,12 +56,31 @@ def build_positions(
         prompt: the unpruned positions at the kept tokens (docs/pruning.md). ``media`` holds each image's
         and video's ``record`` (how :mod:`mrope.media` sized it), in segment order.
     """
+    return _built(segments, model, rules, tokenizer, convention, lazy=False)
+
+
+def build_lazy_positions(
+    segments: Sequence[Segment], model: Any, rules: LayoutRules, tokenizer: Any
+) -> Positions:
+    """:func:`build_positions` (``rules`` resolved) whose ``ids`` and ``input_ids`` are written on first read where the engine
+    can defer them (:meth:`mrope._layout.counter.CounterPlan.lazy_positions`): the program, delta and
+    metadata of an unpruned counter-engine prompt then cost O(segments) and no position is written
+    (the service's program answer). Same values and errors as :func:`build_positions`."""
+    return _built(segments, model, rules, tokenizer, "released", lazy=True)
+
+
+def _built(
+    segments: Sequence[Segment], model: Any, rules: Any, tokenizer: Any, convention: str, lazy: bool
+) -> Positions:
     tokenizer = resolve_tokenizer(model, tokenizer)
     plan = plan_sequence(segments, resolve_rules(model, rules, convention), tokenizer)
     for note in plan.notes:
-        warnings.warn(note, MRopeWarning, stacklevel=2)
+        warnings.warn(note, MRopeWarning, stacklevel=3)
     masks = segment_masks(segments)
-    p = pruned_positions(plan.positions(), masks, segments) if masks else plan.positions()
+    if masks:
+        p = pruned_positions(plan.positions(), masks, segments)
+    else:
+        p = plan.lazy_positions() if lazy else plan.positions()
     return _with_records(p, segments)
 
 
@@ -231,6 +250,7 @@ def text_positions(n: int) -> np.ndarray:
 __all__ = [
     "audio_tokens",
     "build_batch",
+    "build_lazy_positions",
     "build_positions",
     "count_tokens",
     "next_positions",

@@ -113,7 +113,8 @@ class Positions:
 
     @property
     def num_tokens(self) -> int:
-        return int(self.ids.shape[1])
+        lazy = self.__dict__.get("_lazy_fill")
+        return lazy[1] if lazy is not None else int(self.ids.shape[1])
 
     @property
     def mm_token_type_ids(self) -> np.ndarray:
@@ -133,7 +134,7 @@ class Positions:
         under rules with audio, and ``generation_ids`` (``[3][n + 1]``) when the sequence has images to
         generate (GLM-Image)."""
         out = {
-            "delta": float(self.delta) if self.ids.dtype.kind == "f" else int(self.delta),
+            "delta": float(self.delta) if self._ids_kind() == "f" else int(self.delta),
             "num_tokens": self.num_tokens,
             "spans": [s.to_dict() for s in self.spans],
             "image_grid_thw": self.image_grid_thw.tolist(),
@@ -147,6 +148,11 @@ class Positions:
             out["generation_ids"] = self.generation_ids.tolist()
         return out
 
+    def _ids_kind(self) -> str:
+        """The dtype kind of :attr:`ids` (``"f"`` under fractional time), without writing lazy ids."""
+        lazy = self.__dict__.get("_lazy_fill")
+        return lazy[2] if lazy is not None else self.ids.dtype.kind
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"positions": [[t...], [h...], [w...]], **metadata()}``."""
         return {"positions": self.ids.tolist(), **self.metadata()}
@@ -155,8 +161,20 @@ class Positions:
         """These positions as a :class:`mrope.PositionProgram`: runs (text lines, grid blocks, stored ids
         where nothing shorter is exact) in O(segments) space; ``program().expand()`` equals :attr:`ids`.
         It holds the prompt's tokens and :attr:`delta`; GLM-Image's planned :attr:`generation_ids` are not
-        part of it."""
-        return compile_program(self.ids, self.spans, self.delta, rules_digest(self.rules))
+        part of it.
+
+        Positions the counter engine filled make it from the engine's plan in O(pieces)
+        (:func:`mrope._layout.plan_program.plan_program`); the others (pruned, the sequence, canvas and
+        omni engines, blocks with unevenly spaced frames) compile it from :attr:`ids` and check it
+        (:func:`mrope._program_build.compile_program`). Both give the same program."""
+        digest = rules_digest(self.rules)
+        source = self.__dict__.get("_plan_program")
+        if source is not None:  # made by the counter engine: straight from its plan (no ids read)
+            make, args = source
+            program = make(*args, self.delta, digest)
+            if program is not None:
+                return program
+        return compile_program(self.ids, self.spans, self.delta, digest)
 
     def prefix_key(self, n: int, media_keys: Sequence[Any] | None = None) -> str:
         """A digest (32 hex characters) of what the first ``n`` tokens fix: two prompts with equal keys
@@ -237,21 +255,61 @@ class _LazySpans:
 Positions.spans = _LazySpans()  # type: ignore[assignment,misc]
 
 
+class _LazyFill:
+    """``Positions.ids`` and ``input_ids`` of a sequence whose engine writes them on first read (kept until
+    then under ``_lazy_fill`` as ``(fill, num_tokens, dtype kind)``, ``fill()`` giving both arrays), then
+    kept in the instance, which then shadows this non-data descriptor. A caller that asks only for the
+    program or the metadata thus writes no position."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Positions | None, owner: type | None = None) -> Any:
+        if obj is None:
+            raise AttributeError(self.name)  # a required field: no class-level default
+        state = obj.__dict__
+        source = state.get("_lazy_fill")
+        if source is None:  # another thread wrote them in between
+            return state[self.name]
+        state["ids"], state["input_ids"] = source[0]()
+        state.pop("_lazy_fill", None)
+        return state[self.name]
+
+
+Positions.ids = _LazyFill("ids")  # type: ignore[assignment,misc]
+Positions.input_ids = _LazyFill("input_ids")  # type: ignore[assignment,misc]
+
+
+def filled_on_read(
+    p: Positions, fill: Callable[[], tuple[np.ndarray, np.ndarray]], num_tokens: int, kind: str
+) -> Positions:
+    """``p`` (made with no ``ids`` or ``input_ids``) whose ``ids`` and ``input_ids`` are ``fill()``'s two
+    arrays, written on first read; ``num_tokens`` and the ids' dtype ``kind`` are known before."""
+    state = p.__dict__
+    state.pop("ids", None)
+    state.pop("input_ids", None)
+    state["_lazy_fill"] = (fill, num_tokens, kind)
+    return p
+
+
 def positions_with_lazy_spans(
     make_spans: Callable[..., Sequence[Span]],
     span_args: tuple,
-    ids: np.ndarray,
+    ids: np.ndarray | None,
     delta: int,
-    input_ids: np.ndarray,
+    input_ids: np.ndarray | None,
     image_grid_thw: np.ndarray,
     video_grid_thw: np.ndarray,
     second_per_grid_ts: np.ndarray,
     rules: LayoutRules,
     notes: tuple[str, ...],
     generation_ids: np.ndarray | None,
+    plan_program: tuple[Callable[..., PositionProgram | None], tuple] | None = None,
 ) -> Positions:
     """A :class:`Positions` whose spans are ``make_spans(*span_args)``, made on first read (same fields as
-    the dataclass constructor gives; made without its frozen ``__setattr__`` per field)."""
+    the dataclass constructor gives; made without its frozen ``__setattr__`` per field). ``plan_program``:
+    ``(make, args)`` whose ``make(*args, delta, rules_digest)`` is :meth:`Positions.program` made from the
+    engine's plan (``None`` where that form does not apply)."""
     out = object.__new__(Positions)
     out.__dict__.update(
         ids=ids,
@@ -266,6 +324,8 @@ def positions_with_lazy_spans(
         audio_tokens=np.zeros(0, dtype=np.int64),
         generation_ids=generation_ids,
     )
+    if plan_program is not None:
+        out.__dict__["_plan_program"] = plan_program
     return out
 
 
@@ -408,6 +468,7 @@ __all__ = [
     "Positions",
     "Span",
     "continued",
+    "filled_on_read",
     "grid_array",
     "next_positions",
     "positions_with_lazy_spans",

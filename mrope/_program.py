@@ -178,9 +178,8 @@ class PositionProgram:
             self.rules_digest.encode("ascii"),
         )
         parts = (self.lengths, self.shape, self.explicit, self.origin, self.strides, self.pool)
-        return header + b"".join(
-            np.ascontiguousarray(p).astype(p.dtype.newbyteorder("<")).tobytes() for p in parts
-        )
+        # tobytes writes C order; astype is no copy where the machine is little-endian already
+        return header + b"".join(p.astype(p.dtype.newbyteorder("<"), copy=False).tobytes() for p in parts)
 
     @classmethod
     def from_bytes(

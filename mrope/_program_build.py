@@ -12,33 +12,37 @@ is one run.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from mrope._program import PositionProgram, block_values
 
-_LINE_LIMIT = 8
+LINE_LIMIT = 8
 """A stretch cut into more lines than one per this many tokens is stored explicitly instead."""
 
 
-class _Runs:
-    """Runs collected in token order (Python lists; a program has few)."""
+class Runs:
+    """Runs collected in token order, as Python lists (a program has few runs, and list arithmetic on a
+    run's few numbers costs less than numpy's per call)."""
 
     def __init__(self, axes: int, is_float: bool) -> None:
         self.axes, self.is_float = axes, is_float
         self.num = np.float64 if is_float else np.int64
         self.lengths: list[int] = []
         self.shape: list[tuple[int, int, int]] = []
-        self.origin: list[np.ndarray] = []
-        self.strides: list[np.ndarray] = []
+        self.origin: list[Sequence] = []
+        self.strides: list[Sequence[Sequence]] = []
         self.explicit: list[int] = []
         self.pool: list[np.ndarray] = []
         self.pool_size = 0
 
-    def affine(self, dims: tuple[int, int, int], origin: np.ndarray, strides: np.ndarray) -> None:
+    def affine(self, dims: tuple[int, int, int], origin: Sequence, strides: Sequence[Sequence]) -> None:
+        """Append a block of shape ``dims``: ``origin`` ``[A]`` and ``strides`` ``[A][3]`` as tuples or lists
+        of numbers, never changed in place (a line that continues the last one is joined to it)."""
         n = dims[0] * dims[1] * dims[2]
-        if dims[0] == dims[1] == 1 and not self.is_float and self._joins(origin, strides[:, 2], n):
+        if dims[0] == dims[1] == 1 and not self.is_float and self._joins(origin, [s[2] for s in strides], n):
             return
         self.lengths.append(n)
         self.shape.append(dims)
@@ -46,18 +50,19 @@ class _Runs:
         self.strides.append(strides)
         self.explicit.append(-1)
 
-    def _joins(self, origin: np.ndarray, step: np.ndarray, n: int) -> bool:
+    def _joins(self, origin: list, step: list, n: int) -> bool:
         """Extend the last run by this line when it is a line that this one continues."""
         if not self.lengths or self.explicit[-1] >= 0 or self.shape[-1][:2] != (1, 1):
             return False
-        last_n, last_origin, last_step = self.lengths[-1], self.origin[-1], self.strides[-1][:, 2]
+        last_n, last_origin, last_strides = self.lengths[-1], self.origin[-1], self.strides[-1]
+        last_step = [s[2] for s in last_strides]
         if last_n == 1:  # a single token takes the step of the line it starts
-            if n > 1 and not np.array_equal(last_origin + step, origin):
+            if n > 1 and [o + s for o, s in zip(last_origin, step, strict=True)] != list(origin):
                 return False
-            self.strides[-1] = self.strides[-1].copy()
-            self.strides[-1][:, 2] = origin - last_origin if n == 1 else step
-        elif not np.array_equal(last_origin + last_step * last_n, origin) or (
-            n > 1 and not np.array_equal(step, last_step)
+            new = [o - lo for o, lo in zip(origin, last_origin, strict=True)] if n == 1 else step
+            self.strides[-1] = [[s[0], s[1], x] for s, x in zip(last_strides, new, strict=True)]
+        elif [o + s * last_n for o, s in zip(last_origin, last_step, strict=True)] != list(origin) or (
+            n > 1 and step != last_step
         ):
             return False
         self.lengths[-1] = last_n + n
@@ -68,23 +73,32 @@ class _Runs:
         n = ids.shape[1]
         self.lengths.append(n)
         self.shape.append((1, 1, n))
-        self.origin.append(np.zeros(self.axes, dtype=self.num))
-        self.strides.append(np.zeros((self.axes, 3), dtype=self.num))
+        self.origin.append([0] * self.axes)
+        self.strides.append([[0, 0, 0]] * self.axes)
         self.explicit.append(self.pool_size)
         self.pool.append(ids)
         self.pool_size += n
 
-    def program(self, num_tokens: int, delta: Any, digest: str, dtype: np.dtype) -> PositionProgram:
+    def program(
+        self, num_tokens: int, delta: Any, digest: str, dtype: np.dtype | None = None
+    ) -> PositionProgram:
+        """The program of these runs (``dtype``: the positions', by default int64, float32 when float)."""
         r, a = len(self.lengths), self.axes
+        if dtype is None:
+            dtype = np.dtype(np.float32 if self.is_float else np.int64)
+        # two arrays made from flat lists (the counts, the numbers), the five run arrays contiguous views
+        ints = np.array([*self.lengths, *chain.from_iterable(self.shape), *self.explicit], dtype=np.int64)
+        steps = chain.from_iterable(chain.from_iterable(self.strides))
+        nums = np.array([*chain.from_iterable(self.origin), *steps], dtype=self.num)
         return PositionProgram(
             num_tokens=num_tokens,
             delta=delta,
             rules_digest=digest,
-            lengths=np.asarray(self.lengths, dtype=np.int64).reshape(r),
-            shape=np.asarray(self.shape, dtype=np.int64).reshape(r, 3),
-            origin=np.asarray(self.origin, dtype=self.num).reshape(r, a),
-            strides=np.asarray(self.strides, dtype=self.num).reshape(r, a, 3),
-            explicit=np.asarray(self.explicit, dtype=np.int64).reshape(r),
+            lengths=ints[:r],
+            shape=ints[r : 4 * r].reshape(r, 3),
+            origin=nums[: r * a].reshape(r, a),
+            strides=nums[r * a :].reshape(r, a, 3),
+            explicit=ints[4 * r :],
             pool=np.concatenate(self.pool, axis=1) if self.pool else np.zeros((a, 0), dtype=dtype),
         )
 
@@ -105,16 +119,16 @@ def _block(
     return origin, strides
 
 
-def _lines(seg: np.ndarray, runs: _Runs) -> None:
+def _lines(seg: np.ndarray, runs: Runs) -> None:
     """``seg`` ``[A, n]`` as arithmetic lines, greedily longest first; stored when that takes too many."""
     n = seg.shape[1]
     wide = seg.astype(runs.num)
     if n == 1:
-        runs.affine((1, 1, 1), wide[:, 0], np.zeros((runs.axes, 3), dtype=runs.num))
+        runs.affine((1, 1, 1), wide[:, 0].tolist(), [[0, 0, 0]] * runs.axes)
         return
     step = np.diff(wide, axis=1)  # [A, n - 1]
     breaks = np.flatnonzero((step[:, 1:] != step[:, :-1]).any(axis=0)) + 1  # a step differing from the last
-    if breaks.size > n // _LINE_LIMIT + 2:
+    if breaks.size > n // LINE_LIMIT + 2:
         runs.stored(seg)
         return
     cut: list[tuple[int, int]] = []
@@ -137,7 +151,7 @@ def _lines(seg: np.ndarray, runs: _Runs) -> None:
         runs.stored(seg)
         return
     for dims, origin, strides in made:
-        runs.affine(dims, origin, strides)
+        runs.affine(dims, origin.tolist(), strides.tolist())
 
 
 def _exact(seg: np.ndarray, made: list) -> bool:
@@ -207,7 +221,7 @@ def _compiled(
     ids: np.ndarray, pieces: list[tuple[int, int, Any]], delta: int | float, digest: str, check: bool
 ) -> PositionProgram:
     axes, total = ids.shape
-    runs = _Runs(axes, ids.dtype.kind == "f")
+    runs = Runs(axes, ids.dtype.kind == "f")
     for start, stop, span in pieces:
         if stop == start:
             continue
@@ -215,10 +229,10 @@ def _compiled(
         dims = _dims(span, seg)
         fit = _block(seg, dims, runs.num, check) if dims is not None else None
         if fit is not None:
-            runs.affine(dims, *fit)
+            runs.affine(dims, fit[0].tolist(), fit[1].tolist())
         else:
             _lines(seg, runs)
     return runs.program(total, delta, digest, ids.dtype)
 
 
-__all__ = ["compile_program"]
+__all__ = ["LINE_LIMIT", "Runs", "compile_program"]

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 RESULT_COLUMNS = ("positions", "delta", *arrow.SEQUENCE_COLUMNS, *arrow.ERROR_COLUMNS, "media")
-"""The columns of a result row (``media``: :func:`media_json` of its media records; plus ``input_ids`` and ``labels`` when asked for, and
+"""The columns of a result row (``media``: :func:`media_json` of its media records; plus ``input_ids``,
+``labels`` and ``program`` (the bytes of :meth:`mrope.PositionProgram.to_bytes`) when asked for, and
 ``generation_ids`` in a job whose model generates images). ``error_code`` is a stable machine-readable
 name of the failure (:func:`error_code`), ``""`` on success."""
 
@@ -58,10 +59,16 @@ def media_json(p: Positions) -> str:
 
 
 def result_row(
-    p: Positions, *, input_ids: bool = False, generation: bool = False, labels: np.ndarray | None = None
+    p: Positions,
+    *,
+    input_ids: bool = False,
+    generation: bool = False,
+    labels: np.ndarray | None = None,
+    program: bool = False,
 ) -> dict[str, Any]:
     """The columns of a successful record (``generation``: with ``generation_ids``, ``[3, 0]`` when the
-    record has no image to generate; ``labels``: with ``labels`` and ``assistant_mask``)."""
+    record has no image to generate; ``labels``: with ``labels`` and ``assistant_mask``; ``program``:
+    with ``program``, the bytes of ``p.program()``)."""
     row: dict[str, Any] = {
         "positions": p.ids,
         "delta": float(p.delta) if p.ids.dtype.kind == "f" else int(p.delta),
@@ -82,6 +89,8 @@ def result_row(
         row["generation_ids"] = (
             p.generation_ids if p.generation_ids is not None else np.zeros((3, 0), dtype=np.int64)
         )
+    if program:
+        row["program"] = p.program().to_bytes()
     return row
 
 
@@ -93,9 +102,10 @@ def error_row(
     generation: bool = False,
     labels: bool = False,
     code: str = "internal_error",
+    program: bool = False,
 ) -> dict[str, Any]:
-    """The columns of a failed record: empty arrays of the right shapes and dtypes, the message and its
-    code."""
+    """The columns of a failed record: empty arrays of the right shapes and dtypes (an empty ``program``),
+    the message and its code."""
     row: dict[str, Any] = {
         "positions": np.zeros((3, 0), dtype=np.float32 if fractional else np.int64),
         "delta": 0,
@@ -114,15 +124,22 @@ def error_row(
         row["assistant_mask"] = np.zeros(0, dtype=np.int8)
     if generation:
         row["generation_ids"] = np.zeros((3, 0), dtype=np.int64)
+    if program:
+        row["program"] = b""
     return row
 
 
 def arrow_schema(
-    *, input_ids: bool = False, fractional: bool = False, generation: bool = False, labels: bool = False
+    *,
+    input_ids: bool = False,
+    fractional: bool = False,
+    generation: bool = False,
+    labels: bool = False,
+    program: bool = False,
 ) -> pa.Schema:
     """The Arrow types of the result columns (``fractional``: float32 positions and a float64 delta, for
     a job whose model keeps fractional time; ``generation``: a ``generation_ids`` column, for a job whose
-    model generates images)."""
+    model generates images; ``program``: a binary ``program`` column)."""
     import pyarrow as pa
 
     cols = [
@@ -138,6 +155,8 @@ def arrow_schema(
         cols += [("labels", pa.list_(pa.int64())), ("assistant_mask", pa.list_(pa.int8()))]
     if generation:
         cols.append(("generation_ids", arrow.positions_type()))
+    if program:
+        cols.append(("program", pa.binary()))
     return pa.schema(cols)
 
 
@@ -150,13 +169,16 @@ def rows_to_table(
     fractional: bool = False,
     generation: bool = False,
     labels: bool = False,
+    program: bool = False,
 ) -> pa.Table:
     """Result rows (:func:`result_row`, :func:`error_row`) as a ``pyarrow.Table`` with
     :func:`arrow_schema` types, after the ``keep`` columns copied from ``records`` (those every record
     has; an input column named like a result column is replaced by the result)."""
     import pyarrow as pa
 
-    schema = arrow_schema(input_ids=input_ids, fractional=fractional, generation=generation, labels=labels)
+    schema = arrow_schema(
+        input_ids=input_ids, fractional=fractional, generation=generation, labels=labels, program=program
+    )
     columns: dict[str, pa.Array] = {}
     for name in keep:
         if name in schema.names:

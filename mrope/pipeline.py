@@ -155,6 +155,9 @@ class Preprocessor:
             rows of at most ``pack`` tokens and returns the packed rows (:func:`mrope.packing._table.packed_schema`) instead
             of one row per record; ``pack_mode`` is ``"ffd"`` (first-fit-decreasing) or ``"stream"``
             (order-keeping). See docs/packing.md.
+        program: rows also carry ``program``, the bytes of the record's position program
+            (:meth:`mrope.PositionProgram.to_bytes`, what ``mrope batch --format program`` writes per
+            sample; empty for a failed record); not with ``pack`` (a packed row holds several records).
     """
 
     model: Any = None
@@ -177,6 +180,7 @@ class Preprocessor:
     decode_check: bool = False
     pack: int | None = None
     pack_mode: str = "ffd"
+    program: bool = False
 
     def rules_for(self, record: Record | Mapping[str, Any]) -> LayoutRules:
         """The layout rules of one record: the job's model and overrides over the record's. A model is
@@ -404,7 +408,11 @@ class Preprocessor:
         try:
             p, labels = self.checked_sample(record)
             return result_row(
-                p, input_ids=self.with_input_ids, generation=self.generates_images, labels=labels
+                p,
+                input_ids=self.with_input_ids,
+                generation=self.generates_images,
+                labels=labels,
+                program=self.program,
             )
         except JobError as exc:
             if stop_on_job_error:
@@ -421,6 +429,7 @@ class Preprocessor:
             generation=self.generates_images,
             labels=self.labels,
             code=error_code(exc),
+            program=self.program,
         )
 
     def batch(self, batch: Any) -> pa.Table:
@@ -440,6 +449,7 @@ class Preprocessor:
             fractional=self.fractional,
             generation=self.generates_images,
             labels=self.labels,
+            program=self.program,
         )
 
     def packed(self, batch: Any) -> pa.Table:
@@ -449,6 +459,11 @@ class Preprocessor:
         ``samples`` column holds indices into the batch. A :class:`JobError` stops it (and the job)."""
         if self.pack is None:
             raise RecordError("packed() needs pack= (the row length in tokens)")
+        if self.program:
+            raise RecordError(
+                "program=True gives each record's row its position program; packed rows (pack=) hold "
+                "several records and carry none: run the job without pack= for the program column"
+            )
         records = batch_records(batch)
         samples: list[PackItem] = []
         for record in records:

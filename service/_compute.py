@@ -13,6 +13,7 @@ from typing import Any
 from starlette.responses import Response
 
 import mrope
+from mrope._builder import build_lazy_positions
 from mrope._continuation import check_no_generation
 from mrope._rules import LayoutRules
 from mrope.models import resolve_rules
@@ -67,7 +68,11 @@ def count_build_render(
         pos, after = turn.positions, turn.state
         check_state_after(after)
     else:
-        pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
+        # a program answer is made from the layout plan: no position is written for it
+        if fmt == "program":
+            pos = build_lazy_positions(segments, model, rules, state.tokenizer)
+        else:
+            pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
     if not counted:
         convert.check_tokens(pos.num_tokens, settings)
     if conversation is not None and conversation.return_state:

@@ -46,6 +46,7 @@ from mrope.media._audio import has_audio_stream
 from mrope.media._deadline import DeadlineReader, ProbeDeadlineError
 from mrope.media._detect import NOT_PICTURE_FORMATS
 from mrope.media._image import DEFAULT_MAX_IMAGE_PIXELS
+from mrope.media._sources import media_record
 from mrope.models._registry import get_route
 from mrope.models._routes import DEFAULT_ROUTE, ROUTES
 from mrope.schema._request import FileItem
@@ -239,10 +240,12 @@ def _segment(
     meta = probe.meta
     if probe.kind == "image":
         height, width = meta
-        image = mrope.Image(grid=image_grid(height, width, rules=rules), wrap=item.wrap)
+        grid = image_grid(height, width, rules=rules)
+        sized = _sized(grid, rules)
+        record = media_record("image", model, rules.name, probe.route, {}, sized["resized"], 1)
+        image = mrope.Image(grid=grid, wrap=item.wrap, record=record)
         info = {"kind": "image", "route": probe.route.name, "width": width, "height": height}
-        sources = sizing_sources("image", model, route=probe.route)
-        return LoadedFile(image, {**info, **_sized(image.grid, rules), "sources": sources})
+        return LoadedFile(image, {**info, **sized, "sources": dict(record.sources)})
     if probe.kind == "audio":
         audio = load_audio(meta, model=model, rules=rules, wrap=item.wrap)
         info = {

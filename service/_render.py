@@ -15,6 +15,10 @@ header sizes, and the JSON form always carries everything.
 :meth:`mrope.PositionProgram.to_bytes` (docs/engine.md, "Position programs": the runs, delta and token
 count inside), the other fields in the npy form's headers. ``/v1/rope-index`` (a padded batch) has no
 program form: a 406.
+
+The JSON answer of a positions endpoint also carries ``media``: each image's and video's record of how it
+was read and sized (:meth:`mrope.media.MediaRecord.as_dict`, ``null`` for one given by its grid); the npy
+and program answers carry no media.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from starlette.responses import Response
 
 from mrope import Positions
 from mrope._caches import register
+from mrope._result_rows import media_items
 
 from ._errors import ServiceError
 
@@ -229,7 +234,7 @@ def render_positions(
     if extra:
         payload.update(extra)
     if fmt == "json":
-        body = orjson.dumps({"positions": pos.ids, **payload}, option=_OPTS)
+        body = orjson.dumps({"positions": pos.ids, **payload, "media": media_items(pos)}, option=_OPTS)
         return Response(body, media_type=JSON)
     plain = {"X-MRope-Delta": str(pos.delta), "X-MRope-Num-Tokens": str(pos.num_tokens)}
     meta = {_meta_name(k): v for k, v in payload.items() if k not in ("delta", "num_tokens")}

@@ -88,6 +88,19 @@ class SpanOut(BaseModel):
     tile: list[int] | None = Field(None, description="[row, col] of a tile")
 
 
+class MediaOut(BaseModel):
+    kind: str = Field(description="image, or video (a video file or a list of frame images)")
+    route: str = Field(description="whose pipeline's loader read it (processor, qwen-vl-utils, vllm)")
+    size: list[int] = Field(
+        description="[height, width] in pixels after the resize (one frame's, for a video)"
+    )
+    frames: int = Field(description="frames read: a video's sampled frames or frame images, 1 for an image")
+    sources: dict[str, str] = Field(
+        description="where each sizing value came from (record key, route default, checkpoint file and key, "
+        "the preset, or the rules)"
+    )
+
+
 class PositionsResponse(BaseModel):
     positions: list[list[int]] | list[list[float]] = Field(
         description="[3][T] rows t, h, w (numbers with a fraction under Qwen3-Omni's fractional time)"
@@ -108,6 +121,11 @@ class PositionsResponse(BaseModel):
         description="GLM-Image, when the segments hold images to generate: [3][n + 1] the decode-time positions "
         "of the n generated image tokens (last target first) and of the end marker after them; absent "
         "otherwise",
+    )
+    media: list[MediaOut | None] = Field(
+        description="one entry per image and video segment, in order: how the service read and sized it "
+        "(mrope.media.MediaRecord), null for one given by its grid; JSON answers only (npy and program "
+        "answers carry no media)"
     )
     state: ConversationStateBody | None = Field(
         None,

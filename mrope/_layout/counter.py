@@ -28,9 +28,10 @@ from mrope._layout.pieces import (
     wrapped_block,
 )
 from mrope._layout.plan_cache import SegmentPlan, remember_plan, segment_plans, small_plan
+from mrope._layout.plan_program import plan_program, walk_pieces
 from mrope._layout.token_inputs import TokenInputs
 from mrope._layout.token_scan import ScanResult, ScanRow, fill_runs, scan_batch
-from mrope._positions import Positions, Span, grid_array, positions_with_lazy_spans
+from mrope._positions import Positions, Span, filled_on_read, grid_array, positions_with_lazy_spans
 from mrope._rules import LayoutRules
 from mrope._segments import Audio, Image, Segment, Text, Video
 from mrope._tokenizer import encode_text
@@ -393,8 +394,37 @@ class CounterPlan:
         counter stands before the first piece (0, or where a continued conversation stands; ``delta``
         is then the pieces' own, ``1 + max`` minus their count)."""
         ids, tokens, total = self.output_arrays(ids, tokens, total)
+        top = fill_pieces(self.pieces, ids, tokens, None, self.rules.advance, self.owners, start)
+        source = (plan_program, (self.pieces, self.rules.advance, start)) if self._plan_form() else None
+        return self._described(ids, tokens, top, total, source)
+
+    def lazy_positions(self) -> Positions:
+        """:meth:`positions` (new arrays, from 0) whose ``ids`` and ``input_ids`` are written on first read:
+        the delta and the program come from the plan (:func:`mrope._layout.plan_program.walk_pieces`, in
+        O(pieces)), so a caller that reads only those writes no position. Where the plan form does not
+        apply (see that module) or the rules' engine writes more than the pieces, filled at once."""
         lay = self.rules
-        top = fill_pieces(self.pieces, ids, tokens, None, lay.advance, self.owners, start)
+        walked = walk_pieces(self.pieces, lay.advance) if self._plan_form() else None
+        if walked is None:
+            return self.positions()
+        total = self.num_tokens
+
+        def fill() -> tuple[np.ndarray, np.ndarray]:
+            ids, tokens, _ = self.output_arrays(None, None, total)
+            fill_pieces(self.pieces, ids, tokens, None, lay.advance, self.owners)
+            return ids, tokens
+
+        described = self._described(None, None, walked[1], total, (walked[0].program, (total,)))
+        return filled_on_read(described, fill, total, "i")  # the program: these runs, not walked again
+
+    def _plan_form(self) -> bool:
+        """Whether the plan gives the program (:mod:`mrope._layout.plan_program`): 3 int64 axes, pieces only."""
+        return self.fills_ranges and self.rules.num_axes == 3 and not self.rules.fractional_time
+
+    def _described(self, ids: Any, tokens: Any, top: int, total: int, program: tuple | None) -> Positions:
+        """The :class:`Positions` of the pieces (``top``: the largest position; ``program``: how
+        :meth:`Positions.program` makes its program from the plan, ``None`` to compile it)."""
+        lay = self.rules
         return positions_with_lazy_spans(
             piece_spans,
             (self.pieces, self.owners),
@@ -409,6 +439,7 @@ class CounterPlan:
             target_positions(top + 1, self.targets, lay.merge_size)
             if lay.generates_images and self.targets
             else None,
+            program,
         )
 
     def fill_range(

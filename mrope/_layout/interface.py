@@ -38,6 +38,11 @@ class LayoutPlan(Protocol):
         start: Any = 0,
     ) -> Positions: ...
 
+    def lazy_positions(self) -> Positions:
+        """``positions()`` whose ids may be written on first read (an engine that cannot defer them
+        fills them at once)."""
+        ...
+
 
 @dataclass(frozen=True)
 class LayoutEngine:

@@ -94,6 +94,10 @@ class OmniPlan:
     def num_tokens(self) -> int:
         return sum(p.num_tokens for p in self.pieces)
 
+    def lazy_positions(self) -> Positions:
+        """:meth:`positions`, filled at once (the timeline writes its positions as it lays them out)."""
+        return self.positions()
+
     def positions(
         self,
         ids: np.ndarray | None = None,

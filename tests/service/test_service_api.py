@@ -56,7 +56,9 @@ def load_npy(resp: httpx.Response) -> np.ndarray:
 
 
 def expected(pos: mrope.Positions) -> dict:
-    return pos.to_dict()
+    """The library's positions as a JSON answer carries them: ``to_dict()`` and each image's and video's
+    media record (``null`` for one given by its grid)."""
+    return {**pos.to_dict(), "media": [None if r is None else r.as_dict() for r in pos.media]}
 
 
 @pytest.fixture(scope="module")

@@ -82,3 +82,53 @@ def test_program_negotiation_and_refusals(client):
         and "no application/x-mrope-program form" in refused.json()["error"]["message"]
     )
     assert client.post("/v1/rope-index", json=rope).status_code == 200  # control: JSON is answered
+
+
+BYTES_REQUESTS = [
+    REQUESTS["qwen2-vl"],
+    {  # fps 1.7 under absolute time: uneven frame steps, the compile path
+        "model": "qwen2.5-vl",
+        "segments": [
+            {"type": "text", "tokens": 4},
+            {"type": "video", "grid": [8, 28, 28], "fps": 1.7},
+            {"type": "image", "grid": [1, 56, 28]},
+        ],
+    },
+    {
+        "model": "glm-4.1v",
+        "segments": [{"type": "image", "grid": [1, 28, 28]}, {"type": "text", "tokens": 2}],
+    },
+    {
+        "model": "hunyuan-ocr",
+        "segments": [{"type": "text", "tokens": 2}, {"type": "image", "grid": [1, 32, 32]}],
+    },
+]
+
+
+@pytest.mark.parametrize("body", BYTES_REQUESTS, ids=lambda b: b["model"])
+def test_program_bytes_are_those_compiled_from_the_json_answer(client, body):
+    """The service makes the program from the layout plan (no ids): its bytes are those of the program
+    compiled here from the JSON answer's positions and spans; a program off by one run is not."""
+    from mrope import Span, rules_digest
+    from mrope._program_build import compile_program
+    from mrope.models import resolve_rules
+
+    want = client.post("/v1/positions", json=body).json()
+    got = client.post("/v1/positions", json=body, headers={"accept": PROGRAM})
+    spans = [
+        Span(
+            s["kind"],
+            s["start"],
+            s["stop"],
+            s["index"],
+            *(tuple(s[k]) if k in s else None for k in ("grid", "tile")),
+        )
+        for s in want["spans"]
+    ]
+    ids = np.asarray(want["positions"], dtype=np.int64)
+    digest = rules_digest(resolve_rules(body["model"], None))
+    assert got.content == compile_program(ids, spans, want["delta"], digest).to_bytes()
+    assert (
+        got.content
+        != compile_program(ids + (np.arange(ids.shape[1]) == 0), spans, want["delta"], digest).to_bytes()
+    )

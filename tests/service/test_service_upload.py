@@ -113,7 +113,9 @@ def assert_error(
 
 
 def expected(pos: mrope.Positions) -> dict:
-    return pos.to_dict()
+    """The library's positions as a JSON answer carries them: ``to_dict()`` and each image's and video's
+    media record (``null`` for one given by its grid)."""
+    return {**pos.to_dict(), "media": [None if r is None else r.as_dict() for r in pos.media]}
 
 
 # --------------------------------------------------------------------------------------- happy paths
