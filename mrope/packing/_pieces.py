@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mrope._caches import register
+from mrope._errors import LayoutError
+from mrope._grid import MAX_POSITION
 from mrope._layout.pieces import TextRun, block_template
 from mrope._positions import SPAN_TYPES
 from mrope.packing._shard import ranges
@@ -174,13 +176,21 @@ def _bounds(group: np.ndarray) -> tuple[list[int], list[int]]:
 
 
 def piece_table(
-    rules: Any, pieces: Sequence[Any], owners: Sequence[int], counts: np.ndarray, built: np.ndarray
+    rules: Any,
+    pieces: Sequence[Any],
+    owners: Sequence[int],
+    counts: np.ndarray,
+    built: np.ndarray,
+    samples: Sequence[int],
 ) -> PieceTable:
     """The :class:`PieceTable` of ``m`` samples planned under counter ``rules``: their ``pieces`` one
     sample after another (``owners``: each one's segment in its sample; ``counts`` ``[m]``: pieces per
     sample), laid end to end from token 0; ``built``: ``[m, 4]`` the images, videos, image tokens and
     video tokens of the row's other samples (not planned here) before each sample, which the vision
-    numbering counts too."""
+    numbering counts too; ``samples``: each sample's index in the row, for errors.
+
+    Raises:
+        LayoutError: a sample's positions would pass :data:`mrope._grid.MAX_POSITION`."""
     spatial = rules.advance == "spatial"
     m = len(counts)
     sample = np.repeat(np.arange(m), counts)
@@ -213,6 +223,12 @@ def piece_table(
     high = s + n - 1
     high[at] = s[at] + rows[:, 13]
     high[loose] = np.maximum(high[loose], rows[loose[at], 9])
+    if len(high) and int(high.max()) > MAX_POSITION:  # as the fill engine refuses it
+        k = int(np.argmax(high > MAX_POSITION))
+        raise LayoutError(
+            f"sample {samples[sample[k]]}: positions overflow: {pieces[k].kind} (segment {owner[k]}) "
+            f"would reach {int(high[k]):,}"
+        )
     hw = s.copy()
     hw[loose] = 0
     deltas = np.zeros(m, dtype=np.int64)
@@ -221,9 +237,12 @@ def piece_table(
         top = np.maximum.reduceat(high, first_piece[busy])
         deltas[busy] = top + 1 - np.add.reduceat(n, first_piece[busy])
     start = _exclusive(n)
-    item, first, seen = _vision_numbers(rows, sample[at], owner[at], n[at], m, built)
     field = np.zeros((len(pieces), _BLOCK_FIELDS), dtype=np.int64)
     field[at] = rows
+    kind = field[:, 14]  # text runs of a vision kind (a grid border's placeholders) are typed too
+    for k in np.flatnonzero(text).tolist():
+        kind[k] = SPAN_TYPES.get(pieces[k].kind, 0)
+    item, first, seen = _vision_numbers(kind, n - 2 * field[:, 8], sample, owner, m, built)
     tau_at = _spread(at, _exclusive(distinct_rows[:, 0])[which], len(pieces))
     tile_at = _spread(at, _exclusive(distinct_rows[:, 3])[which], len(pieces))
     tau, tile_h0, tile_w0 = (
@@ -261,9 +280,9 @@ def piece_table(
         tau=tau,
         tile_h0=tile_h0,
         tile_w0=tile_w0,
-        kind=field[:, 14],
-        item=_spread(at, item, len(pieces)),
-        first=_spread(at, first, len(pieces)),
+        kind=kind,
+        item=item,
+        first=first,
         deltas=deltas,
         seen=seen,
     )
@@ -276,27 +295,27 @@ def _spread(at: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
 
 
 def _vision_numbers(
-    rows: np.ndarray, plan: np.ndarray, owner: np.ndarray, n: np.ndarray, plans: int, built: np.ndarray
+    kind: np.ndarray, size: np.ndarray, plan: np.ndarray, owner: np.ndarray, plans: int, built: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each block's image or video (one per segment, in row order) and its first vision token's index
-    among its kind's, as :func:`mrope.packing._shard.vision_spans` numbers the row's spans, given
-    ``built``: ``[m, 4]`` the images, videos, image tokens and video tokens of the row's other samples
-    before each plan's; and ``[m + 1, 4]`` the same counts of the plans alone before each plan."""
-    item = np.zeros(len(rows), dtype=np.int64)
-    first = np.zeros(len(rows), dtype=np.int64)
+    """Each piece's image or video (one per segment, in row order) and its first vision token's index
+    among its kind's, as :func:`mrope.packing._shard.vision_spans` numbers the row's spans (``kind``:
+    its vision tokens' type, 0 for none; ``size``: how many; ``plan``, ``owner``: its sample and
+    segment), given ``built``: ``[m, 4]`` the images, videos, image tokens and video tokens of the
+    row's other samples before each plan's; and ``[m + 1, 4]`` the same counts of the plans alone
+    before each plan."""
+    item = np.zeros(len(kind), dtype=np.int64)
+    first = np.zeros(len(kind), dtype=np.int64)
     seen = np.zeros((plans + 1, 4), dtype=np.int64)
     for c in (1, 2):
-        mine = np.flatnonzero(rows[:, 14] == c)
+        mine = np.flatnonzero(kind == c)
         if not mine.size:
             continue
         key = plan[mine] * (int(owner.max()) + 1) + owner[mine]
         new = np.concatenate([[True], key[1:] != key[:-1]])
-        number = np.cumsum(new) - 1
-        item[mine] = number + built[plan[mine], c - 1]
-        size = n[mine] - 2 * rows[mine, 8]
-        before = _exclusive(size)
+        item[mine] = np.cumsum(new) - 1 + built[plan[mine], c - 1]
+        before = _exclusive(size[mine])
         first[mine] = before[:-1] + built[plan[mine], c + 1]
-        # the plans before each plan: its first block's numbers, or the next plan's
+        # the plans before each plan: its first piece's numbers, or the next plan's
         head = np.searchsorted(plan[mine], np.arange(plans + 1), side="left")
         seen[:, c - 1] = np.concatenate([[0], np.cumsum(new)])[head]
         seen[:, c + 1] = before[head]
@@ -345,6 +364,13 @@ def _text(
     at = ranges(col, length)
     out.ids[:, at] = ranges(table.s[piece] + first, length)
     out.tokens[at] = np.repeat(table.token[piece], length)
+    if table.kind[piece].any():  # a grid border's placeholders: text positions, vision tokens
+        k, offset = np.repeat(piece, length), ranges(first, length)
+        vision = table.kind[k] != 0
+        at, k, offset = at[vision], k[vision], offset[vision]
+        out.types[at] = table.kind[k]
+        out.item[at] = table.item[k]
+        out.index[at] = table.first[k] + offset
     if table.runs:
         for j in np.flatnonzero(np.isin(piece, list(table.runs))).tolist():
             a, m, c = int(first[j]), int(length[j]), int(col[j])

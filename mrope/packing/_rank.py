@@ -78,7 +78,7 @@ def _row(samples: Sequence[Any], model: Any, rules: Any, tokenizer: Any, convent
     if mine:
         pieces = list(chain.from_iterable(plan.pieces for plan in plans))
         owners = list(chain.from_iterable(plan.owners for plan in plans))
-        table = piece_table(lay, pieces, owners, counts, vision[mine])
+        table = piece_table(lay, pieces, owners, counts, vision[mine], mine)
         lengths[mine] = np.diff(table.bounds)
     first = built.get(0)
     axes = lay.num_axes if first is None else int(first.ids.shape[0])
