@@ -15,6 +15,9 @@ a block token's ``(t, h, w)`` is unravelled from its offset in the block (tile, 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import compress, repeat
+from itertools import count as numbers
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -74,6 +77,7 @@ class PieceTable(NamedTuple):
     seen: np.ndarray
 
 
+_N, _KIND = attrgetter("n"), attrgetter("kind")
 _BLOCK_FIELDS = 15  # ints per distinct block in _block_rows
 
 
@@ -194,14 +198,18 @@ def piece_table(
     spatial = rules.advance == "spatial"
     m = len(counts)
     sample = np.repeat(np.arange(m), counts)
-    n = np.array([p.n for p in pieces], dtype=np.int64)
-    text = np.array([type(p) is TextRun for p in pieces], dtype=bool)
+    size = len(pieces)  # the per-piece reads are C loops (map), a Python step per piece at most
+    n = np.fromiter(map(_N, pieces), dtype=np.int64, count=size)
+    text = np.fromiter(map(isinstance, pieces, repeat(TextRun)), dtype=bool, count=size)
     owner = np.array(owners, dtype=np.int64)
     at = np.flatnonzero(~text)
-    blocks = [pieces[k] for k in at.tolist()]
-    distinct: dict[int, int] = {}
-    which = np.array([distinct.setdefault(id(p), len(distinct)) for p in blocks], dtype=np.int64)
-    unique = list({id(p): p for p in blocks}.values())
+    blocks = list(compress(pieces, ~text))
+    seen_at: dict[int, int] = {}  # each block's first place among the blocks (they share blocks)
+    places = np.fromiter(
+        map(seen_at.setdefault, map(id, blocks), numbers()), dtype=np.int64, count=len(blocks)
+    )
+    firsts, which = np.unique(places, return_inverse=True)
+    unique = [blocks[i] for i in firsts.tolist()]
     distinct_rows = _block_rows(unique, spatial)
     rows = distinct_rows[which]
     token, runs = _token_ids(pieces)
@@ -239,9 +247,8 @@ def piece_table(
     start = _exclusive(n)
     field = np.zeros((len(pieces), _BLOCK_FIELDS), dtype=np.int64)
     field[at] = rows
-    kind = field[:, 14]  # text runs of a vision kind (a grid border's placeholders) are typed too
-    for k in np.flatnonzero(text).tolist():
-        kind[k] = SPAN_TYPES.get(pieces[k].kind, 0)
+    # text runs of a vision kind (a grid border's placeholders) are typed too
+    kind = np.fromiter(map(SPAN_TYPES.get, map(_KIND, pieces), repeat(0)), dtype=np.int64, count=size)
     item, first, seen = _vision_numbers(kind, n - 2 * field[:, 8], sample, owner, m, built)
     tau_at = _spread(at, _exclusive(distinct_rows[:, 0])[which], len(pieces))
     tile_at = _spread(at, _exclusive(distinct_rows[:, 3])[which], len(pieces))
@@ -336,9 +343,11 @@ class Out(NamedTuple):
 
 
 def write_ranges(table: PieceTable, lo: np.ndarray, count: np.ndarray, dest: np.ndarray, out: Out) -> None:
-    """Write the tokens ``lo[j] .. lo[j] + count[j] - 1`` (flat row coordinates, ``[R]`` each, increasing
-    and inside the table's samples) to columns ``dest[j] ..`` of ``out``: numpy calls over the ranges'
-    tokens and the pieces they overlap, plus one slice per overlapped text run with ids of its own."""
+    """Write the tokens ``lo[j] .. lo[j] + count[j] - 1`` (flat row coordinates, ``[R]`` each, inside
+    the table's samples) to columns ``dest[j] ..`` (increasing) of ``out``: numpy calls over the ranges'
+    tokens and the pieces they overlap, plus one slice per overlapped text run with ids of its own.
+    Columns between the ranges get ids and positions of no meaning (the caller's padding: it writes
+    them afterwards)."""
     starts = table.start
     k0 = np.searchsorted(starts, lo, side="right") - 1
     over = np.where(count > 0, np.searchsorted(starts, lo + count, side="left") - k0, 0)
@@ -348,24 +357,44 @@ def write_ranges(table: PieceTable, lo: np.ndarray, count: np.ndarray, dest: np.
     length = np.minimum(starts[piece] + table.n[piece], (lo + count)[rng]) - clip_lo
     first = clip_lo - starts[piece]  # each overlap's first offset in its piece
     col = dest[rng] + clip_lo - lo[rng]  # and its first column
-    text = table.text[piece]
-    _text(table, piece[text], first[text], length[text], col[text], out)
-    b = ~text
-    if b.any():
-        k = np.repeat(piece[b], length[b])
-        _blocks(table, k, ranges(first[b], length[b]), ranges(col[b], length[b]), out)
+    # a batch of overlaps at a time, about _BATCH tokens: the temporaries stay small enough to be
+    # reused by the allocator and to stay in cache (one big temporary per step faults its pages in)
+    cuts = np.searchsorted(np.cumsum(length), np.arange(_BATCH, int(length.sum()), _BATCH))
+    for a, z in zip([0, *cuts.tolist()], [*cuts.tolist(), len(piece)], strict=True):
+        if a == z:
+            continue
+        p, f, m, c = piece[a:z], first[a:z], length[a:z], col[a:z]
+        _text(table, p, f, m, c, out)
+        b = ~table.text[p]
+        if b.any():
+            _blocks(table, np.repeat(p[b], m[b]), ranges(f[b], m[b]), ranges(c[b], m[b]), out)
+
+
+_BATCH = 8192
+"""Tokens written per batch of overlaps (int64 temporaries of 64 KiB: below the allocator's mmap
+threshold, reused from batch to batch)."""
 
 
 def _text(
     table: PieceTable, piece: np.ndarray, first: np.ndarray, length: np.ndarray, col: np.ndarray, out: Out
 ) -> None:
-    """Text runs' overlaps (``piece``, ``first`` offset, ``length``, first column ``col``): ``s +
-    offset`` on every M-RoPE row; their ids."""
-    at = ranges(col, length)
-    out.ids[:, at] = ranges(table.s[piece] + first, length)
-    out.tokens[at] = np.repeat(table.token[piece], length)
-    if table.kind[piece].any():  # a grid border's placeholders: text positions, vision tokens
-        k, offset = np.repeat(piece, length), ranges(first, length)
+    """Every overlap's columns (``piece``, ``first`` offset, ``length``, first column ``col``, in column
+    order) as text: ``s + offset`` on every M-RoPE row and the piece's id, written as step functions over
+    the columns (contiguous writes; the blocks' columns are written again by :func:`_blocks`)."""
+    c0, c1 = int(col[0]), int(col[-1] + length[-1])
+    at = col - c0
+    step = np.zeros(c1 - c0, dtype=np.int64)
+    step[at] = np.diff(table.s[piece] + first - col, prepend=0)  # text: column c holds c + delta
+    np.cumsum(step, out=step)
+    step += np.arange(c0, c1, dtype=np.int64)
+    out.ids[:, c0:c1] = step
+    step[:] = 0
+    step[at] = np.diff(table.token[piece], prepend=0)
+    np.cumsum(step, out=out.tokens[c0:c1])
+    text = table.text[piece]
+    if table.kind[piece[text]].any():  # a grid border's placeholders: text positions, vision tokens
+        piece, first, length, col = piece[text], first[text], length[text], col[text]
+        at, k, offset = ranges(col, length), np.repeat(piece, length), ranges(first, length)
         vision = table.kind[k] != 0
         at, k, offset = at[vision], k[vision], offset[vision]
         out.types[at] = table.kind[k]

@@ -155,14 +155,13 @@ def shard_samples(
     lengths, planned = row.lengths, row.planned
     split = split_of(lengths, world_size, rank, layout, width)
     n, total = len(lengths), int(split.count.sum())
-    # one column more: the label token of the last range is read past the rank's tokens
-    pos = np.empty((1 + row.axes, total + 1), dtype=row.dtype)
+    pos = np.empty((1 + row.axes, total), dtype=row.dtype)
     out = Out(
         pos[1:],
-        np.zeros(total + 1, dtype=np.int64),
-        np.zeros(total + 1, dtype=np.int64),
-        np.full(total + 1, -1, dtype=np.int64),
-        np.full(total + 1, -1, dtype=np.int64),
+        np.empty(total, dtype=np.int64),  # every column written: a range, padding or a built sample
+        np.zeros(total, dtype=np.int64),
+        np.full(total, -1, dtype=np.int64),
+        np.full(total, -1, dtype=np.int64),
     )
     deltas = np.zeros(n, dtype=pos.dtype)
     after = np.zeros(len(split.segment), dtype=np.int64)  # the token after each range: its last label
@@ -190,20 +189,14 @@ def shard_samples(
         if first + real < p.num_tokens:
             after[k] = p.input_ids[first + real]
     ids = out.tokens
-    labels = ids[1:].copy()
+    labels = np.empty(total, dtype=np.int64)  # the next token; a range's last: the token after it
+    labels[:-1] = ids[1:]
     last = split.local + split.real - 1
     labels[last[split.real > 0]] = after[split.real > 0]
-    pos[0] = np.arange(total + 1, dtype=np.int64) - np.repeat(
-        np.append(split.local - split.first, 0), np.append(split.count, 1)
-    )
-    result = {
-        "input_ids": ids[:total],
-        "position_ids": np.ascontiguousarray(pos[:, :total]),
-        "mm_token_type_ids": out.types[:total],
-        "labels": labels,
-    }
+    pos[0] = np.arange(total, dtype=np.int64) - np.repeat(split.local - split.first, split.count)
+    result = {"input_ids": ids, "position_ids": pos, "mm_token_type_ids": out.types, "labels": labels}
     fill_padding(split, result, deltas, pad_token_id)
-    result["vision_item"], result["vision_index"] = out.item[:total], out.index[:total]
+    result["vision_item"], result["vision_index"] = out.item, out.index
     return result
 
 
