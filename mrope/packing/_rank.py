@@ -76,8 +76,9 @@ def _row(samples: Sequence[Any], model: Any, rules: Any, tokenizer: Any, convent
     vision = _built_vision(built, n)
     table = None
     if mine:
-        pieces = list(chain.from_iterable(plan.pieces for plan in plans))
-        owners = list(chain.from_iterable(plan.owners for plan in plans))
+        one = len(plans) == 1  # most rows: one plan holds every sample's pieces, no copy
+        pieces = plans[0].pieces if one else list(chain.from_iterable(p.pieces for p in plans))
+        owners = plans[0].owners if one else list(chain.from_iterable(p.owners for p in plans))
         table = piece_table(lay, pieces, owners, counts, vision[mine], mine)
         lengths[mine] = np.diff(table.bounds)
     first = built.get(0)
