@@ -25,7 +25,7 @@ import numpy as np
 from mrope._caches import register
 from mrope._errors import LayoutError
 from mrope._grid import MAX_POSITION
-from mrope._layout.pieces import TextRun, block_template
+from mrope._layout.pieces import TextRun, add_template, block_template
 from mrope._positions import SPAN_TYPES
 from mrope.packing._shard import ranges
 
@@ -35,7 +35,9 @@ class PieceTable(NamedTuple):
 
     ``start``: the piece's first token, the samples laid end to end (``bounds``: ``[m + 1]`` where each
     sample starts, and the end); ``n``: tokens; ``s``: where the counter stands at it; ``text``: a text run;
-    ``token``: its token id (-1: a text run with ids of its own, ``runs`` holds them by piece).
+    ``token``: its token id (-1: a text run with ids of its own, ``runs`` holds them by piece);
+    ``pieces``: the pieces themselves; ``hw``: where a block's h and w count from (``s``; 0 for a
+    reset block).
     A block's token ``(tile, frame, row, column)`` (C order of ``[tiles, frames, tile_h, tile_w]``,
     ``plane = tile_h * tile_w``, ``tile_w`` with the row newline) is at ``t_base + tau[tau_at + frame]``,
     ``h_base + row``, ``w_base + column`` (plus ``tile_h0`` / ``tile_w0`` ``[tile_at + tile]`` when
@@ -53,6 +55,8 @@ class PieceTable(NamedTuple):
     text: np.ndarray
     token: np.ndarray
     runs: dict[int, Any]
+    pieces: Sequence[Any]
+    hw: np.ndarray
     frames: np.ndarray
     plane: np.ndarray
     tile_w: np.ndarray
@@ -270,6 +274,8 @@ def piece_table(
         text=text,
         token=token,
         runs=runs,
+        pieces=pieces,
+        hw=hw,
         frames=field[:, 0],
         plane=field[:, 1] * field[:, 2],
         tile_w=field[:, 2],
@@ -359,39 +365,60 @@ def write_ranges(table: PieceTable, lo: np.ndarray, count: np.ndarray, dest: np.
     col = dest[rng] + clip_lo - lo[rng]  # and its first column
     # a batch of overlaps at a time, about _BATCH tokens: the temporaries stay small enough to be
     # reused by the allocator and to stay in cache (one big temporary per step faults its pages in)
-    cuts = np.searchsorted(np.cumsum(length), np.arange(_BATCH, int(length.sum()), _BATCH))
-    for a, z in zip([0, *cuts.tolist()], [*cuts.tolist(), len(piece)], strict=True):
+    cuts = np.searchsorted(np.cumsum(length), np.arange(_BATCH, int(length.sum()), _BATCH)).tolist()
+    for a, z in zip([0, *cuts], [*cuts, len(piece)], strict=True):
         if a == z:
             continue
         p, f, m, c = piece[a:z], first[a:z], length[a:z], col[a:z]
-        _text(table, p, f, m, c, out)
         b = ~table.text[p]
+        whole = b & (m >= _WHOLE)
+        _text(table, p, f, m, c, out, bool(whole.any()))
+        b &= ~whole
         if b.any():
             _blocks(table, np.repeat(p[b], m[b]), ranges(f[b], m[b]), ranges(c[b], m[b]), out)
+    for j in np.flatnonzero(~table.text[piece] & (length >= _WHOLE)).tolist():  # after: see _text
+        _block_slice(table, int(piece[j]), int(first[j]), int(length[j]), int(col[j]), out)
 
 
+_WHOLE = 512
+"""Overlaps of a block this long or longer are cut from its cached template (one add, a Python step
+each: long videos); shorter ones are unravelled token by token with the others in one batch."""
 _BATCH = 8192
 """Tokens written per batch of overlaps (int64 temporaries of 64 KiB: below the allocator's mmap
 threshold, reused from batch to batch)."""
 
 
 def _text(
-    table: PieceTable, piece: np.ndarray, first: np.ndarray, length: np.ndarray, col: np.ndarray, out: Out
+    table: PieceTable,
+    piece: np.ndarray,
+    first: np.ndarray,
+    length: np.ndarray,
+    col: np.ndarray,
+    out: Out,
+    long_blocks: bool,
 ) -> None:
-    """Every overlap's columns (``piece``, ``first`` offset, ``length``, first column ``col``, in column
-    order) as text: ``s + offset`` on every M-RoPE row and the piece's id, written as step functions over
-    the columns (contiguous writes; the blocks' columns are written again by :func:`_blocks`)."""
-    c0, c1 = int(col[0]), int(col[-1] + length[-1])
-    at = col - c0
-    step = np.zeros(c1 - c0, dtype=np.int64)
-    step[at] = np.diff(table.s[piece] + first - col, prepend=0)  # text: column c holds c + delta
-    np.cumsum(step, out=step)
-    step += np.arange(c0, c1, dtype=np.int64)
-    out.ids[:, c0:c1] = step
-    step[:] = 0
-    step[at] = np.diff(table.token[piece], prepend=0)
-    np.cumsum(step, out=out.tokens[c0:c1])
+    """The text runs among overlaps (``piece``, ``first`` offset, ``length``, first column ``col``, in
+    column order): ``s + offset`` on every M-RoPE row, and their ids. Without ``long_blocks`` among the
+    overlaps they are written as step functions over all the overlaps' columns (contiguous writes; the
+    blocks' columns are written again by :func:`_blocks`), else at their own columns only."""
     text = table.text[piece]
+    if long_blocks:
+        piece, first, length, col = piece[text], first[text], length[text], col[text]
+        at = ranges(col, length)
+        out.ids[:, at] = ranges(table.s[piece] + first, length)
+        out.tokens[at] = np.repeat(table.token[piece], length)
+        text = np.ones(len(piece), dtype=bool)
+    elif len(piece):
+        c0, c1 = int(col[0]), int(col[-1] + length[-1])
+        at = col - c0
+        step = np.zeros(c1 - c0, dtype=np.int64)
+        step[at] = np.diff(table.s[piece] + first - col, prepend=0)  # text: column c holds c + delta
+        np.cumsum(step, out=step)
+        step += np.arange(c0, c1, dtype=np.int64)
+        out.ids[:, c0:c1] = step
+        step[:] = 0
+        step[at] = np.diff(table.token[piece], prepend=0)
+        np.cumsum(step, out=out.tokens[c0:c1])
     if table.kind[piece[text]].any():  # a grid border's placeholders: text positions, vision tokens
         piece, first, length, col = piece[text], first[text], length[text], col[text]
         at, k, offset = ranges(col, length), np.repeat(piece, length), ranges(first, length)
@@ -401,7 +428,7 @@ def _text(
         out.item[at] = table.item[k]
         out.index[at] = table.first[k] + offset
     if table.runs:
-        for j in np.flatnonzero(np.isin(piece, list(table.runs))).tolist():
+        for j in np.flatnonzero(table.token[piece] == -1).tolist():
             a, m, c = int(first[j]), int(length[j]), int(col[j])
             out.tokens[c : c + m] = table.runs[int(piece[j])][a : a + m]
 
@@ -417,6 +444,26 @@ def tokens_at(table: PieceTable, where: np.ndarray) -> np.ndarray:
     one = np.ones(len(where), dtype=np.int64)
     write_ranges(table, where, one, np.arange(len(where)), out)
     return out.tokens
+
+
+def _block_slice(table: PieceTable, k: int, first: int, length: int, col: int, out: Out) -> None:
+    """Tokens ``first .. first + length - 1`` of block piece ``k`` to columns ``col ..`` of ``out``, cut
+    from the block's template (:func:`mrope._layout.pieces.block_template`, as the fill engine adds it)."""
+    p = table.pieces[k]
+    entry = block_template(p)
+    cols, part = slice(col, col + length), slice(first, first + length)
+    add_template(entry[0][:, part], int(table.s[k]), int(table.hw[k]), out.ids[:, cols])
+    out.tokens[cols] = entry[3][part] if p.wrap is not None else p.token_id
+    kind = int(table.kind[k])
+    if kind:
+        wrap = int(table.wrap[k])
+        a, z = max(first, wrap), min(first + length, int(table.n[k]) - wrap)  # its vision tokens
+        if a < z:
+            vision = slice(col + a - first, col + z - first)
+            out.types[vision] = kind
+            out.item[vision] = table.item[k]
+            start = int(table.first[k]) - wrap
+            out.index[vision] = np.arange(start + a, start + z, dtype=np.int64)
 
 
 def _blocks(table: PieceTable, k: np.ndarray, u: np.ndarray, at: np.ndarray, out: Out) -> None:

@@ -37,6 +37,8 @@ def _samples(lay) -> list[list]:  # noqa: ANN001
         [tiled, Text([12, 13]), Image(grid=(1, 4 * m, 2 * m), origin=(3, 5)), Text(2)],
         [Image(grid=(1, 2 * m, 2 * m)), Image(grid=(1, 2 * m, 4 * m), wrap=False), Text([4, 4, 4, 4])],
         [Text(_tok("a video please")), Video(grid=(2, 2 * m, 2 * m), fps=1.0), Text(5)],
+        # blocks long enough to be cut from their templates (frames of 24 x 24 merged tokens)
+        [Text([8]), Video(grid=(4, 24 * m, 24 * m), fps=2.0), Image(grid=(1, 24 * m, 32 * m)), Text(3)],
     ]
     out = []
     for sample in candidates:  # keep what the rules take (some take no videos, some no tiles)
@@ -104,6 +106,10 @@ def test_ranges_of_the_table_equal_the_samples_built_whole(lay) -> None:  # noqa
     lo, hi = np.meshgrid(cuts, cuts, indexing="ij")
     keep = (hi > lo) & (hi - lo <= 60)
     lo, count = lo[keep], (hi - lo)[keep]
+    far_lo = np.repeat(np.arange(0, len(tokens), 97), 2)  # and long ones
+    far_count = np.minimum(np.tile([700, 1500], len(far_lo) // 2), len(tokens) - far_lo)
+    lo, count = np.concatenate([lo, far_lo]), np.concatenate([count, far_count])
+    assert count.max() >= 700  # past _WHOLE: blocks cut from their templates
     got = _write(table, lo, count)
     at = np.concatenate([np.arange(a, a + c) for a, c in zip(lo.tolist(), count.tolist(), strict=True)])
     assert np.array_equal(got.ids, ids[:, at])
