@@ -203,7 +203,6 @@ class CanvasPlan(CounterPlan):
     :func:`canvas_row` writes over the filled token ids; never cached."""
 
     caches_plans = False
-    fills_ranges = False
 
     def plan_image(self, seg: Image, index: int) -> None:
         self._canvas(seg, index)

@@ -22,7 +22,6 @@ from mrope._layout.pieces import (
     TextRun,
     fill_pieces,
     piece_spans,
-    range_types,
     spatial_offset,
     untiled_block,
     wrapped_block,
@@ -64,8 +63,6 @@ class CounterPlan:
     """Whether images may be tiled (``Image(tiles=...)``)."""
     takes_videos = True
     """Whether videos may be planned (the sequence positions rule takes images only)."""
-    fills_ranges = True
-    """Whether :meth:`fill_range` gives the positions (the subclasses write more than the pieces)."""
 
     def __init__(self, rules: LayoutRules) -> None:
         self.rules = rules
@@ -441,19 +438,6 @@ class CounterPlan:
             else None,
             program,
         )
-
-    def fill_range(
-        self, ids: np.ndarray, tokens: np.ndarray, types: np.ndarray, lo: int, hi: int, total: int
-    ) -> int:
-        """Write tokens ``lo .. hi - 1`` of the sequence straight from the pieces into ``ids [A, hi - lo]``
-        and ``tokens [hi - lo]``, and the modality types of the first ``k`` of them at vision tokens into
-        ``types [k]`` (the rest left as they are), equal to :meth:`positions`' at those tokens: the range
-        form of :func:`fill_pieces` (the writes cost ``hi - lo`` tokens, the counter steps over every
-        piece). ``total``: the sequence's :attr:`num_tokens`. Returns the sequence's delta."""
-        lay = self.rules
-        top = fill_pieces(self.pieces, ids, tokens, None, lay.advance, self.owners, 0, lo, hi)
-        range_types(self.pieces, types, lo, lo + types.shape[0])
-        return 0 if lay.generates_images else int(top + 1 - total)
 
     def describe(
         self, ids: np.ndarray, tokens: np.ndarray, spans: list[Span], top: int, total: int

@@ -22,7 +22,7 @@ import numpy as np
 from mrope._caches import register
 from mrope._errors import LayoutError
 from mrope._grid import MAX_POSITION
-from mrope._positions import SPAN_TYPES, Span
+from mrope._positions import Span
 from mrope._rules import LayoutRules
 
 ZERO_OFFSETS = np.zeros(1, dtype=np.int64)
@@ -226,9 +226,6 @@ def wrapped_block(pieces: Sequence[TextRun | Block], advance: str) -> Block | No
     return replace(block, wrap=(start.token_ids, end.token_ids), advance=advance)
 
 
-_EVERYTHING = 1 << 62  # ``hi`` of the full fill: past any sequence's end
-
-
 def fill_pieces(
     pieces: Sequence[TextRun | Block],
     ids: np.ndarray,
@@ -237,16 +234,8 @@ def fill_pieces(
     advance: str,
     owners: Sequence[int] | None = None,
     start: int = 0,
-    lo: int = 0,
-    hi: int = _EVERYTHING,
 ) -> int:
     """Fill ``ids[:, :sum(n)]`` (and ``tokens`` / ``spans`` when given) from ``pieces``.
-
-    The range form: with ``lo`` / ``hi`` only the pieces' tokens ``lo .. hi - 1`` are written, to
-    ``ids[:, : hi - lo]`` and ``tokens[: hi - lo]`` (``spans`` must then be ``None``). The counter still
-    steps over every piece (a few integer operations each), so the writes cost the range's tokens and the
-    returned largest position is the whole sequence's, as the full fill (``lo = 0``, ``hi`` past the end)
-    gives it.
 
     ``owners`` holds the segment index of each piece (default: each piece's own ``index``); spans and
     errors name it. Consecutive text runs continue one another's positions, so each streak of them
@@ -271,22 +260,12 @@ def fill_pieces(
                 raise LayoutError(f"positions overflow: {p.kind} (segment {owner}) would reach {s + n - 1:,}")
             if streak < 0:
                 streak, streak_s = a, s
-            if tokens is not None and lo <= a < hi:
+            if tokens is not None:
                 token = p.token_ids
                 if n == 1:  # a wrapper token: a scalar write costs a seventh of a slice write
-                    tokens[a - lo] = token[0] if isinstance(token, (tuple, list)) else token
-                elif a + n <= hi:
-                    tokens[a - lo : a - lo + n] = token
+                    tokens[a] = token[0] if isinstance(token, (tuple, list)) else token
                 else:
-                    tokens[a - lo : hi - lo] = (
-                        token if isinstance(token, (int, np.integer)) else token[: hi - a]
-                    )
-            elif tokens is not None and a < lo < a + n:  # a run that begins before the range
-                token = p.token_ids
-                end = min(a + n, hi)
-                tokens[: end - lo] = (
-                    token if isinstance(token, (int, np.integer)) else token[lo - a : end - a]
-                )
+                    tokens[a : a + n] = token
             s += n
             if s > top:
                 top = s - 1
@@ -294,11 +273,7 @@ def fill_pieces(
             continue
         b = a + n
         if streak >= 0:
-            if lo <= streak and a <= hi:
-                write_text(ids, streak - lo, a - lo, streak_s)
-            elif streak < hi and a > lo:
-                first = max(streak, lo)
-                write_text(ids, first - lo, min(a, hi) - lo, streak_s + first - streak)
+            write_text(ids, streak, a, streak_s)
             streak = -1
         key = p.template_key
         entry = cached(key) if key is not None else None
@@ -312,12 +287,9 @@ def fill_pieces(
                 raise LayoutError(
                     f"positions overflow: {p.kind} block (segment {owner}) would reach {high:,}"
                 )
-            if lo <= a and b <= hi:
-                add_template(template, s, s, ids[:, a - lo : b - lo])
-                if tokens is not None:
-                    tokens[a - lo : b - lo] = token_row
-            elif a < hi and b > lo:
-                _clipped_block(template, s, s, ids, tokens, token_row, a, b, lo, hi)
+            add_template(template, s, s, ids[:, a:b])
+            if tokens is not None:
+                tokens[a:b] = token_row
             if high > top:
                 top = high
             s += next_rel
@@ -329,43 +301,18 @@ def fill_pieces(
         if high > MAX_POSITION:
             owner = p.index if owners is None else owners[k]
             raise LayoutError(f"positions overflow: {p.kind} block (segment {owner}) would reach {high:,}")
-        if lo <= a and b <= hi:
-            add_template(template, s, hw, ids[:, a - lo : b - lo])
-            if tokens is not None:
-                tokens[a - lo : b - lo] = p.token_id
-        elif a < hi and b > lo:
-            _clipped_block(template, s, hw, ids, tokens, p.token_id, a, b, lo, hi)
+        add_template(template, s, hw, ids[:, a:b])
+        if tokens is not None:
+            tokens[a:b] = p.token_id
         if high > top:
             top = high
         s = s + max(p.span_h, p.span_w) if spatial else top + 1
         a = b
-    if streak >= 0 and streak < hi and a > lo:
-        first = max(streak, lo)
-        write_text(ids, first - lo, min(a, hi) - lo, streak_s + first - streak)
+    if streak >= 0:
+        write_text(ids, streak, a, streak_s)
     if spans is not None:
         spans += piece_spans(pieces, [p.index for p in pieces] if owners is None else owners)
     return top
-
-
-def _clipped_block(
-    template: np.ndarray,
-    t0: int,
-    hw0: int,
-    ids: np.ndarray,
-    tokens: np.ndarray | None,
-    token: np.ndarray | int,
-    a: int,
-    b: int,
-    lo: int,
-    hi: int,
-) -> None:
-    """Write the part inside ``lo .. hi - 1`` of a block at tokens ``a .. b - 1`` (``template`` as
-    :func:`add_template` takes it; ``token``: its token id, or ``[b - a]`` ids) to ``ids`` / ``tokens``,
-    whose column 0 is token ``lo``."""
-    i, j = max(lo, a) - a, min(hi, b) - a
-    add_template(template[:, i:j], t0, hw0, ids[:, a + i - lo : a + j - lo])
-    if tokens is not None:
-        tokens[a + i - lo : a + j - lo] = token[i:j] if isinstance(token, np.ndarray) else token
 
 
 def piece_spans(pieces: Sequence[TextRun | Block], owners: Sequence[int]) -> list[Span]:
@@ -393,25 +340,6 @@ def piece_spans(pieces: Sequence[TextRun | Block], owners: Sequence[int]) -> lis
                 append(make_span(Span, (p.kind, start, start + per_tile, owner, p.tile_grid, rc)))
         a = b
     return spans
-
-
-def range_types(pieces: Sequence[TextRun | Block], types: np.ndarray, lo: int, hi: int) -> None:
-    """Write the modality types (:data:`mrope._positions.SPAN_TYPES`) of the vision tokens among tokens
-    ``lo .. hi - 1`` of ``pieces`` into ``types [hi - lo]``, as :func:`piece_spans` places them (a wrapped
-    block's wrappers are text); other tokens are left as they are."""
-    kinds = SPAN_TYPES.get
-    a = 0
-    for p in pieces:
-        b = a + p.n
-        if b > lo and type(p) is Block:
-            kind = kinds(p.kind)
-            first, last = (a + 1, b - 1) if p.wrap is not None else (a, b)
-            first, last = max(first, lo), min(last, hi)
-            if kind and first < last:
-                types[first - lo : last - lo] = kind
-        if b >= hi:
-            return
-        a = b
 
 
 _BUFFER_SIZE = np.getbufsize()
@@ -448,7 +376,6 @@ __all__ = [
     "block_template",
     "fill_pieces",
     "piece_spans",
-    "range_types",
     "spatial_offset",
     "untiled_block",
     "wrapped_block",

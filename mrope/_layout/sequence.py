@@ -31,7 +31,6 @@ class SequencePositionsPlan(CounterPlan):
     """Pieces of one sequence under the sequence positions rule: images only, untiled, never cached."""
 
     caches_plans = False
-    fills_ranges = False
     takes_tiles = False
     takes_videos = False
 

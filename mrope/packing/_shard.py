@@ -123,7 +123,7 @@ def check_split(world_size: Any, rank: Any, layout: Any) -> None:
         raise PackingError(f"layout must be one of {list(SHARD_LAYOUTS)}; got {layout!r}")
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """int64 ``[sum(counts)]``: ``starts[j], starts[j] + 1, ...`` (``counts[j]`` of them), one after another."""
     ends = np.cumsum(counts)
     return np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + np.repeat(
@@ -151,9 +151,10 @@ def _pieces(
     return segment, first, np.minimum(starts[segment + 1], hi) - starts[segment] - first
 
 
-def _vision_spans(sequences: Sequence[Positions], starts: np.ndarray) -> np.ndarray:
-    """int64 ``[S, 3]``: the row's vision spans in row order: start in the unpadded row, item (image or
-    video index in row order), the row index of its first merged token among its kind's."""
+def vision_spans(sequences: Sequence[Positions], starts: np.ndarray) -> np.ndarray:
+    """int64 ``[S, 5]``: the vision spans of ``sequences`` (starting at ``starts`` in the row) in row
+    order: start in the row, item (image or video index in row order, one per segment), the row index
+    of its first merged token among its kind's, its kind (1 image, 2 video), its tokens."""
     rows, items, tokens = [], [0, 0, 0], [0, 0, 0]
     kinds = SPAN_TYPES.get
     for p, offset in zip(sequences, starts.tolist(), strict=True):
@@ -167,9 +168,24 @@ def _vision_spans(sequences: Sequence[Positions], starts: np.ndarray) -> np.ndar
             if segment != last[kind]:
                 last[kind] = segment
                 items[kind] += 1
-            rows.append((offset + start, items[kind] - 1, tokens[kind]))
+            rows.append((offset + start, items[kind] - 1, tokens[kind], kind, stop - start))
             tokens[kind] += stop - start
-    return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 5)
+
+
+def vision_map(spans: np.ndarray, at: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(item, index)``, int64 ``[L]`` each, of tokens at ``at`` ``[L]`` (row coordinates of ``spans``,
+    :func:`vision_spans`) of modality ``types`` ``[L]``: the image or video each vision token belongs
+    to and its index among its kind's merged tokens; -1 at text."""
+    item = np.full(at.size, -1, dtype=np.int64)
+    index = np.full(at.size, -1, dtype=np.int64)
+    vision = np.flatnonzero(types)
+    if vision.size:
+        g = at[vision]
+        which = spans[np.searchsorted(spans[:, 0], g, side="right") - 1]
+        item[vision] = which[:, 1]
+        index[vision] = which[:, 2] + g - which[:, 0]
+    return item, index
 
 
 def layout_unit(world_size: int, layout: str) -> int:
@@ -225,7 +241,7 @@ def split_of(lengths: np.ndarray, world_size: int, rank: int, layout: str, width
 def token_index(split: Split) -> np.ndarray:
     """int64 ``[L_r]``: each of the rank's tokens' index in the padded global row."""
     padded_starts = np.concatenate([[0], np.cumsum(split.padded)]).astype(np.int64)
-    return _ranges(padded_starts[split.segment] + split.first, split.count)
+    return ranges(padded_starts[split.segment] + split.first, split.count)
 
 
 def fill_padding(
@@ -239,8 +255,8 @@ def fill_padding(
     sample's last token; add ``token_index``, ``cu_seqlens_padded`` and ``max_seqlen``."""
     segment, first, count, real, local = split.segment, split.first, split.count, split.real, split.local
     n = len(split.lengths)
-    pads = _ranges(local + real, count - real)
-    pad_offset = _ranges(first + real, count - real)
+    pads = ranges(local + real, count - real)
+    pad_offset = ranges(first + real, count - real)
     pad_segment = np.repeat(segment, count - real)
     pos = out["position_ids"]
     out["input_ids"][pads] = pad_token_id
@@ -284,7 +300,7 @@ def shard_arrays(
     total = int(input_ids.shape[0])
     real_starts = np.concatenate([row_cu_seqlens.astype(np.int64), [total]])  # the row's padding: after it
     segment = split.segment
-    at = _ranges(real_starts[segment] + split.first, split.count)  # in the unpadded row
+    at = ranges(real_starts[segment] + split.first, split.count)  # in the unpadded row
     src = np.minimum(at, total - 1)
     out = {
         "input_ids": input_ids.take(src),
@@ -344,15 +360,8 @@ def shard(
         pad_token_id=pad_token_id,
     )
     at, types = out.pop("source"), out["mm_token_type_ids"]
-    item = np.full(at.size, -1, dtype=np.int64)
-    index = np.full(at.size, -1, dtype=np.int64)
-    vision = np.flatnonzero(types)
-    if vision.size:
-        spans = _vision_spans(row.sequences, row.cu_seqlens[:-1])
-        g = at[vision]
-        which = spans[np.searchsorted(spans[:, 0], g, side="right") - 1]
-        item[vision] = which[:, 1]
-        index[vision] = which[:, 2] + g - which[:, 0]
+    spans = vision_spans(row.sequences, row.cu_seqlens[:-1]) if types.any() else np.zeros((0, 5), np.int64)
+    item, index = vision_map(spans, at, types)
     return ShardedRow(
         **out,
         cu_seqlens=row.cu_seqlens,
@@ -372,9 +381,12 @@ __all__ = [
     "check_split",
     "fill_padding",
     "layout_unit",
+    "ranges",
     "shard",
     "shard_arrays",
     "split_of",
     "split_sizes",
     "token_index",
+    "vision_map",
+    "vision_spans",
 ]

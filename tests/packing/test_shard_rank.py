@@ -1,6 +1,7 @@
-"""The rank-local shard (mrope.packing.shard_samples: a rank's token ranges filled from the samples'
+"""The rank-local shard (mrope.packing.shard_samples: a rank's token ranges written from the samples'
 plans) against the padded packed row written out token by token in test_shard.py and against
-``mrope.packing.shard`` of the built row, bit for bit, for every family that packs."""
+``mrope.packing.shard`` of the built row (its vision map included), bit for bit, for every family that
+packs."""
 
 from __future__ import annotations
 
@@ -15,7 +16,16 @@ from mrope._errors import PackingError
 from mrope._layout.counter import CounterPlan
 from mrope.packing import shard, shard_samples
 
-KEYS = ("input_ids", "position_ids", "mm_token_type_ids", "labels", "token_index", "cu_seqlens_padded")
+KEYS = (
+    "input_ids",
+    "position_ids",
+    "mm_token_type_ids",
+    "labels",
+    "token_index",
+    "cu_seqlens_padded",
+    "vision_item",
+    "vision_index",
+)
 
 
 @pytest.mark.parametrize("layout", ["zigzag", "contiguous"])
@@ -42,6 +52,7 @@ def test_rank_local_shards_equal_the_shards_of_the_built_row(name: str, layout: 
                 assert a.dtype == b.dtype and np.array_equal(a, b), (name, layout, world_size, rank, key)
             assert got["max_seqlen"] == want.max_seqlen
             built.append(got)
+        assert any((g["vision_item"] >= 0).any() for g in built)  # the map is not vacuous
         order = np.argsort(np.concatenate([g["token_index"] for g in built]))
         for key, want in expected.items():  # the hand-written padded row, put back by token_index
             put_back = np.concatenate([g[key] for g in built], axis=-1)[..., order]
