@@ -120,7 +120,8 @@ def numpy_rope_index(
         out: the caller's persistent buffer for the positions, ``[A, B, L]`` of the result's dtype
             (numpy, or a CPU torch tensor); the positions are written into it and it is returned. The
             layout engines write straight into it, so a steady-state call allocates nothing of the
-            result's size (scratch of about two bytes per token remains: token types and their runs);
+            result's size (scratch of two or three bytes per token remains: the comparisons with the
+            placeholder ids and their bytes, or the type ids' runs);
             pruned ids (``image_keep`` / ``video_keep``) are computed, then copied into it.
 
     Returns:

@@ -35,6 +35,7 @@ from mrope._layout.pieces import (
 from mrope._layout.token_inputs import (
     TYPES_ERROR,
     BatchRuns,
+    PadRuns,
     TokenInputs,
     TokenRuns,
     as_numpy,
@@ -437,7 +438,6 @@ def scan_batch(
     b, length = ids.shape
     # rules whose rows are scanned one by one (their own token types); the others take the batch's runs
     per_row_scan = per_row_types or lay.image_span == "between_wrappers"
-    type_ids_given = types is not None
     if per_row_scan:
         check_type_values(types)  # (otherwise checked on the batch's runs, below)
     row_images, per_sample = _image_queues(inputs.image_grid_thw, inputs.images_per_sample, lay, b)
@@ -449,14 +449,19 @@ def scan_batch(
     generation: list[np.ndarray | None] = [None] * b
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
     shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
-    if types is None and not shared_id and lay.image_span != "between_wrappers":
-        # 0 text, 1 image, 2 video for the whole batch at once (int8 adds; an int8 shift costs more)
-        types = (ids == video_id).view(np.int8)
-        types += types  # in place: the comparison's own buffer
-        types += (ids == image_id).view(np.int8)
-    batch_runs = None if per_row_scan or types is None else BatchRuns(types)
-    if batch_runs is not None and type_ids_given and not batch_runs.within(2):
-        raise TokenError(TYPES_ERROR)
+    batch_runs: BatchRuns | PadRuns | None = None
+    if per_row_scan:
+        if types is None and not shared_id and lay.image_span != "between_wrappers":
+            # 0 text, 1 image, 2 video for the whole batch at once (int8 adds; an int8 shift costs more)
+            types = (ids == video_id).view(np.int8)
+            types += types  # in place: the comparison's own buffer
+            types += (ids == image_id).view(np.int8)
+    elif types is not None:
+        batch_runs = BatchRuns(types)  # the runs of the type ids, whose kinds bound their values
+        if not batch_runs.within(2):
+            raise TokenError(TYPES_ERROR)
+    elif not shared_id:
+        batch_runs = PadRuns(ids, image_id, video_id)  # the placeholder runs of the whole batch at once
     image_index = 0
     for row, (first, last, holed) in enumerate(_valid_spans(mask_runs, b, length)):
         # where the row's positions go: a view of its slice when its valid tokens are contiguous
@@ -479,8 +484,12 @@ def scan_batch(
             row_ids, row_types = ids[row, valid], None if types is None else types[row, valid]
             out[:, row, first:last] = pad_position  # the masked slots between valid ones
             target = None
-            if batch_runs is not None:
-                runs = _runs_of(row_types, n)
+            if batch_runs is not None:  # the runs of the row's valid types, or of its valid ids
+                runs = (
+                    _runs_of(row_types, n)
+                    if row_types is not None
+                    else PadRuns(row_ids[None], image_id, video_id).row(0, 0, n)
+                )
         if batch_runs is None:
             if lay.image_span == "between_wrappers":
                 row_types, _ = _wrapped_types(row_ids, lay)

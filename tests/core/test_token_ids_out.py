@@ -131,7 +131,8 @@ def test_out_allocates_nothing_of_the_results_size(batch: int, buffer_kind: str)
     torch.testing.assert_close(torch.as_tensor(buffer), want, rtol=0, atol=0)
     # scratch only, nothing held between calls: a block's add, whose strided [3, n] output numpy's ufunc
     # machinery stages through its buffer (8192 elements: at most 64 KiB whatever the length), and two
-    # bytes a token (the mask check and the type runs), against the result's 24 bytes a token
+    # bytes a token (the bytes of the placeholder comparisons, or of the mask check), against the
+    # result's 24 bytes a token
     tokens = want.shape[1] * want.shape[2]
     assert peak < (64 << 10) + 2 * tokens + 8192, (peak, want.numpy().nbytes)
     assert peak < want.numpy().nbytes // 2
