@@ -203,6 +203,7 @@ class CanvasPlan(CounterPlan):
     :func:`canvas_row` writes over the filled token ids; never cached."""
 
     caches_plans = False
+    pieces_are_positions = False
 
     def plan_image(self, seg: Image, index: int) -> None:
         self._canvas(seg, index)

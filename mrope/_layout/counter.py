@@ -63,6 +63,8 @@ class CounterPlan:
     """Whether images may be tiled (``Image(tiles=...)``)."""
     takes_videos = True
     """Whether videos may be planned (the sequence positions rule takes images only)."""
+    pieces_are_positions = True
+    """Whether the pieces alone give the positions (the sequence and canvas rules write more over them)."""
 
     def __init__(self, rules: LayoutRules) -> None:
         self.rules = rules
@@ -416,7 +418,7 @@ class CounterPlan:
 
     def _plan_form(self) -> bool:
         """Whether the plan gives the program (:mod:`mrope._layout.plan_program`): 3 int64 axes, pieces only."""
-        return self.fills_ranges and self.rules.num_axes == 3 and not self.rules.fractional_time
+        return self.pieces_are_positions and self.rules.num_axes == 3 and not self.rules.fractional_time
 
     def _described(self, ids: Any, tokens: Any, top: int, total: int, program: tuple | None) -> Positions:
         """The :class:`Positions` of the pieces (``top``: the largest position; ``program``: how

@@ -31,6 +31,7 @@ class SequencePositionsPlan(CounterPlan):
     """Pieces of one sequence under the sequence positions rule: images only, untiled, never cached."""
 
     caches_plans = False
+    pieces_are_positions = False
     takes_tiles = False
     takes_videos = False
 
