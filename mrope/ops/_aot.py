@@ -93,9 +93,10 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
         "POS2_KIND": pos_kind,
         "REROTATE": variant.rerotate,
         "RNE_BF16": False,
+        "PER_HEAD": False,
     }
     pointers = {"Q": x_ptr, "K": x_ptr, "QO": x_ptr, "KO": x_ptr, "POS": pos_ptr, "POS2": pos_ptr}
-    pointers.update({"AXIS": "*i32", "FREQ": "*i64" if variant.exact else "*fp32"})
+    pointers.update({"ROWS": "*i32", "FREQ": "*i64" if variant.exact else "*fp32"})
     signature = {}
     for name in params:
         if name in constexprs:
@@ -105,7 +106,7 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
         elif name == "attn_factor":
             signature[name] = "fp32"
         else:  # sizes and strides, as a launch with int64 strides passes them
-            signature[name] = "i32" if name in ("S", "N", "HQ", "HK") else "i64"
+            signature[name] = "i32" if name in ("S", "N", "HQ", "HK", "NT", "GQ", "GK") else "i64"
     by_index = {(params.index(k),): v for k, v in constexprs.items()}
     return signature, by_index, cfg["num_warps"]
 
