@@ -24,6 +24,7 @@ from mrope import ApplyError, RopeSpec, SpecError
 from mrope.models import PRESET_NAMES as FAMILY_NAMES
 from mrope.models import get_family
 from mrope.ops import PairTable, apply_mrope, cos_sin, pair_table, rerotate
+from mrope.ops._aot import KernelVariant, compile_variant
 
 # one family name per distinct released rotary spec
 FAMILIES = tuple({get_family(name).spec: name for name in reversed(FAMILY_NAMES)}.values())[::-1]
@@ -311,3 +312,18 @@ def test_table_under_torch_compile(backend: str) -> None:
     got = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, pos)  # one graph
     torch.testing.assert_close(got[0], want[0], rtol=0, atol=1e-6)  # traced ops may round differently
     torch.testing.assert_close(got[1], want[1], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    (
+        {"dtype": "float32", "table_heads": 4},  # MHRoPE on Qwen2-VL: each of the 4 kv heads its own row
+        {"dtype": "bfloat16", "exact": True, "table_heads": 2, "tokens": 1},
+    ),
+)
+def test_per_head_kernel_compiles_within_128_registers(fields: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-head kernel compiled ahead of time (sm_90, no GPU): within 128 registers, no spills, as
+    the report requires of the shared-table kernel (tests/ops/test_ops_aot_report.py)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # compiled, not interpreted
+    compiled = compile_variant(KernelVariant(**fields), 90)
+    assert compiled.registers <= 128 and compiled.spill_stores == 0 and compiled.spill_loads == 0, compiled
