@@ -327,3 +327,14 @@ def test_per_head_kernel_compiles_within_128_registers(fields: dict, monkeypatch
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # compiled, not interpreted
     compiled = compile_variant(KernelVariant(**fields), 90)
     assert compiled.registers <= 128 and compiled.spill_stores == 0 and compiled.spill_loads == 0, compiled
+
+
+def test_per_head_table_gradcheck() -> None:
+    """Autograd through a per-head table with NoPE pairs (float64, torch path): the backward is the
+    inverse rotation with the same table."""
+    table = PairTable(rows=[[0, 1, -1], [2, 0, 1]], inv_freq=[[1.0, 0.3, 0.1]] * 2, head_dim=8)
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(5, 4, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(5, 2, 8, generator=g, dtype=torch.float64, requires_grad=True)
+    pos = torch.randint(0, 50, (3, 5), generator=g)
+    assert torch.autograd.gradcheck(lambda a, b: apply_mrope(a, b, pos, table, backend="torch"), (q, k))
