@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, get_args
 
@@ -41,6 +42,45 @@ Pairing = Literal["neox", "gptj"]
 SECTION_LAYOUTS: tuple[str, ...] = get_args(SectionLayout)
 PAIRINGS: tuple[str, ...] = get_args(Pairing)
 MAX_AXES = 4
+
+
+def _chunked_axes(sec: tuple[int, ...], n: int) -> np.ndarray:
+    """Chunked sections: axis a while ``i < s_0 + ... + s_a``; past the sum, axis 0."""
+    i = np.arange(n)
+    axis = np.zeros(n, dtype=np.int64)
+    bounds = np.cumsum(sec)
+    for j in range(len(sec) - 1, 0, -1):
+        axis[(i >= bounds[j - 1]) & (i < bounds[j])] = j
+    return axis
+
+
+def _interleaved_axes(sec: tuple[int, ...], n: int) -> np.ndarray:
+    """Interleaved sections: axis ``a >= 1`` where ``i % A == a and i < A s_a``, else axis 0."""
+    i = np.arange(n)
+    a = len(sec)
+    axis = np.zeros(n, dtype=np.int64)
+    for j in range(1, a):
+        axis[(i % a == j) & (i < a * sec[j])] = j
+    return axis
+
+
+def _hw_alternating_axes(sec: tuple[int, ...], n: int) -> np.ndarray:
+    """h / w alternating: the first ``s_h + s_w`` frequencies are h (even i) and w (odd i), the rest t."""
+    i = np.arange(n)
+    spatial = i < sec[1] + sec[2]
+    axis = np.zeros(n, dtype=np.int64)
+    axis[spatial & (i % 2 == 0)] = 1
+    axis[spatial & (i % 2 == 1)] = 2
+    return axis
+
+
+SECTION_RULES: dict[str, Callable[[tuple[int, ...], int], np.ndarray]] = {
+    "chunked": _chunked_axes,
+    "interleaved": _interleaved_axes,
+    "hw_alternating": _hw_alternating_axes,
+}
+"""``section_layout`` -> its rule ``(mrope_section, num_freqs) -> axis of every frequency`` (int64 ``[F]``),
+one function per layout, chosen by name like transformers' ``ROPE_INIT_FUNCTIONS``."""
 
 
 @dataclass(frozen=True)
@@ -203,25 +243,10 @@ class RopeSpec:
     def axis_map(self) -> np.ndarray:
         """Axis index (0 = t, 1 = h, 2 = w for three axes) of every frequency, int64 ``[rotary_dim // 2]``.
 
-        This is the single source of truth for which position row drives which frequency.
+        This is the single source of truth for which position row drives which frequency: the rule of
+        ``section_layout`` in :data:`SECTION_RULES`.
         """
-        n = self.num_freqs
-        i = np.arange(n)
-        sec = self.mrope_section
-        a = len(sec)
-        axis = np.zeros(n, dtype=np.int64)
-        if self.section_layout == "chunked":
-            bounds = np.cumsum(sec)
-            for j in range(a - 1, 0, -1):
-                axis[(i >= bounds[j - 1]) & (i < bounds[j])] = j
-        elif self.section_layout == "interleaved":
-            for j in range(1, a):
-                axis[(i % a == j) & (i < a * sec[j])] = j
-        else:  # hw_alternating
-            spatial = i < sec[1] + sec[2]
-            axis[spatial & (i % 2 == 0)] = 1
-            axis[spatial & (i % 2 == 1)] = 2
-        return axis
+        return SECTION_RULES[self.section_layout](self.mrope_section, self.num_freqs)
 
     def inv_freq(self, seq_len: int | None = None) -> np.ndarray:
         """Scaled inverse frequencies, float64 ``[rotary_dim // 2]``, in radians per position.

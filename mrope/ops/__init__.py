@@ -1,9 +1,12 @@
 """mrope.ops: apply M-RoPE to queries and keys (torch path on any device, Triton kernel on CUDA).
 
 Public API: :func:`apply_mrope` rotates q and k; :func:`cos_sin` gives transformers-shaped cos/sin tables;
-:func:`rerotate` moves cached keys from one set of positions to another; :func:`expand_program` expands a
+:func:`rerotate` moves cached keys from one set of positions to another; :func:`pair_table` turns a rotary
+spec into the :class:`PairTable` every op reads (a row and a frequency per rotary pair), which can also be
+given in place of a spec (any number of position rows, NoPE pairs, per-head rows); :func:`expand_program` expands a
 position program's runs (:meth:`mrope.PositionProgram.arrays`) on a device.
-See :mod:`mrope.ops._dispatch` for layouts, backends and autograd, :mod:`mrope.ops._freqs` for the two angle
+See :mod:`mrope.ops._dispatch` for layouts, backends and autograd, :mod:`mrope.ops._pairs` for the table,
+:mod:`mrope.ops._freqs` for the two angle
 precisions, :mod:`mrope.ops._torch_path` and :mod:`mrope.ops._triton_kernel` (launched by
 :mod:`mrope.ops._triton_launch`) for the two implementations.
 This package never imports the coordinate builder.
@@ -25,6 +28,7 @@ from mrope.ops._dispatch import (
 )
 from mrope.ops._expand import expand_program
 from mrope.ops._freqs import AnglePrecision
+from mrope.ops._pairs import PairTable, pair_table
 
 __all__ = [
     "ANGLE_PRECISIONS",
@@ -33,8 +37,10 @@ __all__ = [
     "AnglePrecision",
     "Backend",
     "Layout",
+    "PairTable",
     "apply_mrope",
     "cos_sin",
     "expand_program",
+    "pair_table",
     "rerotate",
 ]

@@ -36,6 +36,7 @@ class KernelVariant:
         position_dtype: ``"int64"``, ``"float32"`` or ``"float64"``.
         head_dim, rotary_dim, rotary_offset, gptj: the spec; hq, hk, tokens: the launch shape.
         out_of_place: functional call (copies pass-through channels).
+        table_heads: heads of the pair table (more than 1: a per-head table, ``PER_HEAD``).
     """
 
     dtype: str = "bfloat16"
@@ -50,6 +51,7 @@ class KernelVariant:
     hk: int = 4
     tokens: int = 8192
     out_of_place: bool = True
+    table_heads: int = 1
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
     n_freq = variant.rotary_dim // 2
     d_pass = variant.head_dim - variant.rotary_dim
     elem_bytes = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}[variant.dtype]
-    cfg = triton_launch.launch_config(variant.tokens, hq, hk, n_freq, d_pass, elem_bytes)
+    cfg = triton_launch.launch_config(variant.tokens, hq, hk, n_freq, d_pass, elem_bytes, variant.table_heads)
     pos_kind = {"int64": 0, "float32": 1, "float64": 2}[variant.position_dtype]
     pos_ptr = {"int64": "*i64", "float32": "*fp32", "float64": "*fp64"}[variant.position_dtype]
     x_ptr = "*" + _TRITON_TYPES[variant.dtype]
@@ -93,9 +95,10 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
         "POS2_KIND": pos_kind,
         "REROTATE": variant.rerotate,
         "RNE_BF16": False,
+        "PER_HEAD": variant.table_heads > 1,
     }
     pointers = {"Q": x_ptr, "K": x_ptr, "QO": x_ptr, "KO": x_ptr, "POS": pos_ptr, "POS2": pos_ptr}
-    pointers.update({"AXIS": "*i32", "FREQ": "*i64" if variant.exact else "*fp32"})
+    pointers.update({"ROWS": "*i32", "FREQ": "*i64" if variant.exact else "*fp32"})
     signature = {}
     for name in params:
         if name in constexprs:
@@ -105,7 +108,7 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
         elif name == "attn_factor":
             signature[name] = "fp32"
         else:  # sizes and strides, as a launch with int64 strides passes them
-            signature[name] = "i32" if name in ("S", "N", "HQ", "HK") else "i64"
+            signature[name] = "i32" if name in ("S", "N", "HQ", "HK", "NT", "GQ", "GK") else "i64"
     by_index = {(params.index(k),): v for k, v in constexprs.items()}
     return signature, by_index, cfg["num_warps"]
 

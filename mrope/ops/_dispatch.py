@@ -8,8 +8,10 @@ Layouts (``layout=``):
   transformers' attention.
 - ``"bshd"``: q ``[B, S, HQ, D]``, k ``[B, S, HK, D]``, positions as for ``bhsd``.
 
-``A = spec.num_axes = len(spec.mrope_section)`` (1 to 4; 3 for t, h, w). Positions without the leading axis
-are plain RoPE (the same value on every axis). Positions are integers, or floats where a family has
+``A`` position rows: ``spec.num_axes = len(spec.mrope_section)`` for a spec (1 to 4; 3 for t, h, w), any
+``R >= 1`` for a :class:`~mrope.ops._pairs.PairTable`. Positions without the leading axis are plain RoPE
+(the same value on every row). Every op reads only the pair table of its spec (rows and frequencies per
+rotary pair), built once per spec. Positions are integers, or floats where a family has
 fractional positions (Qwen3-Omni's float32 time). Internally
 positions become an ``[A, B, S]`` view (``B = 1`` for ``thd``) and the torch path works on ``[B, S, H, D]``
 views of q and k; the Triton kernel takes the caller's strides directly.
@@ -26,7 +28,8 @@ import mrope.ops._layouts as layouts
 import mrope.ops._torch_path as torch_path
 from mrope._errors import ApplyError
 from mrope._spec import RopeSpec
-from mrope.ops._freqs import AnglePrecision, axis_tensor, freq_table
+from mrope.ops._freqs import AnglePrecision
+from mrope.ops._pairs import PairTable, as_table, tables
 
 try:  # triton is an optional dependency (extra "triton"); the torch path never needs it
     import mrope.ops._triton_launch as _tk  # registers the mrope:: custom ops
@@ -60,7 +63,7 @@ POSITION_DTYPES: tuple[torch.dtype, ...] = (
 class _RotationSettings:
     """Everything but the tensors: what a forward or backward rotation needs."""
 
-    spec: RopeSpec
+    table: PairTable
     layout: str
     backend: str  # "torch" or "triton"
     precision: str
@@ -111,12 +114,18 @@ def _check_positions(
     )
 
 
+def _check_source(spec: object) -> PairTable:
+    """The pair table of ``spec`` (a RopeSpec, a PairTable, or a model description with a ``spec``)."""
+    if not isinstance(spec, (RopeSpec, PairTable)):
+        raise ApplyError(f"spec must be a mrope.RopeSpec or a mrope.ops.PairTable; got {type(spec).__name__}")
+    return as_table(spec)
+
+
 def _check_inputs(
     q: object, k: object, positions: object, spec: object, layout: str, names: tuple[str, str] = ("q", "k")
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Validate q, k, positions and spec; return ``(q, k, positions as [A, B, S])``."""
-    if not isinstance(spec, RopeSpec):
-        raise ApplyError(f"spec must be a mrope.RopeSpec; got {type(spec).__name__}")
+    """Validate q, k, positions and spec; return ``(q, k, positions as [R, B, S])``."""
+    table = _check_source(spec)
     for name, x in zip(names, (q, k), strict=True):
         if not isinstance(x, torch.Tensor):
             raise ApplyError(f"{name} must be a torch.Tensor; got {type(x).__name__}")
@@ -129,10 +138,15 @@ def _check_inputs(
             )
         if x.dtype not in DTYPES:
             raise ApplyError(f"{name} must be float32, bfloat16, float16 or float64; got {x.dtype}")
-        if x.shape[-1] != spec.head_dim:
+        if x.shape[-1] != table.head_dim:
             raise ApplyError(
-                f"{name} head_dim (last dim) must equal spec.head_dim = {spec.head_dim}; "
+                f"{name} head_dim (last dim) must equal spec.head_dim = {table.head_dim}; "
                 f"got {x.shape[-1]} in {name} of shape {_shape(x)}"
+            )
+        if layouts.dims(x, layout)[2] % table.heads:
+            raise ApplyError(
+                f"{name} has {layouts.dims(x, layout)[2]} heads; a per-head pair table of {table.heads} "
+                f"heads needs a multiple of {table.heads}"
             )
     if k.dtype != q.dtype:
         raise ApplyError(f"q and k must have the same dtype; got q {q.dtype} and k {k.dtype}")
@@ -146,7 +160,7 @@ def _check_inputs(
             f"q and k must have the same {what} in layout {layout!r} {layouts.SHAPES[layout]}; "
             f"got q {_shape(q)} and k {_shape(k)}"
         )
-    return q, k, _check_positions(positions, qb, qs, layout, q.device, spec.num_axes)
+    return q, k, _check_positions(positions, qb, qs, layout, q.device, table.num_rows)
 
 
 def _choose_backend(backend: str, device: torch.device) -> str:
@@ -177,40 +191,31 @@ def _choose_backend(backend: str, device: torch.device) -> str:
 # ------------------------------------------------------------------------------------------- rotation
 
 
-def _tables(
-    spec: RopeSpec, precision: str, backend: str, positions: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(axis, freq)``: the frequency-to-row map and the frequency table the backend reads."""
-    if backend == "triton":
-        return axis_tensor(spec, positions.device), freq_table(spec, precision, positions)
-    return torch_path.tables(spec, precision, positions)
-
-
 def _rotate(
     q: torch.Tensor,
     k: torch.Tensor,
     positions: torch.Tensor,
-    axis: torch.Tensor,
+    rows: torch.Tensor,
     freq: torch.Tensor,
     plan: _RotationSettings,
     conj: bool,
     inplace: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One rotation of q and k (by ``-angle`` when ``conj``) with the plan's backend; no autograd."""
-    spec = plan.spec
+    table = plan.table
     if plan.backend == "triton":
         assert _tk is not None
         args = (
             positions,
-            axis,
+            rows,
             freq,
             plan.layout,
-            spec.rotary_dim,
-            spec.pairing == "gptj",
+            table.rotary_dim,
+            table.pairing == "gptj",
             plan.precision == "exact",
             conj,
-            spec.attention_factor(),
-            spec.rotary_offset,
+            table.attention_factor,
+            table.rotary_offset,
         )
         if inplace:
             torch.ops.mrope.rotary_(q, k, *args)
@@ -218,9 +223,8 @@ def _rotate(
         q_out, k_out = torch.ops.mrope.rotary(q, k, *args)
         return q_out, k_out
     compute = torch.float64 if q.dtype == torch.float64 else torch.float32
-    # [A, B, S] -> [B, S, F] -> [B, S, 1, F], shared by every head
-    cos, sin = torch_path.cos_sin_table(positions, axis, freq, spec.attention_factor(), compute)
-    cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
+    # [R, B, S] -> [B, S, HT, F] (HT = 1: shared by every head)
+    cos, sin = torch_path.cos_sin_table(positions, rows, freq, table.attention_factor, compute)
     if conj:
         sin = -sin
     outs = []
@@ -231,7 +235,7 @@ def _rotate(
             layouts.canonical(out, plan.layout),
             cos,
             sin,
-            spec,
+            table,
             inplace=inplace,
         )
         outs.append(out)
@@ -246,20 +250,20 @@ class _RotateFn(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, positions, axis, freq, plan, conj):  # type: ignore[override]
-        q_out, k_out = _rotate(q, k, positions, axis, freq, plan, conj, False)
-        ctx.save_for_backward(positions, axis, freq)
+    def forward(ctx, q, k, positions, rows, freq, plan, conj):  # type: ignore[override]
+        q_out, k_out = _rotate(q, k, positions, rows, freq, plan, conj, False)
+        ctx.save_for_backward(positions, rows, freq)
         ctx.plan, ctx.conj = plan, conj
         ctx.shapes, ctx.like = (q.shape, k.shape), {"dtype": q.dtype, "device": q.device}
         return q_out, k_out
 
     @staticmethod
     def backward(ctx, grad_q, grad_k):  # type: ignore[override]
-        positions, axis, freq = ctx.saved_tensors
+        positions, rows, freq = ctx.saved_tensors
         # An output that got no gradient (e.g. only q was used) contributes zeros.
         grad_q = torch.zeros(ctx.shapes[0], **ctx.like) if grad_q is None else grad_q
         grad_k = torch.zeros(ctx.shapes[1], **ctx.like) if grad_k is None else grad_k
-        dq, dk = _RotateFn.apply(grad_q, grad_k, positions, axis, freq, ctx.plan, not ctx.conj)
+        dq, dk = _RotateFn.apply(grad_q, grad_k, positions, rows, freq, ctx.plan, not ctx.conj)
         return dq, dk, None, None, None, None, None
 
 
@@ -272,18 +276,18 @@ class _RotateInplaceFn(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, positions, axis, freq, plan):  # type: ignore[override]
-        _rotate(x, layouts.no_heads(x, plan.layout), positions, axis, freq, plan, False, True)
+    def forward(ctx, x, positions, rows, freq, plan):  # type: ignore[override]
+        _rotate(x, layouts.no_heads(x, plan.layout), positions, rows, freq, plan, False, True)
         ctx.mark_dirty(x)
-        ctx.save_for_backward(positions, axis, freq)
+        ctx.save_for_backward(positions, rows, freq)
         ctx.plan = plan
         return x
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
-        positions, axis, freq = ctx.saved_tensors
+        positions, rows, freq = ctx.saved_tensors
         empty = layouts.no_heads(grad, ctx.plan.layout)
-        dx, _ = _RotateFn.apply(grad, empty, positions, axis, freq, ctx.plan, True)
+        dx, _ = _RotateFn.apply(grad, empty, positions, rows, freq, ctx.plan, True)
         return dx, None, None, None, None
 
 
@@ -294,7 +298,7 @@ def apply_mrope(
     q: torch.Tensor,
     k: torch.Tensor,
     positions: torch.Tensor,
-    spec: RopeSpec,
+    spec: RopeSpec | PairTable,
     *,
     layout: Layout = "thd",
     inplace: bool = False,
@@ -303,25 +307,29 @@ def apply_mrope(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotate queries and keys by multimodal rotary position embedding (M-RoPE).
 
-    Frequency ``i`` (of ``F = spec.rotary_dim // 2``) turns channel pair ``i`` by
-    ``angle = pos[axis(i)] * inv_freq[i]`` radians, where ``axis = spec.axis_map()`` picks the row of
-    ``positions`` (t, h or w for three axes) and ``inv_freq = spec.inv_freq(seq_len)`` (dynamic NTK uses
-    ``seq_len = max(positions) + 1``); YaRN multiplies cos and sin by ``spec.attention_factor()``.
-    Pairs are ``o + (i, i + F)`` for ``spec.pairing == "neox"`` and ``o + (2i, 2i + 1)`` for ``"gptj"``,
-    ``o = spec.rotary_offset``; channels outside ``[o, o + rotary_dim)`` are passed through.
+    The op reads the spec's pair table (:func:`mrope.ops.pair_table`, or a :class:`mrope.ops.PairTable`
+    given as ``spec``): pair ``i`` (of ``F = rotary_dim // 2``) turns by ``angle = pos[rows[i]] * inv_freq[i]``
+    radians; for a spec ``rows = spec.axis_map()`` picks the row of ``positions`` (t, h or w for three axes)
+    and ``inv_freq = spec.inv_freq(seq_len)`` (dynamic NTK uses ``seq_len = max(positions) + 1``); YaRN
+    multiplies cos and sin by ``spec.attention_factor()``. A NoPE pair (row -1) is left unrotated; a
+    per-head table ``[HT, F]`` gives head ``h`` of q (and of k) row ``h // (H / HT)``.
+    Pairs are ``o + (i, i + F)`` for ``pairing == "neox"`` and ``o + (2i, 2i + 1)`` for ``"gptj"``,
+    ``o = rotary_offset``; channels outside ``[o, o + rotary_dim)`` are passed through.
 
     Args:
         q: queries, ``[T, HQ, D]`` (``thd``), ``[B, HQ, S, D]`` (``bhsd``) or ``[B, S, HQ, D]`` (``bshd``);
             fp32, bf16, fp16 (fp64 is accepted too, e.g. for gradcheck). ``D == spec.head_dim``.
         k: keys, same layout, dtype and device as q; its head count may differ (GQA).
         positions: position ids on q's device, ``[A, T]`` (``thd``) or ``[A, B, S]`` (``bhsd``, ``bshd``)
-            with ``A = len(spec.mrope_section)`` rows (t, h, w for three axes); without the leading axis
+            with ``A = len(spec.mrope_section)`` rows (t, h, w for three axes; a table's ``num_rows``
+            rows); without the leading axis
             (``[T]``, ``[B, S]``) they are plain 1-D RoPE. Integer (any int dtype) or floating (fractional
             positions such as Qwen3-Omni's float32 time; ``"fp32"`` multiplies ``float32(pos)``, ``"exact"``
             splits ``floor(pos)`` from 32 bits of fraction).
             ``angle_precision="exact"`` is exact over the whole int64 range.
         spec: the rotary spec (e.g. ``mrope.models.resolve_spec("qwen2-vl")``), or a model description whose ``spec``
-            it is (a :class:`mrope.models.ModelFamily`, what :func:`mrope.from_pretrained` returns).
+            it is (a :class:`mrope.models.ModelFamily`, what :func:`mrope.from_pretrained` returns), or a
+            :class:`mrope.ops.PairTable` (any number of position rows, NoPE pairs, per-head rows).
         layout: ``"thd"``, ``"bhsd"`` or ``"bshd"``.
         inplace: rotate q and k in place (they may be strided views into one packed qkv buffer) and return
             them; otherwise return new tensors, contiguous in ``layout``.
@@ -349,20 +357,20 @@ def apply_mrope(
         spec = spec.spec  # a model description (mrope.models.ModelFamily, mrope.from_pretrained's result)
     q, k, pos3 = _check_inputs(q, k, positions, spec, layout)
     chosen = _choose_backend(backend, q.device)
-    plan = _RotationSettings(spec=spec, layout=layout, backend=chosen, precision=angle_precision)
-    axis, freq = _tables(spec, angle_precision, chosen, pos3)
+    plan = _RotationSettings(table=as_table(spec), layout=layout, backend=chosen, precision=angle_precision)
+    rows, freq = tables(spec, angle_precision, pos3)
     if not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)):
-        return _rotate(q, k, pos3, axis, freq, plan, False, inplace)
+        return _rotate(q, k, pos3, rows, freq, plan, False, inplace)
     if inplace:
-        q = _RotateInplaceFn.apply(q, pos3, axis, freq, plan)
-        k = _RotateInplaceFn.apply(k, pos3, axis, freq, plan)
+        q = _RotateInplaceFn.apply(q, pos3, rows, freq, plan)
+        k = _RotateInplaceFn.apply(k, pos3, rows, freq, plan)
         return q, k
-    return _RotateFn.apply(q, k, pos3, axis, freq, plan, False)
+    return _RotateFn.apply(q, k, pos3, rows, freq, plan, False)
 
 
 def cos_sin(
     positions: torch.Tensor,
-    spec: RopeSpec,
+    spec: RopeSpec | PairTable,
     *,
     layout: Layout = "thd",
     dtype: torch.dtype = torch.float32,
@@ -378,21 +386,21 @@ def cos_sin(
     Args:
         positions: ``[A, T]`` or ``[T]`` (``layout="thd"``), ``[A, B, S]`` or ``[B, S]``
             (``"bhsd"``/``"bshd"``).
-        spec: the rotary spec. dtype: output dtype. angle_precision: as in :func:`apply_mrope`.
+        spec: the rotary spec or pair table. dtype: output dtype. angle_precision: as in :func:`apply_mrope`.
 
     Returns:
         ``(cos, sin)``, each ``[T, rotary_dim]`` (``thd``) or ``[B, S, rotary_dim]``, on positions' device:
-        the rotary slice only (channels ``[rotary_offset, rotary_offset + rotary_dim)`` of a head).
+        the rotary slice only (channels ``[rotary_offset, rotary_offset + rotary_dim)`` of a head). A
+        per-head table of ``HT`` heads adds a head axis: ``[T, HT, rotary_dim]`` / ``[B, S, HT, rotary_dim]``.
     """
     _check_choice("layout", layout, LAYOUTS)
     _check_choice("angle_precision", angle_precision, ANGLE_PRECISIONS)
-    if not isinstance(spec, RopeSpec):
-        raise ApplyError(f"spec must be a mrope.RopeSpec; got {type(spec).__name__}")
+    table = _check_source(spec)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ApplyError(f"dtype must be a floating torch.dtype; got {dtype!r}")
     if not isinstance(positions, torch.Tensor):
         raise ApplyError(f"positions must be a torch.Tensor; got {type(positions).__name__}")
-    axes = spec.num_axes
+    axes = table.num_rows
     if layout == "thd":
         if positions.dim() not in (1, 2) or (positions.dim() == 2 and positions.shape[0] != axes):
             raise ApplyError(
@@ -406,9 +414,11 @@ def cos_sin(
             )
         batch, seq = positions.shape[-2], positions.shape[-1]
     pos3 = _check_positions(positions, batch, seq, layout, positions.device, axes)
-    axis, freq = torch_path.tables(spec, angle_precision, pos3)
-    cos, sin = torch_path.cos_sin_table(pos3, axis, freq, spec.attention_factor(), torch.float32)
-    if spec.pairing == "neox":
+    rows, freq = tables(spec, angle_precision, pos3)
+    cos, sin = torch_path.cos_sin_table(pos3, rows, freq, table.attention_factor, torch.float32)
+    if table.heads == 1:
+        cos, sin = cos.squeeze(-2), sin.squeeze(-2)
+    if table.pairing == "neox":
         cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
     else:
         cos, sin = cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
@@ -421,7 +431,7 @@ def rerotate(
     k: torch.Tensor,
     from_positions: torch.Tensor,
     to_positions: torch.Tensor,
-    spec: RopeSpec,
+    spec: RopeSpec | PairTable,
     *,
     layout: Layout = "thd",
     inplace: bool = True,
@@ -431,7 +441,7 @@ def rerotate(
     """Move keys that were rotated at ``from_positions`` to ``to_positions`` (cache reuse at a new offset).
 
     Frequency ``i`` of every key turns by ``angle(to)[i] - angle(from)[i]``, each frequency by the
-    difference on its own axis (``spec.axis_map()``). This is what moving a cached image block to a new
+    difference on its own position row (the pair table's rows, ``spec.axis_map()`` for a spec). This is what moving a cached image block to a new
     offset, or reusing a cached prefix at shifted positions, needs: the result equals rotating the raw keys
     at ``to_positions`` (``apply_mrope``), to within fp32 rounding. In ``"exact"`` precision the two
     fixed-point turn fractions are subtracted exactly, so that holds however far the shift (any int64
@@ -446,7 +456,7 @@ def rerotate(
             cache). Any strides (views into a larger cache are rotated in place). fp32, bf16, fp16, fp64.
         from_positions, to_positions: ``[A, T]`` / ``[A, B, S]`` (or the 1-D forms ``[T]`` / ``[B, S]``),
             integer or floating, on k's device; ``A = len(spec.mrope_section)``.
-        spec: the rotary spec the keys were rotated with (no dynamic NTK: its frequencies depend on the
+        spec: the rotary spec (or pair table) the keys were rotated with (no dynamic NTK: its frequencies depend on the
             sequence length, so a stored key does not say which ones it used).
         layout: as in :func:`apply_mrope`.
         inplace: rotate ``k`` in place (default, the cache case) and return it; otherwise return a new tensor.
@@ -471,39 +481,40 @@ def rerotate(
             "so keys rotated at one length cannot be moved to another by a rotation"
         )
     k, _, to3 = _check_inputs(k, k, to_positions, spec, layout, names=("k", "k"))
+    table = as_table(spec)
     batch, seq, _ = layouts.dims(k, layout)
     try:
-        from3 = _check_positions(from_positions, batch, seq, layout, k.device, spec.num_axes)
+        from3 = _check_positions(from_positions, batch, seq, layout, k.device, table.num_rows)
     except ApplyError as exc:
         raise ApplyError(f"from_positions: {exc}") from None
     chosen = _choose_backend(backend, k.device)
-    axis, freq = _tables(spec, angle_precision, chosen, to3)
+    rows, freq = tables(spec, angle_precision, to3)
     with torch.no_grad():
         if chosen == "triton":
             args = (
                 to3,
                 from3,
-                axis,
+                rows,
                 freq,
                 layout,
-                spec.rotary_dim,
-                spec.pairing == "gptj",
+                table.rotary_dim,
+                table.pairing == "gptj",
                 angle_precision == "exact",
-                spec.rotary_offset,
+                table.rotary_offset,
             )
             if inplace:
                 torch.ops.mrope.rerotate_(k, *args)
                 return k
             return torch.ops.mrope.rerotate(k, *args)
         compute = torch.float64 if k.dtype == torch.float64 else torch.float32
-        cos, sin = torch_path.cos_sin_table(to3, axis, freq, 1.0, compute, from_positions=from3)
+        cos, sin = torch_path.cos_sin_table(to3, rows, freq, 1.0, compute, from_positions=from3)
         out = k if inplace else torch.empty(k.shape, dtype=k.dtype, device=k.device)
         torch_path.rotate(
             layouts.canonical(k, layout),
             layouts.canonical(out, layout),
-            cos.unsqueeze(2),
-            sin.unsqueeze(2),
-            spec,
+            cos,
+            sin,
+            table,
             inplace=inplace,
         )
         return out

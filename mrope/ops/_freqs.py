@@ -1,4 +1,5 @@
-"""Frequency tables for the apply op: what the torch path and the Triton kernel read besides positions.
+"""The apply op's frequencies and angle arithmetic: transformers' fp32 inverse frequencies, exact fixed-point
+turns, and dynamic NTK per call (the pair tables of :mod:`mrope.ops._pairs` hold the rest).
 
 Two angle precisions (``angle_precision``):
 
@@ -20,9 +21,10 @@ Two angle precisions (``angle_precision``):
   into ``floor(pos)`` (int64) and its fraction (32 fixed-point bits). The torch path turns the fraction
   into radians in float64, the kernel in a hi/lo pair of fp32 with a split ``2 pi = C_hi + C_lo``.
 
-Tables are cached per (spec, precision, device); dynamic NTK tables depend on ``max(pos) + 1`` and are
-computed per call (in ``"fp32"`` mode on the positions' device without a host sync, as transformers does;
-in ``"exact"`` mode ``max(pos)`` is read on the host once).
+The pair tables (:mod:`mrope.ops._pairs`) cache these per (table, precision, device); dynamic NTK
+frequencies depend on ``max(pos) + 1`` and are computed per call (:func:`dynamic_freq`: in ``"fp32"`` mode
+on the positions' device without a host sync, as transformers does; in ``"exact"`` mode ``max(pos)`` is
+read on the host once).
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from typing import Literal
 import numpy as np
 import torch
 
-from mrope._caches import cached
 from mrope._scaling import INV_FREQ_FORMULAS
 from mrope._spec import RopeSpec
 
@@ -163,48 +164,13 @@ def turn_fraction(positions: torch.Tensor, limbs: torch.Tensor) -> torch.Tensor:
     return acc
 
 
-# --------------------------------------------------------------------------- cached device tables
-# The cached lookups are marked constant for torch.compile: dynamo calls them at trace time and bakes the
-# small tables into the graph instead of tracing numpy.
+# --------------------------------------------------------------------------- dynamic NTK, per call
 
 
-@cached("ops.axis_tables", maxsize=256)
-def _axis_cached(spec: RopeSpec, device: torch.device) -> torch.Tensor:
-    return torch.as_tensor(spec.axis_map(), dtype=torch.int32).to(device)
-
-
-@torch.compiler.assume_constant_result
-def axis_tensor(spec: RopeSpec, device: torch.device) -> torch.Tensor:
-    """``spec.axis_map()`` as int32 ``[rotary_dim // 2]`` on ``device`` (0 = t, 1 = h, 2 = w), cached."""
-    return _axis_cached(spec, device)
-
-
-@torch.compiler.assume_constant_result
-def static_freq(spec: RopeSpec, precision: str, device: torch.device) -> torch.Tensor:
-    """The frequency table of a spec without dynamic scaling, fp32 on ``device``, cached.
-
-    Returns:
-        ``"fp32"``: ``[1, F]``, transformers' fp32 ``inv_freq`` (radians per position).
-        ``"exact"``: int64 ``[3, F]``, the fixed-point turns per position of :func:`turn_limbs`.
-    """
-    return _static_freq_cached(spec, precision, device)
-
-
-@cached("ops.freq_tables", maxsize=256)
-def _static_freq_cached(spec: RopeSpec, precision: str, device: torch.device) -> torch.Tensor:
-    if precision == "fp32":
-        return hf_inv_freq_fp32(spec).reshape(1, -1).to(device=device, dtype=torch.float32).contiguous()
-    return torch.from_numpy(turn_limbs(spec.inv_freq())).to(device).contiguous()
-
-
-def freq_table(spec: RopeSpec, precision: AnglePrecision, positions: torch.Tensor) -> torch.Tensor:
-    """The frequency table of both backends (see :func:`static_freq`) on ``positions.device``.
-
-    Dynamic NTK depends on ``max(positions) + 1``: ``"fp32"`` computes it on the device (no host sync),
-    ``"exact"`` reads the maximum on the host.
-    """
-    if spec.scaling.type != "dynamic" or positions.numel() == 0:
-        return static_freq(spec, precision, positions.device)
+def dynamic_freq(spec: RopeSpec, precision: AnglePrecision, positions: torch.Tensor) -> torch.Tensor:
+    """Dynamic NTK's frequencies for ``max(positions) + 1``, on ``positions.device``: fp32 ``[1, F]``
+    (``"fp32"``, computed on the device without a host sync) or int64 limbs ``[3, F]`` (``"exact"``, the
+    maximum read on the host once). ``positions`` must not be empty."""
     if precision == "fp32":
         return hf_inv_freq_fp32(spec, positions.max()).reshape(1, -1).to(torch.float32)
     seq_len = math.floor(positions.max().item()) + 1

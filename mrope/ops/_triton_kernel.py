@@ -5,11 +5,15 @@ Shapes (canonical; :mod:`mrope.ops._triton_launch` derives the strides from the 
 
 - q, q_out: ``[B, S, HQ, D]``; k, k_out: ``[B, S, HK, D]``; any strides (views into a packed qkv buffer
   work, ``q_out is q`` rotates in place). fp32, bf16, fp16 or fp64.
-- positions: ``[A, B, S]``, one row per axis (A = 1..4; t, h, w for A = 3), integer or floating, any
-  strides (a stride-0 row axis is plain RoPE).
-- axis: int32 ``[F]``, ``spec.axis_map()``, the row of ``positions`` that drives frequency i.
-- freq: fp32 ``[1, F]`` (``EXACT=False``: radians per position) or int64 ``[3, F]`` (``EXACT=True``: turns per
-  position in 96-bit fixed point, see :mod:`mrope.ops._freqs`).
+- positions: ``[R, B, S]``, one row per position axis (any R >= 1; t, h, w for R = 3), integer or
+  floating, any strides (a stride-0 row axis is plain RoPE).
+- rows: int32 ``[HT, F]``, the pair table's row of ``positions`` that drives pair i (:mod:`mrope.ops._pairs`;
+  ``HT = 1`` unless the table is per head).
+- freq: fp32 ``[HT, F]`` (``EXACT=False``: radians per position) or int64 ``[HT * 3, F]`` (``EXACT=True``: turns
+  per position in 96-bit fixed point, three limbs per table head, see :mod:`mrope.ops._freqs`).
+
+The kernel reads nothing else of the rotary spec: section layouts, interleaving, NoPE pairs (row 0, frequency
+0) and scaling are all in the table.
 
 ``F = rotary_dim // 2`` frequencies; channel pairs are ``ROT_OFF + (i, i + F)`` (neox) or
 ``ROT_OFF + (2i, 2i + 1)`` (``GPTJ``); the other channels are copied when ``COPY_PASS`` (out of place) and
@@ -17,11 +21,13 @@ untouched otherwise.
 
 Program ``(pid_t, pid_h)`` owns ``BLOCK_T`` tokens and q heads ``[pid_h * BLOCK_HQ, +BLOCK_HQ)`` and k heads
 ``[pid_h * BLOCK_HK, +BLOCK_HK)``: it loads the driving position of each frequency of its tokens, computes the
-``[BLOCK_T, F]`` cos/sin table once and applies it to all of its heads of both tensors.
+``[BLOCK_T, F]`` cos/sin table once and applies it to all of its heads of both tensors. With a per-head
+table (``PER_HEAD``) the launch keeps a program's q heads within one table head (``GQ`` q heads each) and
+its k heads within one (``GK`` each), and the program computes one table for its q heads and one for its k.
 
 Compile-time switches (``tl.constexpr``): ``GPTJ`` (pairing), ``EXACT`` (angle precision), ``CONJ``
 (inverse rotation, for backward), ``COPY_PASS`` (partial rotary, out of place), ``POS_KIND`` (integer,
-fp32 or fp64 positions), ``ROT_OFF`` (the rotary slice's first channel).
+fp32 or fp64 positions), ``ROT_OFF`` (the rotary slice's first channel), ``PER_HEAD`` (a per-head table).
 
 The kernel and its helpers are plain functions; they are wrapped with ``triton.jit`` on first use (see
 :func:`get_kernel`), each interpreter setting in a namespace of its own, so whether they are compiled or
@@ -96,6 +102,9 @@ def _fp32_angle(p, FREQ, fr, fmask):
 
 
 def _cos_sin(
+    ROWS,
+    FREQ,
+    th,
     POS,
     sp_a,
     sp_b,
@@ -104,11 +113,9 @@ def _cos_sin(
     sp2_a,
     sp2_b,
     sp2_s,
-    FREQ,
-    ax,
     b,
     s,
-    m2,
+    tmask,
     fr,
     fmask,
     F: tl.constexpr,
@@ -117,25 +124,45 @@ def _cos_sin(
     POS2_KIND: tl.constexpr,
     REROTATE: tl.constexpr,
 ):
-    """cos and sin (fp32, ``[BLOCK_T, BLOCK_F]``) of each token's angle per frequency: ``angle(POS)``, or
-    with ``REROTATE`` ``angle(POS) - angle(POS2)`` (POS2: the positions the keys were rotated at)."""
+    """cos and sin (fp32, ``[BLOCK_T, BLOCK_F]``) of each token's angle per pair of table head ``th`` (rows
+    at ``ROWS + th F``, frequencies at ``FREQ + th F``, or ``+ th 3F`` for the exact limbs): ``angle(POS)``,
+    or with ``REROTATE`` ``angle(POS) - angle(POS2)`` (POS2: the positions the keys were rotated at)."""
+    if EXACT:
+        freq = FREQ + th * (3 * F)
+    else:
+        freq = FREQ + th * F
+    ax = tl.load(ROWS + th * F + fr, mask=fmask, other=0).to(tl.int64)
+    m2 = tmask[:, None] & fmask[None, :]
     p = _positions(POS, sp_a, sp_b, sp_s, ax, b, s, m2)
     if EXACT:
-        acc = _turns(p, FREQ, fr, fmask, F, POS_KIND)
+        acc = _turns(p, freq, fr, fmask, F, POS_KIND)
         if REROTATE:  # the difference of two fractions, modulo one turn: still exact
             p2 = _positions(POS2, sp2_a, sp2_b, sp2_s, ax, b, s, m2)
-            acc = acc - _turns(p2, FREQ, fr, fmask, F, POS2_KIND)
+            acc = acc - _turns(p2, freq, fr, fmask, F, POS2_KIND)
         cos, sin = _turns_cos_sin(acc)
     else:
-        ang = _fp32_angle(p, FREQ, fr, fmask)
+        ang = _fp32_angle(p, freq, fr, fmask)
         cos = tl.cos(ang)
         sin = tl.sin(ang)
         if REROTATE:  # cos / sin of a difference of the two fp32 angles
-            ang2 = _fp32_angle(_positions(POS2, sp2_a, sp2_b, sp2_s, ax, b, s, m2), FREQ, fr, fmask)
+            ang2 = _fp32_angle(_positions(POS2, sp2_a, sp2_b, sp2_s, ax, b, s, m2), freq, fr, fmask)
             c_from = tl.cos(ang2)
             s_from = tl.sin(ang2)
             cos, sin = cos * c_from + sin * s_from, sin * c_from - cos * s_from
     return cos, sin
+
+
+def _finish(cos, sin, attn_factor, CONJ: tl.constexpr, F64: tl.constexpr):
+    """``[BLOCK_T, 1, BLOCK_F]`` cos and sin times ``attn_factor``, sin negated when ``CONJ``, in the
+    compute dtype (fp64 when ``F64``)."""
+    cos = cos * attn_factor
+    sin = sin * attn_factor
+    if CONJ:
+        sin = -sin
+    if F64:
+        cos = cos.to(tl.float64)
+        sin = sin.to(tl.float64)
+    return cos[:, None, :], sin[:, None, :]
 
 
 def _round_bf16(y):
@@ -211,7 +238,7 @@ def mrope_kernel(
     QO,
     KO,
     POS,
-    AXIS,
+    ROWS,
     FREQ,
     S,  # tokens per batch row (B * S = N)
     N,  # tokens in all
@@ -241,6 +268,9 @@ def mrope_kernel(
     sp2_b,
     sp2_s,
     attn_factor,  # YaRN's cos/sin multiplier (1.0 otherwise)
+    NT,  # table heads (1 unless PER_HEAD)
+    GQ,  # PER_HEAD: q heads per table head
+    GK,  # PER_HEAD: k heads per table head (at least 1)
     F: tl.constexpr,  # rotary_dim // 2
     D_PASS: tl.constexpr,  # head_dim - rotary_dim
     ROT_OFF: tl.constexpr,  # first rotary channel (spec.rotary_offset)
@@ -258,6 +288,7 @@ def mrope_kernel(
     POS2_KIND: tl.constexpr,
     REROTATE: tl.constexpr,  # rotate by angle(POS) - angle(POS2)
     RNE_BF16: tl.constexpr,  # bf16 output under the interpreter: round by hand (see below)
+    PER_HEAD: tl.constexpr,  # a per-head table [NT, F]: q heads read row h // GQ, k heads h // GK
 ):
     """Rotate the q and k heads of one program's tokens (see the module docstring for the arguments)."""
     pid_t = tl.program_id(0)
@@ -268,21 +299,17 @@ def mrope_kernel(
     s = (tok % S).to(tl.int64)
     fr = tl.arange(0, BLOCK_F)
     fmask = fr < F
-    ax = tl.load(AXIS + fr, mask=fmask, other=0).to(tl.int64)
-    m2 = tmask[:, None] & fmask[None, :]
+    if PER_HEAD:  # the table heads of this program's q heads and of its k heads (clamped: idle programs)
+        tq = tl.minimum((pid_h * BLOCK_HQ) // GQ, NT - 1)
+        tk = tl.minimum((pid_h * BLOCK_HK) // GK, NT - 1)
+    else:
+        tq = 0
+        tk = 0
     cos, sin = _cos_sin(
-        POS, sp_a, sp_b, sp_s, POS2, sp2_a, sp2_b, sp2_s, FREQ, ax, b, s, m2, fr, fmask,
+        ROWS, FREQ, tq, POS, sp_a, sp_b, sp_s, POS2, sp2_a, sp2_b, sp2_s, b, s, tmask, fr, fmask,
         F, EXACT, POS_KIND, POS2_KIND, REROTATE,
     )  # fmt: skip
-    cos = cos * attn_factor
-    sin = sin * attn_factor
-    if CONJ:
-        sin = -sin
-    if F64:
-        cos = cos.to(tl.float64)
-        sin = sin.to(tl.float64)
-    cos = cos[:, None, :]
-    sin = sin[:, None, :]
+    cos, sin = _finish(cos, sin, attn_factor, CONJ, F64)
     if GPTJ:
         d1 = ROT_OFF + 2 * fr
         d2 = ROT_OFF + 2 * fr + 1
@@ -297,6 +324,12 @@ def mrope_kernel(
         sq_b, sq_s, sq_h, sq_d, sqo_b, sqo_s, sqo_h, sqo_d,
         b, s, tmask, fmask, cos, sin, d1, d2, F, D_PASS, ROT_OFF, BLOCK_P, COPY_PASS, RNE_BF16,
     )  # fmt: skip
+    if PER_HEAD:
+        cos, sin = _cos_sin(
+            ROWS, FREQ, tk, POS, sp_a, sp_b, sp_s, POS2, sp2_a, sp2_b, sp2_s, b, s, tmask, fr, fmask,
+            F, EXACT, POS_KIND, POS2_KIND, REROTATE,
+        )  # fmt: skip
+        cos, sin = _finish(cos, sin, attn_factor, CONJ, F64)
     _rotate_heads(
         K, KO, HK, pid_h * BLOCK_HK + tl.arange(0, BLOCK_HK),
         sk_b, sk_s, sk_h, sk_d, sko_b, sko_s, sko_h, sko_d,
@@ -304,7 +337,16 @@ def mrope_kernel(
     )  # fmt: skip
 
 
-_HELPERS = (_positions, _turns, _turns_cos_sin, _fp32_angle, _cos_sin, _round_bf16, _rotate_heads)
+_HELPERS = (
+    _positions,
+    _turns,
+    _turns_cos_sin,
+    _fp32_angle,
+    _cos_sin,
+    _finish,
+    _round_bf16,
+    _rotate_heads,
+)
 _KERNELS: dict[bool, Any] = {}  # the jitted kernel per interpreter setting
 register("ops.triton_kernels", _KERNELS.clear, lambda: len(_KERNELS), 2)
 

@@ -42,11 +42,23 @@ def _pow2(n: int) -> int:
     return triton.next_power_of_2(max(int(n), 1))
 
 
+def _low_pow2(n: int) -> int:
+    """The largest power of two dividing ``n`` (``n >= 1``)."""
+    return n & -n
+
+
 def launch_config(
-    n_tokens: int, hq: int, hk: int, n_freq: int, d_pass: int = 0, elem_bytes: int = 2
+    n_tokens: int,
+    hq: int,
+    hk: int,
+    n_freq: int,
+    d_pass: int = 0,
+    elem_bytes: int = 2,
+    table_heads: int = 1,
 ) -> dict[str, int]:
     """Block sizes, grid and warps for ``n_tokens`` tokens, ``hq``/``hk`` heads, ``n_freq`` frequencies,
-    ``d_pass`` pass-through channels and ``elem_bytes`` bytes per q / k element.
+    ``d_pass`` pass-through channels, ``elem_bytes`` bytes per q / k element and ``table_heads`` heads of
+    the pair table (more than 1: a per-head table; a head block then stays within one table head).
 
     Few tokens (decode) split the heads over more programs; many tokens put all heads of a token in
     one program, so the angles are computed once per token, unless one token's heads hold more pairs
@@ -60,6 +72,9 @@ def launch_config(
     while True:
         block_hq = _pow2(triton.cdiv(hq, hsplit))
         block_hk = _pow2(triton.cdiv(hk, hsplit))
+        if table_heads > 1:
+            block_hq = min(block_hq, _low_pow2(max(hq // table_heads, 1)))
+            block_hk = min(block_hk, _low_pow2(max(hk // table_heads, 1)))
         per_token = (block_hq + block_hk) * block_f
         if per_token <= most or (block_hq <= 1 and block_hk <= 1):
             break
@@ -128,7 +143,7 @@ class KernelLaunch:
         cls,
         tensors: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
         positions: torch.Tensor,
-        axis: torch.Tensor,
+        rows: torch.Tensor,
         freq: torch.Tensor,
         rotation: Rotation,
         from_positions: torch.Tensor | None = None,
@@ -139,7 +154,8 @@ class KernelLaunch:
             tensors: ``(q, k, q_out, k_out)`` in ``rotation.layout``; ``q_out`` may be ``q`` (in place),
                 likewise ``k_out``.
             positions: ``[A, B, S]`` integer or floating (``B = 1, S = T`` for ``thd``).
-            axis, freq: the tables of :mod:`mrope.ops._freqs`, on the tensors' device.
+            rows, freq: the pair table's device form (:func:`mrope.ops._pairs.tables`), on the tensors'
+                device: ``[HT, F]`` rows and fp32 ``[HT, F]`` or int64 ``[HT * 3, F]`` frequencies.
             rotation: what to rotate by.
             from_positions: ``[A, B, S]`` like ``positions``: rotate by ``angle(positions) -
                 angle(from_positions)`` (re-rotation of keys rotated at ``from_positions``).
@@ -151,11 +167,13 @@ class KernelLaunch:
         n_tokens = bsz * seq
         n_freq = rotation.rotary_dim // 2
         d_pass = q.shape[-1] - rotation.rotary_dim
-        cfg = launch_config(n_tokens, hq, hk, n_freq, d_pass, q.element_size())
+        nt = max(1, rows.numel() // max(n_freq, 1))
+        cfg = launch_config(n_tokens, hq, hk, n_freq, d_pass, q.element_size(), nt)
         pos2 = positions if from_positions is None else from_positions
         strides = [s for x in tensors for s in layouts.canonical_strides(x, layout)]
-        args = (*tensors, positions, axis, freq, seq, n_tokens, hq, hk, *strides, *positions.stride())
-        args = (*args, pos2, *pos2.stride(), float(rotation.attention_factor))
+        args = (*tensors, positions, rows, freq, seq, n_tokens, hq, hk, *strides, *positions.stride())
+        groups = (nt, max(1, hq // nt), max(1, hk // nt))
+        args = (*args, pos2, *pos2.stride(), float(rotation.attention_factor), *groups)
         switches = {
             "F": n_freq,
             "D_PASS": d_pass,
@@ -170,6 +188,7 @@ class KernelLaunch:
             "POS2_KIND": _pos_kind(pos2),
             "REROTATE": from_positions is not None,
             "RNE_BF16": q.dtype == torch.bfloat16 and interpreting(),
+            "PER_HEAD": nt > 1,
         }
         options = {
             "num_warps": cfg["num_warps"],
@@ -193,7 +212,7 @@ class KernelLaunch:
 # their tensors, the tables and the spec's rotary, then what only the rotation ops take. An op function
 # receives the arguments positionally in this order.
 
-_SPEC_ARGS = "Tensor axis, Tensor freq, str layout, SymInt rotary_dim, bool gptj, bool exact"
+_SPEC_ARGS = "Tensor rows, Tensor freq, str layout, SymInt rotary_dim, bool gptj, bool exact"
 _ROTARY_ARGS = f"Tensor positions, {_SPEC_ARGS}, bool conj, float attention_factor, SymInt rotary_offset"
 _REROTATE_ARGS = f"Tensor to_positions, Tensor from_positions, {_SPEC_ARGS}, SymInt rotary_offset"
 
@@ -218,7 +237,7 @@ def triton_rotary(
     q: torch.Tensor,
     k: torch.Tensor,
     positions: torch.Tensor,
-    axis: torch.Tensor,
+    rows: torch.Tensor,
     freq: torch.Tensor,
     *spec: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -226,7 +245,7 @@ def triton_rotary(
     rotary_dim, gptj, exact, conj, attention_factor, rotary_offset`` (see :class:`Rotation`)."""
     q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     k_out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-    KernelLaunch.of((q, k, q_out, k_out), positions, axis, freq, _rotation(*spec)).run()
+    KernelLaunch.of((q, k, q_out, k_out), positions, rows, freq, _rotation(*spec)).run()
     return q_out, k_out
 
 
@@ -242,12 +261,12 @@ def triton_rotary_(
     q: torch.Tensor,
     k: torch.Tensor,
     positions: torch.Tensor,
-    axis: torch.Tensor,
+    rows: torch.Tensor,
     freq: torch.Tensor,
     *spec: Any,
 ) -> None:
     """In-place M-RoPE: rotates ``q`` and ``k`` (views allowed) in place. Arguments as :func:`triton_rotary`."""
-    KernelLaunch.of((q, k, q, k), positions, axis, freq, _rotation(*spec)).run()
+    KernelLaunch.of((q, k, q, k), positions, rows, freq, _rotation(*spec)).run()
 
 
 @triton_rotary_.register_fake
@@ -262,7 +281,7 @@ def triton_rerotate_(
     k: torch.Tensor, to_positions: torch.Tensor, from_positions: torch.Tensor, *spec: Any
 ) -> None:
     """Re-rotate keys in place from ``from_positions`` to ``to_positions`` (both ``[A, B, S]``), one launch.
-    ``spec``: ``axis, freq, layout, rotary_dim, gptj, exact, rotary_offset``."""
+    ``spec``: ``rows, freq, layout, rotary_dim, gptj, exact, rotary_offset``."""
     _rerotate(k, k, to_positions, from_positions, *spec)
 
 
@@ -291,7 +310,7 @@ def _rerotate(
     out: torch.Tensor,
     to_positions: torch.Tensor,
     from_positions: torch.Tensor,
-    axis: torch.Tensor,
+    rows: torch.Tensor,
     freq: torch.Tensor,
     *spec: Any,
 ) -> None:
@@ -300,4 +319,4 @@ def _rerotate(
     *head, offset = spec
     rotation = _rotation(*head, rotary_offset=offset)
     tensors = (k, layouts.no_heads(k, rotation.layout), out, layouts.no_heads(out, rotation.layout))
-    KernelLaunch.of(tensors, to_positions, axis, freq, rotation, from_positions).run()
+    KernelLaunch.of(tensors, to_positions, rows, freq, rotation, from_positions).run()

@@ -155,9 +155,11 @@ PUBLIC: dict[str, list[str]] = {
         "Backend",
         "LAYOUTS",
         "Layout",
+        "PairTable",
         "apply_mrope",
         "cos_sin",
         "expand_program",
+        "pair_table",
         "rerotate",
     ],
     "mrope.packing": [
