@@ -39,7 +39,7 @@ LONG_FILES = (
     "tests/docs/test_examples.py",
     "tests/integrations/test_integration_seed.py",
     "tests/integrations/test_transformers_common.py",  # transformers' sdist download, its mixin tests twice
-    "tests/models/test_transformers_newest.py",  # tests/models and the rotary parity again, in a subprocess
+    "tests/models/test_transformers_newest.py",  # tests/models, the rotary parity and patched prefills again, in subprocesses
     "tests/docs/test_readme.py",  # every python block of the README and docs
     "tests/pipeline/test_pipeline.py",  # a local Ray
     "tests/integrations/test_integration_pipeline.py",

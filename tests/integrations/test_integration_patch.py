@@ -42,25 +42,51 @@ def apply_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def _rotary_layers(net: torch.nn.Module) -> int:
-    """Text layers whose attention calls apply_rotary_pos_emb (hybrid stacks have others)."""
-    calls = [
+def _q_k_cos_sin(q, k=None, cos=None, sin=None, unsqueeze_dim=1):  # noqa: ANN001, ANN202
+    """transformers' ``apply_rotary_pos_emb`` signature (5.25 modeling_qwen2_vl.py:156), with Qwen4-Exp's
+    query-only calls (5.25 modeling_qwen4_exp.py:731, 812)."""
+
+
+def _interleave(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):  # noqa: ANN001, ANN202
+    """5.25's ``apply_rotary_pos_emb_interleave`` signature (modeling_hy_v4_vl.py:64)."""
+
+
+_OWN_APPLY = {
+    "apply_rotary_pos_emb": inspect.signature(_q_k_cos_sin),
+    "apply_rotary_pos_emb_interleave": inspect.signature(_interleave),
+}
+"""The rotation functions a text attention calls, with their signatures written out from transformers'
+source (with ``kernels`` installed 5.25's ``apply_rotary_pos_emb`` is a module taking ``*args``)."""
+
+
+def _calling(net: torch.nn.Module, name: str) -> list[torch.nn.Module]:
+    return [
         m
         for m in net.model.language_model.modules()
-        if "apply_rotary_pos_emb" in getattr(inspect.unwrap(type(m).forward), "__code__", None).co_names
+        if name in getattr(inspect.unwrap(type(m).forward), "__code__", None).co_names
     ]
-    return len(calls)
 
 
-def _own_rotations(name: str, kw: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _own_apply(net: torch.nn.Module) -> str:
+    """The name of the rotation function the model's text attention calls."""
+    return next(name for name in _OWN_APPLY if _calling(net, name))
+
+
+def _rotary_layers(net: torch.nn.Module) -> int:
+    """Text layers whose attention calls the rotation function (hybrid stacks have others)."""
+    return len(_calling(net, _own_apply(net)))
+
+
+def _own_rotations(family: str, kw: dict[str, torch.Tensor], monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The layouts of the unpatched model's own apply_rotary_pos_emb calls in one forward: one per rotary
     layer (hybrid stacks and NoPE layers have none; HY-V4-VL's DSA indexer rotates ``bshd`` too)."""
-    net = tv.model(name)
+    net = tv.model(family)
     module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
-    real, calls = module.apply_rotary_pos_emb, []
+    name = _own_apply(net)
+    real, calls = getattr(module, name), []
 
     def recording(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        bound = inspect.signature(real).bind(*args, **kwargs)
+        bound = _OWN_APPLY[name].bind(*args, **kwargs)
         bound.apply_defaults()
         table, unsqueeze_dim = bound.arguments["cos"], bound.arguments["unsqueeze_dim"]
         # a [B, S, D] table rotates [B, H, S, D] or [B, S, H, D] heads; a [T, D] one (Qwen4-Exp's QSA
@@ -69,8 +95,8 @@ def _own_rotations(name: str, kw: dict[str, torch.Tensor], monkeypatch: pytest.M
         return real(*args, **kwargs)
 
     with monkeypatch.context() as m:
-        m.setattr(module, "apply_rotary_pos_emb", recording)
-        tv.logits(name, kw)
+        m.setattr(module, name, recording)
+        tv.logits(family, kw)
     return calls
 
 
@@ -303,7 +329,7 @@ def _untouched(net: torch.nn.Module) -> bool:
     """No trace of patch: no instance overrides anywhere, no pass-through hook in any modeling module."""
     overridden = [m for m in net.modules() if "get_rope_index" in m.__dict__ or "forward" in m.__dict__]
     modules = {sys.modules[type(m).__module__] for m in net.modules()}
-    hooked = [m for m in modules if hasattr(getattr(m, "apply_rotary_pos_emb", None), "__mrope_original__")]
+    hooked = [m for m in modules for n in _OWN_APPLY if hasattr(getattr(m, n, None), "__mrope_original__")]
     return not mt.is_patched(net) and not overridden and not hooked
 
 

@@ -120,7 +120,7 @@ def test_static_cache_generate_compiles_fullgraph_to_the_models_tokens(name: str
 
 def _binding_per_call(original: Any) -> Any:
     """A pass-through apply_rotary_pos_emb that binds an ``inspect.Signature`` on every call."""
-    signature = inspect.signature(original)
+    signature = inspect.signature(patching._named(original))  # 5.25 with kernels: a Func module
 
     def apply_rotary_pos_emb(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - transformers' signature
         bound = signature.bind(*args, **kwargs)

@@ -2,8 +2,9 @@
 
 The dev extra pins the transformers every other test imports. This module runs the family checks (every
 other module of tests/models, and tests/ops/test_ops_parity.py: each family's own get_rope_index,
-processors, config classes and rotary against mrope) once more in a subprocess whose ``sys.path`` starts
-with the folder ``MROPE_TRANSFORMERS_NEWEST`` names, a ``pip install --no-deps --target`` of the newest
+processors, config classes and rotary against mrope) and a patch selection (every family's patched
+prefill logits against the unpatched model's, tests/integrations/test_integration_patch.py) once more,
+each in a subprocess whose ``sys.path`` starts with the folder ``MROPE_TRANSFORMERS_NEWEST`` names, a ``pip install --no-deps --target`` of the newest
 release (and the ``kernels`` its pins require). scripts/test.sh installs it and sets the variable
 (``NEWEST_TRANSFORMERS`` there names the release); a run without it fails, saying how to get it. The
 test's id names the version found in the folder, and the test checks that the subprocess imported
@@ -22,8 +23,13 @@ import transformers
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER_VARIABLE = "MROPE_TRANSFORMERS_NEWEST"
-FAMILY_CHECKS = ("tests/models", "tests/ops/test_ops_parity.py")
-"""What runs against the newest release: this folder but this module, and the rotary parity checks."""
+CHECKS = {
+    "family-checks": ("tests/models", "tests/ops/test_ops_parity.py"),
+    "patch": ("tests/integrations/test_integration_patch.py", "-k", "test_patched_prefill_equals_unpatched"),
+}
+"""What runs against the newest release, one subprocess each: this folder but this module, and the rotary
+parity checks; the patched == unpatched prefill logits of every family (mrope's rotation hooked into the
+newest release's attention code)."""
 
 HOW_TO = (
     f"{FOLDER_VARIABLE} must name a folder holding transformers' newest release: `bash scripts/test.sh` "
@@ -48,8 +54,9 @@ def _release(version: str) -> tuple[int, ...]:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("check", list(CHECKS))
 @pytest.mark.parametrize("version", [_version_in(_folder())], ids=lambda v: f"transformers-{v}")
-def test_family_checks_pass_against_the_newest_transformers(version: str) -> None:
+def test_checks_pass_against_the_newest_transformers(version: str, check: str) -> None:
     folder = _folder()
     assert folder is not None, f"{FOLDER_VARIABLE} is not set. {HOW_TO}"
     assert version != "missing", f"no transformers in {folder}. {HOW_TO}"
@@ -79,9 +86,9 @@ def test_family_checks_pass_against_the_newest_transformers(version: str) -> Non
         "-p",
         "no:xdist",
         f"--ignore={Path(__file__).relative_to(ROOT)}",
-        *FAMILY_CHECKS,
+        *CHECKS[check],
     ]
     run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, (
-        f"the family checks failed against transformers {ran} ({where}):\n{run.stdout[-6000:]}{run.stderr[-2000:]}"
+        f"the {check} failed against transformers {ran} ({where}):\n{run.stdout[-6000:]}{run.stderr[-2000:]}"
     )

@@ -164,17 +164,19 @@ def patched(net: Any, **options: object) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def recording(module: Any, records: list[tuple[torch.Tensor, ...]]) -> Iterator[None]:
-    """Record what the modeling module's apply_rotary_pos_emb (whatever is installed) returns: ``(q, k)``,
-    or ``(q,)`` for a query-only call (Qwen4-Exp's QSA indexer passes no keys)."""
-    inner = module.apply_rotary_pos_emb
+    """Record what the modeling module's apply_rotary_pos_emb (whatever is installed; transformers 5.25's
+    HY-V4-VL has apply_rotary_pos_emb_interleave instead) returns: ``(q, k)``, or ``(q,)`` for a
+    query-only call (Qwen4-Exp's QSA indexer passes no keys)."""
+    name = next(n for n in ("apply_rotary_pos_emb", "apply_rotary_pos_emb_interleave") if hasattr(module, n))
+    inner = getattr(module, name)
 
     def apply(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         out = inner(*args, **kwargs)
         records.append(tuple(t.clone() for t in (out if isinstance(out, tuple) else (out,))))
         return out
 
-    module.apply_rotary_pos_emb = apply
+    setattr(module, name, apply)
     try:
         yield
     finally:
-        module.apply_rotary_pos_emb = inner
+        setattr(module, name, inner)

@@ -20,7 +20,13 @@ from mrope._spec import RopeSpec
 from mrope.models import get_family, spec_from_config
 
 APPLY_FUNCTION = "apply_rotary_pos_emb"
-"""The modeling-module function every supported family's text attention calls with ``(q, k, cos, sin)``."""
+"""The modeling-module function the supported families' text attention calls with ``(q, k, cos, sin)``."""
+
+APPLY_HALVES = {APPLY_FUNCTION: False, "apply_rotary_pos_emb_interleave": True}
+"""The modeling-module rotation functions a text attention may call, each with whether it writes its
+output in split halves: ``apply_rotary_pos_emb`` writes every pair back on the channels it read it from;
+``apply_rotary_pos_emb_interleave`` reads adjacent pairs ``(2i, 2i+1)`` and writes pair i on channels i
+and i + d/2 (transformers 5.25 modeling_hy_v4_vl.py:64-100, deepseek_v3's of the same name)."""
 
 
 def family_of(config: Any, family: Any = None) -> Any:
@@ -93,15 +99,33 @@ def layer_types(rotary: torch.nn.Module) -> list[str | None]:
     ]
 
 
-def attention_modules(owner: torch.nn.Module) -> list[torch.nn.Module]:
-    """Text attention layers whose forward calls the modeling module's ``apply_rotary_pos_emb``."""
+def attention_modules(owner: torch.nn.Module, name: str = APPLY_FUNCTION) -> list[torch.nn.Module]:
+    """Text attention layers whose forward calls the modeling module's function ``name``."""
     text = owner.language_model
     out = []
     for m in text.modules():
         code = getattr(inspect.unwrap(type(m).forward), "__code__", None)
-        if code is not None and APPLY_FUNCTION in code.co_names:
+        if code is not None and name in code.co_names:
             out.append(m)
     return out
+
+
+def apply_hook(owner: torch.nn.Module, module: Any) -> tuple[str, list[torch.nn.Module]]:
+    """``(name, attentions)``: the first of :data:`APPLY_HALVES` that the modeling ``module`` defines and
+    the text attention layers call, with those layers.
+
+    Raises:
+        PatchError: no text attention layer calls any of them.
+    """
+    for name in APPLY_HALVES:
+        if callable(getattr(module, name, None)):
+            attentions = attention_modules(owner, name)
+            if attentions:
+                return name, attentions
+    raise PatchError(
+        f"no text attention layer of {type(owner).__name__} calls a function of {module.__name__} that mrope "
+        f"routes through apply_mrope (one of {list(APPLY_HALVES)})"
+    )
 
 
 def spec_of(config: Any, layer_type: str | None = None) -> RopeSpec:
@@ -163,6 +187,8 @@ def rules_of(config: Any, family: Any, convention: str) -> LayoutRules:
 
 __all__ = [
     "APPLY_FUNCTION",
+    "APPLY_HALVES",
+    "apply_hook",
     "applied_spec",
     "attention_modules",
     "family_of",

@@ -24,8 +24,9 @@ from mrope._spec import RopeSpec
 from mrope._token_ids import generation_index, get_rope_index
 from mrope.integrations.transformers._discovery import (
     APPLY_FUNCTION,
+    APPLY_HALVES,
     applied_spec,
-    attention_modules,
+    apply_hook,
     family_of,
     layer_types,
     position_owners,
@@ -57,6 +58,7 @@ _STATE_ATTR = "_mrope_patch"
 @dataclass
 class _Hook:
     module: types.ModuleType
+    name: str
     original: Any
     users: int = 0
 
@@ -80,19 +82,36 @@ class _Slot:
         return kwargs.get(self.name, self.default)
 
 
-def _slots(original: Any) -> tuple[_Slot, _Slot, _Slot, _Slot]:
-    """The slots of ``q``, ``k``, ``cos`` and ``unsqueeze_dim`` in ``original``'s signature, read once so
-    that a call reads only its own args tuple and kwargs dict (which ``torch.compile`` traces without a
-    graph break). ``k`` defaults to ``None``, ``unsqueeze_dim`` to 1 and ``cos`` is the third positional
-    argument where the signature does not say.
+def _named(original: Any) -> Any:
+    """The function whose signature names ``original``'s arguments: ``original`` itself, or for an
+    ``nn.Module`` standing in for a function (transformers 5.25 with ``kernels`` installed decorates
+    ``apply_rotary_pos_emb`` with ``use_kernel_forward_from_hub``, which makes it an instance of a ``Func``
+    module whose ``forward(*args, **kwargs)`` calls the function it closes over as ``func``: kernels 0.19.1
+    kernels/_internals/layer/layer.py:835-856) its ``forward`` when that names ``q`` (a kernel layer's),
+    else that closed-over function."""
+    if not isinstance(original, torch.nn.Module):
+        return original
+    forward = original.forward
+    if "q" in inspect.signature(forward).parameters:
+        return forward
+    wrapped = inspect.getclosurevars(type(original).forward).nonlocals.get("func")
+    return wrapped if callable(wrapped) else forward
+
+
+def _slots(original: Any, name: str) -> tuple[_Slot, _Slot, _Slot, _Slot]:
+    """The slots of ``q``, ``k``, ``cos`` and ``unsqueeze_dim`` in the signature of ``original`` (the
+    modeling module's function ``name``, see :func:`_named`), read once so that a call reads only its own
+    args tuple and kwargs dict (which ``torch.compile`` traces without a graph break). ``k`` defaults to
+    ``None``, ``unsqueeze_dim`` to 1 and ``cos`` is the third positional argument where the signature does
+    not say.
 
     Raises:
         PatchError: ``original`` has no ``q`` argument for mrope to rotate.
     """
-    signature = inspect.signature(original)
+    signature = inspect.signature(_named(original))
     params = signature.parameters
     if "q" not in params:
-        raise PatchError(f"{APPLY_FUNCTION}{signature} has no q argument for mrope to rotate")
+        raise PatchError(f"{name}{signature} has no q argument for mrope to rotate")
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     order = [name for name, p in params.items() if p.kind in kinds]
 
@@ -106,29 +125,32 @@ def _slots(original: Any) -> tuple[_Slot, _Slot, _Slot, _Slot]:
     return slot("q", None), slot("k", None), slot("cos", None, at=2), slot("unsqueeze_dim", 1)
 
 
-def _dispatching(original: Any) -> Any:
-    """The pass-through ``apply_rotary_pos_emb``: a :class:`Rotation` in the cos slot is rotated by mrope,
+def _dispatching(original: Any, name: str = APPLY_FUNCTION) -> Any:
+    """The pass-through for the modeling module's function ``name`` (a key of :data:`APPLY_HALVES`): a
+    :class:`Rotation` in the cos slot is rotated by mrope (in split halves where ``name`` writes them),
     real cos/sin tables (an unpatched model of the same class) go to ``original`` unchanged.
 
     Raises:
         PatchError: ``original`` has no ``q`` argument.
     """
-    q_slot, k_slot, cos_slot, unsqueeze_slot = _slots(original)
+    q_slot, k_slot, cos_slot, unsqueeze_slot = _slots(original, name)
+    halves = APPLY_HALVES[name]
 
-    @functools.wraps(original)
+    @functools.wraps(_named(original))
     def apply_rotary_pos_emb(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - transformers' signature
         cos = cos_slot.read(args, kwargs)
         if isinstance(cos, Rotation):
             q = q_slot.read(args, kwargs)
-            return cos.apply(q, k_slot.read(args, kwargs), unsqueeze_slot.read(args, kwargs))
+            k = k_slot.read(args, kwargs)
+            return cos.apply(q, k, unsqueeze_slot.read(args, kwargs), halves=halves)
         return original(*args, **kwargs)
 
     apply_rotary_pos_emb.__mrope_original__ = original  # type: ignore[attr-defined]
     return apply_rotary_pos_emb
 
 
-def _original_apply(module: types.ModuleType) -> Any:
-    fn = getattr(module, APPLY_FUNCTION)
+def _original_apply(module: types.ModuleType, name: str = APPLY_FUNCTION) -> Any:
+    fn = getattr(module, name)
     return getattr(fn, "__mrope_original__", fn)
 
 
@@ -377,13 +399,9 @@ def patch(
     rotaries = text_rotaries(owner)
     module_name = type(rotaries[0]).__module__
     module = sys.modules.get(module_name)
-    if module is None or not callable(getattr(module, APPLY_FUNCTION, None)):
-        raise PatchError(f"{module_name} has no {APPLY_FUNCTION} function to route through apply_mrope")
-    attentions = attention_modules(owner)
-    if not attentions:
-        raise PatchError(
-            f"no text attention layer of {type(model).__name__} calls {module_name}.{APPLY_FUNCTION}"
-        )
+    if module is None:
+        raise PatchError(f"{module_name} (the module of {type(rotaries[0]).__name__}) is not imported")
+    apply_name, attentions = apply_hook(owner, module)
     spec = spec_of(config)
     specs = {lt: applied_spec(spec_of(config, lt), attentions) for lt in layer_types(rotaries[0])}
     rules = rules_of(config, family, conv)
@@ -393,10 +411,18 @@ def patch(
             f"{type(owner).__name__} has no {missing}: the decode cache of generated images that mrope "
             f"fills for the {rules.name!r} rules (generates_images) is not where its forward reads it"
         )
-    original_apply = _original_apply(module)
-    dispatch = _dispatching(original_apply)  # refuses an apply function without q before any change
+    original_apply = _original_apply(module, apply_name)
+    dispatch = _dispatching(original_apply, apply_name)  # refuses one without q before any change
     for layer_type, applied in specs.items():
-        check_rotary(rotaries[0], original_apply, applied, backend, layer_type, released=conv == "released")
+        check_rotary(
+            rotaries[0],
+            original_apply,
+            applied,
+            backend,
+            layer_type,
+            released=conv == "released",
+            halves=APPLY_HALVES[apply_name],
+        )
     replacements = [(o, _make_get_rope_index(o, family, rules)) for o in owners]
     if conv == "transformers5":
         for o, replacement in replacements:
@@ -414,8 +440,8 @@ def patch(
     )
     hook = _HOOKS.get(module_name)
     if hook is None:
-        hook = _HOOKS[module_name] = _Hook(module=module, original=original_apply)
-        setattr(module, APPLY_FUNCTION, dispatch)
+        hook = _HOOKS[module_name] = _Hook(module=module, name=apply_name, original=original_apply)
+        setattr(module, apply_name, dispatch)
     hook.users += 1
     for o, replacement in replacements:
         state.owners.append((o, o.__dict__.get("get_rope_index", MISSING)))
@@ -432,7 +458,7 @@ def patch(
         raise PatchError(
             f"the patched {type(owner.language_model).__name__} failed on a short text-only probe "
             f"({type(exc).__name__}: {exc}); its code uses the rotary tables other than by passing them to "
-            f"{APPLY_FUNCTION} (e.g. it slices or gathers them), so mrope cannot stand in for them; the model is "
+            f"{apply_name} (e.g. it slices or gathers them), so mrope cannot stand in for them; the model is "
             "unchanged"
         ) from None
     return model
@@ -461,7 +487,7 @@ def unpatch(model: torch.nn.Module) -> torch.nn.Module:
     if hook is not None:  # a deep copy of a patched model shares its original's hook
         hook.users -= 1
         if hook.users <= 0:
-            setattr(hook.module, APPLY_FUNCTION, hook.original)
+            setattr(hook.module, hook.name, hook.original)
             del _HOOKS[state.hook_module]
     del model.__dict__[_STATE_ATTR]
     return model

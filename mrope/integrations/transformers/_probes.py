@@ -19,6 +19,7 @@ from mrope._layout import engine_for
 from mrope._segments import Image, Text, Video
 from mrope._spec import RopeSpec
 from mrope.integrations.transformers._inputs import model_inputs, named_for
+from mrope.integrations.transformers._rotation import in_halves
 from mrope.ops import apply_mrope
 
 MISSING = object()
@@ -37,8 +38,10 @@ def check_rotary(
     layer_type: str | None = None,
     *,
     released: bool = False,
+    halves: bool = False,
 ) -> None:
-    """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32). Dynamic NTK
+    """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32; with
+    ``halves``, its output reordered by :func:`in_halves`, as ``original_apply`` writes it). Dynamic NTK
     is probed past its growth threshold too; the rotary's state (a grown table) is put back.
 
     With ``released``, a model whose own rotary is not a rotation (:class:`NotARotationError`) passes if
@@ -50,11 +53,13 @@ def check_rotary(
     for top in high:
         before, buffers = dict(rotary.__dict__), dict(rotary._buffers)
         try:
-            _probe_rotary(rotary, original_apply, spec, backend, layer_type, top)
+            _probe_rotary(rotary, original_apply, spec, backend, layer_type, top, halves=halves)
         except NotARotationError:
             if not released:
                 raise
-            _probe_rotary(rotary, original_apply, spec, backend, layer_type, top, same_axes=True)
+            _probe_rotary(
+                rotary, original_apply, spec, backend, layer_type, top, same_axes=True, halves=halves
+            )
         finally:
             restore_attributes(rotary, before)
             rotary._buffers.clear()
@@ -69,6 +74,7 @@ def _probe_rotary(
     layer_type: str | None,
     top: int,
     same_axes: bool = False,
+    halves: bool = False,
 ) -> None:
     device = next(rotary.buffers()).device
     gen = torch.Generator().manual_seed(1234)
@@ -102,6 +108,8 @@ def _probe_rotary(
             )
         except MRopeError as exc:
             raise PatchError(f"apply_mrope cannot run this model's rotary: {exc}") from None
+        if halves:
+            got_q, got_k = in_halves(got_q, spec), in_halves(got_k, spec)
     for name, got, want in (("q", got_q, want_q), ("k", got_k, want_k)):
         if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-4, atol=1e-5):
             err = (got - want).abs().max().item() if got.shape == want.shape else float("nan")

@@ -114,11 +114,24 @@ class Rotation:
         )
 
     def apply(
-        self, q: torch.Tensor, k: torch.Tensor | None, unsqueeze_dim: int = 1
+        self, q: torch.Tensor, k: torch.Tensor | None, unsqueeze_dim: int = 1, *, halves: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor] | torch.Tensor:
         """Rotate q and k as ``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim)`` would with this table:
         ``cos.unsqueeze(unsqueeze_dim)`` broadcast against ``[..., D]`` heads, its ``rotary_dim`` first
-        channels rotated (``D >= rotary_dim``). ``k=None`` rotates q alone and returns it alone."""
+        channels rotated (``D >= rotary_dim``). ``k=None`` rotates q alone and returns it alone. With
+        ``halves`` the rotated channels come out as :func:`in_halves` orders them (what
+        ``apply_rotary_pos_emb_interleave`` writes)."""
+        rotated = self._apply(q, k, unsqueeze_dim)
+        if not halves:
+            return rotated
+        spec = self._spec_for(q)
+        if isinstance(rotated, torch.Tensor):
+            return in_halves(rotated, spec)
+        return in_halves(rotated[0], spec), in_halves(rotated[1], spec)
+
+    def _apply(
+        self, q: torch.Tensor, k: torch.Tensor | None, unsqueeze_dim: int
+    ) -> tuple[torch.Tensor, torch.Tensor] | torch.Tensor:
         spec = self._spec_for(q)
         lead = self.lead_shape
         if not isinstance(unsqueeze_dim, int) or not -len(lead) - 2 <= unsqueeze_dim <= len(lead) + 1:
@@ -183,6 +196,15 @@ class Rotation:
         )
 
 
+def in_halves(x: torch.Tensor, spec: RopeSpec) -> torch.Tensor:
+    """``x`` ``[..., D]`` with the rotated channels ``[o, o + d)`` of ``spec`` (o = rotary_offset, d =
+    rotary_dim) moved from adjacent pairs to split halves: channel o + 2i goes to o + i and o + 2i + 1 to
+    o + i + d/2 (the order transformers 5.25's ``apply_rotary_pos_emb_interleave`` returns,
+    modeling_hy_v4_vl.py:96-99); the other channels stay."""
+    lo, hi = spec.rotary_offset, spec.rotary_offset + spec.rotary_dim
+    return torch.cat([x[..., :lo], x[..., lo:hi:2], x[..., lo + 1 : hi : 2], x[..., hi:]], dim=-1)
+
+
 class _UnsupportedTableOp(PatchError, AttributeError):
     """A tensor method model code called on a :class:`Rotation` that it does not stand for."""
 
@@ -191,4 +213,4 @@ def _shape_of(value: Any) -> Any:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else None
 
 
-__all__ = ["Rotation"]
+__all__ = ["Rotation", "in_halves"]
