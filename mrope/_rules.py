@@ -138,6 +138,7 @@ AudioFrameRule = Literal["ceil", "floor"]
 AudioInVideoRule = Literal["chunks", "interleave"]
 WrapperPositionRule = Literal["shared", "consecutive"]
 TimeRounding = Literal["trunc", "none"]
+BlockSearch = Literal["placeholder", "start"]
 
 
 MAX_PIXELS_RULE = 2**50
@@ -307,6 +308,12 @@ class LayoutRules:
       ``None``: the sampled rate (qwen-vl-utils hands it to Qwen2.5-VL's processor as ``fps``). A number:
       the processor's own ``fps`` keyword default, which it uses whatever rate the frames were sampled at
       (Qwen2.5-Omni 2.0, Qwen3-Omni 1.0; their model cards pass none); a call's ``fps`` replaces it.
+    - ``block_search``: the token the model's scan finds the next image, video or audio block by:
+      ``"placeholder"``, its first placeholder id (Qwen2.5-Omni), so a stray placeholder in the text
+      before a block of its kind is taken as that block's start; ``"start"``, its ``vision_start`` /
+      ``audio_start`` (Qwen3-Omni), so a stray placeholder is text wherever it stands. mrope refuses
+      stray placeholders either way; only the lenient reading of a patched model
+      (:mod:`mrope._layout.leniency`) reads them, and only where the model reads them as text.
     """
 
     name: str = "custom"
@@ -364,6 +371,7 @@ class LayoutRules:
     audio_in_video_wrappers: WrapperPositionRule = "shared"
     seconds_per_chunk: float = 2.0
     time_rounding: TimeRounding = "trunc"
+    block_search: BlockSearch = "placeholder"
     second_per_grid_fps: float | None = None  # None: the sampled rate (see the class docstring)
     # rules of single families (module docstring)
     temporal_merge_size: int = 1

@@ -162,12 +162,15 @@ def _row_pieces(
 
 
 def _check_stray_placeholders(pieces: list[Piece], row_ids: np.ndarray, row: int, rules: LayoutRules) -> None:
-    """Refuse placeholders in a row's text. While blocks of a kind remain, the model takes the next
-    placeholder id of that kind (Qwen2.5-Omni: ``input_tokens.index(image_token_id, st)``) as a block's
-    start, so it misplaces a stray id that such a block follows; a stray id no such block follows it reads
-    as text, which lenient reading tolerates."""
+    """Refuse placeholders in a row's text. A model that finds blocks by their placeholder ids
+    (``block_search="placeholder"``, Qwen2.5-Omni: ``input_tokens.index(image_token_id, st)``) takes the
+    next placeholder id of a kind as a block's start while blocks of that kind remain, so it misplaces a
+    stray id that such a block follows; a stray id no such block follows it reads as text. A model that
+    finds blocks by their start ids (``"start"``, Qwen3-Omni) reads every stray id as text. Lenient reading
+    tolerates the stray ids the model reads as text."""
     searched_by = {"image": ("image",), "video": ("video", "av"), "audio": ("audio", "av")}
     kinds = (("image", rules.image_pad_id), ("video", rules.video_pad_id), ("audio", rules.audio_pad_id))
+    by_placeholder = rules.block_search == "placeholder"
     at = 0
     for k, pc in enumerate(pieces):
         if pc.kind == "text":
@@ -180,12 +183,12 @@ def _check_stray_placeholders(pieces: list[Piece], row_ids: np.ndarray, row: int
                     f"row {row}: {what} placeholder ({token}) at valid token {at + int(hits[0])} "
                     "outside a start / end block"
                 )
-                if any(later.kind in searched_by[what] for later in pieces[k + 1 :]):
+                if by_placeholder and any(later.kind in searched_by[what] for later in pieces[k + 1 :]):
                     raise TokenError(f"{refusal}; the model would misplace it")
                 tolerate(
                     refusal,
-                    "image, video or audio placeholder ids outside a start / end block, with no block of "
-                    "their kind after them, are read as text, as the model reads them",
+                    "image, video or audio placeholder ids outside a start / end block, where the model "
+                    "finds no block by them, are read as text, as the model reads them",
                 )
         at += pc.num_tokens
 

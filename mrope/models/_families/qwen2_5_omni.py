@@ -78,6 +78,8 @@ FAMILY = ModelFamily(
         audio_in_video_wrappers="shared",
         seconds_per_chunk=2.0,
         time_rounding="trunc",
+        # get_rope_index finds blocks by input_tokens.index(image / video / audio id) (lines 329-337)
+        block_search="placeholder",
         # _process_videos: second_per_grid = temporal_patch_size / fps, fps the call's keyword, else 2.0
         second_per_grid_fps=2.0,
     ),

@@ -58,6 +58,8 @@ FAMILY = ModelFamily(
         audio_in_video="interleave",
         audio_in_video_wrappers="consecutive",
         time_rounding="none",
+        # get_rope_index finds blocks by input_tokens.index(vision_start / audio_start) (lines 333, 337)
+        block_search="start",
         # _process_videos: second_per_grid = temporal_patch_size / fps, fps the call's keyword, else 1.0
         second_per_grid_fps=1.0,
     ),
