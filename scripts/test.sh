@@ -56,9 +56,12 @@ python -m pip install -q "torch==2.13.0" -e ".[dev]"
 
 NEWEST_TRANSFORMERS=("transformers==5.25.0" "kernels==0.19.1")
 newest="${MROPE_TRANSFORMERS_NEWEST:-${XDG_CACHE_HOME:-$HOME/.cache}/mrope/${NEWEST_TRANSFORMERS[0]/==/-}}"
-if [ ! -f "$newest/.installed" ]; then
+installed=yes # each requirement's dist-info folder, as pip --target leaves it (no tools beyond bash)
+for requirement in "${NEWEST_TRANSFORMERS[@]}"; do
+  [ -d "$newest/${requirement/==/-}.dist-info" ] || installed=no
+done
+if [ "$installed" = no ]; then
   python -m pip install -q --no-deps --target "$newest" "${NEWEST_TRANSFORMERS[@]}"
-  touch "$newest/.installed"
 fi
 export MROPE_TRANSFORMERS_NEWEST="$newest"
 python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder "$@"

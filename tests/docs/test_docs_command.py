@@ -23,6 +23,12 @@ COMMAND = "bash scripts/test.sh"
 PYTEST = "python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder"  # the suite on two workers
 LOG_LINE = 'echo "$(basename "$0") $*" >> "$STUB_LOG"\n'
 PIP = "python -m pip install -q torch==2.13.0 -e .[dev]"
+NEWEST = ("transformers==5.25.0", "kernels==0.19.1")  # transformers' newest release, beside the pinned one
+
+
+def newest_pip(home: Path) -> str:
+    """The install of :data:`NEWEST` into its own folder under ``home``'s cache (once)."""
+    return f"python -m pip install -q --no-deps --target {home}/.cache/mrope/transformers-5.25.0 {' '.join(NEWEST)}"
 
 
 def stub(folder: Path, name: str, body: str = "") -> None:
@@ -40,10 +46,12 @@ def run_script(
     sudo: bool = False,
     python: bool = True,
     pytest_rc: int = 0,
+    home: Path | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """Run scripts/test.sh with only stand-ins (and ``dirname``, ``env``, ``basename``) on PATH."""
+    """Run scripts/test.sh with only stand-ins (and ``dirname``, ``env``, ``basename``) on PATH, with
+    ``HOME`` at ``home`` (``tmp_path`` when not given)."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(parents=True)
     for tool in ("dirname", "env", "basename"):
         (bin_dir / tool).symlink_to(shutil.which(tool))
     stub(bin_dir, "id", f"echo {uid}\n")
@@ -63,7 +71,7 @@ def run_script(
         stub(bin_dir, "sudo", 'exec "$@"\n')
     log = tmp_path / "log"
     log.touch()
-    env = {"PATH": str(bin_dir), "STUB_LOG": str(log), "HOME": str(tmp_path)}
+    env = {"PATH": str(bin_dir), "STUB_LOG": str(log), "HOME": str(home or tmp_path)}
     done = subprocess.run(
         [shutil.which("bash"), str(SCRIPT)],
         env=env,
@@ -115,7 +123,19 @@ def test_the_main_job_runs_with_exactly_the_extra_its_install_names() -> None:
 def test_with_a_browser_it_installs_and_tests(tmp_path: Path) -> None:
     done, calls = run_script(tmp_path, browser=True)
     assert done.returncode == 0, done.stderr
-    assert calls == [PIP, PYTEST]
+    assert calls == [PIP, newest_pip(tmp_path), PYTEST]
+
+
+def test_the_newest_transformers_is_installed_once(tmp_path: Path) -> None:
+    """With both dist-info folders in place (as pip --target leaves them) nothing is installed again;
+    with one missing (the control) the folder is installed again."""
+    folder = tmp_path / ".cache" / "mrope" / "transformers-5.25.0"
+    (folder / "transformers-5.25.0.dist-info").mkdir(parents=True)
+    done, calls = run_script(tmp_path / "one", browser=True, home=tmp_path)
+    assert done.returncode == 0 and calls == [PIP, newest_pip(tmp_path), PYTEST], done.stderr
+    (folder / "kernels-0.19.1.dist-info").mkdir()
+    done, calls = run_script(tmp_path / "two", browser=True, home=tmp_path)
+    assert done.returncode == 0 and calls == [PIP, PYTEST], done.stderr
 
 
 def test_it_exits_with_pytests_status(tmp_path: Path) -> None:
@@ -133,7 +153,7 @@ def test_without_a_browser_it_installs_one(tmp_path: Path, uid: int, sudo: bool)
         if sudo
         else ["apt-get update -q"]
     )
-    assert calls == [*as_root, install, PIP, PYTEST]
+    assert calls == [*as_root, install, PIP, newest_pip(tmp_path), PYTEST]
 
 
 @pytest.mark.parametrize(

@@ -247,7 +247,7 @@ def test_page_shows_what_an_upload_read(browser, service_url, tmp_path) -> None:
         ".map(tr => Array.from(tr.children).map(td => td.textContent))"
     )
     image = load_image(photo, model="qwen2-vl", route="qwen-vl-utils")
-    video = load_video(clip, model="qwen2-vl")
+    video = load_video(clip, model="qwen2-vl", route="qwen-vl-utils")
     assert rows[0] == [
         "portrait.jpg", "image", "qwen-vl-utils", "640x480", "", "", "",
         f"{image.grid[1] * 14}x{image.grid[2] * 14}", "x".join(map(str, image.grid)),
