@@ -883,7 +883,10 @@ BAD = {
         "same device as q and k (cpu); got meta",
     ),
     "q not tensor": (lambda q, k, p, s: (q.numpy(), k, p, s, {}), "q must be a torch.Tensor; got ndarray"),
-    "spec": (lambda q, k, p, s: (q, k, p, s.to_dict(), {}), "spec must be a mrope.RopeSpec or a mrope.ops.PairTable; got dict"),
+    "spec": (
+        lambda q, k, p, s: (q, k, p, s.to_dict(), {}),
+        "spec must be a mrope.RopeSpec or a mrope.ops.PairTable; got dict",
+    ),
     "layout": (lambda q, k, p, s: (q, k, p, s, {"layout": "sbhd"}), "layout must be one of 'thd', 'bhsd'"),
     "backend": (
         lambda q, k, p, s: (q, k, p, s, {"backend": "cuda"}),
