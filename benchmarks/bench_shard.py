@@ -35,7 +35,6 @@ import mrope
 from mrope import Text, Video
 from mrope.packing import SHARD_LAYOUTS, shard, shard_samples
 
-
 CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
 """``wall``: elapsed time; ``thread``: this thread's CPU time (on a shared, loaded machine the waits for
 a core are not counted)."""
