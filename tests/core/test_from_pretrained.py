@@ -15,7 +15,12 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image as PILImage
-from support.checkpoints import QWEN2_5_VL_PREPROCESSOR, qwen2_5_vl_config
+from support.checkpoints import (
+    QWEN2_5_VL_PREPROCESSOR,
+    QWEN3_VL_CONFIG,
+    QWEN3_VL_VIDEO_PREPROCESSOR,
+    qwen2_5_vl_config,
+)
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
@@ -27,43 +32,12 @@ QWEN2_5_CONFIG = qwen2_5_vl_config(  # the released fields plus ones mrope ignor
     architectures=["Qwen2_5_VLForConditionalGeneration"], torch_dtype="bfloat16"
 )
 QWEN2_5_PREPROCESSOR = QWEN2_5_VL_PREPROCESSOR
-QWEN3_CONFIG = {  # Qwen/Qwen3-VL-8B-Instruct (5.x form)
-    "model_type": "qwen3_vl",
-    "image_token_id": 151655,
-    "video_token_id": 151656,
-    "vision_start_token_id": 151652,
-    "vision_end_token_id": 151653,
-    "text_config": {
-        "model_type": "qwen3_vl_text",
-        "hidden_size": 4096,
-        "num_attention_heads": 32,
-        "head_dim": 128,
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": 5000000,
-            "mrope_section": [24, 20, 20],
-            "mrope_interleaved": True,
-        },
-    },
-    "vision_config": {"patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2},
-}
 QWEN3_PREPROCESSOR = {
     "image_processor_type": "Qwen2VLImageProcessor",
     "size": {"shortest_edge": 65536, "longest_edge": 16777216},
     "patch_size": 16,
     "temporal_patch_size": 2,
     "merge_size": 2,
-}
-QWEN3_VIDEO_PREPROCESSOR = {
-    "video_processor_type": "Qwen3VLVideoProcessor",
-    "size": {"shortest_edge": 4096, "longest_edge": 25165824},
-    "patch_size": 16,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-    "fps": 2,
-    "min_frames": 4,
-    "max_frames": 768,
-    "do_sample_frames": True,
 }
 
 
@@ -148,9 +122,9 @@ def test_tokens_per_second_of_a_fine_tune(tmp_path: Path) -> None:
 def test_qwen3_folder_with_tokenizer_and_video_processor(tmp_path: Path) -> None:
     folder = _write(
         tmp_path / "ckpt",
-        config=QWEN3_CONFIG,
+        config=QWEN3_VL_CONFIG,
         preprocessor_config=QWEN3_PREPROCESSOR,
-        video_preprocessor_config=QWEN3_VIDEO_PREPROCESSOR,
+        video_preprocessor_config=QWEN3_VL_VIDEO_PREPROCESSOR,
     )
     tok = _char_tokenizer()
     tok.save(str(folder / "tokenizer.json"))
@@ -202,7 +176,9 @@ def test_glm46v_rules_are_the_top_level_family(tmp_path: Path) -> None:
 
 def test_contradictions_are_errors_and_unknown_keys_are_ignored(tmp_path: Path) -> None:
     bad = {**QWEN3_PREPROCESSOR, "patch_size": 14, "brand_new_key": {"x": 1}}
-    folder = _write(tmp_path / "a", config={**QWEN3_CONFIG, "some_future_field": 3}, preprocessor_config=bad)
+    folder = _write(
+        tmp_path / "a", config={**QWEN3_VL_CONFIG, "some_future_field": 3}, preprocessor_config=bad
+    )
     with pytest.raises(LayoutError, match="contradicts itself.*patch_size.*16.*14"):
         mrope.from_pretrained(folder)
     two = json.loads(json.dumps(QWEN2_5_CONFIG))
@@ -211,9 +187,9 @@ def test_contradictions_are_errors_and_unknown_keys_are_ignored(tmp_path: Path) 
         mrope.from_pretrained(two)
     ok = _write(
         tmp_path / "b",
-        config={**QWEN3_CONFIG, "some_future_field": 3},
+        config={**QWEN3_VL_CONFIG, "some_future_field": 3},
         preprocessor_config={**QWEN3_PREPROCESSOR, "brand_new_key": 1},
-        video_preprocessor_config=QWEN3_VIDEO_PREPROCESSOR,
+        video_preprocessor_config=QWEN3_VL_VIDEO_PREPROCESSOR,
     )
     assert mrope.from_pretrained(ok).rules == get_family("qwen3-vl").rules  # the released values
 
@@ -308,7 +284,7 @@ def test_video_processor_falls_back_to_preprocessor_config(tmp_path: Path) -> No
     from transformers.video_utils import VideoMetadata
 
     image = {**QWEN3_PREPROCESSOR, "size": {"shortest_edge": 65536, "longest_edge": 16777216}}
-    folder = _write(tmp_path / "ckpt", config=QWEN3_CONFIG, preprocessor_config=image)
+    folder = _write(tmp_path / "ckpt", config=QWEN3_VL_CONFIG, preprocessor_config=image)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         real = real_module.Qwen3VLVideoProcessor.from_pretrained(str(folder))
@@ -385,8 +361,8 @@ def test_video_keys_that_change_grids_are_refused_not_ignored(tmp_path: Path) ->
 
     counts = {}
     for cap in (True, False):
-        video = {**QWEN3_VIDEO_PREPROCESSOR, "cap_pixels_per_frame": cap, "max_video_tokens": 64}
-        folder = _write(tmp_path / str(cap), config=QWEN3_CONFIG, video_preprocessor_config=video)
+        video = {**QWEN3_VL_VIDEO_PREPROCESSOR, "cap_pixels_per_frame": cap, "max_video_tokens": 64}
+        folder = _write(tmp_path / str(cap), config=QWEN3_VL_CONFIG, video_preprocessor_config=video)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             real = real_module.Qwen3VLVideoProcessor.from_pretrained(str(folder))
@@ -397,8 +373,8 @@ def test_video_keys_that_change_grids_are_refused_not_ignored(tmp_path: Path) ->
         else:
             assert mrope.from_pretrained(folder).rules.video_bounds == "clip"
     assert counts[True] != counts[False]
-    video = {**QWEN3_VIDEO_PREPROCESSOR, "num_frames": 16}
-    folder = _write(tmp_path / "n", config=QWEN3_CONFIG, video_preprocessor_config=video)
+    video = {**QWEN3_VL_VIDEO_PREPROCESSOR, "num_frames": 16}
+    folder = _write(tmp_path / "n", config=QWEN3_VL_CONFIG, video_preprocessor_config=video)
     assert real_module.Qwen3VLVideoProcessor.from_pretrained(str(folder)).num_frames == 16
     with pytest.raises(LayoutError, match="num_frames must be one of .*got 16 .a fixed frame count"):
         mrope.from_pretrained(folder)

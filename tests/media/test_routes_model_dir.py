@@ -30,7 +30,13 @@ from typing import Any
 
 import pytest
 from support import media
-from support.checkpoints import QWEN2_5_VL_PREPROCESSOR, qwen2_5_vl_config, write_checkpoint
+from support.checkpoints import (
+    QWEN2_5_VL_PREPROCESSOR,
+    QWEN3_VL_CONFIG,
+    QWEN3_VL_VIDEO_PREPROCESSOR,
+    qwen2_5_vl_config,
+    write_checkpoint,
+)
 from support.hf_reference import compiled_class, released_video_processor
 from support.qwen_vl_utils_ref import load_qwen_vl_utils
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
@@ -43,38 +49,6 @@ from mrope.media import load_video
 RELEASED_IMAGE_BOUNDS = {"min_pixels": 3136, "max_pixels": 12845056}
 """preprocessor_config.json of Qwen/Qwen2-VL-7B-Instruct, Qwen/Qwen2.5-VL-7B-Instruct and
 Qwen/Qwen2.5-Omni-7B on the Hugging Face Hub (Qwen3-Omni's taken to be the same)."""
-
-QWEN3_VL_CONFIG = {  # Qwen/Qwen3-VL-8B-Instruct config.json: the fields mrope reads
-    "model_type": "qwen3_vl",
-    "image_token_id": 151655,
-    "video_token_id": 151656,
-    "vision_start_token_id": 151652,
-    "vision_end_token_id": 151653,
-    "vision_config": {"patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2},
-    "text_config": {
-        "model_type": "qwen3_vl_text",
-        "hidden_size": 4096,
-        "num_attention_heads": 32,
-        "head_dim": 128,
-        "rope_parameters": {
-            "rope_type": "default",
-            "rope_theta": 5000000,
-            "mrope_section": [24, 20, 20],
-            "mrope_interleaved": True,
-        },
-    },
-}
-QWEN3_VL_VIDEO = {  # its video_preprocessor_config.json
-    "video_processor_type": "Qwen3VLVideoProcessor",
-    "size": {"shortest_edge": 4096, "longest_edge": 25165824},
-    "patch_size": 16,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-    "fps": 2,
-    "min_frames": 4,
-    "max_frames": 768,
-    "do_sample_frames": True,
-}
 
 
 def _omni(model_type: str) -> dict[str, Any]:
@@ -89,7 +63,7 @@ FOLDERS: dict[str, dict[str, dict[str, Any]]] = {  # family -> {file name: conte
     "qwen2.5-vl": {"config": qwen2_5_vl_config(), "preprocessor_config": QWEN2_5_VL_PREPROCESSOR},
     "qwen2.5-omni": {"config": _omni("qwen2_5_omni"), "preprocessor_config": RELEASED_IMAGE_BOUNDS},
     "qwen3-omni": {"config": _omni("qwen3_omni_moe"), "preprocessor_config": RELEASED_IMAGE_BOUNDS},
-    "qwen3-vl": {"config": QWEN3_VL_CONFIG, "video_preprocessor_config": QWEN3_VL_VIDEO},
+    "qwen3-vl": {"config": QWEN3_VL_CONFIG, "video_preprocessor_config": QWEN3_VL_VIDEO_PREPROCESSOR},
     "glm-4.1v": {"config": {"model_type": "glm4v"}},  # + its video processor, saved by transformers below
 }
 PATCH = {

@@ -42,6 +42,41 @@ QWEN2_5_VL_PREPROCESSOR: dict[str, Any] = {  # its preprocessor_config.json, the
 }
 
 
+QWEN3_VL_CONFIG: dict[
+    str, Any
+] = {  # Qwen/Qwen3-VL-8B-Instruct config.json (5.x form): the fields mrope reads
+    "model_type": "qwen3_vl",
+    "image_token_id": 151655,
+    "video_token_id": 151656,
+    "vision_start_token_id": 151652,
+    "vision_end_token_id": 151653,
+    "text_config": {
+        "model_type": "qwen3_vl_text",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "head_dim": 128,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 5000000,
+            "mrope_section": [24, 20, 20],
+            "mrope_interleaved": True,
+        },
+    },
+    "vision_config": {"patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2},
+}
+QWEN3_VL_VIDEO_PREPROCESSOR: dict[str, Any] = {  # its video_preprocessor_config.json
+    "video_processor_type": "Qwen3VLVideoProcessor",
+    "size": {"shortest_edge": 4096, "longest_edge": 25165824},
+    "patch_size": 16,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "fps": 2,
+    "min_frames": 4,
+    "max_frames": 768,
+    "do_sample_frames": True,
+}
+
+
 def qwen2_5_vl_config(tokens_per_second: int = 2, **extra: Any) -> dict[str, Any]:
     """A fresh copy of the released config, with a fine-tune's ``tokens_per_second`` and extra fields."""
     config = copy.deepcopy(QWEN2_5_VL_CONFIG)
