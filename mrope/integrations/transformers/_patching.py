@@ -41,7 +41,7 @@ from mrope.integrations.transformers._probes import (
     check_rotary,
     check_text_forward,
 )
-from mrope.integrations.transformers._rotation import Rotation
+from mrope.integrations.transformers._rotation import Rotation, buffer_frequencies
 from mrope.models import CONVENTIONS
 from mrope.ops import ANGLE_PRECISIONS, BACKENDS
 
@@ -299,14 +299,19 @@ def _cache_generation(
 
 
 def _make_rotary_forward(specs: dict[str | None, RopeSpec], backend: str, precision: str) -> Any:
-    """The patched rotary ``forward(x, position_ids, layer_type=None)`` for a model with ``specs`` (one per
-    layer type; key ``None`` for a rotary with one ``inv_freq``)."""
+    """The patched rotary ``forward(self, x, position_ids, layer_type=None)`` (bound to each rotary) for a
+    model with ``specs`` (one per layer type; key ``None`` for a rotary with one ``inv_freq``)."""
+    held = {
+        (layer_type, dtype): buffer_frequencies(spec, dtype)
+        for layer_type, spec in specs.items()
+        for dtype in (torch.float16, torch.bfloat16)
+    }  # built here, not per call: a compiled forward only looks them up
 
     def forward(
-        x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
+        self: torch.nn.Module, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
     ) -> tuple[Rotation, Rotation]:
         """Positions -> a :class:`Rotation` in both the cos and sin slots (with the spec of ``layer_type``
-        for a per-layer-type rotary).
+        for a per-layer-type rotary, and the frequencies its ``inv_freq`` buffer holds in its dtype now).
 
         Takes the shapes the models' own rotaries take (``position_ids.expand(A, -1, -1)``, A =
         ``len(spec.mrope_section)`` axes): ``[A, B, S]``, ``[1, B, S]`` (one row for every axis, as
@@ -325,7 +330,9 @@ def _make_rotary_forward(specs: dict[str | None, RopeSpec], backend: str, precis
                 f"patched rotary takes position_ids [{axes}, B, S], [1, B, S] or [B, S] (as the model's own "
                 f"rotary expands them to {axes} rows); got {list(position_ids.shape)}"
             )
-        rotation = Rotation(position_ids.expand(axes, -1, -1), spec, backend, precision)
+        buffer = getattr(self, "inv_freq" if layer_type is None else f"{layer_type}_inv_freq")
+        frequencies = held.get((layer_type, buffer.dtype))
+        rotation = Rotation(position_ids.expand(axes, -1, -1), spec, backend, precision, frequencies)
         return rotation, rotation
 
     return forward
@@ -449,7 +456,7 @@ def patch(
     forward = _make_rotary_forward(specs, backend, angle_precision)
     for rotary in rotaries:
         state.rotaries.append((rotary, rotary.__dict__.get("forward", MISSING)))
-        rotary.forward = forward  # type: ignore[method-assign]
+        rotary.forward = types.MethodType(forward, rotary)  # type: ignore[method-assign]
     model.__dict__[_STATE_ATTR] = state
     try:
         check_text_forward(owner)

@@ -19,7 +19,7 @@ from mrope._layout import engine_for
 from mrope._segments import Image, Text, Video
 from mrope._spec import RopeSpec
 from mrope.integrations.transformers._inputs import model_inputs, named_for
-from mrope.integrations.transformers._rotation import in_halves
+from mrope.integrations.transformers._rotation import buffer_frequencies, in_halves
 from mrope.ops import apply_mrope
 
 MISSING = object()
@@ -40,7 +40,8 @@ def check_rotary(
     released: bool = False,
     halves: bool = False,
 ) -> None:
-    """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32; with
+    """The model's own rotary on probe positions must equal apply_mrope with ``spec`` (fp32 heads, the
+    frequencies of the rotary's buffer: :func:`buffer_frequencies`; with
     ``halves``, its output reordered by :func:`in_halves`, as ``original_apply`` writes it). Dynamic NTK
     is probed past its growth threshold too; the rotary's state (a grown table) is put back.
 
@@ -87,6 +88,8 @@ def _probe_rotary(
     q = torch.randn(1, 2, length, spec.head_dim, generator=gen).to(device)
     k = torch.randn(1, 1, length, spec.head_dim, generator=gen).to(device)
     extra = () if layer_type is None else (layer_type,)
+    buffer = getattr(rotary, "inv_freq" if layer_type is None else f"{layer_type}_inv_freq")
+    held = buffer_frequencies(spec, buffer.dtype)
     with torch.no_grad():
         try:
             cos, sin = type(rotary).forward(rotary, q, positions, *extra)
@@ -101,7 +104,7 @@ def _probe_rotary(
                 q,
                 k,
                 positions,
-                spec,
+                spec if held is None else held,
                 layout="bhsd",
                 backend=backend,
                 angle_precision="fp32",

@@ -16,7 +16,9 @@ import torch
 
 from mrope._errors import PatchError
 from mrope._spec import RopeSpec
-from mrope.ops import apply_mrope
+from mrope.ops import PairTable, apply_mrope, pair_table
+
+_FULL_PRECISION = (torch.float32, torch.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,12 +37,16 @@ class Rotation:
         positions: integer ``[A, *lead]`` position ids (A rows: t, h, w), ``[A, B, S]`` from the rotary.
         spec: the model's rotary spec.
         backend, angle_precision: passed to :func:`mrope.apply_mrope`.
+        frequencies: the pair table of the rotary's own ``inv_freq`` buffer where it holds other values
+            than the spec's fp32 frequencies (:func:`buffer_frequencies`: a half-precision buffer); ``None``:
+            the spec's.
     """
 
     positions: torch.Tensor
     spec: RopeSpec
     backend: str
     angle_precision: str
+    frequencies: PairTable | None = None
 
     @property
     def lead_shape(self) -> tuple[int, ...]:
@@ -185,15 +191,35 @@ class Rotation:
     def _rotate(
         self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, spec: RopeSpec, layout: str
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        table = self.frequencies
+        if table is not None and table.head_dim != spec.head_dim:
+            table = dataclasses.replace(table, head_dim=spec.head_dim)
         return apply_mrope(
             q,
             k,
             positions,
-            spec,
+            spec if table is None else table,
             layout=layout,  # type: ignore[arg-type]
             backend=self.backend,  # type: ignore[arg-type]
             angle_precision=self.angle_precision,  # type: ignore[arg-type]
         )
+
+
+def buffer_frequencies(spec: RopeSpec, buffer_dtype: torch.dtype) -> PairTable | None:
+    """The pair table a rotary whose ``inv_freq`` buffer has dtype ``buffer_dtype`` rotates by, where that
+    differs from ``spec``'s (``None`` for an fp32 or fp64 buffer, and for dynamic NTK, whose update writes
+    an fp32 buffer).
+
+    transformers computes ``inv_freq`` in fp32 and registers it as a buffer, so ``model.to(torch.float16)``
+    (or bf16) rounds it; the rotary then multiplies the positions by the buffer cast back to fp32
+    (transformers 5.24 modeling_qwen2_vl.py:130, ``self.inv_freq.to(..., dtype=torch.float)``; the same in
+    every M-RoPE family's rotary): the spec's fp32 frequencies rounded to ``buffer_dtype`` and back are the
+    frequencies the model uses, for both angle precisions."""
+    if buffer_dtype in _FULL_PRECISION or spec.scaling.type == "dynamic":
+        return None
+    table = pair_table(spec)
+    rounded = torch.from_numpy(table.inv_freq32.copy()).to(buffer_dtype).float().numpy()
+    return dataclasses.replace(table, inv_freq=rounded.astype(np.float64), inv_freq32=rounded)
 
 
 def in_halves(x: torch.Tensor, spec: RopeSpec) -> torch.Tensor:
@@ -213,4 +239,4 @@ def _shape_of(value: Any) -> Any:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else None
 
 
-__all__ = ["Rotation", "in_halves"]
+__all__ = ["Rotation", "buffer_frequencies", "in_halves"]
