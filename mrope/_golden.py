@@ -38,6 +38,12 @@ where an off-by-one at the first decode shows)."""
 
 VISION = ("image", "video", "thumbnail")
 
+SUITE_MARKER_IDS = {"slice_start_id": 1500, "slice_end_id": 1501, "newline_id": 1502}
+"""Marker ids of the suite's own vocabulary (outside :func:`suite_tokenize`'s 1000..1499), given to the
+canvas rule, whose registry family has none of its own (MiniCPM-V 4.7: its config class leaves them
+``None`` and they come from a checkpoint's config). Its cases record every id they read in
+``inputs.token_ids``."""
+
 
 def suite_tokenize(text: str) -> list[int]:
     """The suite's stand-in tokenizer (ids 1000..1499, one per character): text ids only need to be text,
@@ -53,12 +59,28 @@ class _Prompt:
     build: Callable[[LayoutRules, str], dict[str, Any]]
 
 
+def suite_rules(name: str, convention: str) -> LayoutRules:
+    """The rules a family's cases are built with: its convention's, plus :data:`SUITE_MARKER_IDS` where
+    the canvas rule has none."""
+    rules = get_family(name).rules_for(convention)
+    if rules.positions_base != "canvas":
+        return rules
+    return rules.replace(**{k: v for k, v in SUITE_MARKER_IDS.items() if getattr(rules, k) is None})
+
+
 def _basic_segments(rules: LayoutRules, video: bool) -> list[Any]:
     m, tm = rules.merge_size, rules.temporal_merge_size
     middle = Video(grid=(2 * tm, 2 * m, 2 * m), fps=2.0) if video else Image(grid=(1, 2 * m, 2 * m))
+    # the canvas rule's first picture is sliced (two rows of one crop, a thumbnail over them), so its
+    # slice markers, the newline between rows and the stretched thumbnail show
+    first = (
+        Image(grid=(1, 4 * m, 2 * m), tiles=(1, 2), thumbnail_grid=(1, 2 * m, m))
+        if rules.positions_base == "canvas"
+        else Image(grid=(1, 2 * m, 3 * m))
+    )
     return [
         Text(suite_tokenize("look")),
-        Image(grid=(1, 2 * m, 3 * m)),
+        first,
         Text(suite_tokenize("and")),
         middle,
         Text(suite_tokenize("say?")),
@@ -214,7 +236,8 @@ def build_cases(with_rope: bool = True) -> tuple[list[dict[str, Any]], list[dict
     for name in names():
         family = get_family(name)
         for convention in conventions(name):
-            rules = family.rules_for(convention)
+            rules = suite_rules(name, convention)
+            own_ids = _token_ids(rules) if rules != family.rules_for(convention) else None
             for prompt in _prompts(rules):
                 head = {"case": f"{name}/{convention}/{prompt.kind}", "family": name}
                 head |= {"convention": convention, "kind": prompt.kind}
@@ -224,6 +247,8 @@ def build_cases(with_rope: bool = True) -> tuple[list[dict[str, Any]], list[dict
                     skipped.append({**head, "reason": " ".join(str(exc).split())})
                     continue
                 p = body.pop("_positions", None)
+                if own_ids is not None:
+                    body["inputs"]["token_ids"] = own_ids
                 if with_rope and p is not None and prompt.kind == "basic":
                     body["expected"]["rope"] = _rope_rows(p, family.spec)
                 cases.append({**head, **body})
@@ -244,17 +269,22 @@ def _spec_dict(name: str) -> dict[str, Any]:
     }
 
 
-def _family_dict(name: str) -> dict[str, Any]:
-    """A family's manifest entry: its conventions, rotary spec, merge sizes and the token ids its rules
-    read (those set; the ids a runtime recognises in ``input_ids``)."""
-    rules = get_family(name).rules
+def _token_ids(rules: LayoutRules) -> dict[str, int]:
+    """The token ids ``rules`` read (those set; the ids a runtime recognises in ``input_ids``)."""
     ids = {f.name: getattr(rules, f.name) for f in dataclasses.fields(rules) if f.name.endswith("_id")}
+    return {k: v for k, v in ids.items() if v is not None}
+
+
+def _family_dict(name: str) -> dict[str, Any]:
+    """A family's manifest entry: its conventions, rotary spec, merge sizes and the token ids its cases
+    read (:func:`suite_rules`)."""
+    rules = suite_rules(name, "released")
     return {
         "conventions": list(conventions(name)),
         "spec": _spec_dict(name),
         "merge_size": rules.merge_size,
         "temporal_merge_size": rules.temporal_merge_size,
-        "token_ids": {k: v for k, v in ids.items() if v is not None},
+        "token_ids": _token_ids(rules),
     }
 
 

@@ -76,30 +76,37 @@ def target_positions(start: int, grids: Sequence[Sequence[int]], merge_size: int
     return np.concatenate(parts, axis=1)
 
 
+def seconds_product(n_patches: int, rules: LayoutRules, second_per_grid: float) -> np.ndarray:
+    """``i * second_per_grid * tokens_per_second`` for ``i in [0, n_patches)``, before any rounding, grouped
+    as ``rules.seconds_grouping`` says, from the float32 ``second_per_grid`` the processors hand over
+    (``spg32``): ``fl32(fl32(i * spg32) * tps)`` (``"(i*spg)*tps"``), ``fl32(i * fl32(tps * spg32))``
+    (``"i*(tps*spg)"``), both float32, or ``i * (f64(spg32) * tps)`` in float64 (``"i*(spg*tps) f64"``).
+    Overflow gives inf; callers refuse it."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        spg32 = np.float32(second_per_grid)
+        tps32 = np.float32(rules.tokens_per_second)
+        i = np.arange(n_patches, dtype=np.int64)
+        i32 = i.astype(np.float32)
+        if rules.seconds_grouping == "i*(tps*spg)":
+            return i32 * (tps32 * spg32)
+        if rules.seconds_grouping == "i*(spg*tps) f64":
+            return i * (float(spg32) * float(rules.tokens_per_second))
+        return (i32 * spg32) * tps32
+
+
 def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -> np.ndarray:
     """``tau(i)`` for ``i in [0, n_patches)``, int64.
 
     ``i`` under the index rule. Under the seconds rule the released arithmetic, in float32 as the model
     computes it from the float32 ``second_per_grid_ts`` its processor hands over (``spg32``), then
-    truncated: ``trunc(fl32(fl32(i * spg32) * tps))`` (``seconds_grouping="(i*spg)*tps"``, the released
-    Qwen2.5-VL code), ``trunc(fl32(i * fl32(tps * spg32)))`` (``"i*(tps*spg)"``, transformers 5.x) or
-    ``trunc(i * (spg32 * tps))`` in float64 (``"i*(spg*tps) f64"``, vLLM).
+    truncated: :func:`seconds_product` (``"(i*spg)*tps"`` the released Qwen2.5-VL code, ``"i*(tps*spg)"``
+    transformers 5.x, ``"i*(spg*tps) f64"`` vLLM).
     A float64 product differs at common rates (fps 12.5, 25, 50, 100, 1.2, 2/0.7, 2/0.9).
     The timestamps rule splits a video into one-patch blocks, each with ``tau = 0``.
     """
-    i = np.arange(n_patches, dtype=np.int64)
     if rules.temporal != "seconds":
-        return i
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow to inf is refused below
-        spg32 = np.float32(second_per_grid)
-        tps32 = np.float32(rules.tokens_per_second)
-        i32 = i.astype(np.float32)
-        if rules.seconds_grouping == "i*(tps*spg)":
-            t = i32 * (tps32 * spg32)
-        elif rules.seconds_grouping == "i*(spg*tps) f64":
-            t = i * (float(spg32) * float(rules.tokens_per_second))
-        else:
-            t = (i32 * spg32) * tps32
+        return np.arange(n_patches, dtype=np.int64)
+    t = seconds_product(n_patches, rules, second_per_grid)
     last = float(t[-1]) if n_patches else 0.0
     if not last < MAX_POSITION:  # also catches inf / nan (float overflow)
         raise LayoutError(
@@ -116,6 +123,7 @@ __all__ = [
     "TEXT_FILL_ID",
     "frame_tokens",
     "merged_grid",
+    "seconds_product",
     "target_positions",
     "temporal_index",
 ]

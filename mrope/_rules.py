@@ -16,6 +16,9 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   ``iter_mm_grid_thw`` line 1328 takes ``second_per_grid_ts.item()`` times ``tokens_per_second``,
   ``get_mrope_input_positions`` line 1371 multiplies ``np.indices`` by it and casts to int64), which
   parts from the released float32 result in about 1 random prompt in 18 (offered to reproduce vLLM).
+  The omni families' video time (:func:`mrope._layout.omni_timeline.video_time`) follows it too, as
+  their vLLM code multiplies the same way (``qwen2_5_omni_thinker.py`` / ``qwen3_omni_moe_thinker.py``
+  ``iter_mm_features``, v0.34.0 lines 1348 / 2050).
 - ``spatial``: where a block's (h, w) start: ``"offset"`` (at the block's start counter ``s``, Qwen),
   ``"reset"`` (at 0 for every block) or ``"centered"`` (the grid centred in the square span
   ``[s, s + max(H', W'))``, so an image and its transpose share a centre).

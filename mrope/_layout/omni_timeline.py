@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from mrope._errors import LayoutError
+from mrope._grid import seconds_product
 from mrope._rules import LayoutRules
 
 MAX_FLOAT_POSITION = 2**24
@@ -69,19 +70,17 @@ class Piece:
 
 
 def video_time(n_patches: int, second_per_grid: float, rules: LayoutRules) -> np.ndarray:
-    """A video's time offsets ``(i * spg32) * tps`` in float32, as the omni models compute them from the
-    float32 ``second_per_grid`` their processor hands over; truncated to int64 under
+    """A video's time offsets :func:`mrope._grid.seconds_product` (released: ``(i * spg32) * tps`` in
+    float32, as the omni models compute them from the float32 ``second_per_grid`` their processor hands
+    over; ``seconds_grouping="i*(spg*tps) f64"``: vLLM's float64 product); truncated to int64 under
     ``time_rounding="trunc"``, float32 under ``"none"``."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        t32 = (np.arange(n_patches, dtype=np.float32) * np.float32(second_per_grid)) * np.float32(
-            rules.tokens_per_second
-        )
-    if n_patches and not float(t32[-1]) < MAX_FLOAT_POSITION:
+    t = seconds_product(n_patches, rules, second_per_grid)
+    if n_patches and not float(t[-1]) < MAX_FLOAT_POSITION:
         raise LayoutError(
             f"video time offsets overflow: {n_patches - 1} patches x second_per_grid {second_per_grid:g} s x "
-            f"{rules.tokens_per_second:g} per second reach {float(t32[-1]):g}, over {MAX_FLOAT_POSITION}"
+            f"{rules.tokens_per_second:g} per second reach {float(t[-1]):g}, over {MAX_FLOAT_POSITION}"
         )
-    return t32 if rules.fractional_time else np.trunc(t32).astype(np.int64)
+    return t.astype(np.float32) if rules.fractional_time else np.trunc(t).astype(np.int64)
 
 
 def _image_time(n_patches: int, rules: LayoutRules) -> np.ndarray:

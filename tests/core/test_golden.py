@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 import torch
 from support import tiny_vlm as tv
-from support.hf_reference import own_get_rope_index
+from support.hf_reference import MiniCPMRopeIndex, own_get_rope_index
+from transformers.models.minicpmv4_7.configuration_minicpmv4_7 import MiniCPMV4_7Config
 
 from mrope._conform import conform
 from mrope._golden import VERSION, read_suite, write_suite
@@ -50,12 +51,48 @@ def _kwargs(inputs: dict[str, Any]) -> dict[str, torch.Tensor]:
     return kw
 
 
+MINICPM_CONFIG_KEYS = {
+    "image_start_id": "vision_start_id",
+    "image_end_id": "vision_end_id",
+    "slice_start_id": "slice_start_id",
+    "slice_end_id": "slice_end_id",
+    "newline_id": "newline_id",
+    "image_token_id": "image_pad_id",
+    "video_token_id": "video_pad_id",
+}
+"""MiniCPMV4_7Config's marker keys (configuration_minicpmv4_7.py) and the suite's names for them."""
+
+
+def _minicpm_get_rope_index(inputs: dict[str, Any]) -> tuple[np.ndarray, int]:
+    """MiniCPM-V 4.7's own get_rope_index (modeling_minicpmv4_7.py:952) under a config holding the marker
+    ids the case records (``inputs.token_ids``), as another runtime would read them; its crops' patch
+    grids ``(h, w)`` are the case's grids without ``t``."""
+    ids = inputs["token_ids"]
+    shim = MiniCPMRopeIndex(
+        MiniCPMV4_7Config(**{key: ids[name] for key, name in MINICPM_CONFIG_KEYS.items()})
+    )
+    sizes = {}
+    for key, arg in (("image_grid_thw", "target_sizes"), ("video_grid_thw", "target_sizes_videos")):
+        if inputs[key]:
+            sizes[arg] = torch.tensor(inputs[key], dtype=torch.int64)[:, 1:]
+    pos, delta = shim.get_rope_index(
+        torch.tensor([inputs["input_ids"]]),
+        torch.tensor([inputs["mm_token_type_ids"]]),
+        attention_mask=torch.tensor([inputs["attention_mask"]]),
+        **sizes,
+    )
+    return pos[:, 0].numpy(), int(delta.reshape(-1)[0])
+
+
 def _transformers(case: dict[str, Any]) -> tuple[np.ndarray, int | float, int]:
     """The family's own get_rope_index on the case's inputs, cut to the tokens the case expects; the
     delta and the valid tokens before decode. A pruned prompt keeps its kept tokens' positions and
     decodes after its kept tokens: its delta is ``max + 1 - kept``."""
     inputs = case["inputs"]
-    pos, delta = own_get_rope_index(tv.model(case["family"]), _kwargs(inputs))
+    if case["family"] == "minicpm-v-4.7":
+        pos, delta = _minicpm_get_rope_index(inputs)
+    else:
+        pos, delta = own_get_rope_index(tv.model(case["family"]), _kwargs(inputs))
     valid = sum(inputs["attention_mask"])
     if "keep" in inputs:
         pos = pos[:, np.asarray(inputs["keep"], dtype=bool)]
@@ -113,8 +150,7 @@ def test_every_registry_family_and_convention_is_in_the_suite(suite: tuple) -> N
 def test_cases_equal_the_familys_own_transformers_code(suite: tuple, family: str) -> None:
     _, _, cases = suite
     mine = [c for c in cases.values() if c["family"] == family and _checked_against_transformers(c)]
-    if family != "minicpm-v-4.7":  # the registry has no marker ids for its canvas: not applicable
-        assert len(mine) >= 4
+    assert len(mine) >= 4
     for case in mine:
         want, delta, valid = _transformers(case)
         expected = case["expected"]
@@ -123,6 +159,24 @@ def test_cases_equal_the_familys_own_transformers_code(suite: tuple, family: str
         assert expected["delta"] == delta, case["case"]
         rule = _decode_rule(got.shape[0], valid, delta)
         np.testing.assert_array_equal(np.asarray(expected["decode"]), rule, err_msg=case["case"])
+
+
+def test_minicpm_cases_record_the_marker_ids_their_canvas_reads(suite: tuple) -> None:
+    """MiniCPM-V 4.7 gets every kind, each case records the ids it reads (the manifest lists the same),
+    its basic prompt carries slice markers and a newline, and they matter: its own get_rope_index told other slice
+    ids (a runtime that ignores the recorded ones) parts from the expected positions."""
+    _, manifest, cases = suite
+    mine = {c["kind"]: c for c in cases.values() if c["family"] == "minicpm-v-4.7"}
+    assert set(mine) == {"basic", "padding", "pruned", "continued", "long-video", "fractional-time"}
+    for case in mine.values():
+        assert case["inputs"]["token_ids"] == manifest["families"]["minicpm-v-4.7"]["token_ids"]
+    basic = mine["basic"]["inputs"]
+    ids = basic["token_ids"]
+    assert {ids["slice_start_id"], ids["slice_end_id"], ids["newline_id"]} <= set(basic["input_ids"])
+    got, _ = _minicpm_get_rope_index(basic)
+    np.testing.assert_array_equal(np.asarray(mine["basic"]["expected"]["positions"]), got)
+    other = {**basic, "token_ids": {**ids, "slice_start_id": 1, "slice_end_id": 2}}
+    assert not np.array_equal(_minicpm_get_rope_index(other)[0], got)
 
 
 @pytest.mark.parametrize("family", [n for n in tv.FAMILIES if get_family(n).transformers5])

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from support.vllm_runners import v033_schedule, v034_schedule
 
 import mrope
 from mrope.models import resolve_rules
@@ -145,38 +146,7 @@ def test_float64_time_differs_from_float32_where_documented() -> None:
     assert _mrope("qwen2.5-vl", p)[0][0, 1:27].tolist() == [1 + t for t in f32]
 
 
-def _v033_schedule(prompt: np.ndarray, delta: int, chunks: list[int]) -> np.ndarray:
-    """v0.33.0 ``_calc_mrope_positions`` (gpu_model_runner.py line 2542): each chunk's part before
-    ``num_prompt_tokens`` copied from the prompt's positions, the rest from
-    ``get_next_input_positions_tensor`` (mrope.py line 556): ``delta + context_len + i`` on every row."""
-    out, done, n_prompt = [], 0, prompt.shape[1]
-    for size in chunks:
-        prompt_part = max(0, min(size, n_prompt - done))
-        out.append(prompt[:, done : done + prompt_part])
-        context = done + prompt_part
-        tail = np.arange(delta + context, delta + context + size - prompt_part)
-        out.append(np.broadcast_to(tail, (3, tail.size)))
-        done += size
-    return np.concatenate(out, axis=1)
-
-
-def _v034_schedule(prompt: np.ndarray, delta: int, chunks: list[int]) -> np.ndarray:
-    """v0.34.0 ``_prepare_rope_positions_kernel`` (gpu/mm/rope.py line 145): a chunk that starts while
-    ``num_computed < prefill_len`` reads the stored positions at ``num_computed + i``; one that starts
-    after writes ``num_computed + i + delta`` on each of the model's rows. Stored as int32 (line 46)."""
-    stored = prompt.astype(np.int32)
-    out, done = [], 0
-    for size in chunks:
-        steps = np.arange(done, done + size)
-        if done < prompt.shape[1]:
-            out.append(stored[:, steps].astype(np.int64))
-        else:
-            out.append(np.broadcast_to(steps + np.int32(delta), (3, size)).astype(np.int64))
-        done += size
-    return np.concatenate(out, axis=1)
-
-
-@pytest.mark.parametrize("schedule", [_v033_schedule, _v034_schedule], ids=["v0.33.0", "v0.34.0"])
+@pytest.mark.parametrize("schedule", [v033_schedule, v034_schedule], ids=["v0.33.0", "v0.34.0"])
 def test_decode_positions_equal_vllm_runners(schedule) -> None:
     """A prompt prefilled in random chunks, then decoded one token (or a few, as a speculative step) at
     a time: each runner's positions equal mrope's prompt positions followed by ``next_positions``.
@@ -201,7 +171,7 @@ def test_v033_chunk_straddling_the_prompt_end_equals_next_positions() -> None:
     p = _prompts("qwen2-vl", 1, fractional=False, seed=11)[0]
     prompt, delta = _mrope("qwen2-vl", p)
     n = prompt.shape[1]
-    got = _v033_schedule(prompt, delta, [n - 1, 5])
+    got = v033_schedule(prompt, delta, [n - 1, 5])
     assert np.array_equal(got[:, n:], mrope.next_positions(delta, n, 4))
 
 
