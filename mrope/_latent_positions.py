@@ -64,7 +64,7 @@ def latent_positions(rope: VideoRope, frames: int, height: int, width: int) -> n
         int64 ``[3, N]`` token counts from 0; for a CogVideoX 1.0 rope (``crop_base``) float64 ``[3, N]``:
         evenly spaced coordinates over the crop region, within a few float64 ulps of the exact values
         (diffusers computes them with fp32 ``torch.linspace``, which lands within a few fp32 ulps of them:
-        up to ``2^-20`` at the base grid's 60 and 90 rows and columns). ``N = T * H * W``, t-major.
+        one, 3.8e-6, at the default base grid's 45 columns, measured on CPU). ``N = T * H * W``, t-major.
 
     Raises:
         LayoutError: a size that is not a positive int, a latent with no token on some axis, a latent

@@ -391,7 +391,8 @@ def cos_sin(
     Args:
         positions: ``[A, T]`` or ``[T]`` (``layout="thd"``), ``[A, B, S]`` or ``[B, S]``
             (``"bhsd"``/``"bshd"``).
-        spec: the rotary spec or pair table. dtype: output dtype. angle_precision: as in :func:`apply_mrope`.
+        spec: the rotary spec, pair table or :class:`mrope.VideoRope`. dtype: output dtype.
+            angle_precision: as in :func:`apply_mrope`.
 
     Returns:
         ``(cos, sin)``, each ``[T, rotary_dim]`` (``thd``) or ``[B, S, rotary_dim]``, on positions' device:
