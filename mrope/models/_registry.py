@@ -1,5 +1,5 @@
 """The registry's index: every lookup by name (family, its rules and spec, the family names, the media
-routes) lives here.
+routes, the video-generation transformers) lives here.
 
 Each family module of :mod:`mrope.models` defines ``FAMILY = ModelFamily(...)`` (see :class:`ModelFamily`).
 Everything that takes ``model=`` (the builder, the token interface, the media sizing helpers) resolves it

@@ -116,7 +116,7 @@ def _check_positions(
 
 
 def _check_source(spec: object) -> PairTable:
-    """The pair table of ``spec`` (a RopeSpec, a PairTable, or a model description with a ``spec``)."""
+    """The pair table of ``spec`` (a RopeSpec, a VideoRope or a PairTable)."""
     if not isinstance(spec, (RopeSpec, VideoRope, PairTable)):
         raise ApplyError(
             f"spec must be a mrope.RopeSpec, a mrope.VideoRope or a mrope.ops.PairTable; got {type(spec).__name__}"

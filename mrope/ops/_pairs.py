@@ -11,7 +11,8 @@ when ``HT`` divides the key heads (MHRoPE: each key-head group its own axis).
 
 A :class:`mrope.RopeSpec` becomes a table with :func:`pair_table` (cached per spec): its section layout's
 rule (``RopeSpec.axis_map``, one function per layout in ``mrope._spec.SECTION_RULES``) gives the rows, its
-scaling's formula (``mrope._scaling.INV_FREQ_FORMULAS``) the frequencies. The torch path and the Triton
+scaling's formula (``mrope._scaling.INV_FREQ_FORMULAS``) the frequencies; a :class:`mrope.VideoRope`
+becomes three rows of GPT-J pairs, each axis at its own frequency ladder. The torch path and the Triton
 kernel read only the device form (:func:`tables`): int32 rows ``[HT, P]`` with NoPE pairs at row 0 and
 frequency 0 (the angle is then exactly 0 for every finite position), and fp32 ``[HT, P]`` frequencies
 (``"fp32"``) or int64 ``[HT * 3, P]`` turn limbs (``"exact"``, :func:`mrope.ops._freqs.turn_limbs` per head).
