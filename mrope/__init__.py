@@ -27,6 +27,7 @@ from mrope._errors import (
     SpecError,
     TokenError,
 )
+from mrope._latent_positions import latent_positions
 from mrope._live_video import VideoChunk, live_video_chunk
 from mrope._positions import Batch, Positions, Span
 from mrope._program import PositionProgram
@@ -36,6 +37,7 @@ from mrope._segments import Audio, Image, Text, Video
 from mrope._spec import RopeScaling, RopeSpec
 from mrope._speculative import draft_depths, draft_positions, tree_attention_mask
 from mrope._token_ids import generation_index, get_rope_index, numpy_rope_index
+from mrope._video_rope import VideoRope
 from mrope.packing import PackedBatch, PackedRow, pack
 
 __version__ = "0.1.0"
@@ -121,6 +123,8 @@ __all__ = [
     "rewind",
     "VideoChunk",
     "live_video_chunk",
+    "VideoRope",
+    "latent_positions",
     "rules_digest",
     "draft_depths",
     "draft_positions",

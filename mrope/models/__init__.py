@@ -3,7 +3,8 @@
 Each family module defines ``FAMILY = ModelFamily(...)`` (:mod:`mrope.models._family`, the value type);
 :mod:`mrope.models._registry` indexes the families and holds every lookup by name (:func:`get_family`,
 :func:`resolve_rules`, :func:`resolve_spec`, :data:`PRESET_NAMES`); :mod:`mrope.models._config` reads a
-Hugging Face config dict into a spec (:func:`spec_from_config`); :mod:`mrope.models._table` renders the
+Hugging Face config dict into a spec (:func:`spec_from_config`); :mod:`mrope.models._video_models` reads
+a diffusers video transformer's config into a :class:`mrope.VideoRope` (:func:`video_rope`); :mod:`mrope.models._table` renders the
 family table of docs/families.md. This package gathers their public names.
 """
 
@@ -14,6 +15,7 @@ from mrope.models._family import CONVENTIONS, CheckpointChoice, Convention, Mode
 from mrope.models._registry import (
     FAMILY_MODULES,
     PRESET_NAMES,
+    VIDEO_MODEL_NAMES,
     ModelLike,
     families,
     family_for_model_type,
@@ -23,6 +25,7 @@ from mrope.models._registry import (
     resolve_rules,
     resolve_spec,
     resolve_tokenizer,
+    video_rope,
 )
 from mrope.models._table import family_table
 
@@ -30,6 +33,7 @@ __all__ = [
     "CONVENTIONS",
     "FAMILY_MODULES",
     "PRESET_NAMES",
+    "VIDEO_MODEL_NAMES",
     "CheckpointChoice",
     "Convention",
     "ModelFamily",
@@ -44,4 +48,5 @@ __all__ = [
     "resolve_spec",
     "resolve_tokenizer",
     "spec_from_config",
+    "video_rope",
 ]

@@ -1,5 +1,5 @@
 """The registry's index: every lookup by name (family, its rules and spec, the family names, the media
-routes) lives here.
+routes, the video-generation transformers) lives here.
 
 Each family module of :mod:`mrope.models` defines ``FAMILY = ModelFamily(...)`` (see :class:`ModelFamily`).
 Everything that takes ``model=`` (the builder, the token interface, the media sizing helpers) resolves it
@@ -12,13 +12,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from mrope._errors import LayoutError, MediaError
+from mrope._errors import LayoutError, MediaError, SpecError
 from mrope._route import Route
 from mrope._rules import LayoutRules
 from mrope._spec import RopeSpec
 from mrope._tokenizer import load_tokenizer
+from mrope._video_rope import VideoRope
 from mrope.models._family import ModelFamily, check_convention
 from mrope.models._routes import DEFAULT_ROUTE, ROUTE_NAMES, ROUTES
+from mrope.models._video_models import VIDEO_MODELS
 
 FAMILY_MODULES: tuple[str, ...] = (
     "qwen2_vl",
@@ -185,9 +187,39 @@ def get_route(route: str | Route | None) -> Route:
     return found
 
 
+VIDEO_MODEL_NAMES: tuple[str, ...] = tuple(m.name for m in VIDEO_MODELS)
+"""The video-generation transformers :func:`video_rope` reads (Wan 2.x, HunyuanVideo, CogVideoX)."""
+_VIDEO_INDEX = {key.lower(): m for m in VIDEO_MODELS for key in (m.name, m.class_name)}
+
+
+def video_rope(config: dict[str, Any], model: str | None = None) -> VideoRope:
+    """The :class:`mrope.VideoRope` of a diffusers video transformer, from its config (``transformer/
+    config.json`` as a dict).
+
+    Args:
+        config: the transformer's config; keys it lacks take the transformer's defaults.
+        model: a name of :data:`VIDEO_MODEL_NAMES` or a diffusers class name; ``None``: the config's
+            ``_class_name`` (``"WanTransformer3DModel"``, ``"HunyuanVideoTransformer3DModel"``,
+            ``"CogVideoXTransformer3DModel"``).
+
+    Raises:
+        SpecError: an unknown model, or a config value of the wrong kind.
+    """
+    if not isinstance(config, dict):
+        raise SpecError(f"config must be a dict (a transformer's config.json); got {type(config).__name__}")
+    key = config.get("_class_name") if model is None else model
+    found = _VIDEO_INDEX.get(key.strip().lower()) if isinstance(key, str) else None
+    if found is None:
+        known = ", ".join(f"{m.name!r} ({m.class_name})" for m in VIDEO_MODELS)
+        what = f"model {model!r}" if model is not None else f"config _class_name {key!r}"
+        raise SpecError(f"unknown video model: {what}; expected one of {known}")
+    return found.read(config)
+
+
 __all__ = [
     "FAMILY_MODULES",
     "PRESET_NAMES",
+    "VIDEO_MODEL_NAMES",
     "ModelLike",
     "families",
     "family_for_model_type",
@@ -198,4 +230,5 @@ __all__ = [
     "resolve_rules",
     "resolve_spec",
     "resolve_tokenizer",
+    "video_rope",
 ]

@@ -28,6 +28,7 @@ import mrope.ops._layouts as layouts
 import mrope.ops._torch_path as torch_path
 from mrope._errors import ApplyError
 from mrope._spec import RopeSpec
+from mrope._video_rope import VideoRope
 from mrope.ops._freqs import AnglePrecision
 from mrope.ops._pairs import PairTable, as_table, tables
 
@@ -115,9 +116,11 @@ def _check_positions(
 
 
 def _check_source(spec: object) -> PairTable:
-    """The pair table of ``spec`` (a RopeSpec, a PairTable, or a model description with a ``spec``)."""
-    if not isinstance(spec, (RopeSpec, PairTable)):
-        raise ApplyError(f"spec must be a mrope.RopeSpec or a mrope.ops.PairTable; got {type(spec).__name__}")
+    """The pair table of ``spec`` (a RopeSpec, a VideoRope or a PairTable)."""
+    if not isinstance(spec, (RopeSpec, VideoRope, PairTable)):
+        raise ApplyError(
+            f"spec must be a mrope.RopeSpec, a mrope.VideoRope or a mrope.ops.PairTable; got {type(spec).__name__}"
+        )
     return as_table(spec)
 
 
@@ -298,7 +301,7 @@ def apply_mrope(
     q: torch.Tensor,
     k: torch.Tensor,
     positions: torch.Tensor,
-    spec: RopeSpec | PairTable,
+    spec: RopeSpec | VideoRope | PairTable,
     *,
     layout: Layout = "thd",
     inplace: bool = False,
@@ -329,7 +332,9 @@ def apply_mrope(
             ``angle_precision="exact"`` is exact over the whole int64 range.
         spec: the rotary spec (e.g. ``mrope.models.resolve_spec("qwen2-vl")``), or a model description whose ``spec``
             it is (a :class:`mrope.models.ModelFamily`, what :func:`mrope.from_pretrained` returns), or a
-            :class:`mrope.ops.PairTable` (any number of position rows, NoPE pairs, per-head rows).
+            :class:`mrope.ops.PairTable` (any number of position rows, NoPE pairs, per-head rows), or a
+            video-generation transformer's :class:`mrope.VideoRope` (with ``angle_precision=
+            rope.angle_precision``, the model's own cos / sin).
         layout: ``"thd"``, ``"bhsd"`` or ``"bshd"``.
         inplace: rotate q and k in place (they may be strided views into one packed qkv buffer) and return
             them; otherwise return new tensors, contiguous in ``layout``.
@@ -370,7 +375,7 @@ def apply_mrope(
 
 def cos_sin(
     positions: torch.Tensor,
-    spec: RopeSpec | PairTable,
+    spec: RopeSpec | VideoRope | PairTable,
     *,
     layout: Layout = "thd",
     dtype: torch.dtype = torch.float32,
@@ -386,7 +391,8 @@ def cos_sin(
     Args:
         positions: ``[A, T]`` or ``[T]`` (``layout="thd"``), ``[A, B, S]`` or ``[B, S]``
             (``"bhsd"``/``"bshd"``).
-        spec: the rotary spec or pair table. dtype: output dtype. angle_precision: as in :func:`apply_mrope`.
+        spec: the rotary spec, pair table or :class:`mrope.VideoRope`. dtype: output dtype.
+            angle_precision: as in :func:`apply_mrope`.
 
     Returns:
         ``(cos, sin)``, each ``[T, rotary_dim]`` (``thd``) or ``[B, S, rotary_dim]``, on positions' device:
@@ -431,7 +437,7 @@ def rerotate(
     k: torch.Tensor,
     from_positions: torch.Tensor,
     to_positions: torch.Tensor,
-    spec: RopeSpec | PairTable,
+    spec: RopeSpec | VideoRope | PairTable,
     *,
     layout: Layout = "thd",
     inplace: bool = True,

@@ -11,7 +11,8 @@ when ``HT`` divides the key heads (MHRoPE: each key-head group its own axis).
 
 A :class:`mrope.RopeSpec` becomes a table with :func:`pair_table` (cached per spec): its section layout's
 rule (``RopeSpec.axis_map``, one function per layout in ``mrope._spec.SECTION_RULES``) gives the rows, its
-scaling's formula (``mrope._scaling.INV_FREQ_FORMULAS``) the frequencies. The torch path and the Triton
+scaling's formula (``mrope._scaling.INV_FREQ_FORMULAS``) the frequencies; a :class:`mrope.VideoRope`
+becomes three rows of GPT-J pairs, each axis at its own frequency ladder. The torch path and the Triton
 kernel read only the device form (:func:`tables`): int32 rows ``[HT, P]`` with NoPE pairs at row 0 and
 frequency 0 (the angle is then exactly 0 for every finite position), and fp32 ``[HT, P]`` frequencies
 (``"fp32"``) or int64 ``[HT * 3, P]`` turn limbs (``"exact"``, :func:`mrope.ops._freqs.turn_limbs` per head).
@@ -27,6 +28,7 @@ import torch
 from mrope._caches import cached
 from mrope._errors import SpecError
 from mrope._spec import PAIRINGS, Pairing, RopeSpec
+from mrope._video_rope import VideoRope
 from mrope.ops._freqs import AnglePrecision, dynamic_freq, hf_inv_freq_fp32, turn_limbs
 
 
@@ -121,12 +123,46 @@ class PairTable:
         return hash(self._key)
 
 
+def _ladder(theta: float, dim: int) -> RopeSpec:
+    """One axis of a video rope: a one-axis spec of ``dim`` channels, whose frequencies are that axis's
+    ladder ``theta ** (-2 i / dim)`` (diffusers' ``get_1d_rotary_pos_embed``, embeddings.py:928-931 of
+    0.42.1: the formula transformers' default rotary computes, so its fp32 arithmetic is the same)."""
+    return RopeSpec(head_dim=dim, rotary_dim=dim, theta=theta, mrope_section=(dim // 2,))
+
+
+def _video_table(rope: VideoRope) -> PairTable:
+    """Axis ``a``'s pairs read row ``a`` at its own ladder, t's pairs first (diffusers concatenates t, h, w
+    cos / sin, transformer_wan.py:413, transformer_hunyuan_video.py:506, embeddings.py:714); adjacent
+    channels pair (``repeat_interleave_real``, embeddings.py:936-940, applied as x[2i], x[2i+1]:
+    transformer_wan.py:109-114, embeddings.py:988-992). fp32 frequencies: the fp32 ladder where the model
+    computes in fp32, else the float64 ladder rounded (Wan, applied in ``"exact"`` precision)."""
+    ladders = [_ladder(rope.theta, d) for d in rope.axis_dims]
+    inv = np.concatenate([spec.inv_freq() for spec in ladders])
+    if rope.freq_dtype == "float32":
+        inv32 = np.concatenate([hf_inv_freq_fp32(spec).numpy() for spec in ladders])
+    else:
+        inv32 = inv.astype(np.float32)
+    return PairTable(
+        rows=np.repeat(np.arange(3), [d // 2 for d in rope.axis_dims]),
+        inv_freq=inv,
+        head_dim=rope.head_dim,
+        pairing="gptj",
+        num_rows=3,
+        inv_freq32=inv32,
+    )
+
+
 @cached("ops.pair_tables", maxsize=256)
-def pair_table(spec: RopeSpec) -> PairTable:
+def pair_table(spec: RopeSpec | VideoRope) -> PairTable:
     """The pair table of a rotary spec (cached per spec): rows ``spec.axis_map()``, frequencies
     ``spec.inv_freq()`` (float64) and transformers' fp32 ones (:func:`mrope.ops._freqs.hf_inv_freq_fp32`),
     ``R = spec.num_axes``. Dynamic NTK's frequencies depend on the positions: the op recomputes them per
-    call for the spec (pair ``p`` is frequency ``p``); the table holds the pretraining-length values."""
+    call for the spec (pair ``p`` is frequency ``p``); the table holds the pretraining-length values.
+
+    A :class:`mrope.VideoRope` gives ``R = 3`` rows (t, h, w), each axis's block of GPT-J pairs at its own
+    ladder ``theta ** (-2 i / axis_dims[a])``."""
+    if isinstance(spec, VideoRope):
+        return _video_table(spec)
     return PairTable(
         rows=spec.axis_map(),
         inv_freq=spec.inv_freq(),
@@ -139,12 +175,12 @@ def pair_table(spec: RopeSpec) -> PairTable:
     )
 
 
-def _table_of(source: RopeSpec | PairTable) -> PairTable:
+def _table_of(source: RopeSpec | VideoRope | PairTable) -> PairTable:
     return source if isinstance(source, PairTable) else pair_table(source)
 
 
 @torch.compiler.assume_constant_result
-def as_table(source: RopeSpec | PairTable) -> PairTable:
+def as_table(source: RopeSpec | VideoRope | PairTable) -> PairTable:
     """``source`` itself when it is a table, else :func:`pair_table` of the spec (a constant for
     torch.compile: built at trace time, not traced)."""
     return _table_of(source)
@@ -162,7 +198,7 @@ def _rows_cached(table: PairTable, device: torch.device) -> torch.Tensor:
 
 
 @torch.compiler.assume_constant_result
-def rows_tensor(source: RopeSpec | PairTable, device: torch.device) -> torch.Tensor:
+def rows_tensor(source: RopeSpec | VideoRope | PairTable, device: torch.device) -> torch.Tensor:
     """int32 ``[HT, P]`` on ``device``: the row of each pair of the table of ``source``, NoPE pairs at row
     0 (their frequency is 0)."""
     return _rows_cached(_table_of(source), device)
@@ -181,7 +217,9 @@ def _freq_cached(table: PairTable, precision: str, device: torch.device) -> torc
 
 
 @torch.compiler.assume_constant_result
-def freq_tensor(source: RopeSpec | PairTable, precision: str, device: torch.device) -> torch.Tensor:
+def freq_tensor(
+    source: RopeSpec | VideoRope | PairTable, precision: str, device: torch.device
+) -> torch.Tensor:
     """The frequencies of the table of ``source`` on ``device``, NoPE pairs 0: fp32 ``[HT, P]`` (``"fp32"``, radians per
     position) or int64 ``[HT * 3, P]`` (``"exact"``: per head the three limbs of
     :func:`mrope.ops._freqs.turn_limbs`)."""
@@ -189,7 +227,7 @@ def freq_tensor(source: RopeSpec | PairTable, precision: str, device: torch.devi
 
 
 def tables(
-    source: RopeSpec | PairTable, precision: AnglePrecision, positions: torch.Tensor
+    source: RopeSpec | VideoRope | PairTable, precision: AnglePrecision, positions: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(rows, freq)`` (see :func:`rows_tensor`, :func:`freq_tensor`) for a call with ``positions``.
 

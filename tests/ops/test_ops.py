@@ -885,7 +885,7 @@ BAD = {
     "q not tensor": (lambda q, k, p, s: (q.numpy(), k, p, s, {}), "q must be a torch.Tensor; got ndarray"),
     "spec": (
         lambda q, k, p, s: (q, k, p, s.to_dict(), {}),
-        "spec must be a mrope.RopeSpec or a mrope.ops.PairTable; got dict",
+        "spec must be a mrope.RopeSpec, a mrope.VideoRope or a mrope.ops.PairTable; got dict",
     ),
     "layout": (lambda q, k, p, s: (q, k, p, s, {"layout": "sbhd"}), "layout must be one of 'thd', 'bhsd'"),
     "backend": (

@@ -1,6 +1,6 @@
 """The apply-op benchmark scripts still run: gpu_check.py refuses to run without CUDA (its ``--dry-run``
 sections: test_gpu_check_kernel.py, test_gpu_check_models.py, test_gpu_check_variants.py, three files so
-that two workers run them at once); bench_apply.py runs at a tiny size."""
+that two workers run them at once); bench_apply.py and bench_videogen.py run at a tiny size."""
 
 from __future__ import annotations
 
@@ -20,3 +20,10 @@ def test_bench_apply_runs() -> None:
     assert "| 1,000,000 |" in out.stdout
     assert "| plain torch bf16, cos/sin cache gather |" in out.stdout
     assert "| mrope bf16 (fp32 compute, one rounding) |" in out.stdout
+
+
+def test_bench_videogen_runs() -> None:
+    out = run_script(["benchmarks/bench_videogen.py", "--frames", "1", "--repeat", "1", "--threads", "1"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "x |" in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| wan", "| hunyuan-video", "| cogvideox"], out.stdout
