@@ -363,20 +363,23 @@ def write_ranges(table: PieceTable, lo: np.ndarray, count: np.ndarray, dest: np.
     length = np.minimum(starts[piece] + table.n[piece], (lo + count)[rng]) - clip_lo
     first = clip_lo - starts[piece]  # each overlap's first offset in its piece
     col = dest[rng] + clip_lo - lo[rng]  # and its first column
-    # a batch of overlaps at a time, about _BATCH tokens: the temporaries stay small enough to be
-    # reused by the allocator and to stay in cache (one big temporary per step faults its pages in)
-    cuts = np.searchsorted(np.cumsum(length), np.arange(_BATCH, int(length.sum()), _BATCH)).tolist()
-    for a, z in zip([0, *cuts], [*cuts, len(piece)], strict=True):
+    # long block overlaps are cut from their templates after the batches; the others go a batch of
+    # about _BATCH tokens at a time: the temporaries stay small enough to be reused by the allocator and
+    # to stay in cache (one big temporary per step faults its pages in)
+    whole = ~table.text[piece] & (length >= _WHOLE)
+    rest = np.flatnonzero(~whole)
+    cuts = np.searchsorted(np.cumsum(length[rest]), np.arange(_BATCH, int(length[rest].sum()), _BATCH))
+    for a, z in zip([0, *cuts.tolist()], [*cuts.tolist(), len(rest)], strict=True):
         if a == z:
             continue
-        p, f, m, c = piece[a:z], first[a:z], length[a:z], col[a:z]
+        j = rest[a:z]
+        p, f, m, c = piece[j], first[j], length[j], col[j]
+        span = int(c[-1] + m[-1] - c[0])  # the batch's columns, the long overlaps' between them included
+        _text(table, p, f, m, c, out, span > 2 * int(m.sum()))
         b = ~table.text[p]
-        whole = b & (m >= _WHOLE)
-        _text(table, p, f, m, c, out, bool(whole.any()))
-        b &= ~whole
         if b.any():
             _blocks(table, np.repeat(p[b], m[b]), ranges(f[b], m[b]), ranges(c[b], m[b]), out)
-    for j in np.flatnonzero(~table.text[piece] & (length >= _WHOLE)).tolist():  # after: see _text
+    for j in np.flatnonzero(whole).tolist():  # after: see _text
         _block_slice(table, int(piece[j]), int(first[j]), int(length[j]), int(col[j]), out)
 
 
@@ -395,14 +398,15 @@ def _text(
     length: np.ndarray,
     col: np.ndarray,
     out: Out,
-    long_blocks: bool,
+    scatter: bool,
 ) -> None:
     """The text runs among overlaps (``piece``, ``first`` offset, ``length``, first column ``col``, in
-    column order): ``s + offset`` on every M-RoPE row, and their ids. Without ``long_blocks`` among the
-    overlaps they are written as step functions over all the overlaps' columns (contiguous writes; the
-    blocks' columns are written again by :func:`_blocks`), else at their own columns only."""
+    column order): ``s + offset`` on every M-RoPE row, and their ids. Unless ``scatter`` (the overlaps'
+    columns are mostly others', such as long blocks') they are written as step functions over all the
+    columns from the first overlap's to the last's (contiguous writes; the blocks' columns are written
+    again by :func:`_blocks` and :func:`_block_slice`), else at their own columns only."""
     text = table.text[piece]
-    if long_blocks:
+    if scatter:
         piece, first, length, col = piece[text], first[text], length[text], col[text]
         at = ranges(col, length)
         out.ids[:, at] = ranges(table.s[piece] + first, length)
