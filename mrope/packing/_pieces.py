@@ -386,9 +386,11 @@ def write_ranges(table: PieceTable, lo: np.ndarray, count: np.ndarray, dest: np.
 _WHOLE = 512
 """Overlaps of a block this long or longer are cut from its cached template (one add, a Python step
 each: long videos); shorter ones are unravelled token by token with the others in one batch."""
-_BATCH = 8192
-"""Tokens written per batch of overlaps (int64 temporaries of 64 KiB: below the allocator's mmap
-threshold, reused from batch to batch)."""
+_BATCH = 65536
+"""Tokens written per batch of overlaps: int64 temporaries of 512 KiB, which the allocator reuses from
+batch to batch (glibc's mmap threshold rises past them once a bigger array has been freed). Each batch
+costs a few dozen numpy calls: at 8,192 tokens they were about 15% of a world-size-8 rank's build of a
+1 M-token row of short samples (16 batches); above 131,072 the temporaries fault their pages in again."""
 
 
 def _text(
