@@ -378,7 +378,7 @@ def write_ranges(table: PieceTable, lo: np.ndarray, count: np.ndarray, dest: np.
         _text(table, p, f, m, c, out, span > 2 * int(m.sum()))
         b = ~table.text[p]
         if b.any():
-            _blocks(table, np.repeat(p[b], m[b]), ranges(f[b], m[b]), ranges(c[b], m[b]), out)
+            _blocks(table, p[b], f[b], m[b], c[b], out)
     for j in np.flatnonzero(whole).tolist():  # after: see _text
         _block_slice(table, int(piece[j]), int(first[j]), int(length[j]), int(col[j]), out)
 
@@ -472,22 +472,36 @@ def _block_slice(table: PieceTable, k: int, first: int, length: int, col: int, o
             out.index[vision] = np.arange(start + a, start + z, dtype=np.int64)
 
 
-def _blocks(table: PieceTable, k: np.ndarray, u: np.ndarray, at: np.ndarray, out: Out) -> None:
-    """Write block tokens (piece ``k``, offset ``u`` in it) to columns ``at`` of ``out``: the block's
-    token ``v = u - wrap`` is ``(tile, frame, row, column)`` in C order of ``[tiles, frames, tile_h,
-    tile_w]``, at ``(s + tau[frame], hw + h0 + tile_h0[tile] + row, hw + w0 + tile_w0[tile] + column)``
-    (h and w also ``+ tau[frame]`` when ``follow``; everything ``+ 1`` past a start wrapper)."""
+def _blocks(table: PieceTable, k: np.ndarray, u0: np.ndarray, m: np.ndarray, c: np.ndarray, out: Out) -> None:
+    """Write block overlaps (piece ``k``, its tokens ``u0 .. u0 + m - 1``) to columns ``c .. c + m - 1``
+    of ``out``, each ``[R]``: the block's token ``v = u - wrap`` is ``(tile, frame, row, column)`` in C
+    order of ``[tiles, frames, tile_h, tile_w]``, at ``(s + tau[frame], hw + h0 + tile_h0[tile] + row,
+    hw + w0 + tile_w0[tile] + column)`` (h and w also ``+ tau[frame]`` when ``follow``; everything ``+ 1``
+    past a start wrapper). The tokens go in runs along a block row (tile, frame and row fixed, the
+    column counting up): the unravelling costs a few steps per run, the writes a few per token."""
     wrap = table.wrap[k]
-    size = table.n[k] - 2 * wrap
-    v = u - wrap
-    inner = (v >= 0) & (v < size)
-    np.clip(v, 0, size - 1, out=v)  # the wrappers: rewritten below
-    plane = table.plane[k]
-    tile, rest = np.divmod(v, table.frames[k] * plane) if table.tiled else (None, v)
-    frame, rest = np.divmod(rest, plane)
-    row, col = np.divmod(rest, table.tile_w[k])
+    if wrap.any():  # wrapper tokens: s (start, offset 0) and s + end (end, offset n - 1) on every row
+        for side, edge in enumerate((u0 == 0, u0 + m == table.n[k])):
+            edge &= wrap == 1
+            if edge.any():
+                ke, we = k[edge], c[edge] + side * (m[edge] - 1)
+                out.ids[:, we] = table.s[ke] + side * table.end[ke]
+                out.tokens[we] = table.wrap_ids[ke, side]
+    v0 = np.maximum(u0 - wrap, 0)  # the overlap's inner tokens: v0 .. v1 - 1, from column c0
+    v1 = np.minimum(u0 + m - wrap, table.n[k] - 2 * wrap)
+    c0 = c + v0 - (u0 - wrap)
+    tw = table.tile_w[k]
+    runs = np.where(v1 > v0, (v1 - 1) // tw - v0 // tw + 1, 0)
+    j = np.repeat(np.arange(len(k)), runs)
+    line = ranges(v0 // tw, runs)  # each run's row among the block's rows (tiles, frames, rows)
+    k, tw, v0 = k[j], tw[j], v0[j]
+    lo = np.maximum(v0, line * tw)  # each run's first inner token and its count
+    count = np.minimum(v1[j], (line + 1) * tw) - lo
+    frame, row = np.divmod(line, table.plane[k] // tw)
+    if table.tiled:
+        tile, frame = np.divmod(frame, table.frames[k])
     tau = table.tau[table.tau_at[k] + frame]
-    h, w = table.h_base[k] + row, table.w_base[k] + col
+    h, w = table.h_base[k] + row, table.w_base[k] + lo - line * tw
     if table.tiled:
         h += table.tile_h0[table.tile_at[k] + tile]
         w += table.tile_w0[table.tile_at[k] + tile]
@@ -495,20 +509,16 @@ def _blocks(table: PieceTable, k: np.ndarray, u: np.ndarray, at: np.ndarray, out
         lift = tau * table.follow[k]
         h += lift
         w += lift
+    at = ranges(c0[j] + lo - v0, count)
     ids = out.ids
-    ids[0, at] = table.t_base[k] + tau
-    ids[1, at] = h
-    ids[2, at] = w
-    out.tokens[at] = table.token[k]
-    if not inner.all():  # wrapper tokens: s (start) and s + end (end) on every row
-        edge = ~inner
-        we, ke = at[edge], k[edge]
-        side = u[edge] > 0
-        ids[:, we] = table.s[ke] + side * table.end[ke]
-        out.tokens[we] = table.wrap_ids[ke, side.astype(np.int64)]
-    vision = inner & (table.kind[k] != 0)  # blocks of another kind (none today) are text to the map
+    ids[0, at] = np.repeat(table.t_base[k] + tau, count)
+    ids[1, at] = np.repeat(h, count)
+    ids[2, at] = ranges(w, count)
+    out.tokens[at] = np.repeat(table.token[k], count)
+    vision = table.kind[k] != 0  # blocks of another kind (none today) are text to the map
     if not vision.all():
-        at, k, v = at[vision], k[vision], v[vision]
-    out.types[at] = table.kind[k]
-    out.item[at] = table.item[k]
-    out.index[at] = table.first[k] + v
+        at = ranges((c0[j] + lo - v0)[vision], count[vision])
+        k, lo, count = k[vision], lo[vision], count[vision]
+    out.types[at] = np.repeat(table.kind[k], count)
+    out.item[at] = np.repeat(table.item[k], count)
+    out.index[at] = ranges(table.first[k] + lo, count)
