@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import compress, repeat
 from itertools import count as numbers
-from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -81,8 +80,7 @@ class PieceTable(NamedTuple):
     seen: np.ndarray
 
 
-_N, _KIND = attrgetter("n"), attrgetter("kind")
-_BLOCK_FIELDS = 15  # ints per distinct block in _block_rows
+_BLOCK_FIELDS = 17  # ints per distinct block in _block_rows
 
 
 _ROWS: dict[tuple[int, bool], tuple[Any, tuple[int, ...]]] = {}
@@ -94,8 +92,8 @@ register("packing.block_rows", _ROWS.clear, lambda: len(_ROWS), _ROW_LIMIT)
 
 
 def _block_row(p: Any, spatial: bool) -> tuple[int, ...]:
-    """A block's 15 ints: frames, tile_h, tile_w, tiles, h0, w0, anchored, follow, wrap, end, start id,
-    end id, advance, top, kind.
+    """A block's 17 ints: frames, tile_h, tile_w, tiles, h0, w0, anchored, follow, wrap, end, start id,
+    end id, advance, top, kind, tokens, token id.
 
     ``advance`` / ``top``: what the counter adds after the block and its largest position, both from
     ``s``; ``end``: a wrapped block's end wrapper offset, a reset block's largest h / w (from 0; its
@@ -130,11 +128,13 @@ def _block_row(p: Any, spatial: bool) -> tuple[int, ...]:
         advance,
         top,
         kind,
+        p.n,
+        p.token_id,
     )
 
 
 def _block_rows(blocks: Sequence[Any], spatial: bool) -> np.ndarray:
-    """int64 ``[B, 15]``: the :func:`_block_row` of each of ``blocks``."""
+    """int64 ``[B, 17]``: the :func:`_block_row` of each of ``blocks``."""
     rows = []
     get = _ROWS.get
     for p in blocks:
@@ -147,17 +147,30 @@ def _block_rows(blocks: Sequence[Any], spatial: bool) -> np.ndarray:
     return np.array(rows, dtype=np.int64).reshape(-1, _BLOCK_FIELDS)
 
 
-def _token_ids(pieces: Sequence[Any]) -> tuple[np.ndarray, dict[int, Any]]:
-    """int64 ``[P]``: each piece's token id (-1 for a text run with ids of its own), and those ids by
-    piece."""
-    ids = [p.token_ids if type(p) is TextRun else p.token_id for p in pieces]
+def _columns(
+    pieces: Sequence[Any], text: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, Any]]:
+    """int64 ``[P]`` each: the tokens, the token id (-1 for a text run with ids of its own) and the
+    modality type of every piece (``text``: bool ``[P]``, the text runs; ``rows``: the blocks'
+    :func:`_block_row`, in order), and the ids of those runs by piece. The text runs (named tuples)
+    are read in one transposition."""
+    size = len(pieces)
+    n, token, kind = np.empty((3, size), dtype=np.int64)
+    at, run_at = np.flatnonzero(~text), np.flatnonzero(text)
+    n[at], kind[at], token[at] = rows[:, 15], rows[:, 14], rows[:, 16]
+    runs: dict[int, Any] = {}
+    if not len(run_at):
+        return n, token, kind, runs
+    sizes, ids, kinds, _ = zip(*compress(pieces, text), strict=True)
+    n[run_at] = sizes
+    kind[run_at] = np.fromiter(map(SPAN_TYPES.get, kinds, repeat(0)), dtype=np.int64, count=len(kinds))
     try:  # most runs repeat one id (a placeholder): one call
-        return np.fromiter(ids, dtype=np.int64, count=len(ids)), {}
+        token[run_at] = np.fromiter(ids, dtype=np.int64, count=len(ids))
     except (TypeError, ValueError):
-        runs = {k: x for k, x in enumerate(ids) if not isinstance(x, (int, np.integer))}
-    for k in runs:
-        ids[k] = -1
-    return np.array(ids, dtype=np.int64), runs
+        places = run_at.tolist()
+        runs = {k: x for k, x in zip(places, ids, strict=True) if not isinstance(x, (int, np.integer))}
+        token[run_at] = [-1 if k in runs else x for k, x in zip(places, ids, strict=True)]
+    return n, token, kind, runs
 
 
 def _exclusive(x: np.ndarray) -> np.ndarray:
@@ -203,7 +216,6 @@ def piece_table(
     m = len(counts)
     sample = np.repeat(np.arange(m), counts)
     size = len(pieces)  # the per-piece reads are C loops (map), a Python step per piece at most
-    n = np.fromiter(map(_N, pieces), dtype=np.int64, count=size)
     text = np.fromiter(map(isinstance, pieces, repeat(TextRun)), dtype=bool, count=size)
     owner = np.array(owners, dtype=np.int64)
     at = np.flatnonzero(~text)
@@ -216,7 +228,7 @@ def piece_table(
     unique = [blocks[i] for i in firsts.tolist()]
     distinct_rows = _block_rows(unique, spatial)
     rows = distinct_rows[which]
-    token, runs = _token_ids(pieces)
+    n, token, kind, runs = _columns(pieces, text, rows)
     # the counter: s_{k+1} = max(s_k + a_k, b_k), restarting at 0 with each sample
     first_piece = _exclusive(counts)[:-1]
     advance = n.copy()
@@ -251,8 +263,7 @@ def piece_table(
     start = _exclusive(n)
     field = np.zeros((len(pieces), _BLOCK_FIELDS), dtype=np.int64)
     field[at] = rows
-    # text runs of a vision kind (a grid border's placeholders) are typed too
-    kind = np.fromiter(map(SPAN_TYPES.get, map(_KIND, pieces), repeat(0)), dtype=np.int64, count=size)
+    # text runs of a vision kind (a grid border's placeholders) are typed too (kind)
     item, first, seen = _vision_numbers(kind, n - 2 * field[:, 8], sample, owner, m, built)
     tau_at = _spread(at, _exclusive(distinct_rows[:, 0])[which], len(pieces))
     tile_at = _spread(at, _exclusive(distinct_rows[:, 3])[which], len(pieces))
