@@ -141,7 +141,8 @@ def shard_samples(
         ``input_ids``, ``position_ids`` (``[1 + A, L_r]``), ``mm_token_type_ids``, ``labels`` (shifted),
         ``token_index``, ``cu_seqlens_padded``, ``max_seqlen``, ``vision_item`` and ``vision_index``
         (``[L_r]``: each vision token's image or video in row order and its index among the row's
-        merged tokens of its kind, -1 at text; see :class:`~mrope.packing.ShardedRow`).
+        merged tokens of its kind, -1 at text; see :class:`~mrope.packing.ShardedRow`). With int64
+        positions the arrays are rows of one allocation: any one kept keeps them all.
 
     Raises:
         PackingError: a bad split or no samples; the builder's errors name the sample.
