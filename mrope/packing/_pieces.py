@@ -401,7 +401,7 @@ _BATCH = 65536
 """Tokens written per batch of overlaps: int64 temporaries of 512 KiB, which the allocator reuses from
 batch to batch (glibc's mmap threshold rises past them once a bigger array has been freed). Each batch
 costs a few dozen numpy calls: at 8,192 tokens they were about 15% of a world-size-8 rank's build of a
-1 M-token row of short samples (16 batches); above 131,072 the temporaries fault their pages in again."""
+1 M-token row of short samples (16 batches); from 131,072 on the temporaries fault pages in again."""
 
 
 def _text(
