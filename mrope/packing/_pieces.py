@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import compress, repeat
 from itertools import count as numbers
-from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -81,8 +80,7 @@ class PieceTable(NamedTuple):
     seen: np.ndarray
 
 
-_N, _KIND = attrgetter("n"), attrgetter("kind")
-_BLOCK_FIELDS = 15  # ints per distinct block in _block_rows
+_BLOCK_FIELDS = 17  # ints per distinct block in _block_rows
 
 
 _ROWS: dict[tuple[int, bool], tuple[Any, tuple[int, ...]]] = {}
@@ -94,8 +92,8 @@ register("packing.block_rows", _ROWS.clear, lambda: len(_ROWS), _ROW_LIMIT)
 
 
 def _block_row(p: Any, spatial: bool) -> tuple[int, ...]:
-    """A block's 15 ints: frames, tile_h, tile_w, tiles, h0, w0, anchored, follow, wrap, end, start id,
-    end id, advance, top, kind.
+    """A block's 17 ints: frames, tile_h, tile_w, tiles, h0, w0, anchored, follow, wrap, end, start id,
+    end id, advance, top, kind, tokens, token id.
 
     ``advance`` / ``top``: what the counter adds after the block and its largest position, both from
     ``s``; ``end``: a wrapped block's end wrapper offset, a reset block's largest h / w (from 0; its
@@ -130,11 +128,13 @@ def _block_row(p: Any, spatial: bool) -> tuple[int, ...]:
         advance,
         top,
         kind,
+        p.n,
+        p.token_id,
     )
 
 
 def _block_rows(blocks: Sequence[Any], spatial: bool) -> np.ndarray:
-    """int64 ``[B, 15]``: the :func:`_block_row` of each of ``blocks``."""
+    """int64 ``[B, 17]``: the :func:`_block_row` of each of ``blocks``."""
     rows = []
     get = _ROWS.get
     for p in blocks:
@@ -147,17 +147,30 @@ def _block_rows(blocks: Sequence[Any], spatial: bool) -> np.ndarray:
     return np.array(rows, dtype=np.int64).reshape(-1, _BLOCK_FIELDS)
 
 
-def _token_ids(pieces: Sequence[Any]) -> tuple[np.ndarray, dict[int, Any]]:
-    """int64 ``[P]``: each piece's token id (-1 for a text run with ids of its own), and those ids by
-    piece."""
-    ids = [p.token_ids if type(p) is TextRun else p.token_id for p in pieces]
+def _columns(
+    pieces: Sequence[Any], text: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, Any]]:
+    """int64 ``[P]`` each: the tokens, the token id (-1 for a text run with ids of its own) and the
+    modality type of every piece (``text``: bool ``[P]``, the text runs; ``rows``: the blocks'
+    :func:`_block_row`, in order), and the ids of those runs by piece. The text runs (named tuples)
+    are read in one transposition."""
+    size = len(pieces)
+    n, token, kind = np.empty((3, size), dtype=np.int64)
+    at, run_at = np.flatnonzero(~text), np.flatnonzero(text)
+    n[at], kind[at], token[at] = rows[:, 15], rows[:, 14], rows[:, 16]
+    runs: dict[int, Any] = {}
+    if not len(run_at):
+        return n, token, kind, runs
+    sizes, ids, kinds, _ = zip(*compress(pieces, text), strict=True)
+    n[run_at] = sizes
+    kind[run_at] = np.fromiter(map(SPAN_TYPES.get, kinds, repeat(0)), dtype=np.int64, count=len(kinds))
     try:  # most runs repeat one id (a placeholder): one call
-        return np.fromiter(ids, dtype=np.int64, count=len(ids)), {}
+        token[run_at] = np.fromiter(ids, dtype=np.int64, count=len(ids))
     except (TypeError, ValueError):
-        runs = {k: x for k, x in enumerate(ids) if not isinstance(x, (int, np.integer))}
-    for k in runs:
-        ids[k] = -1
-    return np.array(ids, dtype=np.int64), runs
+        places = run_at.tolist()
+        runs = {k: x for k, x in zip(places, ids, strict=True) if not isinstance(x, (int, np.integer))}
+        token[run_at] = [-1 if k in runs else x for k, x in zip(places, ids, strict=True)]
+    return n, token, kind, runs
 
 
 def _exclusive(x: np.ndarray) -> np.ndarray:
@@ -203,7 +216,6 @@ def piece_table(
     m = len(counts)
     sample = np.repeat(np.arange(m), counts)
     size = len(pieces)  # the per-piece reads are C loops (map), a Python step per piece at most
-    n = np.fromiter(map(_N, pieces), dtype=np.int64, count=size)
     text = np.fromiter(map(isinstance, pieces, repeat(TextRun)), dtype=bool, count=size)
     owner = np.array(owners, dtype=np.int64)
     at = np.flatnonzero(~text)
@@ -216,7 +228,7 @@ def piece_table(
     unique = [blocks[i] for i in firsts.tolist()]
     distinct_rows = _block_rows(unique, spatial)
     rows = distinct_rows[which]
-    token, runs = _token_ids(pieces)
+    n, token, kind, runs = _columns(pieces, text, rows)
     # the counter: s_{k+1} = max(s_k + a_k, b_k), restarting at 0 with each sample
     first_piece = _exclusive(counts)[:-1]
     advance = n.copy()
@@ -251,8 +263,7 @@ def piece_table(
     start = _exclusive(n)
     field = np.zeros((len(pieces), _BLOCK_FIELDS), dtype=np.int64)
     field[at] = rows
-    # text runs of a vision kind (a grid border's placeholders) are typed too
-    kind = np.fromiter(map(SPAN_TYPES.get, map(_KIND, pieces), repeat(0)), dtype=np.int64, count=size)
+    # text runs of a vision kind (a grid border's placeholders) are typed too (kind)
     item, first, seen = _vision_numbers(kind, n - 2 * field[:, 8], sample, owner, m, built)
     tau_at = _spread(at, _exclusive(distinct_rows[:, 0])[which], len(pieces))
     tile_at = _spread(at, _exclusive(distinct_rows[:, 3])[which], len(pieces))
@@ -363,29 +374,34 @@ def write_ranges(table: PieceTable, lo: np.ndarray, count: np.ndarray, dest: np.
     length = np.minimum(starts[piece] + table.n[piece], (lo + count)[rng]) - clip_lo
     first = clip_lo - starts[piece]  # each overlap's first offset in its piece
     col = dest[rng] + clip_lo - lo[rng]  # and its first column
-    # a batch of overlaps at a time, about _BATCH tokens: the temporaries stay small enough to be
-    # reused by the allocator and to stay in cache (one big temporary per step faults its pages in)
-    cuts = np.searchsorted(np.cumsum(length), np.arange(_BATCH, int(length.sum()), _BATCH)).tolist()
-    for a, z in zip([0, *cuts], [*cuts, len(piece)], strict=True):
+    # long block overlaps are cut from their templates after the batches; the others go a batch of
+    # about _BATCH tokens at a time: the temporaries stay small enough to be reused by the allocator and
+    # to stay in cache (one big temporary per step faults its pages in)
+    whole = ~table.text[piece] & (length >= _WHOLE)
+    rest = np.flatnonzero(~whole)
+    cuts = np.searchsorted(np.cumsum(length[rest]), np.arange(_BATCH, int(length[rest].sum()), _BATCH))
+    for a, z in zip([0, *cuts.tolist()], [*cuts.tolist(), len(rest)], strict=True):
         if a == z:
             continue
-        p, f, m, c = piece[a:z], first[a:z], length[a:z], col[a:z]
+        j = rest[a:z]
+        p, f, m, c = piece[j], first[j], length[j], col[j]
+        span = int(c[-1] + m[-1] - c[0])  # the batch's columns, the long overlaps' between them included
+        _text(table, p, f, m, c, out, span > 2 * int(m.sum()))
         b = ~table.text[p]
-        whole = b & (m >= _WHOLE)
-        _text(table, p, f, m, c, out, bool(whole.any()))
-        b &= ~whole
         if b.any():
-            _blocks(table, np.repeat(p[b], m[b]), ranges(f[b], m[b]), ranges(c[b], m[b]), out)
-    for j in np.flatnonzero(~table.text[piece] & (length >= _WHOLE)).tolist():  # after: see _text
+            _blocks(table, p[b], f[b], m[b], c[b], out)
+    for j in np.flatnonzero(whole).tolist():  # after: see _text
         _block_slice(table, int(piece[j]), int(first[j]), int(length[j]), int(col[j]), out)
 
 
 _WHOLE = 512
 """Overlaps of a block this long or longer are cut from its cached template (one add, a Python step
 each: long videos); shorter ones are unravelled token by token with the others in one batch."""
-_BATCH = 8192
-"""Tokens written per batch of overlaps (int64 temporaries of 64 KiB: below the allocator's mmap
-threshold, reused from batch to batch)."""
+_BATCH = 65536
+"""Tokens written per batch of overlaps: int64 temporaries of 512 KiB, which the allocator reuses from
+batch to batch (glibc's mmap threshold rises past them once a bigger array has been freed). Each batch
+costs a few dozen numpy calls: at 8,192 tokens they were about 15% of a world-size-8 rank's build of a
+1 M-token row of short samples (16 batches); from 131,072 on the temporaries fault pages in again."""
 
 
 def _text(
@@ -395,14 +411,15 @@ def _text(
     length: np.ndarray,
     col: np.ndarray,
     out: Out,
-    long_blocks: bool,
+    scatter: bool,
 ) -> None:
     """The text runs among overlaps (``piece``, ``first`` offset, ``length``, first column ``col``, in
-    column order): ``s + offset`` on every M-RoPE row, and their ids. Without ``long_blocks`` among the
-    overlaps they are written as step functions over all the overlaps' columns (contiguous writes; the
-    blocks' columns are written again by :func:`_blocks`), else at their own columns only."""
+    column order): ``s + offset`` on every M-RoPE row, and their ids. Unless ``scatter`` (the overlaps'
+    columns are mostly others', such as long blocks') they are written as step functions over all the
+    columns from the first overlap's to the last's (contiguous writes; the blocks' columns are written
+    again by :func:`_blocks` and :func:`_block_slice`), else at their own columns only."""
     text = table.text[piece]
-    if long_blocks:
+    if scatter:
         piece, first, length, col = piece[text], first[text], length[text], col[text]
         at = ranges(col, length)
         out.ids[:, at] = ranges(table.s[piece] + first, length)
@@ -466,22 +483,36 @@ def _block_slice(table: PieceTable, k: int, first: int, length: int, col: int, o
             out.index[vision] = np.arange(start + a, start + z, dtype=np.int64)
 
 
-def _blocks(table: PieceTable, k: np.ndarray, u: np.ndarray, at: np.ndarray, out: Out) -> None:
-    """Write block tokens (piece ``k``, offset ``u`` in it) to columns ``at`` of ``out``: the block's
-    token ``v = u - wrap`` is ``(tile, frame, row, column)`` in C order of ``[tiles, frames, tile_h,
-    tile_w]``, at ``(s + tau[frame], hw + h0 + tile_h0[tile] + row, hw + w0 + tile_w0[tile] + column)``
-    (h and w also ``+ tau[frame]`` when ``follow``; everything ``+ 1`` past a start wrapper)."""
+def _blocks(table: PieceTable, k: np.ndarray, u0: np.ndarray, m: np.ndarray, c: np.ndarray, out: Out) -> None:
+    """Write block overlaps (piece ``k``, its tokens ``u0 .. u0 + m - 1``) to columns ``c .. c + m - 1``
+    of ``out``, each ``[R]``: the block's token ``v = u - wrap`` is ``(tile, frame, row, column)`` in C
+    order of ``[tiles, frames, tile_h, tile_w]``, at ``(s + tau[frame], hw + h0 + tile_h0[tile] + row,
+    hw + w0 + tile_w0[tile] + column)`` (h and w also ``+ tau[frame]`` when ``follow``; everything ``+ 1``
+    past a start wrapper). The tokens go in runs along a block row (tile, frame and row fixed, the
+    column counting up): the unravelling costs a few steps per run, the writes a few per token."""
     wrap = table.wrap[k]
-    size = table.n[k] - 2 * wrap
-    v = u - wrap
-    inner = (v >= 0) & (v < size)
-    np.clip(v, 0, size - 1, out=v)  # the wrappers: rewritten below
-    plane = table.plane[k]
-    tile, rest = np.divmod(v, table.frames[k] * plane) if table.tiled else (None, v)
-    frame, rest = np.divmod(rest, plane)
-    row, col = np.divmod(rest, table.tile_w[k])
+    if wrap.any():  # wrapper tokens: s (start, offset 0) and s + end (end, offset n - 1) on every row
+        for side, edge in enumerate((u0 == 0, u0 + m == table.n[k])):
+            edge &= wrap == 1
+            if edge.any():
+                ke, we = k[edge], c[edge] + side * (m[edge] - 1)
+                out.ids[:, we] = table.s[ke] + side * table.end[ke]
+                out.tokens[we] = table.wrap_ids[ke, side]
+    v0 = np.maximum(u0 - wrap, 0)  # the overlap's inner tokens: v0 .. v1 - 1, from column c0
+    v1 = np.minimum(u0 + m - wrap, table.n[k] - 2 * wrap)
+    c0 = c + v0 - (u0 - wrap)
+    tw = table.tile_w[k]
+    runs = np.where(v1 > v0, (v1 - 1) // tw - v0 // tw + 1, 0)
+    j = np.repeat(np.arange(len(k)), runs)
+    line = ranges(v0 // tw, runs)  # each run's row among the block's rows (tiles, frames, rows)
+    k, tw, v0 = k[j], tw[j], v0[j]
+    lo = np.maximum(v0, line * tw)  # each run's first inner token and its count
+    count = np.minimum(v1[j], (line + 1) * tw) - lo
+    frame, row = np.divmod(line, table.plane[k] // tw)
+    if table.tiled:
+        tile, frame = np.divmod(frame, table.frames[k])
     tau = table.tau[table.tau_at[k] + frame]
-    h, w = table.h_base[k] + row, table.w_base[k] + col
+    h, w = table.h_base[k] + row, table.w_base[k] + lo - line * tw
     if table.tiled:
         h += table.tile_h0[table.tile_at[k] + tile]
         w += table.tile_w0[table.tile_at[k] + tile]
@@ -489,20 +520,16 @@ def _blocks(table: PieceTable, k: np.ndarray, u: np.ndarray, at: np.ndarray, out
         lift = tau * table.follow[k]
         h += lift
         w += lift
+    at = ranges(c0[j] + lo - v0, count)
     ids = out.ids
-    ids[0, at] = table.t_base[k] + tau
-    ids[1, at] = h
-    ids[2, at] = w
-    out.tokens[at] = table.token[k]
-    if not inner.all():  # wrapper tokens: s (start) and s + end (end) on every row
-        edge = ~inner
-        we, ke = at[edge], k[edge]
-        side = u[edge] > 0
-        ids[:, we] = table.s[ke] + side * table.end[ke]
-        out.tokens[we] = table.wrap_ids[ke, side.astype(np.int64)]
-    vision = inner & (table.kind[k] != 0)  # blocks of another kind (none today) are text to the map
+    ids[0, at] = np.repeat(table.t_base[k] + tau, count)
+    ids[1, at] = np.repeat(h, count)
+    ids[2, at] = ranges(w, count)
+    out.tokens[at] = np.repeat(table.token[k], count)
+    vision = table.kind[k] != 0  # blocks of another kind (none today) are text to the map
     if not vision.all():
-        at, k, v = at[vision], k[vision], v[vision]
-    out.types[at] = table.kind[k]
-    out.item[at] = table.item[k]
-    out.index[at] = table.first[k] + v
+        at = ranges((c0[j] + lo - v0)[vision], count[vision])
+        k, lo, count = k[vision], lo[vision], count[vision]
+    out.types[at] = np.repeat(table.kind[k], count)
+    out.item[at] = np.repeat(table.item[k], count)
+    out.index[at] = ranges(table.first[k] + lo, count)

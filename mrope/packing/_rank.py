@@ -27,7 +27,7 @@ from mrope._layout.pruned import pruned_positions, segment_masks
 from mrope._positions import Positions
 from mrope.models import resolve_rules, resolve_tokenizer
 from mrope.packing._pieces import Out, PieceTable, piece_table, tokens_at, write_ranges
-from mrope.packing._shard import check_split, fill_padding, split_of, vision_map, vision_spans
+from mrope.packing._shard import check_split, fill_padding, ranges, split_of, vision_map, vision_spans
 
 
 class _Row(NamedTuple):
@@ -141,7 +141,8 @@ def shard_samples(
         ``input_ids``, ``position_ids`` (``[1 + A, L_r]``), ``mm_token_type_ids``, ``labels`` (shifted),
         ``token_index``, ``cu_seqlens_padded``, ``max_seqlen``, ``vision_item`` and ``vision_index``
         (``[L_r]``: each vision token's image or video in row order and its index among the row's
-        merged tokens of its kind, -1 at text; see :class:`~mrope.packing.ShardedRow`).
+        merged tokens of its kind, -1 at text; see :class:`~mrope.packing.ShardedRow`). With int64
+        positions the arrays are rows of one allocation: any one kept keeps them all.
 
     Raises:
         PackingError: a bad split or no samples; the builder's errors name the sample.
@@ -156,14 +157,9 @@ def shard_samples(
     lengths, planned = row.lengths, row.planned
     split = split_of(lengths, world_size, rank, layout, width)
     n, total = len(lengths), int(split.count.sum())
-    pos = np.empty((1 + row.axes, total), dtype=row.dtype)
-    out = Out(
-        pos[1:],
-        np.empty(total, dtype=np.int64),  # every column written: a range, padding or a built sample
-        np.zeros(total, dtype=np.int64),
-        np.full(total, -1, dtype=np.int64),
-        np.full(total, -1, dtype=np.int64),
-    )
+    pos, block = _outputs(1 + row.axes, total, row.dtype)
+    tokens, types, labels, index, item, where = block  # every column of tokens and labels is written
+    out = Out(pos[1:], tokens, types, item, where)
     deltas = np.zeros(n, dtype=pos.dtype)
     after = np.zeros(len(split.segment), dtype=np.int64)  # the token after each range: its last label
     seg = split.segment
@@ -189,16 +185,36 @@ def shard_samples(
         _cut(out, p, first, real, local, before)
         if first + real < p.num_tokens:
             after[k] = p.input_ids[first + real]
-    ids = out.tokens
-    labels = np.empty(total, dtype=np.int64)  # the next token; a range's last: the token after it
-    labels[:-1] = ids[1:]
+    labels[:-1] = tokens[1:]  # the next token; a range's last: the token after it
     last = split.local + split.real - 1
     labels[last[split.real > 0]] = after[split.real > 0]
-    pos[0] = np.arange(total, dtype=np.int64) - np.repeat(split.local - split.first, split.count)
-    result = {"input_ids": ids, "position_ids": pos, "mm_token_type_ids": out.types, "labels": labels}
+    if pos.dtype == np.int64:  # the text row: each range's offsets in its segment
+        ranges(split.first, split.count, pos[0])
+    else:
+        pos[0] = ranges(split.first, split.count)
+    result = {"input_ids": tokens, "position_ids": pos, "mm_token_type_ids": types, "labels": labels}
+    result["token_index"] = index
     fill_padding(split, result, deltas, pad_token_id)
-    result["vision_item"], result["vision_index"] = out.item, out.index
+    result["vision_item"], result["vision_index"] = item, where
     return result
+
+
+def _outputs(rows: int, total: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """A rank's output arrays: positions ``[rows, total]`` of ``dtype`` and int64 ``[6, total]`` (tokens,
+    types, labels, token index, vision item and index; types 0, the vision map -1, the rest unwritten).
+
+    int64 positions share one allocation with the rest: one block, which numpy asks the kernel to back
+    with huge pages, instead of seven of a few MiB each whose pages fault in one by one (one rank of a
+    1 M-token row at world size 2: 520k tokens, int64 arrays just under numpy's 4 MiB huge-page
+    threshold)."""
+    if np.dtype(dtype) == np.int64:
+        whole = np.empty((rows + 6, total), dtype=np.int64)
+        pos, block = whole[:rows], whole[rows:]
+    else:
+        pos, block = np.empty((rows, total), dtype=dtype), np.empty((6, total), dtype=np.int64)
+    block[1] = 0
+    block[4:] = -1
+    return pos, block
 
 
 def _cut(out: Out, p: Positions, first: int, real: int, local: int, before: np.ndarray) -> None:

@@ -123,12 +123,24 @@ def check_split(world_size: Any, rank: Any, layout: Any) -> None:
         raise PackingError(f"layout must be one of {list(SHARD_LAYOUTS)}; got {layout!r}")
 
 
-def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """int64 ``[sum(counts)]``: ``starts[j], starts[j] + 1, ...`` (``counts[j]`` of them), one after another."""
+def ranges(starts: np.ndarray, counts: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """int64 ``[sum(counts)]``: ``starts[j], starts[j] + 1, ...`` (``counts[j]`` of them), one after another.
+
+    With ``out`` (int64 ``[sum(counts)]``) they are written there as the running sum of steps (1, and at
+    each range's first token the jump from the previous range's last): no temporary of the output's size.
+    """
     ends = np.cumsum(counts)
-    return np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + np.repeat(
-        starts - ends + counts, counts
-    )
+    if out is None:
+        return np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64) + np.repeat(
+            starts - ends + counts, counts
+        )
+    busy = counts > 0
+    heads, first, size = (ends - counts)[busy], starts[busy], counts[busy]
+    out.fill(1)
+    if len(heads):
+        out[heads] = np.diff(first, prepend=0) - np.concatenate([[0], size[:-1] - 1])
+        np.cumsum(out, out=out)
+    return out
 
 
 def _pieces(
@@ -238,10 +250,11 @@ def split_of(lengths: np.ndarray, world_size: int, rank: int, layout: str, width
     return Split(lengths, padded, segment, first, count, real, np.cumsum(count) - count)
 
 
-def token_index(split: Split) -> np.ndarray:
-    """int64 ``[L_r]``: each of the rank's tokens' index in the padded global row."""
+def token_index(split: Split, out: np.ndarray | None = None) -> np.ndarray:
+    """int64 ``[L_r]``: each of the rank's tokens' index in the padded global row (written to ``out``
+    when given)."""
     padded_starts = np.concatenate([[0], np.cumsum(split.padded)]).astype(np.int64)
-    return ranges(padded_starts[split.segment] + split.first, split.count)
+    return ranges(padded_starts[split.segment] + split.first, split.count, out)
 
 
 def fill_padding(
@@ -252,7 +265,8 @@ def fill_padding(
 ) -> None:
     """Write the padding of a rank's ``out`` arrays (``input_ids``, ``position_ids``,
     ``mm_token_type_ids``, ``labels``, the samples' tokens already in place) and ``-100`` at each
-    sample's last token; add ``token_index``, ``cu_seqlens_padded`` and ``max_seqlen``."""
+    sample's last token; add ``token_index`` (written into ``out["token_index"]`` when that is there),
+    ``cu_seqlens_padded`` and ``max_seqlen``."""
     segment, first, count, real, local = split.segment, split.first, split.count, split.real, split.local
     n = len(split.lengths)
     pads = ranges(local + real, count - real)
@@ -268,7 +282,7 @@ def fill_padding(
     labels[pads] = IGNORE_INDEX
     ends = (real > 0) & (first + real == np.concatenate([split.lengths, [0]])[segment])  # a sample's last
     labels[(local + real - 1)[ends]] = IGNORE_INDEX
-    out["token_index"] = token_index(split)
+    out["token_index"] = token_index(split, out.get("token_index"))
     out["cu_seqlens_padded"] = cu_seqlens(split.padded.tolist())
     out["max_seqlen"] = int(split.padded.max()) if len(split.padded) else 0
 
