@@ -69,39 +69,6 @@ def cached(name: str, maxsize: int) -> Callable[[F], F]:
     return wrap
 
 
-class KeyedDicts:
-    """One dict per key (the rules, for the layout caches), the latest key's dict found by identity:
-    hashing a frozen dataclass of many fields costs microseconds, and calls mostly repeat one key."""
-
-    def __init__(self) -> None:
-        self.dicts: dict[Any, dict] = {}
-        self._last: tuple[Any, dict] = (_NO_KEY, {})
-
-    def of(self, key: Any) -> dict:
-        """``key``'s dict, made empty on first use."""
-        last_key, last = self._last
-        if last_key is key:
-            return last
-        found = self.dicts.get(key)
-        if found is None:
-            found = self.dicts[key] = {}
-        self._last = (key, found)
-        return found
-
-    def clear(self) -> None:
-        """Drop every key's dict."""
-        self.dicts.clear()
-        self._last = (_NO_KEY, {})
-
-    def size(self) -> int:
-        """Entries held in all the dicts together."""
-        return sum(map(len, self.dicts.values()))
-
-
-_NO_KEY = object()
-"""The latest key of an empty :class:`KeyedDicts` (no key is it)."""
-
-
 def clear_caches() -> None:
     """Empty every registered cache (what the library memoised: tables, plans, templates, parsed
     settings); the next calls compute afresh. Results do not change."""
@@ -118,4 +85,4 @@ def cache_info() -> dict[str, CacheStats]:
 register_memo("rules.timestamp_formats", rules._check_format_text)
 register_memo("rules.digests", rules._cached_digest)
 
-__all__ = ["CacheStats", "KeyedDicts", "cache_info", "cached", "clear_caches", "register", "register_memo"]
+__all__ = ["CacheStats", "cache_info", "cached", "clear_caches", "register", "register_memo"]

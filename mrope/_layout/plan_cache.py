@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from mrope._caches import KeyedDicts, register
+from mrope._caches import register
 from mrope._layout.pieces import Block, TextRun
 from mrope._rules import LayoutRules
 from mrope._segments import Segment
@@ -25,8 +25,7 @@ class SegmentPlan(NamedTuple):
     second_per_grid: tuple[float, ...]
 
 
-_SEGMENT_PLANS = KeyedDicts()
-"""Per rules, segment -> its plan."""
+_SEGMENT_PLANS: dict[LayoutRules, dict[Segment, SegmentPlan]] = {}
 SEGMENT_PLAN_LIMIT = 4096
 """Most segment plans cached (all rules together); when full the cache starts over. Each holds at most
 :data:`_PLAN_PIECES` pieces and :data:`_PLAN_FRAMES` temporal offsets, tiles, frame times and tile
@@ -34,20 +33,34 @@ orders together (a few KiB)."""
 _PLAN_PIECES = 64
 _PLAN_FRAMES = 1024
 _segment_plan_count = 0
+_last_plans: list = [None, None]  # the rules and plans of the latest lookup
 
 
 def _clear_segment_plans() -> None:
     global _segment_plan_count
     _SEGMENT_PLANS.clear()
+    _last_plans[:] = [None, None]
     _segment_plan_count = 0
 
 
-register("layout.segment_plans", _clear_segment_plans, lambda: _SEGMENT_PLANS.size(), SEGMENT_PLAN_LIMIT)
+register(
+    "layout.segment_plans",
+    _clear_segment_plans,
+    lambda: sum(len(plans) for plans in _SEGMENT_PLANS.values()),
+    SEGMENT_PLAN_LIMIT,
+)
 
 
 def segment_plans(rules: LayoutRules) -> dict[Segment, SegmentPlan]:
     """The cached plans of ``rules``' segments (segment -> its plan), made empty on first use."""
-    return _SEGMENT_PLANS.of(rules)
+    last_rules, last_plans = _last_plans
+    if last_rules is rules:  # the same rules object as last time: skip hashing it
+        return last_plans
+    plans = _SEGMENT_PLANS.get(rules)
+    if plans is None:
+        plans = _SEGMENT_PLANS[rules] = {}
+    _last_plans[:] = [rules, plans]
+    return plans
 
 
 def small_plan(seg: Segment, pieces: Sequence[TextRun | Block]) -> bool:
@@ -64,6 +77,7 @@ def remember_plan(plans: dict[Segment, SegmentPlan], seg: Segment, plan: Segment
     global _segment_plan_count
     if _segment_plan_count >= SEGMENT_PLAN_LIMIT:
         _SEGMENT_PLANS.clear()
+        _last_plans[:] = [None, None]
         _segment_plan_count = 0
         plans.clear()  # the caller's dict may already be out of _SEGMENT_PLANS; keep it bounded too
     try:

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from mrope._caches import KeyedDicts, register
+from mrope._caches import register
 from mrope._errors import LayoutError, TokenError
 from mrope._grid import MAX_POSITION, target_positions, temporal_index
 from mrope._layout.leniency import tolerate
@@ -159,40 +159,52 @@ def _runs_of(row_types: np.ndarray, n: int) -> TokenRuns:
     return starts, [*change, n], row_types[starts].tolist()
 
 
-_BLOCKS = KeyedDicts()
-"""The blocks of :func:`grid_block` per rules, keyed by ``(t, h, w, seconds)`` (immutable there; at most
-:data:`_BLOCK_LIMIT` in all, then the cache starts over)."""
-_BLOCK_LIMIT = 4096
-register("layout.grid_blocks", _BLOCKS.clear, _BLOCKS.size, _BLOCK_LIMIT)
+_BLOCKS: dict[tuple, Block] = {}
+"""The blocks of :func:`grid_block` per grid and rules (immutable there; at most 4096, then a fresh dict)."""
+register("layout.grid_blocks", lambda: _BLOCKS.clear(), lambda: len(_BLOCKS), 4096)
 
 
-def grid_block(queue: GridQueue, g: int, video: bool, lay: LayoutRules) -> Block:
-    """The block of grid ``g`` of ``queue`` (an image's, or a video's when ``video``) under ``lay``.
+def block_rules_key(lay: LayoutRules) -> tuple:
+    """The fields of ``lay`` that shape a block besides its grid and times: half of :func:`grid_block`'s
+    cache key, computed once per row."""
+    return (lay.merge_size, lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
 
-    Blocks are immutable here and cached in :data:`_BLOCKS` under ``(t, h, w, seconds)``, ``seconds``
-    being the video's seconds per temporal patch or ``False`` for an image: the same grid under the same
-    rules is the same block."""
+
+def grid_block(
+    queue: GridQueue, g: int, video: bool, lay: LayoutRules, rules_key: tuple
+) -> tuple[Block, tuple]:
+    """The block of grid ``g`` of ``queue`` (an image's, or a video's when ``video``) under ``lay``,
+    whose :func:`block_rules_key` is ``rules_key``, and its template (see
+    :func:`mrope._layout.pieces.block_template`).
+
+    Blocks are immutable here and cached: the same grid under the same rules is the same block."""
+    global _BLOCKS
     t, h, w = queue.rows[g]
-    seconds = video and float(queue.spg[g])  # type: ignore[index]
-    blocks = _BLOCKS.of(lay)
-    key = (t, h, w, seconds)
-    block = blocks.get(key)
-    if block is not None:
-        return block
-    if video:
-        t //= lay.temporal_merge_size
-    if video and lay.temporal == "timestamps":
-        tau = ZERO_OFFSETS
-    elif not video or lay.temporal == "index":
-        tau = np.arange(t, dtype=np.int64)
+    if not video:
+        time_key: Any = t
     else:
-        tau = temporal_index(t, lay, seconds)
-    if _BLOCKS.size() >= _BLOCK_LIMIT:
-        _BLOCKS.clear()
-        blocks = _BLOCKS.of(lay)
-    merge = lay.merge_size
-    block = blocks[key] = untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
-    return block
+        t //= lay.temporal_merge_size
+        temporal = lay.temporal
+        if temporal == "index":
+            time_key = t
+        elif temporal == "timestamps":
+            time_key = 0
+        else:
+            time_key = (t, float(queue.spg[g]), lay.tokens_per_second, lay.seconds_grouping)  # type: ignore[index]
+    key = (time_key, h, w, rules_key)
+    block = _BLOCKS.get(key)
+    if block is None:
+        if time_key == 0:
+            tau = ZERO_OFFSETS
+        elif isinstance(time_key, int):
+            tau = np.arange(t, dtype=np.int64)
+        else:
+            tau = temporal_index(t, lay, time_key[1])
+        if len(_BLOCKS) >= 4096:
+            _BLOCKS = {}
+        merge = lay.merge_size
+        block = _BLOCKS[key] = untiled_block((t, h // merge, w // merge), tau, lay, "image", -1, 0)
+    return block, block_template(block)
 
 
 def run_pieces(
@@ -207,6 +219,7 @@ def run_pieces(
     append = pieces.append
     make = tuple.__new__  # TextRun(...) without the named tuple's Python-level __new__
     bordered_rule = lay.grid_border
+    rules_key = block_rules_key(lay)
     for a, z, kind in zip(*runs, strict=True):
         if kind == 0:
             append(make(TextRun, (z - a, 0, "text", -1)))
@@ -214,7 +227,7 @@ def run_pieces(
         queue = images if kind == 1 else videos
         if bordered_rule and kind == 1:
             g, bordered = _take_bordered(queue, z - a, row, a)
-            block = grid_block(queue, g, False, lay)
+            block = grid_block(queue, g, False, lay, rules_key)[0]
             if bordered:
                 append(make(TextRun, (1, 0, "wrapper", -1)))
                 append(block)
@@ -223,7 +236,7 @@ def run_pieces(
                 append(block)
             continue
         for g in queue.take(z - a, row, a):
-            append(grid_block(queue, g, kind == 2, lay))
+            append(grid_block(queue, g, kind == 2, lay, rules_key)[0])
     return pieces
 
 
@@ -247,7 +260,7 @@ def fill_runs(
     if lay.grid_border:
         return fill_pieces(run_pieces(runs, row, images, videos, lay), dense, None, None, lay.advance)
     spatial = lay.advance == "spatial"
-    blocks = _BLOCKS.of(lay)  # the cached blocks of these rules, as grid_block keys them
+    rules_key = block_rules_key(lay)
     s = 0  # start of the next piece
     top = -1  # largest position so far
     for a, z, kind in zip(*runs, strict=True):
@@ -263,20 +276,8 @@ def fill_runs(
                 top = s - 1
             continue
         queue = images if kind == 1 else videos
-        video = kind == 2
-        g = queue.next
-        if g < len(queue.tokens) and queue.tokens[g] == n:  # one grid fills the run: the usual case
-            queue.next = g + 1
-            grids: Sequence[int] = (g,)
-        else:
-            grids = queue.take(n, row, a)
-        for g in grids:
-            # the block of the grid: one dict lookup when cached, under grid_block's key
-            t, h, w = queue.rows[g]
-            block = blocks.get((t, h, w, video and float(queue.spg[g])))  # type: ignore[index]
-            if block is None:
-                block = grid_block(queue, g, video, lay)
-            template, top_t, top_hw = block_template(block)
+        for g in queue.take(n, row, a):
+            block, (template, top_t, top_hw) = grid_block(queue, g, kind == 2, lay, rules_key)
             b = a + block.n
             hw = s if block.anchored else 0
             high = max(s + top_t, hw + top_hw)
@@ -444,7 +445,7 @@ def scan_batch(
 
     axes = lay.num_axes
     out = inputs.out if inputs.out is not None else np.empty((axes, b, length), dtype=np.int64)
-    deltas = np.empty(b, dtype=np.int64)  # every row writes its own
+    deltas = np.zeros(b, dtype=np.int64)
     generation: list[np.ndarray | None] = [None] * b
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
     shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
@@ -522,6 +523,7 @@ __all__ = [
     "RowFiller",
     "ScanResult",
     "ScanRow",
+    "block_rules_key",
     "fill_runs",
     "grid_block",
     "run_pieces",

@@ -16,7 +16,6 @@ import pytest
 
 from mrope import Image, MRopeWarning, Text, Video, build_batch, build_positions, cache_info, clear_caches
 from mrope import _positions as positions
-from mrope._caches import KeyedDicts
 from mrope._layout import pieces, plan_cache
 
 START, END = 151652, 151653  # Qwen2-VL's <|vision_start|>, <|vision_end|>
@@ -102,7 +101,8 @@ def test_outputs_never_alias_the_caches() -> None:
 def test_caches_stay_bounded_and_right_after_eviction(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plan_cache, "SEGMENT_PLAN_LIMIT", 3)
     monkeypatch.setattr(pieces, "_TEMPLATE_BUDGET", 256)
-    monkeypatch.setattr(plan_cache, "_SEGMENT_PLANS", KeyedDicts())
+    monkeypatch.setattr(plan_cache, "_SEGMENT_PLANS", {})
+    monkeypatch.setattr(plan_cache, "_last_plans", [None, None])
     monkeypatch.setattr(plan_cache, "_segment_plan_count", 0)
     monkeypatch.setattr(pieces, "_TEMPLATES", {})
     monkeypatch.setattr(pieces, "_template_tokens", 0)

@@ -10,20 +10,15 @@ row newlines, frame blocks, temporal merging, second-based time).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import random
 import zlib
-from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
-import torch
-from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel
 
 import mrope
 from mrope._errors import LayoutError
-from mrope._layout import engine_for, token_scan
+from mrope._layout import engine_for
 from mrope._layout.pieces import fill_pieces
 from mrope._layout.token_scan import GridQueue, fill_runs, run_pieces
 from mrope._rules import LayoutRules
@@ -184,37 +179,3 @@ def test_overflow_names_the_row_and_grid() -> None:
     spg = [2.0**61 * 0.999] * 2  # seconds per grid: time offsets just under 2**62 at 2 tokens a second
     with pytest.raises(LayoutError, match=r"row 0, video_grid_thw\[1\] at token 11: positions overflow"):
         mrope.numpy_rope_index(ids, None, [[2, 4, 4]] * 2, model="qwen2.5-vl", second_per_grid_ts=spg)
-
-
-def _qwen2_vl_get_rope_index() -> Any:
-    """transformers' own ``Qwen2VLModel.get_rope_index`` bound to an object holding only its merge size
-    (transformers 5.24 models/qwen2_vl/modeling_qwen2_vl.py:895)."""
-    fake = SimpleNamespace(config=SimpleNamespace(vision_config=SimpleNamespace(spatial_merge_size=2)))
-    fake.get_vision_position_ids = functools.partial(Qwen2VLModel.get_vision_position_ids, fake)
-    return functools.partial(Qwen2VLModel.get_rope_index, fake)
-
-
-def test_block_cache_stays_bounded_and_right(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The token scan's blocks, cached per rules and grid, start over at their bound, and every prompt
-    (more distinct grids than the cache holds, each grid seen twice) still gets transformers' positions."""
-    theirs = _qwen2_vl_get_rope_index()
-    rules = resolve_rules("qwen2-vl", None, "transformers5")
-    monkeypatch.setattr(token_scan, "_BLOCK_LIMIT", 3)
-    token_scan._BLOCKS.clear()
-    for size in range(2, 14, 2):
-        grids = [[1, size, 4], [1, 2, size], [1, size, 4]]
-        ids, types = [7, 8, 9], [0, 0, 0]
-        for t, h, w in grids:
-            n = t * h * w // 4
-            ids += [rules.vision_start_id, *[rules.image_pad_id] * n, rules.vision_end_id, 5, 6]
-            types += [0, *[1] * n, 0, 0, 0]
-        ids_t, types_t = torch.tensor([ids]), torch.tensor([types])
-        grids_t = torch.tensor(grids)
-        want, want_deltas = theirs(ids_t, types_t, grids_t, None)
-        for _ in range(2):
-            got, deltas = mrope.get_rope_index(ids_t, grids_t, model="qwen2-vl", convention="transformers5")
-            assert torch.equal(got, want) and torch.equal(deltas, want_deltas)
-            assert token_scan._BLOCKS.size() <= 3
-    # negative control: the same ids with the grids' h and w swapped get other positions
-    swapped = torch.tensor([[t, w, h] for t, h, w in grids])
-    assert not torch.equal(mrope.get_rope_index(ids_t, swapped, model="qwen2-vl")[0], want)
