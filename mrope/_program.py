@@ -21,6 +21,7 @@ Two programs are equal when their binary forms are (:meth:`PositionProgram.__eq_
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -41,6 +42,7 @@ _HEADER = struct.Struct("<4sHHIQQQ8s32s")
 """magic, version, flags, num_axes, num_tokens, num_runs, pool_length, delta (int64 or float64), rules digest."""
 _FLOAT = 1  # flags bit 0: positions are float32 (fractional time), origins and strides float64
 _JSON_FORMAT = "mrope-position-program"
+_LITTLE = sys.byteorder == "little"
 
 
 @dataclass(frozen=True, eq=False)
@@ -240,8 +242,10 @@ class PositionProgram:
             self.advance,
             self.pool,
         )
-        # tobytes writes C order; astype is no copy where the machine is little-endian already
-        return header + b"".join(p.astype(p.dtype.newbyteorder("<"), copy=False).tobytes() for p in parts)
+        # tobytes writes C order; an array not already little-endian is converted first
+        return b"".join(
+            [header, *(p.tobytes() if p.dtype.isnative and _LITTLE else _little(p).tobytes() for p in parts)]
+        )
 
     @classmethod
     def from_bytes(
@@ -366,6 +370,11 @@ class PositionProgram:
                 f"a position program's delta is {'an int' if kind == 'int64' else 'a number'}; got {delta!r}"
             )
         return _checked(cls(tokens, float(delta) if kind == "float32" else delta, digest, *fields))
+
+
+def _little(p: np.ndarray) -> np.ndarray:
+    """``p`` with little-endian numbers."""
+    return p.astype(p.dtype.newbyteorder("<"))
 
 
 def block_values(origin: np.ndarray, strides: np.ndarray, dims: Sequence[int], dtype: np.dtype) -> np.ndarray:

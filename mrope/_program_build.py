@@ -97,10 +97,15 @@ class Runs:
             r = len(folded[0])
             columns, lead, advance = folded[:5], folded[5], chain.from_iterable(folded[6])
         lengths, shape, origin, strides, explicit = columns
-        # two arrays made from flat lists (the counts, the numbers), the run arrays contiguous views
-        ints = np.array([*lengths, *chain.from_iterable(shape), *explicit, *lead], dtype=np.int64)
-        steps = chain.from_iterable(chain.from_iterable(strides))
-        nums = np.array([*chain.from_iterable(origin), *steps, *advance], dtype=self.num)
+        # the counts and the numbers as flat lists made into one array (two when the numbers are float),
+        # the run arrays contiguous views of it
+        counts = [*lengths, *chain.from_iterable(shape), *explicit, *lead]
+        numbers = [*chain.from_iterable(origin), *chain.from_iterable(chain.from_iterable(strides)), *advance]
+        if self.is_float:
+            ints, nums = np.array(counts, dtype=np.int64), np.array(numbers, dtype=self.num)
+        else:
+            flat = np.array(counts + numbers, dtype=np.int64)
+            ints, nums = flat[: 6 * r], flat[6 * r :]
         return PositionProgram(
             num_tokens=num_tokens,
             delta=delta,
