@@ -137,10 +137,11 @@ def fold_groups(
 
     Returns the columns ``lengths``, ``shape``, ``origin``, ``strides``, ``explicit``, ``lead``,
     ``advance``, or ``None`` when nothing folds (no run has the shape of the run one or two after it:
-    the common case, answered in one pass over the shapes). O(runs) Python steps."""
+    the common case, answered by a set of the shapes when they are all distinct). O(runs) Python steps."""
     count = len(shape)
-    if not any(a == b for a, b in zip(shape, shape[1:], strict=False)) and not any(
-        a == b for a, b in zip(shape, shape[2:], strict=False)
+    if len(set(shape)) == count or not (
+        any(a == b for a, b in zip(shape, shape[1:], strict=False))
+        or any(a == b for a, b in zip(shape, shape[2:], strict=False))
     ):
         return None
     start = [tuple(o) for o in origin]
