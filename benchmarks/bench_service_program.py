@@ -12,7 +12,9 @@ requests, each answered in the three formats the service speaks:
 ``application/x-mrope-program`` (:class:`mrope.PositionProgram` bytes). Before any load, each answer is
 decoded and checked equal to the JSON answer's positions, so the three carry the same ids. ``/healthz``
 is the floor. Rounds are interleaved (floor, then each request and format) and the medians printed, with
-each format's req/s against JSON's of the same request, per round.
+each format's req/s against JSON's of the same request, per round, and the server process's CPU time
+(user + system) per request against JSON's: on a shared machine the CPU a request costs moves less with
+other jobs than the rate does.
 
 Usage: ``python benchmarks/bench_service_program.py [--duration 5] [--rounds 3] [--concurrency 8]``.
 """
@@ -129,19 +131,29 @@ def main() -> int:
         f"interleaved rounds, one server worker, {os.cpu_count()} CPUs, load average {load0:.2f} at start, "
         f"{os.getloadavg()[0]:.2f} at the end\n"
     )
-    print("| request | format | body bytes | req/s (median) | p50 ms | / JSON by req/s (per round) |")
-    print("|---|---|---:|---:|---:|---|")
+    print(
+        "| request | format | body bytes | req/s (median) | p50 ms | / JSON by req/s (per round) "
+        "| server CPU us / request (median) | / JSON by CPU (per round) |"
+    )
+    print("|---|---|---:|---:|---:|---|---:|---|")
     floor = results[("/healthz (floor)", "")]
-    print(f"| `GET /healthz` (floor) | | | {statistics.median(r.rps for r in floor):,.0f} | | |")
+    floor_cpu = statistics.median(r.cpu_us_per_request for r in floor)
+    print(
+        f"| `GET /healthz` (floor) | | | {statistics.median(r.rps for r in floor):,.0f} | | "
+        f"| {floor_cpu:,.0f} | |"
+    )
     for name in requests:
         json_rounds = results[(name, "JSON")]
         for fmt in FORMATS:
             rs = results[(name, fmt)]
             ratios = [r.rps / j.rps for r, j in zip(rs, json_rounds, strict=True) if j.rps]
+            cpu = [r.cpu_us_per_request / j.cpu_us_per_request for r, j in zip(rs, json_rounds, strict=True)]
             print(
                 f"| {name} | {fmt} | {sizes[name][fmt]:,} | {statistics.median(r.rps for r in rs):,.1f} "
                 f"| {statistics.median(r.p50_ms for r in rs):.2f} "
-                f"| {statistics.median(ratios):.2f} ({', '.join(f'{x:.2f}' for x in ratios)}) |"
+                f"| {statistics.median(ratios):.2f} ({', '.join(f'{x:.2f}' for x in ratios)}) "
+                f"| {statistics.median(r.cpu_us_per_request for r in rs):,.0f} "
+                f"| {statistics.median(cpu):.2f} ({', '.join(f'{x:.2f}' for x in cpu)}) |"
             )
     errors = sum(r.errors for rs in results.values() for r in rs)
     print(f"\nnon-2xx or socket errors: {errors}")

@@ -11,7 +11,7 @@ is one run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from itertools import chain
 from typing import Any
 
@@ -82,14 +82,30 @@ class Runs:
     def program(
         self, num_tokens: int, delta: Any, digest: str, dtype: np.dtype | None = None
     ) -> PositionProgram:
-        """The program of these runs (``dtype``: the positions', by default int64, float32 when float)."""
-        r, a = len(self.lengths), self.axes
+        """The program of these runs (``dtype``: the positions', by default int64, float32 when float),
+        integer runs folded into groups (:func:`fold_groups`; float programs stay plain, their rounding
+        that of one block's sum)."""
         if dtype is None:
             dtype = np.dtype(np.float32 if self.is_float else np.int64)
-        # two arrays made from flat lists (the counts, the numbers), the five run arrays contiguous views
-        ints = np.array([*self.lengths, *chain.from_iterable(self.shape), *self.explicit], dtype=np.int64)
-        steps = chain.from_iterable(chain.from_iterable(self.strides))
-        nums = np.array([*chain.from_iterable(self.origin), *steps], dtype=self.num)
+        r, a = len(self.lengths), self.axes
+        columns = (self.lengths, self.shape, self.origin, self.strides, self.explicit)
+        folded = None if self.is_float else fold_groups(*columns)
+        if folded is None:
+            lead: Sequence[int] = [0] * r
+            advance: Iterable[Any] = [0] * (r * a)
+        else:
+            r = len(folded[0])
+            columns, lead, advance = folded[:5], folded[5], chain.from_iterable(folded[6])
+        lengths, shape, origin, strides, explicit = columns
+        # the counts and the numbers as flat lists made into one array (two when the numbers are float),
+        # the run arrays contiguous views of it
+        counts = [*lengths, *chain.from_iterable(shape), *explicit, *lead]
+        numbers = [*chain.from_iterable(origin), *chain.from_iterable(chain.from_iterable(strides)), *advance]
+        if self.is_float:
+            ints, nums = np.array(counts, dtype=np.int64), np.array(numbers, dtype=self.num)
+        else:
+            flat = np.array(counts + numbers, dtype=np.int64)
+            ints, nums = flat[: 6 * r], flat[6 * r :]
         return PositionProgram(
             num_tokens=num_tokens,
             delta=delta,
@@ -97,10 +113,93 @@ class Runs:
             lengths=ints[:r],
             shape=ints[r : 4 * r].reshape(r, 3),
             origin=nums[: r * a].reshape(r, a),
-            strides=nums[r * a :].reshape(r, a, 3),
-            explicit=ints[4 * r :],
+            strides=nums[r * a : 4 * r * a].reshape(r, a, 3),
+            explicit=ints[4 * r : 5 * r],
             pool=np.concatenate(self.pool, axis=1) if self.pool else np.zeros((a, 0), dtype=dtype),
+            lead=ints[5 * r :],
+            advance=nums[4 * r * a :].reshape(r, a),
         )
+
+
+def fold_groups(
+    lengths: Sequence[int],
+    shape: Sequence[tuple[int, int, int]],
+    origin: Sequence[Sequence],
+    strides: Sequence[Sequence[Sequence]],
+    explicit: Sequence[int],
+) -> tuple[list, ...] | None:
+    """Plain integer runs (columns of :class:`Runs`) with repeated groups folded, greedily from the first
+    run: a text line of ``n`` tokens (every axis stepping 1) followed by a block starting where the line
+    would go on, repeated at a constant advance with the same ``n``, block shape and strides (a
+    timestamped video's frames), is one run of ``lead`` ``n``; failing that, affine runs of one shape and
+    strides repeated at a constant advance (rows of tiles, lines with equal gaps) are one run of ``lead``
+    0. Two groups or more fold; anything else stays as it was (``lead`` 0, ``advance`` 0).
+
+    Returns the columns ``lengths``, ``shape``, ``origin``, ``strides``, ``explicit``, ``lead``,
+    ``advance``, or ``None`` when nothing folds (no run has the shape of the run one or two after it:
+    the common case, answered by a set of the shapes when they are all distinct). O(runs) Python steps."""
+    count = len(shape)
+    if len(set(shape)) == count or not (
+        any(a == b for a, b in zip(shape, shape[1:], strict=False))
+        or any(a == b for a, b in zip(shape, shape[2:], strict=False))
+    ):
+        return None
+    start = [tuple(o) for o in origin]
+    step = [tuple(tuple(x) for x in s) for s in strides]
+    zero = (0,) * len(start[0])
+    out: tuple[list, ...] = ([], [], [], [], [], [], [])
+    i = 0
+    while i < count:
+        run = (lengths[i], shape[i], start[i], step[i], explicit[i], 0, zero)
+        width = 1
+        if explicit[i] < 0:
+            for width in (2, 1):
+                groups, advance = _repeats(i, width, shape, start, step, explicit)
+                if groups > 1:
+                    lead = lengths[i] if width == 2 else 0
+                    b = i + width - 1
+                    run = (groups * (lead + lengths[b]), shape[b], start[i], step[b], -1, lead, advance)
+                    width *= groups
+                    break
+            else:
+                width = 1
+        for column, value in zip(out, run, strict=True):
+            column.append(value)
+        i += width
+    return out
+
+
+_TEXT_STEP = (0, 0, 1)
+
+
+def _repeats(
+    i: int, width: int, dims: Sequence[tuple], start: list[tuple], step: list[tuple], explicit: Sequence[int]
+) -> tuple[int, tuple]:
+    """How many groups of ``width`` runs repeat from run ``i`` (a text line and its block for width 2,
+    one affine run for width 1), and their advance."""
+    count = len(dims)
+    if i + 2 * width > count or dims[i + width] != dims[i] or dims[i + 2 * width - 1] != dims[i + width - 1]:
+        return 1, ()
+    if width == 2:
+        n = dims[i][2]
+        line = dims[i][:2] == (1, 1) and (n == 1 or all(s == _TEXT_STEP for s in step[i]))
+        if not line or explicit[i + 1] >= 0 or start[i + 1] != tuple(o + n for o in start[i]):
+            return 1, ()
+    advance = tuple(b - a for a, b in zip(start[i], start[i + width], strict=True))
+    groups, j = 1, i + width
+    while j + width <= count:
+        for q in range(width):
+            first, here = i + q, j + q
+            if (
+                explicit[here] >= 0
+                or dims[here] != dims[first]
+                or step[here] != step[first]
+                or start[here] != tuple(o + groups * a for o, a in zip(start[first], advance, strict=True))
+            ):
+                return groups, advance
+        groups += 1
+        j += width
+    return groups, advance
 
 
 def _block(
@@ -235,4 +334,4 @@ def _compiled(
     return runs.program(total, delta, digest, ids.dtype)
 
 
-__all__ = ["LINE_LIMIT", "Runs", "compile_program"]
+__all__ = ["LINE_LIMIT", "Runs", "compile_program", "fold_groups"]

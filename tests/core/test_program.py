@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import struct
 import tracemalloc
 
 import numpy as np
@@ -21,7 +22,7 @@ from support.tiny_vlm import FAMILIES, NO_VIDEO
 import mrope
 from mrope import Image, PositionProgram, ProgramError, Text, Video
 from mrope.integrations import transformers as mt
-from mrope.models import names
+from mrope.models import names, resolve_rules
 
 VISION = ("image", "video", "thumbnail")
 
@@ -127,13 +128,87 @@ def test_program_grows_with_segments_not_tokens() -> None:
     (small, (small_bytes, _)), (big, (big_bytes, big_npy)) = sorted(sizes.items())
     assert big > 100_000 and big_bytes < 0.01 * big_npy
     assert big_bytes == small_bytes  # the same three runs whatever the length
-    # Qwen3-VL's timestamps: a text run and a frame block per frame, so linear in frames, not in tokens
-    got = []
-    for side in (28, 56):
-        segments = [Text(50), Video(grid=(160, side, side), fps=2.0)]
-        p = mrope.build_positions(segments, model="qwen3-vl", tokenizer=tv.tokenize)
-        got.append((len(p.program().to_bytes()), p.ids.nbytes))
-    assert got[0][0] == got[1][0] < 0.02 * got[1][1] and got[1][1] > 3 * got[0][1]
+
+
+TIMESTAMPS = [n for n in FAMILIES if resolve_rules(n, None).temporal == "timestamps"]
+"""The families whose videos put each temporal patch's block after (or before) its timestamp text."""
+
+
+@pytest.mark.parametrize("name", ["qwen3-vl", "glm-4.1v"])
+def test_a_timestamped_videos_program_grows_with_timestamp_lengths_not_frames(name: str) -> None:
+    """A 100k-token video of 196-token frames is a few runs (one per stretch of frames whose timestamps
+    have the same number of tokens): under 1 % of its npy; 5x the frames add a run per new length."""
+    sizes = []
+    for patches in (100, 500):
+        segments = [Text(50), Video(grid=(2 * patches, 28, 28), fps=2.0), Text(20)]
+        p = mrope.build_positions(segments, model=name, tokenizer=tv.tokenize)
+        program = p.program()
+        np.testing.assert_array_equal(program.expand(), p.ids)
+        lengths = {len(tv.tokenize(p.rules.format_timestamp(float(s)))) for s in range(0, patches + 2)}
+        assert program.num_runs <= 3 + len(lengths) and program.repeat.max() > patches // 2
+        sizes.append((p.num_tokens, len(program.to_bytes()), p.ids.nbytes, program.num_runs))
+    (_, small, _, small_runs), (tokens, big, npy, big_runs) = sizes
+    assert tokens > 100_000 and big < 0.01 * npy, sizes
+    assert big - small == (big_runs - small_runs) * 8 * (6 + 5 * 3) and big_runs - small_runs <= 1, sizes
+
+
+@pytest.mark.parametrize("name", TIMESTAMPS)
+def test_timestamped_videos_of_many_frames_expand_to_the_models_own_positions(name: str) -> None:
+    """Random prompts with videos of 16-80 temporal patches (grids, fps and text at random): expansion,
+    both codecs and windows straddling groups equal the family's own get_rope_index; each video is a few
+    runs, not two per patch. Control: one folded run's advance moved changes the positions."""
+    rules = mt.model_rules(tv.model(name))
+    m, tm = rules.merge_size, rules.temporal_merge_size
+    for seed in range(2):
+        rng = np.random.default_rng(100 + seed)
+        segments: list = [Text(tv.tokenize("x" * int(rng.integers(1, 12))))]
+        patches = []
+        for _ in range(int(rng.integers(1, 3))):
+            patches.append(int(rng.integers(16, 81)))
+            side = (m * int(rng.integers(1, 3)), m * int(rng.integers(1, 3)))
+            fps = float(rng.choice([0.5, 1.0, 2.0]))
+            segments += [Video(grid=(tm * patches[-1], *side), fps=fps), Text(tv.tokenize("y" * 3))]
+        want = models_own(name, segments)
+        p = mrope.build_positions(segments, model=name, rules=rules, tokenizer=tv.tokenize)
+        program = _round_trips(p, want)
+        assert program.num_runs <= 4 + 5 * len(patches) < sum(patches), (program.num_runs, patches)
+        for _ in range(20):
+            a = int(rng.integers(0, want.shape[1]))
+            b = min(want.shape[1], a + int(rng.integers(1, 200)))
+            np.testing.assert_array_equal(program.window(a, b), want[:, a:b])
+        folded = int(np.argmax(program.repeat))
+        assert program.repeat[folded] > 1 and program.lead[folded] > 0
+        moved = dataclasses.replace(
+            program, advance=program.advance + (np.arange(program.num_runs) == folded)[:, None]
+        )
+        assert not np.array_equal(moved.expand(), want)
+        assert not np.array_equal(moved.window(0, want.shape[1]), want)
+
+
+def test_equal_programs_compare_and_hash_equal() -> None:
+    """Value equality: the same positions built twice, or read back from either codec, are equal programs
+    with one hash; another delta, digest or origin is another program."""
+    segments = [Text(9), Video(grid=(8, 4, 6), fps=2.0), Text(3)]
+    a = mrope.build_positions(segments, model="qwen3-vl", tokenizer=tv.tokenize).program()
+    b = mrope.build_positions(segments, model="qwen3-vl", tokenizer=tv.tokenize).program()
+    copies = [
+        b,
+        PositionProgram.from_bytes(a.to_bytes()),
+        PositionProgram.from_dict(json.loads(json.dumps(a.to_dict()))),
+    ]
+    for other in copies:
+        assert other is not a and other == a and hash(other) == hash(a)
+    assert len({a, *copies}) == 1
+    others = [
+        dataclasses.replace(a, delta=a.delta + 1),
+        dataclasses.replace(a, rules_digest="0" * 32),
+        dataclasses.replace(a, origin=a.origin + (np.arange(a.num_runs) == 1)[:, None]),
+        mrope.build_positions(segments[:2], model="qwen3-vl", tokenizer=tv.tokenize).program(),
+    ]
+    for other in others:
+        assert other != a
+    assert len({a, *others}) == 1 + len(others)
+    assert a != a.to_bytes() and (a == a.to_bytes()) is False
 
 
 def test_irregular_sets_are_stored_and_still_exact() -> None:
@@ -153,21 +228,25 @@ def _header_with(data: bytes, offset: int, value: bytes) -> bytes:
 
 def test_expand_into_a_buffer_allocates_nothing_of_the_results_size() -> None:
     """tracemalloc (numpy reports its buffers to it): expanding a 100k-token video prompt into the caller's
-    buffer peaks at a block's rows (a tenth of the result here: its last axis is added into the buffer);
-    the allocating call (the control) holds the result."""
-    p = mrope.build_positions([Text(50), Video(grid=(160, 56, 56), fps=2.0), Text(20)], model="qwen2.5-vl")
-    program, buffer = p.program(), np.empty_like(p.ids)
-    peaks = []
-    for out in (buffer, None):
-        program.expand(out=out)
-        tracemalloc.start()
-        try:
+    buffer peaks at a block's rows (a tenth of the result here: its last axis is added into the buffer),
+    a timestamped one (runs of groups) at numpy's staging buffers (3 x 64 KiB, under a tenth of its
+    3.3 MB); the allocating call (the control) holds the result."""
+    for name, grid in (("qwen2.5-vl", (160, 56, 56)), ("qwen3-vl", (640, 28, 28))):
+        segments = [Text(50), Video(grid=grid, fps=2.0), Text(20)]
+        p = mrope.build_positions(segments, model=name, tokenizer=tv.tokenize)
+        program, buffer = p.program(), np.empty_like(p.ids)
+        peaks = []
+        for out in (buffer, None):
             program.expand(out=out)
-            peaks.append(tracemalloc.get_traced_memory()[1])
-        finally:
-            tracemalloc.stop()
-    np.testing.assert_array_equal(buffer, p.ids)
-    assert peaks[0] < p.ids.nbytes // 10 and peaks[1] >= p.ids.nbytes, (peaks, p.ids.nbytes)
+            tracemalloc.start()
+            try:
+                program.expand(out=out)
+                peaks.append(tracemalloc.get_traced_memory()[1])
+            finally:
+                tracemalloc.stop()
+        np.testing.assert_array_equal(buffer, p.ids)
+        assert p.ids.nbytes > 2_000_000 and program.num_runs < 10
+        assert peaks[0] < p.ids.nbytes // 10 and peaks[1] >= p.ids.nbytes, (name, peaks, p.ids.nbytes)
 
 
 def test_malformed_and_hostile_buffers_are_refused_with_a_clear_error() -> None:
@@ -201,7 +280,7 @@ def test_malformed_and_hostile_buffers_are_refused_with_a_clear_error() -> None:
         PositionProgram.from_bytes(forged)
     bad = p.program().to_dict()
     for key, value, message in (
-        ("version", 2, "version 1"),
+        ("version", 1, "version 2"),
         ("dtype", "int8", "'int64' or 'float32'"),
         ("origin", [[1, 2]], "origin"),
         ("lengths", "x", "lists"),
@@ -214,3 +293,51 @@ def test_malformed_and_hostile_buffers_are_refused_with_a_clear_error() -> None:
             PositionProgram.from_dict({**bad, key: value})
     with pytest.raises(ProgramError, match="window needs"):
         p.program().window(0, p.num_tokens + 1)
+
+
+def test_forged_groups_are_refused_with_a_clear_error() -> None:
+    """A folded run whose lead no longer tiles its length, an advance on a run of one group, groups in a
+    float program and a lead on a stored run are refused by both readers; the unforged form reads."""
+    segments = [Text(9), Video(grid=(16, 4, 6), fps=2.0), Text(3)]
+    good = mrope.build_positions(segments, model="qwen3-vl", tokenizer=tv.tokenize).program().to_dict()
+    folded = int(np.argmax(np.array(good["lead"])))
+    single = good["lengths"].index(good["lengths"][0])  # the first run: the prompt's text, one group
+    assert PositionProgram.from_dict(good).repeat[folded] > 1
+    assert PositionProgram.from_bytes(_bytes_of(good)) == PositionProgram.from_dict(good)
+    lead = list(good["lead"])
+    lead[folded] += 1
+    advance = [list(a) for a in good["advance"]]
+    advance[single][0] = 3
+    irregular = mrope.build_positions([Text(50)], model="qwen2-vl").program().to_dict()
+    irregular.update(explicit=[0], pool=[list(range(50))] * 3, lead=[1], shape=[[1, 1, 49]])
+    cases = (
+        ({**good, "lead": lead}, "whole number of groups"),
+        ({**good, "advance": advance}, "one group has advance 0"),
+        ({**good, "dtype": "float32", "delta": 0.0}, "float positions has runs of one group"),
+        (irregular, "explicit run is one group"),
+    )
+    for data, message in cases:
+        with pytest.raises(ProgramError, match=message):
+            PositionProgram.from_dict(data)
+        if data["dtype"] == "int64":
+            with pytest.raises(ProgramError, match=message):
+                PositionProgram.from_bytes(_bytes_of(data))
+
+
+def _bytes_of(data: dict) -> bytes:
+    """The binary form of a JSON form, written here from the documented layout (docs/engine.md)."""
+    runs, axes, pool = len(data["lengths"]), data["num_axes"], len(data["pool"][0])
+    header = struct.pack(
+        "<4sHHIQQQq32s",
+        b"MRPG",
+        2,
+        0,
+        axes,
+        data["num_tokens"],
+        runs,
+        pool,
+        data["delta"],
+        data["rules_digest"].encode(),
+    )
+    order = ("lengths", "shape", "explicit", "lead", "origin", "strides", "advance", "pool")
+    return header + b"".join(np.asarray(data[k], dtype="<i8").tobytes() for k in order)
