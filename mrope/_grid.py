@@ -76,10 +76,15 @@ def target_positions(start: int, grids: Sequence[Sequence[int]], merge_size: int
     return np.concatenate(parts, axis=1)
 
 
+def image_time(n_frames: int, rules: LayoutRules) -> np.ndarray:
+    """``tau(i) = i * temporal_stride`` of an image's ``n_frames`` merged frames, int64."""
+    return np.arange(n_frames, dtype=np.int64) * rules.temporal_stride
+
+
 def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -> np.ndarray:
     """``tau(i)`` for ``i in [0, n_patches)``, int64.
 
-    ``i`` under the index rule. Under the seconds rule the released arithmetic, in float32 as the model
+    ``i * temporal_stride`` under the index rule. Under the seconds rule the released arithmetic, in float32 as the model
     computes it from the float32 ``second_per_grid_ts`` its processor hands over (``spg32``), then
     truncated: ``trunc(fl32(fl32(i * spg32) * tps))`` (``seconds_grouping="(i*spg)*tps"``, the released
     Qwen2.5-VL code), ``trunc(fl32(i * fl32(tps * spg32)))`` (``"i*(tps*spg)"``, transformers 5.x) or
@@ -89,7 +94,7 @@ def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -
     """
     i = np.arange(n_patches, dtype=np.int64)
     if rules.temporal != "seconds":
-        return i
+        return i * rules.temporal_stride if rules.temporal == "index" else i
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow to inf is refused below
         spg32 = np.float32(second_per_grid)
         tps32 = np.float32(rules.tokens_per_second)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from mrope._errors import LayoutError
-from mrope._grid import TEXT_FILL_ID, frame_tokens, merged_grid, target_positions, temporal_index
+from mrope._grid import TEXT_FILL_ID, frame_tokens, image_time, merged_grid, target_positions, temporal_index
 from mrope._layout.interface import LayoutEngine
 from mrope._layout.pieces import (
     Block,
@@ -223,7 +223,7 @@ class CounterPlan:
     def _image(self, img: Image, index: int) -> None:
         rules = self.rules
         merged = merged_grid(img.grid, rules.merge_size, f"image (segment {index})")
-        tau = np.arange(merged[0], dtype=np.int64)
+        tau = image_time(merged[0], rules)
         if img.tiles is None:
             if rules.grid_border:  # placeholders too (type 1 for the processor), outside the grid
                 self.text(1, rules.image_pad_id, "image", index)
@@ -541,17 +541,19 @@ _TEXT_KINDS = frozenset({"text", "wrapper", "timestamp"})
 def next_start(positions: Positions) -> int:
     """Where the counter stands after a whole sequence: where a piece appended to it starts.
 
-    ``1 + max`` under the ``max+1`` advance; under transformers 5.24's ``spatial`` advance (``s +
-    max(H', W')`` after a block, which ``1 + max`` does not recover) one past the last token, which must
-    be text (a prompt ends with text: the assistant's header)."""
+    ``1 + max`` under the ``max+1`` advance; under the others (transformers 5.24's ``spatial``, ``s +
+    max(H', W')`` after a block, and the schemes' ``block`` and ``time``, which ``1 + max`` does not
+    recover) one past the last token, which must be text (a prompt ends with text: the assistant's
+    header)."""
     if not positions.num_tokens:
         return 0
-    if positions.rules.advance != "spatial":
+    if positions.rules.advance == "max+1":
         return int(positions.ids.max()) + 1
     last = positions.spans[-1]
     if last.kind not in _TEXT_KINDS:
         raise LayoutError(
-            f"under the spatial advance the counter after a sequence that ends with a {last.kind} block "
+            f"under the {positions.rules.advance} advance the counter after a sequence that ends with a "
+            f"{last.kind} block "
             "is not in its positions; end the sequence with text, or continue from a state"
         )
     return int(positions.ids[0, -1]) + 1

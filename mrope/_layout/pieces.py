@@ -92,6 +92,7 @@ def untiled_block(
     follow_t = rules.frame_block and len(tau) > 1
     if follow_t:  # the frame_block rule: frame f starts a block of side max(H', columns)
         tau = np.arange(len(tau), dtype=np.int64) * max(hh, cols)
+    follow_t = follow_t or rules.spatial == "diagonal"  # each frame centred on its own t
     return Block(
         tau,
         hh,
@@ -111,10 +112,14 @@ def untiled_block(
 
 
 def spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int]) -> tuple[int, int]:
+    """The ``(h0, w0)`` of a block of ``hh x ww`` merged tokens: its first row and column relative to
+    where h and w start (``spatial``), shifted by a kept crop ``origin``."""
     h0 = w0 = 0
     if rules.spatial == "centered":
         side = max(hh, ww)
         h0, w0 = (side - hh) // 2, (side - ww) // 2
+    elif rules.spatial == "diagonal":  # VideoRoPE: h = t + j - (H' - 1) // 2 (follow_t adds t)
+        h0, w0 = -((hh - 1) // 2), -((ww - 1) // 2)
     if rules.crop == "keep":
         h0, w0 = h0 + origin[0], w0 + origin[1]
     return h0, w0
@@ -182,7 +187,9 @@ def block_template(p: Block) -> tuple:
         top_hw += top_t
     entry = (template, top_t, top_hw)
     if p.wrap is not None:  # start wrapper at 0, the block from 1, the end wrapper where text resumes
-        end = 1 + (max(p.span_h, p.span_w) if p.advance == "spatial" else max(top_t, top_hw) + 1)
+        end = 1 + (
+            max(p.span_h, p.span_w) if p.advance == "spatial" else block_advance(p.advance, top_t, top_hw)
+        )
         wrapped = np.empty((4, template.shape[1] + 2), dtype=np.int64)  # row 3: the token ids
         wrapped[:3, 0] = 0
         np.add(template, 1, out=wrapped[:3, 1:-1])
@@ -200,6 +207,13 @@ def block_template(p: Block) -> tuple:
         _TEMPLATES[key] = entry
         _template_tokens += n
     return entry
+
+
+def block_advance(advance: str, top_t: int, top_hw: int) -> int:
+    """Where the next piece starts relative to a block's start ``s`` (its largest relative t and h or w
+    given) under the advance rules that count from the block: ``"time"`` one past its last t, the
+    others one past its largest coordinate (``"block"``; and ``"max+1"`` for an anchored block)."""
+    return top_t + 1 if advance == "time" else max(top_t, top_hw) + 1
 
 
 def wrapped_block(pieces: Sequence[TextRun | Block], advance: str) -> Block | None:
@@ -251,6 +265,8 @@ def fill_pieces(
     streak = -1  # token where the pending streak of text runs began (-1: none)
     streak_s = 0  # its first position
     spatial = advance == "spatial"
+    own = advance in OWN_ADVANCES
+    time = advance == "time"
     cached = _TEMPLATES.get
     for k, p in enumerate(pieces):
         n = p.n
@@ -290,6 +306,8 @@ def fill_pieces(
             add_template(template, s, s, ids[:, a:b])
             if tokens is not None:
                 tokens[a:b] = token_row
+            if time:  # the largest t: the end wrapper's
+                high = s + next_rel - 1
             if high > top:
                 top = high
             s += next_rel
@@ -304,6 +322,10 @@ def fill_pieces(
         add_template(template, s, hw, ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
+        if own:
+            top, s = advance_own(advance, s, top, high, top_t, top_hw)
+            a = b
+            continue
         if high > top:
             top = high
         s = s + max(p.span_h, p.span_w) if spatial else top + 1
@@ -313,6 +335,18 @@ def fill_pieces(
     if spans is not None:
         spans += piece_spans(pieces, [p.index for p in pieces] if owners is None else owners)
     return top
+
+
+OWN_ADVANCES = ("block", "time")
+"""The advance rules that count the next start from the block alone (:func:`block_advance`)."""
+
+
+def advance_own(advance: str, s: int, top: int, high: int, top_t: int, top_hw: int) -> tuple[int, int]:
+    """``(top, next start)`` after an unwrapped block that starts at ``s`` (``high``: its largest
+    position) under an advance rule of :data:`OWN_ADVANCES`; ``top`` is the largest position so far, of
+    the t row under ``"time"`` (where the decode delta counts from)."""
+    nxt = s + block_advance(advance, top_t, top_hw)
+    return max(top, nxt - 1 if advance == "time" else high), nxt
 
 
 def piece_spans(pieces: Sequence[TextRun | Block], owners: Sequence[int]) -> list[Span]:
@@ -369,10 +403,13 @@ def write_text(ids: np.ndarray, a: int, b: int, s: int) -> None:
 
 
 __all__ = [
+    "OWN_ADVANCES",
     "ZERO_OFFSETS",
     "Block",
     "TextRun",
     "add_template",
+    "advance_own",
+    "block_advance",
     "block_template",
     "fill_pieces",
     "piece_spans",

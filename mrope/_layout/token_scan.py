@@ -20,13 +20,15 @@ import numpy as np
 
 from mrope._caches import register
 from mrope._errors import LayoutError, TokenError
-from mrope._grid import MAX_POSITION, target_positions, temporal_index
+from mrope._grid import MAX_POSITION, image_time, target_positions, temporal_index
 from mrope._layout.leniency import tolerate
 from mrope._layout.pieces import (
+    OWN_ADVANCES,
     ZERO_OFFSETS,
     Block,
     TextRun,
     add_template,
+    advance_own,
     block_template,
     fill_pieces,
     untiled_block,
@@ -167,7 +169,15 @@ register("layout.grid_blocks", lambda: _BLOCKS.clear(), lambda: len(_BLOCKS), 40
 def block_rules_key(lay: LayoutRules) -> tuple:
     """The fields of ``lay`` that shape a block besides its grid and times: half of :func:`grid_block`'s
     cache key, computed once per row."""
-    return (lay.merge_size, lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
+    return (
+        lay.merge_size,
+        lay.spatial,
+        lay.crop,
+        lay.temporal_merge_size,
+        lay.row_newline,
+        lay.frame_block,
+        lay.temporal_stride,
+    )
 
 
 def grid_block(
@@ -197,7 +207,7 @@ def grid_block(
         if time_key == 0:
             tau = ZERO_OFFSETS
         elif isinstance(time_key, int):
-            tau = np.arange(t, dtype=np.int64)
+            tau = image_time(t, lay)  # images, and the index rule: i * temporal_stride
         else:
             tau = temporal_index(t, lay, time_key[1])
         if len(_BLOCKS) >= 4096:
@@ -260,6 +270,7 @@ def fill_runs(
     if lay.grid_border:
         return fill_pieces(run_pieces(runs, row, images, videos, lay), dense, None, None, lay.advance)
     spatial = lay.advance == "spatial"
+    own = lay.advance in OWN_ADVANCES
     rules_key = block_rules_key(lay)
     s = 0  # start of the next piece
     top = -1  # largest position so far
@@ -286,10 +297,13 @@ def fill_runs(
                     f"row {row}, {queue.name}[{g}] at token {a}: positions overflow: would reach {high:,}"
                 )
             add_template(template, s, hw, dense[:, a:b])
+            a = b
+            if own:
+                top, s = advance_own(lay.advance, s, top, high, top_t, top_hw)
+                continue
             if high > top:
                 top = high
             s = s + max(block.span_h, block.span_w) if spatial else top + 1
-            a = b
     return top
 
 

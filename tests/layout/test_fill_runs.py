@@ -42,6 +42,14 @@ def _variants() -> list:
         "frame-block": {"frame_block": True},
         "temporal-merge-2": {"temporal_merge_size": 2},
         "index-time": {"temporal": "index"},
+        # the research schemes' rules (mrope.models._schemes): VideoRoPE's and MRoPE-Interleave's
+        "diagonal-time": {
+            "temporal": "index",
+            "spatial": "diagonal",
+            "advance": "time",
+            "temporal_stride": 2,
+        },
+        "reset-block": {"temporal": "index", "spatial": "reset", "advance": "block", "temporal_stride": 3},
     }
     out = []
     for name, change in changes.items():
