@@ -1,4 +1,5 @@
-"""The model registry: one module per released model family, indexed by name, model_type and repo id.
+"""The model registry: one module per released model family (and per research scheme), indexed by name,
+model_type and repo id.
 
 Each family module defines ``FAMILY = ModelFamily(...)`` (:mod:`mrope.models._family`, the value type);
 :mod:`mrope.models._registry` indexes the families and holds every lookup by name (:func:`get_family`,
@@ -14,6 +15,7 @@ from mrope.models._family import CONVENTIONS, CheckpointChoice, Convention, Mode
 from mrope.models._registry import (
     FAMILY_MODULES,
     PRESET_NAMES,
+    SCHEME_NAMES,
     ModelLike,
     families,
     family_for_model_type,
@@ -23,6 +25,7 @@ from mrope.models._registry import (
     resolve_rules,
     resolve_spec,
     resolve_tokenizer,
+    schemes,
 )
 from mrope.models._table import family_table
 
@@ -30,6 +33,7 @@ __all__ = [
     "CONVENTIONS",
     "FAMILY_MODULES",
     "PRESET_NAMES",
+    "SCHEME_NAMES",
     "CheckpointChoice",
     "Convention",
     "ModelFamily",
@@ -43,5 +47,6 @@ __all__ = [
     "resolve_rules",
     "resolve_spec",
     "resolve_tokenizer",
+    "schemes",
     "spec_from_config",
 ]

@@ -137,6 +137,7 @@ PUBLIC: dict[str, list[str]] = {
         "ModelFamily",
         "ModelLike",
         "PRESET_NAMES",
+        "SCHEME_NAMES",
         "families",
         "family_for_model_type",
         "family_table",
@@ -146,6 +147,7 @@ PUBLIC: dict[str, list[str]] = {
         "resolve_rules",
         "resolve_spec",
         "resolve_tokenizer",
+        "schemes",
         "spec_from_config",
     ],
     "mrope.ops": [
