@@ -296,31 +296,45 @@ COS_SIN = {
 }
 
 
+def _check_rotation(name: str, positions: torch.Tensor, seed: int, backend: str) -> None:
+    """Rotated q, k (16 query heads over 8 key heads, fp32) equal the authors' rotation within 1e-5;
+    MHRoPE's query heads read their key head's, as README's ``apply_multihead_rotary_pos_emb`` repeats
+    them (``repeat_interleave`` over the GQA group)."""
+    spec = get_family(name).spec
+    cos_k, sin_k = COS_SIN[name](positions, spec.theta)
+    if cos_k.dim() == 2:  # one table for every head
+        cos_k, sin_k = cos_k[:, None], sin_k[:, None]
+    cos_q = cos_k.repeat_interleave(16 // cos_k.shape[1], dim=1)
+    sin_q = sin_k.repeat_interleave(16 // sin_k.shape[1], dim=1)
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(positions.shape[1], 16, 128, generator=gen)
+    k = torch.randn(positions.shape[1], 8, 128, generator=gen)
+    qr, kr = mrope.apply_mrope(q, k, positions, spec, backend=backend)
+    torch.testing.assert_close(qr, q * cos_q + _rotate_half(q) * sin_q, atol=1e-5, rtol=0)
+    torch.testing.assert_close(kr, k * cos_k + _rotate_half(k) * sin_k, atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("name", list(COS_SIN))
 @pytest.mark.parametrize("seed", range(4))
 def test_rotation_equals_the_authors_code(name, seed) -> None:
-    """cos / sin (bit for bit) and rotated q, k (16 query heads over 8 key heads, fp32, within 1e-5) equal
-    the authors' rotation of the same positions; MHRoPE's query heads read their key head's, as README's
-    ``apply_multihead_rotary_pos_emb`` repeats them."""
-    fam = get_family(name)
+    """cos / sin equal the authors' bit for bit, and the torch path rotates as they do."""
+    spec = get_family(name).spec
     pos = mrope.build_positions(_prompt(seed), model=name, tokenizer=_tokenizer)
     positions = torch.from_numpy(pos.ids)
-    cos_ref, sin_ref = COS_SIN[name](positions, fam.spec.theta)
-    cos, sin = mrope.cos_sin(positions, fam.spec)
+    cos_ref, sin_ref = COS_SIN[name](positions, spec.theta)
+    cos, sin = mrope.cos_sin(positions, spec)
     torch.testing.assert_close(cos, cos_ref, atol=0, rtol=0)
     torch.testing.assert_close(sin, sin_ref, atol=0, rtol=0)
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(pos.num_tokens, 16, 128, generator=gen)
-    k = torch.randn(pos.num_tokens, 8, 128, generator=gen)
-    qr, kr = mrope.apply_mrope(q, k, positions, fam.spec)
-    c_k = cos_ref if cos_ref.dim() == 3 else cos_ref[:, None]
-    s_k = sin_ref if sin_ref.dim() == 3 else sin_ref[:, None]
-    c_q, s_q = (
-        c_k.repeat_interleave(16 // c_k.shape[1], dim=1),
-        s_k.repeat_interleave(16 // s_k.shape[1], dim=1),
-    )
-    torch.testing.assert_close(qr, q * c_q + _rotate_half(q) * s_q, atol=1e-5, rtol=0)
-    torch.testing.assert_close(kr, k * c_k + _rotate_half(k) * s_k, atol=1e-5, rtol=0)
+    _check_rotation(name, positions, seed, "torch")
+
+
+@pytest.mark.parametrize("name", list(COS_SIN))
+def test_the_triton_kernel_rotates_as_the_authors_do(name, monkeypatch) -> None:
+    """The Triton kernel (interpreted on the CPU) takes each scheme's spec, MHRoPE's per-head table
+    included, and rotates as the authors do."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    pos = mrope.build_positions([mrope.Text(3), mrope.Image(grid=(1, 6, 8)), mrope.Text(2)], model=name)
+    _check_rotation(name, torch.from_numpy(pos.ids), 1, "triton")
 
 
 def test_negative_controls_of_the_rotation() -> None:
