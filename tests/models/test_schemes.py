@@ -18,8 +18,10 @@ import pytest
 import torch
 
 import mrope
+from mrope import RopeSpec
 from mrope._cli import main
 from mrope.models import SCHEME_NAMES, get_family, resolve_rules
+from mrope.ops import PairTable, pair_table
 
 SEEDS = range(12)
 
@@ -335,6 +337,27 @@ def test_the_triton_kernel_rotates_as_the_authors_do(name, monkeypatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     pos = mrope.build_positions([mrope.Text(3), mrope.Image(grid=(1, 6, 8)), mrope.Text(2)], model=name)
     _check_rotation(name, torch.from_numpy(pos.ids), 1, "triton")
+
+
+def test_mhrope_padded_key_heads_as_a_pair_table() -> None:
+    """Fewer axis heads than key heads (freq_allocation/mhrope.py:28-44 pads the rest with zero angles:
+    NoPE) is a :class:`mrope.ops.PairTable` whose padded heads' rows are -1: cos 1 and sin 0 there, and
+    the other heads as the authors' ``(2, 2, 2)`` of 8."""
+    spec = RopeSpec(theta=5_000_000.0, section_layout="per_head", mrope_section=(2, 2, 2))
+    table = pair_table(spec)
+    padded = PairTable(
+        rows=np.concatenate([table.rows, np.full((2, table.num_freqs), -1)]),
+        inv_freq=np.concatenate([table.inv_freq, table.inv_freq[:2]]),
+        inv_freq32=np.concatenate([table.inv_freq32, table.inv_freq32[:2]]),
+        head_dim=128,
+        num_rows=3,
+    )
+    positions = torch.from_numpy(mrope.build_positions(_prompt(5), model="mhrope", tokenizer=_tokenizer).ids)
+    cos_ref, sin_ref = mhrope_cos_sin(positions, spec.theta, section=(2, 2, 2), kv_heads=8)
+    cos, sin = mrope.cos_sin(positions, padded)
+    torch.testing.assert_close(cos, cos_ref, atol=0, rtol=0)
+    torch.testing.assert_close(sin, sin_ref, atol=0, rtol=0)
+    assert bool((cos[:, 6:] == 1).all()) and not bool((cos[:, :6] == 1).all())
 
 
 def test_negative_controls_of_the_rotation() -> None:
