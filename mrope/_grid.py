@@ -76,25 +76,45 @@ def target_positions(start: int, grids: Sequence[Sequence[int]], merge_size: int
     return np.concatenate(parts, axis=1)
 
 
+def position_dtype(rules: LayoutRules) -> np.dtype:
+    """The dtype of positions under ``rules``: float32 under fractional time, else int64."""
+    return np.dtype(np.float32 if rules.fractional_time else np.int64)
+
+
+def plan_delta(top: int | float, total: int, rules: LayoutRules) -> int | float:
+    """The decode delta of ``total`` tokens whose largest position is ``top``: ``top + 1 - total``, an
+    int, or under fractional time ``fl32(fl32(top + 1) - total)`` as float32 models compute it."""
+    if not rules.fractional_time:
+        return int(top + 1 - total)
+    return float(np.float32(np.float32(top + 1) - np.float32(total)))
+
+
 def image_time(n_frames: int, rules: LayoutRules) -> np.ndarray:
-    """``tau(i) = i * temporal_stride`` of an image's ``n_frames`` merged frames, int64."""
-    return np.arange(n_frames, dtype=np.int64) * rules.temporal_stride
+    """``tau(i) = i * temporal_stride`` of an image's ``n_frames`` merged frames: int64, or float64 for a
+    stride that is not a whole number."""
+    stride = rules.temporal_stride
+    if float(stride).is_integer():
+        return np.arange(n_frames, dtype=np.int64) * int(stride)
+    return np.arange(n_frames, dtype=np.float64) * float(stride)
 
 
 def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -> np.ndarray:
-    """``tau(i)`` for ``i in [0, n_patches)``, int64.
+    """``tau(i)`` for ``i in [0, n_patches)``, int64 (float64 for a fractional ``temporal_stride``).
 
-    ``i * temporal_stride`` under the index rule. Under the seconds rule the released arithmetic, in float32 as the model
-    computes it from the float32 ``second_per_grid_ts`` its processor hands over (``spg32``), then
-    truncated: ``trunc(fl32(fl32(i * spg32) * tps))`` (``seconds_grouping="(i*spg)*tps"``, the released
-    Qwen2.5-VL code), ``trunc(fl32(i * fl32(tps * spg32)))`` (``"i*(tps*spg)"``, transformers 5.x) or
+    ``i * temporal_stride`` under the index rule. Under the seconds rule the released arithmetic, in
+    float32 as the model computes it from the float32 ``second_per_grid_ts`` its processor hands over
+    (``spg32``), then truncated: ``trunc(fl32(fl32(i * spg32) * tps))``
+    (``seconds_grouping="(i*spg)*tps"``, the released Qwen2.5-VL code),
+    ``trunc(fl32(i * fl32(tps * spg32)))`` (``"i*(tps*spg)"``, transformers 5.x) or
     ``trunc(i * (spg32 * tps))`` in float64 (``"i*(spg*tps) f64"``, vLLM).
     A float64 product differs at common rates (fps 12.5, 25, 50, 100, 1.2, 2/0.7, 2/0.9).
     The timestamps rule splits a video into one-patch blocks, each with ``tau = 0``.
     """
+    if rules.temporal == "index":
+        return image_time(n_patches, rules)
     i = np.arange(n_patches, dtype=np.int64)
     if rules.temporal != "seconds":
-        return i * rules.temporal_stride if rules.temporal == "index" else i
+        return i
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow to inf is refused below
         spg32 = np.float32(second_per_grid)
         tps32 = np.float32(rules.tokens_per_second)

@@ -21,9 +21,11 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   in the square span ``[s, s + max(H', W'))``, so an image and its transpose share a centre) or
   ``"diagonal"`` (VideoRoPE: token ``(i, j, k)`` gets ``h = t_i + j - (H' - 1) // 2`` and
   ``w = t_i + k - (W' - 1) // 2`` with ``t_i = s + tau(i)``: each frame centred on its own t).
-- ``temporal_stride``: ``tau(i)`` is multiplied by this int (MRoPE-Interleave's ``temporal_stride``,
-  VideoRoPE's ``scale_factor`` 2) for images and for the ``"index"`` rule; the ``"seconds"`` rule takes
-  only 1, and under ``"timestamps"`` every block has ``tau = 0``.
+- ``temporal_stride``: ``tau(i)`` is multiplied by this number > 0 (MRoPE-Interleave's
+  ``temporal_stride``, VideoRoPE's ``scale_factor`` 2) for images and for the ``"index"`` rule; the
+  ``"seconds"`` rule takes only 1, and under ``"timestamps"`` every block has ``tau = 0``. A stride that
+  is not a whole number makes positions float32 (:attr:`LayoutRules.fractional_time`), computed in
+  float64 and rounded once.
 - ``crop``: an image that carries a crop origin keeps it (``"keep"``: h and w shifted by the origin, so a
   crop's tokens get the coordinates they have in the whole image) or drops it (``"reset"``, as every
   released model does since none knows about crops).
@@ -161,7 +163,7 @@ RULE_BOUNDS: dict[str, tuple[float, float]] = {
     "merge_size": (1, 64),
     "temporal_patch_size": (1, 64),
     "temporal_merge_size": (1, 64),
-    "temporal_stride": (1, 4096),
+    "temporal_stride": (0.0, 4096.0),
     "patch_size": (1, 4096),
     "image_min_pixels": (0, MAX_PIXELS_RULE),
     "image_max_pixels": (1, MAX_PIXELS_RULE),
@@ -384,7 +386,7 @@ class LayoutRules:
     second_per_grid_fps: float | None = None  # None: the sampled rate (see the class docstring)
     # rules of single families (module docstring)
     temporal_merge_size: int = 1
-    temporal_stride: int = 1
+    temporal_stride: float = 1
     row_newline: bool = False
     frame_block: bool = False
     positions_base: PositionsBase = "counter"
@@ -419,9 +421,14 @@ class LayoutRules:
                 "max_frames",
                 "temporal_merge_size",
                 "video_frame_max_pixels",
-                "temporal_stride",
             ),
         )
+        if not _is_positive_number(self.temporal_stride):
+            raise LayoutError(
+                f"LayoutRules.temporal_stride must be a finite number > 0; got {self.temporal_stride!r}"
+            )
+        if float(self.temporal_stride).is_integer():  # 2.0 from JSON is the rule 2 (one digest)
+            object.__setattr__(self, "temporal_stride", int(self.temporal_stride))
         if self.temporal_stride != 1 and self.temporal == "seconds":
             raise LayoutError(
                 "LayoutRules.temporal_stride multiplies the 'index' rule's t (and images'); the 'seconds' "
@@ -460,8 +467,9 @@ class LayoutRules:
 
     @property
     def fractional_time(self) -> bool:
-        """Whether positions are fractional (float32, ``time_rounding="none"``) rather than int64."""
-        return self.time_rounding == "none"
+        """Whether positions are fractional (float32: ``time_rounding="none"``, or a ``temporal_stride``
+        that is not a whole number) rather than int64."""
+        return self.time_rounding == "none" or not float(self.temporal_stride).is_integer()
 
     def format_timestamp(self, seconds: float) -> str:
         """The text of one timestamp; an integer field (``{:d}``) takes the seconds truncated to int."""

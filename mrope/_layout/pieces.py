@@ -49,7 +49,7 @@ class Block:
     ``tile_h0`` / ``tile_w0`` hold each tile's offset in the block (0 for an untiled block).
     """
 
-    tau: np.ndarray  # int64 [T']
+    tau: np.ndarray  # int64 [T'] (float64 under a fractional temporal_stride)
     tile_h: int
     tile_w: int
     tile_h0: np.ndarray  # int64 [n_tiles]
@@ -160,6 +160,7 @@ def block_template(p: Block) -> tuple:
     key = p.template_key
     if key is None:
         key = p.template_key = (
+            p.tau.dtype.char,
             p.tau.tobytes(),
             p.tile_h,
             p.tile_w,
@@ -174,14 +175,14 @@ def block_template(p: Block) -> tuple:
     if hit is not None:
         return hit
     nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
-    template = np.empty((3, nt, frames, th, tw), dtype=np.int64)
+    template = np.empty((3, nt, frames, th, tw), dtype=np.result_type(p.tau, np.int64))
     template[0] = p.tau[None, :, None, None]
     template[1] = p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
     template[2] = p.w0 + p.tile_w0[:, None, None, None] + np.arange(tw, dtype=np.int64)[None, None, None, :]
     if p.follow_t:
         template[1:] += p.tau[None, None, :, None, None]
     template = template.reshape(3, -1)
-    top_t = int(p.tau.max())
+    top_t = p.tau.max().item()  # an int, or a float under a fractional stride
     top_hw = max(p.h0 + int(p.tile_h0.max()) + th - 1, p.w0 + int(p.tile_w0.max()) + tw - 1)
     if p.follow_t:
         top_hw += top_t
@@ -190,7 +191,7 @@ def block_template(p: Block) -> tuple:
         end = 1 + (
             max(p.span_h, p.span_w) if p.advance == "spatial" else block_advance(p.advance, top_t, top_hw)
         )
-        wrapped = np.empty((4, template.shape[1] + 2), dtype=np.int64)  # row 3: the token ids
+        wrapped = np.empty((4, template.shape[1] + 2), dtype=template.dtype)  # row 3: the token ids
         wrapped[:3, 0] = 0
         np.add(template, 1, out=wrapped[:3, 1:-1])
         wrapped[:3, -1] = end
@@ -392,10 +393,13 @@ def add_template(template: np.ndarray, t0: int, hw0: int, out: np.ndarray) -> No
         np.add(template, np.array(((t0,), (hw0,), (hw0,)), dtype=np.int64), out=out)
 
 
-def write_text(ids: np.ndarray, a: int, b: int, s: int) -> None:
-    """``ids[:, a:b] = s, s+1, ...`` on every axis (one token: a scalar write)."""
+def write_text(ids: np.ndarray, a: int, b: int, s: int | float) -> None:
+    """``ids[:, a:b] = s, s+1, ...`` on every axis (one token: a scalar write; ``s`` a float after a
+    block of fractional time)."""
     if b - a == 1:
         ids[:, a] = s
+    elif type(s) is float:
+        ids[:, a:b] = np.arange(b - a, dtype=np.float64) + s
     elif s + b - a <= _ARANGE.size:
         ids[:, a:b] = _ARANGE[s : s + b - a]
     else:

@@ -20,7 +20,7 @@ import numpy as np
 
 from mrope._caches import register
 from mrope._errors import LayoutError, TokenError
-from mrope._grid import MAX_POSITION, image_time, target_positions, temporal_index
+from mrope._grid import MAX_POSITION, image_time, plan_delta, position_dtype, target_positions, temporal_index
 from mrope._layout.leniency import tolerate
 from mrope._layout.pieces import (
     OWN_ADVANCES,
@@ -458,8 +458,9 @@ def scan_batch(
     videos = _video_queue(inputs.video_grid_thw, inputs.second_per_grid_ts, lay, images_only)
 
     axes = lay.num_axes
-    out = inputs.out if inputs.out is not None else np.empty((axes, b, length), dtype=np.int64)
-    deltas = np.zeros(b, dtype=np.int64)
+    dtype = position_dtype(lay)
+    out = inputs.out if inputs.out is not None else np.empty((axes, b, length), dtype=dtype)
+    deltas = np.zeros(b, dtype=dtype)
     generation: list[np.ndarray | None] = [None] * b
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
     shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
@@ -510,13 +511,13 @@ def scan_batch(
             elif row_types is None:  # shared pad id: the video wrappers tell videos from images
                 row_types = _wrapped_video_types(row_ids, image_id, lay)
             runs = _runs_of(row_types, n)
-        dense = target if target is not None else np.empty((axes, n), dtype=np.int64)
+        dense = target if target is not None else np.empty((axes, n), dtype=dtype)
         top, image_index = fill_row(
             ScanRow(dense, runs, row_ids, row_types, row, images, videos, lay, image_index)
         )
         if target is None:
             out[:, row, valid] = dense
-        deltas[row] = top + 1 - n
+        deltas[row] = plan_delta(top, n, lay)
         if lay.generates_images and (per_sample is not None or row == b - 1):
             # grids left after the row's images are the images the model will generate
             try:

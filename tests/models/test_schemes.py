@@ -137,7 +137,7 @@ def videorope_index(input_ids, image_grid, video_grid, ids, scale_factor: float 
         st_idx = llm_pos_ids_list[-1][0].max() + 1 if llm_pos_ids_list else 0
         llm_pos_ids_list.append(torch.arange(len(tokens) - st).view(1, -1).expand(3, -1) + st_idx)
     llm_positions = torch.cat(llm_pos_ids_list, dim=1).reshape(3, -1).float()
-    return llm_positions, int(llm_positions[0].max() + 1 - len(tokens))
+    return llm_positions, float(llm_positions[0].max() + 1 - len(tokens))
 
 
 def _ids(rules: mrope.LayoutRules) -> dict[str, int]:
@@ -215,11 +215,36 @@ def test_negative_controls_of_the_positions(seed) -> None:
         assert not np.array_equal(pos.ids, ref.numpy())
 
 
-def test_videorope_fractional_stride_in_the_reference_is_refused_as_rules() -> None:
-    """VideoRoPE's scale factor is a float in the authors' code; mrope's ``temporal_stride`` is an int
-    (integer strides keep int64 ids end to end), and a float is refused saying so."""
-    with pytest.raises(mrope.MRopeError, match="temporal_stride must be a positive int"):
-        get_family("videorope").rules.replace(temporal_stride=1.5)
+@pytest.mark.parametrize("stride", [1.5, 0.75, 0.5, 0.3])
+def test_videorope_fractional_strides_give_float_positions(stride) -> None:
+    """VideoRoPE's ``scale_factor`` is a float in the authors' code (float32 positions): a stride that is
+    not a whole number gives float32 positions from the builder and from token ids, and float deltas.
+    Exact where the stride is a multiple of a power of two (every sum is then exact in float32); 0.3
+    within one float32 ulp, as mrope adds in float64 and rounds once where the authors round each sum."""
+    rules = get_family("videorope").rules.replace(temporal_stride=stride)
+    assert rules.fractional_time
+    exact = float(stride * 4).is_integer()
+    for seed in SEEDS:
+        pos = mrope.build_positions(_prompt(seed), rules=rules)
+        want, delta = _reference("videorope", pos, rules, scale_factor=stride)
+        got, deltas = mrope.get_rope_index(
+            torch.from_numpy(pos.input_ids)[None],
+            image_grid_thw=torch.from_numpy(pos.image_grid_thw),
+            video_grid_thw=torch.from_numpy(pos.video_grid_thw),
+            rules=rules,
+        )
+        assert pos.ids.dtype == np.float32 and got.dtype == torch.float32
+        for ids in (pos.ids, got[:, 0].numpy()):
+            if exact:
+                np.testing.assert_array_equal(ids, want.numpy())
+            else:
+                np.testing.assert_array_max_ulp(ids, want.numpy(), maxulp=1)
+        assert pos.delta == pytest.approx(delta, abs=1e-5) and deltas.tolist() == [[pos.delta]]
+
+
+def test_stride_refusals() -> None:
+    with pytest.raises(mrope.MRopeError, match="temporal_stride must be a finite number > 0"):
+        get_family("videorope").rules.replace(temporal_stride=0)
     with pytest.raises(mrope.MRopeError, match="'seconds' rule takes only 1"):
         get_family("qwen2.5-vl").rules.replace(temporal_stride=2)
 
