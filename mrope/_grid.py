@@ -81,6 +81,13 @@ def position_dtype(rules: LayoutRules) -> np.dtype:
     return np.dtype(np.float32 if rules.fractional_time else np.int64)
 
 
+def delta_top(ids: np.ndarray, rules: LayoutRules) -> int | float:
+    """The largest of positions ``ids`` ``[A, T]`` (``T > 0``) that the decode delta counts from
+    (``delta = top + 1 - T``): over every row, or the t row's under the ``time`` advance (VideoRoPE:
+    decoding resumes one past the last t)."""
+    return (ids[0] if rules.advance == "time" else ids).max().item()
+
+
 def plan_delta(top: int | float, total: int, rules: LayoutRules) -> int | float:
     """The decode delta of ``total`` tokens whose largest position is ``top``: ``top + 1 - total``, an
     int, or under fractional time ``fl32(fl32(top + 1) - total)`` as float32 models compute it."""

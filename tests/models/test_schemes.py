@@ -450,9 +450,10 @@ def test_packing_keeps_each_samples_scheme_positions() -> None:
 @pytest.mark.parametrize("name", SCHEME_NAMES)
 def test_a_continued_turn_is_the_tail_of_the_whole_conversation(name) -> None:
     """The ``block`` and ``time`` advances resume from the last text token (not ``1 + max``): a turn
-    continued after 3 decoded tokens equals the tail of the whole conversation built at once."""
-    for seed in range(3):
-        first, second = _prompt(seed), _prompt(seed + 100)
+    continued after 3 decoded tokens equals the tail of the whole conversation built at once, and the
+    states' deltas (conversation, turn, rewind) count from the t row under ``time``, as the builder's."""
+    big = [mrope.Text(2), mrope.Image(grid=(1, 40, 40)), mrope.Text(1)]  # VideoRoPE: h reaches past t
+    for first, second in [(big, _prompt(100)), *((_prompt(s), _prompt(s + 100)) for s in range(3))]:
         whole = mrope.build_positions([*first, mrope.Text(3), *second], model=name, tokenizer=_tokenizer)
         turn = mrope.continue_positions(
             mrope.build_positions(first, model=name, tokenizer=_tokenizer),
@@ -463,3 +464,9 @@ def test_a_continued_turn_is_the_tail_of_the_whole_conversation(name) -> None:
         )
         n = turn.positions.num_tokens
         np.testing.assert_array_equal(turn.positions.ids, whole.ids[:, -n:])
+        # the state decodes where the whole conversation does (VideoRoPE: one past the last t)
+        assert turn.state.delta == whole.delta == mrope.conversation_state(whole).delta
+        # taking the turn back leaves the state of the first prompt and its 3 decoded tokens
+        head = mrope.build_positions([*first, mrope.Text(3)], model=name, tokenizer=_tokenizer)
+        assert mrope.rewind(whole, n) == mrope.conversation_state(head)
+        assert mrope.rewind(whole, n).delta == head.delta
