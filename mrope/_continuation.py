@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from mrope._errors import LayoutError, MRopeWarning
-from mrope._grid import MAX_POSITION
+from mrope._grid import MAX_POSITION, delta_top
 from mrope._layout import engine, engine_for
 from mrope._positions import Positions
 from mrope._rules import LayoutRules, rules_digest
@@ -206,7 +206,7 @@ def conversation_state(positions: Positions) -> ConversationState:
     check_no_generation(positions)
     rules = positions.rules
     n = positions.num_tokens
-    top = positions.ids.max().item() if n else -1
+    top = delta_top(positions.ids, rules) if n else -1
     return ConversationState(
         rules=rules.name,
         engine=engine_for(rules),
@@ -314,6 +314,7 @@ def continue_positions(
         raise LayoutError(
             f"positions overflow: the turn reaches {top_turn:,}; positions stay below {MAX_POSITION:,} (2**62)"
         )
+    top_turn = delta_top(turn.ids, lay)
     top = max(here.top, float(top_turn) if lay.fractional_time else int(top_turn))
     after = replace(
         here,

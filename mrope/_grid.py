@@ -76,6 +76,35 @@ def target_positions(start: int, grids: Sequence[Sequence[int]], merge_size: int
     return np.concatenate(parts, axis=1)
 
 
+def position_dtype(rules: LayoutRules) -> np.dtype:
+    """The dtype of positions under ``rules``: float32 under fractional time, else int64."""
+    return np.dtype(np.float32 if rules.fractional_time else np.int64)
+
+
+def delta_top(ids: np.ndarray, rules: LayoutRules) -> int | float:
+    """The largest of positions ``ids`` ``[A, T]`` (``T > 0``) that the decode delta counts from
+    (``delta = top + 1 - T``): over every row, or the t row's under the ``time`` advance (VideoRoPE:
+    decoding resumes one past the last t)."""
+    return (ids[0] if rules.advance == "time" else ids).max().item()
+
+
+def plan_delta(top: int | float, total: int, rules: LayoutRules) -> int | float:
+    """The decode delta of ``total`` tokens whose largest position is ``top``: ``top + 1 - total``, an
+    int, or under fractional time ``fl32(fl32(top + 1) - total)`` as float32 models compute it."""
+    if not rules.fractional_time:
+        return int(top + 1 - total)
+    return float(np.float32(np.float32(top + 1) - np.float32(total)))
+
+
+def image_time(n_frames: int, rules: LayoutRules) -> np.ndarray:
+    """``tau(i) = i * temporal_stride`` of an image's ``n_frames`` merged frames: int64, or float64 for a
+    stride that is not a whole number."""
+    stride = rules.temporal_stride
+    if float(stride).is_integer():
+        return np.arange(n_frames, dtype=np.int64) * int(stride)
+    return np.arange(n_frames, dtype=np.float64) * float(stride)
+
+
 def seconds_product(n_patches: int, rules: LayoutRules, second_per_grid: float) -> np.ndarray:
     """``i * second_per_grid * tokens_per_second`` for ``i in [0, n_patches)``, before any rounding, grouped
     as ``rules.seconds_grouping`` says, from the float32 ``second_per_grid`` the processors hand over
@@ -95,15 +124,17 @@ def seconds_product(n_patches: int, rules: LayoutRules, second_per_grid: float) 
 
 
 def temporal_index(n_patches: int, rules: LayoutRules, second_per_grid: float) -> np.ndarray:
-    """``tau(i)`` for ``i in [0, n_patches)``, int64.
+    """``tau(i)`` for ``i in [0, n_patches)``, int64 (float64 for a fractional ``temporal_stride``).
 
-    ``i`` under the index rule. Under the seconds rule the released arithmetic, in float32 as the model
-    computes it from the float32 ``second_per_grid_ts`` its processor hands over (``spg32``), then
-    truncated: :func:`seconds_product` (``"(i*spg)*tps"`` the released Qwen2.5-VL code, ``"i*(tps*spg)"``
-    transformers 5.x, ``"i*(spg*tps) f64"`` vLLM).
+    ``i * temporal_stride`` under the index rule. Under the seconds rule the released arithmetic, in
+    float32 as the model computes it from the float32 ``second_per_grid_ts`` its processor hands over
+    (``spg32``), then truncated: :func:`seconds_product` (``"(i*spg)*tps"`` the released Qwen2.5-VL code,
+    ``"i*(tps*spg)"`` transformers 5.x, ``"i*(spg*tps) f64"`` vLLM).
     A float64 product differs at common rates (fps 12.5, 25, 50, 100, 1.2, 2/0.7, 2/0.9).
     The timestamps rule splits a video into one-patch blocks, each with ``tau = 0``.
     """
+    if rules.temporal == "index":
+        return image_time(n_patches, rules)
     if rules.temporal != "seconds":
         return np.arange(n_patches, dtype=np.int64)
     t = seconds_product(n_patches, rules, second_per_grid)
@@ -121,8 +152,12 @@ __all__ = [
     "MAX_POSITION",
     "MAX_TILES",
     "TEXT_FILL_ID",
+    "delta_top",
     "frame_tokens",
+    "image_time",
     "merged_grid",
+    "plan_delta",
+    "position_dtype",
     "seconds_product",
     "target_positions",
     "temporal_index",

@@ -31,6 +31,7 @@ import numpy as np
 
 from mrope._continuation import ConversationState, Turn, check_no_generation, conversation_state
 from mrope._errors import LayoutError
+from mrope._grid import delta_top
 from mrope._layout import engine, engine_for
 from mrope._positions import Positions, Span
 from mrope._rules import LayoutRules, rules_digest
@@ -82,7 +83,7 @@ def _head(positions: Positions, keep: int) -> Positions:
     spans = tuple(s if s.stop <= keep else s._replace(stop=keep) for s in positions.spans if s.start < keep)
     seen = {kind: len({s.index for s in spans if s.kind in kinds}) for kind, kinds in _MEDIA.items()}
     ids = positions.ids[:, :keep]
-    top = ids.max().item()
+    top = delta_top(ids, positions.rules)
     return Positions(
         ids=ids,
         delta=top + 1 - keep,
@@ -135,7 +136,7 @@ def rewind(previous: Positions | Turn, k: int, *, generated: int = 0) -> Convers
     if keep == 0:
         return before
     head = _head(part, keep)
-    top = head.ids.max().item()
+    top = delta_top(head.ids, head.rules)
     return ConversationState(
         rules=before.rules,
         engine=before.engine,

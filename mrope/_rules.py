@@ -20,16 +20,26 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   their vLLM code multiplies the same way (``qwen2_5_omni_thinker.py`` / ``qwen3_omni_moe_thinker.py``
   ``iter_mm_features``, v0.34.0 lines 1348 / 2050).
 - ``spatial``: where a block's (h, w) start: ``"offset"`` (at the block's start counter ``s``, Qwen),
-  ``"reset"`` (at 0 for every block) or ``"centered"`` (the grid centred in the square span
-  ``[s, s + max(H', W'))``, so an image and its transpose share a centre).
+  ``"reset"`` (at 0 for every block: MRoPE-Interleave's spatial reset), ``"centered"`` (the grid centred
+  in the square span ``[s, s + max(H', W'))``, so an image and its transpose share a centre) or
+  ``"diagonal"`` (VideoRoPE: token ``(i, j, k)`` gets ``h = t_i + j - (H' - 1) // 2`` and
+  ``w = t_i + k - (W' - 1) // 2`` with ``t_i = s + tau(i)``: each frame centred on its own t).
+- ``temporal_stride``: ``tau(i)`` is multiplied by this number > 0 (MRoPE-Interleave's
+  ``temporal_stride``, VideoRoPE's ``scale_factor`` 2) for images and for the ``"index"`` rule; the
+  ``"seconds"`` rule takes only 1, and under ``"timestamps"`` every block has ``tau = 0``. A stride that
+  is not a whole number makes positions float32 (:attr:`LayoutRules.fractional_time`), computed in
+  float64 and rounded once.
 - ``crop``: an image that carries a crop origin keeps it (``"keep"``: h and w shifted by the origin, so a
   crop's tokens get the coordinates they have in the whole image) or drops it (``"reset"``, as every
   released model does since none knows about crops).
 - ``tiles``: ``"global"`` (every tile token gets the (h, w) it has in the untiled grid, one block) or
   ``"independent"`` (each tile its own block, as tiling models do today).
 - ``advance``: where the counter resumes after a block: ``"max+1"`` (one past the largest coordinate so
-  far, the official rule) or ``"spatial"`` (``s + max(H', W')``, ignoring time: what transformers 5.3+
-  does after a video; offered only to reproduce it).
+  far, the official rule), ``"spatial"`` (``s + max(H', W')``, ignoring time: what transformers 5.3+
+  does after a video; offered only to reproduce it), ``"block"`` (one past the block's largest
+  coordinate counted from ``s`` as if it were anchored there: ``s + max(tau_max, H' - 1, W' - 1) + 1``,
+  MRoPE-Interleave's spatial reset) or ``"time"`` (one past the block's last t, ``s + tau_max + 1``,
+  VideoRoPE; the decode delta then counts from the t row).
 - wrapper and placeholder token ids, and the per-patch timestamp text of the ``timestamps`` rule:
   where it goes (``timestamp_position``: ``"before"`` each patch block as in Qwen3-VL, ``"after"`` as in
   GLM-4.1V), which time it shows (``timestamp_time``: ``"mean"`` of the patch's first and last frame,
@@ -121,10 +131,10 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from mrope._errors import LayoutError
 
 TemporalRule = Literal["index", "seconds", "timestamps"]
-SpatialRule = Literal["offset", "reset", "centered"]
+SpatialRule = Literal["offset", "reset", "centered", "diagonal"]
 CropRule = Literal["keep", "reset"]
 TileRule = Literal["global", "independent"]
-AdvanceRule = Literal["max+1", "spatial"]
+AdvanceRule = Literal["max+1", "spatial", "block", "time"]
 TimestampPosition = Literal["before", "after"]
 TimestampTime = Literal["mean", "first"]
 PositionsBase = Literal["counter", "sequence", "canvas"]
@@ -156,6 +166,7 @@ RULE_BOUNDS: dict[str, tuple[float, float]] = {
     "merge_size": (1, 64),
     "temporal_patch_size": (1, 64),
     "temporal_merge_size": (1, 64),
+    "temporal_stride": (0.0, 4096.0),
     "patch_size": (1, 4096),
     "image_min_pixels": (0, MAX_PIXELS_RULE),
     "image_max_pixels": (1, MAX_PIXELS_RULE),
@@ -378,6 +389,7 @@ class LayoutRules:
     second_per_grid_fps: float | None = None  # None: the sampled rate (see the class docstring)
     # rules of single families (module docstring)
     temporal_merge_size: int = 1
+    temporal_stride: float = 1
     row_newline: bool = False
     frame_block: bool = False
     positions_base: PositionsBase = "counter"
@@ -414,6 +426,17 @@ class LayoutRules:
                 "video_frame_max_pixels",
             ),
         )
+        if not _is_positive_number(self.temporal_stride):
+            raise LayoutError(
+                f"LayoutRules.temporal_stride must be a finite number > 0; got {self.temporal_stride!r}"
+            )
+        if float(self.temporal_stride).is_integer():  # 2.0 from JSON is the rule 2 (one digest)
+            object.__setattr__(self, "temporal_stride", int(self.temporal_stride))
+        if self.temporal_stride != 1 and self.temporal == "seconds":
+            raise LayoutError(
+                "LayoutRules.temporal_stride multiplies the 'index' rule's t (and images'); the 'seconds' "
+                f"rule takes only 1; got temporal_stride {self.temporal_stride}"
+            )
         _check_bounds(self)
         if not isinstance(self.pad_position, int) or isinstance(self.pad_position, bool):
             raise LayoutError(f"LayoutRules.pad_position must be an int; got {self.pad_position!r}")
@@ -447,8 +470,9 @@ class LayoutRules:
 
     @property
     def fractional_time(self) -> bool:
-        """Whether positions are fractional (float32, ``time_rounding="none"``) rather than int64."""
-        return self.time_rounding == "none"
+        """Whether positions are fractional (float32: ``time_rounding="none"``, or a ``temporal_stride``
+        that is not a whole number) rather than int64."""
+        return self.time_rounding == "none" or not float(self.temporal_stride).is_integer()
 
     def format_timestamp(self, seconds: float) -> str:
         """The text of one timestamp; an integer field (``{:d}``) takes the seconds truncated to int."""

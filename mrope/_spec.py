@@ -19,6 +19,9 @@ models/glm4v/modeling_glm4v.py:493; h/w alternating in models/ernie4_5_vl_moe/mo
   axes: h if ``i % 3 == 1 and i < 3 s_h``, w if ``i % 3 == 2 and i < 3 s_w``, else t).
 - ``section_layout="hw_alternating"`` (three axes, ``s_h == s_w``): the first ``s_h + s_w`` frequencies
   alternate h (even i) and w (odd i), the rest (the lowest rates) are t.
+- ``section_layout="per_head"`` (MHRoPE, JJJYmmm/Multimodal-RoPEs multimodal_ropes/freq_allocation/
+  mhrope.py:20-27): ``mrope_section`` counts key-head groups per axis, not frequencies; each group reads
+  its axis at every frequency (the full ladder), so the spec's pair table has ``sum(mrope_section)`` heads.
 - ``pairing="neox"``: channel i pairs with ``i + rotary_dim / 2``; ``"gptj"``: channels 2i and 2i+1; both
   counted from ``rotary_offset``, the first rotary channel.
 """
@@ -36,7 +39,7 @@ import numpy as np
 from mrope._errors import SpecError
 from mrope._scaling import INV_FREQ_FORMULAS, NUMPY_F64, SCALING_TYPES, ScalingType
 
-SectionLayout = Literal["chunked", "interleaved", "hw_alternating"]
+SectionLayout = Literal["chunked", "interleaved", "hw_alternating", "per_head"]
 Pairing = Literal["neox", "gptj"]
 
 SECTION_LAYOUTS: tuple[str, ...] = get_args(SectionLayout)
@@ -74,13 +77,22 @@ def _hw_alternating_axes(sec: tuple[int, ...], n: int) -> np.ndarray:
     return axis
 
 
+def _per_head_axes(sec: tuple[int, ...], n: int) -> np.ndarray:
+    """Per head (MHRoPE): ``sec`` counts key-head groups per axis; head ``g`` of the ``sum(sec)`` reads
+    axis ``a`` on every frequency while ``g < s_0 + ... + s_a`` (int64 ``[sum(sec), F]``)."""
+    heads = np.repeat(np.arange(len(sec), dtype=np.int64), sec)
+    return np.repeat(heads[:, None], n, axis=1)
+
+
 SECTION_RULES: dict[str, Callable[[tuple[int, ...], int], np.ndarray]] = {
     "chunked": _chunked_axes,
     "interleaved": _interleaved_axes,
     "hw_alternating": _hw_alternating_axes,
+    "per_head": _per_head_axes,
 }
-"""``section_layout`` -> its rule ``(mrope_section, num_freqs) -> axis of every frequency`` (int64 ``[F]``),
-one function per layout, chosen by name like transformers' ``ROPE_INIT_FUNCTIONS``."""
+"""``section_layout`` -> its rule ``(mrope_section, num_freqs) -> axis of every frequency`` (int64 ``[F]``,
+or ``[heads, F]`` for ``"per_head"``), one function per layout, chosen by name like transformers'
+``ROPE_INIT_FUNCTIONS``."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +157,8 @@ class RopeSpec:
             axes; positions are then ``[A, ...]`` with ``A = len(mrope_section)``). Sums to at most
             ``rotary_dim / 2``; frequencies past the sum go to axis 0.
         section_layout: ``"chunked"`` (Qwen2/2.5-VL, GLM-4.1V, HunyuanOCR's 4 axes), ``"interleaved"``
-            (Qwen3-VL, HY-V4-VL) or ``"hw_alternating"`` (ERNIE-4.5-VL); see the module docstring.
+            (Qwen3-VL, HY-V4-VL), ``"hw_alternating"`` (ERNIE-4.5-VL, VideoRoPE) or ``"per_head"``
+            (MHRoPE: ``mrope_section`` counts key-head groups); see the module docstring.
         pairing: ``"neox"`` (split half, HF ``rotate_half``) or ``"gptj"`` (adjacent channels).
         scaling: long-context scaling of ``inv_freq``.
         rotary_offset: the first rotary channel: channels ``[rotary_offset, rotary_offset + rotary_dim)``
@@ -215,6 +228,11 @@ class RopeSpec:
                     f"interleaved mrope_section {list(sec)} needs {need} so that every slot of axis "
                     f"{', '.join(str(j) for j in bad)} exists among {n} frequencies"
                 )
+        if self.section_layout == "per_head" and (sum(sec) < 1 or self.scaling.type == "dynamic"):
+            raise SpecError(
+                "per_head needs mrope_section to count at least one key-head group (heads per axis) and "
+                f"scaling other than 'dynamic'; got mrope_section {list(sec)}, scaling {self.scaling.type!r}"
+            )
         if self.section_layout == "hw_alternating" and (a != 3 or sec[1] != sec[2]):
             raise SpecError(
                 f"hw_alternating needs three axes (t, h, w) with s_h == s_w (h and w alternate); got "
@@ -241,7 +259,8 @@ class RopeSpec:
         return len(self.mrope_section)
 
     def axis_map(self) -> np.ndarray:
-        """Axis index (0 = t, 1 = h, 2 = w for three axes) of every frequency, int64 ``[rotary_dim // 2]``.
+        """Axis index (0 = t, 1 = h, 2 = w for three axes) of every frequency, int64 ``[rotary_dim // 2]``
+        (``[heads, rotary_dim // 2]`` under ``"per_head"``).
 
         This is the single source of truth for which position row drives which frequency: the rule of
         ``section_layout`` in :data:`SECTION_RULES`.

@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 
 from mrope._errors import LayoutError
-from mrope._grid import TEXT_FILL_ID, frame_tokens, merged_grid, target_positions, temporal_index
+from mrope._grid import (
+    TEXT_FILL_ID,
+    frame_tokens,
+    image_time,
+    merged_grid,
+    plan_delta,
+    position_dtype,
+    target_positions,
+    temporal_index,
+)
 from mrope._layout.interface import LayoutEngine
 from mrope._layout.pieces import (
     Block,
@@ -223,7 +232,7 @@ class CounterPlan:
     def _image(self, img: Image, index: int) -> None:
         rules = self.rules
         merged = merged_grid(img.grid, rules.merge_size, f"image (segment {index})")
-        tau = np.arange(merged[0], dtype=np.int64)
+        tau = image_time(merged[0], rules)
         if img.tiles is None:
             if rules.grid_border:  # placeholders too (type 1 for the processor), outside the grid
                 self.text(1, rules.image_pad_id, "image", index)
@@ -373,7 +382,7 @@ class CounterPlan:
         if total is None:
             total = self.num_tokens
         if ids is None:
-            ids = np.empty((self.rules.num_axes, total), dtype=np.int64)
+            ids = np.empty((self.rules.num_axes, total), dtype=position_dtype(self.rules))
         if tokens is None:
             tokens = np.empty(total, dtype=np.int64)
         return ids, tokens, total
@@ -428,7 +437,7 @@ class CounterPlan:
             piece_spans,
             (self.pieces, self.owners),
             ids,
-            0 if lay.generates_images else int(top + 1 - total),
+            0 if lay.generates_images else plan_delta(top, total, lay),
             tokens,
             grid_array(self.image_grids),
             grid_array(self.video_grids),
@@ -452,7 +461,7 @@ class CounterPlan:
             generation = target_positions(top + 1, self.targets, lay.merge_size)
         return Positions(
             ids=ids,
-            delta=0 if lay.generates_images else int(top + 1 - total),
+            delta=0 if lay.generates_images else plan_delta(top, total, lay),
             spans=tuple(spans),
             input_ids=tokens,
             image_grid_thw=grid_array(self.image_grids),
@@ -541,20 +550,23 @@ _TEXT_KINDS = frozenset({"text", "wrapper", "timestamp"})
 def next_start(positions: Positions) -> int:
     """Where the counter stands after a whole sequence: where a piece appended to it starts.
 
-    ``1 + max`` under the ``max+1`` advance; under transformers 5.24's ``spatial`` advance (``s +
-    max(H', W')`` after a block, which ``1 + max`` does not recover) one past the last token, which must
-    be text (a prompt ends with text: the assistant's header)."""
+    ``1 + max`` under the ``max+1`` advance; under the others (transformers 5.24's ``spatial``, ``s +
+    max(H', W')`` after a block, and the schemes' ``block`` and ``time``, which ``1 + max`` does not
+    recover) one past the last token, which must be text (a prompt ends with text: the assistant's
+    header)."""
     if not positions.num_tokens:
         return 0
-    if positions.rules.advance != "spatial":
-        return int(positions.ids.max()) + 1
+    number = float if positions.rules.fractional_time else int
+    if positions.rules.advance == "max+1":
+        return number(positions.ids.max()) + 1
     last = positions.spans[-1]
     if last.kind not in _TEXT_KINDS:
         raise LayoutError(
-            f"under the spatial advance the counter after a sequence that ends with a {last.kind} block "
+            f"under the {positions.rules.advance} advance the counter after a sequence that ends with a "
+            f"{last.kind} block "
             "is not in its positions; end the sequence with text, or continue from a state"
         )
-    return int(positions.ids[0, -1]) + 1
+    return number(positions.ids[0, -1]) + 1
 
 
 def continue_segments(
@@ -570,9 +582,11 @@ def continue_segments(
     plan's ``positions(start=...)``), so the cost is the new tokens' alone, whatever came before. Spans
     count from the first new token and from segment 0; ``delta`` is the new tokens' own (``1 + max``
     minus their count)."""
-    if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or start < 0:
-        raise LayoutError(f"start must be an int >= 0; got {start!r}")
-    return plan(segments, rules, tokenizer).positions(image_index=image_index, start=int(start))
+    kinds = (int, np.integer, float, np.floating) if rules.fractional_time else (int, np.integer)
+    if isinstance(start, bool) or not isinstance(start, kinds) or start < 0:
+        raise LayoutError(f"start must be an int >= 0 (a number under fractional time); got {start!r}")
+    start = float(start) if rules.fractional_time else int(start)
+    return plan(segments, rules, tokenizer).positions(image_index=image_index, start=start)
 
 
 def video_time(n_patches: int, second_per_grid: float, rules: LayoutRules) -> np.ndarray:

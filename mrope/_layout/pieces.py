@@ -49,7 +49,7 @@ class Block:
     ``tile_h0`` / ``tile_w0`` hold each tile's offset in the block (0 for an untiled block).
     """
 
-    tau: np.ndarray  # int64 [T']
+    tau: np.ndarray  # int64 [T'] (float64 under a fractional temporal_stride)
     tile_h: int
     tile_w: int
     tile_h0: np.ndarray  # int64 [n_tiles]
@@ -92,6 +92,7 @@ def untiled_block(
     follow_t = rules.frame_block and len(tau) > 1
     if follow_t:  # the frame_block rule: frame f starts a block of side max(H', columns)
         tau = np.arange(len(tau), dtype=np.int64) * max(hh, cols)
+    follow_t = follow_t or rules.spatial == "diagonal"  # each frame centred on its own t
     return Block(
         tau,
         hh,
@@ -111,10 +112,14 @@ def untiled_block(
 
 
 def spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int]) -> tuple[int, int]:
+    """The ``(h0, w0)`` of a block of ``hh x ww`` merged tokens: its first row and column relative to
+    where h and w start (``spatial``), shifted by a kept crop ``origin``."""
     h0 = w0 = 0
     if rules.spatial == "centered":
         side = max(hh, ww)
         h0, w0 = (side - hh) // 2, (side - ww) // 2
+    elif rules.spatial == "diagonal":  # VideoRoPE: h = t + j - (H' - 1) // 2 (follow_t adds t)
+        h0, w0 = -((hh - 1) // 2), -((ww - 1) // 2)
     if rules.crop == "keep":
         h0, w0 = h0 + origin[0], w0 + origin[1]
     return h0, w0
@@ -155,6 +160,7 @@ def block_template(p: Block) -> tuple:
     key = p.template_key
     if key is None:
         key = p.template_key = (
+            p.tau.dtype.char,
             p.tau.tobytes(),
             p.tile_h,
             p.tile_w,
@@ -169,21 +175,23 @@ def block_template(p: Block) -> tuple:
     if hit is not None:
         return hit
     nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
-    template = np.empty((3, nt, frames, th, tw), dtype=np.int64)
+    template = np.empty((3, nt, frames, th, tw), dtype=np.result_type(p.tau, np.int64))
     template[0] = p.tau[None, :, None, None]
     template[1] = p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
     template[2] = p.w0 + p.tile_w0[:, None, None, None] + np.arange(tw, dtype=np.int64)[None, None, None, :]
     if p.follow_t:
         template[1:] += p.tau[None, None, :, None, None]
     template = template.reshape(3, -1)
-    top_t = int(p.tau.max())
+    top_t = p.tau.max().item()  # an int, or a float under a fractional stride
     top_hw = max(p.h0 + int(p.tile_h0.max()) + th - 1, p.w0 + int(p.tile_w0.max()) + tw - 1)
     if p.follow_t:
         top_hw += top_t
     entry = (template, top_t, top_hw)
     if p.wrap is not None:  # start wrapper at 0, the block from 1, the end wrapper where text resumes
-        end = 1 + (max(p.span_h, p.span_w) if p.advance == "spatial" else max(top_t, top_hw) + 1)
-        wrapped = np.empty((4, template.shape[1] + 2), dtype=np.int64)  # row 3: the token ids
+        end = 1 + (
+            max(p.span_h, p.span_w) if p.advance == "spatial" else block_advance(p.advance, top_t, top_hw)
+        )
+        wrapped = np.empty((4, template.shape[1] + 2), dtype=template.dtype)  # row 3: the token ids
         wrapped[:3, 0] = 0
         np.add(template, 1, out=wrapped[:3, 1:-1])
         wrapped[:3, -1] = end
@@ -200,6 +208,13 @@ def block_template(p: Block) -> tuple:
         _TEMPLATES[key] = entry
         _template_tokens += n
     return entry
+
+
+def block_advance(advance: str, top_t: int, top_hw: int) -> int:
+    """Where the next piece starts relative to a block's start ``s`` (its largest relative t and h or w
+    given) under the advance rules that count from the block: ``"time"`` one past its last t, the
+    others one past its largest coordinate (``"block"``; and ``"max+1"`` for an anchored block)."""
+    return top_t + 1 if advance == "time" else max(top_t, top_hw) + 1
 
 
 def wrapped_block(pieces: Sequence[TextRun | Block], advance: str) -> Block | None:
@@ -251,6 +266,8 @@ def fill_pieces(
     streak = -1  # token where the pending streak of text runs began (-1: none)
     streak_s = 0  # its first position
     spatial = advance == "spatial"
+    own = advance in OWN_ADVANCES
+    time = advance == "time"
     cached = _TEMPLATES.get
     for k, p in enumerate(pieces):
         n = p.n
@@ -290,6 +307,8 @@ def fill_pieces(
             add_template(template, s, s, ids[:, a:b])
             if tokens is not None:
                 tokens[a:b] = token_row
+            if time:  # the largest t: the end wrapper's
+                high = s + next_rel - 1
             if high > top:
                 top = high
             s += next_rel
@@ -304,6 +323,10 @@ def fill_pieces(
         add_template(template, s, hw, ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
+        if own:
+            top, s = advance_own(advance, s, top, high, top_t, top_hw)
+            a = b
+            continue
         if high > top:
             top = high
         s = s + max(p.span_h, p.span_w) if spatial else top + 1
@@ -313,6 +336,18 @@ def fill_pieces(
     if spans is not None:
         spans += piece_spans(pieces, [p.index for p in pieces] if owners is None else owners)
     return top
+
+
+OWN_ADVANCES = ("block", "time")
+"""The advance rules that count the next start from the block alone (:func:`block_advance`)."""
+
+
+def advance_own(advance: str, s: int, top: int, high: int, top_t: int, top_hw: int) -> tuple[int, int]:
+    """``(top, next start)`` after an unwrapped block that starts at ``s`` (``high``: its largest
+    position) under an advance rule of :data:`OWN_ADVANCES`; ``top`` is the largest position so far, of
+    the t row under ``"time"`` (where the decode delta counts from)."""
+    nxt = s + block_advance(advance, top_t, top_hw)
+    return max(top, nxt - 1 if advance == "time" else high), nxt
 
 
 def piece_spans(pieces: Sequence[TextRun | Block], owners: Sequence[int]) -> list[Span]:
@@ -358,10 +393,13 @@ def add_template(template: np.ndarray, t0: int, hw0: int, out: np.ndarray) -> No
         np.add(template, np.array(((t0,), (hw0,), (hw0,)), dtype=np.int64), out=out)
 
 
-def write_text(ids: np.ndarray, a: int, b: int, s: int) -> None:
-    """``ids[:, a:b] = s, s+1, ...`` on every axis (one token: a scalar write)."""
+def write_text(ids: np.ndarray, a: int, b: int, s: int | float) -> None:
+    """``ids[:, a:b] = s, s+1, ...`` on every axis (one token: a scalar write; ``s`` a float after a
+    block of fractional time)."""
     if b - a == 1:
         ids[:, a] = s
+    elif type(s) is float:
+        ids[:, a:b] = np.arange(b - a, dtype=np.float64) + s
     elif s + b - a <= _ARANGE.size:
         ids[:, a:b] = _ARANGE[s : s + b - a]
     else:
@@ -369,10 +407,13 @@ def write_text(ids: np.ndarray, a: int, b: int, s: int) -> None:
 
 
 __all__ = [
+    "OWN_ADVANCES",
     "ZERO_OFFSETS",
     "Block",
     "TextRun",
     "add_template",
+    "advance_own",
+    "block_advance",
     "block_template",
     "fill_pieces",
     "piece_spans",

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mrope._grid import MAX_POSITION
-from mrope._layout.pieces import Block, TextRun
+from mrope._layout.pieces import OWN_ADVANCES, Block, TextRun
 from mrope._program import PositionProgram
 from mrope._program_build import LINE_LIMIT, Runs
 
@@ -41,6 +41,8 @@ def walk_pieces(pieces: Sequence[TextRun | Block], advance: str, start: int = 0)
     """The runs of ``pieces`` laid out from counter ``start`` (as :func:`fill_pieces` takes it) and the
     largest position (``start - 1`` when empty); ``None`` where the plan form does not apply (see the
     module docstring). Python arithmetic on each piece's few numbers: no numpy call per piece."""
+    if advance in OWN_ADVANCES:  # the schemes' advance rules: the program is compiled from the ids
+        return None
     runs = Runs(_AXES, False)
     stretch: list[list[int]] = []  # pending text: [first position, tokens] per contiguous part
     s, top = start, start - 1

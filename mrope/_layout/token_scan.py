@@ -20,13 +20,15 @@ import numpy as np
 
 from mrope._caches import register
 from mrope._errors import LayoutError, TokenError
-from mrope._grid import MAX_POSITION, target_positions, temporal_index
+from mrope._grid import MAX_POSITION, image_time, plan_delta, position_dtype, target_positions, temporal_index
 from mrope._layout.leniency import tolerate
 from mrope._layout.pieces import (
+    OWN_ADVANCES,
     ZERO_OFFSETS,
     Block,
     TextRun,
     add_template,
+    advance_own,
     block_template,
     fill_pieces,
     untiled_block,
@@ -167,7 +169,15 @@ register("layout.grid_blocks", lambda: _BLOCKS.clear(), lambda: len(_BLOCKS), 40
 def block_rules_key(lay: LayoutRules) -> tuple:
     """The fields of ``lay`` that shape a block besides its grid and times: half of :func:`grid_block`'s
     cache key, computed once per row."""
-    return (lay.merge_size, lay.spatial, lay.crop, lay.temporal_merge_size, lay.row_newline, lay.frame_block)
+    return (
+        lay.merge_size,
+        lay.spatial,
+        lay.crop,
+        lay.temporal_merge_size,
+        lay.row_newline,
+        lay.frame_block,
+        lay.temporal_stride,
+    )
 
 
 def grid_block(
@@ -197,7 +207,7 @@ def grid_block(
         if time_key == 0:
             tau = ZERO_OFFSETS
         elif isinstance(time_key, int):
-            tau = np.arange(t, dtype=np.int64)
+            tau = image_time(t, lay)  # images, and the index rule: i * temporal_stride
         else:
             tau = temporal_index(t, lay, time_key[1])
         if len(_BLOCKS) >= 4096:
@@ -260,6 +270,7 @@ def fill_runs(
     if lay.grid_border:
         return fill_pieces(run_pieces(runs, row, images, videos, lay), dense, None, None, lay.advance)
     spatial = lay.advance == "spatial"
+    own = lay.advance in OWN_ADVANCES
     rules_key = block_rules_key(lay)
     s = 0  # start of the next piece
     top = -1  # largest position so far
@@ -286,10 +297,13 @@ def fill_runs(
                     f"row {row}, {queue.name}[{g}] at token {a}: positions overflow: would reach {high:,}"
                 )
             add_template(template, s, hw, dense[:, a:b])
+            a = b
+            if own:
+                top, s = advance_own(lay.advance, s, top, high, top_t, top_hw)
+                continue
             if high > top:
                 top = high
             s = s + max(block.span_h, block.span_w) if spatial else top + 1
-            a = b
     return top
 
 
@@ -444,8 +458,9 @@ def scan_batch(
     videos = _video_queue(inputs.video_grid_thw, inputs.second_per_grid_ts, lay, images_only)
 
     axes = lay.num_axes
-    out = inputs.out if inputs.out is not None else np.empty((axes, b, length), dtype=np.int64)
-    deltas = np.zeros(b, dtype=np.int64)
+    dtype = position_dtype(lay)
+    out = inputs.out if inputs.out is not None else np.empty((axes, b, length), dtype=dtype)
+    deltas = np.zeros(b, dtype=dtype)
     generation: list[np.ndarray | None] = [None] * b
     image_id, video_id = lay.image_pad_id, lay.video_pad_id
     shared_id = image_id == video_id  # GLM-4.1V: video frames carry the image id inside a video wrapper
@@ -496,13 +511,13 @@ def scan_batch(
             elif row_types is None:  # shared pad id: the video wrappers tell videos from images
                 row_types = _wrapped_video_types(row_ids, image_id, lay)
             runs = _runs_of(row_types, n)
-        dense = target if target is not None else np.empty((axes, n), dtype=np.int64)
+        dense = target if target is not None else np.empty((axes, n), dtype=dtype)
         top, image_index = fill_row(
             ScanRow(dense, runs, row_ids, row_types, row, images, videos, lay, image_index)
         )
         if target is None:
             out[:, row, valid] = dense
-        deltas[row] = top + 1 - n
+        deltas[row] = plan_delta(top, n, lay)
         if lay.generates_images and (per_sample is not None or row == b - 1):
             # grids left after the row's images are the images the model will generate
             try:

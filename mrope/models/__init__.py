@@ -1,4 +1,5 @@
-"""The model registry: one module per released model family, indexed by name, model_type and repo id.
+"""The model registry: one module per released model family (and per research scheme), indexed by name,
+model_type and repo id.
 
 Each family module defines ``FAMILY = ModelFamily(...)`` (:mod:`mrope.models._family`, the value type);
 :mod:`mrope.models._registry` indexes the families and holds every lookup by name (:func:`get_family`,
@@ -15,6 +16,7 @@ from mrope.models._family import CONVENTIONS, CheckpointChoice, Convention, Mode
 from mrope.models._registry import (
     FAMILY_MODULES,
     PRESET_NAMES,
+    SCHEME_NAMES,
     VIDEO_MODEL_NAMES,
     ModelLike,
     families,
@@ -25,6 +27,7 @@ from mrope.models._registry import (
     resolve_rules,
     resolve_spec,
     resolve_tokenizer,
+    schemes,
     video_rope,
 )
 from mrope.models._table import family_table
@@ -33,6 +36,7 @@ __all__ = [
     "CONVENTIONS",
     "FAMILY_MODULES",
     "PRESET_NAMES",
+    "SCHEME_NAMES",
     "VIDEO_MODEL_NAMES",
     "CheckpointChoice",
     "Convention",
@@ -47,6 +51,7 @@ __all__ = [
     "resolve_rules",
     "resolve_spec",
     "resolve_tokenizer",
+    "schemes",
     "spec_from_config",
     "video_rope",
 ]

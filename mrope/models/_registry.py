@@ -48,28 +48,35 @@ FAMILY_MODULES: tuple[str, ...] = (
 )
 """Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
 
+SCHEME_MODULES: tuple[str, ...] = ("mrope_interleave", "mhrope", "videorope")
+"""Modules of ``mrope.models._schemes`` that define a research ``SCHEME`` (a :class:`ModelFamily` on a base
+family's ids and sizing): chosen by name like a family, never listed among the released families."""
+
 ModelLike = str | ModelFamily
 """What ``model=`` takes: a family name, a Hugging Face model_type, a repo id, or a :class:`ModelFamily`
 (for example what :func:`mrope.from_pretrained` returns)."""
 
 
-def _load() -> tuple[tuple[ModelFamily, ...], dict[str, ModelFamily]]:
+def _load() -> tuple[tuple[ModelFamily, ...], tuple[ModelFamily, ...], dict[str, ModelFamily]]:
     fams = tuple(importlib.import_module(f"mrope.models._families.{m}").FAMILY for m in FAMILY_MODULES)
+    schemes = tuple(importlib.import_module(f"mrope.models._schemes.{m}").SCHEME for m in SCHEME_MODULES)
     index: dict[str, ModelFamily] = {}
-    for fam in fams:
+    for fam in (*fams, *schemes):
         for key in (fam.name, *fam.model_types, *fam.aliases):
             k = key.lower()
             if k in index and index[k] is not fam:
                 raise LayoutError(f"registry: {key!r} names both {index[k].name!r} and {fam.name!r}")
             index[k] = fam
-    return fams, index
+    return fams, schemes, index
 
 
-_FAMILIES, _INDEX = _load()
+_FAMILIES, _SCHEMES, _INDEX = _load()
 _BY_MODEL_TYPE: dict[str, ModelFamily] = {t.lower(): f for f in _FAMILIES for t in f.model_types}
 
 PRESET_NAMES: tuple[str, ...] = tuple(f.name for f in _FAMILIES)
 """The canonical family names, in registry order (what :func:`names` returns)."""
+SCHEME_NAMES: tuple[str, ...] = tuple(f.name for f in _SCHEMES)
+"""The research schemes' names (``model="videorope"``), in :data:`SCHEME_MODULES` order."""
 
 
 def families() -> tuple[ModelFamily, ...]:
@@ -82,9 +89,15 @@ def names() -> tuple[str, ...]:
     return PRESET_NAMES
 
 
+def schemes() -> tuple[ModelFamily, ...]:
+    """Every research scheme, in :data:`SCHEME_MODULES` order."""
+    return _SCHEMES
+
+
 def _unknown(what: str) -> LayoutError:
     return LayoutError(
-        f"{what}; expected a model family name ({', '.join(PRESET_NAMES)}), a Hugging Face model_type "
+        f"{what}; expected a model family name ({', '.join(PRESET_NAMES)}), a research scheme "
+        f"({', '.join(SCHEME_NAMES)}), a Hugging Face model_type "
         f"(e.g. 'qwen2_5_vl'), a repo id (e.g. 'Qwen/Qwen2.5-VL-7B-Instruct'), a ModelFamily, or "
         "mrope.from_pretrained(<checkpoint folder>)"
     )
@@ -219,6 +232,8 @@ def video_rope(config: dict[str, Any], model: str | None = None) -> VideoRope:
 __all__ = [
     "FAMILY_MODULES",
     "PRESET_NAMES",
+    "SCHEME_MODULES",
+    "SCHEME_NAMES",
     "VIDEO_MODEL_NAMES",
     "ModelLike",
     "families",
@@ -230,5 +245,6 @@ __all__ = [
     "resolve_rules",
     "resolve_spec",
     "resolve_tokenizer",
+    "schemes",
     "video_rope",
 ]

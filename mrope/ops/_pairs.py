@@ -154,23 +154,25 @@ def _video_table(rope: VideoRope) -> PairTable:
 
 @cached("ops.pair_tables", maxsize=256)
 def pair_table(spec: RopeSpec | VideoRope) -> PairTable:
-    """The pair table of a rotary spec (cached per spec): rows ``spec.axis_map()``, frequencies
-    ``spec.inv_freq()`` (float64) and transformers' fp32 ones (:func:`mrope.ops._freqs.hf_inv_freq_fp32`),
-    ``R = spec.num_axes``. Dynamic NTK's frequencies depend on the positions: the op recomputes them per
-    call for the spec (pair ``p`` is frequency ``p``); the table holds the pretraining-length values.
+    """The pair table of a rotary spec (cached per spec): rows ``spec.axis_map()`` (per head under
+    ``section_layout="per_head"``), frequencies ``spec.inv_freq()`` (float64) and transformers' fp32 ones
+    (:func:`mrope.ops._freqs.hf_inv_freq_fp32`), ``R = spec.num_axes``. Dynamic NTK's frequencies depend
+    on the positions: the op recomputes them per call for the spec (pair ``p`` is frequency ``p``); the
+    table holds the pretraining-length values.
 
     A :class:`mrope.VideoRope` gives ``R = 3`` rows (t, h, w), each axis's block of GPT-J pairs at its own
     ladder ``theta ** (-2 i / axis_dims[a])``."""
     if isinstance(spec, VideoRope):
         return _video_table(spec)
+    rows = spec.axis_map()  # [P], or [HT, P] per head: every head the same ladder
     return PairTable(
-        rows=spec.axis_map(),
-        inv_freq=spec.inv_freq(),
+        rows=rows,
+        inv_freq=np.broadcast_to(spec.inv_freq(), rows.shape),
         head_dim=spec.head_dim,
         pairing=spec.pairing,
         rotary_offset=spec.rotary_offset,
         num_rows=spec.num_axes,
-        inv_freq32=hf_inv_freq_fp32(spec).numpy(),
+        inv_freq32=np.broadcast_to(hf_inv_freq_fp32(spec).numpy(), rows.shape),
         attention_factor=spec.attention_factor(),
     )
 

@@ -6,9 +6,10 @@ evaluated across every sample with a few numpy calls) and writes only the token 
 (zigzag: two per sample; contiguous: the samples its slice overlaps) from it. The writes cost the
 rank's tokens; the planning and the table cost the row's segments and pieces, a few Python steps each.
 
-Samples whose engine is not the counter (the sequence, canvas and omni engines), pruned samples
-(``keep=`` masks) and samples given as built :class:`mrope.Positions` are built whole, one at a time, and
-cut: a rank then pays every such sample it touches whole (under zigzag, every sample).
+Samples whose engine is not the counter (the sequence, canvas and omni engines), or whose rules the
+table does not evaluate (the research schemes' ``block`` and ``time`` advances, fractional time), pruned
+samples (``keep=`` masks) and samples given as built :class:`mrope.Positions` are built whole, one at a
+time, and cut: a rank then pays every such sample it touches whole (under zigzag, every sample).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mrope._builder import plan_sequence
 from mrope._errors import MRopeError, PackingError
 from mrope._layout import engine_for
 from mrope._layout.counter import CounterPlan
+from mrope._layout.pieces import OWN_ADVANCES
 from mrope._layout.pruned import pruned_positions, segment_masks
 from mrope._positions import Positions
 from mrope.models import resolve_rules, resolve_tokenizer
@@ -54,7 +56,12 @@ def _row(samples: Sequence[Any], model: Any, rules: Any, tokenizer: Any, convent
     masked = {lists[j] for j in (np.searchsorted(firsts, list(masks), side="right") - 1).tolist()}
     planning = lists or not all(isinstance(s, Positions) for s in samples)
     lay = resolve_rules(model, rules, convention) if planning else None
-    ranged = lay is not None and engine_for(lay) == "counter"
+    ranged = (
+        lay is not None
+        and engine_for(lay) == "counter"
+        and lay.advance not in OWN_ADVANCES  # the piece table knows the max+1 and spatial advances
+        and not lay.fractional_time  # and int64 positions
+    )
     mine = [i for i in lists if i not in masked] if ranged else []
     plans, ends = _plan_all(samples, mine, lay, tokenizer)
     for i in sorted(set(range(len(samples))) - set(mine)):

@@ -84,8 +84,9 @@ AudioSeconds = Annotated[float, Field(gt=0, le=MAX_AUDIO_SECONDS, allow_inf_nan=
 
 
 def model_names() -> tuple[str, ...]:
-    """The canonical model names a request may give: the registry's family names."""
-    return registry.names()
+    """The canonical model names a request may give: the registry's family names, then its research
+    schemes'."""
+    return registry.names() + registry.SCHEME_NAMES
 
 
 # a registry lookup per request otherwise; unknown names are not kept

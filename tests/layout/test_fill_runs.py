@@ -42,6 +42,20 @@ def _variants() -> list:
         "frame-block": {"frame_block": True},
         "temporal-merge-2": {"temporal_merge_size": 2},
         "index-time": {"temporal": "index"},
+        # the research schemes' rules (mrope.models._schemes): VideoRoPE's and MRoPE-Interleave's
+        "diagonal-time": {
+            "temporal": "index",
+            "spatial": "diagonal",
+            "advance": "time",
+            "temporal_stride": 2,
+        },
+        "reset-block": {"temporal": "index", "spatial": "reset", "advance": "block", "temporal_stride": 3},
+        "fractional-stride": {
+            "temporal": "index",
+            "spatial": "diagonal",
+            "advance": "time",
+            "temporal_stride": 0.3,
+        },
     }
     out = []
     for name, change in changes.items():
@@ -83,7 +97,8 @@ def _random_row(rules: LayoutRules, rng: random.Random) -> tuple[tuple, list, li
 
 def _both(rules: LayoutRules, runs: tuple, images: list, videos: list, spg: list[float]) -> tuple:
     n = runs[1][-1]
-    got, want = np.full((3, n), -7, dtype=np.int64), np.full((3, n), -7, dtype=np.int64)
+    dtype = np.float32 if rules.fractional_time else np.int64
+    got, want = np.full((3, n), -7, dtype=dtype), np.full((3, n), -7, dtype=dtype)
     queues = []
     for _ in range(2):
         tm, newline = rules.temporal_merge_size, int(rules.row_newline)

@@ -133,3 +133,36 @@ def test_pruned_and_built_samples_are_cut_from_their_own_build() -> None:
                 want = shard(row, world_size=world_size, rank=rank, layout=layout)
                 for key in KEYS:
                     assert np.array_equal(got[key], getattr(want, key)), (layout, world_size, rank, key)
+
+
+@pytest.mark.parametrize(
+    ("name", "rules"),
+    [("mrope-interleave", None), ("videorope", None), ("videorope", {"temporal_stride": 1.5})],
+)
+def test_research_schemes_are_built_whole_and_cut(name: str, rules: dict | None) -> None:
+    """The piece table evaluates the max+1 and spatial advances on int64 positions only; samples under
+    the research schemes' ``block`` / ``time`` advances or a fractional stride are built whole and cut,
+    so each rank's arrays equal the shard of the packed row (the table would have lifted MRoPE-I's next
+    piece past the reset block's h / w, and refused float time)."""
+    samples = [
+        [Text(5), Image(grid=(1, 8, 12)), Text(3), Video(grid=(4, 6, 4), second_per_grid=1.0), Text(2)],
+        [Text(2), Image(grid=(1, 10, 6)), Text(4)],
+    ]
+    (row,) = list(
+        mrope.pack(samples, model=name, rules=rules, tokenizer=_tok, max_length=8192, mode="stream")
+    )
+    assert row.position_ids.dtype == (np.float32 if rules else np.int64)
+    for layout in ("zigzag", "contiguous"):
+        for rank in range(2):
+            got = shard_samples(
+                samples, model=name, rules=rules, tokenizer=_tok, world_size=2, rank=rank, layout=layout
+            )
+            want = shard(row, world_size=2, rank=rank, layout=layout)
+            for key in KEYS:
+                a, b = got[key], getattr(want, key)
+                assert a.dtype == b.dtype and np.array_equal(a, b), (layout, rank, key)
+    # negative control: the base family's row (h and w from the block start) shards otherwise
+    base = "qwen3-vl" if name == "mrope-interleave" else "qwen2-vl"
+    (base_row,) = list(mrope.pack(samples, model=base, tokenizer=_tok, max_length=8192, mode="stream"))
+    mine = shard_samples(samples, model=name, rules=rules, tokenizer=_tok, world_size=2, rank=0)
+    assert not np.array_equal(shard(base_row, world_size=2, rank=0).position_ids, mine["position_ids"])

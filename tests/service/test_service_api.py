@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 import mrope
-from mrope.models import PRESET_NAMES, get_family
+from mrope.models import PRESET_NAMES, SCHEME_NAMES, get_family
 from mrope.service import Settings
 from mrope.service import _convert as convert
 from mrope.service._render import negotiate, npy_bytes
@@ -125,8 +125,9 @@ def _takes_mixed(model: str) -> bool:
     return True
 
 
-# the families whose rules take every segment of MIXED (tiles, crops, 2-frame temporal patches)
-MIXED_MODELS = [m for m in PRESET_NAMES if _takes_mixed(m)]
+# the families (and research schemes) whose rules take every segment of MIXED (tiles, crops, 2-frame
+# temporal patches)
+MIXED_MODELS = [m for m in (*PRESET_NAMES, *SCHEME_NAMES) if _takes_mixed(m)]
 
 
 @pytest.mark.parametrize("model", MIXED_MODELS)
@@ -398,8 +399,9 @@ def test_health_openapi_docs(client):
         comps["PositionsRequest"]["properties"]["segments"]["items"]["discriminator"]["propertyName"]
         == "type"
     )
-    # a model is a name, a Hugging Face model_type or a repo id: the names are the examples
-    assert set(comps["PositionsRequest"]["properties"]["model"]["examples"]) == set(PRESET_NAMES)
+    # a model is a name, a Hugging Face model_type or a repo id: the names (families, then research
+    # schemes) are the examples
+    assert set(comps["PositionsRequest"]["properties"]["model"]["examples"]) == {*PRESET_NAMES, *SCHEME_NAMES}
     upload = schema["paths"]["/v1/positions/upload"]["post"]["requestBody"]["content"]
     assert "multipart/form-data" in upload
     assert "application/x-npy" in schema["paths"]["/v1/positions"]["post"]["responses"]["200"]["content"]
