@@ -98,6 +98,9 @@ Rules of single families, each named by what it does and off by default:
 - ``positions_base``: ``"counter"`` (the block counter above) or ``"sequence"``: every axis is the
   token's index in the sequence, and the grid tokens of an image write ``(w, h, image index)`` on the
   last three axes (HunyuanOCR). ``num_axes`` rows (3 or 4; with 4, axis 0 stays the sequence index).
+  ``"index"``: every axis of every token, vision tokens included, is the token's index in the sequence
+  (the sequence engine without the grid write: MiniCPM-V 4.6, whose vision features replace placeholder
+  embeddings and whose text model is given ``arange`` positions on all three axes).
   ``"canvas"``: MiniCPM-V 4.7's canvas of a thumbnail and its detail slices (:mod:`mrope._layout.canvas`), with
   the marker ids ``slice_start_id``, ``slice_end_id`` and ``newline_id`` (``vision_start_id`` /
   ``vision_end_id`` are ``<image>`` / ``</image>``).
@@ -137,7 +140,7 @@ TileRule = Literal["global", "independent"]
 AdvanceRule = Literal["max+1", "spatial", "block", "time"]
 TimestampPosition = Literal["before", "after"]
 TimestampTime = Literal["mean", "first"]
-PositionsBase = Literal["counter", "sequence", "canvas"]
+PositionsBase = Literal["counter", "sequence", "index", "canvas"]
 ImageIndexScope = Literal["sequence", "batch"]
 ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)", "i*(spg*tps) f64"]

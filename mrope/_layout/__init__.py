@@ -21,11 +21,17 @@ ENGINES: dict[str, LayoutEngine] = {
 }
 """Engine name -> engine."""
 
+_ENGINE_OF_BASE: dict[str, str] = {"index": "sequence"}
+"""``positions_base`` values laid out by an engine of another name (``"index"``: the sequence engine, which
+reads the rules to leave out the grid write); every other value names its engine."""
+
 
 def engine_for(rules: LayoutRules) -> str:
-    """The name of the engine that lays out ``rules``: ``"omni"`` when they have audio, else their
-    ``positions_base`` (``"counter"``, ``"sequence"`` or ``"canvas"``)."""
-    return "omni" if rules.has_audio else rules.positions_base
+    """The name of the engine that lays out ``rules``: ``"omni"`` when they have audio, else the engine of
+    their ``positions_base`` (``"counter"``, ``"sequence"`` (also for ``"index"``) or ``"canvas"``)."""
+    if rules.has_audio:
+        return "omni"
+    return _ENGINE_OF_BASE.get(rules.positions_base, rules.positions_base)
 
 
 def engine(rules: LayoutRules) -> LayoutEngine:

@@ -1,7 +1,8 @@
 """The sequence engine (HunyuanOCR's sequence positions): planning, token count and token-id scan row.
 
 Every axis counts tokens; an image's own tokens carry (column, row, image index) on the last three.
-transformers 5.24 models/hunyuan_vl/modeling_hunyuan_vl.py:887 (``get_rope_index``). Segments are
+transformers 5.24 models/hunyuan_vl/modeling_hunyuan_vl.py:887 (``get_rope_index``). Under
+``positions_base="index"`` the image's tokens keep the sequence index too (MiniCPM-V 4.6). Segments are
 planned by the counter planner without tiles or videos and without its plan cache (its blocks are
 filled here, never fused with their wrappers).
 """
@@ -47,7 +48,16 @@ class SequencePositionsPlan(CounterPlan):
         token index of its first token (0, or the tokens before it in a continued conversation)."""
         ids, tokens, total = self.output_arrays(ids, tokens, total)
         spans: list[Span] = []
-        top, _ = fill_sequence_pieces(self.pieces, ids, tokens, spans, image_index, self.owners, start)
+        top, _ = fill_sequence_pieces(
+            self.pieces,
+            ids,
+            tokens,
+            spans,
+            image_index,
+            self.owners,
+            start,
+            write_grid=_writes_grid(self.rules),
+        )
         return self.describe(ids, tokens, spans, top, total)
 
 
@@ -59,12 +69,14 @@ def fill_sequence_pieces(
     image_index: int = 0,
     owners: Sequence[int] | None = None,
     start: int = 0,
+    write_grid: bool = True,
 ) -> tuple[int, int]:
     """Fill ``ids[:, :sum(n)]`` under the ``sequence`` positions rule (HunyuanOCR).
 
     Every axis holds the token's index in the sequence (counted from ``start``: 0, or the tokens before
-    the pieces in a continued conversation); the tokens of a vision block write ``(col, row, image
-    index)`` on the last three axes (``ids`` has 3 or 4 rows; with 4, row 0 stays the sequence index).
+    the pieces in a continued conversation); with ``write_grid`` the tokens of a vision block write ``(col,
+    row, image index)`` on the last three axes (``ids`` has 3 or 4 rows; with 4, row 0 stays the sequence
+    index), without it (``positions_base="index"``) they keep the sequence index.
     Returns ``(largest position, next image index)``.
     """
     total = sum(p.n for p in pieces)
@@ -82,12 +94,13 @@ def fill_sequence_pieces(
             tokens[a:b] = p.token_ids if isinstance(p, TextRun) else p.token_id
         if isinstance(p, Block):
             frames, th, tw = len(p.tau), p.tile_h, p.tile_w
-            grid = np.empty((3, frames, th, tw), dtype=np.int64)
-            grid[0] = np.arange(tw, dtype=np.int64)
-            grid[1] = np.arange(th, dtype=np.int64)[:, None]
-            grid[2] = image_index
-            ids[first:, a:b] = grid.reshape(3, -1)
-            top = max(top, image_index)
+            if write_grid:
+                grid = np.empty((3, frames, th, tw), dtype=np.int64)
+                grid[0] = np.arange(tw, dtype=np.int64)
+                grid[1] = np.arange(th, dtype=np.int64)[:, None]
+                grid[2] = image_index
+                ids[first:, a:b] = grid.reshape(3, -1)
+                top = max(top, image_index)
             image_index += 1
             if spans is not None:
                 spans.append(Span(p.kind, a, b, owner, (frames, th, tw)))
@@ -95,6 +108,11 @@ def fill_sequence_pieces(
             spans.append(Span(p.kind, a, b, owner))
         a = b
     return top, image_index
+
+
+def _writes_grid(rules: LayoutRules) -> bool:
+    """Whether an image's tokens write its grid (``"sequence"``) or keep the sequence index (``"index"``)."""
+    return rules.positions_base == "sequence"
 
 
 def plan_segments(segments: Sequence[Segment], rules: LayoutRules, tokenizer: Any) -> SequencePositionsPlan:
@@ -128,7 +146,9 @@ def fill_row(scan: ScanRow) -> tuple[int, int]:
     """One row of the token-id scan; the image index carries on to the next row under
     ``image_index_scope="batch"``."""
     pieces = run_pieces(scan.runs, scan.row, scan.images, scan.videos, scan.rules)
-    top, image_index = fill_sequence_pieces(pieces, scan.dense, None, None, scan.image_index)
+    top, image_index = fill_sequence_pieces(
+        pieces, scan.dense, None, None, scan.image_index, write_grid=_writes_grid(scan.rules)
+    )
     if scan.rules.image_index_scope == "sequence":
         image_index = 0
     return top, image_index

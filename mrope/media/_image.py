@@ -244,9 +244,16 @@ def _check_sizes_images(lay: LayoutRules) -> None:
     """Refuse to size an image file under rules whose processor mrope does not reproduce.
 
     Raises:
-        MediaError: ``positions_base="canvas"`` (MiniCPM-V 4.7): the processor slices each picture into
-            a thumbnail and detail crops, and that slicing is not in :mod:`mrope.media`.
+        MediaError: ``positions_base="canvas"`` or ``"index"`` (MiniCPM-V 4.7 and 4.6): the processor
+            slices each picture into a thumbnail and detail crops, and that slicing is not in
+            :mod:`mrope.media`.
     """
+    if lay.positions_base == "index":
+        raise MediaError(
+            f"the {lay.name!r} processor slices each image into a thumbnail and detail crops, which "
+            "mrope.media does not reproduce; take the crops' grids from the processor (its tgt_sizes) and "
+            "pass each crop as Image(grid)"
+        )
     if lay.positions_base == "canvas":
         raise MediaError(
             f"the {lay.name!r} processor slices each image into a thumbnail and detail crops, which "

@@ -43,6 +43,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "hy_v4_vl",
     "hunyuan_vl",
     "minicpmv4_7",
+    "minicpmv4_6",
     "qwen2_5_omni",
     "qwen3_omni",
 )

@@ -110,10 +110,11 @@ def test_continued_turn_expands_to_the_whole_conversations_tail(name: str) -> No
 @pytest.mark.parametrize("name", [n for n in names() if n not in FAMILIES])
 def test_families_without_a_tiny_model_expand_to_their_ids(name: str) -> None:
     rng = np.random.default_rng(3)
+    m = mrope.models.resolve_rules(name).merge_size  # 2, or 4 (MiniCPM-V 4.6)
     for _ in range(4):
         segments = [Text(7)]
         for _ in range(int(rng.integers(1, 4))):
-            segments += [Image(grid=(1, 2 * int(rng.integers(1, 5)), 2 * int(rng.integers(1, 5)))), Text(3)]
+            segments += [Image(grid=(1, m * int(rng.integers(1, 5)), m * int(rng.integers(1, 5)))), Text(3)]
         p = mrope.build_positions(segments, model=name)
         _round_trips(p, p.ids)
 

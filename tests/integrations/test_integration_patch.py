@@ -645,12 +645,22 @@ def test_hunyuan_ocr_released_convention_is_the_official_xdrope_rotation() -> No
 def test_every_registry_family_has_the_model_level_checks() -> None:
     """Every registry family is in FAMILIES (patched prefill, generate, build_batch positions and the
     validation checks above and in test_integration_seed/pipeline) or has its own tests here: GLM-Image
-    (it decodes at planned image positions) and HunyuanOCR (refused under the default convention, by
-    design). A family added to the registry fails this until its tiny model passes those checks."""
-    others = [
-        f.name for f in mrope.models.families() if f.name not in (*FAMILIES, "glm-image", "hunyuan-ocr")
-    ]
+    (it decodes at planned image positions), HunyuanOCR (refused under the default convention, by
+    design) and MiniCPM-V 4.6 (refused: no get_rope_index to bind). A family added to the registry fails
+    this until its tiny model passes those checks."""
+    own = ("glm-image", "hunyuan-ocr", "minicpm-v-4.6")
+    others = [f.name for f in mrope.models.families() if f.name not in (*FAMILIES, *own)]
     assert others == [], f"registry families without model-level checks: {others}"
+
+
+def test_minicpm_v_4_6_is_refused_naming_get_rope_index() -> None:
+    """transformers 5.24's MiniCPM-V 4.6 has no get_rope_index: its model passes position_ids=None to its
+    Qwen3.5 text model, which writes arange on every axis (models/minicpmv4_6/modeling_minicpmv4_6.py:734-741),
+    so patch() has nothing to replace and says so (its positions: tests/models/test_family_minicpmv4_6.py)."""
+    net = tiny_model("minicpm-v-4.6")
+    with pytest.raises(PatchError, match="get_rope_index"):
+        mt.patch(net)
+    assert not mt.is_patched(net)
 
 
 def test_bf16_model_stays_within_bf16_rounding() -> None:

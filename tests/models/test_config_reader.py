@@ -157,6 +157,7 @@ TOP_TO_TEXT = {
     "hy_v4_vl": "hy_v4_vl_text",
     "hunyuan_vl": "hunyuan_vl_text",
     "minicpmv4_7": "qwen3_5_text",
+    "minicpmv4_6": "qwen3_5_text",
     "qwen4_exp": "qwen4_exp_text",
 }
 # 5.24's HunyuanOCR rotary pairs channels of different axes (transformers 5.24

@@ -21,9 +21,10 @@ from mrope.ops import expand_program
 
 def _prompt(name: str, seed: int) -> mrope.Positions:
     rng = np.random.default_rng(seed)
+    m = max(2, mrope.models.resolve_rules(name).merge_size)  # 4 where 4 x 4 patches merge (MiniCPM-V 4.6)
     segments: list = [Text(int(rng.integers(1, 30)))]
     for _ in range(3):
-        h, w = 2 * int(rng.integers(1, 6)), 2 * int(rng.integers(1, 6))
+        h, w = m * int(rng.integers(1, 6)), m * int(rng.integers(1, 6))
         segments += [Image(grid=(1, h, w)), Text(int(rng.integers(1, 9)))]
     try:
         with_video = [*segments, Video(grid=(4, 4, 6), fps=float(rng.choice([0.5, 2.0]))), Text(2)]
