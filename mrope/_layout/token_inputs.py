@@ -31,8 +31,10 @@ def as_numpy(value: Any, name: str, ndim: int | None = None) -> np.ndarray | Non
         if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor, without importing torch
             try:
                 arr = value.numpy()  # a view of a CPU tensor without grad
-            except (RuntimeError, TypeError):  # it requires grad, or lives on another device
-                arr = value.detach().cpu().numpy()
+            except (RuntimeError, TypeError):  # it requires grad, lives on another device, or is bf16
+                value = value.detach().cpu()
+                # numpy has no bfloat16: its values widen to float32 exactly
+                arr = (value.float() if str(value.dtype) == "torch.bfloat16" else value).numpy()
         else:
             try:
                 arr = np.asarray(value)

@@ -417,3 +417,27 @@ def test_all_ones_mask_equals_no_mask_and_empty_rows_are_padding() -> None:
 def test_fast_paths_still_reject_bad_input(kwargs: dict, needle: str) -> None:
     with pytest.raises(TokenError, match=needle):
         get_rope_index(torch.tensor([[1, 2, 3]]), model="qwen2-vl", **kwargs)
+
+
+def test_bfloat16_second_per_grid_is_read_as_its_values() -> None:
+    """A model run in bf16 hands ``second_per_grid_ts`` as bf16 (transformers' model tests cast every float
+    input to the model's dtype); numpy has no bf16, so its values are read widened to float32, exactly:
+    the positions equal those of the float32 tensor of the same values. Control: 0.35 s, which bf16
+    rounds to 0.349609375, gives other positions (patch 10: ``trunc(10 * 0.35 * 2) = 7``, against
+    ``trunc(10 * 0.349609375 * 2) = trunc(6.99) = 6``)."""
+    p = build_positions([Text(3), Video(grid=(12, 4, 4), fps=2.0), Text(2)], model="qwen2.5-vl")
+    ids = torch.from_numpy(p.input_ids)[None]
+    grids = torch.tensor([[12, 4, 4]])
+    spg = torch.tensor([0.35]).to(torch.bfloat16)
+    assert float(spg.float()[0]) == 0.349609375
+
+    def positions(second_per_grid: torch.Tensor) -> torch.Tensor:
+        return get_rope_index(
+            ids, video_grid_thw=grids, second_per_grid_ts=second_per_grid, model="qwen2.5-vl"
+        )[0]
+
+    got = positions(spg)
+    assert torch.equal(got, positions(spg.float()))
+    t_of_patch_10 = int(got[0, 0, 3 + 1 + 10 * 4])  # after 3 text tokens and the vision start
+    assert t_of_patch_10 - int(got[0, 0, 4]) == 6
+    assert not torch.equal(got, positions(torch.tensor([0.35])))
