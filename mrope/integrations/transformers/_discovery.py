@@ -86,6 +86,12 @@ def text_rotaries(owner: torch.nn.Module) -> list[torch.nn.Module]:
     return found
 
 
+def inv_freq_buffer(rotary: torch.nn.Module, layer_type: str | None) -> torch.Tensor:
+    """The rotary's frequency buffer for ``layer_type`` (one of :func:`layer_types`): ``inv_freq``, or
+    ``<layer_type>_inv_freq`` of a per-layer-type rotary."""
+    return getattr(rotary, "inv_freq" if layer_type is None else f"{layer_type}_inv_freq")
+
+
 def layer_types(rotary: torch.nn.Module) -> list[str | None]:
     """``[None]`` for a rotary with one ``inv_freq``; the layer types of a per-layer-type rotary
     (``<layer_type>_inv_freq`` buffers, ``forward(x, position_ids, layer_type)``: Cohere-Compass);
@@ -192,6 +198,7 @@ __all__ = [
     "applied_spec",
     "attention_modules",
     "family_of",
+    "inv_freq_buffer",
     "layer_types",
     "position_owners",
     "rules_of",

@@ -28,6 +28,7 @@ from mrope.integrations.transformers._discovery import (
     applied_spec,
     apply_hook,
     family_of,
+    inv_freq_buffer,
     layer_types,
     position_owners,
     rules_of,
@@ -330,8 +331,7 @@ def _make_rotary_forward(specs: dict[str | None, RopeSpec], backend: str, precis
                 f"patched rotary takes position_ids [{axes}, B, S], [1, B, S] or [B, S] (as the model's own "
                 f"rotary expands them to {axes} rows); got {list(position_ids.shape)}"
             )
-        buffer = getattr(self, "inv_freq" if layer_type is None else f"{layer_type}_inv_freq")
-        frequencies = held.get((layer_type, buffer.dtype))
+        frequencies = held.get((layer_type, inv_freq_buffer(self, layer_type).dtype))
         rotation = Rotation(position_ids.expand(axes, -1, -1), spec, backend, precision, frequencies)
         return rotation, rotation
 

@@ -18,6 +18,7 @@ from mrope._errors import MRopeError, PatchError
 from mrope._layout import engine_for
 from mrope._segments import Image, Text, Video
 from mrope._spec import RopeSpec
+from mrope.integrations.transformers._discovery import inv_freq_buffer
 from mrope.integrations.transformers._inputs import model_inputs, named_for
 from mrope.integrations.transformers._rotation import buffer_frequencies, in_halves
 from mrope.ops import apply_mrope
@@ -88,8 +89,7 @@ def _probe_rotary(
     q = torch.randn(1, 2, length, spec.head_dim, generator=gen).to(device)
     k = torch.randn(1, 1, length, spec.head_dim, generator=gen).to(device)
     extra = () if layer_type is None else (layer_type,)
-    buffer = getattr(rotary, "inv_freq" if layer_type is None else f"{layer_type}_inv_freq")
-    held = buffer_frequencies(spec, buffer.dtype)
+    held = buffer_frequencies(spec, inv_freq_buffer(rotary, layer_type).dtype)
     with torch.no_grad():
         try:
             cos, sin = type(rotary).forward(rotary, q, positions, *extra)
