@@ -82,9 +82,18 @@ def common_tests(archive: Path, root: Path) -> tuple[ModuleType, str]:
     return importlib.import_module(f"{PACKAGE}.test_modeling_common"), top.removeprefix("transformers-")
 
 
+MAX_POSITION_EMBEDDINGS = 512
+"""The testers' ``max_position_embeddings`` (transformers' ``Qwen2VLVisionText2TextModelTester``,
+tests/models/qwen2_vl/test_modeling_qwen2_vl.py, has 512)."""
+
+
 class FamilyTester:
     """The ``model_tester`` of a family's test case: its tiny config and a two-row batch with an image and a
-    video (pixels where :data:`support.tiny_vlm.NO_PIXELS` allows), built by mrope's own builder."""
+    video (pixels where :data:`support.tiny_vlm.NO_PIXELS` allows), built by mrope's own builder.
+
+    The text config's ``max_position_embeddings`` is :data:`MAX_POSITION_EMBEDDINGS`, as transformers' own
+    family testers set it: ``test_model_rope_scaling_from_config`` runs a forward of 1.5 times that many
+    tokens, which at a released config's 131,072 is a 196,608-token attention (hours of CPU)."""
 
     batch_size = 2
     is_training = True
@@ -94,6 +103,7 @@ class FamilyTester:
         self.family = family
         self.config = tiny_config(family)
         text = self.config.get_text_config()
+        text.max_position_embeddings = MAX_POSITION_EMBEDDINGS
         self.text_config = text
         self.vision_config = self.config.vision_config
         self.num_hidden_layers = text.num_hidden_layers
