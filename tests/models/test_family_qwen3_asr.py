@@ -312,3 +312,15 @@ def test_checkpoint_configs_are_read() -> None:
     )
     pos = build_positions([Text(1), Audio(mel_frames=100)], model=fam)
     assert pos.input_ids.tolist() == [0, 151647, *[151646] * 13, 151648]
+
+
+def test_deltas_differ_only_where_a_pad_is_a_rows_maximum() -> None:
+    """qwen-asr's deltas take the row's maximum over pads too (modeling_qwen3_asr.py:445): a padded row of
+    one valid token has maximum 1 (a pad), so its delta is 1 where mrope's (the valid tokens') is 0."""
+    samples = [[Text(1)], [Text(2)], [Text(3), Audio(mel_frames=200)]]
+    batch = build_batch(samples, rules=RULES, padding_side="left")
+    _, want = asr_get_rope_index(torch.from_numpy(batch.attention_mask))
+    _, deltas = rope_index(
+        batch.input_ids, None, None, batch.attention_mask, rules=RULES, audio_seqlens=[200]
+    )
+    assert want[:, 0].tolist() == [1, 0, 0] and deltas.tolist() == [0, 0, 0]
