@@ -40,8 +40,10 @@ def audio_tokens_from_frames(mel_frames: int, rules: LayoutRules) -> int:
 
 def frames_from_samples(samples: int, rules: LayoutRules) -> int:
     """Mel frames of ``samples`` samples at the rules' rate: ``ceil`` or ``floor(samples / hop)``
-    (``audio_frames``: how the family's processor pads and masks), at most ``audio_max_frames``."""
+    (``audio_frames``: how the family's processor pads and masks) of at least ``audio_min_samples``
+    samples, at most ``audio_max_frames``."""
     hop = rules.audio_hop_length
+    samples = max(int(samples), rules.audio_min_samples)
     frames = -(-int(samples) // hop) if rules.audio_frames == "ceil" else int(samples) // hop
     if rules.audio_max_frames is not None:
         frames = min(frames, rules.audio_max_frames)
@@ -51,8 +53,8 @@ def frames_from_samples(samples: int, rules: LayoutRules) -> int:
 def audio_mel_frames(audio: Audio, rules: LayoutRules) -> int | None:
     """The clip's feature length in mel frames (``None`` for ``Audio(tokens=n)``).
 
-    ``seconds`` become ``round(seconds * audio_sampling_rate)`` samples and then
-    ``ceil`` / ``floor(samples / audio_hop_length)`` frames (``rules.audio_frames``, as the family's
+    ``seconds`` become ``round(seconds * audio_sampling_rate)`` samples (at least ``audio_min_samples``)
+    and then ``ceil`` / ``floor(samples / audio_hop_length)`` frames (``rules.audio_frames``, as the family's
     processor pads), capped at ``audio_max_frames`` where the processor truncates.
     """
     if audio.mel_frames is not None:

@@ -188,6 +188,7 @@ RULE_BOUNDS: dict[str, tuple[float, float]] = {
     "audio_sampling_rate": (1, 1 << 22),
     "audio_hop_length": (1, 1 << 20),
     "audio_max_frames": (1, 2**31 - 1),
+    "audio_min_samples": (0, 2**31 - 1),
 }
 """The inclusive range of every sized rule (the number rules of the families all lie far inside):
 a rule is a size or a rate, so each bounds work (``temporal_patch_size`` 67108864 made a list of that
@@ -280,6 +281,8 @@ def _is_positive_number(value: Any) -> bool:
 
 def _check_audio_rules(rules: LayoutRules) -> None:
     _check_positive_ints(rules, ("audio_window", "audio_sampling_rate", "audio_hop_length"))
+    if not isinstance(rules.audio_min_samples, int) or isinstance(rules.audio_min_samples, bool):
+        raise LayoutError(f"LayoutRules.audio_min_samples must be an int; got {rules.audio_min_samples!r}")
     if rules.audio_max_frames is not None and (
         not isinstance(rules.audio_max_frames, int) or rules.audio_max_frames < 1
     ):
@@ -311,7 +314,9 @@ class LayoutRules:
       (Qwen2.5-Omni); ``"window"`` is 13 per ``2 * audio_window`` frames plus the remainder's
       ``((f - 1) // 2 + 1 - 1) // 2 + 1`` with ``f = (r - 1) // 2 + 1`` (Qwen3-Omni). Seconds become
       ``round(s * audio_sampling_rate)`` samples, and samples ``L = ceil`` or ``floor(samples /
-      audio_hop_length)`` frames (``audio_frames``), at most ``audio_max_frames``.
+      audio_hop_length)`` frames (``audio_frames``), at most ``audio_max_frames``. A clip shorter than
+      ``audio_min_samples`` is first zero-padded to it, its padding counted as frames of the clip
+      (Qwen3-ASR's feature extractor: 8000 samples, 0.5 s).
     - video time is ``(i * second_per_grid) * tokens_per_second`` in float32, truncated
       (``time_rounding="trunc"``) or kept fractional (``"none"``: positions are float32); an image's
       temporal patch ``i`` gets ``i * tokens_per_second``.
@@ -384,6 +389,7 @@ class LayoutRules:
     audio_hop_length: int = 160
     audio_frames: AudioFrameRule = "ceil"
     audio_max_frames: int | None = None
+    audio_min_samples: int = 0
     audio_in_video: AudioInVideoRule = "chunks"
     audio_in_video_wrappers: WrapperPositionRule = "shared"
     seconds_per_chunk: float = 2.0

@@ -23,7 +23,8 @@ ENGINES: dict[str, LayoutEngine] = {
 
 _ENGINE_OF_BASE: dict[str, str] = {"index": "sequence"}
 """``positions_base`` values laid out by an engine of another name (``"index"``: the sequence engine, which
-reads the rules to leave out the grid write); every other value names its engine."""
+reads the rules to leave out the grid write); every other value names its engine. Rules with audio go to
+the omni engine whatever their base; its timeline writes the ``"index"`` rule itself (Qwen3-ASR)."""
 
 
 def engine_for(rules: LayoutRules) -> str:

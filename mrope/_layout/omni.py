@@ -70,6 +70,11 @@ class OmniPlan:
                 self.image_grids.append(seg.grid)
                 self.pieces.append(Piece("image", grid=grid, index=i))
             elif isinstance(seg, Video):
+                if rules.video_support == "none":
+                    raise LayoutError(
+                        f"video (segment {i}): the {rules.name!r} model takes no video (its processor has "
+                        "no video input; rules.video_support='none')"
+                    )
                 grid = merged_grid(seg.grid, m, f"video (segment {i})")
                 spg = seg.resolved_second_per_grid(rules.temporal_patch_size, rules.fps)
                 self.video_grids.append(seg.grid)

@@ -16,6 +16,11 @@ processor orders the placeholders by float64 times (``i * second_per_grid * toke
 model orders the positions by its float32 times. They agree except at rare float boundaries, and there
 the model's positions (in its order) meet the processor's tokens (in its order), which is what
 :func:`build_positions` returns too.
+
+Under ``positions_base="index"`` the pieces are laid out as above (their tokens, and a video's token
+order) and every token then takes its index in the sequence on every axis, counted from the start:
+Qwen3-ASR's ``get_rope_index`` (qwen-asr 0.0.6 ``qwen_asr/core/transformers_backend/modeling_qwen3_asr.py``
+:442-444, ``cumsum(attention_mask) - 1`` on three axes), which reads no token ids.
 """
 
 from __future__ import annotations
@@ -284,6 +289,8 @@ def layout(
         cur.put(cur.run(text, st), dtype(st + dtype(text - 1)))
     assert cur.at == n
     ids = cur.out
+    if rules.positions_base == "index":  # every token at its sequence index (module docstring)
+        ids[...] = np.arange(n, dtype=dtype) + cur.first
     top = ids.max() if n else dtype(-1)
     if rules.fractional_time and n and not float(top) < MAX_FLOAT_POSITION:
         raise LayoutError(

@@ -244,15 +244,16 @@ def _check_sizes_images(lay: LayoutRules) -> None:
     """Refuse to size an image file under rules whose processor mrope does not reproduce.
 
     Raises:
-        MediaError: ``positions_base="canvas"`` or ``"index"`` (MiniCPM-V 4.7 and 4.6): the processor
+        MediaError: ``positions_base="canvas"`` or ``"index"`` (MiniCPM-V 4.7 and 4.6: the processor
             slices each picture into a thumbnail and detail crops, and that slicing is not in
-            :mod:`mrope.media`.
+            :mod:`mrope.media`; Qwen3-ASR: its processor takes no images).
     """
     if lay.positions_base == "index":
         raise MediaError(
-            f"the {lay.name!r} processor slices each image into a thumbnail and detail crops, which "
-            "mrope.media does not reproduce; take the crops' grids from the processor (its tgt_sizes) and "
-            "pass each crop as Image(grid)"
+            f"the {lay.name!r} rules (positions_base='index') size no image file: mrope.media does not "
+            "reproduce their processor's image input (MiniCPM-V 4.6's slices each picture into a thumbnail "
+            "and detail crops: take the crops' grids from the processor (its tgt_sizes) and pass each crop "
+            "as Image(grid); Qwen3-ASR's takes no images)"
         )
     if lay.positions_base == "canvas":
         raise MediaError(

@@ -46,6 +46,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "minicpmv4_6",
     "qwen2_5_omni",
     "qwen3_omni",
+    "qwen3_asr",
 )
 """Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
 

@@ -64,10 +64,11 @@ _BUILD: dict[str, tuple[str, str]] = {
     "qwen2_5_omni": ("qwen2_5_omni_thinker", "Qwen2_5OmniThinkerForConditionalGeneration"),
     "qwen3_omni_moe": ("qwen3_omni_moe_thinker", "Qwen3OmniMoeThinkerForConditionalGeneration"),
     "glm_image": ("glm_image", "GlmImageForConditionalGeneration"),
+    "qwen3_asr": ("qwen3_asr", "Qwen3ASRForConditionalGeneration"),
 }
 """Families whose M-RoPE text model is not what ``AutoModelForImageTextToText`` builds: model_type ->
 (config model_type, transformers class) of the part that holds it (the omni thinkers; GLM-Image is an
-image generator, not an image-text-to-text model)."""
+image generator, not an image-text-to-text model; Qwen3-ASR takes audio and text)."""
 
 
 def _hy_v4_vl_text(text: dict[str, Any], spec: Any) -> None:
@@ -147,6 +148,16 @@ def _as_number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
+def _tiny_vision(defaults: dict[str, Any], rules: Any) -> dict[str, Any]:
+    """The shrunk vision-config fields of a vision config with ``defaults``."""
+    vision = {k: v for k, v in _VISION_SHRINK.items() if k in defaults}
+    if "embed_dim" in defaults and "out_hidden_size" not in defaults:
+        vision["hidden_size"] = TEXT_HIDDEN  # Qwen2-VL: the merger's output size is the vision hidden_size
+    if "tokens_per_second" in defaults:
+        vision["tokens_per_second"] = _as_number(rules.tokens_per_second)
+    return vision
+
+
 def tiny_config(model: Any, *, layers: int = 2, text: dict[str, Any] | None = None) -> Any:
     """The transformers config of a tiny model of ``model`` (a family name, model_type or ModelFamily).
 
@@ -166,8 +177,11 @@ def tiny_config(model: Any, *, layers: int = 2, text: dict[str, Any] | None = No
         raise PatchError(
             f"tiny_config: transformers has no config class for {model_type!r} ({exc})"
         ) from None
-    if getattr(base, "text_config", None) is None or getattr(base, "vision_config", None) is None:
-        raise PatchError(f"tiny_config: {model_type!r} has no text_config / vision_config pair to shrink")
+    media = getattr(base, "vision_config", None) or getattr(base, "audio_config", None)
+    if getattr(base, "text_config", None) is None or media is None:
+        raise PatchError(
+            f"tiny_config: {model_type!r} has no text_config with a vision or audio config to shrink"
+        )
     spec = family.spec
     head_dim, section, partial = _tiny_rotary(spec)
     if spec.section_layout == "hw_alternating":
@@ -214,17 +228,16 @@ def tiny_config(model: Any, *, layers: int = 2, text: dict[str, Any] | None = No
         text["rope_parameters"] = {**text["rope_parameters"], **rope_extra}
     rules = family.rules
     top_id = max(rules.image_pad_id, rules.video_pad_id, rules.vision_start_id, rules.vision_end_id)
+    audio_ids = (rules.audio_pad_id, rules.audio_start_id, rules.audio_end_id)
+    top_id = max([top_id, *(i for i in audio_ids if i is not None)])
     if text_defaults.get("vocab_size", 0) <= top_id:
         text["vocab_size"] = (top_id // 64 + 1) * 64  # the class default is too small for the real ids
-    vision_defaults = base.vision_config.to_dict()
-    vision = {k: v for k, v in _VISION_SHRINK.items() if k in vision_defaults}
-    if "embed_dim" in vision_defaults and "out_hidden_size" not in vision_defaults:
-        vision["hidden_size"] = TEXT_HIDDEN  # Qwen2-VL: the merger's output size is the vision hidden_size
-    if "tokens_per_second" in vision_defaults:
-        vision["tokens_per_second"] = _as_number(family.rules.tokens_per_second)
-    subconfigs = {"text_config": text, "vision_config": vision}
+    subconfigs: dict[str, Any] = {"text_config": text}
+    if getattr(base, "vision_config", None) is not None:
+        subconfigs["vision_config"] = _tiny_vision(base.vision_config.to_dict(), family.rules)
     if getattr(base, "vq_config", None) is not None:  # GLM-Image: its VQ encoder reads the vision output
-        subconfigs["vq_config"] = {"latent_channels": vision.get("hidden_size", TEXT_HIDDEN), "embed_dim": 32}
+        latent = subconfigs["vision_config"].get("hidden_size", TEXT_HIDDEN)
+        subconfigs["vq_config"] = {"latent_channels": latent, "embed_dim": 32}
     if getattr(base, "audio_config", None) is not None:
         audio_defaults = base.audio_config.to_dict()
         subconfigs["audio_config"] = {k: v for k, v in _AUDIO_SHRINK.items() if k in audio_defaults}

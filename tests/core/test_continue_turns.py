@@ -116,7 +116,7 @@ def _registry_turns(rules) -> list[list]:
     if rules.positions_base == "canvas":
         return [list(t) for t in _turns(rules)[::2]]
     turns = [list(t) for t in _turns(rules)[::2]]
-    if rules.has_audio:  # and a video with its own audio
+    if rules.has_audio and rules.video_support != "none":  # and a video with its own audio
         m = rules.merge_size
         turns[2].insert(0, Video(grid=(6, 2 * m, 2 * m), second_per_grid=0.7, audio=Audio(mel_frames=410)))
     return turns

@@ -102,6 +102,13 @@ TEXT_CONFIGS: dict[str, dict] = {
     },
     "glm_image_text": {**_GLM4V, "num_attention_heads": 32, "head_dim": 128},
     "qwen2_5_omni_text": _QWEN2,
+    # Qwen3-ASR-1.7B: a plain Qwen3 text model (1-D rotary), head_dim 128, rope_theta 1e6
+    "qwen3": {
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "head_dim": 128,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+    },
     "qwen3_omni_moe_text": {
         **_QWEN3,
         "hidden_size": 2048,
@@ -158,12 +165,17 @@ TOP_TO_TEXT = {
     "hunyuan_vl": "hunyuan_vl_text",
     "minicpmv4_7": "qwen3_5_text",
     "minicpmv4_6": "qwen3_5_text",
+    "qwen3_asr": "qwen3",
     "qwen4_exp": "qwen4_exp_text",
 }
 # 5.24's HunyuanOCR rotary pairs channels of different axes (transformers 5.24
 # models/hunyuan_vl/modeling_hunyuan_vl.py:181-190); the family follows Tencent's layout
 # (tests/models/test_family_hunyuan_vl.py), so here only its frequencies are compared with 5.24's
 LAYOUT_NOT_5_24 = {"hunyuan_vl_text"}
+# 5.24's Qwen3-ASR rotates one position per token (models/qwen3/modeling_qwen3.py); the family's M-RoPE
+# equals it where every axis holds the same position, as all of its positions do
+# (tests/models/test_family_qwen3_asr.py), not on the random 3-D positions here
+ONE_AXIS_TEXT = {"qwen3"}
 # the text rotary where a module has several
 ROTARY_CLASS = {
     "qwen2_5_omni_text": "Qwen2_5OmniRotaryEmbedding",
@@ -229,7 +241,7 @@ def test_every_accepted_model_type_has_a_released_config_here() -> None:
 _ROTATING = sorted(
     t
     for t in set(model_types()) & (set(TOP_TO_TEXT) | set(TEXT_CONFIGS))
-    if TOP_TO_TEXT.get(t, t) not in LAYOUT_NOT_5_24
+    if TOP_TO_TEXT.get(t, t) not in LAYOUT_NOT_5_24 | ONE_AXIS_TEXT
 )
 
 

@@ -33,6 +33,10 @@ NO_ROPE_INDEX: dict[str, str] = {
     "passes position_ids=None to its Qwen3.5 text model, which writes arange on every axis); the table binds "
     "to get_rope_index, so it refuses the model (checked below); its positions are checked against that text "
     "model in tests/models/test_family_minicpmv4_6.py",
+    "qwen3-asr": "transformers 5.24's Qwen3ASRModel has no get_rope_index (modeling_qwen3_asr.py:535-575 passes "
+    "no position ids to its Qwen3 text model, which counts arange); the table binds to get_rope_index, so it "
+    "refuses the model (checked below); its positions are checked against that model in "
+    "tests/models/test_family_qwen3_asr.py",
 }
 """Families the validation table cannot run on, and why."""
 
