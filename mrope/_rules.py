@@ -23,7 +23,13 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   ``"reset"`` (at 0 for every block: MRoPE-Interleave's spatial reset), ``"centered"`` (the grid centred
   in the square span ``[s, s + max(H', W'))``, so an image and its transpose share a centre) or
   ``"diagonal"`` (VideoRoPE: token ``(i, j, k)`` gets ``h = t_i + j - (H' - 1) // 2`` and
-  ``w = t_i + k - (W' - 1) // 2`` with ``t_i = s + tau(i)``: each frame centred on its own t).
+  ``w = t_i + k - (W' - 1) // 2`` with ``t_i = s + tau(i)``: each frame centred on its own t) or
+  ``"token_time"`` (TAD-RoPE in half steps: token ``m`` of a block, in frame ``f``, gets ``s + (m + f) / 2``
+  on every axis, and text resumes at ``s + (n + T') / 2`` after a block of ``n`` tokens; with a text
+  token's step of 1 these are half of TAD-RoPE's sequence index plus frame index, whose text steps by 2,
+  so decoding keeps one position per token; the scheme's spec doubles every frequency so that each angle
+  is TAD-RoPE's. Positions are float32; needs ``temporal`` ``"index"`` or ``"timestamps"``, stride 1,
+  ``advance="max+1"``, ``crop="reset"``, no ``frame_block``, the counter positions base and no audio).
 - ``temporal_stride``: ``tau(i)`` is multiplied by this number > 0 (MRoPE-Interleave's
   ``temporal_stride``, VideoRoPE's ``scale_factor`` 2) for images and for the ``"index"`` rule; the
   ``"seconds"`` rule takes only 1, and under ``"timestamps"`` every block has ``tau = 0``. A stride that
@@ -134,7 +140,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from mrope._errors import LayoutError
 
 TemporalRule = Literal["index", "seconds", "timestamps"]
-SpatialRule = Literal["offset", "reset", "centered", "diagonal"]
+SpatialRule = Literal["offset", "reset", "centered", "diagonal", "token_time"]
 CropRule = Literal["keep", "reset"]
 TileRule = Literal["global", "independent"]
 AdvanceRule = Literal["max+1", "spatial", "block", "time"]
@@ -298,6 +304,29 @@ def _check_audio_rules(rules: LayoutRules) -> None:
         raise LayoutError(
             "LayoutRules audio_pad_id, audio_start_id and audio_end_id are set together (a model with "
             f"audio) or all None; got {ids}"
+        )
+
+
+def _check_token_time(rules: LayoutRules) -> None:
+    """``spatial="token_time"`` places every token of a block by its index and frame alone: the rules
+    that would move it otherwise (a time, a stride, a crop origin, frame blocks, another advance) are
+    refused rather than ignored."""
+    if rules.spatial != "token_time":
+        return
+    wrong = {
+        "temporal": rules.temporal if rules.temporal == "seconds" else None,
+        "temporal_stride": rules.temporal_stride if rules.temporal_stride != 1 else None,
+        "advance": rules.advance if rules.advance != "max+1" else None,
+        "crop": rules.crop if rules.crop != "reset" else None,
+        "frame_block": True if rules.frame_block else None,
+        "positions_base": rules.positions_base if rules.positions_base != "counter" else None,
+        "audio_pad_id": rules.audio_pad_id,  # the omni timeline places blocks its own way
+    }
+    got = ", ".join(f"{k} {v!r}" for k, v in wrong.items() if v is not None)
+    if got:
+        raise LayoutError(
+            "LayoutRules.spatial 'token_time' needs temporal 'index' or 'timestamps', temporal_stride 1, "
+            f"advance 'max+1', crop 'reset', no frame_block, positions_base 'counter' and no audio; got {got}"
         )
 
 
@@ -471,6 +500,7 @@ class LayoutRules:
             )
         check_timestamp_format(self.timestamp_format)
         _check_audio_rules(self)
+        _check_token_time(self)
 
     @property
     def has_audio(self) -> bool:
@@ -479,9 +509,13 @@ class LayoutRules:
 
     @property
     def fractional_time(self) -> bool:
-        """Whether positions are fractional (float32: ``time_rounding="none"``, or a ``temporal_stride``
-        that is not a whole number) rather than int64."""
-        return self.time_rounding == "none" or not float(self.temporal_stride).is_integer()
+        """Whether positions are fractional (float32: ``time_rounding="none"``, a ``temporal_stride``
+        that is not a whole number, or ``spatial="token_time"``) rather than int64."""
+        return (
+            self.time_rounding == "none"
+            or not float(self.temporal_stride).is_integer()
+            or self.spatial == "token_time"
+        )
 
     def format_timestamp(self, seconds: float) -> str:
         """The text of one timestamp; an integer field (``{:d}``) takes the seconds truncated to int."""

@@ -22,6 +22,10 @@ models/glm4v/modeling_glm4v.py:493; h/w alternating in models/ernie4_5_vl_moe/mo
 - ``section_layout="per_head"`` (MHRoPE, JJJYmmm/Multimodal-RoPEs multimodal_ropes/freq_allocation/
   mhrope.py:20-27): ``mrope_section`` counts key-head groups per axis, not frequencies; each group reads
   its axis at every frequency (the full ladder), so the spec's pair table has ``sum(mrope_section)`` heads.
+- ``nope_axes``: the frequencies a layout gives to these axes do not rotate (NoPE: cos 1, sin 0, whatever
+  the positions): ``axis_map`` marks them ``-1``, and so does the pair table. HoPE (hrlics/HoPE at
+  85b76c0, modeling_hope.py:266-293, ``apply_hybrid_multimodal_rotary_pos_emb``) is ``hw_alternating`` with t's
+  lowest frequencies NoPE: ``nope_axes=(0,)``.
 - ``pairing="neox"``: channel i pairs with ``i + rotary_dim / 2``; ``"gptj"``: channels 2i and 2i+1; both
   counted from ``rotary_offset``, the first rotary channel.
 """
@@ -145,6 +149,26 @@ class RopeScaling:
                 )
 
 
+def _check_nope_axes(spec: RopeSpec) -> None:
+    """``nope_axes``: distinct axes of the spec, as a sorted tuple (stored back); not with dynamic NTK,
+    whose per-call frequencies would turn the NoPE pairs."""
+    axes = spec.nope_axes
+    if isinstance(axes, (str, bytes)) or not hasattr(axes, "__iter__"):
+        raise SpecError(f"nope_axes must be a sequence of axis indices; got {axes!r}")
+    axes = tuple(axes)
+    a = spec.num_axes
+    ok = all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) and 0 <= x < a for x in axes)
+    if not ok or len(set(axes)) != len(axes):
+        raise SpecError(
+            f"nope_axes must be distinct axis indices in [0, {a}) (mrope_section has {a} axes); got {axes!r}"
+        )
+    if axes and spec.scaling.type == "dynamic":
+        raise SpecError(
+            "nope_axes needs scaling other than 'dynamic' (its frequencies are recomputed per call)"
+        )
+    object.__setattr__(spec, "nope_axes", tuple(sorted(int(x) for x in axes)))
+
+
 @dataclass(frozen=True)
 class RopeSpec:
     """The rotary configuration of one attention layer.
@@ -163,6 +187,8 @@ class RopeSpec:
         scaling: long-context scaling of ``inv_freq``.
         rotary_offset: the first rotary channel: channels ``[rotary_offset, rotary_offset + rotary_dim)``
             rotate, the rest pass through (HY-V4-VL: 192, its 64-channel rope slice ends a 256-channel head).
+        nope_axes: axes whose frequencies stay unrotated (NoPE pairs, ``-1`` in :meth:`axis_map`); ``()``:
+            every frequency rotates. HoPE: ``(0,)``, its temporal frequencies.
     """
 
     head_dim: int = 128
@@ -173,6 +199,7 @@ class RopeSpec:
     pairing: Pairing = "neox"
     scaling: RopeScaling = field(default_factory=RopeScaling)
     rotary_offset: int = 0
+    nope_axes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.scaling, dict):
@@ -245,6 +272,7 @@ class RopeSpec:
             )
         if self.pairing not in PAIRINGS:
             raise SpecError(f"pairing must be {' or '.join(repr(x) for x in PAIRINGS)}; got {self.pairing!r}")
+        _check_nope_axes(self)
 
     # ------------------------------------------------------------------ frequencies
 
@@ -259,13 +287,15 @@ class RopeSpec:
         return len(self.mrope_section)
 
     def axis_map(self) -> np.ndarray:
-        """Axis index (0 = t, 1 = h, 2 = w for three axes) of every frequency, int64 ``[rotary_dim // 2]``
-        (``[heads, rotary_dim // 2]`` under ``"per_head"``).
+        """Axis index (0 = t, 1 = h, 2 = w for three axes; -1: NoPE) of every frequency, int64
+        ``[rotary_dim // 2]`` (``[heads, rotary_dim // 2]`` under ``"per_head"``).
 
         This is the single source of truth for which position row drives which frequency: the rule of
-        ``section_layout`` in :data:`SECTION_RULES`.
+        ``section_layout`` in :data:`SECTION_RULES`, with ``-1`` (a NoPE frequency) where that rule gives
+        an axis of ``nope_axes``.
         """
-        return SECTION_RULES[self.section_layout](self.mrope_section, self.num_freqs)
+        axes = SECTION_RULES[self.section_layout](self.mrope_section, self.num_freqs)
+        return np.where(np.isin(axes, self.nope_axes), -1, axes) if self.nope_axes else axes
 
     def inv_freq(self, seq_len: int | None = None) -> np.ndarray:
         """Scaled inverse frequencies, float64 ``[rotary_dim // 2]``, in radians per position.
@@ -319,6 +349,7 @@ class RopeSpec:
         """A JSON-ready dict that :meth:`from_dict` turns back into an equal spec."""
         out = asdict(self)
         out["mrope_section"] = list(self.mrope_section)
+        out["nope_axes"] = list(self.nope_axes)
         return out
 
     @classmethod

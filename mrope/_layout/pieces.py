@@ -64,6 +64,7 @@ class Block:
     tiles: Sequence[tuple[int, int]] | None = None  # (row, col) of each tile, for spans
     anchored: bool = True  # h and w count from the block start s (False: from 0, the "reset" rule)
     follow_t: bool = False  # h and w also carry each frame's t offset (the frame_block rule)
+    token_time: bool = False  # every axis (m + f) / 2 for token m in frame f (spatial="token_time")
     wrap: tuple[int, int] | None = None  # (start id, end id): one wrapper token before and after
     advance: str = "max+1"  # the advance rule, which places the end wrapper of a wrapped block
     n: int = field(init=False)  # tokens in the block (wrappers included)
@@ -108,6 +109,7 @@ def untiled_block(
         token_id,
         anchored=rules.spatial != "reset",
         follow_t=follow_t,
+        token_time=rules.spatial == "token_time",
     )
 
 
@@ -169,23 +171,17 @@ def block_template(p: Block) -> tuple:
             p.h0,
             p.w0,
             p.follow_t,
+            p.token_time,
             p.wrap is not None and (p.advance, p.wrap, p.token_id),
         )
     hit = _TEMPLATES.get(key)
     if hit is not None:
         return hit
-    nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
-    template = np.empty((3, nt, frames, th, tw), dtype=np.result_type(p.tau, np.int64))
-    template[0] = p.tau[None, :, None, None]
-    template[1] = p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
-    template[2] = p.w0 + p.tile_w0[:, None, None, None] + np.arange(tw, dtype=np.int64)[None, None, None, :]
-    if p.follow_t:
-        template[1:] += p.tau[None, None, :, None, None]
-    template = template.reshape(3, -1)
-    top_t = p.tau.max().item()  # an int, or a float under a fractional stride
-    top_hw = max(p.h0 + int(p.tile_h0.max()) + th - 1, p.w0 + int(p.tile_w0.max()) + tw - 1)
-    if p.follow_t:
-        top_hw += top_t
+    if p.token_time:
+        template, top_t = _token_time_template(len(p.tile_h0), len(p.tau), p.tile_h * p.tile_w)
+        top_hw = top_t
+    else:
+        template, top_t, top_hw = _grid_template(p)
     entry = (template, top_t, top_hw)
     if p.wrap is not None:  # start wrapper at 0, the block from 1, the end wrapper where text resumes
         end = 1 + (
@@ -208,6 +204,35 @@ def block_template(p: Block) -> tuple:
         _TEMPLATES[key] = entry
         _template_tokens += n
     return entry
+
+
+def _grid_template(p: Block) -> tuple[np.ndarray, int | float, int | float]:
+    """``(coordinates [3, n], largest relative t, largest relative h or w)`` of a block laid out on its
+    grid: t from ``tau``, h and w from the grid rows and columns (offsets, tiles, ``follow_t``)."""
+    nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
+    template = np.empty((3, nt, frames, th, tw), dtype=np.result_type(p.tau, np.int64))
+    template[0] = p.tau[None, :, None, None]
+    template[1] = p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
+    template[2] = p.w0 + p.tile_w0[:, None, None, None] + np.arange(tw, dtype=np.int64)[None, None, None, :]
+    if p.follow_t:
+        template[1:] += p.tau[None, None, :, None, None]
+    template = template.reshape(3, -1)
+    top_t = p.tau.max().item()  # an int, or a float under a fractional stride
+    top_hw = max(p.h0 + int(p.tile_h0.max()) + th - 1, p.w0 + int(p.tile_w0.max()) + tw - 1)
+    if p.follow_t:
+        top_hw += top_t
+    return template, top_t, top_hw
+
+
+def _token_time_template(tiles: int, frames: int, frame_tokens: int) -> tuple[np.ndarray, float]:
+    """``spatial="token_time"``: token ``m`` of the block (in emission order), in frame ``f``, at
+    ``(m + f) / 2`` on every axis (float64 ``[3, n]``), and the largest of them, ``(n - 1 + frames - 1) / 2``.
+    TAD-RoPE's position is the sequence index plus a time index that steps once per frame (VideoRoPE
+    modeling_videorope.py:1628-1833 at 7712ca3, summed at :2108-2115); these are its halves."""
+    m = np.arange(tiles * frames * frame_tokens, dtype=np.float64).reshape(tiles, frames, frame_tokens)
+    rel = (m + np.arange(frames, dtype=np.float64)[None, :, None]) / 2
+    template = np.repeat(rel.reshape(1, -1), 3, axis=0)
+    return template, (m.size - 1 + frames - 1) / 2
 
 
 def block_advance(advance: str, top_t: int, top_hw: int) -> int:

@@ -155,7 +155,7 @@ def _video_table(rope: VideoRope) -> PairTable:
 @cached("ops.pair_tables", maxsize=256)
 def pair_table(spec: RopeSpec | VideoRope) -> PairTable:
     """The pair table of a rotary spec (cached per spec): rows ``spec.axis_map()`` (per head under
-    ``section_layout="per_head"``), frequencies ``spec.inv_freq()`` (float64) and transformers' fp32 ones
+    ``section_layout="per_head"``; ``-1``, NoPE, on the frequencies of ``spec.nope_axes``), frequencies ``spec.inv_freq()`` (float64) and transformers' fp32 ones
     (:func:`mrope.ops._freqs.hf_inv_freq_fp32`), ``R = spec.num_axes``. Dynamic NTK's frequencies depend
     on the positions: the op recomputes them per call for the spec (pair ``p`` is frequency ``p``); the
     table holds the pretraining-length values.

@@ -56,6 +56,7 @@ def _variants() -> list:
             "advance": "time",
             "temporal_stride": 0.3,
         },
+        "token-time": {"temporal": "index", "spatial": "token_time"},  # TAD-RoPE's half steps
     }
     out = []
     for name, change in changes.items():

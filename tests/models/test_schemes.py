@@ -288,9 +288,11 @@ def mhrope_cos_sin(positions, theta, section=(2, 3, 3), kv_heads=8):
     return emb.cos().transpose(0, 1), emb.sin().transpose(0, 1)
 
 
-def videorope_cos_sin(positions, theta, section=(16, 24, 24)):
+def videorope_cos_sin(positions, theta, section=(16, 24, 24), nope_t: bool = False):
     """modeling_videorope.py:176-183 (cos / sin of every axis) then
-    ``apply_m_modify_multimodal_rotary_pos_emb`` :258-281 (h / w alternating, then t): ``[T, 128]``."""
+    ``apply_m_modify_multimodal_rotary_pos_emb`` :258-281 (h / w alternating, then t): ``[T, 128]``.
+    ``nope_t``: HoPE's ``apply_hybrid_multimodal_rotary_pos_emb`` (hrlics/HoPE at 85b76c0,
+    modeling_hope.py:266-293), this loop with the t sections ones and zeros (:285-288)."""
     freqs = _freqs(positions, theta)
     emb = torch.cat((freqs, freqs), dim=-1)[:, 0]
     cos, sin = emb.cos(), emb.sin()
@@ -304,6 +306,10 @@ def videorope_cos_sin(positions, theta, section=(16, 24, 24)):
                 result_cos.append(cos[row, ..., index : index + 1])
                 result_sin.append(sin[row, ..., index : index + 1])
                 index += 1
+        elif nope_t:
+            result_cos.append(torch.ones_like(cos[0, ..., index : index + sec]))
+            result_sin.append(torch.zeros_like(cos[0, ..., index : index + sec]))
+            index += sec
         else:
             result_cos.append(cos[0, ..., index : index + sec])
             result_sin.append(sin[0, ..., index : index + sec])
@@ -407,7 +413,7 @@ def test_negative_controls_of_the_rotation() -> None:
 
 
 def test_schemes_are_named_apart_from_the_families() -> None:
-    assert SCHEME_NAMES == ("mrope-interleave", "mhrope", "videorope")
+    assert SCHEME_NAMES[:3] == ("mrope-interleave", "mhrope", "videorope")
     assert not set(SCHEME_NAMES) & set(mrope.models.names())
     assert get_family("MRoPE-I") is get_family("mrope-interleave")
     assert mrope.models.schemes() == tuple(get_family(n) for n in SCHEME_NAMES)
