@@ -141,7 +141,7 @@ def _frame_grid(p: Positions, extent: int) -> np.ndarray:
     return patches.reshape(extent, extent, per // extent)[:, :, :extent]
 
 
-def _decay(p: Positions, spec: Any, heads: int, extent: int) -> tuple[DecayCurve, ...]:
+def _decay(p: Positions, spec: Any, heads: int, extent: int, backend: str) -> tuple[DecayCurve, ...]:
     grid = _frame_grid(p, extent)
     ones = torch.ones(p.num_tokens, heads, spec.head_dim, dtype=torch.float64)
     q, k = apply_mrope(
@@ -216,7 +216,7 @@ def _compare_one(model: ModelLike, options: dict[str, Any]) -> SchemeResult:
     decay: tuple[DecayCurve, ...] = ()
     e = options["decay_extent"]
     try:
-        decay = _decay(build([Video(grid=(e * tm, e * m, e * m), fps=2.0)]), spec, heads, e)
+        decay = _decay(build([Video(grid=(e * tm, e * m, e * m), fps=2.0)]), spec, heads, e, backend)
     except (MRopeError, AssertionError) as exc:
         notes.append(f"decay: {' '.join(str(exc).split())}")
     return SchemeResult(fam.name, checks, tokens, top, growth, decay, tuple(notes))

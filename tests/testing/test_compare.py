@@ -25,12 +25,13 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from mrope import RopeSpec
 from mrope._errors import LayoutError
 from mrope.models import SCHEME_NAMES, get_family, names
 from mrope.ops import pair_table
-from mrope.testing import compare_schemes
+from mrope.testing import compare_schemes, rope_scores
 
 SMALL = {"video_frames": 4, "decay_extent": 6}
 """Sizes that keep a comparison under a second or two per scheme."""
@@ -48,17 +49,51 @@ def _one_pair(theta: float = 100.0, **rules) -> object:
 
 def test_one_pair_rope_decays_as_the_cosine_of_the_distance() -> None:
     """One pair at frequency 1 on t: along t the score is ``cos(d)`` (Qwen2-VL's frame step is one t);
-    along h and w nothing turns (1). Negative control: with ``temporal_stride=2`` the frame step is two,
-    and the curve is ``cos(2 d)``, far from ``cos(d)``."""
+    along h and w nothing turns (1)."""
     d = np.arange(8)
     row = compare_schemes([_one_pair()], video_frames=2, decay_extent=8).rows[0]
     np.testing.assert_allclose(row.curve("t").scores, np.cos(d), atol=1e-6)
     np.testing.assert_allclose(row.curve("h").scores, 1.0, atol=1e-6)
     np.testing.assert_allclose(row.curve("w").scores, 1.0, atol=1e-6)
-    strided = compare_schemes([_one_pair()], rules={"temporal_stride": 2}, video_frames=2, decay_extent=8)
-    t2 = np.asarray(strided.rows[0].curve("t").scores)
-    np.testing.assert_allclose(t2, np.cos(2 * d), atol=1e-6)
-    assert np.abs(t2 - np.cos(d)).max() > 0.5
+
+
+@pytest.mark.parametrize("stride", [2, 1.5])
+def test_a_temporal_stride_scales_the_t_curve(stride: float) -> None:
+    """With ``temporal_stride`` s the frame step is s (a fractional s gives float positions, which the
+    scores take as they are): ``cos(s d)``. Negative control: far from the unstrided ``cos(d)``."""
+    d = np.arange(8)
+    rules = {"temporal_stride": stride}
+    t = np.asarray(
+        compare_schemes([_one_pair()], rules=rules, video_frames=2, decay_extent=8).rows[0].curve("t").scores
+    )
+    np.testing.assert_allclose(t, np.cos(stride * d), atol=1e-6)
+    assert np.abs(t - np.cos(d)).max() > 0.5
+
+
+def test_the_triton_kernel_measures_what_the_torch_path_does(monkeypatch) -> None:
+    """``backend="triton"`` (the kernel, interpreted on CPU) gives the torch path's statuses, and score
+    differences within float rounding of the scores' scale."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    sizes = {"video_frames": 2, "decay_extent": 3}
+    torch_row = compare_schemes(["videorope"], **sizes).rows[0]
+    triton_row = compare_schemes(["videorope"], backend="triton", **sizes).rows[0]
+    for a, b in zip(torch_row.checks, triton_row.checks, strict=True):
+        assert a.status == b.status, (a, b)
+        gap_a, gap_b = a.measured["max_score_difference"], b.measured["max_score_difference"]
+        assert abs(gap_a - gap_b) <= 1e-4 * max(1.0, gap_a), (a.name, gap_a, gap_b)
+    for a, b in zip(torch_row.decay, triton_row.decay, strict=True):
+        np.testing.assert_allclose(a.scores, b.scores, atol=1e-6)
+
+
+def test_fractional_positions_are_scored_as_they_are() -> None:
+    """Float ids (a fractional stride) reach the rotation untruncated: one pair at frequency 1 on t, q = k
+    = (1, 1), tokens at t = 0 and 0.5: the score between them is ``2 cos(0.5)`` (truncated to 0 it would
+    be 2)."""
+    spec = _one_pair().spec
+    ids = np.array([[0.0, 0.5], [0.0, 0.0], [0.0, 0.0]])
+    ones = torch.ones(2, 1, 2, dtype=torch.float64)
+    scores = rope_scores(ids, spec, ones, ones)
+    assert float(scores[0, 0, 1]) == pytest.approx(2 * np.cos(0.5), abs=1e-6)
 
 
 def _hand_curves(model: str, d: np.ndarray) -> dict[str, np.ndarray]:
