@@ -150,7 +150,7 @@ def _decay(p: Positions, spec: Any, heads: int, extent: int, backend: str) -> tu
         torch.from_numpy(np.asarray(p.ids)),
         spec,
         layout="thd",
-        backend="torch",
+        backend=backend,
         angle_precision="exact",
     )
     idx = torch.from_numpy(grid.astype(np.int64))

@@ -41,7 +41,7 @@ def _omega(theta: float, rotary_dim: int) -> np.ndarray:
     return theta ** (-2.0 * np.arange(rotary_dim // 2) / rotary_dim)
 
 
-def _one_pair(theta: float = 100.0, **rules) -> object:
+def _one_pair(theta: float = 100.0) -> object:
     """Qwen2-VL's layout with a single rotary pair on t (frequency ``theta ** 0 = 1``)."""
     spec = RopeSpec(head_dim=2, rotary_dim=2, theta=theta, mrope_section=(1, 0, 0))
     return get_family("qwen2-vl").replace(name="one-pair", spec=spec)
