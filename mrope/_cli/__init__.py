@@ -1,5 +1,5 @@
-"""The ``mrope`` command line: ``positions``, ``probe``, ``plot``, ``batch``, ``serve``, ``check``, ``golden``
-and ``conform``.
+"""The ``mrope`` command line: ``positions``, ``probe``, ``plot``, ``batch``, ``serve``, ``check``, ``compare``,
+``golden`` and ``conform``.
 
 Run ``mrope --help`` (or ``python -m mrope --help``). :func:`main` takes the arguments as a list and
 returns the exit code: 0 on success, 1 when a batch had failed samples, 2 for bad input (a one-line
@@ -17,7 +17,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from mrope._cli import _batch, _check, _commands, _golden, _probe
+from mrope._cli import _batch, _check, _commands, _compare, _golden, _probe
 from mrope._cli._args import CliError, Parser
 from mrope._errors import MRopeError, MRopeWarning
 
@@ -41,6 +41,7 @@ def build_parser() -> Parser:
     _batch.add_parser(sub)
     _commands.add_serve_parser(sub)
     _check.add_parser(sub)
+    _compare.add_parser(sub)
     _golden.add_parsers(sub)
     return parser
 

@@ -185,6 +185,17 @@ def rule_overrides(pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def add_rule_option(p: argparse.ArgumentParser, whose: str = "") -> None:
+    """``--rule KEY=VALUE`` (repeatable), read by :func:`rule_overrides`; ``whose`` names what it applies to."""
+    p.add_argument(
+        "--rule",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override one LayoutRules field{whose}, e.g. --rule crop=keep --rule fps=1 (repeatable)",
+    )
+
+
 def add_model_options(p: argparse.ArgumentParser, tokenizer: bool = True) -> None:
     """``--model``, ``--rule`` and ``--tokenizer``."""
     p.add_argument(
@@ -200,13 +211,7 @@ def add_model_options(p: argparse.ArgumentParser, tokenizer: bool = True) -> Non
         help="a checkpoint folder (config.json, preprocessor configs, tokenizer.json) read by "
         "mrope.from_pretrained, instead of --model",
     )
-    p.add_argument(
-        "--rule",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one LayoutRules field, e.g. --rule crop=keep --rule fps=1 (repeatable)",
-    )
+    add_rule_option(p)
     p.add_argument(
         "--max-tokens",
         default=str(DEFAULT_MAX_TOKENS),

@@ -10,7 +10,8 @@
 - every image (and tile grid, and the first frame of every video) as heat maps of its h and w, in the
   image's own geometry, tiles outlined and numbered in emission order, each map with its value range.
 
-:func:`save_layout` writes the picture as a PNG. The package's modules: :mod:`mrope._plot.style` (colours,
+:func:`save_layout` writes the picture as a PNG; :func:`render_decay` draws per-axis score decay curves
+(what :func:`mrope.testing.compare_schemes` measures), a panel per axis and a line per scheme. The package's modules: :mod:`mrope._plot.style` (colours,
 fonts), :mod:`mrope._plot.axis` (the compressed token and value axes), :mod:`mrope._plot.sequence` (the
 sequence section) and :mod:`mrope._plot.grids` (the heat maps).
 """
@@ -29,6 +30,7 @@ from PIL import Image as PILImage
 
 from mrope._errors import LayoutError
 from mrope._plot.axis import MIN_SEGMENT_PX
+from mrope._plot.decay import render_decay
 from mrope._plot.grids import VisionMap, grid_section, vision_maps
 from mrope._plot.sequence import sequence_section
 from mrope._plot.style import BACKGROUND, KIND_COLOURS, LEFT, RIGHT, Fonts, colourise
@@ -96,6 +98,7 @@ __all__ = [
     "MIN_SEGMENT_PX",
     "VisionMap",
     "colourise",
+    "render_decay",
     "render_layout",
     "save_layout",
     "vision_maps",

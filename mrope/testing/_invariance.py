@@ -16,7 +16,7 @@ positions, and must give equal score matrices.
   sequence, also when the prompt is prefilled in chunks.
 - :func:`assert_time_aligned`: the same moment sampled at two frame rates gets the same time.
 
-Every assertion takes the :class:`~mrope.Positions` the builder returned (or ``[3, T]`` ids where no
+Every assertion takes the :class:`~mrope.Positions` the builder returned (or ``[R, T]`` ids (one row per position axis) where no
 span is needed) and an optional spec.
 
 Failures raise ``AssertionError`` with the first offending tokens and values.
@@ -35,7 +35,7 @@ from mrope._positions import Positions
 from mrope._rules import LayoutRules
 from mrope._segments import Segment, Text
 from mrope._spec import RopeSpec
-from mrope.models import ModelLike, names, resolve_spec
+from mrope.models import SCHEME_NAMES, ModelLike, names, resolve_spec
 
 __all__ = [
     "assert_crop_invariant",
@@ -53,14 +53,17 @@ def _ids(positions: Positions | np.ndarray | torch.Tensor) -> np.ndarray:
     if isinstance(ids, torch.Tensor):
         ids = ids.detach().cpu().numpy()
     ids = np.asarray(ids)
-    if ids.ndim != 2 or ids.shape[0] != 3:
-        raise AssertionError(f"positions must be [3, T]; got shape {tuple(ids.shape)}")
-    return ids.astype(np.int64)
+    if ids.ndim != 2 or ids.shape[0] < 1:
+        raise AssertionError(
+            f"positions must be [R, T] (one row per position axis); got shape {tuple(ids.shape)}"
+        )
+    # fractional positions (a scheme's float stride) stay float: truncating them would move tokens
+    return ids.astype(np.float64 if np.issubdtype(ids.dtype, np.floating) else np.int64)
 
 
 def _spec(spec: RopeSpec | str | None, positions: Any = None) -> RopeSpec:
-    if spec is None and isinstance(positions, Positions) and positions.rules.name in names():
-        spec = positions.rules.name  # the family whose rules built the positions
+    if spec is None and isinstance(positions, Positions) and positions.rules.name in names() + SCHEME_NAMES:
+        spec = positions.rules.name  # the family (or scheme) whose rules built the positions
     return resolve_spec(spec)
 
 
@@ -82,7 +85,7 @@ def rope_scores(
     """Attention logits after M-RoPE: ``[heads, T, T]`` with entry ``(h, i, j) = q_rot[i, h] . k_rot[j, h]``.
 
     Args:
-        positions: ``[3, T]`` position ids (or a :class:`~mrope.Positions`).
+        positions: ``[R, T]`` position ids (one row per axis of the spec) (or a :class:`~mrope.Positions`).
         spec: the rotary spec.
         q, k: content vectors ``[T, heads, head_dim]`` (float64 recommended).
         backend: apply path, ``"torch"`` or ``"triton"`` (see :func:`mrope.apply_mrope`).
@@ -95,6 +98,15 @@ def rope_scores(
     pos = torch.from_numpy(_ids(positions))
     q_rot, k_rot = apply_mrope(q, k, pos, spec, layout="thd", backend=backend, angle_precision="exact")
     return torch.einsum("ihd,jhd->hij", q_rot, k_rot)
+
+
+def paired_scores(
+    pos_a: np.ndarray, pos_b: np.ndarray, spec: RopeSpec, *, heads: int, seed: int, backend: str = "torch"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``[heads, T, T]`` scores of the same random content (float64, drawn from ``seed``) at two
+    position sets, token ``i`` of ``pos_a`` paired with token ``i`` of ``pos_b``."""
+    q, k = _content(pos_a.shape[1], spec, heads, seed)
+    return rope_scores(pos_a, spec, q, k, backend=backend), rope_scores(pos_b, spec, q, k, backend=backend)
 
 
 def _assert_scores_match(
@@ -110,9 +122,7 @@ def _assert_scores_match(
     backend: str,
 ) -> None:
     """Same content at both position sets (token i of a pairs with token i of b): equal scores."""
-    q, k = _content(pos_a.shape[1], spec, heads, seed)
-    a = rope_scores(pos_a, spec, q, k, backend=backend)
-    b = rope_scores(pos_b, spec, q, k, backend=backend)
+    a, b = paired_scores(pos_a, pos_b, spec, heads=heads, seed=seed, backend=backend)
     if not torch.allclose(a, b, rtol=rtol, atol=atol):
         err = (a - b).abs()
         h, i, j = np.unravel_index(int(err.argmax()), tuple(err.shape))
@@ -137,13 +147,13 @@ def assert_translation_invariant(
     """Adding a constant (one per axis, or the same on all) to every coordinate changes no q.k score.
 
     Args:
-        positions: ``[3, T]`` ids or a :class:`~mrope.Positions`.
+        positions: ``[R, T]`` ids or a :class:`~mrope.Positions`.
         spec: a :class:`~mrope.RopeSpec` or preset name (default: the positions' preset, else qwen2-vl).
         shift: the constant, or ``(t, h, w)`` constants.
     """
     ids = _ids(positions)
     sp = _spec(spec, positions)
-    delta = np.broadcast_to(np.asarray(shift, dtype=np.int64).reshape(-1, 1), (3, 1))
+    delta = np.broadcast_to(np.asarray(shift, dtype=np.int64).reshape(-1, 1), (ids.shape[0], 1))
     _assert_scores_match(
         ids,
         ids + delta,
@@ -164,7 +174,7 @@ def _image_spans(p: Positions, what: str) -> list:
     return spans
 
 
-def _grid_of(p: Positions, what: str) -> tuple[np.ndarray, int, int]:
+def grid_of(p: Positions, what: str) -> tuple[np.ndarray, int, int]:
     """Token indices of a single untiled image as a merged ``[H', W']`` array."""
     spans = _image_spans(p, what)
     if len(spans) == 1 and spans[0].grid is None:  # a canvas of slices (MiniCPM-V) has no one grid
@@ -211,8 +221,8 @@ def assert_crop_invariant(
         The origin ``(row, col)`` in the whole image's merged grid that the crop's coordinates give
         (``crop="keep"``), for a test to compare with ``Image.origin``; ``None`` under ``"reset"``.
     """
-    whole_idx, hh, ww = _grid_of(whole, "whole")
-    crop_idx, ch, cw = _grid_of(crop, "crop")
+    whole_idx, hh, ww = grid_of(whole, "whole")
+    crop_idx, ch, cw = grid_of(crop, "crop")
     whole_ids, crop_ids = _ids(whole), _ids(crop)
     keep = crop.rules.crop == "keep"
     found: tuple[int, int] | None = None
@@ -245,6 +255,25 @@ def assert_crop_invariant(
     return found
 
 
+def tile_tokens(tiled: Positions, untiled: Positions) -> tuple[np.ndarray, np.ndarray]:
+    """Token indices of every tile token of ``tiled`` and of the same pixel of ``untiled`` (int64
+    ``[N]`` each, paired in order)."""
+    whole_idx, hh, ww = grid_of(untiled, "untiled")
+    tiles = [s for s in _image_spans(tiled, "tiled") if s.tile is not None]
+    if not tiles:
+        raise AssertionError("tiled holds no tile spans (build it from Image(..., tiles=(cols, rows)))")
+    mine, theirs = [], []
+    for span in tiles:
+        (_, th, tw), (r, c) = span.grid, span.tile
+        if (r + 1) * th > hh or (c + 1) * tw > ww:
+            raise AssertionError(
+                f"tile {span.tile} of {th}x{tw} tokens lies outside the untiled {hh}x{ww} grid"
+            )
+        mine.append(np.arange(span.start, span.stop))
+        theirs.append(whole_idx[r * th : (r + 1) * th, c * tw : (c + 1) * tw].reshape(-1))
+    return np.concatenate(mine), np.concatenate(theirs)
+
+
 def assert_tile_invariant(
     tiled: Positions,
     untiled: Positions,
@@ -263,21 +292,9 @@ def assert_tile_invariant(
         tiled: positions of a sequence holding one tiled image (spans carry each tile's (row, col)).
         untiled: positions of a sequence holding the same image untiled (same merged grid).
     """
-    whole_idx, hh, ww = _grid_of(untiled, "untiled")
-    tiles = [s for s in _image_spans(tiled, "tiled") if s.tile is not None]
-    if not tiles:
-        raise AssertionError("tiled holds no tile spans (build it from Image(..., tiles=(cols, rows)))")
-    mine, theirs = [], []
-    for span in tiles:
-        (_, th, tw), (r, c) = span.grid, span.tile
-        if (r + 1) * th > hh or (c + 1) * tw > ww:
-            raise AssertionError(
-                f"tile {span.tile} of {th}x{tw} tokens lies outside the untiled {hh}x{ww} grid"
-            )
-        mine.append(np.arange(span.start, span.stop))
-        theirs.append(whole_idx[r * th : (r + 1) * th, c * tw : (c + 1) * tw].reshape(-1))
-    a = _ids(tiled)[:, np.concatenate(mine)]
-    b = _ids(untiled)[:, np.concatenate(theirs)]
+    mine, theirs = tile_tokens(tiled, untiled)
+    a = _ids(tiled)[:, mine]
+    b = _ids(untiled)[:, theirs]
     rel_a = a[1:] - a[1:, :1]
     rel_b = b[1:] - b[1:, :1]
     if not np.array_equal(rel_a, rel_b):
@@ -326,7 +343,7 @@ def assert_prefill_decode_consistent(
     )
 
 
-def _video_patches(p: Positions, video: int, what: str) -> np.ndarray:
+def video_patches(p: Positions, video: int, what: str) -> np.ndarray:
     """Token indices of video ``video`` (0-based, in order) of ``p`` as ``[T', tokens per patch]``."""
     owners = sorted({s.index for s in p.spans if s.kind == "video"})
     if not 0 <= video < len(owners):
@@ -378,8 +395,8 @@ def assert_frame_order_invariant(
         frames: ``frames[k]`` = the reference temporal patch that ``changed``'s patch ``k`` shows.
         video: which video of each sequence (0-based, in order).
     """
-    ref = _video_patches(reference, video, "reference")
-    new = _video_patches(changed, video, "changed")
+    ref = video_patches(reference, video, "reference")
+    new = video_patches(changed, video, "changed")
     order = [int(f) for f in frames]
     if len(order) != new.shape[0]:
         raise AssertionError(f"frames names {len(order)} patches but changed's video has {new.shape[0]}")
@@ -432,7 +449,7 @@ def assert_time_aligned(
         raise AssertionError(
             "the timestamps rule gives every patch t = its block start; compare its time text"
         )
-    patches_a, patches_b = _video_patches(a, video, "a"), _video_patches(b, video, "b")
+    patches_a, patches_b = video_patches(a, video, "a"), video_patches(b, video, "b")
     spg_a, spg_b = float(a.second_per_grid_ts[video]), float(b.second_per_grid_ts[video])
     starts_a = np.arange(patches_a.shape[0], dtype=np.float64) * spg_a
     starts_b = np.arange(patches_b.shape[0], dtype=np.float64) * spg_b

@@ -39,6 +39,14 @@ class RowResult:
         return {"name": self.name, "status": self.status, "reason": self.reason, "measured": self.measured}
 
 
+def json_text(document: dict[str, Any], path: str | Path | None = None) -> str:
+    """``document`` as indented JSON text; also written to ``path`` (with a final newline) when given."""
+    text = json.dumps(document, indent=2)
+    if path is not None:
+        Path(path).write_text(text + "\n")
+    return text
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}" if math.isfinite(value) else str(value)
@@ -96,10 +104,7 @@ class ValidationReport:
 
     def to_json(self, path: str | Path | None = None) -> str:
         """The report as JSON text; also written to ``path`` when given."""
-        text = json.dumps(self.to_dict(), indent=2)
-        if path is not None:
-            Path(path).write_text(text + "\n")
-        return text
+        return json_text(self.to_dict(), path)
 
     def table(self) -> str:
         """The report as a text table a person reads: row, status, measured numbers, reason."""
@@ -186,5 +191,6 @@ __all__ = [
     "Status",
     "ValidationReport",
     "chart_point",
+    "json_text",
     "sweep_chart",
 ]
