@@ -54,7 +54,13 @@ def _ids(positions: Positions | np.ndarray | torch.Tensor) -> np.ndarray:
         ids = ids.detach().cpu().numpy()
     ids = np.asarray(ids)
     if ids.ndim != 2 or ids.shape[0] != 3:
-        raise AssertionError(f"positions must be [3, T]; got shape {tuple(ids.shape)}")
+        whose = (
+            f" (the {positions.rules.name!r} rules write that)" if isinstance(positions, Positions) else ""
+        )
+        raise AssertionError(
+            f"positions must be [3, T] (t, h, w: the kit reads h and w as such); got shape "
+            f"{tuple(ids.shape)}{whose}"
+        )
     return ids.astype(np.int64)
 
 

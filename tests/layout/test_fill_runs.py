@@ -4,7 +4,7 @@
 is the general path it replaces, ``fill_pieces(run_pieces(...))``, which the segment builder also
 uses, on random rows of text and vision runs under every counter-engine family's rules (both
 conventions) and rule variants no family ships (spatial advance, centred and reset spatial offsets,
-row newlines, frame blocks, temporal merging, second-based time).
+row newlines, frame blocks, temporal merging, second-based time, VRoPE's four symmetric rows).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def _variants() -> list:
             "advance": "time",
             "temporal_stride": 0.3,
         },
+        "symmetric": {"temporal": "index", "spatial": "symmetric", "num_axes": 4},  # VRoPE's four rows
     }
     out = []
     for name, change in changes.items():
@@ -98,7 +99,7 @@ def _random_row(rules: LayoutRules, rng: random.Random) -> tuple[tuple, list, li
 def _both(rules: LayoutRules, runs: tuple, images: list, videos: list, spg: list[float]) -> tuple:
     n = runs[1][-1]
     dtype = np.float32 if rules.fractional_time else np.int64
-    got, want = np.full((3, n), -7, dtype=dtype), np.full((3, n), -7, dtype=dtype)
+    got, want = np.full((rules.num_axes, n), -7, dtype=dtype), np.full((rules.num_axes, n), -7, dtype=dtype)
     queues = []
     for _ in range(2):
         tm, newline = rules.temporal_merge_size, int(rules.row_newline)
