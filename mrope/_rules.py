@@ -320,6 +320,7 @@ _SYMMETRIC_NEEDS: dict[str, Any] = {
 
 
 def _check_symmetric(rules: LayoutRules) -> None:
+    """Refuse symmetric rules that differ from :data:`_SYMMETRIC_NEEDS`, naming every such field."""
     wrong = {k: getattr(rules, k) for k, v in _SYMMETRIC_NEEDS.items() if getattr(rules, k) != v}
     if wrong:
         need = ", ".join(f"{k}={v!r}" for k, v in _SYMMETRIC_NEEDS.items())

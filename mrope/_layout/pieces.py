@@ -2,7 +2,8 @@
 
 Planning turns segments (or, in the token-id scan, placeholder runs) into a flat list of pieces: text
 runs and vision blocks, each with its size. Filling writes every piece into one preallocated ``[A, T]``
-int64 array (``A = 3``; 4 under VRoPE's ``"symmetric"`` spatial rule) with broadcast assignments, so the cost is a few numpy calls per piece and nothing per token.
+int64 array (``A = 3``; 4 under VRoPE's ``"symmetric"`` spatial rule) with broadcast assignments, so the
+cost is a few numpy calls per piece and nothing per token.
 The coordinates of a block relative to its start are cached templates, one add away from the output.
 
 Counter rule (transformers 5.24 models/qwen2_vl/modeling_qwen2_vl.py:895, ``get_rope_index``): each piece
@@ -136,7 +137,7 @@ _ARANGE.flags.writeable = False
 _TEMPLATES: dict[tuple, tuple] = {}  # (coordinates [A, n], two ints[, token ids [n] of a wrapped block])
 _TEMPLATE_BUDGET = (
     1 << 21
-)  # tokens kept in the cache (int64 [3, n] each, [4, n] when wrapped: 64 MiB at most)
+)  # tokens kept in the cache (int64 [3, n] each, [4, n] when wrapped: 64 MiB at most; VRoPE's [5, n]: 80)
 _template_tokens = 0
 
 
@@ -152,8 +153,8 @@ register("layout.block_templates", _clear_templates, lambda: _template_tokens, _
 
 def block_template(p: Block) -> tuple:
     """The block's coordinates relative to its start, int64 ``[A, n]`` (rows tau, h, w; the four rows of
-    :func:`symmetric_template` for a symmetric block), with the
-    largest relative t and the largest relative h or w. Cached: prompts repeat the same grids, and
+    :func:`symmetric_template` for a symmetric block), with the largest relative t and the largest
+    relative h or w (of any row). Cached: prompts repeat the same grids, and
     one add into the output beats three broadcast writes.
 
     A wrapped block (``wrap`` set; always anchored) counts from its start wrapper on every axis: its

@@ -8,8 +8,9 @@ rank's tokens; the planning and the table cost the row's segments and pieces, a 
 
 Samples whose engine is not the counter (the sequence, canvas and omni engines), or whose rules the
 table does not evaluate (the research schemes' ``block`` and ``time`` advances, fractional time, VRoPE's
-four rows), pruned samples (``keep=`` masks) and samples given as built :class:`mrope.Positions` are built
-whole, one at a time, and cut: a rank then pays every such sample it touches whole (under zigzag, every sample).
+four rows), pruned samples (``keep=`` masks) and samples given as built :class:`mrope.Positions` are
+built whole, one at a time, and cut: a rank then pays every such sample it touches whole (under zigzag,
+every sample).
 """
 
 from __future__ import annotations

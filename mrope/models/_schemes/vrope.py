@@ -7,9 +7,9 @@ johncaged/VRoPE at 1bb9363, vrope.py: positions ``VRoPE.generate_nd_positions`` 
 counter then moves on by ``T' (H' + W' - 1)``, :153, so the text after a block is one past its largest
 position; an image is one frame, :40-42), text ``generate_1d_positions`` :98-104 (one position on every
 channel), channel allocation :148-152 (frequency pair ``p`` reads map ``p % 4``; ``half_time_dim`` is
-forced to 0 at :80, so no channel carries time). The file computes positions per channel for any LLM; the scheme takes
-Qwen2-VL's ids, sizing and rotary (theta 1e6, head_dim 128, neox), with ``mrope_section (16, 16, 16,
-16)`` interleaved: pair ``p`` on row ``p % 4``.
+forced to 0 at :80, so no channel carries time). The file computes positions per channel for any LLM;
+the scheme takes Qwen2-VL's ids, sizing and rotary (theta 1e6, head_dim 128, neox), with
+``mrope_section (16, 16, 16, 16)`` interleaved: pair ``p`` on row ``p % 4``.
 """
 
 from dataclasses import replace
