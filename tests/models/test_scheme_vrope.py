@@ -123,6 +123,17 @@ def test_positions_equal_the_authors_code(seed) -> None:
     assert deltas.tolist() == [[delta]]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_rules_on_another_family(seed) -> None:
+    """Qwen2.5-VL with VRoPE's rules (its ids are Qwen2-VL's): the same positions as the scheme, the
+    video's seconds unread (frames follow one another, as the authors' code has no time delta, :140)."""
+    rules = {"spatial": "symmetric", "num_axes": 4}
+    pos = mrope.build_positions(_prompt(seed), model="qwen2.5-vl", rules=rules)
+    want, delta = _reference_of(pos)
+    np.testing.assert_array_equal(_per_pair(pos.ids), want.numpy())
+    assert pos.delta == delta
+
+
 def test_batch_rows_equal_the_authors_code() -> None:
     prompts = [_prompt(s) for s in range(4)]
     batch = mrope.build_batch(prompts, model="vrope")
