@@ -2,8 +2,9 @@
 
 Workload: 2000 text tokens, 4 images of grid (1, 64, 64) and one video of grid (32, 16, 16), wrapped;
 ``build_positions`` (segments) and ``get_rope_index`` (token ids, one row) under each scheme and its base
-family (Qwen2-VL for ``videorope``, ``hope`` and ``tad-rope``, Qwen3-VL for ``mrope-interleave``; the
-Qwen3-VL video is one block per frame, so timestamp text with a one-token tokenizer). Prints medians and the ratio scheme / base.
+family (Qwen2-VL for ``videorope``, ``hope``, ``tad-rope`` and ``vrope``, whose four rows write a third
+more, Qwen3-VL for ``mrope-interleave``; the Qwen3-VL video is one block per frame, so timestamp text with
+a one-token tokenizer). Prints medians and the ratio scheme / base.
 Run: ``python benchmarks/bench_schemes.py [--repeat N]``.
 """
 
@@ -23,6 +24,7 @@ PAIRS = (
     ("mrope-interleave", "qwen3-vl"),
     ("hope", "qwen2-vl"),
     ("tad-rope", "qwen2-vl"),
+    ("vrope", "qwen2-vl"),
 )
 
 

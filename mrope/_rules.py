@@ -30,6 +30,12 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   so decoding keeps one position per token; the scheme's spec doubles every frequency so that each angle
   is TAD-RoPE's. Positions are float32; needs ``temporal`` ``"index"`` or ``"timestamps"``, stride 1,
   ``advance="max+1"``, ``crop="reset"``, no ``frame_block``, the counter positions base and no audio).
+  ``"symmetric"`` (VRoPE: four position rows, ``num_axes=4``; token ``(i, j, k)`` of a block at ``s``
+  gets ``f_i + j + k``, ``f_i + j + (W' - 1 - k)``, ``f_i + (H' - 1 - j) + k`` and
+  ``f_i + (H' - 1 - j) + (W' - 1 - k)`` with ``f_i = s + i (H' + W' - 1)``: the grid and its three
+  mirror images, frames one after another, each starting one past the last's largest position; text
+  writes its position on all four rows. It takes the ``max+1`` advance, stride 1, no crop origin and no
+  other single-family rule).
 - ``temporal_stride``: ``tau(i)`` is multiplied by this number > 0 (MRoPE-Interleave's
   ``temporal_stride``, VideoRoPE's ``scale_factor`` 2) for images and for the ``"index"`` rule; the
   ``"seconds"`` rule takes only 1, and under ``"timestamps"`` every block has ``tau = 0``. A stride that
@@ -103,7 +109,8 @@ Rules of single families, each named by what it does and off by default:
   ``s + f * B`` with ``B = max(H', columns)`` (HY-V4-VL).
 - ``positions_base``: ``"counter"`` (the block counter above) or ``"sequence"``: every axis is the
   token's index in the sequence, and the grid tokens of an image write ``(w, h, image index)`` on the
-  last three axes (HunyuanOCR). ``num_axes`` rows (3 or 4; with 4, axis 0 stays the sequence index).
+  last three axes (HunyuanOCR). ``num_axes`` rows (3 or 4; with 4, axis 0 stays the sequence index;
+  4 also under the ``"symmetric"`` spatial rule, which needs it).
   ``"index"``: every axis of every token, vision tokens included, is the token's index in the sequence
   (the sequence engine without the grid write: MiniCPM-V 4.6, whose vision features replace placeholder
   embeddings and whose text model is given ``arange`` positions on all three axes).
@@ -140,7 +147,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from mrope._errors import LayoutError
 
 TemporalRule = Literal["index", "seconds", "timestamps"]
-SpatialRule = Literal["offset", "reset", "centered", "diagonal", "token_time"]
+SpatialRule = Literal["offset", "reset", "centered", "diagonal", "token_time", "symmetric"]
 CropRule = Literal["keep", "reset"]
 TileRule = Literal["global", "independent"]
 AdvanceRule = Literal["max+1", "spatial", "block", "time"]
@@ -330,6 +337,29 @@ def _check_token_time(rules: LayoutRules) -> None:
         )
 
 
+_SYMMETRIC_NEEDS: dict[str, Any] = {
+    "num_axes": 4,
+    "positions_base": "counter",
+    "advance": "max+1",
+    "temporal_stride": 1,
+    "crop": "reset",
+    "frame_block": False,
+    "row_newline": False,
+    "grid_border": False,
+    "audio_pad_id": None,
+}
+"""The rules the ``"symmetric"`` spatial rule (VRoPE's four rows) is defined under, and their values."""
+
+
+def _check_symmetric(rules: LayoutRules) -> None:
+    """Refuse symmetric rules that differ from :data:`_SYMMETRIC_NEEDS`, naming every such field."""
+    wrong = {k: getattr(rules, k) for k, v in _SYMMETRIC_NEEDS.items() if getattr(rules, k) != v}
+    if wrong:
+        need = ", ".join(f"{k}={v!r}" for k, v in _SYMMETRIC_NEEDS.items())
+        got = ", ".join(f"{k}={v!r}" for k, v in wrong.items())
+        raise LayoutError(f"LayoutRules.spatial='symmetric' (VRoPE's four rows) needs {need}; got {got}")
+
+
 @dataclass(frozen=True)
 class LayoutRules:
     """How segments become ``[3, T]`` positions (see the module docstring for each rule).
@@ -447,10 +477,12 @@ class LayoutRules:
                 raise LayoutError(f"LayoutRules.{name} must be true or false; got {getattr(self, name)!r}")
         if self.num_axes not in (3, 4) or isinstance(self.num_axes, bool):
             raise LayoutError(f"LayoutRules.num_axes must be 3 or 4; got {self.num_axes!r}")
-        if self.num_axes != 3 and self.positions_base != "sequence":
+        if self.spatial == "symmetric":
+            _check_symmetric(self)
+        elif self.num_axes != 3 and self.positions_base != "sequence":
             raise LayoutError(
-                f"LayoutRules.num_axes {self.num_axes} needs positions_base='sequence' (the counter rule "
-                "writes three axes t, h, w)"
+                f"LayoutRules.num_axes {self.num_axes} needs positions_base='sequence' or "
+                "spatial='symmetric' (the counter rule writes three axes t, h, w)"
             )
         _check_positive_ints(
             self,

@@ -35,8 +35,11 @@ def _range(row: np.ndarray) -> str:
 
 def summary_table(p: Positions, model: str, labels: Sequence[str]) -> str:
     """A readable table: one row per span (segment, source, kind, token range, t / h / w ranges, LLM grid,
-    tile), then the delta and the first decode position."""
-    header = ("seg", "source", "kind", "tokens", "t", "h", "w", "grid", "tile")
+    tile), then the delta and the first decode position. Positions of other than three rows (VRoPE's
+    four maps, HunyuanOCR's four axes) show one range per row, headed ``r0``, ``r1``, ..."""
+    axes = p.ids.shape[0]
+    names = ("t", "h", "w") if axes == 3 else tuple(f"r{a}" for a in range(axes))
+    header = ("seg", "source", "kind", "tokens", *names, "grid", "tile")
     rows: list[tuple[str, ...]] = []
     for s in p.spans:
         block = p.ids[:, s.start : s.stop]
@@ -47,15 +50,13 @@ def summary_table(p: Positions, model: str, labels: Sequence[str]) -> str:
                 label if len(label) <= 28 else label[:27] + "…",
                 s.kind,
                 str(s.start) if s.stop - s.start == 1 else f"{s.start}..{s.stop - 1}",
-                _range(block[0]),
-                _range(block[1]),
-                _range(block[2]),
+                *(_range(block[a]) for a in range(axes)),
                 "" if s.grid is None else "x".join(str(v) for v in s.grid),
                 "" if s.tile is None else f"r{s.tile[0]} c{s.tile[1]}",
             )
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    right = {0, 3, 4, 5, 6}
+    right = {0, 3, *range(4, 4 + axes)}
 
     def line(cells: Sequence[str]) -> str:
         out = [

@@ -242,10 +242,10 @@ class CounterPlan:
             if rules.grid_border:
                 self.text(1, rules.image_pad_id, "image", index)
             return
-        if rules.row_newline or rules.grid_border or not self.takes_tiles:
+        if rules.row_newline or rules.grid_border or not self.takes_tiles or rules.spatial == "symmetric":
             raise LayoutError(
                 f"image (segment {index}): tiles are not supported under the {rules.name!r} rules "
-                "(row_newline, grid_border or sequence positions)"
+                "(row_newline, grid_border, sequence positions or the symmetric spatial rule)"
             )
         cols, rows = img.tiles
         _, hh, ww = merged

@@ -1,14 +1,16 @@
 """The pieces every layout engine plans into (text runs, vision blocks) and the fill engine that writes them.
 
 Planning turns segments (or, in the token-id scan, placeholder runs) into a flat list of pieces: text
-runs and vision blocks, each with its size. Filling writes every piece into one preallocated ``[3, T]``
-int64 array with broadcast assignments, so the cost is a few numpy calls per piece and nothing per token.
+runs and vision blocks, each with its size. Filling writes every piece into one preallocated ``[A, T]``
+int64 array (``A = 3``; 4 under VRoPE's ``"symmetric"`` spatial rule) with broadcast assignments, so the
+cost is a few numpy calls per piece and nothing per token.
 The coordinates of a block relative to its start are cached templates, one add away from the output.
 
 Counter rule (transformers 5.24 models/qwen2_vl/modeling_qwen2_vl.py:895, ``get_rope_index``): each piece
 starts at ``s = 1 + max(all positions so far)`` (0 at the start); a text run of n tokens gets
 ``s .. s+n-1`` on every axis; a vision block of LLM grid ``(T', H', W')`` gets
-``(s + tau(i), s + h0 + j, s + w0 + k)`` for its token ``(i, j, k)``.
+``(s + tau(i), s + h0 + j, s + w0 + k)`` for its token ``(i, j, k)``. Under the ``"symmetric"`` spatial
+rule a block's four rows are its grid and the grid's three mirror images (:func:`symmetric_template`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Block:
     tiles: Sequence[tuple[int, int]] | None = None  # (row, col) of each tile, for spans
     anchored: bool = True  # h and w count from the block start s (False: from 0, the "reset" rule)
     follow_t: bool = False  # h and w also carry each frame's t offset (the frame_block rule)
+    symmetric: bool = False  # four rows: the grid and its mirror images (the "symmetric" spatial rule)
     token_time: bool = False  # every axis (m + f) / 2 for token m in frame f (spatial="token_time")
     wrap: tuple[int, int] | None = None  # (start id, end id): one wrapper token before and after
     advance: str = "max+1"  # the advance rule, which places the end wrapper of a wrapped block
@@ -94,6 +97,9 @@ def untiled_block(
     if follow_t:  # the frame_block rule: frame f starts a block of side max(H', columns)
         tau = np.arange(len(tau), dtype=np.int64) * max(hh, cols)
     follow_t = follow_t or rules.spatial == "diagonal"  # each frame centred on its own t
+    symmetric = rules.spatial == "symmetric"
+    if symmetric:  # VRoPE: frame f starts f (H' + W' - 1) on, one past the last frame's largest position
+        tau = np.arange(len(tau), dtype=np.int64) * (hh + cols - 1)
     return Block(
         tau,
         hh,
@@ -109,6 +115,7 @@ def untiled_block(
         token_id,
         anchored=rules.spatial != "reset",
         follow_t=follow_t,
+        symmetric=symmetric,
         token_time=rules.spatial == "token_time",
     )
 
@@ -129,10 +136,10 @@ def spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int]
 
 _ARANGE = np.arange(1 << 16, dtype=np.int64)  # text positions below 2**16 are slices of this (512 KiB)
 _ARANGE.flags.writeable = False
-_TEMPLATES: dict[tuple, tuple] = {}  # (coordinates [3, n], two ints[, token ids [n] of a wrapped block])
+_TEMPLATES: dict[tuple, tuple] = {}  # (coordinates [A, n], two ints[, token ids [n] of a wrapped block])
 _TEMPLATE_BUDGET = (
     1 << 21
-)  # tokens kept in the cache (int64 [3, n] each, [4, n] when wrapped: 64 MiB at most)
+)  # tokens kept in the cache (int64 [3, n] each, [4, n] when wrapped: 64 MiB at most; VRoPE's [5, n]: 80)
 _template_tokens = 0
 
 
@@ -147,8 +154,9 @@ register("layout.block_templates", _clear_templates, lambda: _template_tokens, _
 
 
 def block_template(p: Block) -> tuple:
-    """The block's coordinates relative to its start, int64 ``[3, n]`` (rows tau, h, w), with the
-    largest relative t and the largest relative h or w. Cached: prompts repeat the same grids, and
+    """The block's coordinates relative to its start, int64 ``[A, n]`` (rows tau, h, w; the four rows of
+    :func:`symmetric_template` for a symmetric block), with the largest relative t and the largest
+    relative h or w (of any row). Cached: prompts repeat the same grids, and
     one add into the output beats three broadcast writes.
 
     A wrapped block (``wrap`` set; always anchored) counts from its start wrapper on every axis: its
@@ -171,30 +179,36 @@ def block_template(p: Block) -> tuple:
             p.h0,
             p.w0,
             p.follow_t,
+            p.symmetric,
             p.token_time,
             p.wrap is not None and (p.advance, p.wrap, p.token_id),
         )
     hit = _TEMPLATES.get(key)
     if hit is not None:
         return hit
+    top_t = p.tau.max().item()  # an int, or a float under a fractional stride
     if p.token_time:
         template, top_t = _token_time_template(len(p.tile_h0), len(p.tau), p.tile_h * p.tile_w)
         top_hw = top_t
+    elif p.symmetric:
+        template = symmetric_template(p.tau, p.tile_h, p.tile_w)
+        top_hw = top_t + p.tile_h + p.tile_w - 2
     else:
-        template, top_t, top_hw = _grid_template(p)
+        template, top_hw = _axes_template(p)
     entry = (template, top_t, top_hw)
     if p.wrap is not None:  # start wrapper at 0, the block from 1, the end wrapper where text resumes
         end = 1 + (
             max(p.span_h, p.span_w) if p.advance == "spatial" else block_advance(p.advance, top_t, top_hw)
         )
-        wrapped = np.empty((4, template.shape[1] + 2), dtype=template.dtype)  # row 3: the token ids
-        wrapped[:3, 0] = 0
-        np.add(template, 1, out=wrapped[:3, 1:-1])
-        wrapped[:3, -1] = end
-        wrapped[3] = p.token_id
-        wrapped[3, 0], wrapped[3, -1] = p.wrap
+        a = template.shape[0]
+        wrapped = np.empty((a + 1, template.shape[1] + 2), dtype=template.dtype)  # row A: the token ids
+        wrapped[:a, 0] = 0
+        np.add(template, 1, out=wrapped[:a, 1:-1])
+        wrapped[:a, -1] = end
+        wrapped[a] = p.token_id
+        wrapped[a, 0], wrapped[a, -1] = p.wrap
         wrapped.flags.writeable = False
-        entry = (wrapped[:3], max(end, 1 + top_t, 1 + top_hw), end + 1, wrapped[3])
+        entry = (wrapped[:a], max(end, 1 + top_t, 1 + top_hw), end + 1, wrapped[a])
     entry[0].flags.writeable = False
     n = entry[0].shape[1]
     if n <= _TEMPLATE_BUDGET // 4:
@@ -206,22 +220,18 @@ def block_template(p: Block) -> tuple:
     return entry
 
 
-def _grid_template(p: Block) -> tuple[np.ndarray, int | float, int | float]:
-    """``(coordinates [3, n], largest relative t, largest relative h or w)`` of a block laid out on its
-    grid: t from ``tau``, h and w from the grid rows and columns (offsets, tiles, ``follow_t``)."""
+def _axes_template(p: Block) -> tuple[np.ndarray, int]:
+    """The ``[3, n]`` rows tau, h, w of a block relative to its start and its largest relative h or w."""
     nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
     template = np.empty((3, nt, frames, th, tw), dtype=np.result_type(p.tau, np.int64))
     template[0] = p.tau[None, :, None, None]
     template[1] = p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
     template[2] = p.w0 + p.tile_w0[:, None, None, None] + np.arange(tw, dtype=np.int64)[None, None, None, :]
-    if p.follow_t:
-        template[1:] += p.tau[None, None, :, None, None]
-    template = template.reshape(3, -1)
-    top_t = p.tau.max().item()  # an int, or a float under a fractional stride
     top_hw = max(p.h0 + int(p.tile_h0.max()) + th - 1, p.w0 + int(p.tile_w0.max()) + tw - 1)
     if p.follow_t:
-        top_hw += top_t
-    return template, top_t, top_hw
+        template[1:] += p.tau[None, None, :, None, None]
+        top_hw += p.tau.max().item()
+    return template.reshape(3, -1), top_hw
 
 
 def _token_time_template(tiles: int, frames: int, frame_tokens: int) -> tuple[np.ndarray, float]:
@@ -233,6 +243,19 @@ def _token_time_template(tiles: int, frames: int, frame_tokens: int) -> tuple[np
     rel = (m + np.arange(frames, dtype=np.float64)[None, :, None]) / 2
     template = np.repeat(rel.reshape(1, -1), 3, axis=0)
     return template, (m.size - 1 + frames - 1) / 2
+
+
+def symmetric_template(tau: np.ndarray, hh: int, ww: int) -> np.ndarray:
+    """VRoPE's four rows of a ``T' x hh x ww`` block relative to its start, int64 ``[4, T' hh ww]``:
+    token ``(i, j, k)`` gets ``tau[i]`` plus ``j + k``, ``j + (ww - 1 - k)``, ``(hh - 1 - j) + k`` and
+    ``(hh - 1 - j) + (ww - 1 - k)``, the grid and its mirror images in w, in h and in both
+    (johncaged/VRoPE vrope.py:117-138 at 1bb9363: rows ordered h-index then w-index, each plain then
+    flipped)."""
+    j = np.arange(hh, dtype=np.int64)[:, None]
+    k = np.arange(ww, dtype=np.int64)[None, :]
+    maps = np.stack([j + k, j + (ww - 1 - k), (hh - 1 - j) + k, (hh - 1 - j) + (ww - 1 - k)])  # [4, hh, ww]
+    template = maps[:, None] + tau.astype(np.int64)[None, :, None, None]  # [4, T', hh, ww]
+    return template.reshape(4, -1)
 
 
 def block_advance(advance: str, top_t: int, top_hw: int) -> int:
@@ -406,16 +429,18 @@ _BUFFER_SIZE = np.getbufsize()
 
 
 def add_template(template: np.ndarray, t0: int, hw0: int, out: np.ndarray) -> None:
-    """``out = template + (t0, hw0, hw0)`` per row, for ``template`` and ``out`` ``[3, n]``.
+    """``out = template + (t0, hw0, hw0)`` per row, for ``template`` and ``out`` ``[3, n]`` (``[4, n]``
+    of a symmetric block, always anchored: ``t0`` on every row).
 
     One ufunc call either way. With one offset on every row (anchored and wrapped blocks, the usual
     case) it is a scalar add while the block fits in one ufunc buffer (``3 n`` elements): against a
     ``[3, 1]`` offset column, which numpy (2.3+) copies through its buffer, or three 1-D adds, it is
     the cheaper call; above that, and with different offsets, a ``[3, 1]`` column."""
-    if t0 == hw0 and 3 * template.shape[1] <= _BUFFER_SIZE:
+    a = template.shape[0]
+    if t0 == hw0 and a * template.shape[1] <= _BUFFER_SIZE:
         np.add(template, t0, out=out)
     else:
-        np.add(template, np.array(((t0,), (hw0,), (hw0,)), dtype=np.int64), out=out)
+        np.add(template, np.array(((t0,), *((hw0,),) * (a - 1)), dtype=np.int64), out=out)
 
 
 def write_text(ids: np.ndarray, a: int, b: int, s: int | float) -> None:
@@ -443,6 +468,7 @@ __all__ = [
     "fill_pieces",
     "piece_spans",
     "spatial_offset",
+    "symmetric_template",
     "untiled_block",
     "wrapped_block",
     "write_text",

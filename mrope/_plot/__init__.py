@@ -48,11 +48,14 @@ def render_layout(
     """A picture of ``positions``: the sequence strips and chart, then the vision heat maps.
 
     Args:
-        positions: what :func:`mrope.build_positions` returned.
+        positions: what :func:`mrope.build_positions` returned, with three rows (t, h, w).
         width: picture width in pixels (at least 600); the height follows from the content.
         title: the headline (default: preset, token count, delta, max position).
         labels: one short description per segment (file names), used in the heat-map captions.
         max_panels: most heat-map panels drawn (the rest are counted).
+
+    Raises:
+        LayoutError: positions of other than three rows (VRoPE's four maps, HunyuanOCR's four axes).
 
     Returns:
         an RGB ``PIL.Image.Image``; ``image.info["mrope_layout"]`` holds the geometry of the sequence
@@ -66,6 +69,11 @@ def render_layout(
         raise LayoutError(f"render_layout takes mrope.Positions; got {type(positions).__name__}")
     if isinstance(width, bool) or not isinstance(width, int) or width < 600:
         raise LayoutError(f"width must be an int >= 600 pixels; got {width!r}")
+    if positions.ids.shape[0] != 3:
+        raise LayoutError(
+            f"render_layout draws three position rows (t, h, w); the {positions.rules.name!r} rules write "
+            f"{positions.ids.shape[0]} rows"
+        )
     fonts = Fonts.default()
     n = positions.num_tokens
     top = positions.ids.max().item() if n else -1

@@ -7,9 +7,10 @@ evaluated across every sample with a few numpy calls) and writes only the token 
 rank's tokens; the planning and the table cost the row's segments and pieces, a few Python steps each.
 
 Samples whose engine is not the counter (the sequence, canvas and omni engines), or whose rules the
-table does not evaluate (the research schemes' ``block`` and ``time`` advances, fractional time), pruned
-samples (``keep=`` masks) and samples given as built :class:`mrope.Positions` are built whole, one at a
-time, and cut: a rank then pays every such sample it touches whole (under zigzag, every sample).
+table does not evaluate (the research schemes' ``block`` and ``time`` advances, fractional time, VRoPE's
+four rows), pruned samples (``keep=`` masks) and samples given as built :class:`mrope.Positions` are
+built whole, one at a time, and cut: a rank then pays every such sample it touches whole (under zigzag,
+every sample).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def _row(samples: Sequence[Any], model: Any, rules: Any, tokenizer: Any, convent
         and engine_for(lay) == "counter"
         and lay.advance not in OWN_ADVANCES  # the piece table knows the max+1 and spatial advances
         and not lay.fractional_time  # and int64 positions
+        and lay.num_axes == 3  # of three rows t, h, w (not VRoPE's four symmetric maps)
     )
     mine = [i for i in lists if i not in masked] if ranged else []
     plans, ends = _plan_all(samples, mine, lay, tokenizer)

@@ -4,7 +4,7 @@
 is the general path it replaces, ``fill_pieces(run_pieces(...))``, which the segment builder also
 uses, on random rows of text and vision runs under every counter-engine family's rules (both
 conventions) and rule variants no family ships (spatial advance, centred and reset spatial offsets,
-row newlines, frame blocks, temporal merging, second-based time).
+row newlines, frame blocks, temporal merging, second-based time, VRoPE's four symmetric rows).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ def _variants() -> list:
             "temporal_stride": 0.3,
         },
         "token-time": {"temporal": "index", "spatial": "token_time"},  # TAD-RoPE's half steps
+        "symmetric": {"temporal": "index", "spatial": "symmetric", "num_axes": 4},  # VRoPE's four rows
     }
     out = []
     for name, change in changes.items():
@@ -99,7 +100,7 @@ def _random_row(rules: LayoutRules, rng: random.Random) -> tuple[tuple, list, li
 def _both(rules: LayoutRules, runs: tuple, images: list, videos: list, spg: list[float]) -> tuple:
     n = runs[1][-1]
     dtype = np.float32 if rules.fractional_time else np.int64
-    got, want = np.full((3, n), -7, dtype=dtype), np.full((3, n), -7, dtype=dtype)
+    got, want = np.full((rules.num_axes, n), -7, dtype=dtype), np.full((rules.num_axes, n), -7, dtype=dtype)
     queues = []
     for _ in range(2):
         tm, newline = rules.temporal_merge_size, int(rules.row_newline)
