@@ -23,7 +23,12 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   ``"reset"`` (at 0 for every block: MRoPE-Interleave's spatial reset), ``"centered"`` (the grid centred
   in the square span ``[s, s + max(H', W'))``, so an image and its transpose share a centre) or
   ``"diagonal"`` (VideoRoPE: token ``(i, j, k)`` gets ``h = t_i + j - (H' - 1) // 2`` and
-  ``w = t_i + k - (W' - 1) // 2`` with ``t_i = s + tau(i)``: each frame centred on its own t).
+  ``w = t_i + k - (W' - 1) // 2`` with ``t_i = s + tau(i)``: each frame centred on its own t) or
+  ``"sequential"`` (V2PE: a block's tokens on one line, every axis equal, token ``k = 1 .. N`` in
+  sequence order at ``s - 1 + k * vision_step``: one step of ``vision_step`` each from the token before).
+- ``vision_step``: the position step of a vision token under ``spatial="sequential"`` (V2PE's delta, a
+  number > 0); one that is not a whole number makes positions float32, computed in float64 and
+  rounded once.
 - ``temporal_stride``: ``tau(i)`` is multiplied by this number > 0 (MRoPE-Interleave's
   ``temporal_stride``, VideoRoPE's ``scale_factor`` 2) for images and for the ``"index"`` rule; the
   ``"seconds"`` rule takes only 1, and under ``"timestamps"`` every block has ``tau = 0``. A stride that
@@ -39,7 +44,8 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   does after a video; offered only to reproduce it), ``"block"`` (one past the block's largest
   coordinate counted from ``s`` as if it were anchored there: ``s + max(tau_max, H' - 1, W' - 1) + 1``,
   MRoPE-Interleave's spatial reset) or ``"time"`` (one past the block's last t, ``s + tau_max + 1``,
-  VideoRoPE; the decode delta then counts from the t row).
+  VideoRoPE; the decode delta then counts from the t row) or ``"ceil"`` (one past the ceiling of the
+  float32 largest position so far, ``ceil(max) + 1``: V2PE, whose text stays on whole numbers).
 - wrapper and placeholder token ids, and the per-patch timestamp text of the ``timestamps`` rule:
   where it goes (``timestamp_position``: ``"before"`` each patch block as in Qwen3-VL, ``"after"`` as in
   GLM-4.1V), which time it shows (``timestamp_time``: ``"mean"`` of the patch's first and last frame,
@@ -134,10 +140,10 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from mrope._errors import LayoutError
 
 TemporalRule = Literal["index", "seconds", "timestamps"]
-SpatialRule = Literal["offset", "reset", "centered", "diagonal"]
+SpatialRule = Literal["offset", "reset", "centered", "diagonal", "sequential"]
 CropRule = Literal["keep", "reset"]
 TileRule = Literal["global", "independent"]
-AdvanceRule = Literal["max+1", "spatial", "block", "time"]
+AdvanceRule = Literal["max+1", "spatial", "block", "time", "ceil"]
 TimestampPosition = Literal["before", "after"]
 TimestampTime = Literal["mean", "first"]
 PositionsBase = Literal["counter", "sequence", "index", "canvas"]
@@ -170,6 +176,7 @@ RULE_BOUNDS: dict[str, tuple[float, float]] = {
     "temporal_patch_size": (1, 64),
     "temporal_merge_size": (1, 64),
     "temporal_stride": (0.0, 4096.0),
+    "vision_step": (0.0, 4096.0),
     "patch_size": (1, 4096),
     "image_min_pixels": (0, MAX_PIXELS_RULE),
     "image_max_pixels": (1, MAX_PIXELS_RULE),
@@ -393,6 +400,7 @@ class LayoutRules:
     # rules of single families (module docstring)
     temporal_merge_size: int = 1
     temporal_stride: float = 1
+    vision_step: float = 1
     row_newline: bool = False
     frame_block: bool = False
     positions_base: PositionsBase = "counter"
@@ -429,12 +437,12 @@ class LayoutRules:
                 "video_frame_max_pixels",
             ),
         )
-        if not _is_positive_number(self.temporal_stride):
-            raise LayoutError(
-                f"LayoutRules.temporal_stride must be a finite number > 0; got {self.temporal_stride!r}"
-            )
-        if float(self.temporal_stride).is_integer():  # 2.0 from JSON is the rule 2 (one digest)
-            object.__setattr__(self, "temporal_stride", int(self.temporal_stride))
+        for name in ("temporal_stride", "vision_step"):
+            value = getattr(self, name)
+            if not _is_positive_number(value):
+                raise LayoutError(f"LayoutRules.{name} must be a finite number > 0; got {value!r}")
+            if float(value).is_integer():  # 2.0 from JSON is the rule 2 (one digest)
+                object.__setattr__(self, name, int(value))
         if self.temporal_stride != 1 and self.temporal == "seconds":
             raise LayoutError(
                 "LayoutRules.temporal_stride multiplies the 'index' rule's t (and images'); the 'seconds' "
@@ -473,9 +481,14 @@ class LayoutRules:
 
     @property
     def fractional_time(self) -> bool:
-        """Whether positions are fractional (float32: ``time_rounding="none"``, or a ``temporal_stride``
-        that is not a whole number) rather than int64."""
-        return self.time_rounding == "none" or not float(self.temporal_stride).is_integer()
+        """Whether positions are fractional (float32: ``time_rounding="none"``, a ``temporal_stride``
+        that is not a whole number, or such a ``vision_step`` under ``spatial="sequential"``) rather
+        than int64."""
+        return (
+            self.time_rounding == "none"
+            or not float(self.temporal_stride).is_integer()
+            or (self.spatial == "sequential" and not float(self.vision_step).is_integer())
+        )
 
     def format_timestamp(self, seconds: float) -> str:
         """The text of one timestamp; an integer field (``{:d}``) takes the seconds truncated to int."""

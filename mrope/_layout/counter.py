@@ -17,6 +17,7 @@ import numpy as np
 from mrope._errors import LayoutError
 from mrope._grid import (
     TEXT_FILL_ID,
+    counter_top,
     frame_tokens,
     image_time,
     merged_grid,
@@ -31,6 +32,7 @@ from mrope._layout.pieces import (
     TextRun,
     fill_pieces,
     piece_spans,
+    sequential_step,
     spatial_offset,
     untiled_block,
     wrapped_block,
@@ -277,6 +279,7 @@ class CounterPlan:
                     rules.image_pad_id,
                     tile_rc,
                     anchored=rules.spatial != "reset",
+                    step=sequential_step(rules),
                 )
             )
         else:
@@ -550,15 +553,13 @@ _TEXT_KINDS = frozenset({"text", "wrapper", "timestamp"})
 def next_start(positions: Positions) -> int:
     """Where the counter stands after a whole sequence: where a piece appended to it starts.
 
-    ``1 + max`` under the ``max+1`` advance; under the others (transformers 5.24's ``spatial``, ``s +
-    max(H', W')`` after a block, and the schemes' ``block`` and ``time``, which ``1 + max`` does not
-    recover) one past the last token, which must be text (a prompt ends with text: the assistant's
-    header)."""
+    ``1 + max`` under the ``max+1`` advance (``1 + ceil(max)`` under ``ceil``); under the others (``spatial``,
+    ``block``, ``time``: ``1 + max`` does not recover them) one past the last token, which must be text."""
     if not positions.num_tokens:
         return 0
     number = float if positions.rules.fractional_time else int
-    if positions.rules.advance == "max+1":
-        return number(positions.ids.max()) + 1
+    if positions.rules.advance in ("max+1", "ceil"):
+        return number(counter_top(positions.ids.max().item(), positions.rules)) + 1
     last = positions.spans[-1]
     if last.kind not in _TEXT_KINDS:
         raise LayoutError(
