@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 import mrope
 from mrope._cli import main
 from mrope.models import SCHEME_NAMES, get_family, resolve_rules
+from mrope.packing import shard_samples
 from mrope.service import Settings
 from mrope.service.app import create_app
 
@@ -184,6 +185,24 @@ def test_batch_and_packing_rows_equal_the_authors_code() -> None:
             want, delta = _reference(mrope.build_positions(prompts[sample], model="v2pe"), rules)
             np.testing.assert_array_equal(prow.position_ids[1:, a:b], want)
             assert float(prow.deltas[k]) == delta
+
+
+def test_whole_steps_keep_the_program_and_the_shard_exact() -> None:
+    """``vision_step`` 1 under the ``max+1`` advance gives int64 positions (the authors' stride 256),
+    which the plan's position program and the rank shard's piece table would lay out by each block's
+    grid; both take the line instead."""
+    rules = get_family("v2pe").rules.replace(vision_step=1, advance="max+1")
+    prompts = [_prompt(s) for s in range(4)]
+    built = [mrope.build_positions(p, rules=rules) for p in prompts]
+    for pos in built:
+        want, _ = _reference(pos, rules, NUM_IMAGE_TOKEN)
+        assert pos.ids.dtype == np.int64
+        np.testing.assert_array_equal(pos.ids, want)
+        np.testing.assert_array_equal(pos.program().expand(), want)
+    got = shard_samples(prompts, rules=rules, world_size=1, rank=0)["position_ids"]
+    np.testing.assert_array_equal(
+        got, shard_samples(built, rules=rules, world_size=1, rank=0)["position_ids"]
+    )
 
 
 def test_a_continued_turn_is_the_tail_of_the_whole_conversation() -> None:
