@@ -37,8 +37,10 @@ Every choice a model makes is a field here, never an if-branch on a model name i
 - ``crop``: an image that carries a crop origin keeps it (``"keep"``: h and w shifted by the origin, so a
   crop's tokens get the coordinates they have in the whole image) or drops it (``"reset"``, as every
   released model does since none knows about crops).
-- ``tiles``: ``"global"`` (every tile token gets the (h, w) it has in the untiled grid, one block) or
-  ``"independent"`` (each tile its own block, as tiling models do today).
+- ``tiles``: ``"global"`` (every tile token gets the (h, w) it has in the untiled grid, one block),
+  ``"independent"`` (each tile its own block, as tiling models do today) or ``"thumbnail"`` (RoPE-DHR:
+  every tile token takes the position of the thumbnail token over it, so a tiled image spans its
+  thumbnail's positions alone; :mod:`mrope._layout.tiles`).
 - ``advance``: where the counter resumes after a block: ``"max+1"`` (one past the largest coordinate so
   far, the official rule), ``"spatial"`` (``s + max(H', W')``, ignoring time: what transformers 5.3+
   does after a video; offered only to reproduce it), ``"block"`` (one past the block's largest
@@ -142,7 +144,7 @@ from mrope._errors import LayoutError
 TemporalRule = Literal["index", "seconds", "timestamps"]
 SpatialRule = Literal["offset", "reset", "centered", "diagonal", "sequential"]
 CropRule = Literal["keep", "reset"]
-TileRule = Literal["global", "independent"]
+TileRule = Literal["global", "independent", "thumbnail"]
 AdvanceRule = Literal["max+1", "spatial", "block", "time", "ceil"]
 TimestampPosition = Literal["before", "after"]
 TimestampTime = Literal["mean", "first"]

@@ -32,13 +32,12 @@ from mrope._layout.pieces import (
     TextRun,
     fill_pieces,
     piece_spans,
-    sequential_step,
-    spatial_offset,
     untiled_block,
     wrapped_block,
 )
 from mrope._layout.plan_cache import SegmentPlan, remember_plan, segment_plans, small_plan
 from mrope._layout.plan_program import plan_program, walk_pieces
+from mrope._layout.tiles import tile_blocks
 from mrope._layout.token_inputs import TokenInputs
 from mrope._layout.token_scan import ScanResult, ScanRow, fill_runs, scan_batch
 from mrope._positions import Positions, Span, filled_on_read, grid_array, positions_with_lazy_spans
@@ -256,39 +255,10 @@ class CounterPlan:
                 f"image (segment {index}): merged grid {hh}x{ww} (h x w) does not split into {rows} rows "
                 f"and {cols} columns of equal tiles"
             )
-        th, tw = hh // rows, ww // cols
         order = np.asarray(
             img.tile_order if img.tile_order is not None else range(rows * cols), dtype=np.int64
         )
-        tile_rc = [(int(i) // cols, int(i) % cols) for i in order]
-        if rules.tiles == "global":
-            h0, w0 = spatial_offset(hh, ww, rules, img.origin)
-            self.pieces.append(
-                Block(
-                    tau,
-                    th,
-                    tw,
-                    (order // cols) * th,
-                    (order % cols) * tw,
-                    h0,
-                    w0,
-                    hh,
-                    ww,
-                    "image",
-                    index,
-                    rules.image_pad_id,
-                    tile_rc,
-                    anchored=rules.spatial != "reset",
-                    step=sequential_step(rules),
-                )
-            )
-        else:
-            for rc in tile_rc:
-                block = untiled_block((1, th, tw), tau, rules, "image", index, rules.image_pad_id, img.origin)
-                block.tiles = [rc]
-                self.pieces.append(block)
-        if img.thumbnail:
-            self.pieces.append(untiled_block((1, th, tw), tau, rules, "thumbnail", index, rules.image_pad_id))
+        self.pieces += tile_blocks(merged, img.tiles, order, tau, rules, index, img.origin, img.thumbnail)
 
     def _video(self, vid: Video, index: int, tokenizer: Any) -> None:
         rules = self.rules

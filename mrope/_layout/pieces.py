@@ -67,6 +67,7 @@ class Block:
     wrap: tuple[int, int] | None = None  # (start id, end id): one wrapper token before and after
     advance: str = "max+1"  # the advance rule, which places the end wrapper of a wrapped block
     step: float | None = None  # the spatial="sequential" rule's step: token k (from 1) at s - 1 + k * step
+    gather: np.ndarray | None = None  # tiles="thumbnail": the token of the block's template each takes
     n: int = field(init=False)  # tokens in the block (wrappers included)
     template_key: tuple | None = field(init=False, default=None)  # its key in the template cache
     tile_grid: tuple[int, int, int] = field(init=False)  # (T', tile_h, tile_w), as its spans report it
@@ -177,10 +178,14 @@ def block_template(p: Block) -> tuple:
             p.follow_t,
             p.wrap is not None and (p.advance, p.wrap, p.token_id),
             p.step,
+            None if p.gather is None else p.gather.tobytes(),
         )
     hit = _TEMPLATES.get(key)
     if hit is not None:
         return hit
+    if p.gather is not None:  # a tile of tiles="thumbnail": the thumbnail's positions, gathered
+        template = block_template(replace(p, gather=None, kind="thumbnail", tiles=None))[0][:, p.gather]
+        return _cache_template(key, (template, template[0].max().item(), template[1:].max().item()))
     if p.step is not None:
         return _cache_template(key, _sequential_template(p))
     nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
@@ -354,6 +359,9 @@ def fill_pieces(
         add_template(template, s, hw, ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
+        if p.gather is not None:  # a tile under tiles="thumbnail": the counter waits for its thumbnail
+            a = b
+            continue
         if own:
             top, s = advance_own(advance, s, top, high, top_t, top_hw)
             a = b
