@@ -18,7 +18,12 @@ from _timing import compare
 import mrope
 from mrope import Image, Text, Video
 
-PAIRS = (("videorope", "qwen2-vl"), ("mrope-interleave", "qwen3-vl"))
+PAIRS = (
+    ("videorope", "qwen2-vl"),
+    ("mrope-interleave", "qwen3-vl"),
+    ("v2pe", "qwen2-vl"),
+    ("rope-dhr", "qwen2-vl"),
+)
 
 
 def _segments() -> list:
