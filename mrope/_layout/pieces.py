@@ -235,8 +235,7 @@ def _sequential_template(p: Block) -> tuple:
     ``k * step - 1`` from the block start on every axis (``s - 1 + k * step``: ``step`` apart from the
     token before the block; OpenGVLab/V2PE internvl/model/internvl_chat/modeling_internvl_chat.py:665-669),
     exact in float64 for a step of a few binary digits; its largest relative t and h or w, both the last."""
-    n = p.n - 2 * (p.wrap is not None)
-    step = p.step
+    n, step = p.n, p.step  # (never wrapped: wrapped_block leaves sequential blocks alone)
     if float(step).is_integer():
         line = np.arange(1, n + 1, dtype=np.int64) * int(step) - 1
     else:

@@ -14,6 +14,7 @@ negative control that shows it can fail.
 from __future__ import annotations
 
 import io
+import json
 
 import numpy as np
 import pytest
@@ -250,6 +251,20 @@ def test_cli_and_service_carry_float_positions(tmp_path, capsys) -> None:
         arr = np.load(io.BytesIO(npy.content))
         assert arr.dtype == np.float32
         np.testing.assert_array_equal(arr, want)
+
+
+def test_program_and_state_wire_forms_carry_floats() -> None:
+    """A position program's bytes and a conversation state's JSON carry the float32 positions and the
+    float counter (next_start one past the ceiling) back unchanged."""
+    for seed in range(4):
+        pos = mrope.build_positions(_prompt(seed), model="v2pe")
+        want, _ = _reference(pos, get_family("v2pe").rules)
+        program = pos.program()
+        assert program.dtype == np.float32
+        np.testing.assert_array_equal(type(program).from_bytes(program.to_bytes()).expand(), want)
+        state = mrope.conversation_state(pos)
+        assert isinstance(state.next_start, float) and state.next_start == want[0, -1] + 1
+        assert mrope.ConversationState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
 
 
 # ------------------------------------------------------------------------ the authors' rotation
