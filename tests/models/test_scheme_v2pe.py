@@ -134,7 +134,8 @@ def test_far_positions_take_the_ceiling_of_the_float32_value() -> None:
     """From 2**16 float32 numbers are 1/128 or more apart, so a position of step 1/256 is rounded: the
     authors round each to float32 and take the ceiling of the rounded last one (:670); mrope the same,
     so the text after the block resumes where theirs does (the ceiling of the exact value would not: the
-    negative control). (Their ``torch.arange`` returns nothing from about 2**20 on, at this step.)"""
+    negative control). (Farther out their ``torch.arange`` rounds its end to float32 and returns too few
+    tokens: none for this block at 2**18.)"""
     rules = get_family("v2pe").rules.replace(vision_step=1 / NUM_IMAGE_TOKEN)
     wrapper = 70_000  # <|vision_start|> after 70,000 text tokens
     segs = [mrope.Text(wrapper), mrope.Image(grid=(1, 2, 2)), mrope.Text(2)]  # one image token
