@@ -25,6 +25,8 @@ PAIRS = (
     ("hope", "qwen2-vl"),
     ("tad-rope", "qwen2-vl"),
     ("vrope", "qwen2-vl"),
+    ("v2pe", "qwen2-vl"),
+    ("rope-dhr", "qwen2-vl"),
 )
 
 

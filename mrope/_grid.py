@@ -81,16 +81,29 @@ def position_dtype(rules: LayoutRules) -> np.dtype:
     return np.dtype(np.float32 if rules.fractional_time else np.int64)
 
 
+def ceil32(x: int | float) -> int | float:
+    """``ceil(fl32(x))``, a float, for a float ``x`` (the ceiling of the float32 position); an int as it is."""
+    return x if isinstance(x, (int, np.integer)) else float(np.ceil(np.float32(x)))
+
+
+def counter_top(top: int | float, rules: LayoutRules) -> int | float:
+    """The largest position ``top`` as the counter resumes one past it: its float32 ceiling under the
+    ``ceil`` advance (V2PE: text resumes at whole numbers), else ``top``."""
+    return ceil32(top) if rules.advance == "ceil" else top
+
+
 def delta_top(ids: np.ndarray, rules: LayoutRules) -> int | float:
     """The largest of positions ``ids`` ``[A, T]`` (``T > 0``) that the decode delta counts from
     (``delta = top + 1 - T``): over every row, or the t row's under the ``time`` advance (VideoRoPE:
-    decoding resumes one past the last t)."""
-    return (ids[0] if rules.advance == "time" else ids).max().item()
+    decoding resumes one past the last t), its ceiling under ``ceil``."""
+    return counter_top((ids[0] if rules.advance == "time" else ids).max().item(), rules)
 
 
 def plan_delta(top: int | float, total: int, rules: LayoutRules) -> int | float:
     """The decode delta of ``total`` tokens whose largest position is ``top``: ``top + 1 - total``, an
-    int, or under fractional time ``fl32(fl32(top + 1) - total)`` as float32 models compute it."""
+    int, or under fractional time ``fl32(fl32(top + 1) - total)`` as float32 models compute it (``top``
+    taken by :func:`counter_top`)."""
+    top = counter_top(top, rules)
     if not rules.fractional_time:
         return int(top + 1 - total)
     return float(np.float32(np.float32(top + 1) - np.float32(total)))

@@ -36,6 +36,11 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   mirror images, frames one after another, each starting one past the last's largest position; text
   writes its position on all four rows. It takes the ``max+1`` advance, stride 1, no crop origin and no
   other single-family rule).
+  ``"sequential"`` (V2PE: a block's tokens on one line, every axis equal, token ``k = 1 .. N`` in
+  sequence order at ``s - 1 + k * vision_step``: one step of ``vision_step`` each from the token before).
+- ``vision_step``: the position step of a vision token under ``spatial="sequential"`` (V2PE's delta, a
+  number > 0); one that is not a whole number makes positions float32, computed in float64 and
+  rounded once.
 - ``temporal_stride``: ``tau(i)`` is multiplied by this number > 0 (MRoPE-Interleave's
   ``temporal_stride``, VideoRoPE's ``scale_factor`` 2) for images and for the ``"index"`` rule; the
   ``"seconds"`` rule takes only 1, and under ``"timestamps"`` every block has ``tau = 0``. A stride that
@@ -44,14 +49,17 @@ Every choice a model makes is a field here, never an if-branch on a model name i
 - ``crop``: an image that carries a crop origin keeps it (``"keep"``: h and w shifted by the origin, so a
   crop's tokens get the coordinates they have in the whole image) or drops it (``"reset"``, as every
   released model does since none knows about crops).
-- ``tiles``: ``"global"`` (every tile token gets the (h, w) it has in the untiled grid, one block) or
-  ``"independent"`` (each tile its own block, as tiling models do today).
+- ``tiles``: ``"global"`` (every tile token gets the (h, w) it has in the untiled grid, one block),
+  ``"independent"`` (each tile its own block, as tiling models do today) or ``"thumbnail"`` (RoPE-DHR:
+  every tile token takes the position of the thumbnail token over it, so a tiled image spans its
+  thumbnail's positions alone; :mod:`mrope._layout.tiles`).
 - ``advance``: where the counter resumes after a block: ``"max+1"`` (one past the largest coordinate so
   far, the official rule), ``"spatial"`` (``s + max(H', W')``, ignoring time: what transformers 5.3+
   does after a video; offered only to reproduce it), ``"block"`` (one past the block's largest
   coordinate counted from ``s`` as if it were anchored there: ``s + max(tau_max, H' - 1, W' - 1) + 1``,
   MRoPE-Interleave's spatial reset) or ``"time"`` (one past the block's last t, ``s + tau_max + 1``,
-  VideoRoPE; the decode delta then counts from the t row).
+  VideoRoPE; the decode delta then counts from the t row) or ``"ceil"`` (one past the ceiling of the
+  float32 largest position so far, ``ceil(max) + 1``: V2PE, whose text stays on whole numbers).
 - wrapper and placeholder token ids, and the per-patch timestamp text of the ``timestamps`` rule:
   where it goes (``timestamp_position``: ``"before"`` each patch block as in Qwen3-VL, ``"after"`` as in
   GLM-4.1V), which time it shows (``timestamp_time``: ``"mean"`` of the patch's first and last frame,
@@ -147,10 +155,10 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from mrope._errors import LayoutError
 
 TemporalRule = Literal["index", "seconds", "timestamps"]
-SpatialRule = Literal["offset", "reset", "centered", "diagonal", "token_time", "symmetric"]
+SpatialRule = Literal["offset", "reset", "centered", "diagonal", "token_time", "symmetric", "sequential"]
 CropRule = Literal["keep", "reset"]
-TileRule = Literal["global", "independent"]
-AdvanceRule = Literal["max+1", "spatial", "block", "time"]
+TileRule = Literal["global", "independent", "thumbnail"]
+AdvanceRule = Literal["max+1", "spatial", "block", "time", "ceil"]
 TimestampPosition = Literal["before", "after"]
 TimestampTime = Literal["mean", "first"]
 PositionsBase = Literal["counter", "sequence", "index", "canvas"]
@@ -183,6 +191,7 @@ RULE_BOUNDS: dict[str, tuple[float, float]] = {
     "temporal_patch_size": (1, 64),
     "temporal_merge_size": (1, 64),
     "temporal_stride": (0.0, 4096.0),
+    "vision_step": (0.0, 4096.0),
     "patch_size": (1, 4096),
     "image_min_pixels": (0, MAX_PIXELS_RULE),
     "image_max_pixels": (1, MAX_PIXELS_RULE),
@@ -458,6 +467,7 @@ class LayoutRules:
     # rules of single families (module docstring)
     temporal_merge_size: int = 1
     temporal_stride: float = 1
+    vision_step: float = 1
     row_newline: bool = False
     frame_block: bool = False
     positions_base: PositionsBase = "counter"
@@ -496,12 +506,12 @@ class LayoutRules:
                 "video_frame_max_pixels",
             ),
         )
-        if not _is_positive_number(self.temporal_stride):
-            raise LayoutError(
-                f"LayoutRules.temporal_stride must be a finite number > 0; got {self.temporal_stride!r}"
-            )
-        if float(self.temporal_stride).is_integer():  # 2.0 from JSON is the rule 2 (one digest)
-            object.__setattr__(self, "temporal_stride", int(self.temporal_stride))
+        for name in ("temporal_stride", "vision_step"):
+            value = getattr(self, name)
+            if not _is_positive_number(value):
+                raise LayoutError(f"LayoutRules.{name} must be a finite number > 0; got {value!r}")
+            if float(value).is_integer():  # 2.0 from JSON is the rule 2 (one digest)
+                object.__setattr__(self, name, int(value))
         if self.temporal_stride != 1 and self.temporal == "seconds":
             raise LayoutError(
                 "LayoutRules.temporal_stride multiplies the 'index' rule's t (and images'); the 'seconds' "
@@ -542,11 +552,13 @@ class LayoutRules:
     @property
     def fractional_time(self) -> bool:
         """Whether positions are fractional (float32: ``time_rounding="none"``, a ``temporal_stride``
-        that is not a whole number, or ``spatial="token_time"``) rather than int64."""
+        that is not a whole number, ``spatial="token_time"``, or a ``vision_step`` that is not a whole
+        number under ``spatial="sequential"``) rather than int64."""
         return (
             self.time_rounding == "none"
             or not float(self.temporal_stride).is_integer()
             or self.spatial == "token_time"
+            or (self.spatial == "sequential" and not float(self.vision_step).is_integer())
         )
 
     def format_timestamp(self, seconds: float) -> str:

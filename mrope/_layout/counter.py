@@ -17,6 +17,7 @@ import numpy as np
 from mrope._errors import LayoutError
 from mrope._grid import (
     TEXT_FILL_ID,
+    counter_top,
     frame_tokens,
     image_time,
     merged_grid,
@@ -31,12 +32,12 @@ from mrope._layout.pieces import (
     TextRun,
     fill_pieces,
     piece_spans,
-    spatial_offset,
     untiled_block,
     wrapped_block,
 )
 from mrope._layout.plan_cache import SegmentPlan, remember_plan, segment_plans, small_plan
 from mrope._layout.plan_program import plan_program, walk_pieces
+from mrope._layout.tiles import tile_blocks
 from mrope._layout.token_inputs import TokenInputs
 from mrope._layout.token_scan import ScanResult, ScanRow, fill_runs, scan_batch
 from mrope._positions import Positions, Span, filled_on_read, grid_array, positions_with_lazy_spans
@@ -254,38 +255,10 @@ class CounterPlan:
                 f"image (segment {index}): merged grid {hh}x{ww} (h x w) does not split into {rows} rows "
                 f"and {cols} columns of equal tiles"
             )
-        th, tw = hh // rows, ww // cols
         order = np.asarray(
             img.tile_order if img.tile_order is not None else range(rows * cols), dtype=np.int64
         )
-        tile_rc = [(int(i) // cols, int(i) % cols) for i in order]
-        if rules.tiles == "global":
-            h0, w0 = spatial_offset(hh, ww, rules, img.origin)
-            self.pieces.append(
-                Block(
-                    tau,
-                    th,
-                    tw,
-                    (order // cols) * th,
-                    (order % cols) * tw,
-                    h0,
-                    w0,
-                    hh,
-                    ww,
-                    "image",
-                    index,
-                    rules.image_pad_id,
-                    tile_rc,
-                    anchored=rules.spatial != "reset",
-                )
-            )
-        else:
-            for rc in tile_rc:
-                block = untiled_block((1, th, tw), tau, rules, "image", index, rules.image_pad_id, img.origin)
-                block.tiles = [rc]
-                self.pieces.append(block)
-        if img.thumbnail:
-            self.pieces.append(untiled_block((1, th, tw), tau, rules, "thumbnail", index, rules.image_pad_id))
+        self.pieces += tile_blocks(merged, img.tiles, order, tau, rules, index, img.origin, img.thumbnail)
 
     def _video(self, vid: Video, index: int, tokenizer: Any) -> None:
         rules = self.rules
@@ -550,15 +523,13 @@ _TEXT_KINDS = frozenset({"text", "wrapper", "timestamp"})
 def next_start(positions: Positions) -> int:
     """Where the counter stands after a whole sequence: where a piece appended to it starts.
 
-    ``1 + max`` under the ``max+1`` advance; under the others (transformers 5.24's ``spatial``, ``s +
-    max(H', W')`` after a block, and the schemes' ``block`` and ``time``, which ``1 + max`` does not
-    recover) one past the last token, which must be text (a prompt ends with text: the assistant's
-    header)."""
+    ``1 + max`` under the ``max+1`` advance (``1 + ceil(max)`` under ``ceil``); under the others (``spatial``,
+    ``block``, ``time``: ``1 + max`` does not recover them) one past the last token, which must be text."""
     if not positions.num_tokens:
         return 0
     number = float if positions.rules.fractional_time else int
-    if positions.rules.advance == "max+1":
-        return number(positions.ids.max()) + 1
+    if positions.rules.advance in ("max+1", "ceil"):
+        return number(counter_top(positions.ids.max().item(), positions.rules)) + 1
     last = positions.spans[-1]
     if last.kind not in _TEXT_KINDS:
         raise LayoutError(

@@ -23,7 +23,7 @@ import numpy as np
 
 from mrope._caches import register
 from mrope._errors import LayoutError
-from mrope._grid import MAX_POSITION
+from mrope._grid import MAX_POSITION, ceil32
 from mrope._positions import Span
 from mrope._rules import LayoutRules
 
@@ -70,6 +70,8 @@ class Block:
     token_time: bool = False  # every axis (m + f) / 2 for token m in frame f (spatial="token_time")
     wrap: tuple[int, int] | None = None  # (start id, end id): one wrapper token before and after
     advance: str = "max+1"  # the advance rule, which places the end wrapper of a wrapped block
+    step: float | None = None  # the spatial="sequential" rule's step: token k (from 1) at s - 1 + k * step
+    gather: np.ndarray | None = None  # tiles="thumbnail": the token of the block's template each takes
     n: int = field(init=False)  # tokens in the block (wrappers included)
     template_key: tuple | None = field(init=False, default=None)  # its key in the template cache
     tile_grid: tuple[int, int, int] = field(init=False)  # (T', tile_h, tile_w), as its spans report it
@@ -89,7 +91,7 @@ def untiled_block(
     origin: tuple[int, int] = (0, 0),
 ) -> Block:
     """One block of LLM grid ``merged`` (time offsets ``tau``) under the rules' ``row_newline``,
-    ``spatial`` (centred, reset), ``crop`` (``origin``) and ``frame_block`` rules."""
+    ``spatial`` (centred, reset, sequential), ``crop`` (``origin``) and ``frame_block`` rules."""
     _, hh, ww = merged
     cols = ww + rules.row_newline  # the row_newline rule: one more token, at column W', ends every row
     h0, w0 = spatial_offset(hh, cols, rules, origin)
@@ -117,7 +119,13 @@ def untiled_block(
         follow_t=follow_t,
         symmetric=symmetric,
         token_time=rules.spatial == "token_time",
+        step=sequential_step(rules),  # V2PE: one line of steps (the grid's shape and offsets unused)
     )
+
+
+def sequential_step(rules: LayoutRules) -> float | None:
+    """The step of a vision token under ``spatial="sequential"`` (``rules.vision_step``), else ``None``."""
+    return rules.vision_step if rules.spatial == "sequential" else None
 
 
 def spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int]) -> tuple[int, int]:
@@ -144,7 +152,6 @@ _template_tokens = 0
 
 
 def _clear_templates() -> None:
-    global _template_tokens
     _TEMPLATES.clear()
     _template_tokens = 0
 
@@ -166,7 +173,6 @@ def block_template(p: Block) -> tuple:
 
     The cache alone holds the arrays (within :data:`_TEMPLATE_BUDGET`); a block keeps only its key, so
     blocks that outlive an eviction (the planners cache blocks) hold no memory of their own."""
-    global _template_tokens
     key = p.template_key
     if key is None:
         key = p.template_key = (
@@ -182,10 +188,17 @@ def block_template(p: Block) -> tuple:
             p.symmetric,
             p.token_time,
             p.wrap is not None and (p.advance, p.wrap, p.token_id),
+            p.step,
+            None if p.gather is None else p.gather.tobytes(),
         )
     hit = _TEMPLATES.get(key)
     if hit is not None:
         return hit
+    if p.gather is not None:  # a tile of tiles="thumbnail": the thumbnail's positions, gathered
+        template = block_template(replace(p, gather=None, kind="thumbnail", tiles=None))[0][:, p.gather]
+        return _cache_template(key, (template, template[0].max().item(), template[1:].max().item()))
+    if p.step is not None:
+        return _cache_template(key, _sequential_template(p))
     top_t = p.tau.max().item()  # an int, or a float under a fractional stride
     if p.token_time:
         template, top_t = _token_time_template(len(p.tile_h0), len(p.tau), p.tile_h * p.tile_w)
@@ -209,6 +222,12 @@ def block_template(p: Block) -> tuple:
         wrapped[a, 0], wrapped[a, -1] = p.wrap
         wrapped.flags.writeable = False
         entry = (wrapped[:a], max(end, 1 + top_t, 1 + top_hw), end + 1, wrapped[a])
+    return _cache_template(key, entry)
+
+
+def _cache_template(key: tuple, entry: tuple) -> tuple:
+    """``entry`` made read-only and kept under ``key`` in the template cache (within its budget)."""
+    global _template_tokens
     entry[0].flags.writeable = False
     n = entry[0].shape[1]
     if n <= _TEMPLATE_BUDGET // 4:
@@ -258,6 +277,20 @@ def symmetric_template(tau: np.ndarray, hh: int, ww: int) -> np.ndarray:
     return template.reshape(4, -1)
 
 
+def _sequential_template(p: Block) -> tuple:
+    """The template of a ``spatial="sequential"`` block (V2PE): its ``N`` tokens' token ``k = 1 .. N`` at
+    ``k * step - 1`` from the block start on every axis (``s - 1 + k * step``: ``step`` apart from the
+    token before the block; OpenGVLab/V2PE internvl/model/internvl_chat/modeling_internvl_chat.py:665-669),
+    exact in float64 for a step of a few binary digits; its largest relative t and h or w, both the last."""
+    n, step = p.n, p.step  # (never wrapped: wrapped_block leaves sequential blocks alone)
+    if float(step).is_integer():
+        line = np.arange(1, n + 1, dtype=np.int64) * int(step) - 1
+    else:
+        line = np.arange(1, n + 1, dtype=np.float64) * float(step) - 1.0
+    top = line[-1].item()
+    return (np.broadcast_to(line, (3, n)), top, top)
+
+
 def block_advance(advance: str, top_t: int, top_hw: int) -> int:
     """Where the next piece starts relative to a block's start ``s`` (its largest relative t and h or w
     given) under the advance rules that count from the block: ``"time"`` one past its last t, the
@@ -284,6 +317,7 @@ def wrapped_block(pieces: Sequence[TextRun | Block], advance: str) -> Block | No
         or not block.anchored
         or block.tiles is not None
         or block.wrap is not None
+        or block.step is not None  # (the ceil advance reads the end's absolute float32 position)
     ):
         return None
     return replace(block, wrap=(start.token_ids, end.token_ids), advance=advance)
@@ -371,6 +405,9 @@ def fill_pieces(
         add_template(template, s, hw, ids[:, a:b])
         if tokens is not None:
             tokens[a:b] = p.token_id
+        if p.gather is not None:  # a tile under tiles="thumbnail": the counter waits for its thumbnail
+            a = b
+            continue
         if own:
             top, s = advance_own(advance, s, top, high, top_t, top_hw)
             a = b
@@ -386,14 +423,19 @@ def fill_pieces(
     return top
 
 
-OWN_ADVANCES = ("block", "time")
-"""The advance rules that count the next start from the block alone (:func:`block_advance`)."""
+OWN_ADVANCES = ("block", "time", "ceil")
+"""The schemes' advance rules (:func:`advance_own`): the next start counted from the block alone
+(:func:`block_advance`), or the ceiling of the largest position (``"ceil"``)."""
 
 
 def advance_own(advance: str, s: int, top: int, high: int, top_t: int, top_hw: int) -> tuple[int, int]:
     """``(top, next start)`` after an unwrapped block that starts at ``s`` (``high``: its largest
     position) under an advance rule of :data:`OWN_ADVANCES`; ``top`` is the largest position so far, of
-    the t row under ``"time"`` (where the decode delta counts from)."""
+    the t row under ``"time"`` (where the decode delta counts from). ``"ceil"``: one past the ceiling of
+    the largest float32 position (V2PE's ``torch.ceil(split_img_id_idxs[-1])``, modeling_internvl_chat.py:670)."""
+    if advance == "ceil":
+        top = max(top, high)
+        return top, ceil32(top) + 1
     nxt = s + block_advance(advance, top_t, top_hw)
     return max(top, nxt - 1 if advance == "time" else high), nxt
 
@@ -467,6 +509,7 @@ __all__ = [
     "block_template",
     "fill_pieces",
     "piece_spans",
+    "sequential_step",
     "spatial_offset",
     "symmetric_template",
     "untiled_block",

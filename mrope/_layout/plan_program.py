@@ -57,6 +57,8 @@ def walk_pieces(pieces: Sequence[TextRun | Block], advance: str, start: int = 0)
             if s - 1 > top:
                 top = s - 1
             continue
+        if p.step is not None or p.gather is not None:  # a line (V2PE), thumbnail positions (RoPE-DHR)
+            return None
         tau = p.tau.tolist()
         if len(tau) > 2 and any(t != tau[0] + k * (tau[1] - tau[0]) for k, t in enumerate(tau)):
             return None

@@ -177,6 +177,7 @@ def block_rules_key(lay: LayoutRules) -> tuple:
         lay.row_newline,
         lay.frame_block,
         lay.temporal_stride,
+        lay.vision_step,
     )
 
 

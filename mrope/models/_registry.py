@@ -50,7 +50,16 @@ FAMILY_MODULES: tuple[str, ...] = (
 )
 """Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
 
-SCHEME_MODULES: tuple[str, ...] = ("mrope_interleave", "mhrope", "videorope", "hope", "tad_rope", "vrope")
+SCHEME_MODULES: tuple[str, ...] = (
+    "mrope_interleave",
+    "mhrope",
+    "videorope",
+    "hope",
+    "tad_rope",
+    "vrope",
+    "v2pe",
+    "rope_dhr",
+)
 """Modules of ``mrope.models._schemes`` that define a research ``SCHEME`` (a :class:`ModelFamily` on a base
 family's ids and sizing): chosen by name like a family, never listed among the released families."""
 

@@ -63,6 +63,8 @@ def _row(samples: Sequence[Any], model: Any, rules: Any, tokenizer: Any, convent
         and lay.advance not in OWN_ADVANCES  # the piece table knows the max+1 and spatial advances
         and not lay.fractional_time  # and int64 positions
         and lay.num_axes == 3  # of three rows t, h, w (not VRoPE's four symmetric maps)
+        and lay.spatial != "sequential"  # and blocks laid out by their grids
+        and lay.tiles != "thumbnail"
     )
     mine = [i for i in lists if i not in masked] if ranged else []
     plans, ends = _plan_all(samples, mine, lay, tokenizer)

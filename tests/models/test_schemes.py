@@ -413,7 +413,7 @@ def test_negative_controls_of_the_rotation() -> None:
 
 
 def test_schemes_are_named_apart_from_the_families() -> None:
-    assert SCHEME_NAMES[:3] == ("mrope-interleave", "mhrope", "videorope")
+    assert {"mrope-interleave", "mhrope", "videorope"} <= set(SCHEME_NAMES)
     assert not set(SCHEME_NAMES) & set(mrope.models.names())
     assert get_family("MRoPE-I") is get_family("mrope-interleave")
     assert mrope.models.schemes() == tuple(get_family(n) for n in SCHEME_NAMES)
