@@ -5,7 +5,7 @@ A cache is registered when its module is imported (a module never imported has n
 name that says what it holds (``"layout.block_templates"``). Memoised functions use :func:`cached`
 (``functools.lru_cache`` registered under a name); other caches (dicts with their own bounds) use
 :func:`register` with a function that empties them and one that counts what they hold. The value types
-(:mod:`mrope._rules`) import nothing but :mod:`mrope._errors`, so this module registers their memos itself.
+(:mod:`mrope._rules`, :mod:`mrope._timestamp_format`) import nothing but :mod:`mrope._errors` and each other, so this module registers their memos itself.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mrope import _rules as rules
+from mrope import _timestamp_format as timestamp_format
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -82,7 +83,7 @@ def cache_info() -> dict[str, CacheStats]:
 
 
 # The value types import nothing but mrope._errors (they are leaves), so their memos are registered here.
-register_memo("rules.timestamp_formats", rules._check_format_text)
+register_memo("rules.timestamp_formats", timestamp_format._check_format_text)
 register_memo("rules.digests", rules._cached_digest)
 
 __all__ = ["CacheStats", "cache_info", "cached", "clear_caches", "register", "register_memo"]

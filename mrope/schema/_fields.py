@@ -30,7 +30,8 @@ from mrope import models as registry
 from mrope._caches import cached
 from mrope._errors import MRopeError
 from mrope._route import RouteName
-from mrope._rules import RULE_BOUNDS, LayoutRules, check_timestamp_format
+from mrope._rules import RULE_BOUNDS, LayoutRules
+from mrope._timestamp_format import check_timestamp_format
 from mrope.media._audio import MAX_AUDIO_SECONDS
 from mrope.media._memory import in_memory
 

@@ -8,7 +8,7 @@ import pytest
 import mrope
 from mrope import Image, LayoutRules, Video
 from mrope._grid import MAX_TILES
-from mrope._rules import check_timestamp_format
+from mrope._timestamp_format import check_timestamp_format
 
 
 @pytest.mark.parametrize(
