@@ -23,7 +23,11 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   ``"reset"`` (at 0 for every block: MRoPE-Interleave's spatial reset), ``"centered"`` (the grid centred
   in the square span ``[s, s + max(H', W'))``, so an image and its transpose share a centre) or
   ``"diagonal"`` (VideoRoPE: token ``(i, j, k)`` gets ``h = t_i + j - (H' - 1) // 2`` and
-  ``w = t_i + k - (W' - 1) // 2`` with ``t_i = s + tau(i)``: each frame centred on its own t).
+  ``w = t_i + k - (W' - 1) // 2`` with ``t_i = s + tau(i)``: each frame centred on its own t) or
+  ``"circle"`` (Circle-RoPE, :mod:`mrope._layout.circle`: the one-frame grid centred and mapped onto a
+  circle of radius ``circle_radius`` about the block start, in the plane orthogonal to the text direction
+  ``(1, 1, 1)``; ``circle_alpha`` in ``[0, 1]`` weighs the grid's angles against the raster index's. Real
+  t, h and w: positions are float32, and a block of several frames is refused).
 - ``temporal_stride``: ``tau(i)`` is multiplied by this number > 0 (MRoPE-Interleave's
   ``temporal_stride``, VideoRoPE's ``scale_factor`` 2) for images and for the ``"index"`` rule; the
   ``"seconds"`` rule takes only 1, and under ``"timestamps"`` every block has ``tau = 0``. A stride that
@@ -134,7 +138,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from mrope._errors import LayoutError
 
 TemporalRule = Literal["index", "seconds", "timestamps"]
-SpatialRule = Literal["offset", "reset", "centered", "diagonal"]
+SpatialRule = Literal["offset", "reset", "centered", "diagonal", "circle"]
 CropRule = Literal["keep", "reset"]
 TileRule = Literal["global", "independent"]
 AdvanceRule = Literal["max+1", "spatial", "block", "time"]
@@ -170,6 +174,8 @@ RULE_BOUNDS: dict[str, tuple[float, float]] = {
     "temporal_patch_size": (1, 64),
     "temporal_merge_size": (1, 64),
     "temporal_stride": (0.0, 4096.0),
+    "circle_radius": (0.0, 1e6),
+    "circle_alpha": (0.0, 1.0),
     "patch_size": (1, 4096),
     "image_min_pixels": (0, MAX_PIXELS_RULE),
     "image_max_pixels": (1, MAX_PIXELS_RULE),
@@ -269,6 +275,11 @@ def _check_positive_ints(rules: LayoutRules, names: tuple[str, ...]) -> None:
         value = getattr(rules, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
+
+
+def _is_number(value: Any) -> bool:
+    """A finite int or float, not a bool."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _is_positive_number(value: Any) -> bool:
@@ -393,6 +404,8 @@ class LayoutRules:
     # rules of single families (module docstring)
     temporal_merge_size: int = 1
     temporal_stride: float = 1
+    circle_radius: float = 10.0
+    circle_alpha: float = 0.5
     row_newline: bool = False
     frame_block: bool = False
     positions_base: PositionsBase = "counter"
@@ -432,6 +445,11 @@ class LayoutRules:
         if not _is_positive_number(self.temporal_stride):
             raise LayoutError(
                 f"LayoutRules.temporal_stride must be a finite number > 0; got {self.temporal_stride!r}"
+            )
+        if not _is_positive_number(self.circle_radius) or not _is_number(self.circle_alpha):
+            raise LayoutError(
+                "LayoutRules.circle_radius must be a finite number > 0 and circle_alpha a number in [0, 1]; "
+                f"got {self.circle_radius!r} and {self.circle_alpha!r}"
             )
         if float(self.temporal_stride).is_integer():  # 2.0 from JSON is the rule 2 (one digest)
             object.__setattr__(self, "temporal_stride", int(self.temporal_stride))
@@ -473,9 +491,13 @@ class LayoutRules:
 
     @property
     def fractional_time(self) -> bool:
-        """Whether positions are fractional (float32: ``time_rounding="none"``, or a ``temporal_stride``
-        that is not a whole number) rather than int64."""
-        return self.time_rounding == "none" or not float(self.temporal_stride).is_integer()
+        """Whether positions are fractional (float32: ``time_rounding="none"``, a ``temporal_stride``
+        that is not a whole number, or the ``circle`` spatial rule) rather than int64."""
+        return (
+            self.time_rounding == "none"
+            or not float(self.temporal_stride).is_integer()
+            or self.spatial == "circle"
+        )
 
     def format_timestamp(self, seconds: float) -> str:
         """The text of one timestamp; an integer field (``{:d}``) takes the seconds truncated to int."""

@@ -22,6 +22,7 @@ import numpy as np
 from mrope._caches import register
 from mrope._errors import LayoutError
 from mrope._grid import MAX_POSITION
+from mrope._layout.circle import check_one_frame, circle_template
 from mrope._positions import Span
 from mrope._rules import LayoutRules
 
@@ -66,6 +67,7 @@ class Block:
     follow_t: bool = False  # h and w also carry each frame's t offset (the frame_block rule)
     wrap: tuple[int, int] | None = None  # (start id, end id): one wrapper token before and after
     advance: str = "max+1"  # the advance rule, which places the end wrapper of a wrapped block
+    circle: tuple[float, float] | None = None  # (radius, alpha) of the circle rule (mrope._layout.circle)
     n: int = field(init=False)  # tokens in the block (wrappers included)
     template_key: tuple | None = field(init=False, default=None)  # its key in the template cache
     tile_grid: tuple[int, int, int] = field(init=False)  # (T', tile_h, tile_w), as its spans report it
@@ -93,6 +95,9 @@ def untiled_block(
     if follow_t:  # the frame_block rule: frame f starts a block of side max(H', columns)
         tau = np.arange(len(tau), dtype=np.int64) * max(hh, cols)
     follow_t = follow_t or rules.spatial == "diagonal"  # each frame centred on its own t
+    circle = (float(rules.circle_radius), float(rules.circle_alpha)) if rules.spatial == "circle" else None
+    if circle is not None:
+        check_one_frame(len(tau))
     return Block(
         tau,
         hh,
@@ -108,6 +113,7 @@ def untiled_block(
         token_id,
         anchored=rules.spatial != "reset",
         follow_t=follow_t,
+        circle=circle,
     )
 
 
@@ -156,7 +162,6 @@ def block_template(p: Block) -> tuple:
 
     The cache alone holds the arrays (within :data:`_TEMPLATE_BUDGET`); a block keeps only its key, so
     blocks that outlive an eviction (the planners cache blocks) hold no memory of their own."""
-    global _template_tokens
     key = p.template_key
     if key is None:
         key = p.template_key = (
@@ -170,11 +175,16 @@ def block_template(p: Block) -> tuple:
             p.w0,
             p.follow_t,
             p.wrap is not None and (p.advance, p.wrap, p.token_id),
+            p.circle,
         )
     hit = _TEMPLATES.get(key)
     if hit is not None:
         return hit
     nt, frames, th, tw = len(p.tile_h0), len(p.tau), p.tile_h, p.tile_w
+    if p.circle is not None:
+        template = circle_template(frames, th, tw, *p.circle)
+        top_t, top_hw = template[0].max().item(), template[1:].max().item()
+        return _cache_template(p, key, template, top_t, top_hw)
     template = np.empty((3, nt, frames, th, tw), dtype=np.result_type(p.tau, np.int64))
     template[0] = p.tau[None, :, None, None]
     template[1] = p.h0 + p.tile_h0[:, None, None, None] + np.arange(th, dtype=np.int64)[None, None, :, None]
@@ -186,7 +196,16 @@ def block_template(p: Block) -> tuple:
     top_hw = max(p.h0 + int(p.tile_h0.max()) + th - 1, p.w0 + int(p.tile_w0.max()) + tw - 1)
     if p.follow_t:
         top_hw += top_t
-    entry = (template, top_t, top_hw)
+    return _cache_template(p, key, template, top_t, top_hw)
+
+
+def _cache_template(
+    p: Block, key: tuple, template: np.ndarray, top_t: int | float, top_hw: int | float
+) -> tuple:
+    """:func:`block_template`'s entry for block ``p`` from its relative coordinates ``template`` ``[3, n]``
+    and their largest t and h or w, wrapped when ``p`` is, stored in the cache under ``key``."""
+    global _template_tokens
+    entry: tuple = (template, top_t, top_hw)
     if p.wrap is not None:  # start wrapper at 0, the block from 1, the end wrapper where text resumes
         end = 1 + (
             max(p.span_h, p.span_w) if p.advance == "spatial" else block_advance(p.advance, top_t, top_hw)

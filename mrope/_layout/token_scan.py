@@ -177,6 +177,8 @@ def block_rules_key(lay: LayoutRules) -> tuple:
         lay.row_newline,
         lay.frame_block,
         lay.temporal_stride,
+        lay.circle_radius,
+        lay.circle_alpha,
     )
 
 

@@ -49,7 +49,12 @@ FAMILY_MODULES: tuple[str, ...] = (
 )
 """Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
 
-SCHEME_MODULES: tuple[str, ...] = ("mrope_interleave", "mhrope", "videorope")
+SCHEME_MODULES: tuple[str, ...] = (
+    "mrope_interleave",
+    "mhrope",
+    "videorope",
+    "circle_rope",
+)
 """Modules of ``mrope.models._schemes`` that define a research ``SCHEME`` (a :class:`ModelFamily` on a base
 family's ids and sizing): chosen by name like a family, never listed among the released families."""
 
