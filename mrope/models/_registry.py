@@ -54,6 +54,7 @@ SCHEME_MODULES: tuple[str, ...] = (
     "mhrope",
     "videorope",
     "circle_rope",
+    "circle_rope_age",
 )
 """Modules of ``mrope.models._schemes`` that define a research ``SCHEME`` (a :class:`ModelFamily` on a base
 family's ids and sizing): chosen by name like a family, never listed among the released families."""

@@ -337,3 +337,111 @@ def test_the_triton_kernel_rotates_as_the_authors_do(monkeypatch) -> None:
     )
     want, _ = _reference(pos)
     _check_rotation(want, "triton")
+
+
+# ------------------------------------------------------------------------ AGE: a position set per layer
+
+AGE_STRATEGY_4 = [True, False] * 18
+"""``AGE_index_dict["strategy_4"]`` (modular_qwen2_5_vl_circle_rope.py:24-26): True, the circle index."""
+
+
+def age_layer_positions(circle: torch.Tensor, m: torch.Tensor, flags=AGE_STRATEGY_4) -> list[torch.Tensor]:
+    """modular_qwen2_5_vl_circle_rope.py:321-329: each layer's position ids, the circle set where its
+    flag is True, else the M-RoPE set (``get_rope_index(..., use_m_index=True)``, :312-319)."""
+    return [circle if flag else m for flag in flags]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_age_sets_and_layers_equal_the_authors_code(seed) -> None:
+    """Each set equals the authors' index of that kind, each of the 36 layers reads the set strategy 4
+    gives it, and each layer's cos / sin are the rotary of its positions
+    (``Qwen2_5_VLModel_AGE_mode.forward`` :439-441)."""
+    family = get_family("circle-rope-age")
+    sets = mrope.build_position_sets(_prompt(seed), model="circle-rope-age")
+    assert list(sets) == ["circle", "mrope"]
+    circle, circle_delta = _reference(sets["circle"])
+    m, m_delta = _reference(sets["circle"], use_m_index=True)
+    assert_close_positions(sets["circle"].ids, circle)
+    np.testing.assert_array_equal(sets["mrope"].ids, m.numpy())
+    assert sets["circle"].delta == pytest.approx(circle_delta, abs=1e-4) and sets["mrope"].delta == m_delta
+    # the scheme's own positions (and decode delta: the authors decode every layer from it) are the circle set's
+    np.testing.assert_array_equal(
+        mrope.build_positions(_prompt(seed), model="circle-rope-age").ids, sets["circle"].ids
+    )
+    layers = family.layer_sets.for_layers(36)
+    want = age_layer_positions(circle, m)
+    tensors = {"circle": circle, "mrope": torch.from_numpy(sets["mrope"].ids)}
+    for (cos, sin), positions in zip(mrope.layer_cos_sin(tensors, layers, family.spec), want, strict=True):
+        cos_ref, sin_ref = qwen2_5_vl_cos_sin(positions)
+        torch.testing.assert_close(cos, cos_ref, atol=0, rtol=0)
+        torch.testing.assert_close(sin, sin_ref, atol=0, rtol=0)
+
+
+def test_age_negative_control() -> None:
+    """The layer check can fail: strategy 3 (circle on the last 18 layers, :21-23) puts other positions
+    on the first layer than strategy 4."""
+    family = get_family("circle-rope-age")
+    sets = mrope.build_position_sets(_prompt(2), model="circle-rope-age")
+    tensors = {name: torch.from_numpy(p.ids) for name, p in sets.items()}
+    ours = mrope.layer_cos_sin(tensors, family.layer_sets.for_layers(36), family.spec)
+    strategy_3 = age_layer_positions(tensors["circle"], tensors["mrope"], [False] * 18 + [True] * 18)
+    assert not torch.allclose(ours[0][0], qwen2_5_vl_cos_sin(strategy_3[0])[0], atol=1e-2)
+
+
+def test_a_nope_set_rotates_nothing() -> None:
+    """A layer that reads ``"nope"`` (a model whose global layers have no rotary) gets cos 1 and sin 0 in
+    the shape of the others; ``apply_mrope``'s own NoPE rows (a pair table's rows -1) agree."""
+    family = get_family("qwen2.5-vl").replace(
+        name="local-rope-global-nope",
+        layer_sets=mrope.LayerSets({"rope": {}}, ("rope", "rope", "rope", "nope")),
+    )
+    sets = mrope.build_position_sets(
+        [mrope.Text(3), mrope.Image(grid=(1, 4, 6)), mrope.Text(2)], model=family
+    )
+    tensors = {"rope": torch.from_numpy(sets["rope"].ids)}
+    layers = family.layer_sets.for_layers(8)
+    assert layers == ("rope", "rope", "rope", "nope") * 2
+    tables = mrope.layer_cos_sin(tensors, layers, family.spec)
+    cos, sin = tables[3]
+    assert cos.shape == tables[0][0].shape and bool((cos == 1).all()) and bool((sin == 0).all())
+    table = mrope.ops.pair_table(family.spec)
+    nope = mrope.ops.PairTable(
+        rows=np.full_like(table.rows, -1),
+        inv_freq=table.inv_freq,
+        inv_freq32=table.inv_freq32,
+        head_dim=table.head_dim,
+        num_rows=3,
+    )
+    torch.testing.assert_close(mrope.cos_sin(tensors["rope"], nope)[0], cos, atol=0, rtol=0)
+    assert not bool((tables[0][0] == 1).all())  # negative control: a rotary layer does rotate
+
+
+def test_layer_sets_refusals() -> None:
+    with pytest.raises(mrope.MRopeError, match="not in sets"):
+        mrope.LayerSets({"a": {}}, ("a", "b"))
+    with pytest.raises(mrope.MRopeError, match="other than 'nope'"):
+        mrope.LayerSets({"nope": {}}, ("nope",))
+    with pytest.raises(mrope.MRopeError, match="unknown LayoutRules fields"):
+        get_family("qwen2.5-vl").replace(layer_sets=mrope.LayerSets({"a": {"spatail": "reset"}}, ("a",)))
+    with pytest.raises(mrope.MRopeError, match="num_layers"):
+        get_family("circle-rope-age").layer_sets.for_layers(0)
+    with pytest.raises(mrope.MRopeError, match="does not have"):
+        mrope.layer_cos_sin(
+            {"circle": torch.zeros(3, 4)}, ("circle", "mrope"), get_family("circle-rope").spec
+        )
+    # a model that declares no sets has one, its own
+    assert get_family("qwen2.5-vl").layer_sets.for_layers(2) == ("default", "default")
+
+
+def test_a_calls_rules_apply_to_every_set_before_the_sets_own() -> None:
+    segs = [mrope.Text(3), mrope.Image(grid=(1, 4, 6)), mrope.Text(2)]
+    sets = mrope.build_position_sets(
+        segs, model="circle-rope-age", rules={"circle_radius": 4.0, "spatial": "reset"}
+    )
+    radius_4 = mrope.build_positions(segs, model="circle-rope", rules={"circle_radius": 4.0})
+    np.testing.assert_array_equal(sets["circle"].ids, radius_4.ids)  # the set's spatial="circle" wins
+    np.testing.assert_array_equal(sets["mrope"].ids, mrope.build_positions(segs, model="qwen2.5-vl").ids)
+    full = mrope.build_position_sets(segs, model="circle-rope-age", rules=get_family("circle-rope").rules)
+    np.testing.assert_array_equal(full["mrope"].ids, sets["mrope"].ids)
+    with pytest.raises(mrope.MRopeError, match="rules must be"):
+        mrope.build_position_sets(segs, model="circle-rope-age", rules=3)
