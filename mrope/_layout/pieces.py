@@ -90,7 +90,7 @@ def untiled_block(
     ``spatial`` (centred, reset), ``crop`` (``origin``) and ``frame_block`` rules."""
     _, hh, ww = merged
     cols = ww + rules.row_newline  # the row_newline rule: one more token, at column W', ends every row
-    h0, w0 = spatial_offset(hh, cols, rules, origin)
+    h0, w0 = (0, 0) if rules.spatial == "circle" else spatial_offset(hh, cols, rules, origin)
     follow_t = rules.frame_block and len(tau) > 1
     if follow_t:  # the frame_block rule: frame f starts a block of side max(H', columns)
         tau = np.arange(len(tau), dtype=np.int64) * max(hh, cols)
@@ -121,6 +121,11 @@ def spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int]
     """The ``(h0, w0)`` of a block of ``hh x ww`` merged tokens: its first row and column relative to
     where h and w start (``spatial``), shifted by a kept crop ``origin``."""
     h0 = w0 = 0
+    if rules.spatial == "circle":  # untiled blocks take the circle's own coordinates (centred: no origin)
+        raise LayoutError(
+            "the circle rule (Circle-RoPE) maps an untiled grid; an image in tiles laid out as one block "
+            "(tiles='global') has no circle layout: use tiles='independent' (a circle per tile)"
+        )
     if rules.spatial == "centered":
         side = max(hh, ww)
         h0, w0 = (side - hh) // 2, (side - ww) // 2

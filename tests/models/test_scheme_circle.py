@@ -269,6 +269,14 @@ def test_refusals() -> None:
     numbers are checked."""
     with pytest.raises(mrope.MRopeError, match="maps one frame"):
         mrope.build_positions([mrope.Video(grid=(2, 4, 4), second_per_grid=1.0)], model="circle-rope")
+    tiled = [mrope.Text(2), mrope.Image(grid=(1, 8, 8), tiles=(2, 2))]
+    with pytest.raises(mrope.MRopeError, match="tiles='global'"):
+        mrope.build_positions(tiled, model="circle-rope")
+    # each tile its own block: its own circle (every token's rows sum to three times its block start)
+    pos = mrope.build_positions(tiled, model="circle-rope", rules={"tiles": "independent"})
+    for span in (s for s in pos.spans if s.kind == "image"):
+        block = pos.ids[:, span.start : span.stop].astype(np.float64)
+        assert block.shape[1] == 4 and np.ptp(block.sum(0)) < 1e-4 and np.ptp(block[0]) > 1
     rules = get_family("circle-rope").rules
     with pytest.raises(mrope.MRopeError, match="circle_radius"):
         rules.replace(circle_radius=0)
