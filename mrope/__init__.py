@@ -28,7 +28,9 @@ from mrope._errors import (
     TokenError,
 )
 from mrope._latent_positions import latent_positions
+from mrope._layer_sets import LayerSets
 from mrope._live_video import VideoChunk, live_video_chunk
+from mrope._position_sets import build_position_sets
 from mrope._positions import Batch, Positions, Span
 from mrope._program import PositionProgram
 from mrope._rewind import rewind
@@ -45,6 +47,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "apply_mrope": "mrope.ops",
     "cos_sin": "mrope.ops",
+    "layer_cos_sin": "mrope.ops",
     "rerotate": "mrope.ops",
     "from_pretrained": "mrope._checkpoint",
     "evs_mask": "mrope._pruning",
@@ -129,6 +132,9 @@ __all__ = [
     "draft_depths",
     "draft_positions",
     "tree_attention_mask",
+    "LayerSets",
+    "build_position_sets",
+    "layer_cos_sin",
     "evs_mask",
     "evs_retained_tokens",
     "evs_rule",

@@ -41,6 +41,10 @@ Every choice a model makes is a field here, never an if-branch on a model name i
 - ``vision_step``: the position step of a vision token under ``spatial="sequential"`` (V2PE's delta, a
   number > 0); one that is not a whole number makes positions float32, computed in float64 and
   rounded once.
+  ``"circle"`` (Circle-RoPE, :mod:`mrope._layout.circle`: the one-frame grid centred and mapped onto a
+  circle of radius ``circle_radius`` about the block start, in the plane orthogonal to the text direction
+  ``(1, 1, 1)``; ``circle_alpha`` in ``[0, 1]`` weighs the grid's angles against the raster index's. Real
+  t, h and w: positions are float32, and a block of several frames is refused).
 - ``temporal_stride``: ``tau(i)`` is multiplied by this number > 0 (MRoPE-Interleave's
   ``temporal_stride``, VideoRoPE's ``scale_factor`` 2) for images and for the ``"index"`` rule; the
   ``"seconds"`` rule takes only 1, and under ``"timestamps"`` every block has ``tau = 0``. A stride that
@@ -154,7 +158,9 @@ from mrope._errors import LayoutError
 from mrope._timestamp_format import check_timestamp_format, format_seconds
 
 TemporalRule = Literal["index", "seconds", "timestamps"]
-SpatialRule = Literal["offset", "reset", "centered", "diagonal", "token_time", "symmetric", "sequential"]
+SpatialRule = Literal[
+    "offset", "reset", "centered", "diagonal", "token_time", "symmetric", "sequential", "circle"
+]
 CropRule = Literal["keep", "reset"]
 TileRule = Literal["global", "independent", "thumbnail"]
 AdvanceRule = Literal["max+1", "spatial", "block", "time", "ceil"]
@@ -191,6 +197,8 @@ RULE_BOUNDS: dict[str, tuple[float, float]] = {
     "temporal_merge_size": (1, 64),
     "temporal_stride": (0.0, 4096.0),
     "vision_step": (0.0, 4096.0),
+    "circle_radius": (0.0, 1e6),
+    "circle_alpha": (0.0, 1.0),
     "patch_size": (1, 4096),
     "image_min_pixels": (0, MAX_PIXELS_RULE),
     "image_max_pixels": (1, MAX_PIXELS_RULE),
@@ -232,6 +240,11 @@ def _check_positive_ints(rules: LayoutRules, names: tuple[str, ...]) -> None:
         value = getattr(rules, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise LayoutError(f"LayoutRules.{name} must be a positive int; got {value!r}")
+
+
+def _is_number(value: Any) -> bool:
+    """A finite int or float, not a bool."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _is_positive_number(value: Any) -> bool:
@@ -408,6 +421,8 @@ class LayoutRules:
     temporal_merge_size: int = 1
     temporal_stride: float = 1
     vision_step: float = 1
+    circle_radius: float = 10.0
+    circle_alpha: float = 0.5
     row_newline: bool = False
     frame_block: bool = False
     positions_base: PositionsBase = "counter"
@@ -452,6 +467,11 @@ class LayoutRules:
                 raise LayoutError(f"LayoutRules.{name} must be a finite number > 0; got {value!r}")
             if float(value).is_integer():  # 2.0 from JSON is the rule 2 (one digest)
                 object.__setattr__(self, name, int(value))
+        if not _is_positive_number(self.circle_radius) or not _is_number(self.circle_alpha):
+            raise LayoutError(
+                "LayoutRules.circle_radius must be a finite number > 0 and circle_alpha a number in [0, 1]; "
+                f"got {self.circle_radius!r} and {self.circle_alpha!r}"
+            )
         if self.temporal_stride != 1 and self.temporal == "seconds":
             raise LayoutError(
                 "LayoutRules.temporal_stride multiplies the 'index' rule's t (and images'); the 'seconds' "
@@ -492,12 +512,12 @@ class LayoutRules:
     @property
     def fractional_time(self) -> bool:
         """Whether positions are fractional (float32: ``time_rounding="none"``, a ``temporal_stride``
-        that is not a whole number, ``spatial="token_time"``, or a ``vision_step`` that is not a whole
-        number under ``spatial="sequential"``) rather than int64."""
+        that is not a whole number, ``spatial="token_time"``, a ``vision_step`` that is not a whole number
+        under ``spatial="sequential"``, or the ``circle`` spatial rule) rather than int64."""
         return (
             self.time_rounding == "none"
             or not float(self.temporal_stride).is_integer()
-            or self.spatial == "token_time"
+            or self.spatial in ("token_time", "circle")
             or (self.spatial == "sequential" and not float(self.vision_step).is_integer())
         )
 

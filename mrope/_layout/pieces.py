@@ -24,6 +24,7 @@ import numpy as np
 from mrope._caches import register
 from mrope._errors import LayoutError
 from mrope._grid import MAX_POSITION, ceil32
+from mrope._layout.circle import check_one_frame, circle_template
 from mrope._positions import Span
 from mrope._rules import LayoutRules
 
@@ -72,6 +73,7 @@ class Block:
     advance: str = "max+1"  # the advance rule, which places the end wrapper of a wrapped block
     step: float | None = None  # the spatial="sequential" rule's step: token k (from 1) at s - 1 + k * step
     gather: np.ndarray | None = None  # tiles="thumbnail": the token of the block's template each takes
+    circle: tuple[float, float] | None = None  # (radius, alpha) of the circle rule (mrope._layout.circle)
     n: int = field(init=False)  # tokens in the block (wrappers included)
     template_key: tuple | None = field(init=False, default=None)  # its key in the template cache
     tile_grid: tuple[int, int, int] = field(init=False)  # (T', tile_h, tile_w), as its spans report it
@@ -94,7 +96,7 @@ def untiled_block(
     ``spatial`` (centred, reset, sequential), ``crop`` (``origin``) and ``frame_block`` rules."""
     _, hh, ww = merged
     cols = ww + rules.row_newline  # the row_newline rule: one more token, at column W', ends every row
-    h0, w0 = spatial_offset(hh, cols, rules, origin)
+    h0, w0 = (0, 0) if rules.spatial == "circle" else spatial_offset(hh, cols, rules, origin)
     follow_t = rules.frame_block and len(tau) > 1
     if follow_t:  # the frame_block rule: frame f starts a block of side max(H', columns)
         tau = np.arange(len(tau), dtype=np.int64) * max(hh, cols)
@@ -102,6 +104,9 @@ def untiled_block(
     symmetric = rules.spatial == "symmetric"
     if symmetric:  # VRoPE: frame f starts f (H' + W' - 1) on, one past the last frame's largest position
         tau = np.arange(len(tau), dtype=np.int64) * (hh + cols - 1)
+    circle = (float(rules.circle_radius), float(rules.circle_alpha)) if rules.spatial == "circle" else None
+    if circle is not None:
+        check_one_frame(len(tau))
     return Block(
         tau,
         hh,
@@ -120,6 +125,7 @@ def untiled_block(
         symmetric=symmetric,
         token_time=rules.spatial == "token_time",
         step=sequential_step(rules),  # V2PE: one line of steps (the grid's shape and offsets unused)
+        circle=circle,
     )
 
 
@@ -132,6 +138,11 @@ def spatial_offset(hh: int, ww: int, rules: LayoutRules, origin: tuple[int, int]
     """The ``(h0, w0)`` of a block of ``hh x ww`` merged tokens: its first row and column relative to
     where h and w start (``spatial``), shifted by a kept crop ``origin``."""
     h0 = w0 = 0
+    if rules.spatial == "circle":  # untiled blocks take the circle's own coordinates (centred: no origin)
+        raise LayoutError(
+            "the circle rule (Circle-RoPE) maps an untiled grid; an image in tiles laid out as one block "
+            "(tiles='global') has no circle layout: use tiles='independent' (a circle per tile)"
+        )
     if rules.spatial == "centered":
         side = max(hh, ww)
         h0, w0 = (side - hh) // 2, (side - ww) // 2
@@ -190,6 +201,7 @@ def block_template(p: Block) -> tuple:
             p.wrap is not None and (p.advance, p.wrap, p.token_id),
             p.step,
             None if p.gather is None else p.gather.tobytes(),
+            p.circle,
         )
     hit = _TEMPLATES.get(key)
     if hit is not None:
@@ -200,7 +212,10 @@ def block_template(p: Block) -> tuple:
     if p.step is not None:
         return _cache_template(key, _sequential_template(p))
     top_t = p.tau.max().item()  # an int, or a float under a fractional stride
-    if p.token_time:
+    if p.circle is not None:
+        template = circle_template(len(p.tau), p.tile_h, p.tile_w, *p.circle)
+        top_t, top_hw = template[0].max().item(), template[1:].max().item()
+    elif p.token_time:
         template, top_t = _token_time_template(len(p.tile_h0), len(p.tau), p.tile_h * p.tile_w)
         top_hw = top_t
     elif p.symmetric:

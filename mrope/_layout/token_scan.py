@@ -178,6 +178,8 @@ def block_rules_key(lay: LayoutRules) -> tuple:
         lay.frame_block,
         lay.temporal_stride,
         lay.vision_step,
+        lay.circle_radius,
+        lay.circle_alpha,
     )
 
 

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from mrope._errors import LayoutError
+from mrope._layer_sets import SINGLE_SET, LayerSets
 from mrope._rules import LayoutRules
 from mrope._spec import RopeSpec
 
@@ -126,6 +127,8 @@ class ModelFamily:
         source: where the values come from (a checkpoint folder for :func:`mrope.from_pretrained`).
         rule_sources: the :class:`LayoutRules` fields a checkpoint set -> the file and key each was read
             from (``"preprocessor_config.json: min_pixels"``); empty for a registry family.
+        layer_sets: the named position sets (overrides of ``rules``) and the set each decoder layer
+            rotates by (:class:`mrope.LayerSets`); one set, the family's own, by default.
     """
 
     name: str
@@ -148,6 +151,7 @@ class ModelFamily:
     source: str = "registry"
     rule_sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     tokenizer: Any = field(default=None, hash=False, compare=False, repr=False)
+    layer_sets: LayerSets = field(default=SINGLE_SET, hash=False, compare=True)
     _transformers5_rules: LayoutRules | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -168,6 +172,12 @@ class ModelFamily:
             raise LayoutError(f"ModelFamily.spec must be a RopeSpec; got {type(self.spec).__name__}")
         if self.rules.name != self.name:  # a family's rules carry its name, written once: the family's
             object.__setattr__(self, "rules", self.rules.replace(name=self.name))
+        if not isinstance(self.layer_sets, LayerSets):
+            raise LayoutError(
+                f"ModelFamily.layer_sets must be a LayerSets; got {type(self.layer_sets).__name__}"
+            )
+        for overrides in self.layer_sets.sets.values():
+            self.rules.replace(**overrides)
         # unknown or invalid override fields fail here, once
         object.__setattr__(self, "_transformers5_rules", self.rules.replace(**self.transformers5))
 

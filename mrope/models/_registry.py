@@ -59,6 +59,8 @@ SCHEME_MODULES: tuple[str, ...] = (
     "vrope",
     "v2pe",
     "rope_dhr",
+    "circle_rope",
+    "circle_rope_age",
 )
 """Modules of ``mrope.models._schemes`` that define a research ``SCHEME`` (a :class:`ModelFamily` on a base
 family's ids and sizing): chosen by name like a family, never listed among the released families."""
