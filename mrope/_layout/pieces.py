@@ -163,6 +163,7 @@ _template_tokens = 0
 
 
 def _clear_templates() -> None:
+    global _template_tokens
     _TEMPLATES.clear()
     _template_tokens = 0
 

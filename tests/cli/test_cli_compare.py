@@ -48,7 +48,11 @@ def test_bad_input_is_one_line_and_exit_2(capsys) -> None:
     assert code == 2 and "--decay-extent must be an int >= 1" in err
 
 
-@pytest.mark.parametrize("name", SCHEME_NAMES)
+FOUR_ROW_SCHEMES = ("vrope",)
+"""Schemes whose positions have more than the three rows t, h and w the picture draws."""
+
+
+@pytest.mark.parametrize("name", [n for n in SCHEME_NAMES if n not in FOUR_ROW_SCHEMES])
 def test_plot_draws_every_scheme(name, capsys, tmp_path) -> None:
     """``mrope plot --model <scheme>`` writes the layout picture of the scheme's positions."""
     png = tmp_path / "layout.png"
@@ -58,3 +62,13 @@ def test_plot_draws_every_scheme(name, capsys, tmp_path) -> None:
     assert (code, err) == (0, "") and "23 tokens" in out
     with PILImage.open(png) as img:
         assert img.width == 1200
+
+
+@pytest.mark.parametrize("name", FOUR_ROW_SCHEMES)
+def test_plot_refuses_a_scheme_of_four_rows(name, capsys, tmp_path) -> None:
+    """The picture draws t, h and w; a scheme writing four rows is refused with the row count (exit 2)."""
+    code, _, err = run(
+        capsys, "plot", "--model", name, "--text", "3", "--image-grid", "1,8,8", "--png", tmp_path / "x.png"
+    )
+    assert code == 2 and "4 rows" in err
+    assert not (tmp_path / "x.png").exists()
