@@ -102,6 +102,8 @@ class FamilyTester:
         self.parent = parent
         self.family = family
         self.config = tiny_config(family)
+        for key, value in tv.CONFIG_IDS.get(family, {}).items():  # as support.tiny_vlm.model sets them
+            setattr(self.config, key, value)
         text = self.config.get_text_config()
         text.max_position_embeddings = MAX_POSITION_EMBEDDINGS
         self.text_config = text
