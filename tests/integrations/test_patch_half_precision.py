@@ -18,7 +18,7 @@ import torch
 from support import tiny_vlm as tv
 from support.tiny_vlm import patched
 
-from mrope.integrations.transformers._discovery import spec_of, text_rotaries
+from mrope.integrations.transformers._discovery import APPLY_HALVES, spec_of, text_rotaries
 from mrope.integrations.transformers._rotation import Rotation, buffer_frequencies
 from mrope.ops import apply_mrope
 
@@ -109,7 +109,9 @@ def _rotated(name: str, dtype: torch.dtype) -> dict[str, object]:
     net = _half(name, dtype)
     rotary = text_rotaries(net.model)[0]
     modeling = importlib.import_module(type(net.model.language_model).__module__)
-    original_apply = modeling.apply_rotary_pos_emb
+    # transformers 5.25's HY-V4-VL has apply_rotary_pos_emb_interleave in place of apply_rotary_pos_emb
+    apply_name = next(n for n in APPLY_HALVES if hasattr(modeling, n))
+    original_apply = getattr(modeling, apply_name)
     spec = spec_of(net.config)
     gen = torch.Generator().manual_seed(3)
     positions = torch.randint(0, 4096, (3, 2, 48), generator=gen)
@@ -121,8 +123,8 @@ def _rotated(name: str, dtype: torch.dtype) -> dict[str, object]:
         want = original_apply(q, k, cos, sin)
         with patched(net):
             rotation, same = rotary.forward(q, positions)
-            assert modeling.apply_rotary_pos_emb is not original_apply  # the patched pass-through
-            got = modeling.apply_rotary_pos_emb(q, k, rotation, same)
+            assert getattr(modeling, apply_name) is not original_apply  # the patched pass-through
+            got = getattr(modeling, apply_name)(q, k, rotation, same)
     return {"q": q, "k": k, "positions": positions, "spec": spec, "rotation": rotation,
             "tables": (cos, sin), "want": want, "got": got}  # fmt: skip
 
