@@ -16,7 +16,9 @@
 3. the family's modeling-module function ``apply_rotary_pos_emb`` gets a pass-through wrapper (installed
    once per modeling module, removed with the last patched model, arguments bound by the original's
    signature: a query-only call ``(q, cos=..., sin=...)`` returns q alone): given a :class:`Rotation` it calls
-   :func:`mrope.apply_mrope` (the Triton kernel on CUDA, the torch path elsewhere); given real cos/sin
+   :func:`mrope.apply_mrope` (the Triton kernel on CUDA, the torch path elsewhere), or for fp16 / bf16
+   hidden states the original function on the tables the model's rotary returns (:meth:`Rotation.tables`:
+   the model's own rounding, so half-precision logits are the model's bit for bit); given real cos/sin
    tensors (an unpatched model of the same class) it calls the original function unchanged.
 
 Everything is checked before anything is changed: the family (from ``config.model_type`` through

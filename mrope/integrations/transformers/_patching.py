@@ -41,8 +41,9 @@ from mrope.integrations.transformers._probes import (
     check_positions,
     check_rotary,
     check_text_forward,
+    table_form,
 )
-from mrope.integrations.transformers._rotation import Rotation, buffer_frequencies
+from mrope.integrations.transformers._rotation import HALF_PRECISION, Rotation, buffer_frequencies
 from mrope.models import CONVENTIONS
 from mrope.ops import ANGLE_PRECISIONS, BACKENDS
 
@@ -82,6 +83,15 @@ class _Slot:
             return args[self.at]
         return kwargs.get(self.name, self.default)
 
+    def write(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``args`` and ``kwargs`` with ``value`` passed for this argument where the call passed it
+        (positionally or by name), else by name."""
+        if self.at is not None and len(args) > self.at:
+            return (*args[: self.at], value, *args[self.at + 1 :]), kwargs
+        return args, {**kwargs, self.name: value}
+
 
 def _named(original: Any) -> Any:
     """The function whose signature names ``original``'s arguments: ``original`` itself, or for an
@@ -99,12 +109,12 @@ def _named(original: Any) -> Any:
     return wrapped if callable(wrapped) else forward
 
 
-def _slots(original: Any, name: str) -> tuple[_Slot, _Slot, _Slot, _Slot]:
-    """The slots of ``q``, ``k``, ``cos`` and ``unsqueeze_dim`` in the signature of ``original`` (the
+def _slots(original: Any, name: str) -> tuple[_Slot, _Slot, _Slot, _Slot, _Slot]:
+    """The slots of ``q``, ``k``, ``cos``, ``sin`` and ``unsqueeze_dim`` in the signature of ``original`` (the
     modeling module's function ``name``, see :func:`_named`), read once so that a call reads only its own
     args tuple and kwargs dict (which ``torch.compile`` traces without a graph break). ``k`` defaults to
-    ``None``, ``unsqueeze_dim`` to 1 and ``cos`` is the third positional argument where the signature does
-    not say.
+    ``None``, ``unsqueeze_dim`` to 1, and ``cos`` and ``sin`` are the third and fourth positional arguments
+    where the signature does not say.
 
     Raises:
         PatchError: ``original`` has no ``q`` argument for mrope to rotate.
@@ -123,23 +133,36 @@ def _slots(original: Any, name: str) -> tuple[_Slot, _Slot, _Slot, _Slot]:
             default = default if param.default is inspect.Parameter.empty else param.default
         return _Slot(name, at, default)
 
-    return slot("q", None), slot("k", None), slot("cos", None, at=2), slot("unsqueeze_dim", 1)
+    return (
+        slot("q", None),
+        slot("k", None),
+        slot("cos", None, at=2),
+        slot("sin", None, at=3),
+        slot("unsqueeze_dim", 1),
+    )
 
 
 def _dispatching(original: Any, name: str = APPLY_FUNCTION) -> Any:
     """The pass-through for the modeling module's function ``name`` (a key of :data:`APPLY_HALVES`): a
     :class:`Rotation` in the cos slot is rotated by mrope (in split halves where ``name`` writes them),
-    real cos/sin tables (an unpatched model of the same class) go to ``original`` unchanged.
+    or, in half precision (:attr:`Rotation.in_model_arithmetic`), replaced with its cos/sin tables and
+    handed to ``original`` (the model's own arithmetic on mrope's tables); real cos/sin tables (an
+    unpatched model of the same class) go to ``original`` unchanged.
 
     Raises:
         PatchError: ``original`` has no ``q`` argument.
     """
-    q_slot, k_slot, cos_slot, unsqueeze_slot = _slots(original, name)
+    q_slot, k_slot, cos_slot, sin_slot, unsqueeze_slot = _slots(original, name)
     halves = APPLY_HALVES[name]
 
     @functools.wraps(_named(original))
     def apply_rotary_pos_emb(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - transformers' signature
         cos = cos_slot.read(args, kwargs)
+        if isinstance(cos, Rotation) and cos.in_model_arithmetic:
+            cos_table, sin_table = cos.tables()
+            args, kwargs = cos_slot.write(args, kwargs, cos_table)
+            args, kwargs = sin_slot.write(args, kwargs, sin_table)
+            return original(*args, **kwargs)
         if isinstance(cos, Rotation):
             q = q_slot.read(args, kwargs)
             k = k_slot.read(args, kwargs)
@@ -299,9 +322,15 @@ def _cache_generation(
     owner.__dict__[_GENERATION_CACHE[1]] = int(input_ids.shape[1])
 
 
-def _make_rotary_forward(specs: dict[str | None, RopeSpec], backend: str, precision: str) -> Any:
+def _make_rotary_forward(
+    specs: dict[str | None, RopeSpec],
+    backend: str,
+    precision: str,
+    forms: dict[str | None, tuple[str, bool] | None],
+) -> Any:
     """The patched rotary ``forward(self, x, position_ids, layer_type=None)`` (bound to each rotary) for a
-    model with ``specs`` (one per layer type; key ``None`` for a rotary with one ``inv_freq``)."""
+    model with ``specs`` (one per layer type; key ``None`` for a rotary with one ``inv_freq``) whose own
+    tables have the ``forms`` (:func:`table_form`, per layer type)."""
     held = {
         (layer_type, dtype): buffer_frequencies(spec, dtype)
         for layer_type, spec in specs.items()
@@ -332,7 +361,19 @@ def _make_rotary_forward(specs: dict[str | None, RopeSpec], backend: str, precis
                 f"rotary expands them to {axes} rows); got {list(position_ids.shape)}"
             )
         frequencies = held.get((layer_type, inv_freq_buffer(self, layer_type).dtype))
-        rotation = Rotation(position_ids.expand(axes, -1, -1), spec, backend, precision, frequencies)
+        form = forms[layer_type]
+        table_dtype = None  # mrope's own rotation, unless the model's arithmetic is the half-precision one
+        if form is not None and x.dtype in HALF_PRECISION and precision == "fp32":
+            table_dtype = x.dtype if form[1] else torch.float32
+        rotation = Rotation(
+            position_ids.expand(axes, -1, -1),
+            spec,
+            backend,
+            precision,
+            frequencies,
+            table_dtype,
+            None if form is None else form[0],
+        )
         return rotation, rotation
 
     return forward
@@ -430,6 +471,7 @@ def patch(
             released=conv == "released",
             halves=APPLY_HALVES[apply_name],
         )
+    forms = {lt: table_form(rotaries[0], applied, lt) for lt, applied in specs.items()}
     replacements = [(o, _make_get_rope_index(o, family, rules)) for o in owners]
     if conv == "transformers5":
         for o, replacement in replacements:
@@ -453,7 +495,7 @@ def patch(
     for o, replacement in replacements:
         state.owners.append((o, o.__dict__.get("get_rope_index", MISSING)))
         o.get_rope_index = replacement  # type: ignore[method-assign]
-    forward = _make_rotary_forward(specs, backend, angle_precision)
+    forward = _make_rotary_forward(specs, backend, angle_precision, forms)
     for rotary in rotaries:
         state.rotaries.append((rotary, rotary.__dict__.get("forward", MISSING)))
         rotary.forward = types.MethodType(forward, rotary)  # type: ignore[method-assign]

@@ -20,8 +20,8 @@ from mrope._segments import Image, Text, Video
 from mrope._spec import RopeSpec
 from mrope.integrations.transformers._discovery import inv_freq_buffer
 from mrope.integrations.transformers._inputs import model_inputs, named_for
-from mrope.integrations.transformers._rotation import buffer_frequencies, in_halves
-from mrope.ops import apply_mrope
+from mrope.integrations.transformers._rotation import TABLE_ORDERS, buffer_frequencies, in_halves
+from mrope.ops import apply_mrope, cos_sin
 
 MISSING = object()
 """An instance attribute a module did not have (what :func:`restore_attributes` reports for one a call
@@ -66,6 +66,44 @@ def check_rotary(
             restore_attributes(rotary, before)
             rotary._buffers.clear()
             rotary._buffers.update(buffers)
+
+
+def table_form(
+    rotary: torch.nn.Module, spec: RopeSpec, layer_type: str | None = None
+) -> tuple[str, bool] | None:
+    """How the model's own rotary writes its cos / sin tables, against :func:`mrope.cos_sin` for
+    ``spec``: ``(order, casts)``. ``order`` is ``"neox"`` (``cat([c, c])``) or ``"gptj"`` (each value
+    twice), which need not be the spec's pairing (transformers 5.24's GLM-4.1V rotary interleaves its
+    table, modeling_glm4v.py:490; HY-V4-VL's returns ``cat`` and its ``apply_rotary_pos_emb`` interleaves,
+    modeling_hy_v4_vl.py:96-97); ``casts`` says whether the tables take the dtype of the hidden states
+    (modeling_qwen2_vl.py:136) or stay fp32 (ERNIE-4.5-VL, modeling_ernie4_5_vl_moe.py:122). ``None``
+    where no order gives the model's table (the half-precision rotation then stays mrope's own).
+
+    Probed with bf16 hidden states and random positions per axis; the rotary's state is put back."""
+    gen = torch.Generator().manual_seed(4321)
+    axes = len(spec.mrope_section)
+    positions = torch.randint(0, _PROBE_MAX_POSITION, (axes, 1, 11), generator=gen)
+    device = next(rotary.buffers()).device
+    heads = torch.zeros(1, 1, 11, spec.head_dim, dtype=torch.bfloat16, device=device)  # [B, H, S, D]
+    extra = () if layer_type is None else (layer_type,)
+    held = buffer_frequencies(spec, inv_freq_buffer(rotary, layer_type).dtype)
+    before, buffers = dict(rotary.__dict__), dict(rotary._buffers)
+    try:
+        with torch.no_grad():
+            cos, _ = type(rotary).forward(rotary, heads, positions.to(device), *extra)
+    finally:
+        restore_attributes(rotary, before)
+        rotary._buffers.clear()
+        rotary._buffers.update(buffers)
+    ours, _ = cos_sin(positions, spec if held is None else held, layout="bhsd")
+    if not isinstance(cos, torch.Tensor) or cos.shape != ours.shape:
+        return None
+    value = ours[..., : ours.shape[-1] // 2] if spec.pairing == "neox" else ours[..., ::2]
+    for order in TABLE_ORDERS:
+        table = torch.cat((value, value), dim=-1) if order == "neox" else value.repeat_interleave(2, dim=-1)
+        if torch.equal(cos.cpu(), table.to(cos.dtype)):
+            return order, cos.dtype == heads.dtype
+    return None
 
 
 def _probe_rotary(

@@ -16,9 +16,14 @@ import torch
 
 from mrope._errors import PatchError
 from mrope._spec import RopeSpec
-from mrope.ops import PairTable, apply_mrope, pair_table
+from mrope.ops import PairTable, apply_mrope, cos_sin, pair_table
 
 _FULL_PRECISION = (torch.float32, torch.float64)
+HALF_PRECISION = (torch.float16, torch.bfloat16)
+"""The dtypes whose heads a patched model rotates with the model's own arithmetic."""
+
+TABLE_ORDERS = ("neox", "gptj")
+"""Channel orders of a cos / sin table: ``cat([c, c])`` (neox) or each value twice (gptj)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +45,12 @@ class Rotation:
         frequencies: the pair table of the rotary's own ``inv_freq`` buffer where it holds other values
             than the spec's fp32 frequencies (:func:`buffer_frequencies`: a half-precision buffer); ``None``:
             the spec's.
+        table_dtype: the dtype of the cos / sin tables the model's own rotary returns for these hidden
+            states, where q and k are to be rotated by the model's own ``apply_rotary_pos_emb`` on
+            :meth:`tables` (half-precision hidden states with fp32 angles: see
+            :attr:`in_model_arithmetic`); ``None``: by :func:`mrope.apply_mrope`.
+        table_order: the channel order of the model's own tables (one of :data:`TABLE_ORDERS`, probed at
+            patch time by ``table_form``).
     """
 
     positions: torch.Tensor
@@ -47,11 +58,58 @@ class Rotation:
     backend: str
     angle_precision: str
     frequencies: PairTable | None = None
+    table_dtype: torch.dtype | None = None
+    table_order: str | None = None
 
     @property
     def lead_shape(self) -> tuple[int, ...]:
         """The table's leading (token) dims, ``(B, S)`` as the rotary hands it out."""
         return tuple(self.positions.shape[1:])
+
+    @property
+    def in_model_arithmetic(self) -> bool:
+        """Whether q and k are rotated by the model's own ``apply_rotary_pos_emb`` on :meth:`tables`
+        rather than by :func:`mrope.apply_mrope`: for half-precision hidden states with fp32 angles (the
+        model's) and a table form ``patch`` found.
+
+        transformers rotates half-precision heads in their dtype (``q * cos + rotate_half(q) * sin``,
+        5.24 modeling_qwen2_vl.py:176-177, each product and the sum rounded to the dtype), where
+        :func:`mrope.apply_mrope` rotates in fp32 and rounds once; the two differ in the last place, and
+        a model that chooses experts or key blocks by top-k turns that into different logits. The model's
+        arithmetic on mrope's tables gives the model's logits bit for bit; mrope's op stays the more
+        exact one for its own callers. ``angle_precision="exact"`` asks for other angles than the
+        model's, and a model whose tables match no order has none mrope can write, so both keep mrope's
+        op."""
+        return self.table_dtype is not None and self.table_order is not None
+
+    def tables(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)``, each ``[*lead, rotary_dim]`` in :attr:`table_dtype`: the tables the model's own
+        rotary returns for these positions (:func:`mrope.cos_sin`: fp32 angles from the frequencies the
+        rotary's buffer holds, fp32 trig, cast to the dtype; in :attr:`table_order`).
+
+        Raises:
+            PatchError: the Rotation is not :attr:`in_model_arithmetic`, or its table is per head."""
+        if self.table_dtype is None or self.table_order is None:
+            raise PatchError("patched rotary: this Rotation rotates by apply_mrope and has no model table")
+        source = self.spec if self.frequencies is None else self.frequencies
+        axes = len(self.positions)
+        flat = self.positions.reshape(axes, 1, -1)
+        cos, sin = cos_sin(
+            flat,
+            source,
+            layout="bhsd",
+            dtype=self.table_dtype,
+            angle_precision=self.angle_precision,  # type: ignore[arg-type]
+        )
+        if cos.dim() != 3:
+            raise PatchError(
+                f"patched rotary: a per-head table ({tuple(cos.shape)}) has no cos/sin table of the "
+                "model's shape"
+            )
+        if self.table_order != self.spec.pairing:  # the same values, the other channel order
+            cos, sin = (_reordered(t, self.spec.pairing) for t in (cos, sin))
+        shape = (*self.lead_shape, cos.shape[-1])
+        return cos.reshape(shape), sin.reshape(shape)
 
     def _with(self, positions: torch.Tensor) -> Rotation:
         return dataclasses.replace(self, positions=positions)
@@ -231,6 +289,14 @@ def in_halves(x: torch.Tensor, spec: RopeSpec) -> torch.Tensor:
     return torch.cat([x[..., :lo], x[..., lo:hi:2], x[..., lo + 1 : hi : 2], x[..., hi:]], dim=-1)
 
 
+def _reordered(table: torch.Tensor, order: str) -> torch.Tensor:
+    """A ``[..., d]`` cos or sin table in channel order ``order`` written in the other one."""
+    if order == "neox":
+        return table[..., : table.shape[-1] // 2].repeat_interleave(2, dim=-1)
+    value = table[..., ::2]
+    return torch.cat((value, value), dim=-1)
+
+
 class _UnsupportedTableOp(PatchError, AttributeError):
     """A tensor method model code called on a :class:`Rotation` that it does not stand for."""
 
@@ -239,4 +305,4 @@ def _shape_of(value: Any) -> Any:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else None
 
 
-__all__ = ["Rotation", "buffer_frequencies", "in_halves"]
+__all__ = ["HALF_PRECISION", "TABLE_ORDERS", "Rotation", "buffer_frequencies", "in_halves"]
