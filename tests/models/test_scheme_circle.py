@@ -21,6 +21,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from test_schemes import _rotate_half, rope_index_of
 
 import mrope
 from mrope._cli import main
@@ -162,12 +163,7 @@ def test_positions_equal_the_authors_code(seed) -> None:
     want, delta = _reference(pos)
     assert_close_positions(pos.ids, want)
     assert pos.delta == pytest.approx(delta, abs=1e-4)
-    got, deltas = mrope.get_rope_index(
-        torch.from_numpy(pos.input_ids)[None],
-        image_grid_thw=torch.from_numpy(pos.image_grid_thw),
-        video_grid_thw=torch.from_numpy(pos.video_grid_thw),
-        model="circle-rope",
-    )
+    got, deltas = rope_index_of(pos, model="circle-rope")
     assert_close_positions(got[:, 0].numpy(), want)
     assert deltas.tolist()[0][0] == pytest.approx(delta, abs=1e-4)
 
@@ -300,11 +296,6 @@ def qwen2_5_vl_cos_sin(positions: torch.Tensor, theta: float = 1e6, section=(16,
     cos = torch.cat([m[i % 3] for i, m in enumerate(cos.split(split, dim=-1))], dim=-1)
     sin = torch.cat([m[i % 3] for i, m in enumerate(sin.split(split, dim=-1))], dim=-1)
     return cos, sin
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
-    return torch.cat((-x2, x1), dim=-1)
 
 
 def _check_rotation(positions: torch.Tensor, backend: str) -> None:

@@ -29,6 +29,7 @@ from test_schemes import (
     _ids,
     _prompt,
     _tokenizer,
+    rope_index_of,
     videorope_cos_sin,
     videorope_index,
 )
@@ -51,15 +52,6 @@ def hope_index(pos: mrope.Positions, rules: mrope.LayoutRules, scale: float):
     return videorope_index(*args, scale_factor=random.choice([scale]))
 
 
-def _token_ids(pos: mrope.Positions, **kw):
-    return mrope.get_rope_index(
-        torch.from_numpy(pos.input_ids)[None],
-        image_grid_thw=torch.from_numpy(pos.image_grid_thw),
-        video_grid_thw=torch.from_numpy(pos.video_grid_thw),
-        **kw,
-    )
-
-
 # ------------------------------------------------------------------------ positions
 
 
@@ -74,7 +66,7 @@ def test_positions_equal_the_authors_code(seed) -> None:
     assert pos.ids.dtype == np.float32
     np.testing.assert_array_equal(pos.ids, want.numpy())
     assert pos.delta == delta
-    got, deltas = _token_ids(pos, model="hope")
+    got, deltas = rope_index_of(pos, model="hope")
     assert got.dtype == torch.float32
     np.testing.assert_array_equal(got[:, 0].numpy(), want.numpy())
     assert deltas.tolist() == [[delta]]
@@ -91,7 +83,7 @@ def test_every_training_scale_is_a_parameter(scale) -> None:
         want, delta = hope_index(pos, rules, scale)
         assert pos.ids.dtype == (np.int64 if scale == 1.0 else np.float32)
         np.testing.assert_array_equal(pos.ids, want.numpy())
-        got, deltas = _token_ids(pos, model="hope", rules=overrides)
+        got, deltas = rope_index_of(pos, model="hope", rules=overrides)
         np.testing.assert_array_equal(got[:, 0].numpy(), want.numpy())
         assert pos.delta == delta and deltas.tolist() == [[delta]]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_schemes import _blocks, _freqs, _ids, _prompt, _rotate_half, _tokenizer
+from test_schemes import _blocks, _freqs, _ids, _prompt, _rotate_half, _tokenizer, rope_index_of
 
 import mrope
 from mrope._cli import main
@@ -77,12 +77,7 @@ def test_positions_are_half_the_authors(seed) -> None:
     assert pos.ids.dtype == np.float32
     np.testing.assert_array_equal(2 * pos.ids, want.numpy())
     assert 2 * pos.delta == delta
-    got, deltas = mrope.get_rope_index(
-        torch.from_numpy(pos.input_ids)[None],
-        image_grid_thw=torch.from_numpy(pos.image_grid_thw),
-        video_grid_thw=torch.from_numpy(pos.video_grid_thw),
-        model="tad-rope",
-    )
+    got, deltas = rope_index_of(pos, model="tad-rope")
     np.testing.assert_array_equal(got[:, 0].numpy(), pos.ids)
     assert deltas.tolist() == [[pos.delta]]
 

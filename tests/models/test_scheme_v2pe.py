@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from test_schemes import _rotate_half, rope_index_of
 
 import mrope
 from mrope._cli import main
@@ -90,15 +91,6 @@ def _reference(pos: mrope.Positions, rules: mrope.LayoutRules, stride: float = S
     return row.expand(3, -1).numpy(), float(row[-1] + 1 - row.numel())
 
 
-def _rope_index(pos: mrope.Positions, **kw):
-    return mrope.get_rope_index(
-        torch.from_numpy(pos.input_ids)[None],
-        image_grid_thw=torch.from_numpy(pos.image_grid_thw),
-        video_grid_thw=torch.from_numpy(pos.video_grid_thw),
-        **kw,
-    )
-
-
 @pytest.mark.parametrize("seed", SEEDS)
 def test_positions_equal_the_authors_code(seed) -> None:
     """Builder and token ids: float32 positions equal to the authors' float32 ids bit for bit."""
@@ -109,7 +101,7 @@ def test_positions_equal_the_authors_code(seed) -> None:
     assert pos.ids.dtype == np.float32
     np.testing.assert_array_equal(pos.ids, want)
     assert pos.delta == delta
-    got, deltas = _rope_index(pos, model="v2pe")
+    got, deltas = rope_index_of(pos, model="v2pe")
     assert got.dtype == torch.float32
     np.testing.assert_array_equal(got[:, 0].numpy(), want)
     assert deltas.tolist() == [[delta]]
@@ -126,7 +118,7 @@ def test_every_stride_equals_the_authors_code(stride) -> None:
         pos = mrope.build_positions(_prompt(seed), rules=rules)
         want, delta = _reference(pos, rules, stride)
         np.testing.assert_array_equal(pos.ids, want)
-        np.testing.assert_array_equal(_rope_index(pos, rules=rules)[0][:, 0].numpy(), want)
+        np.testing.assert_array_equal(rope_index_of(pos, rules=rules)[0][:, 0].numpy(), want)
         assert pos.delta == delta
 
 
@@ -142,7 +134,7 @@ def test_far_positions_take_the_ceiling_of_the_float32_value() -> None:
     pos = mrope.build_positions(segs, rules=rules)
     want, _ = _reference(pos, rules, 1)
     np.testing.assert_array_equal(pos.ids, want)
-    np.testing.assert_array_equal(_rope_index(pos, rules=rules)[0][:, 0].numpy(), want)
+    np.testing.assert_array_equal(rope_index_of(pos, rules=rules)[0][:, 0].numpy(), want)
     exact_last = wrapper + 1 / NUM_IMAGE_TOKEN  # half a float32 step above 70,000: rounded to even
     assert float(np.float32(exact_last)) == wrapper == want[0, wrapper + 1]
     assert want[0, wrapper + 2] == wrapper + 1 != np.ceil(exact_last) + 1  # <|vision_end|>
@@ -280,12 +272,6 @@ def v2pe_cos_sin(pos_id: torch.Tensor, base: float, dim: int = 128) -> tuple[tor
     return emb.cos(), emb.sin()
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """modeling_internlm2.py:416-420."""
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
-    return torch.cat((-x2, x1), dim=-1)
-
-
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_rotation_equals_the_authors_code(backend, monkeypatch) -> None:
     """cos / sin equal the authors' bit for bit on float positions (every M-RoPE row the same position,
@@ -303,7 +289,10 @@ def test_rotation_equals_the_authors_code(backend, monkeypatch) -> None:
     q = torch.randn(positions.shape[1], 16, 128, generator=gen)
     k = torch.randn(positions.shape[1], 8, 128, generator=gen)
     qr, kr = mrope.apply_mrope(q, k, positions, spec, backend=backend)
-    c, s = cos_ref[:, None], sin_ref[:, None]
+    c, s = (
+        cos_ref[:, None],
+        sin_ref[:, None],
+    )  # their rotate_half is the halves one (modeling_internlm2.py:416-420)
     torch.testing.assert_close(qr, q * c + _rotate_half(q) * s, atol=1e-5, rtol=0)
     torch.testing.assert_close(kr, k * c + _rotate_half(k) * s, atol=1e-5, rtol=0)
     # negative control: the positions truncated to whole numbers rotate otherwise

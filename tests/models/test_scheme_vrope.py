@@ -19,6 +19,7 @@ import io
 import numpy as np
 import pytest
 import torch
+from test_schemes import _rotate_half, rope_index_of
 
 import mrope
 from mrope._cli import main
@@ -112,12 +113,7 @@ def test_positions_equal_the_authors_code(seed) -> None:
     np.testing.assert_array_equal(_per_pair(pos.ids), want.numpy())
     np.testing.assert_array_equal(pos.ids, want[:, :4].numpy().T)  # the four maps, in the authors' order
     assert pos.delta == delta
-    got, deltas = mrope.get_rope_index(
-        torch.from_numpy(pos.input_ids)[None],
-        image_grid_thw=torch.from_numpy(pos.image_grid_thw),
-        video_grid_thw=torch.from_numpy(pos.video_grid_thw),
-        model="vrope",
-    )
+    got, deltas = rope_index_of(pos, model="vrope")
     assert got.shape == (4, 1, pos.num_tokens)
     np.testing.assert_array_equal(_per_pair(got[:, 0].numpy()), want.numpy())
     assert deltas.tolist() == [[delta]]
@@ -176,11 +172,6 @@ def _cos_sin_reference(
     freqs = per_pair.float() * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
-    return torch.cat((-x2, x1), dim=-1)
 
 
 def _check_rotation(

@@ -170,13 +170,7 @@ def test_positions_equal_the_authors_code(scheme, model, overrides, seed) -> Non
     np.testing.assert_array_equal(pos.ids, want.numpy())
     assert pos.delta == delta
     # the token-id interface reads the same prompt back from its ids
-    got, deltas = mrope.get_rope_index(
-        torch.from_numpy(pos.input_ids)[None],
-        image_grid_thw=torch.from_numpy(pos.image_grid_thw),
-        video_grid_thw=torch.from_numpy(pos.video_grid_thw),
-        model=model,
-        rules=overrides,
-    )
+    got, deltas = rope_index_of(pos, model=model, rules=overrides)
     np.testing.assert_array_equal(got[:, 0].numpy(), want.numpy())
     assert deltas.tolist() == [[delta]]
 
@@ -227,12 +221,7 @@ def test_videorope_fractional_strides_give_float_positions(stride) -> None:
     for seed in SEEDS:
         pos = mrope.build_positions(_prompt(seed), rules=rules)
         want, delta = _reference("videorope", pos, rules, scale_factor=stride)
-        got, deltas = mrope.get_rope_index(
-            torch.from_numpy(pos.input_ids)[None],
-            image_grid_thw=torch.from_numpy(pos.image_grid_thw),
-            video_grid_thw=torch.from_numpy(pos.video_grid_thw),
-            rules=rules,
-        )
+        got, deltas = rope_index_of(pos, rules=rules)
         assert pos.ids.dtype == np.float32 and got.dtype == torch.float32
         for ids in (pos.ids, got[:, 0].numpy()):
             if exact:
@@ -315,6 +304,17 @@ def videorope_cos_sin(positions, theta, section=(16, 24, 24), nope_t: bool = Fal
             result_sin.append(sin[0, ..., index : index + sec])
             index += sec
     return torch.cat(result_cos, dim=-1), torch.cat(result_sin, dim=-1)
+
+
+def rope_index_of(pos: mrope.Positions, **kw):
+    """``mrope.get_rope_index`` on one prompt's token ids and grids (a batch of one): ``(positions
+    [A, 1, T], deltas [1, 1])``, the token-id interface reading back what the builder built."""
+    return mrope.get_rope_index(
+        torch.from_numpy(pos.input_ids)[None],
+        image_grid_thw=torch.from_numpy(pos.image_grid_thw),
+        video_grid_thw=torch.from_numpy(pos.video_grid_thw),
+        **kw,
+    )
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
