@@ -7,7 +7,9 @@ out below. The tiny models are built from configs (no hub), fp32, seed 0.
 
 from __future__ import annotations
 
+import copy
 import functools
+import gc
 import inspect
 import sys
 from typing import Any
@@ -163,6 +165,46 @@ def test_unpatch_restores_exactly_and_patching_is_per_instance() -> None:
     assert "forward" not in net.model.language_model.rotary_emb.__dict__
     assert "_mrope_patch" not in net.__dict__
     assert torch.equal(tv.logits(name, kw), net_before)
+
+
+def test_a_deep_copy_of_a_patched_model_stays_patched_when_the_original_is_unpatched() -> None:
+    """A deep copy (an EMA model, transformers' own tests) is a patched model of its own: unpatching the
+    original leaves the copy's rotation working (its logits: the unpatched model's), and unpatching the
+    copy too puts the module's function back. Control: the copy's Rotation handed to the original
+    function fails, which is what a released hook would do."""
+    name = "qwen2-vl"
+    net = copy.deepcopy(tv.model(name))
+    module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
+    original = patching._original_apply(module)
+    kw = tv.inputs(name, _two_rows(name))
+    want = _logits(net, kw)
+    mt.patch(net)
+    twin = copy.deepcopy(net)
+    mt.unpatch(net)
+    assert mt.is_patched(twin) and not mt.is_patched(net)
+    assert module.apply_rotary_pos_emb is not original
+    torch.testing.assert_close(_logits(twin, kw), want, rtol=0, atol=ATOL)
+    rotary = twin.model.language_model.rotary_emb
+    q = torch.randn(1, 2, 4, mt.patch_info(twin)["spec"].head_dim)
+    rotation, same = rotary.forward(q, torch.zeros(3, 1, 4, dtype=torch.long))
+    with pytest.raises(Exception, match="Rotation"):
+        original(q, q, rotation, same)
+    mt.unpatch(twin)
+    assert module.apply_rotary_pos_emb is original
+
+
+def test_a_patched_model_collected_without_unpatch_gives_the_function_back() -> None:
+    name = "qwen2-vl"
+    net = copy.deepcopy(tv.model(name))
+    module = sys.modules[type(net.model.language_model.rotary_emb).__module__]
+    original = patching._original_apply(module)
+    gc.collect()  # models other tests dropped while patched
+    assert module.apply_rotary_pos_emb is original
+    mt.patch(net)
+    assert module.apply_rotary_pos_emb is not original
+    del net
+    gc.collect()
+    assert module.apply_rotary_pos_emb is original
 
 
 def _logits(net: torch.nn.Module, kw: dict[str, torch.Tensor]) -> torch.Tensor:

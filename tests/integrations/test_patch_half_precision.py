@@ -19,6 +19,7 @@ from support import tiny_vlm as tv
 from support.tiny_vlm import patched
 
 from mrope.integrations.transformers._discovery import APPLY_HALVES, spec_of, text_rotaries
+from mrope.integrations.transformers._patching import _original_apply
 from mrope.integrations.transformers._rotation import Rotation, buffer_frequencies
 from mrope.ops import apply_mrope
 
@@ -84,7 +85,7 @@ def test_the_rotation_at_large_positions_uses_the_rounded_frequencies(dtype: tor
     net = _half(name, dtype)
     rotary = text_rotaries(net.model)[0]
     module = type(net.model.language_model).__module__
-    original_apply = __import__(module, fromlist=["apply_rotary_pos_emb"]).apply_rotary_pos_emb
+    original_apply = _original_apply(importlib.import_module(module))
     spec = spec_of(net.config)
     gen = torch.Generator().manual_seed(7)
     positions = torch.randint(0, 8192, (3, 1, 64), generator=gen)
@@ -111,7 +112,7 @@ def _rotated(name: str, dtype: torch.dtype) -> dict[str, object]:
     modeling = importlib.import_module(type(net.model.language_model).__module__)
     # transformers 5.25's HY-V4-VL has apply_rotary_pos_emb_interleave in place of apply_rotary_pos_emb
     apply_name = next(n for n in APPLY_HALVES if hasattr(modeling, n))
-    original_apply = getattr(modeling, apply_name)
+    original_apply = _original_apply(modeling, apply_name)  # another test's model may still hold the hook
     spec = spec_of(net.config)
     gen = torch.Generator().manual_seed(3)
     positions = torch.randint(0, 4096, (3, 2, 48), generator=gen)

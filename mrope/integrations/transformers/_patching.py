@@ -8,11 +8,13 @@ replacements a patch installs: the ``get_rope_index`` stand-in, the rotary ``for
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import sys
 import types
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +68,24 @@ class _Hook:
 
 
 _HOOKS: dict[str, _Hook] = {}
+"""The installed pass-through per modeling module; ``users`` counts the live patched models (deep copies
+included) that rotate through it, and the last one to go (unpatched or collected) puts the original back."""
+
+
+def _release_hook(module_name: str) -> None:
+    hook = _HOOKS.get(module_name)
+    if hook is None:
+        return
+    hook.users -= 1
+    if hook.users <= 0:
+        setattr(hook.module, hook.name, hook.original)
+        del _HOOKS[module_name]
+
+
+def _lease_hook(state: _State) -> None:
+    """Count ``state``'s model as a user of its module's hook until it is unpatched or collected."""
+    _HOOKS[state.hook_module].users += 1
+    _LEASES[state] = weakref.finalize(state, _release_hook, state.hook_module)
 
 
 @dataclass(frozen=True)
@@ -181,9 +201,13 @@ def _original_apply(module: types.ModuleType, name: str = APPLY_FUNCTION) -> Any
 # ------------------------------------------------------------------------------------------ state
 
 
-@dataclass
+@dataclass(eq=False)
 class _State:
-    """What :func:`patch` changed on one model, so that :func:`unpatch` can put it back."""
+    """What :func:`patch` changed on one model, so that :func:`unpatch` can put it back.
+
+    A deep copy of a patched model is a patched model of its own: its state (deep-copied with the model, so
+    ``owners`` and ``rotaries`` name the copy's modules) holds the hook too.
+    """
 
     family: Any
     convention: str
@@ -194,6 +218,18 @@ class _State:
     owners: list[tuple[torch.nn.Module, Any]] = field(default_factory=list)
     rotaries: list[tuple[torch.nn.Module, Any]] = field(default_factory=list)
     hook_module: str = ""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _State:
+        twin = object.__new__(type(self))
+        memo[id(self)] = twin
+        for key, value in self.__dict__.items():
+            twin.__dict__[key] = copy.deepcopy(value, memo)
+        _lease_hook(twin)
+        return twin
+
+
+_LEASES: weakref.WeakKeyDictionary[_State, weakref.finalize] = weakref.WeakKeyDictionary()
+"""Each patched model's hold on its module's hook, released by unpatch or when the state is collected."""
 
 
 def is_patched(model: torch.nn.Module) -> bool:
@@ -491,7 +527,7 @@ def patch(
     if hook is None:
         hook = _HOOKS[module_name] = _Hook(module=module, name=apply_name, original=original_apply)
         setattr(module, apply_name, dispatch)
-    hook.users += 1
+    _lease_hook(state)
     for o, replacement in replacements:
         state.owners.append((o, o.__dict__.get("get_rope_index", MISSING)))
         o.get_rope_index = replacement  # type: ignore[method-assign]
@@ -532,12 +568,9 @@ def unpatch(model: torch.nn.Module) -> torch.nn.Module:
             del o.get_rope_index
         else:
             o.get_rope_index = previous  # type: ignore[method-assign]
-    hook = _HOOKS.get(state.hook_module)
-    if hook is not None:  # a deep copy of a patched model shares its original's hook
-        hook.users -= 1
-        if hook.users <= 0:
-            setattr(hook.module, hook.name, hook.original)
-            del _HOOKS[state.hook_module]
+    lease = _LEASES.pop(state, None)
+    if lease is not None:
+        lease()  # releases the hook once; the finalizer is then dead
     del model.__dict__[_STATE_ATTR]
     return model
 
