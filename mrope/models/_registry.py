@@ -53,6 +53,7 @@ FAMILY_MODULES: tuple[str, ...] = (
 SCHEME_MODULES: tuple[str, ...] = (
     "mrope_interleave",
     "mhrope",
+    "omnirope",
     "videorope",
     "hope",
     "tad_rope",
