@@ -20,6 +20,7 @@ from test_schemes import (
     _prompt,
     _rotate_half,
     _tokenizer,
+    grid_index,
     mrope_interleave_cos_sin,
     rope_index_of,
 )
@@ -48,13 +49,8 @@ def omnirope_index(input_ids, image_grid, video_grid, ids, temporal_stride: floa
             text_pos = torch.arange(text_len).float() + pe_shift
             llm_pos_ids_list.append(text_pos.view(1, -1).expand(3, -1))
             pe_shift = float(text_pos[-1].item()) + 1
-        t_index = (
-            torch.arange(llm_grid_t).view(-1, 1).expand(-1, llm_grid_h * llm_grid_w).flatten()
-            * temporal_stride
-            + pe_shift
-        )
-        h_index = torch.arange(llm_grid_h).view(1, -1, 1).expand(llm_grid_t, -1, llm_grid_w).flatten()
-        w_index = torch.arange(llm_grid_w).view(1, 1, -1).expand(llm_grid_t, llm_grid_h, -1).flatten()
+        t_index, h_index, w_index = grid_index(llm_grid_t, llm_grid_h, llm_grid_w)
+        t_index = t_index * temporal_stride + pe_shift
         llm_pos_ids_list.append(torch.stack([t_index, h_index, w_index]))
         temporal_extent = (llm_grid_t - 1) * temporal_stride + 1
         pe_shift += max(temporal_extent, llm_grid_h, llm_grid_w)

@@ -71,6 +71,15 @@ def _blocks(input_ids: list[int], ids: dict[str, int], image_grid, video_grid):
     yield None
 
 
+def grid_index(llm_grid_t: int, llm_grid_h: int, llm_grid_w: int) -> tuple[torch.Tensor, ...]:
+    """The frame, row and column of every token of a ``T' x H' x W'`` block in raster order, as each
+    reference builds them (pos_design/mrope_i.py:104-121, omnirope.py:90-108)."""
+    t_index = torch.arange(llm_grid_t).view(-1, 1).expand(-1, llm_grid_h * llm_grid_w).flatten()
+    h_index = torch.arange(llm_grid_h).view(1, -1, 1).expand(llm_grid_t, -1, llm_grid_w).flatten()
+    w_index = torch.arange(llm_grid_w).view(1, 1, -1).expand(llm_grid_t, llm_grid_h, -1).flatten()
+    return t_index, h_index, w_index
+
+
 def mrope_interleave_index(input_ids, image_grid, video_grid, ids, stride: int, split_video: bool):
     """JJJYmmm/Multimodal-RoPEs multimodal_ropes/pos_design/mrope_i.py:7-161 with ``spatial_reset=True``:
     ``[3, T]`` positions and the delta. ``split_video`` is lines 19-23 (Qwen3-VL: a video is one block per
@@ -89,10 +98,8 @@ def mrope_interleave_index(input_ids, image_grid, video_grid, ids, stride: int, 
         text_len, (llm_grid_t, llm_grid_h, llm_grid_w), ed = block
         st_idx = llm_pos_ids_list[-1].max() + 1 if llm_pos_ids_list else 0
         llm_pos_ids_list.append(torch.arange(text_len).view(1, -1).expand(3, -1) + st_idx)
-        t_index = torch.arange(llm_grid_t).view(-1, 1).expand(-1, llm_grid_h * llm_grid_w).flatten() * stride
-        h_index = torch.arange(llm_grid_h).view(1, -1, 1).expand(llm_grid_t, -1, llm_grid_w).flatten()
-        w_index = torch.arange(llm_grid_w).view(1, 1, -1).expand(llm_grid_t, llm_grid_h, -1).flatten()
-        mm_pos_ids = torch.stack([t_index, h_index, w_index])  # spatial_reset: lines 122-132
+        t_index, h_index, w_index = grid_index(llm_grid_t, llm_grid_h, llm_grid_w)
+        mm_pos_ids = torch.stack([t_index * stride, h_index, w_index])  # spatial_reset: lines 122-132
         vision_end_token_id = torch.full((3, 1), torch.max(mm_pos_ids).item() + 1 + text_len + st_idx)
         mm_pos_ids[0] += text_len + st_idx
         llm_pos_ids_list.append(torch.cat([mm_pos_ids, vision_end_token_id], dim=1))
