@@ -27,6 +27,8 @@ Files read (all optional but ``config.json``; unknown keys are ignored):
 - the family's own keys (its ``checkpoint_fields``): MiniCPM-V 4.7's ``downsample_mode`` (``"16x"`` /
   ``"4x"``, in ``config.json`` and in both processors' configs) sets the merge.
 - ``tokenizer.json``: the tokenizer used for timestamp text when a call passes none.
+- the text config's per-layer rotary choice, for a family that reads one (its ``config_layer_sets``:
+  EXAONE 4.5's ``layer_types``, its sliding-window layers rotating and its global layers NoPE).
 
 Keys transformers reads whose other values change grids in a way mrope does not compute (Qwen3-VL's
 ``cap_pixels_per_frame: true`` / ``num_frames``, Qwen2-VL's ``cap_pixels_per_frame: false`` / other
@@ -349,8 +351,19 @@ def from_pretrained(
     except LayoutError as exc:
         raise LayoutError(f"checkpoint {read.where!r}: {exc}") from None
     sources = {k: where for k, (_, where) in collected.items()}
+    layer_sets = base.layer_sets
+    if base.config_layer_sets is not None:
+        try:
+            layer_sets = base.config_layer_sets(config_levels(config)[0])
+        except LayoutError as exc:
+            raise LayoutError(f"checkpoint {read.where!r}: {exc}") from None
     return base.replace(
-        rules=rules, spec=spec, source=read.where, tokenizer=read.tokenizer, rule_sources=sources
+        rules=rules,
+        spec=spec,
+        source=read.where,
+        tokenizer=read.tokenizer,
+        rule_sources=sources,
+        layer_sets=layer_sets,
     )
 
 

@@ -124,8 +124,9 @@ Rules of single families, each named by what it does and off by default:
   last three axes (HunyuanOCR). ``num_axes`` rows (3 or 4; with 4, axis 0 stays the sequence index;
   4 also under the ``"symmetric"`` spatial rule, which needs it).
   ``"index"``: every axis of every token, vision tokens included, is the token's index in the sequence
-  (the sequence engine without the grid write: MiniCPM-V 4.6, whose vision features replace placeholder
-  embeddings and whose text model is given ``arange`` positions on all three axes).
+  (the sequence engine without the grid write: MiniCPM-V 4.6 and EXAONE 4.5, whose vision features
+  replace placeholder embeddings and whose text models are given ``arange`` positions; videos too,
+  each one run of placeholders, where ``video_support`` allows them).
   ``"canvas"``: MiniCPM-V 4.7's canvas of a thumbnail and its detail slices (:mod:`mrope._layout.canvas`), with
   the marker ids ``slice_start_id``, ``slice_end_id`` and ``newline_id`` (``vision_start_id`` /
   ``vision_end_id`` are ``<image>`` / ``</image>``).

@@ -8,7 +8,7 @@ field overrides that reproduce the family's own transformers 5.24 ``get_rope_ind
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Literal, get_args
@@ -129,6 +129,9 @@ class ModelFamily:
             from (``"preprocessor_config.json: min_pixels"``); empty for a registry family.
         layer_sets: the named position sets (overrides of ``rules``) and the set each decoder layer
             rotates by (:class:`mrope.LayerSets`); one set, the family's own, by default.
+        config_layer_sets: where a checkpoint's text config says which layers rotate (EXAONE 4.5's
+            ``layer_types``), the family's reader of that config (a dict) into its :class:`mrope.LayerSets`,
+            called by :func:`mrope.from_pretrained`; ``None``: the layer sets are the family's own.
     """
 
     name: str
@@ -152,6 +155,9 @@ class ModelFamily:
     rule_sources: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     tokenizer: Any = field(default=None, hash=False, compare=False, repr=False)
     layer_sets: LayerSets = field(default=SINGLE_SET, hash=False, compare=True)
+    config_layer_sets: Callable[[Mapping[str, Any]], LayerSets] | None = field(
+        default=None, hash=False, compare=True
+    )
     _transformers5_rules: LayoutRules | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -6,7 +6,7 @@ vocabulary (so the real special token ids work). The text rotary keeps the relea
 ``mrope_section`` divided by a common factor, the released theta, pairing and partial rotary factor, and
 a head_dim scaled by the same factor. Config classes the generic shrink does not satisfy get a
 family-specific edit (``_TEXT_SHRINK``: HY-V4-VL's latent attention, Cohere-Compass's per-layer-type rotary,
-Qwen4-Exp's QSA indexer).
+Qwen4-Exp's QSA indexer, EXAONE 4.5's text model type).
 For tests, examples and benchmarks of code that puts mrope inside a
 model; the weights mean nothing.
 """
@@ -121,8 +121,15 @@ def _qwen4_exp_text(text: dict[str, Any], spec: Any) -> None:
     )
 
 
+def _exaone4_5_text(text: dict[str, Any], spec: Any) -> None:
+    """EXAONE 4.5: its config class reads the text config's ``model_type`` (``exaone4``, EXAONE 4.0's text
+    model; transformers 5.24 configuration_exaone4_5.py:79-80)."""
+    text["model_type"] = "exaone4"
+
+
 _TEXT_SHRINK: dict[str, Any] = {
     "hy_v4_vl": _hy_v4_vl_text,
+    "exaone4_5": _exaone4_5_text,
     "cohere_compass": _cohere_compass_text,
     "qwen4_exp": _qwen4_exp_text,
 }

@@ -688,9 +688,9 @@ def test_every_registry_family_has_the_model_level_checks() -> None:
     """Every registry family is in FAMILIES (patched prefill, generate, build_batch positions and the
     validation checks above and in test_integration_seed/pipeline) or has its own tests here: GLM-Image
     (it decodes at planned image positions), HunyuanOCR (refused under the default convention, by
-    design), MiniCPM-V 4.6 and Qwen3-ASR (refused: no get_rope_index to bind). A family added to the registry fails
-    this until its tiny model passes those checks."""
-    own = ("glm-image", "hunyuan-ocr", "minicpm-v-4.6", "qwen3-asr")
+    design), MiniCPM-V 4.6, Qwen3-ASR, EXAONE 4.5 (refused: no get_rope_index; EXAONE's in its family test).
+    A family added to the registry fails this until its tiny model passes those checks."""
+    own = ("glm-image", "hunyuan-ocr", "minicpm-v-4.6", "qwen3-asr", "exaone-4.5")
     others = [f.name for f in mrope.models.families() if f.name not in (*FAMILIES, *own)]
     assert others == [], f"registry families without model-level checks: {others}"
 

@@ -103,6 +103,14 @@ TEXT_CONFIGS: dict[str, dict] = {
     "glm_image_text": {**_GLM4V, "num_attention_heads": 32, "head_dim": 128},
     "qwen2_5_omni_text": _QWEN2,
     # Qwen3-ASR-1.7B: a plain Qwen3 text model (1-D rotary), head_dim 128, rope_theta 1e6
+    # EXAONE 4.5's text model is EXAONE 4.0's (configuration_exaone4_5.py:68): 1-D rotary; no released
+    # config known offline: the family's assumed values (head_dim 128, theta 1e6)
+    "exaone4": {
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "head_dim": 128,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6},
+    },
     "qwen3": {
         "hidden_size": 2048,
         "num_attention_heads": 16,
@@ -166,6 +174,7 @@ TOP_TO_TEXT = {
     "minicpmv4_7": "qwen3_5_text",
     "minicpmv4_6": "qwen3_5_text",
     "qwen3_asr": "qwen3",
+    "exaone4_5": "exaone4",
     "qwen4_exp": "qwen4_exp_text",
 }
 # 5.24's HunyuanOCR rotary pairs channels of different axes (transformers 5.24
@@ -175,7 +184,8 @@ LAYOUT_NOT_5_24 = {"hunyuan_vl_text"}
 # 5.24's Qwen3-ASR rotates one position per token (models/qwen3/modeling_qwen3.py); the family's M-RoPE
 # equals it where every axis holds the same position, as all of its positions do
 # (tests/models/test_family_qwen3_asr.py), not on the random 3-D positions here
-ONE_AXIS_TEXT = {"qwen3"}
+# (EXAONE 4.5's exaone4 likewise: tests/models/test_family_exaone45.py)
+ONE_AXIS_TEXT = {"qwen3", "exaone4"}
 # the text rotary where a module has several
 ROTARY_CLASS = {
     "qwen2_5_omni_text": "Qwen2_5OmniRotaryEmbedding",

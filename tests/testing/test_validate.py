@@ -37,6 +37,9 @@ NO_ROPE_INDEX: dict[str, str] = {
     "no position ids to its Qwen3 text model, which counts arange); the table binds to get_rope_index, so it "
     "refuses the model (checked below); its positions are checked against that model in "
     "tests/models/test_family_qwen3_asr.py",
+    "exaone-4.5": "transformers 5.24's Exaone4_5_Model has no get_rope_index (modeling_exaone4_5.py:779-783 "
+    "gives its exaone4 text model arange positions, 1-D); the table binds to get_rope_index, so it refuses the "
+    "model (checked below); its positions are checked against that model in tests/models/test_family_exaone45.py",
 }
 """Families the validation table cannot run on, and why."""
 
