@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_cli import run  # the in-process runner of the CLI tests
 
 import mrope
-from mrope._cli import main
 from mrope.models import get_family
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
@@ -32,12 +32,6 @@ SEGMENTS = [
     mrope.Image(grid=(1, 6, 4)),
     mrope.Text(1),
 ]
-
-
-def run(capsys, *args: object) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_json_and_saved_sets_equal_the_library_and_the_authors_code(capsys, tmp_path) -> None:
@@ -111,15 +105,8 @@ def test_a_specs_own_sets(capsys, tmp_path) -> None:
 
 
 def test_a_program_is_one_sets(capsys, tmp_path) -> None:
-    code, _, err = run(
-        capsys,
-        "positions",
-        "--model",
-        "circle-rope-age",
-        *FLAGS,
-        "--layer-sets",
-        "--out",
-        tmp_path / "p.mrpg",
-    )
+    """A position program holds one set: --out .mrpg with --layer-sets is refused, nothing written."""
+    args = ["positions", "--model", "circle-rope-age", *FLAGS, "--layer-sets", "--out", tmp_path / "p.mrpg"]
+    code, _, err = run(capsys, *args)
     assert code == 2 and "position sets have no .mrpg form" in err
     assert not (tmp_path / "p.mrpg").exists()
