@@ -8,7 +8,7 @@ result is rendered as JSON or npy (:mod:`mrope.service._render`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from starlette.responses import Response
 
@@ -86,25 +86,23 @@ def count_build_render(
 
 def count_build_render_sets(
     segments: list[mrope.Text | mrope.Image | mrope.Video],
-    weight: convert.Weight,
     family: ModelFamily,
     rules: LayoutRules,
     fmt: OutputFormat,
     state: ServiceState,
 ) -> Response:
     """Every position set of ``family`` (``layer_sets`` of the request), rendered with the layer
-    pattern. The response holds a positions array per set, so ``MROPE_MAX_TOKENS`` bounds the tokens of
-    all the sets together, counted exactly before any position is written."""
+    pattern. The response holds a positions array per set, so ``MROPE_MAX_TOKENS`` bounds the work and
+    the tokens of all the sets together, each set weighed under its own rules (an override may change
+    the merge size or the temporal rule), exactly, before any position is written."""
     settings = state.settings
-    weight.check_work(settings)
-    set_rules = position_set_rules(family, rules)
-    n_sets = len(set_rules)
-    what = f"the token count of the {n_sets} position sets together"
-    convert.check_tokens(weight.token_floor * n_sets, settings, what)
-    total = sum(
-        convert.count_tokens(segments, r, settings, state.tokenizer)  # type: ignore[arg-type]
-        for r in set_rules.values()
-    )
+    set_rules = cast("dict[str, LayoutRules]", position_set_rules(family, rules))
+    what = f"the token count of the {len(set_rules)} position sets together"
+    weights = [convert.weigh(segments, r) for r in set_rules.values()]
+    for weight in weights:
+        weight.check_work(settings)
+    convert.check_tokens(sum(w.token_floor for w in weights), settings, what)
+    total = sum(convert.count_tokens(segments, r, settings, state.tokenizer) for r in set_rules.values())
     convert.check_tokens(total, settings, what)
     sets = mrope.build_position_sets(segments, family, rules, tokenizer=state.tokenizer)
     state.metrics.tokens.inc(total)

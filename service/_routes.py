@@ -156,7 +156,7 @@ class Routes:
         if family is not None:
             return await state.offload(
                 functools.partial(
-                    count_build_render_sets, segments, weight, family, rules, request_format(request), state
+                    count_build_render_sets, segments, family, rules, request_format(request), state
                 ),
                 inline=weight.light(settings),
             )

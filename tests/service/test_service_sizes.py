@@ -317,6 +317,11 @@ def test_position_sets_count_together_against_the_cap(server):
     body, _ = refused(server, positions(server, text, layer_sets=four), 413, "too_many_tokens")
     assert "MROPE_MAX_TOKENS" in body["error"]["message"] and "4 position sets" in body["error"]["message"]
     assert "120,000" in body["error"]["message"]
+    # each set is weighed under its own rules: merge_size 1 makes the image 4x the tokens of the model's
+    image = [{"type": "image", "grid": [1, 300, 300]}]  # 22,500 + 2 tokens at merge 2, 90,000 + 2 at 1
+    merged = {"sets": {"model": {}, "unmerged": {"merge_size": 1}}, "pattern": ["model", "unmerged"]}
+    body, _ = refused(server, positions(server, image, layer_sets=merged), 413, "too_many_tokens")
+    assert "is 112,500," in body["error"]["message"]  # refused by the floors (no wrappers) before a count
     three = {"sets": {s: {} for s in "abc"}, "pattern": list("abc")}
     resp = positions(server, text, layer_sets=three)()
     assert resp.status_code == 200, resp.text[:500]
