@@ -8,8 +8,10 @@ and :func:`mrope.ops.layer_cos_sin` turns the sets' tensors into each layer's co
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from mrope._builder import build_positions
 from mrope._caches import cached
@@ -47,22 +49,52 @@ def build_position_sets(
         model that rotates every layer alike). Each set has its own ids and decode delta.
     """
     family = get_family(model)
-    out: dict[str, Positions] = {}
+    return {
+        name: build_positions(segments, family, merged, tokenizer=tokenizer, convention=convention)
+        for name, merged in position_set_rules(family, rules, convention).items()
+    }
+
+
+def position_set_rules(
+    model: ModelLike,
+    rules: LayoutRules | dict[str, Any] | None = None,
+    convention: str = "released",
+) -> dict[str, LayoutRules | dict[str, Any]]:
+    """The rules of each position set of ``model``, as :func:`build_position_sets` lays them out: the
+    call's ``rules`` (a :class:`LayoutRules` or a dict of overrides, or ``None``), then the set's own
+    overrides. A :class:`LayoutRules` in gives :class:`LayoutRules` out (what a face counts tokens by)."""
+    family = get_family(model)
+    out: dict[str, LayoutRules | dict[str, Any]] = {}
     for name, overrides in family.layer_sets.sets.items():
         if rules is None and convention == "released":
-            merged: LayoutRules | dict[str, Any] = _set_rules(family, name)
+            out[name] = _set_rules(family, name)
         elif rules is None:
-            merged = dict(overrides)
+            out[name] = dict(overrides)
         elif isinstance(rules, LayoutRules):
-            merged = rules.replace(**overrides)
+            out[name] = rules.replace(**overrides)
         elif isinstance(rules, dict):
-            merged = {**rules, **overrides}
+            out[name] = {**rules, **overrides}
         else:
             raise LayoutError(
                 f"rules must be a LayoutRules, a dict of overrides or None; got {type(rules).__name__}"
             )
-        out[name] = build_positions(segments, family, merged, tokenizer=tokenizer, convention=convention)
     return out
 
 
-__all__ = ["build_position_sets"]
+def stacked_ids(sets: Mapping[str, Positions]) -> np.ndarray:
+    """The ids of ``sets`` (as :func:`build_position_sets` returns them) as one ``[S, A, T]`` array in their
+    order, in one dtype that holds every set exactly (int64 sets stay int64, float32 ones float32, and a
+    mix of the two is float64).
+
+    Raises:
+        LayoutError: the sets' ids differ in shape (a set override that changes the token count or the
+            number of position rows), so they do not stack.
+    """
+    shapes = {name: p.ids.shape for name, p in sets.items()}
+    if not shapes or len(set(shapes.values())) != 1:
+        raise LayoutError(f"position sets stack when their ids have one shape; got {shapes}")
+    dtype = np.result_type(*(p.ids.dtype for p in sets.values()))
+    return np.stack([p.ids.astype(dtype, copy=False) for p in sets.values()])
+
+
+__all__ = ["build_position_sets", "position_set_rules", "stacked_ids"]

@@ -8,15 +8,16 @@ result is rendered as JSON or npy (:mod:`mrope.service._render`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from starlette.responses import Response
 
 import mrope
 from mrope._builder import build_lazy_positions
 from mrope._continuation import check_no_generation
+from mrope._position_sets import position_set_rules
 from mrope._rules import LayoutRules
-from mrope.models import resolve_rules
+from mrope.models import ModelFamily, resolve_rules
 from mrope.schema import PositionsRequest
 from mrope.schema._fields import rules_dict
 from mrope.schema._state import check_state_after, check_turn_start, request_state
@@ -81,6 +82,31 @@ def count_build_render(
         extra = {**(extra or {}), "state": after.to_dict()}
     state.metrics.tokens.inc(pos.num_tokens)
     return render.render_positions(pos, fmt, state.settings.npy_max_header_bytes, extra)
+
+
+def count_build_render_sets(
+    segments: list[mrope.Text | mrope.Image | mrope.Video],
+    family: ModelFamily,
+    rules: LayoutRules,
+    fmt: OutputFormat,
+    state: ServiceState,
+) -> Response:
+    """Every position set of ``family`` (``layer_sets`` of the request), rendered with the layer
+    pattern. The response holds a positions array per set, so ``MROPE_MAX_TOKENS`` bounds the work and
+    the tokens of all the sets together, each set weighed under its own rules (an override may change
+    the merge size or the temporal rule), exactly, before any position is written."""
+    settings = state.settings
+    set_rules = cast("dict[str, LayoutRules]", position_set_rules(family, rules))
+    what = f"the token count of the {len(set_rules)} position sets together"
+    weights = [convert.weigh(segments, r) for r in set_rules.values()]
+    for weight in weights:
+        weight.check_work(settings)
+    convert.check_tokens(sum(w.token_floor for w in weights), settings, what)
+    total = sum(convert.count_tokens(segments, r, settings, state.tokenizer) for r in set_rules.values())
+    convert.check_tokens(total, settings, what)
+    sets = mrope.build_position_sets(segments, family, rules, tokenizer=state.tokenizer)
+    state.metrics.tokens.inc(total)
+    return render.render_position_sets(sets, family.layer_sets.pattern, fmt, settings.npy_max_header_bytes)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,8 @@ from starlette.responses import Response
 
 from mrope import Positions
 from mrope._caches import register
+from mrope._errors import LayoutError
+from mrope._position_sets import stacked_ids
 from mrope._result_rows import media_items
 
 from ._errors import ServiceError
@@ -240,6 +242,42 @@ def render_positions(
     meta = {_meta_name(k): v for k, v in payload.items() if k not in ("delta", "num_tokens")}
     body = pos.program().to_bytes() if fmt == "program" else pos.ids
     return _npy_response(body, fmt, plain, meta, max_header)
+
+
+def render_position_sets(
+    sets: Mapping[str, Positions], pattern: tuple[str, ...], fmt: OutputFormat, max_header: int
+) -> Response:
+    """The response of a positions request with ``layer_sets``: JSON ``{"position_sets": {name: {positions,
+    delta, ...}}, "layer_pattern", "media"}``; npy, the sets stacked ``[S, A, T]`` in their order
+    (``X-MRope-Position-Sets``), in one dtype that holds every set exactly (float64 where integer and
+    fractional sets meet), the deltas in ``X-MRope-Deltas`` and each other field as a list over the sets."""
+    first = next(iter(sets.values()))
+    if fmt == "json":
+        doc = {name: {"positions": p.ids, **positions_payload(p)} for name, p in sets.items()}
+        body = {"position_sets": doc, "layer_pattern": list(pattern), "media": media_items(first)}
+        return Response(orjson.dumps(body, option=_OPTS), media_type=JSON)
+    if fmt == "program":
+        raise ServiceError(
+            406,
+            "not_acceptable",
+            f"position sets (layer_sets) have no {PROGRAM} form, a program being one set's; ask for {JSON} "
+            f"or {NPY}",
+        )
+    try:
+        stacked = stacked_ids(sets)
+    except LayoutError as exc:
+        raise ServiceError(422, "invalid_input", f"{exc}: ask for {JSON}") from None
+    payloads = [positions_payload(p) for p in sets.values()]
+    plain = {"X-MRope-Num-Tokens": str(first.num_tokens)}
+    meta: dict[str, Any] = {
+        "X-MRope-Position-Sets": list(sets),
+        "X-MRope-Layer-Pattern": list(pattern),
+        "X-MRope-Deltas": [d["delta"] for d in payloads],
+    }
+    for key in payloads[0]:
+        if key not in ("delta", "num_tokens"):
+            meta[_meta_name(key)] = [d.get(key) for d in payloads]
+    return _npy_response(stacked, fmt, plain, meta, max_header)
 
 
 def render_rope_index(

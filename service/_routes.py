@@ -22,6 +22,7 @@ from mrope.models import resolve_rules
 from mrope.schema import PositionsRequest
 from mrope.schema._fields import rules_dict
 from mrope.schema._request import FileItem
+from mrope.schema._sets import sets_family
 
 from . import _convert as convert
 from . import _media as media
@@ -30,6 +31,7 @@ from ._compute import (
     Conversation,
     compute_rope_index,
     count_build_render,
+    count_build_render_sets,
     decode_positions,
     decode_rope_index,
 )
@@ -54,6 +56,7 @@ from ._uploads import receive_upload
 from ._wire import (
     ErrorResponse,
     HealthResponse,
+    PositionSetsResponse,
     PositionsResponse,
     PresetsResponse,
     RopeIndexRequest,
@@ -149,6 +152,14 @@ class Routes:
                 "the media URLs",
             )
         weight = convert.weigh(segments, rules)
+        family = sets_family(model, body.layer_sets)
+        if family is not None:
+            return await state.offload(
+                functools.partial(
+                    count_build_render_sets, segments, family, rules, request_format(request), state
+                ),
+                inline=weight.light(settings),
+            )
         return await state.offload(
             functools.partial(
                 count_build_render,
@@ -246,8 +257,12 @@ def add_routes(app: ServiceApp, routes: Routes) -> None:
     app.get(PRESETS_PATH, response_model=PresetsResponse, tags=["meta"])(routes.presets)
     app.post(
         POSITIONS_PATH,
-        response_model=PositionsResponse,
-        responses=_ok(PositionsResponse, "Positions [3][T] (JSON), or the array (npy) with headers"),
+        response_model=None,
+        responses=_ok(
+            PositionsResponse | PositionSetsResponse,
+            "Positions [3][T] (JSON), or the array (npy) with headers; with layer_sets, every position set "
+            "(JSON) or the sets stacked [S][3][T] (npy)",
+        ),
         openapi_extra=app.json_body(PositionsRequest),
         tags=["positions"],
     )(routes.positions)

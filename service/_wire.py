@@ -101,7 +101,9 @@ class MediaOut(BaseModel):
     )
 
 
-class PositionsResponse(BaseModel):
+class PositionSetOut(BaseModel):
+    """One sequence's positions and what goes with them (a whole answer, or one set of ``layer_sets``)."""
+
     positions: list[list[int]] | list[list[float]] = Field(
         description="[3][T] rows t, h, w (numbers with a fraction under Qwen3-Omni's fractional time)"
     )
@@ -122,6 +124,9 @@ class PositionsResponse(BaseModel):
         "of the n generated image tokens (last target first) and of the end marker after them; absent "
         "otherwise",
     )
+
+
+class PositionsResponse(PositionSetOut):
     media: list[MediaOut | None] = Field(
         description="one entry per image and video segment, in order: how the service read and sized it "
         "(mrope.media.MediaRecord), null for one given by its grid; JSON answers only (npy and program "
@@ -132,6 +137,19 @@ class PositionsResponse(BaseModel):
         description="with return_state: the conversation's state after these tokens; send it back as the "
         "next turn's state (npy: the X-MRope-State header)",
     )
+
+
+class PositionSetsResponse(BaseModel):
+    """The answer to a request with ``layer_sets``: every position set and the layer pattern."""
+
+    position_sets: dict[str, PositionSetOut] = Field(
+        description="set name -> its positions and fields, in the order the model (or the request) names them"
+    )
+    layer_pattern: list[str] = Field(
+        description="the set each decoder layer reads, repeated over the layers: layer i reads "
+        "layer_pattern[i % len]; 'nope' is a layer without rotary (cos 1, sin 0)"
+    )
+    media: list[MediaOut | None] = Field(description="as in a positions answer (the sets share their media)")
 
 
 class FileOut(BaseModel):

@@ -8,7 +8,15 @@ import sys
 from typing import Any
 
 from mrope._cli._args import CliError, add_segment_options, positive_int
-from mrope._cli._output import check_out_suffix, positions_document, save_positions, summary_table
+from mrope._cli._output import (
+    check_out_suffix,
+    positions_document,
+    save_positions,
+    save_sets,
+    sets_document,
+    sets_table,
+    summary_table,
+)
 from mrope._cli._sequence import build_from_args
 
 EXAMPLE = "mrope positions --model qwen2.5-vl --text 12 --image cat.jpg --text 5 --video clip.mp4 --fps 2"
@@ -26,6 +34,12 @@ def add_positions_parser(sub: Any) -> None:
         "--out", metavar="FILE", help="save: .npy (int64 [3, T]) or .json (positions, spans, grids)"
     )
     p.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
+    p.add_argument(
+        "--layer-sets",
+        action="store_true",
+        help="every position set of the model (a per-layer choice, e.g. circle-rope-age) and the layer "
+        "pattern; --out .npy then holds the sets stacked [S, 3, T] (a spec's layer_sets names sets of its own)",
+    )
     p.set_defaults(run=run_positions)
 
 
@@ -33,11 +47,18 @@ def run_positions(args: argparse.Namespace) -> int:
     if args.out:
         check_out_suffix(args.out)
     built = build_from_args(args)
-    written = save_positions(built.positions, built.model, args.out) if args.out else None
-    if args.json:
-        print(json.dumps(positions_document(built.positions, built.model)))
+    if built.sets:
+        written = save_sets(built.sets, built.pattern, built.model, args.out) if args.out else None
+        if args.json:
+            print(json.dumps(sets_document(built.sets, built.pattern, built.model)))
+        else:
+            print(sets_table(built.sets, built.pattern, built.model, built.labels))
     else:
-        print(summary_table(built.positions, built.model, built.labels))
+        written = save_positions(built.positions, built.model, args.out) if args.out else None
+        if args.json:
+            print(json.dumps(positions_document(built.positions, built.model)))
+        else:
+            print(summary_table(built.positions, built.model, built.labels))
     if written:
         print(written, file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.png is not None:
         from mrope._plot import render_decay
 
-        curves = {r.model: {c.axis: (c.distances, c.scores) for c in r.decay} for r in comparison.rows}
+        curves = {r.label: {c.axis: (c.distances, c.scores) for c in r.decay} for r in comparison.rows}
         if not any(curves.values()):
             raise CliError("no decay curve was measured (see the notes): nothing to draw")
         try:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from mrope._cli._args import CliError
+from mrope._errors import LayoutError
+from mrope._position_sets import stacked_ids
 from mrope._positions import Positions
 from mrope._result_rows import media_items
 
@@ -21,6 +23,57 @@ def positions_document(p: Positions, model: str) -> dict[str, Any]:
     and ``media``: each image's and video's record, :meth:`mrope.media.MediaRecord.as_dict`, or ``null``
     for one given by its grid)."""
     return {"model": model, **p.to_dict(), "media": media_items(p)}
+
+
+def sets_document(sets: Mapping[str, Positions], pattern: Sequence[str], model: str) -> dict[str, Any]:
+    """Every position set as JSON (the service's ``layer_sets`` response plus ``model``): ``position_sets``
+    (each set's :meth:`~mrope.Positions.to_dict`), ``layer_pattern`` and ``media``."""
+    first = next(iter(sets.values()))
+    return {
+        "model": model,
+        "position_sets": {name: p.to_dict() for name, p in sets.items()},
+        "layer_pattern": list(pattern),
+        "media": media_items(first),
+    }
+
+
+def sets_table(
+    sets: Mapping[str, Positions], pattern: Sequence[str], model: str, labels: Sequence[str]
+) -> str:
+    """The summary table of each position set, under a line naming the sets and the layer pattern."""
+    head = (
+        f"{len(sets)} position set{'s' * (len(sets) != 1)} ({', '.join(sets)}); layer i reads set "
+        f"pattern[i % {len(pattern)}] of ({', '.join(pattern)})"
+    )
+    parts = [head]
+    for name, p in sets.items():
+        parts.extend(("", f"set {name}:", summary_table(p, model, labels)))
+    return "\n".join(parts)
+
+
+def save_sets(sets: Mapping[str, Positions], pattern: Sequence[str], model: str, path: str) -> str:
+    """Write the sets' ids stacked (:func:`mrope._position_sets.stacked_ids`, ``[S, A, T]`` in their
+    order) as ``.npy``, or :func:`sets_document` as ``.json``; a position program is one set's (refused)."""
+    suffix = check_out_suffix(path)
+    if suffix == ".mrpg":
+        raise CliError(
+            f"--out {path!r}: position sets have no .mrpg form (a program is one set's); use .npy or .json"
+        )
+    try:
+        if suffix == ".npy":
+            try:
+                ids = stacked_ids(sets)
+            except LayoutError as exc:
+                raise CliError(f"--out {path!r}: {exc}; use .json") from None
+            with open(path, "wb") as f:
+                np.save(f, ids, allow_pickle=False)
+            return f"position sets {list(sets)} {ids.dtype} {list(ids.shape)} -> {path}"
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(sets_document(sets, pattern, model), f)
+            f.write("\n")
+        return f"position sets {list(sets)} and the layer pattern (JSON) -> {path}"
+    except OSError as exc:
+        raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _num(v: Any) -> str:

@@ -6,18 +6,21 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mrope._chat import find_chat_template
 from mrope._cli._args import CliError, items_from_flags, positive_int, rule_overrides
 from mrope._errors import MRopeError
+from mrope._position_sets import position_set_rules
 from mrope._positions import Positions
 from mrope._segments import Audio, Image, Segment, Text, Video
 from mrope.pipeline import Preprocessor
 from mrope.schema import RequestError
 from mrope.schema._fields import require_model
+from mrope.schema._parse import parse_layer_sets
+from mrope.schema._sets import sets_family
 from mrope.schema._text import load_tokenizer
 
 
@@ -29,11 +32,16 @@ class Built:
         positions: the built positions.
         model: the model used (a name, or ``family (checkpoint folder)``).
         labels: one short description per segment (a file name, a grid, a token count).
+        sets: with ``--layer-sets`` (or a spec's ``layer_sets``): every position set by name, as
+            :func:`mrope.build_position_sets` lays them out (``positions`` is the first); else empty.
+        pattern: the layer pattern of ``sets`` (:attr:`mrope.LayerSets.pattern`); else empty.
     """
 
     positions: Positions
     model: str
     labels: tuple[str, ...]
+    sets: dict[str, Positions] = field(default_factory=dict)
+    pattern: tuple[str, ...] = ()
 
 
 def read_json(path: str) -> Any:
@@ -174,9 +182,19 @@ def build_from_args(args: argparse.Namespace) -> Built:
         max_tokens=max_tokens_from_arg(args.max_tokens),
         **data_options(args),
     )
+    asked = parse_layer_sets(record.get("layer_sets"))
+    if getattr(args, "layer_sets", False) and asked is None:
+        asked = parse_layer_sets(True)
+    family = sets_family(model, asked)
+    sets: dict[str, Positions] = {}
     try:
         segments, rules = pre.segments(record)
-        positions = pre.build(segments, rules)
+        if family is not None:
+            for name, set_rules in position_set_rules(family, rules).items():
+                sets[name] = pre.build(segments, set_rules)  # type: ignore[arg-type]
+            positions = next(iter(sets.values()))
+        else:
+            positions = pre.build(segments, rules)
     except MRopeError as exc:
         if tokenizer is None and "tokenizer" in str(exc):
             raise CliError(f"{exc} [on the command line: --tokenizer TOKENIZER_JSON]") from None
@@ -186,4 +204,5 @@ def build_from_args(args: argparse.Namespace) -> Built:
         labels = tuple(_label(item) for item in items)
     else:
         labels = tuple(_segment_label(seg) for seg in segments)
-    return Built(positions=positions, model=model_name(model), labels=labels)
+    pattern = family.layer_sets.pattern if family is not None else ()
+    return Built(positions=positions, model=model_name(model), labels=labels, sets=sets, pattern=pattern)

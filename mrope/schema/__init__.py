@@ -34,7 +34,7 @@ dataset formats read as messages: TRL, LLaVA / ShareGPT, OpenAI, items without t
 -> models), :mod:`~mrope.schema._media` (what a face may read), :mod:`~mrope.schema._text` (the tokenizer
 and text), :mod:`~mrope.schema._convert` (models -> library segments), :mod:`~mrope.schema._messages` (chat
 messages -> library segments and the assistant-token mask), :mod:`~mrope.schema._state` (a conversation's
-state, sent back to continue it).
+state, sent back to continue it), :mod:`~mrope.schema._sets` (a request's ``layer_sets``).
 """
 
 from __future__ import annotations

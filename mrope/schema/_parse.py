@@ -13,6 +13,7 @@ from ._fields import StrictModel
 from ._image import ImageGrid, ImagePath, ImageSize
 from ._records import PositionsRequest, Record
 from ._request import AudioSegment, Segment_, TextSegment
+from ._sets import LayerSetsBody, LayerSetsField
 from ._video import VideoFrames, VideoGrid, VideoPath
 
 
@@ -58,3 +59,14 @@ class _SegmentList(StrictModel):
     @classmethod
     def _forms(cls, data: Any) -> Any:
         return retype_segments(data)
+
+
+class _LayerSetsOnly(StrictModel):
+    layer_sets: LayerSetsField = None
+
+
+def parse_layer_sets(value: Any) -> LayerSetsBody | None:
+    """A request's ``layer_sets`` value alone (a face that reads the rest of its request another way:
+    ``mrope positions --spec``), refused in the words of :func:`parse_request` (raises
+    :class:`RequestError`)."""
+    return _validate(_LayerSetsOnly, {"layer_sets": value}, "").layer_sets

@@ -14,6 +14,7 @@ from ._fields import INT64_MAX, Int64, ModelName, RouteField, RulesOverrides, St
 from ._formats import read_items, read_message, read_record
 from ._image import ImageSegment
 from ._request import Segment_, require_model_key
+from ._sets import LayerSetsField
 from ._state import ConversationStateBody, StateCount
 from ._video import VideoSegment
 
@@ -178,6 +179,7 @@ class PositionsRequest(StrictModel):
         description="how messages become text: 'auto' (the default) renders them with the chat template the "
         "face has (the service's: next to MROPE_TOKENIZER) when there is one; 'none' reads the plain turns",
     )
+    layer_sets: LayerSetsField = None
 
     @model_validator(mode="before")
     @classmethod
@@ -191,4 +193,9 @@ class PositionsRequest(StrictModel):
         check_content(self.messages)
         if self.generated is not None and self.state is None:
             raise ValueError("'generated' counts tokens decoded since a conversation state; it needs 'state'")
+        if self.layer_sets is not None and (self.state is not None or self.return_state):
+            raise ValueError(
+                "layer_sets answers one prompt's position sets; a conversation's state (state, return_state) "
+                "holds one set: ask for them in separate requests"
+            )
         return self

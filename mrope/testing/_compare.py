@@ -27,6 +27,7 @@ and the result says why.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,10 @@ import torch
 from mrope._builder import build_positions
 from mrope._errors import LayoutError, MRopeError
 from mrope._golden import suite_tokenize
+from mrope._layer_sets import NOPE, SINGLE_SET
+from mrope._position_sets import position_set_rules
 from mrope._positions import Positions
+from mrope._rules import LayoutRules
 from mrope._segments import Image, Segment, Text, Video
 from mrope.models import SCHEME_NAMES, ModelFamily, ModelLike, get_family, resolve_rules
 from mrope.ops import PairTable, apply_mrope, pair_table
@@ -53,7 +57,7 @@ RESAMPLED = (0, 2, 4, 6)
 
 
 def _build(
-    fam: ModelFamily, rules: dict[str, Any] | None, tokenizer: Any
+    fam: ModelFamily, rules: LayoutRules | dict[str, Any] | None, tokenizer: Any
 ) -> Callable[[list[Segment]], Positions]:
     def build(segments: list[Segment]) -> Positions:
         return build_positions(segments, model=fam, rules=rules, tokenizer=tokenizer)
@@ -186,10 +190,32 @@ def _measure(
     return _gap_result(name, pairs, spec, heads, tol, backend)
 
 
-def _compare_one(model: ModelLike, options: dict[str, Any]) -> SchemeResult:
+def _compare_model(model: ModelLike, options: dict[str, Any]) -> tuple[SchemeResult, ...]:
+    """One row for a model whose every layer reads its own positions; for a model with per-layer
+    position sets (:class:`mrope.LayerSets`), one row per set, measured on that set's positions (the
+    layers that read it), with a note naming those layers."""
     fam = get_family(model)
-    lay = resolve_rules(fam, options["rules"])
-    build = _build(fam, options["rules"], options["tokenizer"])
+    if fam.layer_sets == SINGLE_SET:
+        return (_compare_one(fam, options["rules"], options),)
+    pattern = fam.layer_sets.pattern
+    rows = []
+    for name, rules in position_set_rules(fam, options["rules"]).items():
+        layers = [i for i, p in enumerate(pattern) if p == name]
+        note = (
+            f"position set {name!r}: layers {layers} of every {len(pattern)} read it (pattern "
+            f"{list(pattern)}"
+            + (f"; {NOPE!r} layers rotate nothing and have no row)" if NOPE in pattern else ")")
+        )
+        row = _compare_one(fam, rules, options)
+        rows.append(replace(row, position_set=name, notes=(note, *row.notes)))
+    return tuple(rows)
+
+
+def _compare_one(
+    fam: ModelFamily, rules: LayoutRules | dict[str, Any] | None, options: dict[str, Any]
+) -> SchemeResult:
+    lay = resolve_rules(fam, rules)
+    build = _build(fam, rules, options["tokenizer"])
     spec, m, tm = fam.spec, lay.merge_size, lay.temporal_merge_size
     heads, tol, backend = _heads(spec), options["tolerance"], options["backend"]
     prompts = options["prompts"] if options["prompts"] is not None else _default_prompts(m, tm)
@@ -255,7 +281,9 @@ def compare_schemes(
         backend: the apply path of the scores (``"torch"``, or ``"triton"`` under the interpreter).
 
     Returns:
-        A :class:`SchemeComparison`: ``.table()``, ``.to_json()``, ``.row(name)``.
+        A :class:`SchemeComparison`: ``.table()``, ``.to_json()``, ``.row(name)``. A model with per-layer
+        position sets (``circle-rope-age``) has one row per set, each measured on that set's positions
+        and labelled ``model [set]`` (``.row(name, position_set)``).
 
     Raises:
         LayoutError: an unknown model name, bad rule overrides, or sizes below 1.
@@ -285,7 +313,7 @@ def compare_schemes(
         "prompts": "default" if prompts is None else f"{len(prompts)} given",
         "rules": rules or {},
     }
-    return SchemeComparison(tuple(_compare_one(m, options) for m in chosen), settings)
+    return SchemeComparison(tuple(r for m in chosen for r in _compare_model(m, options)), settings)
 
 
 __all__ = ["BASELINE", "compare_schemes"]

@@ -54,7 +54,10 @@ class SchemeResult:
         id_growth: ``max_id / video_tokens``: how fast ids grow with the video's length.
         decay: one :class:`DecayCurve` per axis of :data:`AXES` (empty where the decay video could not be
             built as one grid per frame).
-        notes: what could not be measured, and why.
+        notes: what could not be measured, and why (and, for a position set, which layers read it).
+        position_set: the position set measured, for a model with per-layer sets
+            (:class:`mrope.LayerSets`: a row per set); ``None`` for a model whose every layer reads its
+            own positions.
     """
 
     model: str
@@ -64,6 +67,12 @@ class SchemeResult:
     id_growth: float | None
     decay: tuple[DecayCurve, ...]
     notes: tuple[str, ...] = ()
+    position_set: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The row's name in a table: the model, and ``[set]`` for a position set."""
+        return self.model if self.position_set is None else f"{self.model} [{self.position_set}]"
 
     def check(self, name: str) -> RowResult:
         """The check called ``name`` (one of :data:`CHECK_NAMES`)."""
@@ -90,6 +99,7 @@ class SchemeResult:
             "id_growth": self.id_growth,
             "decay": [c.to_dict() for c in self.decay],
             "notes": list(self.notes),
+            "position_set": self.position_set,
         }
 
 
@@ -113,12 +123,23 @@ class SchemeComparison:
     rows: tuple[SchemeResult, ...]
     settings: dict[str, Any]
 
-    def row(self, model: str) -> SchemeResult:
-        """The result of the scheme called ``model`` (its canonical name)."""
-        for r in self.rows:
-            if r.model == model:
-                return r
-        raise KeyError(f"no scheme {model!r} in this comparison; it has {[r.model for r in self.rows]}")
+    def row(self, model: str, position_set: str | None = None) -> SchemeResult:
+        """The result of the scheme called ``model`` (its canonical name); for a model with several
+        position sets, the row of ``position_set`` (required then)."""
+        found = [r for r in self.rows if r.model == model]
+        sets = list(dict.fromkeys(r.position_set for r in found))
+        if position_set is not None:
+            found = [r for r in found if r.position_set == position_set]
+        elif len(sets) > 1:
+            raise KeyError(
+                f"{model!r} has a row per position set {sets}: name one (row(model, position_set))"
+            )
+        if not found:
+            raise KeyError(
+                f"no scheme {model!r}{f' set {position_set!r}' if position_set else ''} in this comparison; "
+                f"it has {[r.label for r in self.rows]}"
+            )
+        return found[0]
 
     def to_dict(self) -> dict[str, Any]:
         return {"settings": self.settings, "rows": [r.to_dict() for r in self.rows]}
@@ -137,16 +158,16 @@ class SchemeComparison:
             growth = "n/a" if r.id_growth is None else f"{r.id_growth:.4f}"
             top = "n/a" if r.max_id is None else f"{r.max_id:g}"
             decay = " ".join(f"{c.scores[-1]:+.3f}" for c in r.decay) or "n/a"
-            lines.append([r.model, *(_check_cell(r.check(n)) for n in CHECK_NAMES), growth, top, decay])
+            lines.append([r.label, *(_check_cell(r.check(n)) for n in CHECK_NAMES), growth, top, decay])
         widths = [max(len(x[i]) for x in [head, *lines]) for i in range(len(head))]
         out = [
             "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
             for row in [head, *lines]
         ]
         for r in self.rows:
-            out.extend(f"note: {r.model}: {n}" for n in r.notes)
+            out.extend(f"note: {r.label}: {n}" for n in r.notes)
             out.extend(
-                f"note: {r.model}: {c.name}: {c.reason}" for c in r.checks if c.status not in (PASS, FAIL)
+                f"note: {r.label}: {c.name}: {c.reason}" for c in r.checks if c.status not in (PASS, FAIL)
             )
         return "\n".join(out)
 

@@ -308,6 +308,27 @@ def test_generation_grids_count_against_the_cap(server):
     assert one.status_code == 200, one.text  # the negative control: one target fits
 
 
+def test_position_sets_count_together_against_the_cap(server):
+    """A positions array per set: MROPE_MAX_TOKENS bounds the tokens of all the sets of a request
+    (four sets of 30,000 tokens is 120,000, over 100,000), refused before any set is built; three sets
+    (90,000) are served, each set a whole answer (the control)."""
+    text = [{"type": "text", "tokens": 30_000}]
+    four = {"sets": {s: {} for s in "abcd"}, "pattern": list("abcd")}
+    body, _ = refused(server, positions(server, text, layer_sets=four), 413, "too_many_tokens")
+    assert "MROPE_MAX_TOKENS" in body["error"]["message"] and "4 position sets" in body["error"]["message"]
+    assert "120,000" in body["error"]["message"]
+    # each set is weighed under its own rules: merge_size 1 makes the image 4x the tokens of the model's
+    image = [{"type": "image", "grid": [1, 300, 300]}]  # 22,500 + 2 tokens at merge 2, 90,000 + 2 at 1
+    merged = {"sets": {"model": {}, "unmerged": {"merge_size": 1}}, "pattern": ["model", "unmerged"]}
+    body, _ = refused(server, positions(server, image, layer_sets=merged), 413, "too_many_tokens")
+    assert "is 112,500," in body["error"]["message"]  # refused by the floors (no wrappers) before a count
+    three = {"sets": {s: {} for s in "abc"}, "pattern": list("abc")}
+    resp = positions(server, text, layer_sets=three)()
+    assert resp.status_code == 200, resp.text[:500]
+    sets = resp.json()["position_sets"]
+    assert [len(p["positions"][0]) for p in sets.values()] == [30_000] * 3
+
+
 # ------------------------------------------------------------------------------------------ MemoryError
 
 

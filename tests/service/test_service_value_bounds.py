@@ -205,3 +205,58 @@ def test_rule_values_are_bounded_and_weighed_first(server, client):
     # the negative control: the same rules inside their ranges are served
     resp = positions(client, [video([2, 4, 4])], model="qwen3-vl", rules={"temporal_patch_size": 64})
     assert resp.status_code == 200, resp.text
+
+
+# ---------------------------------------------------------------------------------------- layer_sets
+
+TWO_SETS = {"sets": {"a": {}, "b": {"spatial": "reset"}}, "pattern": ["a", "b"]}
+LAYER_SETS_REFUSALS = [
+    # (layer_sets, extra body fields, Accept, status, words the message must hold)
+    (
+        {**TWO_SETS, "pattern": ["a", "c"]},
+        {},
+        None,
+        422,
+        "pattern names sets ['c'] that are not in sets ['a', 'b']",
+    ),
+    (
+        {"sets": {"a": {"spatail": "reset"}}, "pattern": ["a"]},
+        {},
+        None,
+        422,
+        "layer_sets sets a: unknown field 'spatail'",
+    ),
+    ({"sets": {"a": {"spatial": "spiral"}}, "pattern": ["a"]}, {}, None, 422, "Input should be 'offset'"),
+    (
+        {"sets": {"nope": {}}, "pattern": ["nope"]},
+        {},
+        None,
+        422,
+        "a set name is a non-empty string other than 'nope'",
+    ),
+    ({"sets": {"a": {}}}, {}, None, 422, "'sets' and 'pattern' together"),
+    ("all", {}, None, 422, "layer_sets is true or an object {sets, pattern}; got str"),
+    (True, {"return_state": True}, None, 422, "a conversation's state (state, return_state) holds one set"),
+    (
+        True,
+        {},
+        "application/x-mrope-program",
+        406,
+        "position sets (layer_sets) have no application/x-mrope-program",
+    ),
+]
+
+
+@pytest.mark.parametrize(("layer_sets", "extra", "accept", "status", "words"), LAYER_SETS_REFUSALS)
+def test_layer_sets_refusals_say_what_was_expected(client, layer_sets, extra, accept, status, words):
+    """An unknown set name, an override that is not a LayoutRules field (or not one of its values), the
+    reserved name, half an object, another type, a conversation state, a program: a 4xx that names
+    what was expected; the same sets asked properly are served (the control)."""
+    segments = [{"type": "text", "tokens": 2}, {"type": "image", "grid": [1, 4, 4]}]
+    body = {"model": "qwen2-vl", "segments": segments, "layer_sets": layer_sets, **extra}
+    resp = client.post("/v1/positions", json=body, headers={"accept": accept} if accept else {})
+    assert error_of(resp, status)["message"].count(words) == 1, resp.text
+    control = client.post(
+        "/v1/positions", json={"model": "qwen2-vl", "segments": segments, "layer_sets": TWO_SETS}
+    )
+    assert control.status_code == 200 and list(control.json()["position_sets"]) == ["a", "b"]

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import torch
 
-from mrope import RopeSpec
+from mrope import LayerSets, RopeSpec
 from mrope._errors import LayoutError
 from mrope.models import SCHEME_NAMES, get_family, names
 from mrope.ops import pair_table
@@ -205,7 +205,9 @@ def test_every_registered_name_compares() -> None:
     angle difference at distance 0) and stay within ``[-1, 1]`` times that."""
     everything = [*names(), *SCHEME_NAMES]
     comparison = compare_schemes(everything, video_frames=2, decay_extent=3)
-    assert [r.model for r in comparison.rows] == everything
+    # a model with per-layer position sets has a row per set (circle-rope-age: circle, mrope)
+    rows = [m for m in everything for _ in get_family(m).layer_sets.sets]
+    assert [r.model for r in comparison.rows] == rows and len(rows) == len(everything) + 1
     for row in comparison.rows:
         assert [c.name for c in row.checks] == ["shift", "crop", "tiles", "frames"]
         for check in row.checks:
@@ -223,7 +225,57 @@ def test_every_registered_name_compares() -> None:
             assert max(abs(s) for s in curve.scores) <= start + 1e-6
     assert len(comparison.rows[0].decay) == 3  # qwen2-vl has its curves: the check above ran
     back = json.loads(comparison.to_json())
-    assert [r["model"] for r in back["rows"]] == everything
+    assert [r["model"] for r in back["rows"]] == rows
+
+
+def test_a_scheme_with_position_sets_has_a_row_per_set() -> None:
+    """circle-rope-age (Circle-RoPE's AGE, strategy 4: lose4578/CircleRoPE at 063fb2c,
+    code/modular_qwen2_5_vl_circle_rope.py:17-27) rotates even layers by the circle set and odd ones by
+    Qwen2.5-VL's own M-RoPE index (``_get_m_index``, :76-84): a designer sees each set as the layers that
+    read it do, so the circle row measures what circle-rope does and the mrope row what qwen2.5-vl does
+    (the same spec, Qwen2.5-VL's), each with a note naming its layers; the two rows differ (the control)."""
+    comparison = compare_schemes(["circle-rope-age", "circle-rope", "qwen2.5-vl"], **SMALL)
+    assert [r.label for r in comparison.rows] == [
+        "circle-rope-age [circle]",
+        "circle-rope-age [mrope]",
+        "circle-rope",
+        "qwen2.5-vl",
+    ]
+    for name, same in (("circle", "circle-rope"), ("mrope", "qwen2.5-vl")):
+        row, want = comparison.row("circle-rope-age", name), comparison.row(same)
+        assert row.position_set == name and want.position_set is None
+        assert row.checks == want.checks and row.decay == want.decay
+        assert (row.video_tokens, row.max_id) == (want.video_tokens, want.max_id)
+        layers = "[0]" if name == "circle" else "[1]"
+        assert row.notes[0] == (
+            f"position set {name!r}: layers {layers} of every 2 read it (pattern ['circle', 'mrope'])"
+        )
+        assert row.notes[1:] == want.notes
+    circle, m = comparison.rows[0], comparison.rows[1]
+    assert circle.check("crop").status == "fail" and m.check("crop").status == "pass"  # the control
+    with pytest.raises(KeyError, match=r"a row per position set \['circle', 'mrope'\]: name one"):
+        comparison.row("circle-rope-age")
+    assert [r["position_set"] for r in json.loads(comparison.to_json())["rows"]] == [
+        "circle",
+        "mrope",
+        None,
+        None,
+    ]
+    table = comparison.table().splitlines()
+    assert table[1].startswith("circle-rope-age [circle]") and table[2].startswith("circle-rope-age [mrope]")
+
+
+def test_a_nope_layer_has_no_row() -> None:
+    """A model whose every fourth layer has no rotary: one row, its rotary set's, whose note says the
+    "nope" layers rotate nothing; the set's measures are the model's own (its overrides are none)."""
+    family = get_family("qwen2.5-vl").replace(
+        name="local-rope-global-nope", layer_sets=LayerSets({"rope": {}}, ("rope", "rope", "rope", "nope"))
+    )
+    comparison = compare_schemes([family, "qwen2.5-vl"], **SMALL)
+    row, plain = comparison.rows
+    assert row.label == "local-rope-global-nope [rope]" and "'nope' layers rotate nothing" in row.notes[0]
+    assert "layers [0, 1, 2] of every 4" in row.notes[0]
+    assert row.checks == plain.checks and row.decay == plain.decay
 
 
 def test_table_and_bad_input() -> None:
