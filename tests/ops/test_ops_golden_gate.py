@@ -24,6 +24,7 @@ import triton  # noqa: F401  (a dev dependency: the kernel tests must not be ski
 
 from mrope import ApplyError, SpecError
 from mrope.ops import apply_mrope, cos_sin, golden_gate_positions, golden_gate_table
+from mrope.ops._aot import KernelVariant, compile_variant
 
 BACKENDS = ("torch", "triton")
 
@@ -229,3 +230,26 @@ def test_bad_theta_and_positions_refused() -> None:
         golden_gate_positions(torch.zeros(2, 5), freqs)
     with pytest.raises(ApplyError, match=r"\[3, \.\.\.\]"):
         golden_gate_positions([[0.0]] * 3, freqs)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_golden_gate_kernel_compiles_within_128_registers(
+    exact: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Falcon-OCR's launch shape (16 query heads, key heads repeated to 16, a 16-head table of 32 GPT-J
+    pairs over head_dim 64, float32 rows) compiled ahead of time for sm_90 without a GPU: within 128
+    registers, no spills (the bound tests/ops/test_ops_aot_report.py sets for the shared-table kernel)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # compiled, not interpreted
+    variant = KernelVariant(
+        dtype="bfloat16",
+        exact=exact,
+        position_dtype="float32",
+        head_dim=64,
+        rotary_dim=64,
+        gptj=True,
+        hq=16,
+        hk=16,
+        table_heads=16,
+    )
+    compiled = compile_variant(variant, 90)
+    assert compiled.registers <= 128 and compiled.spill_stores == 0 and compiled.spill_loads == 0, compiled
