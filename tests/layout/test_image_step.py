@@ -25,6 +25,7 @@ from mrope import (
     MediaError,
     Text,
     Video,
+    build_batch,
     build_positions,
     continue_positions,
     numpy_rope_index,
@@ -199,3 +200,13 @@ def test_continued_turn_equals_the_tail_of_the_whole(seed: int) -> None:
     turn = continue_positions(build_positions(first, rules=RULES), second, generated=3)
     whole = build_positions([*first, Text(3), *second], rules=RULES)
     assert np.array_equal(turn.positions.ids, whole.ids[:, -turn.positions.num_tokens :])
+
+
+def test_batch_of_prompts_equals_tii_right_padded() -> None:
+    """build_batch (right padding, pads 0): data.py's get_pos_thw on the same padded token ids."""
+    rng = np.random.default_rng(300)
+    rows = [prompt(rng) for _ in range(4)]
+    batch = build_batch([r[0] for r in rows], rules=RULES, padding_side="right", pad_token_id=PAD)
+    tpos, hw = tii_pos_thw(np.asarray(batch.input_ids), [g for r in rows for g in r[2]])
+    assert batch.ids.dtype == np.float32
+    assert np.array_equal(batch.ids, as_rows(tpos, hw))
