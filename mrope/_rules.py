@@ -130,6 +130,11 @@ Rules of single families, each named by what it does and off by default:
   ``"canvas"``: MiniCPM-V 4.7's canvas of a thumbnail and its detail slices (:mod:`mrope._layout.canvas`), with
   the marker ids ``slice_start_id``, ``slice_end_id`` and ``newline_id`` (``vision_start_id`` /
   ``vision_end_id`` are ``<image>`` / ``</image>``).
+  ``"image_step"`` (:mod:`mrope._layout.image_step`, Falcon-OCR): t counts text tokens, a whole image
+  block (wrappers included) takes one step; the image's tokens get float32 ``(h, w)`` spread evenly over
+  ``[-sqrt(H/W), sqrt(H/W)] x [-sqrt(W/H), sqrt(W/H)]``, every other token ``(0, 0)``; images only.
+- ``vision_registers``: register tokens after ``vision_start_id`` (ids ``vision_start_id + 1 ..``), under
+  ``"image_step"`` only (Falcon-OCR's four ``<|image_reg_i|>``).
 - ``grid_border``: one placeholder token before and one after each image grid, inside the vision
   wrapper; they keep sequence positions (HunyuanOCR's ``cat_extra_token``).
 - ``image_index_scope``: with ``positions_base="sequence"``, the image index restarts at 0 in every
@@ -167,7 +172,7 @@ TileRule = Literal["global", "independent", "thumbnail"]
 AdvanceRule = Literal["max+1", "spatial", "block", "time", "ceil"]
 TimestampPosition = Literal["before", "after"]
 TimestampTime = Literal["mean", "first"]
-PositionsBase = Literal["counter", "sequence", "index", "canvas"]
+PositionsBase = Literal["counter", "sequence", "index", "canvas", "image_step"]
 ImageIndexScope = Literal["sequence", "batch"]
 ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)", "i*(spg*tps) f64"]
@@ -219,6 +224,7 @@ RULE_BOUNDS: dict[str, tuple[float, float]] = {
     "audio_hop_length": (1, 1 << 20),
     "audio_max_frames": (1, 2**31 - 1),
     "audio_min_samples": (0, 2**31 - 1),
+    "vision_registers": (0, 64),
 }
 """The inclusive range of every sized rule (the number rules of the families all lie far inside):
 a rule is a size or a rate, so each bounds work (``temporal_patch_size`` 67108864 made a list of that
@@ -428,6 +434,7 @@ class LayoutRules:
     frame_block: bool = False
     positions_base: PositionsBase = "counter"
     num_axes: int = 3
+    vision_registers: int = 0
     grid_border: bool = False
     image_index_scope: ImageIndexScope = "sequence"
     image_span: ImageSpan = "placeholders"
@@ -504,6 +511,12 @@ class LayoutRules:
         check_timestamp_format(self.timestamp_format)
         _check_audio_rules(self)
         _check_token_time(self)
+        regs = self.vision_registers
+        if type(regs) is not int or (regs and self.positions_base != "image_step"):
+            raise LayoutError(
+                "LayoutRules.vision_registers must be an int in [0, 64], > 0 only under "
+                f"positions_base='image_step'; got {regs!r} under {self.positions_base!r}"
+            )
 
     @property
     def has_audio(self) -> bool:
@@ -519,6 +532,7 @@ class LayoutRules:
             self.time_rounding == "none"
             or not float(self.temporal_stride).is_integer()
             or self.spatial in ("token_time", "circle")
+            or self.positions_base == "image_step"
             or (self.spatial == "sequential" and not float(self.vision_step).is_integer())
         )
 

@@ -1,4 +1,5 @@
-"""The layout engines, chosen from one table by the rules: counter (the default), sequence, canvas, omni.
+"""The layout engines, chosen from one table by the rules: counter (the default), sequence, canvas, omni,
+image_step.
 
 Each engine module builds one :class:`LayoutEngine` (``plan_segments``, ``count_tokens``,
 ``scan_token_ids``, ``video_time``, ``next_start``, ``continue_segments``: see
@@ -9,7 +10,7 @@ function; :func:`engine` is the one way to choose it.
 
 from __future__ import annotations
 
-from mrope._layout import canvas, counter, omni, sequence
+from mrope._layout import canvas, counter, image_step, omni, sequence
 from mrope._layout.interface import LayoutEngine, LayoutPlan
 from mrope._rules import LayoutRules
 
@@ -18,6 +19,7 @@ ENGINES: dict[str, LayoutEngine] = {
     "sequence": sequence.ENGINE,
     "canvas": canvas.ENGINE,
     "omni": omni.ENGINE,
+    "image_step": image_step.ENGINE,
 }
 """Engine name -> engine."""
 
@@ -29,7 +31,7 @@ the omni engine whatever their base; its timeline writes the ``"index"`` rule it
 
 def engine_for(rules: LayoutRules) -> str:
     """The name of the engine that lays out ``rules``: ``"omni"`` when they have audio, else the engine of
-    their ``positions_base`` (``"counter"``, ``"sequence"`` (also for ``"index"``) or ``"canvas"``)."""
+    their ``positions_base`` (``"counter"``, ``"sequence"`` (also for ``"index"``), ``"canvas"`` or ``"image_step"``)."""
     if rules.has_audio:
         return "omni"
     return _ENGINE_OF_BASE.get(rules.positions_base, rules.positions_base)

@@ -244,9 +244,9 @@ def _check_sizes_images(lay: LayoutRules) -> None:
     """Refuse to size an image file under rules whose processor mrope does not reproduce.
 
     Raises:
-        MediaError: ``positions_base="canvas"`` or ``"index"`` (MiniCPM-V 4.7 and 4.6: the processor
+        MediaError: ``positions_base="canvas"``, ``"index"`` or ``"image_step"`` (MiniCPM-V 4.7 and 4.6: the processor
             slices each picture into a thumbnail and detail crops, and that slicing is not in
-            :mod:`mrope.media`; Qwen3-ASR: its processor takes no images).
+            :mod:`mrope.media`; Qwen3-ASR: its processor takes no images; Falcon-OCR: its first resize).
     """
     if lay.positions_base == "index":
         raise MediaError(
@@ -254,6 +254,12 @@ def _check_sizes_images(lay: LayoutRules) -> None:
             "reproduce their processor's image input (MiniCPM-V 4.6's slices each picture into a thumbnail "
             "and detail crops: take the crops' grids from the processor (its tgt_sizes) and pass each crop "
             "as Image(grid); Qwen3-ASR's takes no images)"
+        )
+    if lay.positions_base == "image_step":
+        raise MediaError(
+            f"the {lay.name!r} rules (positions_base='image_step', Falcon-OCR) size no image file: its processor "
+            "first brings the sides into [64, 1024] px, which mrope.media does not reproduce; pass "
+            "Image(grid=(1, height // 16, width // 16)) from its pixel_values"
         )
     if lay.positions_base == "canvas":
         raise MediaError(

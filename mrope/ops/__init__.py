@@ -3,7 +3,9 @@
 Public API: :func:`apply_mrope` rotates q and k; :func:`cos_sin` gives transformers-shaped cos/sin tables;
 :func:`rerotate` moves cached keys from one set of positions to another; :func:`pair_table` turns a rotary
 spec into the :class:`PairTable` every op reads (a row and a frequency per rotary pair), which can also be
-given in place of a spec (any number of position rows, NoPE pairs, per-head rows); :func:`layer_cos_sin` gives
+given in place of a spec (any number of position rows, NoPE pairs, per-head rows); :func:`golden_gate_table`
+and :func:`golden_gate_positions` are golden-gate RoPE's (Falcon-OCR: learned per-head 2-D frequencies);
+:func:`layer_cos_sin` gives
 each decoder layer the cos / sin of the position set it reads; :func:`expand_program` expands a
 position program's runs (:meth:`mrope.PositionProgram.arrays`) on a device.
 See :mod:`mrope.ops._dispatch` for layouts, backends and autograd, :mod:`mrope.ops._pairs` for the table,
@@ -29,6 +31,7 @@ from mrope.ops._dispatch import (
 )
 from mrope.ops._expand import expand_program
 from mrope.ops._freqs import AnglePrecision
+from mrope.ops._golden_gate import golden_gate_positions, golden_gate_table
 from mrope.ops._layers import layer_cos_sin
 from mrope.ops._pairs import PairTable, pair_table
 
@@ -43,6 +46,8 @@ __all__ = [
     "apply_mrope",
     "cos_sin",
     "expand_program",
+    "golden_gate_positions",
+    "golden_gate_table",
     "layer_cos_sin",
     "pair_table",
     "rerotate",

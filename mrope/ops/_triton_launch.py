@@ -38,6 +38,14 @@ it): 18 is what the Qwen2-VL shape (28 + 4 heads x 64 frequencies, 4 warps) has 
 registers; 36 (head_dim 256, full rotary, 4 warps) took fp32 to 255 registers and spills."""
 
 
+ANGLES_PER_THREAD = 4
+"""Most angles a thread of a per-head program computes: a head block of a per-head table turns by its own
+table head, so its program computes ``BLOCK_T x BLOCK_F`` angles for one or two heads rather than sharing
+them over all heads of a token. Unbounded, Falcon-OCR's shape (16 heads, a 16-head table, 32 GPT-J pairs)
+took 2 warps and 145 registers in ``"exact"`` precision (128 in fp32), MHRoPE's fp32 128 (sm_90); with 4
+angles a thread: 68, 70 and 80, no spills."""
+
+
 def _pow2(n: int) -> int:
     return triton.next_power_of_2(max(int(n), 1))
 
@@ -64,7 +72,8 @@ def launch_config(
     one program, so the angles are computed once per token, unless one token's heads hold more pairs
     than 8 warps take at :data:`ELEMENTS_PER_THREAD` (then the heads are split as well). A program
     takes as many tokens as 4 warps hold at that bound (at least one), and the fewest warps (1 to 8)
-    that keep every thread within it (registers follow the pairs a thread holds).
+    that keep every thread within it, and under a per-head table within :data:`ANGLES_PER_THREAD` angles
+    (registers follow the pairs and angles a thread holds).
     """
     block_f = _pow2(n_freq)
     hsplit = 1 if n_tokens >= 256 else min(8, max(hq, hk, 1))
@@ -83,8 +92,11 @@ def launch_config(
     block_t = 1 << (block_t.bit_length() - 1)  # a power of two
     n_head_blocks = max(triton.cdiv(hq, block_hq), triton.cdiv(hk, block_hk))
     elements = block_t * per_token
+    angles = block_t * block_f if table_heads > 1 else 0  # a head block's own angles (one table head)
     num_warps = 1
-    while num_warps < 8 and elements > 32 * num_warps * ELEMENTS_PER_THREAD:
+    while num_warps < 8 and (
+        elements > 32 * num_warps * ELEMENTS_PER_THREAD or angles > 32 * num_warps * ANGLES_PER_THREAD
+    ):
         num_warps *= 2
     return {
         "BLOCK_T": block_t,

@@ -168,6 +168,8 @@ PUBLIC: dict[str, list[str]] = {
         "apply_mrope",
         "cos_sin",
         "expand_program",
+        "golden_gate_positions",
+        "golden_gate_table",
         "layer_cos_sin",
         "pair_table",
         "rerotate",
