@@ -2,9 +2,11 @@
 
 Every axis counts tokens; an image's own tokens carry (column, row, image index) on the last three.
 transformers 5.24 models/hunyuan_vl/modeling_hunyuan_vl.py:887 (``get_rope_index``). Under
-``positions_base="index"`` the image's tokens keep the sequence index too (MiniCPM-V 4.6). Segments are
-planned by the counter planner without tiles or videos and without its plan cache (its blocks are
-filled here, never fused with their wrappers).
+``positions_base="index"`` the image's tokens keep the sequence index too (MiniCPM-V 4.6), and so do a
+video's (MiniMax-M3-VL: its frames planned as the counter planner plans them, one wrapped block per
+temporal patch under the timestamps rule). Segments are planned by the counter planner without tiles
+(nor videos, under ``"sequence"``) and without its plan cache (its blocks are filled here, never fused
+with their wrappers).
 """
 
 from __future__ import annotations
@@ -29,12 +31,16 @@ from mrope._segments import Segment
 
 
 class SequencePositionsPlan(CounterPlan):
-    """Pieces of one sequence under the sequence positions rule: images only, untiled, never cached."""
+    """Pieces of one sequence under the sequence positions rule: untiled, never cached; videos only under
+    ``positions_base="index"`` (``"sequence"`` writes an image index over each grid, which no video has)."""
 
     caches_plans = False
     pieces_are_positions = False
     takes_tiles = False
-    takes_videos = False
+
+    @property  # type: ignore[override]
+    def takes_videos(self) -> bool:
+        return self.rules.positions_base == "index"
 
     def positions(
         self,
@@ -155,8 +161,9 @@ def fill_row(scan: ScanRow) -> tuple[int, int]:
 
 
 def scan_token_ids(inputs: TokenInputs) -> ScanResult:
-    """Positions, deltas and generation positions of a batch of token ids (images only)."""
-    return scan_batch(inputs, fill_row, images_only=True)
+    """Positions, deltas and generation positions of a batch of token ids (images only, but for
+    ``positions_base="index"``)."""
+    return scan_batch(inputs, fill_row, images_only=inputs.rules.positions_base != "index")
 
 
 ENGINE = LayoutEngine(plan_segments, count_tokens, scan_token_ids, video_time, next_start, continue_segments)
