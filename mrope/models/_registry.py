@@ -47,6 +47,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "qwen2_5_omni",
     "qwen3_omni",
     "qwen3_asr",
+    "minimax_m3_vl",
 )
 """Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
 
