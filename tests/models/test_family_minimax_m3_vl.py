@@ -95,7 +95,7 @@ def processor_text(parts: list, fps: float) -> str:
             out += MiniMaxM3VLProcessor.replace_image_token(holder, inputs, 0)
         else:
             chunks = video_chunks(part[1])
-            meta = SimpleNamespace(fps=fps, frames_indices=list(range(0, 2 * part[1][0] - part[2], 1)))
+            meta = SimpleNamespace(fps=fps, frames_indices=list(range(2 * part[1][0] - part[2])))
             inputs = {
                 "video_grid_thw": np.array(chunks),
                 "num_chunks_per_video": [len(chunks)],
