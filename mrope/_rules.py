@@ -102,7 +102,8 @@ Every choice a model makes is a field here, never an if-branch on a model name i
   count repeats its last frame; ``fps`` applies only when a call passes one). ``image_bounds="edges"``
   is GLM-Image's image processor (:func:`mrope.media.smart_resize_edges`): the short side scaled up to ``sqrt(image_min_pixels)``, the
   long side down to ``sqrt(image_max_pixels)``, then both halved and rounded to the resize factor;
-  sides under one factor or an aspect ratio above 4 are refused. ``image_upscale_short_side``: a side
+  sides under one factor or an aspect ratio above 4 are refused. ``image_bounds="none"``: mrope does not
+  size the processor's images (MiniCPM-V 4.6 slices each picture, Qwen3-ASR takes none): files are refused. ``image_upscale_short_side``: a side
   below one resize factor is first set to it, the other side scaled alike and rounded (height first,
   then width), before the ``"frame"`` rule (PaddleOCR-VL's image processor).
 - ``video_support``: what the family does with videos. ``"sized"``: its processor takes video files
@@ -176,7 +177,7 @@ PositionsBase = Literal["counter", "sequence", "index", "canvas", "image_step"]
 ImageIndexScope = Literal["sequence", "batch"]
 ImageSpan = Literal["placeholders", "between_wrappers"]
 SecondsGrouping = Literal["(i*spg)*tps", "i*(tps*spg)", "i*(spg*tps) f64"]
-PixelBounds = Literal["frame", "clip", "edges"]
+PixelBounds = Literal["frame", "clip", "edges", "none"]
 VideoPixelBounds = Literal["frame", "clip", "tokens"]
 FrameSampling = Literal["qwen-vl-utils", "qwen2-vl", "vllm-qwen2-vl", "qwen3-vl", "glm4v", "glm46v", "ernie"]
 VideoSupport = Literal["sized", "grids", "none"]

@@ -3,9 +3,10 @@
 Every axis counts tokens; an image's own tokens carry (column, row, image index) on the last three.
 transformers 5.24 models/hunyuan_vl/modeling_hunyuan_vl.py:887 (``get_rope_index``). Under
 ``positions_base="index"`` the image's tokens keep the sequence index too (MiniCPM-V 4.6), and so do a
-video's (EXAONE 4.5: one run of placeholders per video). Segments are planned by the counter planner
-without tiles, without videos under the grid-writing ``"sequence"`` rule, and without its plan cache
-(its blocks are filled here, never fused with their wrappers).
+video's (EXAONE 4.5: one run of placeholders per video; MiniMax-M3-VL: its frames planned as the counter
+planner plans them, one wrapped block per temporal patch under the timestamps rule). Segments are planned
+by the counter planner without tiles (nor videos, under ``"sequence"``) and without its plan cache (its
+blocks are filled here, never fused with their wrappers).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from mrope._segments import Segment
 
 
 class SequencePositionsPlan(CounterPlan):
-    """Pieces of one sequence under the sequence positions rule: untiled, never cached; images only when
-    the images write their grid (``"sequence"``)."""
+    """Pieces of one sequence under the sequence positions rule: untiled, never cached; videos only under
+    ``positions_base="index"`` (``"sequence"`` writes an image index over each grid, which no video has)."""
 
     caches_plans = False
     pieces_are_positions = False
@@ -161,7 +162,7 @@ def fill_row(scan: ScanRow) -> tuple[int, int]:
 
 
 def scan_token_ids(inputs: TokenInputs) -> ScanResult:
-    """Positions, deltas and generation positions of a batch of token ids (images only under the
+    """Positions, deltas and generation positions of a batch of token ids (videos too, but for the
     grid-writing ``"sequence"`` rule)."""
     return scan_batch(inputs, fill_row, images_only=_writes_grid(inputs.rules))
 

@@ -244,13 +244,13 @@ def _check_sizes_images(lay: LayoutRules) -> None:
     """Refuse to size an image file under rules whose processor mrope does not reproduce.
 
     Raises:
-        MediaError: ``positions_base="canvas"``, ``"index"`` or ``"image_step"`` (MiniCPM-V 4.7 and 4.6: the processor
-            slices each picture into a thumbnail and detail crops, and that slicing is not in
-            :mod:`mrope.media`; Qwen3-ASR: its processor takes no images; Falcon-OCR: its first resize).
+        MediaError: ``positions_base="canvas"``, ``"image_step"`` or ``image_bounds="none"`` (MiniCPM-V 4.7
+            and 4.6: the processor slices each picture into a thumbnail and detail crops, and that slicing is
+            not in :mod:`mrope.media`; Qwen3-ASR: its processor takes no images; Falcon-OCR: its first resize).
     """
-    if lay.positions_base == "index":
+    if lay.image_bounds == "none":
         raise MediaError(
-            f"the {lay.name!r} rules (positions_base='index') size no image file: mrope.media does not "
+            f"the {lay.name!r} rules (image_bounds='none') size no image file: mrope.media does not "
             "reproduce their processor's image input (MiniCPM-V 4.6's slices each picture into a thumbnail "
             "and detail crops: take the crops' grids from the processor (its tgt_sizes) and pass each crop "
             "as Image(grid); Qwen3-ASR's takes no images)"
@@ -295,10 +295,17 @@ def _resize_edges(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
     return smart_resize_edges(height, width, lay.resize_factor, lay.image_min_pixels, lay.image_max_pixels)
 
 
+def _resize_none(height: int, width: int, lay: LayoutRules) -> tuple[int, int]:
+    """``image_bounds="none"``: no resize mrope reproduces; refused (:func:`_check_sizes_images`)."""
+    _check_sizes_images(lay)
+    raise AssertionError("image_bounds='none' is refused above")  # pragma: no cover
+
+
 IMAGE_RESIZERS: dict[str, Callable[[int, int, LayoutRules], tuple[int, int]]] = {
     "frame": _resize_frame,
     "clip": _resize_clip,
     "edges": _resize_edges,
+    "none": _resize_none,
 }
 """Every ``rules.image_bounds`` value and its resize: ``(height, width, rules) -> (height, width)`` in pixels."""
 

@@ -51,14 +51,17 @@ def _check_sizes_videos(lay: LayoutRules) -> None:
     """Refuse to size a video file under rules whose processor takes none, or whose sizing mrope does
     not reproduce (``rules.video_support``; the canvas rule's sliced frames)."""
     if lay.video_support != "sized":
-        grids = (
-            "pass its frames as images (load_image on each), or a grid you computed yourself as Video(grid=...)"
-            if lay.video_support == "grids"
-            else "pass its frames as images (load_image on each); its get_rope_index takes no videos"
-        )
+        if lay.video_support == "grids":
+            raise MediaError(
+                f"the {lay.name!r} processor takes no video mrope can size (transformers has no video "
+                "processor for it, or one whose sizing mrope.media does not reproduce; "
+                "rules.video_support='grids'); pass its frames as images (load_image on each), or the grid "
+                "its processor reports (video_grid_thw) as Video(grid=...)"
+            )
         raise MediaError(
             f"the {lay.name!r} processor takes no video (transformers has no video processor for it), so "
-            f"mrope cannot size one the way the model is fed; {grids}"
+            "mrope cannot size one the way the model is fed; pass its frames as images (load_image on "
+            "each); its get_rope_index takes no videos"
         )
     if lay.positions_base == "canvas":
         raise MediaError(

@@ -48,6 +48,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "qwen3_omni",
     "qwen3_asr",
     "exaone4_5",
+    "minimax_m3_vl",
 )
 """Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
 

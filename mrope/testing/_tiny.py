@@ -193,11 +193,9 @@ def tiny_config(model: Any, *, layers: int = 2, text: dict[str, Any] | None = No
     head_dim, section, partial = _tiny_rotary(spec)
     if spec.section_layout == "hw_alternating":
         section = (section[1], section[2], section[0])  # ERNIE's config lists (h, w, t)
-    rope: dict[str, Any] = {
-        "rope_type": "default",
-        "rope_theta": float(spec.theta),
-        "mrope_section": list(section),
-    }
+    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": float(spec.theta)}
+    if any(section[1:]):  # a 1-D text rotary (MiniMax-M3-VL: all pairs on axis 0) has no sections to give
+        rope["mrope_section"] = list(section)
     if partial != 1.0:
         rope["partial_rotary_factor"] = partial
     if spec.section_layout == "interleaved":

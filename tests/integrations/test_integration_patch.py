@@ -688,9 +688,10 @@ def test_every_registry_family_has_the_model_level_checks() -> None:
     """Every registry family is in FAMILIES (patched prefill, generate, build_batch positions and the
     validation checks above and in test_integration_seed/pipeline) or has its own tests here: GLM-Image
     (it decodes at planned image positions), HunyuanOCR (refused under the default convention, by
-    design), MiniCPM-V 4.6, Qwen3-ASR, EXAONE 4.5 (refused: no get_rope_index; EXAONE's in its family test).
-    A family added to the registry fails this until its tiny model passes those checks."""
-    own = ("glm-image", "hunyuan-ocr", "minicpm-v-4.6", "qwen3-asr", "exaone-4.5")
+    design), MiniCPM-V 4.6, Qwen3-ASR, EXAONE 4.5 and MiniMax-M3-VL (refused: no get_rope_index to bind;
+    EXAONE's and MiniMax's in their family tests). A family added to the registry fails this until its tiny
+    model passes those checks."""
+    own = ("glm-image", "hunyuan-ocr", "minicpm-v-4.6", "qwen3-asr", "exaone-4.5", "minimax-m3-vl")
     others = [f.name for f in mrope.models.families() if f.name not in (*FAMILIES, *own)]
     assert others == [], f"registry families without model-level checks: {others}"
 
@@ -710,6 +711,16 @@ def test_qwen3_asr_is_refused_naming_get_rope_index() -> None:
     text model, which counts arange (models/qwen3_asr/modeling_qwen3_asr.py:535-575), so patch() has
     nothing to replace and says so (its positions: tests/models/test_family_qwen3_asr.py)."""
     net = tiny_model("qwen3-asr")
+    with pytest.raises(PatchError, match="get_rope_index"):
+        mt.patch(net)
+    assert not mt.is_patched(net)
+
+
+def test_minimax_m3_vl_is_refused_naming_get_rope_index() -> None:
+    """transformers 5.24's MiniMax-M3-VL has no get_rope_index: its model passes no position ids to its text
+    model, which counts arange (models/minimax_m3_vl/modeling_minimax_m3_vl.py:757-760, 1459-1466), so patch()
+    has nothing to replace and says so (its positions: tests/models/test_family_minimax_m3_vl.py)."""
+    net = tiny_model("minimax-m3-vl")
     with pytest.raises(PatchError, match="get_rope_index"):
         mt.patch(net)
     assert not mt.is_patched(net)

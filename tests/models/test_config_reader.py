@@ -140,6 +140,16 @@ TEXT_CONFIGS: dict[str, dict] = {
             "mrope_section": [16, 16, 16, 16],
         },
     },
+    # MiniMax-M3-VL (Megatron-Bridge's toy config mirrors the released text config's keys,
+    # tests/unit_tests/models/minimax_m3/test_minimax_m3_bridge.py:46-86): a 1-D rotary on 64 of 128 channels
+    "minimax_m3_vl_text": {
+        "hidden_size": 6144,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "rotary_dim": 64,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 5e6, "partial_rotary_factor": 0.5},
+    },
     "paddleocr_vl_text": {
         "hidden_size": 1024,
         "num_attention_heads": 16,
@@ -175,17 +185,19 @@ TOP_TO_TEXT = {
     "minicpmv4_6": "qwen3_5_text",
     "qwen3_asr": "qwen3",
     "exaone4_5": "exaone4",
+    "minimax_m3_vl": "minimax_m3_vl_text",
     "qwen4_exp": "qwen4_exp_text",
 }
 # 5.24's HunyuanOCR rotary pairs channels of different axes (transformers 5.24
 # models/hunyuan_vl/modeling_hunyuan_vl.py:181-190); the family follows Tencent's layout
 # (tests/models/test_family_hunyuan_vl.py), so here only its frequencies are compared with 5.24's
 LAYOUT_NOT_5_24 = {"hunyuan_vl_text"}
-# 5.24's Qwen3-ASR rotates one position per token (models/qwen3/modeling_qwen3.py); the family's M-RoPE
+# 5.24's Qwen3-ASR, EXAONE 4.5 and MiniMax-M3-VL rotate one position per token (models/qwen3/modeling_qwen3.py,
+# models/exaone4/modeling_exaone4.py, models/minimax_m3_vl/modeling_minimax_m3_vl.py); the family's M-RoPE
 # equals it where every axis holds the same position, as all of its positions do
-# (tests/models/test_family_qwen3_asr.py), not on the random 3-D positions here
-# (EXAONE 4.5's exaone4 likewise: tests/models/test_family_exaone45.py)
-ONE_AXIS_TEXT = {"qwen3", "exaone4"}
+# (tests/models/test_family_qwen3_asr.py, test_family_exaone45.py, test_family_minimax_m3_vl.py), not on the
+# random 3-D positions here
+ONE_AXIS_TEXT = {"qwen3", "exaone4", "minimax_m3_vl_text"}
 # the text rotary where a module has several
 ROTARY_CLASS = {
     "qwen2_5_omni_text": "Qwen2_5OmniRotaryEmbedding",

@@ -25,8 +25,8 @@ import string
 import numpy as np
 import pytest
 import torch
+from support.special_text import char_tokenizer
 from transformers import (
-    PreTrainedTokenizerFast,
     Qwen3ASRConfig,
     Qwen3ASRFeatureExtractor,
     Qwen3ASRForConditionalGeneration,
@@ -75,22 +75,12 @@ def asr_audio_tokens(input_lengths: int) -> int:
 @pytest.fixture(scope="module")
 def processor() -> Qwen3ASRProcessor:
     """transformers 5.24's processor: its feature extractor and a character tokenizer with the audio tokens."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {c: 1000 + i for i, c in enumerate(string.printable)}
-    vocab["[UNK]"] = 999
-    vocab.update(SPECIALS)
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
-    tok.add_special_tokens(list(SPECIALS))
     names = {
         "audio_token": "<|audio_pad|>",
         "audio_bos_token": "<|audio_start|>",
         "audio_eos_token": "<|audio_end|>",
     }
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="<|endoftext|>", extra_special_tokens=names
-    )
+    fast = char_tokenizer(SPECIALS, "<|endoftext|>", extra_special_tokens=names)
     return Qwen3ASRProcessor(feature_extractor=Qwen3ASRFeatureExtractor(), tokenizer=fast)
 
 

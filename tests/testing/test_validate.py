@@ -40,6 +40,10 @@ NO_ROPE_INDEX: dict[str, str] = {
     "exaone-4.5": "transformers 5.24's Exaone4_5_Model has no get_rope_index (modeling_exaone4_5.py:779-783 "
     "gives its exaone4 text model arange positions, 1-D); the table binds to get_rope_index, so it refuses the "
     "model (checked below); its positions are checked against that model in tests/models/test_family_exaone45.py",
+    "minimax-m3-vl": "transformers 5.24's MiniMaxM3VLModel has no get_rope_index (modeling_minimax_m3_vl.py:1459-1466 "
+    "passes no position ids to its text model, which counts arange, :757-760); the table binds to "
+    "get_rope_index, so it refuses the model (checked below); its positions are checked against that model in "
+    "tests/models/test_family_minimax_m3_vl.py",
 }
 """Families the validation table cannot run on, and why."""
 

@@ -31,6 +31,7 @@ FAMILY = ModelFamily(
         merge_size=4,
         patch_size=14,  # config.py:37 VisionConfig.patch_size
         positions_base="index",
+        image_bounds="none",  # its slicing is not in mrope.media
         video_support="none",
         **qwen3_5.QWEN3_5_IDS,  # stand-ins: positions do not depend on ids (its processor writes <unk> pads)
         pad_position=1,

@@ -50,6 +50,7 @@ FAMILY = ModelFamily(
     rules=LayoutRules(
         positions_base="index",
         pad_position=1,  # qwen-asr modeling_qwen3_asr.py:443
+        image_bounds="none",  # its processor takes no images
         video_support="none",
         audio_pad_id=151676,
         audio_start_id=151669,
