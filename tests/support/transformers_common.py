@@ -191,12 +191,13 @@ def test_case(mixin: type, family: str) -> type[unittest.TestCase]:
 
 @dataclass
 class Outcome:
-    """What one test did: ``"pass"``, ``"fail"`` or ``"skip"`` (with the failure's last line), and how
-    often the counted code ran."""
+    """What one test did: ``"pass"``, ``"fail"`` or ``"skip"`` (with the failure's last line), how
+    often the counted code ran and how many models mrope patched (0 in the unpatched run)."""
 
     status: str
     detail: str = ""
     calls: int = 0
+    patched: int = 0
 
 
 @dataclass
@@ -278,8 +279,8 @@ def run_one(case: type[unittest.TestCase], name: str, counting: Any) -> Outcome:
     problems = result.failures + result.errors
     if problems:
         last = problems[0][1].strip().splitlines()[-1]
-        return Outcome("fail", last[:300], counter.calls)
-    return Outcome("pass", calls=counter.calls)
+        return Outcome("fail", last[:300], counter.calls, len(counter.models))
+    return Outcome("pass", calls=counter.calls, patched=len(counter.models))
 
 
 def test_names(case: type[unittest.TestCase]) -> list[str]:
