@@ -6,10 +6,11 @@ family's test file mixes in) but neither the family test files nor the ``tests/e
 of the installed transformers version with pip, extracts that one file into a package of its own and
 gives it the two missing modules as empty mixins (so the export and generate tests, which live in those
 folders, do not run here). :func:`run_family` runs the mixin's tests on a family's tiny model
-(:func:`mrope.testing.tiny_model`'s config, inputs built by :mod:`support.tiny_vlm`), once as the model is
-and once with :func:`mrope.integrations.transformers.patch` applied to every model a test builds (at its
-first forward), counting what ran: the model's own text rotary (unpatched) and mrope's rotation and
-``get_rope_index`` (patched).
+(:func:`mrope.testing.tiny_model`'s config, inputs built by :mod:`support.tiny_vlm`; image-only families
+with rows of their own, :data:`ROWS`), once as the model is and once with
+:func:`mrope.integrations.transformers.patch` (and the family's :data:`PATCH_OPTIONS`) applied to every
+model a test builds (at its first forward), counting what ran: the model's own text rotary (unpatched)
+and mrope's rotation and ``get_rope_index`` (patched).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import sys
 import tarfile
 import unittest
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -32,10 +33,11 @@ from typing import Any
 import torch
 import transformers
 
-from mrope.integrations.transformers import _patching
+from mrope import Image, Text
+from mrope.integrations.transformers import _patching, model_rules
 from mrope.integrations.transformers import patch as mrope_patch
 from mrope.integrations.transformers import unpatch as mrope_unpatch
-from mrope.integrations.transformers._discovery import position_owners, text_rotaries
+from mrope.integrations.transformers._discovery import family_of, position_owners, text_rotaries
 from mrope.integrations.transformers._rotation import Rotation
 from mrope.testing import tiny_config
 from support import tiny_vlm as tv
@@ -89,7 +91,8 @@ tests/models/qwen2_vl/test_modeling_qwen2_vl.py, has 512)."""
 
 class FamilyTester:
     """The ``model_tester`` of a family's test case: its tiny config and a two-row batch with an image and a
-    video (pixels where :data:`support.tiny_vlm.NO_PIXELS` allows), built by mrope's own builder.
+    video, or images only (:data:`ROWS`), with pixels where :data:`support.tiny_vlm.NO_PIXELS` allows,
+    built by mrope's own builder.
 
     The text config's ``max_position_embeddings`` is :data:`MAX_POSITION_EMBEDDINGS`, as transformers' own
     family testers set it: ``test_model_rope_scaling_from_config`` runs a forward of 1.5 times that many
@@ -122,9 +125,50 @@ class FamilyTester:
         return self.get_config(), {k: v.clone() for k, v in self.inputs.items()}
 
 
+def _image_rows(family: str) -> list[list[Any]]:
+    """Two image-only rows: :func:`support.tiny_vlm.segments` with a second image for the video, and its
+    first three segments (text, image, text)."""
+    row = tv.segments(model_rules(tv.model(family)), video=False)
+    return [row, row[:3]]
+
+
+def _glm_image_rows(family: str) -> list[list[Any]]:
+    """Image-to-image and text-to-image: a source image and a target grid to generate, and a target alone
+    (5.24 ``get_image_grids_for_generation``, modeling_glm_image.py:1305-1319, takes every grid of a row
+    but its last as a source)."""
+    m = model_rules(tv.model(family)).merge_size
+    target = Image((1, 2 * m, 2 * m), generate=True)
+    draw = [Text(tv.tokenize("draw")), Image((1, 2 * m, 3 * m)), Text(tv.tokenize("as")), target]
+    return [draw, [Text(tv.tokenize("a cat")), target]]
+
+
+def _prompt_rows(family: str) -> list[list[Any]]:
+    """The tiny prompt and its first three segments (text, image, text)."""
+    return [tv.prompt(family), tv.prompt(family)[:3]]
+
+
+ROWS: dict[str, Callable[[str], list[list[Any]]]] = {
+    "glm-image": _glm_image_rows,
+    "hunyuan-ocr": _image_rows,
+}
+"""The families whose tester rows are not :func:`_prompt_rows` (their prompts hold images only)."""
+
+PATCH_OPTIONS: dict[str, dict[str, str]] = {"hunyuan-ocr": {"convention": "released"}}
+"""``patch`` options per family: HunyuanOCR's own rotary is not a rotation, so ``patch`` takes it only
+under the released convention (docs/transformers.md)."""
+
+FAMILIES: tuple[str, ...] = (*tv.FAMILIES, *ROWS)
+"""The families the tester runs on."""
+
+
 @functools.cache
 def _inputs(family: str) -> dict[str, torch.Tensor]:
-    kw = tv.inputs(family, [tv.prompt(family), tv.prompt(family)[:3]])
+    kw = tv.inputs(family, ROWS.get(family, _prompt_rows)(family))
+    if "images_per_sample" in kw:  # GLM-Image: pixels for the source images only (see _glm_image_rows)
+        sources = tv.model(family).model.get_image_grids_for_generation(
+            kw["images_per_sample"], kw["image_grid_thw"]
+        )
+        kw["pixel_values"] = tv.pixels(tv.model(family), sources, 1)
     return tv.forward_kwargs(kw, own_positions=True)
 
 
@@ -147,12 +191,13 @@ def test_case(mixin: type, family: str) -> type[unittest.TestCase]:
 
 @dataclass
 class Outcome:
-    """What one test did: ``"pass"``, ``"fail"`` or ``"skip"`` (with the failure's last line), and how
-    often the counted code ran."""
+    """What one test did: ``"pass"``, ``"fail"`` or ``"skip"`` (with the failure's last line), how
+    often the counted code ran and how many models mrope patched (0 in the unpatched run)."""
 
     status: str
     detail: str = ""
     calls: int = 0
+    patched: int = 0
 
 
 @dataclass
@@ -201,7 +246,7 @@ def patched_at_first_forward(classes: tuple[type, ...], counter: Counter) -> Ite
             if not self.__dict__.get("_mrope_common_seen"):
                 for module in self.modules():
                     module.__dict__["_mrope_common_seen"] = True
-                mrope_patch(self)
+                mrope_patch(self, **PATCH_OPTIONS.get(family_of(self.config).name, {}))
                 counter.models.append(weakref.ref(self))
             return forward(self, *args, **kwargs)
 
@@ -234,8 +279,8 @@ def run_one(case: type[unittest.TestCase], name: str, counting: Any) -> Outcome:
     problems = result.failures + result.errors
     if problems:
         last = problems[0][1].strip().splitlines()[-1]
-        return Outcome("fail", last[:300], counter.calls)
-    return Outcome("pass", calls=counter.calls)
+        return Outcome("fail", last[:300], counter.calls, len(counter.models))
+    return Outcome("pass", calls=counter.calls, patched=len(counter.models))
 
 
 def test_names(case: type[unittest.TestCase]) -> list[str]:
