@@ -32,7 +32,8 @@ class KernelVariant:
 
     Attributes:
         dtype: q / k dtype name (``"bfloat16"``, ``"float16"``, ``"float32"``, ``"float64"``).
-        exact: ``angle_precision="exact"``; rerotate: the two-position re-rotation.
+        exact: ``angle_precision="exact"``; rerotate: the two-position re-rotation; conj: the rotation by
+            ``-angle`` (the backward of an apply, ``CONJ``).
         position_dtype: ``"int64"``, ``"float32"`` or ``"float64"``.
         head_dim, rotary_dim, rotary_offset, gptj: the spec; hq, hk, tokens: the launch shape.
         out_of_place: functional call (copies pass-through channels).
@@ -52,6 +53,7 @@ class KernelVariant:
     tokens: int = 8192
     out_of_place: bool = True
     table_heads: int = 1
+    conj: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,9 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
     n_freq = variant.rotary_dim // 2
     d_pass = variant.head_dim - variant.rotary_dim
     elem_bytes = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}[variant.dtype]
-    cfg = triton_launch.launch_config(variant.tokens, hq, hk, n_freq, d_pass, elem_bytes, variant.table_heads)
+    cfg = triton_launch.launch_config(
+        variant.tokens, hq, hk, n_freq, d_pass, elem_bytes, variant.table_heads, variant.rerotate
+    )
     pos_kind = {"int64": 0, "float32": 1, "float64": 2}[variant.position_dtype]
     pos_ptr = {"int64": "*i64", "float32": "*fp32", "float64": "*fp64"}[variant.position_dtype]
     x_ptr = "*" + _TRITON_TYPES[variant.dtype]
@@ -88,7 +92,7 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
         "BLOCK_P": cfg["BLOCK_P"],
         "GPTJ": variant.gptj,
         "EXACT": variant.exact,
-        "CONJ": False,
+        "CONJ": variant.conj,
         "COPY_PASS": variant.out_of_place and d_pass > 0,
         "F64": variant.dtype == "float64",
         "POS_KIND": pos_kind,
@@ -111,6 +115,13 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
             signature[name] = "i32" if name in ("S", "N", "HQ", "HK", "NT", "GQ", "GK") else "i64"
     by_index = {(params.index(k),): v for k, v in constexprs.items()}
     return signature, by_index, cfg["num_warps"]
+
+
+def compile_options(variant: KernelVariant, num_warps: int) -> dict[str, Any]:
+    """The compiler options a launch of ``variant`` compiles under (:func:`triton_launch.compile_options`,
+    those left to the compiler omitted)."""
+    options = triton_launch.compile_options(num_warps, variant.rerotate)
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def _ptxas_report(ptx: str, arch: int) -> tuple[int, int, int]:
@@ -147,9 +158,7 @@ def compile_variant(variant: KernelVariant, arch: int) -> CompiledVariant:
     """
     signature, constexprs, num_warps = _signature(variant)
     src = ASTSource(fn=triton_kernel.get_kernel(), signature=signature, constexprs=constexprs)
-    options: dict[str, Any] = {"num_warps": num_warps, "enable_fp_fusion": False}
-    if variant.rerotate:  # as triton_launch.KernelLaunch compiles a re-rotation
-        options["maxnreg"] = triton_launch.REROTATE_MAX_REGISTERS
+    options = compile_options(variant, num_warps)
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     if not compiled.asm.get("cubin"):
         raise RuntimeError(f"triton.compile produced no cubin for sm_{arch}")

@@ -36,6 +36,12 @@ ELEMENTS_PER_THREAD = 18
 """Most rotary pairs a thread of a program handles (the launch picks warps and head blocks to stay within
 it): 18 is what the Qwen2-VL shape (28 + 4 heads x 64 frequencies, 4 warps) has always had, at 96
 registers; 36 (head_dim 256, full rotary, 4 warps) took fp32 to 255 registers and spills."""
+HEAVY_ELEMENTS_PER_THREAD = 12
+"""The bound for a pair that holds twice the state: fp64 q / k (every value two registers) and a
+re-rotation (two angles a pair). At 18, fp64 took 152-162 registers per thread (128 of 128, 256 of 256,
+64 of 128 at Qwen2-VL's heads, sm_80), and an exact re-rotation of 30 key heads (16.5 pairs a thread,
+CogVideoX's 64 of 64) spilled 16-32 bytes under the 128-register cap; at 12 they take 72-90 without spills,
+and a re-rotation of Qwen2-VL's 4 key heads keeps its 10 pairs a thread (``benchmarks/aot_report.py``)."""
 
 
 def _pow2(n: int) -> int:
@@ -55,20 +61,25 @@ def launch_config(
     d_pass: int = 0,
     elem_bytes: int = 2,
     table_heads: int = 1,
+    rerotate: bool = False,
 ) -> dict[str, int]:
     """Block sizes, grid and warps for ``n_tokens`` tokens, ``hq``/``hk`` heads, ``n_freq`` frequencies,
     ``d_pass`` pass-through channels, ``elem_bytes`` bytes per q / k element and ``table_heads`` heads of
-    the pair table (more than 1: a per-head table; a head block then stays within one table head).
+    the pair table (more than 1: a per-head table; a head block then stays within one table head), for a
+    re-rotation when ``rerotate``.
 
     Few tokens (decode) split the heads over more programs; many tokens put all heads of a token in
     one program, so the angles are computed once per token, unless one token's heads hold more pairs
     than 8 warps take at :data:`ELEMENTS_PER_THREAD` (then the heads are split as well). A program
     takes as many tokens as 4 warps hold at that bound (at least one), and the fewest warps (1 to 8)
-    that keep every thread within it (registers follow the pairs a thread holds).
+    that keep every thread within it (registers follow the pairs a thread holds); fp64 and re-rotation
+    launches within :data:`HEAVY_ELEMENTS_PER_THREAD`.
     """
+    heavy = elem_bytes > 4 or rerotate
+    per_thread = HEAVY_ELEMENTS_PER_THREAD if heavy else ELEMENTS_PER_THREAD
     block_f = _pow2(n_freq)
     hsplit = 1 if n_tokens >= 256 else min(8, max(hq, hk, 1))
-    most = 8 * 32 * ELEMENTS_PER_THREAD  # pairs one program of 8 warps takes
+    most = 8 * 32 * per_thread  # pairs one program of 8 warps takes
     while True:
         block_hq = _pow2(triton.cdiv(hq, hsplit))
         block_hk = _pow2(triton.cdiv(hk, hsplit))
@@ -79,12 +90,12 @@ def launch_config(
         if per_token <= most or (block_hq <= 1 and block_hk <= 1):
             break
         hsplit *= 2
-    block_t = max(1, min(16, _pow2(n_tokens), 4 * 32 * ELEMENTS_PER_THREAD // per_token))
+    block_t = max(1, min(16, _pow2(n_tokens), 4 * 32 * per_thread // per_token))
     block_t = 1 << (block_t.bit_length() - 1)  # a power of two
     n_head_blocks = max(triton.cdiv(hq, block_hq), triton.cdiv(hk, block_hk))
     elements = block_t * per_token
     num_warps = 1
-    while num_warps < 8 and elements > 32 * num_warps * ELEMENTS_PER_THREAD:
+    while num_warps < 8 and elements > 32 * num_warps * per_thread:
         num_warps *= 2
     return {
         "BLOCK_T": block_t,
@@ -95,6 +106,16 @@ def launch_config(
         "grid_t": triton.cdiv(n_tokens, block_t),
         "grid_h": n_head_blocks,
         "num_warps": num_warps,
+    }
+
+
+def compile_options(num_warps: int, rerotate: bool) -> dict[str, Any]:
+    """The compiler options of a launch: its warps, the register cap of a re-rotation
+    (:data:`REROTATE_MAX_REGISTERS`; ``None``: ptxas chooses) and no fp fusion."""
+    return {
+        "num_warps": num_warps,
+        "maxnreg": REROTATE_MAX_REGISTERS if rerotate else None,
+        "enable_fp_fusion": False,  # no mul+add contraction: the rotation rounds like the torch path
     }
 
 
@@ -168,7 +189,8 @@ class KernelLaunch:
         n_freq = rotation.rotary_dim // 2
         d_pass = q.shape[-1] - rotation.rotary_dim
         nt = max(1, rows.numel() // max(n_freq, 1))
-        cfg = launch_config(n_tokens, hq, hk, n_freq, d_pass, q.element_size(), nt)
+        rerotate = from_positions is not None
+        cfg = launch_config(n_tokens, hq, hk, n_freq, d_pass, q.element_size(), nt, rerotate)
         pos2 = positions if from_positions is None else from_positions
         strides = [s for x in tensors for s in layouts.canonical_strides(x, layout)]
         args = (*tensors, positions, rows, freq, seq, n_tokens, hq, hk, *strides, *positions.stride())
@@ -186,15 +208,11 @@ class KernelLaunch:
             "F64": q.dtype == torch.float64,
             "POS_KIND": _pos_kind(positions),
             "POS2_KIND": _pos_kind(pos2),
-            "REROTATE": from_positions is not None,
+            "REROTATE": rerotate,
             "RNE_BF16": q.dtype == torch.bfloat16 and interpreting(),
             "PER_HEAD": nt > 1,
         }
-        options = {
-            "num_warps": cfg["num_warps"],
-            "maxnreg": REROTATE_MAX_REGISTERS if from_positions is not None else None,
-            "enable_fp_fusion": False,  # no mul+add contraction: the rotation rounds like the torch path
-        }
+        options = compile_options(cfg["num_warps"], rerotate)
         grid = (cfg["grid_t"], cfg["grid_h"]) if n_tokens and (hq or hk) else (0, 0)
         return cls(grid, args, switches, options, q.device)
 
