@@ -21,7 +21,7 @@ local memory. ``SWITCHES`` says which of these sets each compile-time switch of 
 Run: ``python benchmarks/aot_report.py [--jobs N] [--all] [--family NAME ...] [--results FILE]``
 (``--family`` keeps the shapes of those families / schemes / video models; ``--results`` keeps each
 compile's report in a JSON-lines file and reuses it, so a long matrix runs in pieces; ``--all`` prints
-every specialisation; ``--count`` only counts). The whole matrix takes hours on two cores.
+every specialisation; ``--no-compile`` prints the tables of what ``--results`` holds). The whole matrix takes hours on two cores.
 """
 
 from __future__ import annotations
@@ -274,11 +274,14 @@ def _compile_all(jobs: dict[str, tuple[Any, int]], known: dict[str, list], args:
 
 
 def _print_tables(shapes: list[KernelShape], rows: list, results: dict[str, list], every: bool) -> bool:
-    """Print the per-specialisation table (``every``) and the summary; whether all are within limits."""
+    """Print the per-specialisation table (``every``) and the summary of the rows compiled so far (a
+    shape's specialisations column says how many of its rows that is); whether all are compiled and
+    within limits."""
+    done = [row for row in rows if row[3] in results]
     if every:
         print("| shape | specialisation | arch | warps | registers | spill stores / loads (bytes) |")
         print("|---|---|---|---:|---:|---:|")
-        for shape, name, arch, job in rows:
+        for shape, name, arch, job in done:
             warps, regs, stores, loads, _ = results[job]
             print(f"| {shape.label} | {name} | sm_{arch} | {warps} | {regs} | {stores} / {loads} |")
         print()
@@ -289,23 +292,28 @@ def _print_tables(shapes: list[KernelShape], rows: list, results: dict[str, list
     worst_all, spilled = 0, 0
     for shape in shapes:
         for arch in ARCHS:
-            mine = [(results[job], name) for s, name, a, job in rows if s is shape and a == arch]
+            mine = [(results[job], name) for s, name, a, job in done if s is shape and a == arch]
+            total = sum(1 for s, _, a, _ in rows if s is shape and a == arch)
             if not mine:
+                print(f"| {shape.label} ({', '.join(shape.sources)}) | sm_{arch} | 0 of {total} | | | |")
                 continue
             regs = [r[1] for r, _ in mine]
             (_, top, _, _, _), top_name = max(mine, key=lambda item: item[0][1])
             spills = sum(r[2] + r[3] for r, _ in mine)
             worst_all, spilled = max(worst_all, top), spilled + spills
             print(
-                f"| {shape.label} ({', '.join(shape.sources)}) | sm_{arch} | {len(mine)} | "
+                f"| {shape.label} ({', '.join(shape.sources)}) | sm_{arch} | "
+                f"{len(mine)}{'' if len(mine) == total else f' of {total}'} | "
                 f"{min(regs)}-{top} | {top_name} | {spills} |"
             )
     ok = worst_all <= REGISTER_LIMIT and spilled == 0
+    left = {job for *_, job in rows} - set(results)
     print(
-        f"\nall {len(rows)} (shape, specialisation, arch): at most {worst_all} registers per thread "
+        f"\n{len(done)} of {len(rows)} (shape, specialisation, arch) rows compiled ({len(left)} distinct "
+        f"compiles left): at most {worst_all} registers per thread "
         f"(limit {REGISTER_LIMIT}), {spilled} spill bytes: {'ok' if ok else 'FAIL'}"
     )
-    return ok
+    return ok and not left
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--results", help="JSON-lines file of compile reports to reuse and extend")
     parser.add_argument("--core", action="store_true", help="only the issue-25 matrix (see is_core)")
-    parser.add_argument("--count", action="store_true", help="count shapes and compiles, compile nothing")
+    parser.add_argument(
+        "--no-compile", action="store_true", help="compile nothing: the tables of what --results holds"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "0")
     import triton
@@ -347,10 +357,10 @@ def main(argv: list[str] | None = None) -> int:
         f"compiles ({cached} reused from {args.results or 'nothing'})",
         flush=True,
     )
-    if args.count:
-        return 0
-    wall = _compile_all(jobs, known, args)
-    print(f"{len(jobs) - cached} compiled in {wall:.0f} s ({args.jobs} processes)\n")
+    if not args.no_compile:
+        wall = _compile_all(jobs, known, args)
+        print(f"{len(jobs) - cached} compiled in {wall:.0f} s ({args.jobs} processes)")
+    print()
     return 0 if _print_tables(shapes, rows, known, args.all) else 1
 
 

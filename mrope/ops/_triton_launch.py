@@ -36,12 +36,16 @@ ELEMENTS_PER_THREAD = 18
 """Most rotary pairs a thread of a program handles (the launch picks warps and head blocks to stay within
 it): 18 is what the Qwen2-VL shape (28 + 4 heads x 64 frequencies, 4 warps) has always had, at 96
 registers; 36 (head_dim 256, full rotary, 4 warps) took fp32 to 255 registers and spills."""
-HEAVY_ELEMENTS_PER_THREAD = 12
-"""The bound for a pair that holds twice the state: fp64 q / k (every value two registers) and a
-re-rotation (two angles a pair). At 18, fp64 took 152-162 registers per thread (128 of 128, 256 of 256,
-64 of 128 at Qwen2-VL's heads, sm_80), and an exact re-rotation of 30 key heads (16.5 pairs a thread,
-CogVideoX's 64 of 64) spilled 16-32 bytes under the 128-register cap; at 12 they take 72-90 without spills,
-and a re-rotation of Qwen2-VL's 4 key heads keeps its 10 pairs a thread (``benchmarks/aot_report.py``)."""
+REROTATE_ELEMENTS_PER_THREAD = 12
+"""The bound of a re-rotation (two angles a pair). At 18 an exact re-rotation of 30 key heads (16.5 pairs a
+thread, CogVideoX's 64 of 64) spilled 16-32 bytes under the 128-register cap (sm_80, sm_90); at 12 it takes
+89-90 registers without spills, and a re-rotation of Qwen2-VL's 4 key heads keeps its 10 pairs a thread
+(``benchmarks/aot_report.py``)."""
+FP64_ELEMENTS_PER_THREAD = ELEMENTS_PER_THREAD // 2
+"""The bound of fp64 q / k, whose every value takes two registers. At 18 fp64 took 152-162 registers per
+thread (128 of 128, 256 of 256, 64 of 128 gptj at Qwen2-VL's heads, sm_80); at 12, 138 registers (HY-V4-VL's
+64 at 192 of 256, 4 heads alone, out of place, sm_90) and 40-byte spills in its re-rotation; at 9, 64-80
+registers without spills."""
 
 
 def _pow2(n: int) -> int:
@@ -72,11 +76,14 @@ def launch_config(
     one program, so the angles are computed once per token, unless one token's heads hold more pairs
     than 8 warps take at :data:`ELEMENTS_PER_THREAD` (then the heads are split as well). A program
     takes as many tokens as 4 warps hold at that bound (at least one), and the fewest warps (1 to 8)
-    that keep every thread within it (registers follow the pairs a thread holds); fp64 and re-rotation
-    launches within :data:`HEAVY_ELEMENTS_PER_THREAD`.
+    that keep every thread within it (registers follow the pairs a thread holds); re-rotation and fp64
+    launches within the lower :data:`REROTATE_ELEMENTS_PER_THREAD` and :data:`FP64_ELEMENTS_PER_THREAD`.
     """
-    heavy = elem_bytes > 4 or rerotate
-    per_thread = HEAVY_ELEMENTS_PER_THREAD if heavy else ELEMENTS_PER_THREAD
+    per_thread = ELEMENTS_PER_THREAD
+    if rerotate:
+        per_thread = min(per_thread, REROTATE_ELEMENTS_PER_THREAD)
+    if elem_bytes > 4:
+        per_thread = min(per_thread, FP64_ELEMENTS_PER_THREAD)
     block_f = _pow2(n_freq)
     hsplit = 1 if n_tokens >= 256 else min(8, max(hq, hk, 1))
     most = 8 * 32 * per_thread  # pairs one program of 8 warps takes

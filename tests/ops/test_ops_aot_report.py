@@ -158,29 +158,20 @@ def test_the_launches_the_op_builds_are_the_ones_the_report_compiles(kind: str) 
 
 # specialisations that ran hot: head_dim 256 full rotary in fp32 (255 registers and 24 spill bytes on
 # sm_80 before issue 25), 64 rotary channels of 128 out of place in fp32, 64 of 128 in bf16 (166
-# registers); fp64 q / k (152-162 registers at 18 pairs a thread) and an exact re-rotation of 30 key heads
-# (32 spill bytes under the 128-register cap at 16.5 pairs a thread), before HEAVY_ELEMENTS_PER_THREAD
-HOT = {
-    "qwen4-exp fp32 prefill, sm_80": (
-        "qwen4-exp",
-        "float32, fp32 angles, prefill, q and k, out of place",
-        80,
-    ),
-    "glm-4.1v fp32 out of place, sm_80": (
-        "glm-4.1v",
-        "float32, fp32 angles, prefill, q and k, out of place",
-        80,
-    ),
-    "glm-4.5v bf16 exact out of place, sm_90": (
-        "glm-4.5v",
-        "bfloat16, exact angles, prefill, q and k, out of place",
+# registers); fp64 q / k (152-162 registers at 18 pairs a thread; 138 and 40-byte spills in HY-V4-VL's
+# slice at 12) and an exact re-rotation of 30 key heads (32 spill bytes under the 128-register cap at 16.5
+# pairs a thread), before FP64_ELEMENTS_PER_THREAD and REROTATE_ELEMENTS_PER_THREAD
+HOT = {  # name: (source, specialisation, arch)
+    "qwen4-exp fp32 prefill": ("qwen4-exp", "float32, fp32 angles, prefill, q and k, out of place", 80),
+    "glm-4.1v fp32 out of place": ("glm-4.1v", "float32, fp32 angles, prefill, q and k, out of place", 80),
+    "glm-4.5v bf16 exact": ("glm-4.5v", "bfloat16, exact angles, prefill, q and k, out of place", 90),
+    "glm-4.1v fp64 prefill": ("glm-4.1v", "float64, fp32 angles, prefill, q and k, out of place", 80),
+    "cogvideox fp32 exact rerotate": ("cogvideox", "float32, exact angles, prefill, rerotate, in place", 80),
+    "hy-v4-vl fp64 k alone": ("hy-v4-vl", "float64, fp32 angles, prefill, k alone, out of place", 90),
+    "hy-v4-vl fp64 exact rerotate": (
+        "hy-v4-vl",
+        "float64, exact angles, prefill, rerotate, out of place",
         90,
-    ),
-    "glm-4.1v fp64 prefill, sm_80": ("glm-4.1v", "float64, fp32 angles, prefill, q and k, out of place", 80),
-    "cogvideox fp32 exact rerotate, sm_80": (
-        "cogvideox",
-        "float32, exact angles, prefill, rerotate, in place",
-        80,
     ),
 }
 
@@ -192,3 +183,15 @@ def test_hot_specialisations_stay_within_128_registers(name: str) -> None:
     compiled = compile_variant(aot_report.specialisations(shape)[specialisation], arch)
     assert compiled.registers <= aot_report.REGISTER_LIMIT, compiled
     assert compiled.spill_stores == 0 and compiled.spill_loads == 0, compiled
+
+
+def test_the_fp64_bound_is_what_keeps_hy_v4_vl_within_128_registers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control of the check above: at the bound fp64 had before (12 pairs a thread), HY-V4-VL's
+    4 heads alone, out of place, take 138 registers on sm_90."""
+    from mrope.ops import _triton_launch
+
+    monkeypatch.setattr(_triton_launch, "FP64_ELEMENTS_PER_THREAD", 12)
+    source, specialisation, arch = HOT["hy-v4-vl fp64 k alone"]
+    shape = next(s for s in aot_report.registry_shapes() if source in s.sources)
+    compiled = compile_variant(aot_report.specialisations(shape)[specialisation], arch)
+    assert compiled.registers > aot_report.REGISTER_LIMIT, compiled
