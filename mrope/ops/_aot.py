@@ -75,9 +75,7 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
     n_freq = variant.rotary_dim // 2
     d_pass = variant.head_dim - variant.rotary_dim
     elem_bytes = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}[variant.dtype]
-    cfg = triton_launch.launch_config(
-        variant.tokens, hq, hk, n_freq, d_pass, elem_bytes, variant.table_heads, variant.rerotate
-    )
+    cfg = triton_launch.launch_config(variant.tokens, hq, hk, n_freq, d_pass, elem_bytes, variant.table_heads)
     pos_kind = {"int64": 0, "float32": 1, "float64": 2}[variant.position_dtype]
     pos_ptr = {"int64": "*i64", "float32": "*fp32", "float64": "*fp64"}[variant.position_dtype]
     x_ptr = "*" + _TRITON_TYPES[variant.dtype]
@@ -120,7 +118,7 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
 def compile_options(variant: KernelVariant, num_warps: int) -> dict[str, Any]:
     """The compiler options a launch of ``variant`` compiles under (:func:`triton_launch.compile_options`,
     those left to the compiler omitted)."""
-    options = triton_launch.compile_options(num_warps, variant.rerotate)
+    options = triton_launch.compile_options(num_warps, 0 if variant.rerotate else variant.hk)
     return {name: value for name, value in options.items() if value is not None}
 
 

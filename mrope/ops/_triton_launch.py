@@ -27,20 +27,23 @@ PASS_CHUNK = {2: 8, 4: 16}
 channels a step took the 64-of-128 and 64-of-256 rotary shapes to 153-168 registers per thread; 8 keeps
 bf16 / fp16 at the full-rotary shape's 96, and 16 keeps fp32 at 128 or fewer (8 made ptxas spill 20
 bytes there), as ``benchmarks/aot_report.py`` reports."""
-REROTATE_MAX_REGISTERS = 128
-"""The register budget a re-rotation launch compiles under (ptxas ``.maxnreg``). Without it ptxas chose
-64-96 registers and spilled 4 bytes in some re-rotation programs of 10 pairs a thread (128 of 128 fp32,
-64 of 256 bf16, sm_80); with it those take 96-128 and do not spill. (Applied to every launch it makes
-ptxas spill in apply programs that need 122-128 without it, so it is for re-rotation only.)"""
+ONE_TENSOR_MAX_REGISTERS = 128
+"""The register budget of a launch of one tensor (no k heads: a re-rotation of keys, or autograd's in-place
+rotation of q or k alone) under ptxas ``.maxnreg``. Without it ptxas chose 48-96 registers and spilled 4-8
+bytes in some such programs of 10 pairs a thread (re-rotation: 128 of 128 fp32, 64 of 256 bf16; k alone:
+Qwen2-VL's 4 heads in fp32, 64 of 256 fp64 in place; MHRoPE's 8 key heads alone 28-40 bytes; sm_80); with
+it they take 70-128 and do not spill. On q and k together it makes ptxas spill in programs that need
+122-128 without it, and at 18 pairs a thread in one tensor alone too (Qwen2-VL's 28 q heads: 32 bytes), so
+it is for one-tensor launches, at :data:`ONE_TENSOR_ELEMENTS_PER_THREAD`."""
 ELEMENTS_PER_THREAD = 18
 """Most rotary pairs a thread of a program handles (the launch picks warps and head blocks to stay within
 it): 18 is what the Qwen2-VL shape (28 + 4 heads x 64 frequencies, 4 warps) has always had, at 96
 registers; 36 (head_dim 256, full rotary, 4 warps) took fp32 to 255 registers and spills."""
-REROTATE_ELEMENTS_PER_THREAD = 12
-"""The bound of a re-rotation (two angles a pair). At 18 an exact re-rotation of 30 key heads (16.5 pairs a
-thread, CogVideoX's 64 of 64) spilled 16-32 bytes under the 128-register cap (sm_80, sm_90); at 12 it takes
-89-90 registers without spills, and a re-rotation of Qwen2-VL's 4 key heads keeps its 10 pairs a thread
-(``benchmarks/aot_report.py``)."""
+ONE_TENSOR_ELEMENTS_PER_THREAD = 12
+"""The bound of a launch of one tensor (:data:`ONE_TENSOR_MAX_REGISTERS`). At 18 an exact re-rotation of 30
+key heads (16.5 pairs a thread, CogVideoX's 64 of 64) spilled 16-32 bytes under the register cap (sm_80,
+sm_90), and 28 q heads alone under the cap 24-40 bytes; at 12 the re-rotation takes 89-90 registers without
+spills, and one tensor of Qwen2-VL's 4 key heads keeps its 10 pairs a thread (``benchmarks/aot_report.py``)."""
 FP64_ELEMENTS_PER_THREAD = ELEMENTS_PER_THREAD // 2
 """The bound of fp64 q / k, whose every value takes two registers. At 18 fp64 took 152-162 registers per
 thread (128 of 128, 256 of 256, 64 of 128 gptj at Qwen2-VL's heads, sm_80); at 12, 138 registers (HY-V4-VL's
@@ -65,23 +68,22 @@ def launch_config(
     d_pass: int = 0,
     elem_bytes: int = 2,
     table_heads: int = 1,
-    rerotate: bool = False,
 ) -> dict[str, int]:
     """Block sizes, grid and warps for ``n_tokens`` tokens, ``hq``/``hk`` heads, ``n_freq`` frequencies,
     ``d_pass`` pass-through channels, ``elem_bytes`` bytes per q / k element and ``table_heads`` heads of
-    the pair table (more than 1: a per-head table; a head block then stays within one table head), for a
-    re-rotation when ``rerotate``.
+    the pair table (more than 1: a per-head table; a head block then stays within one table head).
 
     Few tokens (decode) split the heads over more programs; many tokens put all heads of a token in
     one program, so the angles are computed once per token, unless one token's heads hold more pairs
     than 8 warps take at :data:`ELEMENTS_PER_THREAD` (then the heads are split as well). A program
     takes as many tokens as 4 warps hold at that bound (at least one), and the fewest warps (1 to 8)
-    that keep every thread within it (registers follow the pairs a thread holds); re-rotation and fp64
-    launches within the lower :data:`REROTATE_ELEMENTS_PER_THREAD` and :data:`FP64_ELEMENTS_PER_THREAD`.
+    that keep every thread within it (registers follow the pairs a thread holds); a launch of one tensor
+    (``hk == 0``) and fp64 launches within the lower :data:`ONE_TENSOR_ELEMENTS_PER_THREAD` and
+    :data:`FP64_ELEMENTS_PER_THREAD`.
     """
     per_thread = ELEMENTS_PER_THREAD
-    if rerotate:
-        per_thread = min(per_thread, REROTATE_ELEMENTS_PER_THREAD)
+    if hk == 0:
+        per_thread = min(per_thread, ONE_TENSOR_ELEMENTS_PER_THREAD)
     if elem_bytes > 4:
         per_thread = min(per_thread, FP64_ELEMENTS_PER_THREAD)
     block_f = _pow2(n_freq)
@@ -116,12 +118,12 @@ def launch_config(
     }
 
 
-def compile_options(num_warps: int, rerotate: bool) -> dict[str, Any]:
-    """The compiler options of a launch: its warps, the register cap of a re-rotation
-    (:data:`REROTATE_MAX_REGISTERS`; ``None``: ptxas chooses) and no fp fusion."""
+def compile_options(num_warps: int, hk: int) -> dict[str, Any]:
+    """The compiler options of a launch with ``hk`` k heads: its warps, the register cap of a launch of one
+    tensor (:data:`ONE_TENSOR_MAX_REGISTERS` when ``hk == 0``; ``None``: ptxas chooses) and no fp fusion."""
     return {
         "num_warps": num_warps,
-        "maxnreg": REROTATE_MAX_REGISTERS if rerotate else None,
+        "maxnreg": ONE_TENSOR_MAX_REGISTERS if hk == 0 else None,
         "enable_fp_fusion": False,  # no mul+add contraction: the rotation rounds like the torch path
     }
 
@@ -197,7 +199,7 @@ class KernelLaunch:
         d_pass = q.shape[-1] - rotation.rotary_dim
         nt = max(1, rows.numel() // max(n_freq, 1))
         rerotate = from_positions is not None
-        cfg = launch_config(n_tokens, hq, hk, n_freq, d_pass, q.element_size(), nt, rerotate)
+        cfg = launch_config(n_tokens, hq, hk, n_freq, d_pass, q.element_size(), nt)
         pos2 = positions if from_positions is None else from_positions
         strides = [s for x in tensors for s in layouts.canonical_strides(x, layout)]
         args = (*tensors, positions, rows, freq, seq, n_tokens, hq, hk, *strides, *positions.stride())
@@ -219,7 +221,7 @@ class KernelLaunch:
             "RNE_BF16": q.dtype == torch.bfloat16 and interpreting(),
             "PER_HEAD": nt > 1,
         }
-        options = compile_options(cfg["num_warps"], rerotate)
+        options = compile_options(cfg["num_warps"], hk)
         grid = (cfg["grid_t"], cfg["grid_h"]) if n_tokens and (hq or hk) else (0, 0)
         return cls(grid, args, switches, options, q.device)
 

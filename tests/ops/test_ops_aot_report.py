@@ -159,8 +159,10 @@ def test_the_launches_the_op_builds_are_the_ones_the_report_compiles(kind: str) 
 # specialisations that ran hot: head_dim 256 full rotary in fp32 (255 registers and 24 spill bytes on
 # sm_80 before issue 25), 64 rotary channels of 128 out of place in fp32, 64 of 128 in bf16 (166
 # registers); fp64 q / k (152-162 registers at 18 pairs a thread; 138 and 40-byte spills in HY-V4-VL's
-# slice at 12) and an exact re-rotation of 30 key heads (32 spill bytes under the 128-register cap at 16.5
-# pairs a thread), before FP64_ELEMENTS_PER_THREAD and REROTATE_ELEMENTS_PER_THREAD
+# slice at 12); an exact re-rotation of 30 key heads (32 spill bytes under the 128-register cap at 16.5
+# pairs a thread); one tensor alone without the cap (MHRoPE's 8 key heads: 150 registers exact, 28-40
+# spill bytes fp32 angles; Qwen2-VL's 4 key heads in fp32: 4 spill bytes), before
+# FP64_ELEMENTS_PER_THREAD, ONE_TENSOR_ELEMENTS_PER_THREAD and ONE_TENSOR_MAX_REGISTERS
 HOT = {  # name: (source, specialisation, arch)
     "qwen4-exp fp32 prefill": ("qwen4-exp", "float32, fp32 angles, prefill, q and k, out of place", 80),
     "glm-4.1v fp32 out of place": ("glm-4.1v", "float32, fp32 angles, prefill, q and k, out of place", 80),
@@ -168,6 +170,10 @@ HOT = {  # name: (source, specialisation, arch)
     "glm-4.1v fp64 prefill": ("glm-4.1v", "float64, fp32 angles, prefill, q and k, out of place", 80),
     "cogvideox fp32 exact rerotate": ("cogvideox", "float32, exact angles, prefill, rerotate, in place", 80),
     "hy-v4-vl fp64 k alone": ("hy-v4-vl", "float64, fp32 angles, prefill, k alone, out of place", 90),
+    "mhrope k alone exact": ("mhrope", "float32, exact angles, prefill, k alone, out of place", 80),
+    "mhrope k alone fp16": ("mhrope", "float16, fp32 angles, prefill, k alone, out of place", 80),
+    "qwen2-vl k alone fp32": ("qwen2-vl", "float32, fp32 angles, prefill, k alone, out of place", 80),
+    "qwen2-vl q alone fp32": ("qwen2-vl", "float32, fp32 angles, prefill, q alone, out of place", 80),
     "hy-v4-vl fp64 exact rerotate": (
         "hy-v4-vl",
         "float64, exact angles, prefill, rerotate, out of place",
@@ -185,13 +191,13 @@ def test_hot_specialisations_stay_within_128_registers(name: str) -> None:
     assert compiled.spill_stores == 0 and compiled.spill_loads == 0, compiled
 
 
-def test_the_fp64_bound_is_what_keeps_hy_v4_vl_within_128_registers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Negative control of the check above: at the bound fp64 had before (12 pairs a thread), HY-V4-VL's
-    4 heads alone, out of place, take 138 registers on sm_90."""
+def test_the_fp64_bound_is_what_keeps_fp64_within_128_registers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control of the check above: at the bound fp64 had before (18 pairs a thread, as every
+    dtype), GLM-4.1V's 64 of 128 in fp64, q and k out of place, takes 162 registers on sm_80."""
     from mrope.ops import _triton_launch
 
-    monkeypatch.setattr(_triton_launch, "FP64_ELEMENTS_PER_THREAD", 12)
-    source, specialisation, arch = HOT["hy-v4-vl fp64 k alone"]
+    monkeypatch.setattr(_triton_launch, "FP64_ELEMENTS_PER_THREAD", _triton_launch.ELEMENTS_PER_THREAD)
+    source, specialisation, arch = HOT["glm-4.1v fp64 prefill"]
     shape = next(s for s in aot_report.registry_shapes() if source in s.sources)
     compiled = compile_variant(aot_report.specialisations(shape)[specialisation], arch)
     assert compiled.registers > aot_report.REGISTER_LIMIT, compiled
