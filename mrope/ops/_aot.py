@@ -32,7 +32,8 @@ class KernelVariant:
 
     Attributes:
         dtype: q / k dtype name (``"bfloat16"``, ``"float16"``, ``"float32"``, ``"float64"``).
-        exact: ``angle_precision="exact"``; rerotate: the two-position re-rotation.
+        exact: ``angle_precision="exact"``; rerotate: the two-position re-rotation; conj: the rotation by
+            ``-angle`` (the backward of an apply, ``CONJ``).
         position_dtype: ``"int64"``, ``"float32"`` or ``"float64"``.
         head_dim, rotary_dim, rotary_offset, gptj: the spec; hq, hk, tokens: the launch shape.
         out_of_place: functional call (copies pass-through channels).
@@ -52,6 +53,7 @@ class KernelVariant:
     tokens: int = 8192
     out_of_place: bool = True
     table_heads: int = 1
+    conj: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
         "BLOCK_P": cfg["BLOCK_P"],
         "GPTJ": variant.gptj,
         "EXACT": variant.exact,
-        "CONJ": False,
+        "CONJ": variant.conj,
         "COPY_PASS": variant.out_of_place and d_pass > 0,
         "F64": variant.dtype == "float64",
         "POS_KIND": pos_kind,
@@ -111,6 +113,13 @@ def _signature(variant: KernelVariant) -> tuple[dict[str, str], dict[tuple[int, 
             signature[name] = "i32" if name in ("S", "N", "HQ", "HK", "NT", "GQ", "GK") else "i64"
     by_index = {(params.index(k),): v for k, v in constexprs.items()}
     return signature, by_index, cfg["num_warps"]
+
+
+def compile_options(variant: KernelVariant, num_warps: int) -> dict[str, Any]:
+    """The compiler options a launch of ``variant`` compiles under (:func:`triton_launch.compile_options`,
+    those left to the compiler omitted)."""
+    options = triton_launch.compile_options(num_warps, 0 if variant.rerotate else variant.hk)
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def _ptxas_report(ptx: str, arch: int) -> tuple[int, int, int]:
@@ -147,9 +156,7 @@ def compile_variant(variant: KernelVariant, arch: int) -> CompiledVariant:
     """
     signature, constexprs, num_warps = _signature(variant)
     src = ASTSource(fn=triton_kernel.get_kernel(), signature=signature, constexprs=constexprs)
-    options: dict[str, Any] = {"num_warps": num_warps, "enable_fp_fusion": False}
-    if variant.rerotate:  # as triton_launch.KernelLaunch compiles a re-rotation
-        options["maxnreg"] = triton_launch.REROTATE_MAX_REGISTERS
+    options = compile_options(variant, num_warps)
     compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     if not compiled.asm.get("cubin"):
         raise RuntimeError(f"triton.compile produced no cubin for sm_{arch}")

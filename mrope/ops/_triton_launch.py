@@ -27,15 +27,28 @@ PASS_CHUNK = {2: 8, 4: 16}
 channels a step took the 64-of-128 and 64-of-256 rotary shapes to 153-168 registers per thread; 8 keeps
 bf16 / fp16 at the full-rotary shape's 96, and 16 keeps fp32 at 128 or fewer (8 made ptxas spill 20
 bytes there), as ``benchmarks/aot_report.py`` reports."""
-REROTATE_MAX_REGISTERS = 128
-"""The register budget a re-rotation launch compiles under (ptxas ``.maxnreg``). Without it ptxas chose
-64-96 registers and spilled 4 bytes in some re-rotation programs of 10 pairs a thread (128 of 128 fp32,
-64 of 256 bf16, sm_80); with it those take 96-128 and do not spill. (Applied to every launch it makes
-ptxas spill in apply programs that need 122-128 without it, so it is for re-rotation only.)"""
+ONE_TENSOR_MAX_REGISTERS = 128
+"""The register budget of a launch of one tensor (no k heads: a re-rotation of keys, or autograd's in-place
+rotation of q or k alone) under ptxas ``.maxnreg``. Without it ptxas chose 48-96 registers and spilled 4-8
+bytes in some such programs of 10 pairs a thread (re-rotation: 128 of 128 fp32, 64 of 256 bf16; k alone:
+Qwen2-VL's 4 heads in fp32, 64 of 256 fp64 in place; MHRoPE's 8 key heads alone 28-40 bytes; sm_80); with
+it they take 70-128 and do not spill. On q and k together it makes ptxas spill in programs that need
+122-128 without it, and at 18 pairs a thread in one tensor alone too (Qwen2-VL's 28 q heads: 32 bytes), so
+it is for one-tensor launches, at :data:`ONE_TENSOR_ELEMENTS_PER_THREAD`."""
 ELEMENTS_PER_THREAD = 18
 """Most rotary pairs a thread of a program handles (the launch picks warps and head blocks to stay within
 it): 18 is what the Qwen2-VL shape (28 + 4 heads x 64 frequencies, 4 warps) has always had, at 96
 registers; 36 (head_dim 256, full rotary, 4 warps) took fp32 to 255 registers and spills."""
+ONE_TENSOR_ELEMENTS_PER_THREAD = 12
+"""The bound of a launch of one tensor (:data:`ONE_TENSOR_MAX_REGISTERS`). At 18 an exact re-rotation of 30
+key heads (16.5 pairs a thread, CogVideoX's 64 of 64) spilled 16-32 bytes under the register cap (sm_80,
+sm_90), and 28 q heads alone under the cap 24-40 bytes; at 12 the re-rotation takes 89-90 registers without
+spills, and one tensor of Qwen2-VL's 4 key heads keeps its 10 pairs a thread (``benchmarks/aot_report.py``)."""
+FP64_ELEMENTS_PER_THREAD = ELEMENTS_PER_THREAD // 2
+"""The bound of fp64 q / k, whose every value takes two registers. At 18 fp64 took 152-162 registers per
+thread (128 of 128, 256 of 256, 64 of 128 gptj at Qwen2-VL's heads, sm_80); at 12, 138 registers (HY-V4-VL's
+64 at 192 of 256, 4 heads alone, out of place, sm_90) and 40-byte spills in its re-rotation; at 9, 64-80
+registers without spills."""
 
 
 ANGLES_PER_THREAD = 4
@@ -73,11 +86,17 @@ def launch_config(
     than 8 warps take at :data:`ELEMENTS_PER_THREAD` (then the heads are split as well). A program
     takes as many tokens as 4 warps hold at that bound (at least one), and the fewest warps (1 to 8)
     that keep every thread within it, and under a per-head table within :data:`ANGLES_PER_THREAD` angles
-    (registers follow the pairs and angles a thread holds).
+    (registers follow the pairs and angles a thread holds); a launch of one tensor (``hk == 0``) and fp64
+    launches within the lower :data:`ONE_TENSOR_ELEMENTS_PER_THREAD` and :data:`FP64_ELEMENTS_PER_THREAD`.
     """
+    per_thread = ELEMENTS_PER_THREAD
+    if hk == 0:
+        per_thread = min(per_thread, ONE_TENSOR_ELEMENTS_PER_THREAD)
+    if elem_bytes > 4:
+        per_thread = min(per_thread, FP64_ELEMENTS_PER_THREAD)
     block_f = _pow2(n_freq)
     hsplit = 1 if n_tokens >= 256 else min(8, max(hq, hk, 1))
-    most = 8 * 32 * ELEMENTS_PER_THREAD  # pairs one program of 8 warps takes
+    most = 8 * 32 * per_thread  # pairs one program of 8 warps takes
     while True:
         block_hq = _pow2(triton.cdiv(hq, hsplit))
         block_hk = _pow2(triton.cdiv(hk, hsplit))
@@ -88,14 +107,14 @@ def launch_config(
         if per_token <= most or (block_hq <= 1 and block_hk <= 1):
             break
         hsplit *= 2
-    block_t = max(1, min(16, _pow2(n_tokens), 4 * 32 * ELEMENTS_PER_THREAD // per_token))
+    block_t = max(1, min(16, _pow2(n_tokens), 4 * 32 * per_thread // per_token))
     block_t = 1 << (block_t.bit_length() - 1)  # a power of two
     n_head_blocks = max(triton.cdiv(hq, block_hq), triton.cdiv(hk, block_hk))
     elements = block_t * per_token
     angles = block_t * block_f if table_heads > 1 else 0  # a head block's own angles (one table head)
     num_warps = 1
     while num_warps < 8 and (
-        elements > 32 * num_warps * ELEMENTS_PER_THREAD or angles > 32 * num_warps * ANGLES_PER_THREAD
+        elements > 32 * num_warps * per_thread or angles > 32 * num_warps * ANGLES_PER_THREAD
     ):
         num_warps *= 2
     return {
@@ -107,6 +126,16 @@ def launch_config(
         "grid_t": triton.cdiv(n_tokens, block_t),
         "grid_h": n_head_blocks,
         "num_warps": num_warps,
+    }
+
+
+def compile_options(num_warps: int, hk: int) -> dict[str, Any]:
+    """The compiler options of a launch with ``hk`` k heads: its warps, the register cap of a launch of one
+    tensor (:data:`ONE_TENSOR_MAX_REGISTERS` when ``hk == 0``; ``None``: ptxas chooses) and no fp fusion."""
+    return {
+        "num_warps": num_warps,
+        "maxnreg": ONE_TENSOR_MAX_REGISTERS if hk == 0 else None,
+        "enable_fp_fusion": False,  # no mul+add contraction: the rotation rounds like the torch path
     }
 
 
@@ -180,6 +209,7 @@ class KernelLaunch:
         n_freq = rotation.rotary_dim // 2
         d_pass = q.shape[-1] - rotation.rotary_dim
         nt = max(1, rows.numel() // max(n_freq, 1))
+        rerotate = from_positions is not None
         cfg = launch_config(n_tokens, hq, hk, n_freq, d_pass, q.element_size(), nt)
         pos2 = positions if from_positions is None else from_positions
         strides = [s for x in tensors for s in layouts.canonical_strides(x, layout)]
@@ -198,15 +228,11 @@ class KernelLaunch:
             "F64": q.dtype == torch.float64,
             "POS_KIND": _pos_kind(positions),
             "POS2_KIND": _pos_kind(pos2),
-            "REROTATE": from_positions is not None,
+            "REROTATE": rerotate,
             "RNE_BF16": q.dtype == torch.bfloat16 and interpreting(),
             "PER_HEAD": nt > 1,
         }
-        options = {
-            "num_warps": cfg["num_warps"],
-            "maxnreg": REROTATE_MAX_REGISTERS if from_positions is not None else None,
-            "enable_fp_fusion": False,  # no mul+add contraction: the rotation rounds like the torch path
-        }
+        options = compile_options(cfg["num_warps"], hk)
         grid = (cfg["grid_t"], cfg["grid_h"]) if n_tokens and (hq or hk) else (0, 0)
         return cls(grid, args, switches, options, q.device)
 
