@@ -21,13 +21,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_schemes import _rotate_half, rope_index_of
+from test_schemes import assert_rotates_as, rope_index_of
 
 import mrope
 from mrope._cli import main
 from mrope.models import get_family
 
 SEEDS = range(12)
+SCHEME_SPEC = get_family("circle-rope").spec
 CONFIG = {"alpha": 0.5, "radius": 10, "method": "circle", "move_to_origin": True}  # code/config.json:10-16
 
 
@@ -298,17 +299,6 @@ def qwen2_5_vl_cos_sin(positions: torch.Tensor, theta: float = 1e6, section=(16,
     return cos, sin
 
 
-def _check_rotation(positions: torch.Tensor, backend: str) -> None:
-    spec = get_family("circle-rope").spec
-    cos, sin = qwen2_5_vl_cos_sin(positions)
-    gen = torch.Generator().manual_seed(0)
-    q = torch.randn(positions.shape[1], 16, 128, generator=gen)
-    k = torch.randn(positions.shape[1], 2, 128, generator=gen)
-    qr, kr = mrope.apply_mrope(q, k, positions, spec, backend=backend)
-    torch.testing.assert_close(qr, q * cos[:, None] + _rotate_half(q) * sin[:, None], atol=1e-5, rtol=0)
-    torch.testing.assert_close(kr, k * cos[:, None] + _rotate_half(k) * sin[:, None], atol=1e-5, rtol=0)
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_rotation_equals_the_authors_code(seed) -> None:
     """On the authors' float positions cos / sin are theirs bit for bit; from mrope's own positions within
@@ -323,7 +313,7 @@ def test_rotation_equals_the_authors_code(seed) -> None:
     cos, sin = mrope.cos_sin(torch.from_numpy(pos.ids), spec)
     torch.testing.assert_close(cos, cos_ref, atol=1e-4, rtol=0)
     torch.testing.assert_close(sin, sin_ref, atol=1e-4, rtol=0)
-    _check_rotation(want, "torch")
+    assert_rotates_as(want, SCHEME_SPEC, *qwen2_5_vl_cos_sin(want), "torch", heads=(16, 2))
     # negative control: Qwen2.5-VL's integer grid rotates otherwise
     qwen = torch.from_numpy(mrope.build_positions(_prompt(seed), model="qwen2.5-vl").ids)
     assert not torch.allclose(mrope.cos_sin(qwen, spec)[0], cos_ref, atol=1e-2)
@@ -335,7 +325,7 @@ def test_the_triton_kernel_rotates_as_the_authors_do(monkeypatch) -> None:
         [mrope.Text(3), mrope.Image(grid=(1, 6, 8)), mrope.Text(2)], model="circle-rope"
     )
     want, _ = _reference(pos)
-    _check_rotation(want, "triton")
+    assert_rotates_as(want, SCHEME_SPEC, *qwen2_5_vl_cos_sin(want), "triton", heads=(16, 2))
 
 
 # ------------------------------------------------------------------------ AGE: a position set per layer

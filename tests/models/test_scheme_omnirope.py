@@ -18,8 +18,8 @@ from test_schemes import (
     _freqs,
     _ids,
     _prompt,
-    _rotate_half,
     _tokenizer,
+    assert_rotates_as,
     grid_index,
     mrope_interleave_cos_sin,
     rope_index_of,
@@ -111,24 +111,15 @@ def test_rotation_equals_the_reimplementation(seed: int) -> None:
         cos, sin = mrope.cos_sin(positions, spec)
         torch.testing.assert_close(cos, cos_ref, atol=0, rtol=0)
         torch.testing.assert_close(sin, sin_ref, atol=0, rtol=0)
-    _check_rotation(positions, seed, "torch")
-
-
-def _check_rotation(positions: torch.Tensor, seed: int, backend: str) -> None:
-    spec = get_family("omnirope").spec
-    cos, sin = omnirope_cos_sin(positions, spec.theta)
-    gen = torch.Generator().manual_seed(seed)
-    q = torch.randn(positions.shape[1], 4, 128, generator=gen)
-    k = torch.randn(positions.shape[1], 2, 128, generator=gen)
-    qr, kr = mrope.apply_mrope(q, k, positions, spec, backend=backend)
-    torch.testing.assert_close(qr, q * cos[:, None] + _rotate_half(q) * sin[:, None], atol=1e-5, rtol=0)
-    torch.testing.assert_close(kr, k * cos[:, None] + _rotate_half(k) * sin[:, None], atol=1e-5, rtol=0)
+    omni = get_family("omnirope").spec
+    assert_rotates_as(positions, omni, *omnirope_cos_sin(positions, omni.theta), "torch", seed=seed)
 
 
 def test_the_triton_kernel_rotates_as_the_reimplementation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     pos = mrope.build_positions([mrope.Text(3), mrope.Image(grid=(1, 6, 8)), mrope.Text(2)], model="omnirope")
-    _check_rotation(torch.from_numpy(pos.ids), 1, "triton")
+    positions, spec = torch.from_numpy(pos.ids), get_family("omnirope").spec
+    assert_rotates_as(positions, spec, *omnirope_cos_sin(positions, spec.theta), "triton", seed=1)
 
 
 def test_negative_controls() -> None:

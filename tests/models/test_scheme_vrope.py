@@ -19,7 +19,7 @@ import io
 import numpy as np
 import pytest
 import torch
-from test_schemes import _rotate_half, rope_index_of
+from test_schemes import assert_rotates_as, rope_index_of
 
 import mrope
 from mrope._cli import main
@@ -174,17 +174,6 @@ def _cos_sin_reference(
     return emb.cos(), emb.sin()
 
 
-def _check_rotation(
-    positions: torch.Tensor, source, cos: torch.Tensor, sin: torch.Tensor, backend: str
-) -> None:
-    gen = torch.Generator().manual_seed(7)
-    q = torch.randn(positions.shape[1], 4, 128, generator=gen)
-    k = torch.randn(positions.shape[1], 2, 128, generator=gen)
-    qr, kr = mrope.apply_mrope(q, k, positions, source, backend=backend)
-    torch.testing.assert_close(qr, q * cos[:, None] + _rotate_half(q) * sin[:, None], atol=1e-5, rtol=0)
-    torch.testing.assert_close(kr, k * cos[:, None] + _rotate_half(k) * sin[:, None], atol=1e-5, rtol=0)
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_rotation_equals_the_authors_code(seed) -> None:
     """cos / sin of the four rows through the spec's pair table equal the per-pair reference bit for bit;
@@ -196,7 +185,7 @@ def test_rotation_equals_the_authors_code(seed) -> None:
     cos, sin = mrope.cos_sin(positions, SPEC)
     torch.testing.assert_close(cos, cos_ref, atol=0, rtol=0)
     torch.testing.assert_close(sin, sin_ref, atol=0, rtol=0)
-    _check_rotation(positions, SPEC, cos_ref, sin_ref, "torch")
+    assert_rotates_as(positions, SPEC, cos_ref, sin_ref, "torch", seed=7)
 
 
 def test_the_triton_kernel_rotates_four_rows_as_the_authors_do(monkeypatch) -> None:
@@ -204,7 +193,7 @@ def test_the_triton_kernel_rotates_four_rows_as_the_authors_do(monkeypatch) -> N
     pos = mrope.build_positions([mrope.Text(3), mrope.Video(grid=(4, 6, 8)), mrope.Text(2)], model="vrope")
     want, _ = _reference_of(pos)
     cos, sin = _cos_sin_reference(want, SPEC.theta)
-    _check_rotation(torch.from_numpy(pos.ids), SPEC, cos, sin, "triton")
+    assert_rotates_as(torch.from_numpy(pos.ids), SPEC, cos, sin, "triton", seed=7)
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
@@ -220,7 +209,7 @@ def test_a_pair_table_of_five_rows(backend, monkeypatch) -> None:
     got_cos, got_sin = mrope.cos_sin(positions, table)
     torch.testing.assert_close(got_cos, cos, atol=0, rtol=0)
     torch.testing.assert_close(got_sin, sin, atol=0, rtol=0)
-    _check_rotation(positions, table, cos, sin, backend)
+    assert_rotates_as(positions, table, cos, sin, backend, seed=7)
     assert not torch.allclose(mrope.cos_sin(positions[:4], SPEC)[0], cos, atol=1e-3)  # negative control
     with pytest.raises(mrope.ApplyError, match=r"\[5, T\]"):
         mrope.cos_sin(positions[:4], table)

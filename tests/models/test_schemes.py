@@ -329,6 +329,18 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
+def assert_rotates_as(positions, source, cos, sin, backend: str, *, heads=(4, 2), seed: int = 0) -> None:
+    """Random fp32 q ``[T, heads[0], D]`` and k ``[T, heads[1], D]`` rotated by ``mrope.apply_mrope`` with
+    ``source`` (a spec or a pair table) equal ``x * cos + rotate_half(x) * sin`` within 1e-5, for the
+    reference's one ``[T, D]`` cos / sin table on every head."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(positions.shape[1], heads[0], cos.shape[-1], generator=gen)
+    k = torch.randn(positions.shape[1], heads[1], cos.shape[-1], generator=gen)
+    qr, kr = mrope.apply_mrope(q, k, positions, source, backend=backend)
+    torch.testing.assert_close(qr, q * cos[:, None] + _rotate_half(q) * sin[:, None], atol=1e-5, rtol=0)
+    torch.testing.assert_close(kr, k * cos[:, None] + _rotate_half(k) * sin[:, None], atol=1e-5, rtol=0)
+
+
 COS_SIN = {
     "mrope-interleave": mrope_interleave_cos_sin,
     "mhrope": mhrope_cos_sin,
