@@ -30,7 +30,8 @@ from mrope import models as registry
 from mrope._caches import cached
 from mrope._errors import MRopeError
 from mrope._route import RouteName
-from mrope._rules import RULE_BOUNDS, LayoutRules
+from mrope._rule_checks import RULE_BOUNDS
+from mrope._rules import LayoutRules
 from mrope._timestamp_format import check_timestamp_format
 from mrope.media._audio import MAX_AUDIO_SECONDS
 from mrope.media._memory import in_memory
@@ -193,7 +194,7 @@ class StrictModel(BaseModel):
 
 def _override_type(hint: Any, bounds: tuple[float, float] | None = None) -> Any:
     """The request type of one LayoutRules field: int64 and finite floats, at most the rule's upper
-    bound (:data:`mrope._rules.RULE_BOUNDS`; the lower ones are the library's to refuse, as
+    bound (:data:`mrope._rule_checks.RULE_BOUNDS`; the lower ones are the library's to refuse, as
     ``layout_error``), short strings."""
     if hint is int:
         return Int64 if bounds is None else Annotated[int, Field(ge=INT64_MIN, le=bounds[1])]

@@ -55,7 +55,7 @@ def test_every_sized_rule_has_one_range_for_the_library_and_the_schema():
     from pydantic import ValidationError
 
     from mrope import models as registry
-    from mrope._rules import RULE_BOUNDS
+    from mrope._rule_checks import RULE_BOUNDS
     from mrope.schema import RulesOverrides
 
     for family in registry.families():

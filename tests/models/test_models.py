@@ -174,14 +174,15 @@ def test_a_released_config_reads_as_the_familys_spec() -> None:
 
 
 def test_value_types_import_no_registry() -> None:
-    """rules, spec, scaling and segments are leaves: they import mrope._errors, rules its timestamp text
-    format (a leaf on mrope._errors), spec the scaling formulas and segments the media record it carries
-    (itself a leaf, importing nothing of mrope's)."""
+    """rules, spec, scaling and segments are leaves: they import mrope._errors, rules its checks and its
+    timestamp text format (leaves on mrope._errors), spec the scaling formulas and segments the media
+    record it carries (itself a leaf, importing nothing of mrope's)."""
     import ast
     from pathlib import Path
 
     allowed = {
-        "rules": {"mrope._errors", "mrope._timestamp_format"},
+        "rules": {"mrope._errors", "mrope._rule_checks", "mrope._timestamp_format"},
+        "rule_checks": {"mrope._errors", "mrope._timestamp_format"},
         "timestamp_format": {"mrope._errors"},
         "spec": {"mrope._errors", "mrope._scaling"},
         "scaling": {"mrope._errors"},

@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 
-from mrope._rules import RULE_BOUNDS
+from mrope._rule_checks import RULE_BOUNDS
 from mrope.models import PRESET_NAMES
 
 pytestmark = pytest.mark.timeout(240)

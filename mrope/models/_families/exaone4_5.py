@@ -46,7 +46,8 @@ from typing import Any
 
 from mrope._errors import LayoutError
 from mrope._layer_sets import NOPE, LayerSets
-from mrope._rules import NO_CLIP_BUDGET, LayoutRules
+from mrope._rule_checks import NO_CLIP_BUDGET
+from mrope._rules import LayoutRules
 from mrope._spec import RopeSpec
 from mrope.models._families.qwen2_vl import QWEN2_VIDEO_FIELDS, QWEN_CONFIG_IDS
 from mrope.models._family import ModelFamily

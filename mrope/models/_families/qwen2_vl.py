@@ -6,7 +6,8 @@ transformers 4.x ``get_rope_index``, which vLLM keeps; transformers 5.24's ``get
 Rotary: chunked [16, 24, 24], neox, theta 1e6, head_dim 128 (released config.json).
 """
 
-from mrope._rules import NO_CLIP_BUDGET, LayoutRules
+from mrope._rule_checks import NO_CLIP_BUDGET
+from mrope._rules import LayoutRules
 from mrope._spec import RopeSpec
 from mrope.models._family import CheckpointChoice, ModelFamily
 
