@@ -42,6 +42,7 @@ NAMED_SHAPES = {
     "mhrope": (128, 128, 0, False, 8, 32, 8, "int64"),  # 8 key-head groups
     "wan": (128, 128, 0, True, 1, 40, 40, "int64"),  # 44 + 42 + 42 channels, all rotary
     "hunyuan-video": (128, 128, 0, True, 1, 24, 24, "int64"),  # 16 + 56 + 56
+    "omnigen2": (96, 96, 0, True, 1, 24, 8, "int64"),  # 32 + 32 + 32, 24 q / 8 kv heads
 }
 CIRCLE_AGE = {(128, 128, 0, False, 1, 28, 4, "float32"), (128, 128, 0, False, 1, 28, 4, "int64")}
 COGVIDEOX = {(64, 64, 0, True, 1, 30, 30, "float64"), (64, 64, 0, True, 1, 30, 30, "int64")}  # 1.0, 1.5
