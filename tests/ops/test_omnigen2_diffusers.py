@@ -12,7 +12,8 @@ equality to it is tests/models/test_scheme_omnirope_omnigen2.py) on random laten
 Tolerances, as Wan's (tests/ops/test_videogen_diffusers.py, whose check this file uses): mrope's
 ``"exact"`` angle is reduced exactly and rounded to fp32 once before fp32 cos / sin: within 2 fp32 ulps of
 1 (2.4e-7) of the float64 values. fp32 rotation: mrope's fp32 arithmetic against the float64 product
-rounded once, a few fp32 ulps (atol 2e-6 for ``randn`` values); bf16: at most one bf16 ulp, rarely.
+rounded once, a few fp32 ulps (atol 2e-6 for ``randn`` values); bf16: at most one bf16 ulp (plus the
+fp32 difference where a value cancels to near 0), in under 0.1% of the elements (2% of fewer than 10,000).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def _rotate_both(config: dict, seed: int, dtype: torch.dtype, backend: str, layo
         )
     for ours, x in ((q_rot, q), (k_rot, k)):
         expected = apply_rotary_emb(x, cis[None], use_real=False)
-        _assert_rotated_alike(ours, expected, dtype, share=1e-3 if n * x.shape[2] > 2000 else 2e-2)
+        _assert_rotated_alike(ours, expected, dtype, share=1e-3 if x.numel() >= 10_000 else 2e-2)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
