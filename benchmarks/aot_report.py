@@ -8,7 +8,7 @@ are fractional: every convention and every per-layer position set); each video-g
 (``VIDEO_MODEL_NAMES``) gives its ``VideoRope``'s table and its latent positions' dtype (int64, float64 for
 CogVideoX 1.0's crop coordinates). Heads are the launch's: Qwen2-VL-7B's 28 q / 4 kv for a shared table,
 rounded up to multiples of a per-head table's heads (MHRoPE's 8: 32 / 8), and a video transformer's default
-``num_attention_heads`` for both q and k (diffusers' self-attention has no GQA).
+``num_attention_heads`` for both q and k (diffusers' self-attention has no GQA; OmniGen2's has: 24 q / 8 kv).
 
 Each shape gets every specialisation the op launches (``specialisations``): each q / k dtype the op takes
 (``mrope.ops._dispatch.DTYPES``) x angle precision (fp32, exact) x prefill (8,192 tokens) / decode (1 token)
@@ -42,9 +42,10 @@ from typing import Any
 ARCHS = (80, 90)
 QWEN_HEADS = (28, 4)
 """q and kv heads of Qwen2-VL-7B (config.json: num_attention_heads 28, num_key_value_heads 4)."""
-VIDEO_HEADS = {"wan": 40, "hunyuan-video": 24, "cogvideox": 30}
-"""Attention heads of each video transformer's default config (diffusers 0.42.1: transformer_wan.py:575,
-transformer_hunyuan_video.py:908, cogvideox_transformer_3d.py:223), as ``video_rope`` reads defaults."""
+VIDEO_HEADS = {"wan": (40, 40), "hunyuan-video": (24, 24), "cogvideox": (30, 30), "omnigen2": (24, 8)}
+"""q and kv heads of each video transformer's default config (diffusers 0.42.1: transformer_wan.py:575,
+transformer_hunyuan_video.py:908, cogvideox_transformer_3d.py:223; OmniGen2 at 0f72fa9:
+transformer_omnigen2.py:265-266), as ``video_rope`` reads defaults."""
 VIDEO_CONFIGS: dict[str, tuple[dict[str, Any], ...]] = {
     "wan": ({},),
     "hunyuan-video": ({},),
@@ -53,6 +54,7 @@ VIDEO_CONFIGS: dict[str, tuple[dict[str, Any], ...]] = {
         {"use_rotary_positional_embeddings": True},
         {"use_rotary_positional_embeddings": True, "patch_size_t": 2},
     ),
+    "omnigen2": ({},),
 }
 """The config(s) each video transformer is read from: its defaults, plus what turns its rotary on."""
 TOKENS = {"prefill": 8192, "decode": 1}
@@ -138,10 +140,9 @@ def video_launches(name: str) -> Iterator[tuple[Any, tuple[int, int], str]]:
     from mrope.models import video_rope
     from mrope.ops._pairs import pair_table
 
-    heads = VIDEO_HEADS[name]
     for config in VIDEO_CONFIGS[name]:
         rope = video_rope(config, name)
-        yield pair_table(rope), (heads, heads), str(latent_positions(rope, *rope.patch).dtype)
+        yield pair_table(rope), VIDEO_HEADS[name], str(latent_positions(rope, *rope.patch).dtype)
 
 
 def registry_shapes(sources: Iterable | None = None) -> list[KernelShape]:

@@ -9,6 +9,13 @@ CogVideoX-5B: 48 x 64), q and k ``[1, S, H, D]`` (diffusers' layout for Wan and 
 - mrope: ``latent_positions`` + ``apply_mrope(q, k, positions, rope, layout="bshd", angle_precision=
   rope.angle_precision, backend="torch")``.
 
+OmniGen2 (24 q / 8 kv heads x 96): a sequence of a 128-token caption, one reference latent and the output
+latent, each 60 x 104 (``--frames`` does not apply); its rotation as its code runs it (VectorSpaceLab/OmniGen2
+at 0f72fa9, repo.py:31-41 and attention_processor.py:190-193): the float64 ``get_1d_rotary_pos_embed``
+tables (computed once, as its pipeline does) gathered per axis, then diffusers' ``apply_rotary_emb(...,
+use_real=False)`` on q and k; mrope: ``apply_mrope`` as above. The positions, built once, are in neither
+time (the builder's ``omnirope`` ones, equal to OmniGen2's, tests/models/test_scheme_omnirope_omnigen2.py).
+
 Prints medians (round-robin timing, ``benchmarks/_timing.py``), the ratio diffusers / mrope (above 1:
 mrope is faster), the largest output difference, and the load average. Needs diffusers (the dev extra).
 
@@ -36,9 +43,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _timing import compare  # noqa: E402
 
 HEIGHT, WIDTH = 60, 104
-MODELS = {  # config, heads
-    "wan": ({"_class_name": "WanTransformer3DModel", "attention_head_dim": 128, "patch_size": [1, 2, 2]}, 12),
-    "hunyuan-video": ({"_class_name": "HunyuanVideoTransformer3DModel"}, 24),
+CAPTION = 128  # OmniGen2's caption tokens
+MODELS = {  # config, q heads, k heads
+    "wan": (
+        {"_class_name": "WanTransformer3DModel", "attention_head_dim": 128, "patch_size": [1, 2, 2]},
+        12,
+        12,
+    ),
+    "hunyuan-video": ({"_class_name": "HunyuanVideoTransformer3DModel"}, 24, 24),
     "cogvideox": (
         {
             "_class_name": "CogVideoXTransformer3DModel",
@@ -48,7 +60,9 @@ MODELS = {  # config, heads
             "sample_width": 90,
         },
         48,
+        48,
     ),
+    "omnigen2": ({"_class_name": "OmniGen2Transformer2DModel"}, 24, 8),
 }
 
 
@@ -57,6 +71,27 @@ def _wan_apply() -> types.FunctionType:
     consts = transformer_wan.WanAttnProcessor.__call__.__code__.co_consts
     (code,) = [c for c in consts if isinstance(c, types.CodeType) and c.co_name == "apply_rotary_emb"]
     return types.FunctionType(code, vars(transformer_wan))
+
+
+def omnigen2_positions(rope: mrope.VideoRope) -> torch.Tensor:
+    """``[3, S]``: the caption, one reference latent and the output latent, as OmniGen2 numbers them."""
+    segments = [mrope.Text(CAPTION)] + [mrope.Image(grid=(1, HEIGHT, WIDTH), wrap=False)] * 2
+    rules = {"merge_size": rope.patch[1]}
+    return torch.from_numpy(mrope.build_positions(segments, model="omnirope", rules=rules).ids)
+
+
+def omnigen2_fn(rope: mrope.VideoRope, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+    """OmniGen2's rotation: its float64 tables (once), gathered per axis per call, applied to q and k."""
+    tables = [
+        embeddings.get_1d_rotary_pos_embed(d, n, theta=rope.theta, freqs_dtype=torch.float64)
+        for d, n in zip(rope.axis_dims, (300, 512, 512), strict=True)
+    ]
+
+    def run():
+        cis = torch.cat([table[positions[a]] for a, table in enumerate(tables)], dim=-1)[None]
+        return tuple(embeddings.apply_rotary_emb(x, cis, use_real=False) for x in (q, k))
+
+    return run
 
 
 def diffusers_fn(name: str, frames: int, q: torch.Tensor, k: torch.Tensor):
@@ -98,20 +133,34 @@ def main() -> None:
     )
     print("| model | tokens | diffusers ms | mrope ms | diffusers / mrope | max abs diff | load |")
     print("|---|---:|---:|---:|---:|---:|---|")
-    for name, (config, heads) in MODELS.items():
+    for name, (config, q_heads, k_heads) in MODELS.items():
         rope = video_rope(config)
+        sequence = omnigen2_positions(rope) if name == "omnigen2" else None
         tokens = (args.frames // rope.patch[0]) * (HEIGHT // rope.patch[1]) * (WIDTH // rope.patch[2])
+        tokens = tokens if sequence is None else sequence.shape[1]
         gen = torch.Generator().manual_seed(0)
-        q = torch.randn(1, tokens, heads, rope.head_dim, generator=gen).to(dtype)
-        k = torch.randn(1, tokens, heads, rope.head_dim, generator=gen).to(dtype)
+        q = torch.randn(1, tokens, q_heads, rope.head_dim, generator=gen).to(dtype)
+        k = torch.randn(1, tokens, k_heads, rope.head_dim, generator=gen).to(dtype)
 
-        def ours(rope=rope, q=q, k=k):
-            positions = torch.from_numpy(mrope.latent_positions(rope, args.frames, HEIGHT, WIDTH))[:, None]
+        def ours(rope=rope, q=q, k=k, sequence=sequence):
+            if sequence is None:
+                positions = torch.from_numpy(mrope.latent_positions(rope, args.frames, HEIGHT, WIDTH))
+            else:
+                positions = sequence
             return mrope.apply_mrope(
-                q, k, positions, rope, layout="bshd", angle_precision=rope.angle_precision, backend="torch"
+                q,
+                k,
+                positions[:, None],
+                rope,
+                layout="bshd",
+                angle_precision=rope.angle_precision,
+                backend="torch",
             )
 
-        theirs = diffusers_fn(name, args.frames, q, k)
+        if sequence is None:
+            theirs = diffusers_fn(name, args.frames, q, k)
+        else:
+            theirs = omnigen2_fn(rope, sequence, q, k)
         diff = max(float((a.float() - b.float()).abs().max()) for a, b in zip(ours(), theirs(), strict=True))
         times = compare({"diffusers": theirs, "mrope": ours}, repeat=args.repeat)
         with open("/proc/loadavg") as f:

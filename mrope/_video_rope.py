@@ -1,4 +1,4 @@
-"""VideoRope: the rotary position side of one video-generation transformer (Wan, HunyuanVideo, CogVideoX).
+"""VideoRope: the rotary side of one video-generation transformer (Wan, HunyuanVideo, CogVideoX; OmniGen2).
 
 A video diffusion transformer rotates the queries and keys of its latent patches by their (t, h, w) grid
 coordinates. Each axis owns a contiguous block of ``axis_dims[a]`` head channels (t first, then h, then w)
@@ -37,7 +37,7 @@ class VideoRope:
     """The rotary side of a video-generation transformer: axis channels, ladders, patches, coordinates.
 
     Attributes:
-        model: the model's registry name (``"wan"``, ``"hunyuan-video"``, ``"cogvideox"``).
+        model: the model's registry name (``"wan"``, ``"hunyuan-video"``, ``"cogvideox"``, ``"omnigen2"``).
         head_dim: channels per attention head of q and k; every channel rotates
             (``sum(axis_dims) == head_dim``).
         axis_dims: channels of the t, h and w axes, each even: a block of ``axis_dims[0]`` channels driven by
@@ -46,9 +46,10 @@ class VideoRope:
         patch: ``(p_t, p_h, p_w)``, latent frames, rows and columns per transformer token; the token grid of a
             latent of ``(frames, height, width)`` is ``(frames // p_t, height // p_h, width // p_w)``.
         freq_dtype: the float type the model computes its ladders and angles in: ``"float64"`` (Wan: its
-            cos / sin are those of the float64 angle, rounded to fp32; apply with
-            ``angle_precision="exact"``) or ``"float32"`` (HunyuanVideo, CogVideoX: fp32 ladder times fp32
-            position; apply with ``"fp32"``). :attr:`angle_precision` names the one to use.
+            cos / sin are those of the float64 angle, rounded to fp32; OmniGen2 rotates by the float64 cos /
+            sin themselves; apply both with ``angle_precision="exact"``) or ``"float32"`` (HunyuanVideo,
+            CogVideoX: fp32 ladder times fp32 position; apply with ``"fp32"``). :attr:`angle_precision`
+            names the one to use.
         crop_base: CogVideoX 1.0's base token grid ``(rows, cols)`` (``sample_height // p``,
             ``sample_width // p``): h and w are then float coordinates of the latent's grid fitted into that
             grid (:func:`mrope.latent_positions`). ``None``: every axis counts 0, 1, 2, ... tokens.

@@ -217,19 +217,20 @@ def get_route(route: str | Route | None) -> Route:
 
 
 VIDEO_MODEL_NAMES: tuple[str, ...] = tuple(m.name for m in VIDEO_MODELS)
-"""The video-generation transformers :func:`video_rope` reads (Wan 2.x, HunyuanVideo, CogVideoX)."""
+"""The video-generation transformers :func:`video_rope` reads (Wan 2.x, HunyuanVideo, CogVideoX, and
+OmniGen2's image DiT)."""
 _VIDEO_INDEX = {key.lower(): m for m in VIDEO_MODELS for key in (m.name, m.class_name)}
 
 
 def video_rope(config: dict[str, Any], model: str | None = None) -> VideoRope:
-    """The :class:`mrope.VideoRope` of a diffusers video transformer, from its config (``transformer/
-    config.json`` as a dict).
+    """The :class:`mrope.VideoRope` of a diffusers video (or OmniGen2 image) transformer, from its config
+    (``transformer/config.json`` as a dict).
 
     Args:
         config: the transformer's config; keys it lacks take the transformer's defaults.
         model: a name of :data:`VIDEO_MODEL_NAMES` or a diffusers class name; ``None``: the config's
             ``_class_name`` (``"WanTransformer3DModel"``, ``"HunyuanVideoTransformer3DModel"``,
-            ``"CogVideoXTransformer3DModel"``).
+            ``"CogVideoXTransformer3DModel"``, ``"OmniGen2Transformer2DModel"``).
 
     Raises:
         SpecError: an unknown model, or a config value of the wrong kind.

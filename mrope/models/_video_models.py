@@ -1,8 +1,9 @@
 """The video-generation transformers mrope rotates for: each one's diffusers config read into a VideoRope.
 
-One reader per model, each fact cited in diffusers 0.42.1 (``diffusers/models/...``); a key missing from a
-config takes the default of the transformer's ``__init__``, as diffusers' ``from_config`` does. The
-registry (:func:`mrope.models.video_rope`) picks the reader by name or by the config's ``_class_name``.
+One reader per model, each fact cited in diffusers 0.42.1 (``diffusers/models/...``; OmniGen2, which
+diffusers does not ship, in its authors' repository); a key missing from a config takes the default of the
+transformer's ``__init__``, as diffusers' ``from_config`` does. The registry
+(:func:`mrope.models.video_rope`) picks the reader by name or by the config's ``_class_name``.
 """
 
 from __future__ import annotations
@@ -109,6 +110,30 @@ def cogvideox(config: Mapping[str, Any]) -> VideoRope:
     )
 
 
+def omnigen2(config: Mapping[str, Any]) -> VideoRope:
+    """OmniGen2's DiT (``OmniGen2Transformer2DModel``), VectorSpaceLab/OmniGen2 at 0f72fa9,
+    omnigen2/models/transformers/transformer_omnigen2.py: ``axes_dim_rope`` (32, 32, 32) channels,
+    ``patch_size`` 2 and head dim ``hidden_size // num_attention_heads`` (2304 // 24, :259-282, which
+    refuses a split that does not sum to it), theta 10000 (:288-293); ladders and angles in float64
+    (repo.py:25-27, diffusers' ``get_1d_rotary_pos_embed`` with ``freqs_dtype=torch.float64``); the
+    latent reshaped into whole ``p x p`` patches (:507, :521). An image latent has no frames: patch
+    (1, p, p). Its latent's t is the position after the caption and reference images, which the builder
+    gives (docs/videogen.md)."""
+    hidden, heads = _int(config, "hidden_size", 2304), _int(config, "num_attention_heads", 24)
+    if hidden % heads:
+        raise SpecError(f"OmniGen2's hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
+    p = _int(config, "patch_size", 2)
+    return VideoRope(
+        model="omnigen2",
+        head_dim=hidden // heads,
+        axis_dims=_three(config, "axes_dim_rope", (32, 32, 32)),
+        theta=10000.0,
+        patch=(1, p, p),
+        freq_dtype="float64",
+        whole_patches=True,
+    )
+
+
 @dataclass(frozen=True)
 class VideoModel:
     """One video-generation transformer: its registry name, diffusers' class name and config reader."""
@@ -122,5 +147,7 @@ VIDEO_MODELS: tuple[VideoModel, ...] = (
     VideoModel("wan", "WanTransformer3DModel", wan),
     VideoModel("hunyuan-video", "HunyuanVideoTransformer3DModel", hunyuan_video),
     VideoModel("cogvideox", "CogVideoXTransformer3DModel", cogvideox),
+    VideoModel("omnigen2", "OmniGen2Transformer2DModel", omnigen2),
 )
-"""The video-generation transformers, in the order :data:`mrope.models.VIDEO_MODEL_NAMES` lists them."""
+"""The video-generation transformers (and OmniGen2's image DiT, the same kind of rotation), in the order
+:data:`mrope.models.VIDEO_MODEL_NAMES` lists them."""

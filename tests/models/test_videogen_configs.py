@@ -3,7 +3,9 @@
 Expected values come from diffusers 0.42.1 itself: the transformers' ``__init__`` defaults (what
 ``from_config`` fills in for a missing key), read with ``inspect``; Wan's axis split from a
 ``WanRotaryPosEmbed`` built by diffusers (transformer_wan.py:368-373); CogVideoX's split from
-``get_3d_rotary_pos_embed``'s lines (embeddings.py:692-694, written out).
+``get_3d_rotary_pos_embed``'s lines (embeddings.py:692-694, written out). OmniGen2, which diffusers does not
+ship: its ``__init__`` defaults written out in ``support.omnigen2_ref`` (transformer_omnigen2.py:257-293 of
+VectorSpaceLab/OmniGen2 at 0f72fa9).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 from diffusers.models.transformers.cogvideox_transformer_3d import CogVideoXTransformer3DModel
 from diffusers.models.transformers.transformer_hunyuan_video import HunyuanVideoTransformer3DModel
 from diffusers.models.transformers.transformer_wan import WanRotaryPosEmbed, WanTransformer3DModel
+from support.omnigen2_ref import DEFAULT_CONFIG, THETA
 
 from mrope import SpecError, VideoRope
 from mrope.models import VIDEO_MODEL_NAMES, video_rope
@@ -26,7 +29,7 @@ def _defaults(cls: type) -> dict:
 
 
 def test_names() -> None:
-    assert VIDEO_MODEL_NAMES == ("wan", "hunyuan-video", "cogvideox")
+    assert VIDEO_MODEL_NAMES == ("wan", "hunyuan-video", "cogvideox", "omnigen2")
 
 
 @pytest.mark.parametrize("head_dim", [64, 96, 120, 128, 160])
@@ -70,6 +73,20 @@ def test_cogvideox_split(head_dim: int) -> None:
     assert v15.patch == (2, 2, 2) and v15.max_hw == (48, 85) and v15.crop_base is None and v15.whole_patches
 
 
+def test_omnigen2_config() -> None:
+    """``axes_dim_rope`` per axis, head dim ``hidden_size // num_attention_heads`` (the model refuses any
+    other split, transformer_omnigen2.py:279-283), theta 10000, patch ``(1, p, p)`` in whole patches,
+    float64 ladders (repo.py:25); the defaults when only ``_class_name`` is given."""
+    rope = video_rope({"_class_name": "OmniGen2Transformer2DModel"})
+    assert rope == video_rope(DEFAULT_CONFIG)
+    assert rope.head_dim == DEFAULT_CONFIG["hidden_size"] // DEFAULT_CONFIG["num_attention_heads"] == 96
+    assert rope.axis_dims == tuple(DEFAULT_CONFIG["axes_dim_rope"]) and rope.theta == THETA
+    assert rope.patch == (1, 2, 2) and rope.whole_patches and rope.angle_precision == "exact"
+    other = video_rope({"hidden_size": 64, "num_attention_heads": 4, "axes_dim_rope": [4, 6, 6]}, "omnigen2")
+    assert other.head_dim == 16 and other.axis_dims == (4, 6, 6)
+    assert video_rope({"patch_size": 4}, "OmniGen2").patch == (1, 4, 4)
+
+
 def test_lookup_by_name_or_class() -> None:
     config = {"attention_head_dim": 128}
     assert (
@@ -92,6 +109,8 @@ def test_lookup_by_name_or_class() -> None:
         ({"patch_size": [1, 2]}, "wan", "3 positive ints"),
         ({"rope_axes_dim": [16, 56, 50]}, "hunyuan-video", "summing to head_dim 128"),
         ({"rope_theta": "256"}, "hunyuan-video", "must be a number"),
+        ({"hidden_size": 100, "num_attention_heads": 24}, "omnigen2", "not a multiple"),
+        ({"axes_dim_rope": [32, 32, 16]}, "omnigen2", "summing to head_dim 96"),
     ],
 )
 def test_config_errors(config: dict, model: str | None, message: str) -> None:

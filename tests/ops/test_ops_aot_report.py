@@ -42,6 +42,7 @@ NAMED_SHAPES = {
     "mhrope": (128, 128, 0, False, 8, 32, 8, "int64"),  # 8 key-head groups
     "wan": (128, 128, 0, True, 1, 40, 40, "int64"),  # 44 + 42 + 42 channels, all rotary
     "hunyuan-video": (128, 128, 0, True, 1, 24, 24, "int64"),  # 16 + 56 + 56
+    "omnigen2": (96, 96, 0, True, 1, 24, 8, "int64"),  # 32 + 32 + 32, 24 q / 8 kv heads
 }
 CIRCLE_AGE = {(128, 128, 0, False, 1, 28, 4, "float32"), (128, 128, 0, False, 1, 28, 4, "int64")}
 COGVIDEOX = {(64, 64, 0, True, 1, 30, 30, "float64"), (64, 64, 0, True, 1, 30, 30, "int64")}  # 1.0, 1.5
@@ -162,7 +163,9 @@ def test_the_launches_the_op_builds_are_the_ones_the_report_compiles(kind: str) 
 # slice at 12); an exact re-rotation of 30 key heads (32 spill bytes under the 128-register cap at 16.5
 # pairs a thread); one tensor alone without the cap (MHRoPE's 8 key heads: 150 registers exact, 28-40
 # spill bytes fp32 angles; Qwen2-VL's 4 key heads in fp32: 4 spill bytes), before
-# FP64_ELEMENTS_PER_THREAD, ONE_TENSOR_ELEMENTS_PER_THREAD and ONE_TENSOR_MAX_REGISTERS
+# FP64_ELEMENTS_PER_THREAD, ONE_TENSOR_ELEMENTS_PER_THREAD and ONE_TENSOR_MAX_REGISTERS; OmniGen2's 48
+# frequencies in fp64 (16 / 24 spill bytes at 40 registers, sm_80) before the head split counted the
+# shape's frequencies rather than the tile's 64
 HOT = {  # name: (source, specialisation, arch)
     "qwen4-exp fp32 prefill": ("qwen4-exp", "float32, fp32 angles, prefill, q and k, out of place", 80),
     "glm-4.1v fp32 out of place": ("glm-4.1v", "float32, fp32 angles, prefill, q and k, out of place", 80),
@@ -174,6 +177,7 @@ HOT = {  # name: (source, specialisation, arch)
     "mhrope k alone fp16": ("mhrope", "float16, fp32 angles, prefill, k alone, out of place", 80),
     "qwen2-vl k alone fp32": ("qwen2-vl", "float32, fp32 angles, prefill, k alone, out of place", 80),
     "qwen2-vl q alone fp32": ("qwen2-vl", "float32, fp32 angles, prefill, q alone, out of place", 80),
+    "omnigen2 fp64 prefill": ("omnigen2", "float64, exact angles, prefill, q and k, out of place", 80),
     "hy-v4-vl fp64 exact rerotate": (
         "hy-v4-vl",
         "float64, exact angles, prefill, rerotate, out of place",

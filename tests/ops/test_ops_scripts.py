@@ -26,4 +26,9 @@ def test_bench_videogen_runs() -> None:
     out = run_script(["benchmarks/bench_videogen.py", "--frames", "1", "--repeat", "1", "--threads", "1"])
     assert out.returncode == 0, out.stdout + out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "x |" in line]
-    assert [row.split(" | ")[0] for row in rows] == ["| wan", "| hunyuan-video", "| cogvideox"], out.stdout
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| wan",
+        "| hunyuan-video",
+        "| cogvideox",
+        "| omnigen2",
+    ], out.stdout
