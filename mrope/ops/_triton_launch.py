@@ -103,11 +103,9 @@ def launch_config(
         if table_heads > 1:
             block_hq = min(block_hq, _low_pow2(max(hq // table_heads, 1)))
             block_hk = min(block_hk, _low_pow2(max(hk // table_heads, 1)))
-        # The split counts the token's pairs over the frequencies the shape has, not its tile's (padded to a
-        # power of two). They differ where the frequencies are not one (OmniGen2's 48 of 96 channels):
-        # counted on the tile, fp64 q and k of its 24 / 8 heads split into 16 / 4 head blocks, where ptxas
-        # took 40 registers and spilled 16 / 24 bytes (sm_80); unsplit, at 10 pairs a thread, 80 registers
-        # and no spill (benchmarks/aot_report.py). No other registry shape's launch changes.
+        # The split counts the token's pairs over the frequencies the shape has, not over its tile's (padded
+        # to a power of two): counting the padding splits shapes such as OmniGen2's (48 frequencies in a tile
+        # of 64) into head blocks that spill under fp64 (benchmarks/aot_report.py, RESULTS.md).
         if (block_hq + block_hk) * n_freq <= most or (block_hq <= 1 and block_hk <= 1):
             break
         hsplit *= 2
