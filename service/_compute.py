@@ -90,9 +90,10 @@ def count_build_render_sets(
     rules: LayoutRules,
     fmt: OutputFormat,
     state: ServiceState,
+    extra: dict[str, Any] | None = None,
 ) -> Response:
     """Every position set of ``family`` (``layer_sets`` of the request), rendered with the layer
-    pattern. The response holds a positions array per set, so ``MROPE_MAX_TOKENS`` bounds the work and
+    pattern (``extra``: more top-level fields, an upload's ``files``). The response holds a positions array per set, so ``MROPE_MAX_TOKENS`` bounds the work and
     the tokens of all the sets together, each set weighed under its own rules (an override may change
     the merge size or the temporal rule), exactly, before any position is written."""
     settings = state.settings
@@ -106,7 +107,9 @@ def count_build_render_sets(
     convert.check_tokens(total, settings, what)
     sets = mrope.build_position_sets(segments, family, rules, tokenizer=state.tokenizer)
     state.metrics.tokens.inc(total)
-    return render.render_position_sets(sets, family.layer_sets.pattern, fmt, settings.npy_max_header_bytes)
+    return render.render_position_sets(
+        sets, family.layer_sets.pattern, fmt, settings.npy_max_header_bytes, extra
+    )
 
 
 @dataclass(frozen=True)

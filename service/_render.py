@@ -245,16 +245,26 @@ def render_positions(
 
 
 def render_position_sets(
-    sets: Mapping[str, Positions], pattern: tuple[str, ...], fmt: OutputFormat, max_header: int
+    sets: Mapping[str, Positions],
+    pattern: tuple[str, ...],
+    fmt: OutputFormat,
+    max_header: int,
+    extra: Mapping[str, Any] | None = None,
 ) -> Response:
     """The response of a positions request with ``layer_sets``: JSON ``{"position_sets": {name: {positions,
     delta, ...}}, "layer_pattern", "media"}``; npy, the sets stacked ``[S, A, T]`` in their order
     (``X-MRope-Position-Sets``), in one dtype that holds every set exactly (float64 where integer and
-    fractional sets meet), the deltas in ``X-MRope-Deltas`` and each other field as a list over the sets."""
+    fractional sets meet), the deltas in ``X-MRope-Deltas`` and each other field as a list over the sets.
+    ``extra``: more top-level fields, shared by the sets (an upload's ``files``; npy: a header each)."""
     first = next(iter(sets.values()))
     if fmt == "json":
         doc = {name: {"positions": p.ids, **positions_payload(p)} for name, p in sets.items()}
-        body = {"position_sets": doc, "layer_pattern": list(pattern), "media": media_items(first)}
+        body = {
+            "position_sets": doc,
+            "layer_pattern": list(pattern),
+            **(extra or {}),
+            "media": media_items(first),
+        }
         return Response(orjson.dumps(body, option=_OPTS), media_type=JSON)
     if fmt == "program":
         raise ServiceError(
@@ -277,6 +287,7 @@ def render_position_sets(
     for key in payloads[0]:
         if key not in ("delta", "num_tokens"):
             meta[_meta_name(key)] = [d.get(key) for d in payloads]
+    meta.update({_meta_name(k): v for k, v in (extra or {}).items()})
     return _npy_response(stacked, fmt, plain, meta, max_header)
 
 

@@ -62,6 +62,7 @@ from ._wire import (
     RopeIndexRequest,
     RopeIndexResponse,
     UploadResponse,
+    UploadSetsResponse,
     upload_form_schema,
 )
 
@@ -217,6 +218,12 @@ class Routes:
             )
             extra = {"files": infos}
             weight = convert.weigh(segments, rules)
+            family = sets_family(model, fields.layer_sets)
+            if family is not None:
+                return await state.offload(
+                    functools.partial(count_build_render_sets, segments, family, rules, fmt, state, extra),
+                    inline=weight.light(settings),
+                )
             return await state.offload(
                 functools.partial(count_build_render, segments, weight, model, rules, fmt, state, extra),
                 inline=weight.light(settings),
@@ -279,8 +286,12 @@ def add_routes(app: ServiceApp, routes: Routes) -> None:
     )(routes.rope_index)
     app.post(
         UPLOAD_PATH,
-        response_model=UploadResponse,
-        responses=_ok(UploadResponse, "Positions plus the grids derived from the files"),
+        response_model=None,
+        responses=_ok(
+            UploadResponse | UploadSetsResponse,
+            "Positions plus the grids derived from the files; with layer_sets, every position set (JSON) or "
+            "the sets stacked [S][3][T] (npy)",
+        ),
         openapi_extra={
             "requestBody": {
                 "required": True,

@@ -72,6 +72,11 @@ def upload_form_schema() -> dict[str, Any]:
                 ),
             },
             "rules": {"type": "string", "description": "JSON object of LayoutRules overrides"},
+            "layer_sets": {
+                "type": "string",
+                "description": "JSON true (every position set of the model) or {sets, pattern} (sets of "
+                "the request's own), as the layer_sets of POST /v1/positions",
+            },
         },
     }
 
@@ -191,6 +196,12 @@ class FileOut(BaseModel):
 
 
 class UploadResponse(PositionsResponse):
+    files: list[FileOut]
+
+
+class UploadSetsResponse(PositionSetsResponse):
+    """The answer to an upload with ``layer_sets``: every position set, the pattern and the files read."""
+
     files: list[FileOut]
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from PIL import Image as PILImage
 
 import mrope
 from mrope.models import get_family
@@ -146,3 +147,79 @@ def test_the_sets_answer_matches_its_documented_model(client) -> None:
     schema = client.get("/openapi.json").json()["paths"]["/v1/positions"]["post"]["responses"]["200"]
     refs = [b["$ref"] for b in schema["content"]["application/json"]["schema"]["anyOf"]]
     assert refs == ["#/components/schemas/PositionsResponse", "#/components/schemas/PositionSetsResponse"]
+
+
+# ------------------------------------------------------------------------------------------ upload
+
+
+def png_bytes(width: int, height: int) -> bytes:
+    buf = io.BytesIO()
+    PILImage.new("RGB", (width, height), (90, 30, 160)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def upload(client, images: list[bytes], layer_sets, model="circle-rope-age", accept=None):
+    layout = [{"type": "text", "tokens": 3}]
+    for k in range(len(images)):
+        layout += [{"type": "file", "index": k}, {"type": "text", "tokens": 2}]
+    data = {"model": model, "layout": json.dumps(layout), "layer_sets": json.dumps(layer_sets)}
+    files = [("files", (f"{k}.png", io.BytesIO(b))) for k, b in enumerate(images)]
+    return client.post(
+        "/v1/positions/upload", data=data, files=files, headers={"accept": accept} if accept else {}
+    )
+
+
+def uploaded_segments(files: list[dict]) -> list[mrope.Segment]:
+    """The upload's layout as library segments, each image by the grid the service read from its file."""
+    segs: list[mrope.Segment] = [mrope.Text(3)]
+    for f in files:
+        segs += [mrope.Image(grid=tuple(f["grid"])), mrope.Text(2)]
+    return segs
+
+
+def test_an_upload_answers_every_set(client) -> None:
+    """``layer_sets`` on the upload: JSON, each set equal to build_position_sets of the files' grids, the
+    circle set the authors' circle index and the mrope set their M-RoPE index, with the files read; npy,
+    the sets stacked as np.save writes them, the files in their header."""
+    resp = upload(client, [png_bytes(112, 84), png_bytes(56, 140)], True)
+    assert resp.status_code == 200, resp.text
+    data = resp.json()
+    assert [f["grid"] for f in data["files"]] == [[1, 6, 8], [1, 10, 4]]  # 14-px patches of the resize
+    want = mrope.build_position_sets(uploaded_segments(data["files"]), model="circle-rope-age")
+    assert list(data["position_sets"]) == ["circle", "mrope"] and data["layer_pattern"] == ["circle", "mrope"]
+    for name, p in want.items():
+        np.testing.assert_array_equal(
+            np.asarray(data["position_sets"][name]["positions"], p.ids.dtype), p.ids
+        )
+    circle, _ = _reference(want["circle"])
+    m, _ = _reference(want["circle"], use_m_index=True)
+    assert_close_positions(np.asarray(data["position_sets"]["circle"]["positions"], np.float32), circle)
+    np.testing.assert_array_equal(np.asarray(data["position_sets"]["mrope"]["positions"]), m.numpy())
+    assert not np.allclose(circle.numpy(), m.numpy(), atol=1e-3)  # negative control: the sets differ
+    from mrope.service._wire import UploadSetsResponse
+
+    assert UploadSetsResponse.model_validate(data).model_dump(exclude_none=True) == data
+    npy = upload(client, [png_bytes(112, 84), png_bytes(56, 140)], True, accept=NPY)
+    buf = io.BytesIO()
+    np.save(buf, np.stack([p.ids.astype(np.float64) for p in want.values()]), allow_pickle=False)
+    assert npy.content == buf.getvalue()
+    assert json.loads(npy.headers["x-mrope-files"]) == data["files"]
+    plain = upload(client, [png_bytes(112, 84)], False).json()  # the control: no sets, one answer
+    assert "position_sets" not in plain and plain["files"][0]["grid"] == [1, 6, 8]
+
+
+@pytest.mark.parametrize(
+    ("layer_sets", "says"),
+    [
+        (None, "layer_sets"),
+        ({"sets": {"a": {}}}, "'sets' and 'pattern' together"),
+        ({"sets": {"a": {"no_such_rule": 1}}, "pattern": ["a"]}, "no_such_rule"),
+        ({"sets": {"a": {}}, "pattern": ["b"]}, "['b']"),
+        ("circle", "layer_sets is true or an object"),
+    ],
+)
+def test_an_uploads_bad_layer_sets_is_a_422(client, layer_sets, says) -> None:
+    resp = upload(client, [png_bytes(56, 56)], layer_sets)
+    assert resp.status_code == 422, resp.text
+    assert says in resp.json()["error"]["message"], resp.json()
+    assert upload(client, [png_bytes(56, 56)], {"sets": {"a": {}}, "pattern": ["a"]}).status_code == 200
