@@ -27,18 +27,9 @@ from mrope.service import Settings
 from mrope.service.app import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from test_scheme_circle import _prompt, _reference, assert_close_positions  # noqa: E402
+from test_scheme_circle import _prompt, _reference, assert_close_positions, segment_json  # noqa: E402
 
 NPY = "application/x-npy"
-
-
-def segment_json(seg: mrope.Segment) -> dict:
-    """A library segment of :func:`_prompt` as the request's JSON segment."""
-    if isinstance(seg, mrope.Text):
-        return {"type": "text", "tokens": seg.num_tokens}
-    if isinstance(seg, mrope.Image):
-        return {"type": "image", "grid": list(seg.grid)}
-    return {"type": "video", "grid": list(seg.grid), "second_per_grid": seg.second_per_grid}
 
 
 @pytest.fixture(scope="module")
