@@ -287,6 +287,11 @@ class Preprocessor:
         """The library segments of one record with its assistant-token masks
         (:class:`mrope.schema._messages.ChatSegments`), and its layout rules."""
         parsed = record if isinstance(record, Record) else parse_record(plain(record))
+        if parsed.layer_sets is not None and self.layer_sets is None:
+            raise RecordError(
+                "the record asks for layer_sets, but this job's rows hold one set: run the job with "
+                "layer_sets= (on the command line: mrope batch --layer-sets)"
+            )
         rules = self.rules_for(parsed)
         reader = SegmentReader(
             rules,
@@ -416,11 +421,6 @@ class Preprocessor:
         order (the positions are the first; :func:`mrope._job_sets.record_sets`); else ``None``."""
         parsed = parse_record(plain(record))
         job = self.job_sets()
-        if job is None and parsed.layer_sets is not None:
-            raise RecordError(
-                "the record asks for layer_sets, but this job's rows hold one set: run the job with "
-                "layer_sets= (on the command line: mrope batch --layer-sets)"
-            )
         chat, rules = self.chat(parsed)
         sets = None
         if job is None:

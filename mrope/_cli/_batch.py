@@ -32,7 +32,7 @@ import numpy as np
 
 from mrope._cli._args import CliError, add_model_options, positive_int, rule_overrides
 from mrope._cli._batch_tables import PACKED, PARQUET, ROW_GROUP, PackedRows, ParquetRows
-from mrope._cli._output import positions_document
+from mrope._cli._output import positions_document, save_sets
 from mrope._cli._progress import progress
 from mrope._cli._sequence import data_options, max_tokens_from_arg, model_from_args, tokenizer_from_arg
 from mrope._cli._workers import ordered_map
@@ -118,6 +118,13 @@ def add_parser(sub: Any) -> None:
         metavar="ROWS",
         help=f"with --format parquet: rows per Parquet row group, written as the job goes (default "
         f"{ROW_GROUP}; memory holds at most one group, and the groups written stay readable if the job stops)",
+    )
+    p.add_argument(
+        "--layer-sets",
+        action="store_true",
+        help="every position set of the model (a per-layer choice, e.g. circle-rope-age) per sample: npy "
+        "the sets stacked [S, 3, T], json the sets document, parquet and --pack the position_sets, "
+        "set_names and layer_pattern columns (positions the first set); needs --model or --model-dir",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary on success")
     add_model_options(p)
@@ -288,6 +295,7 @@ class Job:
     fmt: str
     out_dir: Path
     pack: bool
+    pattern: tuple[str, ...] = ()
 
     def __call__(self, task: Task) -> Outcome:
         sample = task.sample
@@ -297,17 +305,18 @@ class Job:
                 raise RecordError(sample.problem)
             pre = self.pre.with_options(base_dir=sample.base_dir)
             payload: Any = None
+            sets = None
             if self.pack:
-                p, labels = pre.checked_sample(sample.record)
-                payload, name = (p, labels), PACKED
-            elif self.fmt == "parquet":
-                p, labels = pre.sample(sample.record)
-                if p.ids.dtype.kind == "f":
-                    raise RecordError(
-                        f"the {p.rules.name!r} rules give fractional (float32) positions, which the int64 "
-                        f"columns of {PARQUET} cannot hold; use --format npy or json for such samples"
-                    )
-                payload, name = result_row(p, input_ids=True, labels=labels), PARQUET
+                p, labels, sets = pre.checked_sets(sample.record)
+                payload, name = (p, labels, sets), PACKED
+            elif self.fmt == "parquet":  # the columns are the job's: checked_sets checks they hold it
+                p, labels, sets = pre.checked_sets(sample.record)
+                row = result_row(p, input_ids=True, labels=labels, sets=sets, pattern=self.pattern)
+                payload, name = row, PARQUET
+            elif pre.layer_sets is not None:
+                p, _, sets = pre.checked_sets(sample.record)
+                name = f"{task.stem}.{self.fmt}"
+                save_sets(sets, self.pattern, p.rules.name, str(self.out_dir / name))  # type: ignore[arg-type]
             else:
                 p = pre.positions(sample.record)
                 name = _write(self.out_dir, task.stem, self.fmt, p, p.rules.name)
@@ -320,13 +329,14 @@ class Job:
             {
                 "file": name,
                 "num_tokens": p.num_tokens,
-                "delta": int(p.delta),
+                "delta": float(p.delta) if p.ids.dtype.kind == "f" else int(p.delta),
                 "image_grid_thw": p.image_grid_thw.tolist(),
                 "video_grid_thw": p.video_grid_thw.tolist(),
                 "second_per_grid_ts": p.second_per_grid_ts.tolist(),
                 "media": media_items(p),
                 "error": "",
                 "error_code": "",
+                **({} if sets is None else {"set_deltas": [float(q.delta) for q in sets.values()]}),
             },
             payload,
         )
@@ -380,6 +390,7 @@ def _preprocessor(args: argparse.Namespace, fmt: str) -> Preprocessor:
         max_tokens=max_tokens_from_arg(args.max_tokens),
         decode_check=args.decode_check,
         labels=fmt == "parquet",
+        layer_sets=True if args.layer_sets else None,
         **data_options(args),
     )
 
@@ -428,7 +439,13 @@ def run(args: argparse.Namespace) -> int:
     if total == 0:
         raise CliError(f"{root} holds no samples")
     out_dir = Path(args.out_dir)
-    base = _preprocessor(args, fmt)
+    if args.layer_sets and fmt == "program":
+        raise CliError("--layer-sets has no --format program: a position program holds one set")
+    try:
+        base = _preprocessor(args, fmt)
+        sets = base.job_sets()
+    except JobError as exc:  # layer_sets without a job-level model
+        raise CliError(str(exc)) from None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         manifest = (out_dir / MANIFEST).open("w", encoding="utf-8", buffering=1)  # a line at a time
@@ -437,9 +454,13 @@ def run(args: argparse.Namespace) -> int:
     packed = None
     if args.pack is not None:  # float32 positions when the job's model keeps fractional time
         cp = None if args.cp_size is None else (args.cp_size, args.cp_layout)
-        packed = PackedRows(out_dir / PACKED, args.pack, args.pack_mode, base.fractional, cp)
-    table = ParquetRows(out_dir / PARQUET, row_group) if fmt == "parquet" and packed is None else None
-    job = Job(base, fmt, out_dir, packed is not None)
+        packed = PackedRows(out_dir / PACKED, args.pack, args.pack_mode, base.fractional, cp, sets)
+    table = None
+    if fmt == "parquet" and packed is None:
+        table = ParquetRows(
+            out_dir / PARQUET, row_group, base.fractional, None if sets is None else sets.dtype
+        )
+    job = Job(base, fmt, out_dir, packed is not None, () if sets is None else sets.pattern)
     failed: list[str] = []
     try:
         with (

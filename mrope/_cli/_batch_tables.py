@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mrope._cli._args import CliError
+from mrope._job_sets import JobSets
 from mrope._result_rows import error_row, rows_to_table
 from mrope.packing._table import PackItem, check_fits, pack_efficiency, packed_table
 
@@ -22,14 +25,21 @@ class ParquetRows:
     ``row_group`` rows as they come (:meth:`close` writes the last group and the footer, also when the
     job stops early, so the rows written so far stay readable)."""
 
-    def __init__(self, path: Path, row_group: int = ROW_GROUP) -> None:
+    def __init__(
+        self,
+        path: Path,
+        row_group: int = ROW_GROUP,
+        fractional: bool = False,
+        sets_dtype: np.dtype | None = None,
+    ) -> None:
         try:
             import pyarrow.parquet as pq
         except ImportError:
             raise CliError("--format parquet needs pyarrow (pip install pyarrow)") from None
         self.path, self.row_group = path, row_group
         self.rows: list[dict[str, Any]] = []
-        self.schema = rows_to_table([], keep=(), input_ids=True, labels=True).schema
+        self.columns = {"input_ids": True, "labels": True, "fractional": fractional, "sets_dtype": sets_dtype}
+        self.schema = rows_to_table([], keep=(), **self.columns).schema
         self.schema = self.schema.insert(0, _text_field("source")).insert(0, _text_field("id"))
         try:
             self.writer = pq.ParquetWriter(path, self.schema)
@@ -42,14 +52,17 @@ class ParquetRows:
             self.flush()
 
     def failed(self, sample_id: str, source: str, message: str, code: str) -> None:
-        self.add(sample_id, source, error_row(message, input_ids=True, labels=True, code=code))
+        failed = error_row(
+            message, input_ids=True, labels=True, code=code, sets=self.columns["sets_dtype"] is not None
+        )
+        self.add(sample_id, source, failed)
 
     def flush(self) -> None:
         """Write the rows held as one row group."""
         if not self.rows:
             return
         meta = [{"id": r["id"], "source": r["source"]} for r in self.rows]
-        table = rows_to_table(self.rows, meta, keep=("id", "source"), input_ids=True, labels=True)
+        table = rows_to_table(self.rows, meta, keep=("id", "source"), **self.columns)
         self.rows = []
         try:
             self.writer.write_table(table.cast(self.schema))
@@ -81,16 +94,17 @@ class PackedRows:
         mode: str,
         fractional: bool = False,
         cp: tuple[int, str] | None = None,
+        sets: JobSets | None = None,
     ) -> None:
         self.path, self.max_length, self.mode, self.fractional = path, max_length, mode, fractional
-        self.cp = cp
+        self.cp, self.sets = cp, sets
         self.items: list[PackItem] = []
         self.ids: list[str] = []
 
-    def add(self, sample_id: str, p: Any, labels: Any) -> None:
+    def add(self, sample_id: str, p: Any, labels: Any, sets: Any = None) -> None:
         # too long: this sample's error, reported now
         check_fits(len(self.items), p, self.max_length, sample_id)
-        self.items.append((p, labels))
+        self.items.append((p, labels, sets))
         self.ids.append(sample_id)
 
     def failed(self, sample_id: str, message: str, code: str) -> None:
@@ -111,6 +125,8 @@ class PackedRows:
             labels=True,
             fractional=self.fractional,
             cp=self.cp,
+            sets_dtype=None if self.sets is None else self.sets.dtype,
+            pattern=() if self.sets is None else self.sets.pattern,
         )
         try:
             pq.write_table(table, self.path)
