@@ -61,6 +61,7 @@ from ._wire import (
     PresetsResponse,
     RopeIndexRequest,
     RopeIndexResponse,
+    RopeIndexSetsResponse,
     UploadResponse,
     UploadSetsResponse,
     upload_form_schema,
@@ -275,10 +276,11 @@ def add_routes(app: ServiceApp, routes: Routes) -> None:
     )(routes.positions)
     app.post(
         ROPE_INDEX_PATH,
-        response_model=RopeIndexResponse,
+        response_model=None,
         responses=_ok(
-            RopeIndexResponse,
-            "position_ids [3][B][L] and deltas [B] (JSON), or the array (npy)",
+            RopeIndexResponse | RopeIndexSetsResponse,
+            "position_ids [3][B][L] and deltas [B] (JSON), or the array (npy); with layer_sets, every "
+            "position set (JSON) or the sets stacked [S][3][B][L] (npy)",
             program=False,
         ),
         openapi_extra=app.json_body(RopeIndexRequest),

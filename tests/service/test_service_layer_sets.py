@@ -214,3 +214,76 @@ def test_an_uploads_bad_layer_sets_is_a_422(client, layer_sets, says) -> None:
     assert resp.status_code == 422, resp.text
     assert says in resp.json()["error"]["message"], resp.json()
     assert upload(client, [png_bytes(56, 56)], {"sets": {"a": {}}, "pattern": ["a"]}).status_code == 200
+
+
+# -------------------------------------------------------------------------------------- rope index
+
+
+def test_rope_index_answers_every_set_of_a_padded_batch(client) -> None:
+    """``layer_sets`` on /v1/rope-index (the batch form): each row of each set, up to its length, equals
+    that prompt's set of build_position_sets (the builder, another path than the token ids), the mrope
+    set the authors' index; deltas per row; npy the sets stacked [2, 3, B, L] as np.save writes them."""
+    seeds = range(4)
+    want = [mrope.build_position_sets(_prompt(s), model="circle-rope-age") for s in seeds]
+    length = max(w["circle"].num_tokens for w in want)
+    ids = [w["circle"].input_ids.tolist() + [0] * (length - w["circle"].num_tokens) for w in want]
+    mask = [[1] * w["circle"].num_tokens + [0] * (length - w["circle"].num_tokens) for w in want]
+    body = {
+        "model": "circle-rope-age",
+        "input_ids": ids,
+        "attention_mask": mask,
+        "image_grid_thw": np.concatenate([w["circle"].image_grid_thw for w in want]).tolist(),
+        "video_grid_thw": np.concatenate([w["circle"].video_grid_thw for w in want]).reshape(-1, 3).tolist(),
+        "second_per_grid_ts": np.concatenate([w["circle"].second_per_grid_ts for w in want]).tolist(),
+        "layer_sets": True,
+    }
+    resp = client.post("/v1/rope-index", json=body)
+    assert resp.status_code == 200, resp.text
+    data = resp.json()
+    assert data["layer_pattern"] == ["circle", "mrope"] and list(data["position_sets"]) == ["circle", "mrope"]
+    for name in ("circle", "mrope"):
+        got = np.asarray(data["position_sets"][name]["position_ids"])
+        for b, w in enumerate(want):
+            n = w[name].num_tokens
+            np.testing.assert_array_equal(got[:, b, :n].astype(w[name].ids.dtype), w[name].ids)
+        assert data["position_sets"][name]["deltas"] == pytest.approx(
+            [float(w[name].delta) for w in want], abs=1e-4
+        )
+    for b, w in enumerate(want):
+        m, _ = _reference(w["circle"], use_m_index=True)
+        n = w["circle"].num_tokens
+        np.testing.assert_array_equal(
+            np.asarray(data["position_sets"]["mrope"]["position_ids"])[:, b, :n], m.numpy()
+        )
+    circle = np.asarray(data["position_sets"]["circle"]["position_ids"])
+    assert not np.allclose(circle, data["position_sets"]["mrope"]["position_ids"], atol=1e-3)  # control
+    npy = client.post("/v1/rope-index", json=body, headers={"accept": NPY})
+    loaded = np.load(io.BytesIO(npy.content))
+    assert loaded.dtype == np.float64 and loaded.shape == (2, 3, len(want), length)
+    for k, name in enumerate(("circle", "mrope")):
+        for b, w in enumerate(want):
+            np.testing.assert_array_equal(
+                loaded[k, :, b, : w[name].num_tokens], w[name].ids.astype(np.float64)
+            )
+    assert json.loads(npy.headers["x-mrope-position-sets"]) == ["circle", "mrope"]
+    plain = client.post("/v1/rope-index", json={**body, "layer_sets": False}).json()
+    assert "position_sets" not in plain and len(plain["deltas"]) == len(want)  # the control: one set
+
+
+@pytest.mark.parametrize(
+    ("layer_sets", "status", "says"),
+    [
+        ({"sets": {"a": {}}}, 422, "'sets' and 'pattern' together"),
+        ({"sets": {"a": {"spatail": "reset"}}, "pattern": ["a"]}, 422, "spatail"),
+        ("all", 422, "layer_sets is true or an object"),
+    ],
+)
+def test_rope_index_refuses_bad_layer_sets(client, layer_sets, status, says) -> None:
+    body = {"model": "qwen2-vl", "input_ids": [[1, 2, 3]], "layer_sets": layer_sets}
+    resp = client.post("/v1/rope-index", json=body)
+    assert resp.status_code == status and says in resp.json()["error"]["message"], resp.text
+    program = client.post(
+        "/v1/rope-index", json={**body, "layer_sets": True}, headers={"accept": "application/x-mrope-program"}
+    )
+    assert program.status_code == 406
+    assert client.post("/v1/rope-index", json={**body, "layer_sets": True}).status_code == 200  # control
