@@ -185,3 +185,18 @@ def test_packed_sets_cut_for_context_parallelism(layout) -> None:
         at = np.append(np.cumsum(lengths) - lengths, 0)[seg[real]] + offset[real]
         np.testing.assert_array_equal(got[:, :, real], full[:, :, at])
         assert real.any() and not np.array_equal(got[0], got[1])  # negative control: the sets differ
+
+
+def test_exaone_rows_carry_the_rope_set_and_the_nope_layers() -> None:
+    """exaone-4.5 (rope / nope): one set, 'rope', equal to build_positions of the family, and the layer
+    pattern of Exaone4Config's defaults written out by hand (32 layers, sliding_window_pattern 4: layer i
+    is global, without rotary, when (i + 1) % 4 == 0; configuration_exaone4.py:102-108,
+    modeling_exaone4.py:234)."""
+    segs = [mrope.Text(3), mrope.Image(grid=(1, 4, 6)), mrope.Text(2)]
+    rec = {"id": "x", "segments": [segment_json(s) for s in segs]}
+    row = Preprocessor(model="exaone-4.5", layer_sets=True).record(rec)
+    assert row["error"] == "" and row["set_names"] == ["rope"]
+    assert row["layer_pattern"] == ["nope" if (i + 1) % 4 == 0 else "rope" for i in range(32)]
+    want = mrope.build_positions(segs, model="exaone-4.5").ids
+    np.testing.assert_array_equal(row["position_sets"], want[None])
+    assert row["layer_pattern"].count("nope") == 8  # negative control: not every layer rotates
