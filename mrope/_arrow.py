@@ -24,6 +24,24 @@ def positions_type(fractional: bool = False) -> pa.DataType:
     return pa.list_(pa.list_(pa.float32() if fractional else pa.int64()))
 
 
+SET_COLUMNS = ("position_sets", "set_names", "set_deltas", "layer_pattern")
+"""The columns of a row with every position set of its model (a job with ``layer_sets``), in table
+order (types: :func:`set_fields`)."""
+
+
+def set_fields(dtype: np.dtype, deltas: bool = True) -> list[tuple[str, pa.DataType]]:
+    """:data:`SET_COLUMNS` with their types: ``position_sets`` (``[S][A][T]``, or ``[S][1 + A][L]`` in a
+    packed row, of ``dtype``: int64, float32, or float64 where integer and fractional sets meet),
+    ``set_names`` and ``layer_pattern`` (``list<string>``) and, with ``deltas`` (not in packed rows,
+    which carry no delta), ``set_deltas`` (``list<float64>``)."""
+    import pyarrow as pa
+
+    names = pa.list_(pa.string())
+    sets = pa.list_(pa.list_(pa.list_(pa.from_numpy_dtype(np.dtype(dtype)))))
+    cols = list(zip(SET_COLUMNS, (sets, names, pa.list_(pa.float64()), names), strict=True))
+    return cols if deltas else [c for c in cols if c[0] != "set_deltas"]
+
+
 SEQUENCE_COLUMNS = ("num_tokens", "image_grid_thw", "video_grid_thw", "second_per_grid_ts")
 """The columns that size a row's sequence, in table order (types: :func:`sequence_fields`)."""
 
@@ -84,6 +102,11 @@ def typed_column(values: Sequence[Any], column_type: pa.DataType) -> pa.Array:
 
     if pa.types.is_list(column_type):
         inner = column_type.value_type
+        if pa.types.is_list(inner) and pa.types.is_list(inner.value_type):  # [n][A][T] from 3-D arrays
+            offsets = np.zeros(len(values) + 1, dtype=np.int32)
+            np.cumsum([np.shape(v)[0] for v in values], out=offsets[1:])
+            planes = [plane for v in values for plane in v]
+            return pa.ListArray.from_arrays(pa.array(offsets), typed_column(planes, inner))
         if pa.types.is_list(inner) and _numeric(inner.value_type):
             number = inner.value_type
             return nested_column([np.asarray(v, dtype=number.to_pandas_dtype()) for v in values], number)
@@ -95,10 +118,12 @@ def typed_column(values: Sequence[Any], column_type: pa.DataType) -> pa.Array:
 __all__ = [
     "ERROR_COLUMNS",
     "SEQUENCE_COLUMNS",
+    "SET_COLUMNS",
     "error_fields",
     "list_column",
     "nested_column",
     "positions_type",
     "sequence_fields",
+    "set_fields",
     "typed_column",
 ]

@@ -29,6 +29,13 @@ def _set_rules(family: ModelFamily, name: str) -> LayoutRules:
     return family.rules.replace(**family.layer_sets.sets[name])
 
 
+@cached("layout.position_set_rules_over", maxsize=64)
+def _set_rules_over(family: ModelFamily, rules: LayoutRules, name: str) -> LayoutRules:
+    """Set ``name``'s overrides on ``rules`` (a call's or a record's rules), made once per pair: a face
+    lays out every record's sets under the same few rules."""
+    return rules.replace(**family.layer_sets.sets[name])
+
+
 def build_position_sets(
     segments: Sequence[Segment],
     model: ModelLike,
@@ -71,7 +78,7 @@ def position_set_rules(
         elif rules is None:
             out[name] = dict(overrides)
         elif isinstance(rules, LayoutRules):
-            out[name] = rules.replace(**overrides)
+            out[name] = _set_rules_over(family, rules, name)
         elif isinstance(rules, dict):
             out[name] = {**rules, **overrides}
         else:

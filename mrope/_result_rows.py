@@ -18,6 +18,7 @@ import numpy as np
 from mrope import _arrow as arrow
 from mrope._batches import plain
 from mrope._errors import MRopeError
+from mrope._position_sets import stacked_ids
 from mrope._positions import Positions
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ RESULT_COLUMNS = ("positions", "delta", *arrow.SEQUENCE_COLUMNS, *arrow.ERROR_CO
 """The columns of a result row (``media``: :func:`media_json` of its media records; plus ``input_ids``,
 ``labels`` and ``program`` (the bytes of :meth:`mrope.PositionProgram.to_bytes`) when asked for, and
 ``generation_ids`` in a job whose model generates images). ``error_code`` is a stable machine-readable
-name of the failure (:func:`error_code`), ``""`` on success."""
+name of the failure (:func:`error_code`), ``""`` on success. A job with ``layer_sets`` adds
+:data:`mrope._arrow.SET_COLUMNS` (:func:`set_columns`)."""
 
 
 def error_code(exc: BaseException) -> str:
@@ -58,6 +60,20 @@ def media_json(p: Positions) -> str:
     return json.dumps(media_items(p), separators=(",", ":"))
 
 
+def set_columns(sets: Mapping[str, Positions] | None, pattern: Sequence[str] = ()) -> dict[str, Any]:
+    """The :data:`mrope._arrow.SET_COLUMNS` of a row: ``position_sets``, every set's ids stacked ``[S, A,
+    T]`` in their order (:func:`mrope._position_sets.stacked_ids`), ``set_names``, ``set_deltas`` and the
+    ``layer_pattern`` (layer ``i`` reads ``layer_pattern[i % len]``); ``sets=None``: a failed row's, empty."""
+    if sets is None:
+        return {"position_sets": np.zeros((0, 0, 0)), "set_names": [], "set_deltas": [], "layer_pattern": []}
+    return {
+        "position_sets": stacked_ids(sets),
+        "set_names": list(sets),
+        "set_deltas": [float(p.delta) for p in sets.values()],
+        "layer_pattern": list(pattern),
+    }
+
+
 def result_row(
     p: Positions,
     *,
@@ -65,10 +81,13 @@ def result_row(
     generation: bool = False,
     labels: np.ndarray | None = None,
     program: bool = False,
+    sets: Mapping[str, Positions] | None = None,
+    pattern: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The columns of a successful record (``generation``: with ``generation_ids``, ``[3, 0]`` when the
     record has no image to generate; ``labels``: with ``labels`` and ``assistant_mask``; ``program``:
-    with ``program``, the bytes of ``p.program()``)."""
+    with ``program``, the bytes of ``p.program()``; ``sets``: every position set of the record, ``p``
+    the first, with the layer ``pattern``, as :func:`set_columns`)."""
     row: dict[str, Any] = {
         "positions": p.ids,
         "delta": float(p.delta) if p.ids.dtype.kind == "f" else int(p.delta),
@@ -91,6 +110,8 @@ def result_row(
         )
     if program:
         row["program"] = p.program().to_bytes()
+    if sets is not None:
+        row.update(set_columns(sets, pattern))
     return row
 
 
@@ -103,9 +124,10 @@ def error_row(
     labels: bool = False,
     code: str = "internal_error",
     program: bool = False,
+    sets: bool = False,
 ) -> dict[str, Any]:
-    """The columns of a failed record: empty arrays of the right shapes and dtypes (an empty ``program``),
-    the message and its code."""
+    """The columns of a failed record: empty arrays of the right shapes and dtypes (an empty ``program``,
+    empty position sets with ``sets``), the message and its code."""
     row: dict[str, Any] = {
         "positions": np.zeros((3, 0), dtype=np.float32 if fractional else np.int64),
         "delta": 0,
@@ -126,6 +148,8 @@ def error_row(
         row["generation_ids"] = np.zeros((3, 0), dtype=np.int64)
     if program:
         row["program"] = b""
+    if sets:
+        row.update(set_columns(None))
     return row
 
 
@@ -136,10 +160,12 @@ def arrow_schema(
     generation: bool = False,
     labels: bool = False,
     program: bool = False,
+    sets_dtype: np.dtype | None = None,
 ) -> pa.Schema:
     """The Arrow types of the result columns (``fractional``: float32 positions and a float64 delta, for
     a job whose model keeps fractional time; ``generation``: a ``generation_ids`` column, for a job whose
-    model generates images; ``program``: a binary ``program`` column)."""
+    model generates images; ``program``: a binary ``program`` column; ``sets_dtype``: the position set
+    columns, ``position_sets`` of that number type, :func:`mrope._arrow.set_fields`)."""
     import pyarrow as pa
 
     cols = [
@@ -157,6 +183,8 @@ def arrow_schema(
         cols.append(("generation_ids", arrow.positions_type()))
     if program:
         cols.append(("program", pa.binary()))
+    if sets_dtype is not None:
+        cols += arrow.set_fields(sets_dtype)
     return pa.schema(cols)
 
 
@@ -170,6 +198,7 @@ def rows_to_table(
     generation: bool = False,
     labels: bool = False,
     program: bool = False,
+    sets_dtype: np.dtype | None = None,
 ) -> pa.Table:
     """Result rows (:func:`result_row`, :func:`error_row`) as a ``pyarrow.Table`` with
     :func:`arrow_schema` types, after the ``keep`` columns copied from ``records`` (those every record
@@ -177,7 +206,12 @@ def rows_to_table(
     import pyarrow as pa
 
     schema = arrow_schema(
-        input_ids=input_ids, fractional=fractional, generation=generation, labels=labels, program=program
+        input_ids=input_ids,
+        fractional=fractional,
+        generation=generation,
+        labels=labels,
+        program=program,
+        sets_dtype=sets_dtype,
     )
     columns: dict[str, pa.Array] = {}
     for name in keep:
@@ -199,4 +233,5 @@ __all__ = [
     "media_json",
     "result_row",
     "rows_to_table",
+    "set_columns",
 ]

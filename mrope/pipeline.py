@@ -56,6 +56,7 @@ from mrope._builder import build_positions, count_tokens
 from mrope._caches import cached
 from mrope._chat import find_chat_template
 from mrope._errors import JobError, ModelRequired, MRopeError, RecordError, TooManyTokens
+from mrope._job_sets import JobSets, asked_sets, job_sets, record_sets
 from mrope._positions import Positions
 from mrope._result_rows import (
     RESULT_COLUMNS,
@@ -158,6 +159,12 @@ class Preprocessor:
         program: rows also carry ``program``, the bytes of the record's position program
             (:meth:`mrope.PositionProgram.to_bytes`, what ``mrope batch --format program`` writes per
             sample; empty for a failed record); not with ``pack`` (a packed row holds several records).
+        layer_sets: every position set of the job's model in each row (:mod:`mrope._job_sets`), as the
+            request field ``layer_sets`` reads it: ``True`` (the model's own sets: ``circle-rope-age``'s
+            circle and M-RoPE sets) or ``{"sets": {name: overrides}, "pattern": [...]}`` (the job's own,
+            each after ``rules``). Rows then add ``position_sets`` (every set stacked, ``[S, 3, T]``;
+            packed: ``[S, 1 + A, L]``), ``set_names``, ``set_deltas`` and ``layer_pattern``;
+            ``positions`` is the first set. Needs a job-level model; not with ``program``.
     """
 
     model: Any = None
@@ -181,6 +188,13 @@ class Preprocessor:
     pack: int | None = None
     pack_mode: str = "ffd"
     program: bool = False
+    layer_sets: Any = None
+
+    def __post_init__(self) -> None:
+        asked = asked_sets(self.layer_sets, self.model is not None or self.model_dir is not None)
+        if asked is not None and self.program:  # a program holds one set
+            raise JobError("program=True gives one position program a row; layer_sets, every set", "program")
+        object.__setattr__(self, "layer_sets", asked)
 
     def rules_for(self, record: Record | Mapping[str, Any]) -> LayoutRules:
         """The layout rules of one record: the job's model and overrides over the record's. A model is
@@ -204,8 +218,12 @@ class Preprocessor:
 
     @property
     def fractional(self) -> bool:
-        """Whether this job's positions are float32 (its model's rules keep fractional time, Qwen3-Omni).
-        The Arrow column types are fixed per job, so only a job-level model (or full rules) decides it."""
+        """Whether this job's positions are float32 (its model's rules keep fractional time, Qwen3-Omni;
+        with ``layer_sets``, the first set's). The Arrow column types are fixed per job, so only a
+        job-level model (or full rules) decides it."""
+        sets = self.job_sets()
+        if sets is not None:
+            return sets.fractional
         rules = self._job_rules("time_rounding")
         return rules is not None and rules.fractional_time
 
@@ -229,6 +247,13 @@ class Preprocessor:
         overrides = dict(self.rules) if isinstance(self.rules, Mapping) else {}
         kept = {k: v for k, v in overrides.items() if k == override}
         return resolve_rules(model, kept or None)
+
+    def job_sets(self) -> JobSets | None:
+        """The position sets every row carries (``layer_sets``), or ``None``."""
+        if self.layer_sets is None:
+            return None
+        rules = self.rules if isinstance(self.rules, LayoutRules) else self.rules or None
+        return job_sets(self.layer_sets, self.job_model(), rules, self.convention or "released")
 
     @property
     def with_input_ids(self) -> bool:
@@ -258,10 +283,15 @@ class Preprocessor:
         chat, rules = self.chat(record)
         return chat.segments, rules
 
-    def chat(self, record: Mapping[str, Any]) -> tuple[ChatSegments, LayoutRules]:
+    def chat(self, record: Mapping[str, Any] | Record) -> tuple[ChatSegments, LayoutRules]:
         """The library segments of one record with its assistant-token masks
         (:class:`mrope.schema._messages.ChatSegments`), and its layout rules."""
-        parsed = parse_record(plain(record) if isinstance(record, Mapping) else record)
+        parsed = record if isinstance(record, Record) else parse_record(plain(record))
+        if parsed.layer_sets is not None and self.layer_sets is None:
+            raise RecordError(
+                "the record asks for layer_sets, but this job's rows hold one set: run the job with "
+                "layer_sets= (on the command line: mrope batch --layer-sets)"
+            )
         rules = self.rules_for(parsed)
         reader = SegmentReader(
             rules,
@@ -381,7 +411,25 @@ class Preprocessor:
     def checked_sample(self, record: Mapping[str, Any]) -> tuple[Positions, np.ndarray | None]:
         """The positions of one record and its ``labels`` (``None`` unless the job asks for labels), after
         checking that this job's columns can hold them (raises on bad input)."""
-        p, labels = self.sample(record) if self.labels else (self.positions(record), None)
+        p, labels, _ = self.checked_sets(record)
+        return p, labels
+
+    def checked_sets(
+        self, record: Mapping[str, Any]
+    ) -> tuple[Positions, np.ndarray | None, dict[str, Positions] | None]:
+        """:meth:`checked_sample` and, with ``layer_sets``, every position set of the record in the job's
+        order (the positions are the first; :func:`mrope._job_sets.record_sets`); else ``None``."""
+        parsed = parse_record(plain(record))
+        job = self.job_sets()
+        chat, rules = self.chat(parsed)
+        sets = None
+        if job is None:
+            p = self.build(chat.segments, rules)
+        else:
+            tokenizer = self.tokenizer_for()
+            sets = record_sets(job, parsed.layer_sets, chat.segments, rules, tokenizer, self.max_tokens)
+            p = next(iter(sets.values()))
+        labels = chat.labels(p) if self.labels else None
         if p.ids.dtype.kind == "f" and not self.fractional:
             raise RecordError(
                 f"the {p.rules.name!r} rules give fractional (float32) positions, but this job's columns are "
@@ -392,7 +440,7 @@ class Preprocessor:
                 f"the record has images to generate, whose decode-time positions (generation_ids) this "
                 f"job has no column for: run such records in a job whose model= is {p.rules.name!r}"
             )
-        return p, labels
+        return p, labels, sets
 
     def record(self, record: Mapping[str, Any], *, stop_on_job_error: bool = False) -> dict[str, Any]:
         """One record -> ``{positions int64 [3, T], delta, num_tokens, image_grid_thw [n, 3],
@@ -406,13 +454,15 @@ class Preprocessor:
         alike).
         """
         try:
-            p, labels = self.checked_sample(record)
+            p, labels, sets = self.checked_sets(record)
             return result_row(
                 p,
                 input_ids=self.with_input_ids,
                 generation=self.generates_images,
                 labels=labels,
                 program=self.program,
+                sets=sets,
+                pattern=() if sets is None else self.job_sets().pattern,  # type: ignore[union-attr]
             )
         except JobError as exc:
             if stop_on_job_error:
@@ -430,6 +480,7 @@ class Preprocessor:
             labels=self.labels,
             code=error_code(exc),
             program=self.program,
+            sets=self.layer_sets is not None,
         )
 
     def batch(self, batch: Any) -> pa.Table:
@@ -450,6 +501,7 @@ class Preprocessor:
             generation=self.generates_images,
             labels=self.labels,
             program=self.program,
+            sets_dtype=None if self.layer_sets is None else self.job_sets().dtype,  # type: ignore[union-attr]
         )
 
     def packed(self, batch: Any) -> pa.Table:
@@ -464,11 +516,11 @@ class Preprocessor:
                 "program=True gives each record's row its position program; packed rows (pack=) hold "
                 "several records and carry none: run the job without pack= for the program column"
             )
-        records = batch_records(batch)
+        records, job = batch_records(batch), self.job_sets()
         samples: list[PackItem] = []
         for record in records:
             try:
-                samples.append(self.checked_sample(record))
+                samples.append(self.checked_sets(record))
             except JobError:
                 raise  # the whole job's failure: stop at once, naming the option
             except Exception as exc:  # recorded per record, never raised through the job
@@ -481,6 +533,8 @@ class Preprocessor:
             mode=self.pack_mode,
             labels=self.labels,
             fractional=self.fractional,
+            sets_dtype=None if job is None else job.dtype,
+            pattern=() if job is None else job.pattern,
         )
 
     def with_options(self, **changes: Any) -> Preprocessor:

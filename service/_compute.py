@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
+import numpy as np
 from starlette.responses import Response
 
 import mrope
@@ -20,6 +21,7 @@ from mrope._rules import LayoutRules
 from mrope.models import ModelFamily, resolve_rules
 from mrope.schema import PositionsRequest
 from mrope.schema._fields import rules_dict
+from mrope.schema._sets import sets_family
 from mrope.schema._state import check_state_after, check_turn_start, request_state
 
 from . import _convert as convert
@@ -90,9 +92,10 @@ def count_build_render_sets(
     rules: LayoutRules,
     fmt: OutputFormat,
     state: ServiceState,
+    extra: dict[str, Any] | None = None,
 ) -> Response:
     """Every position set of ``family`` (``layer_sets`` of the request), rendered with the layer
-    pattern. The response holds a positions array per set, so ``MROPE_MAX_TOKENS`` bounds the work and
+    pattern (``extra``: more top-level fields, an upload's ``files``). The response holds a positions array per set, so ``MROPE_MAX_TOKENS`` bounds the work and
     the tokens of all the sets together, each set weighed under its own rules (an override may change
     the merge size or the temporal rule), exactly, before any position is written."""
     settings = state.settings
@@ -106,7 +109,9 @@ def count_build_render_sets(
     convert.check_tokens(total, settings, what)
     sets = mrope.build_position_sets(segments, family, rules, tokenizer=state.tokenizer)
     state.metrics.tokens.inc(total)
-    return render.render_position_sets(sets, family.layer_sets.pattern, fmt, settings.npy_max_header_bytes)
+    return render.render_position_sets(
+        sets, family.layer_sets.pattern, fmt, settings.npy_max_header_bytes, extra
+    )
 
 
 @dataclass(frozen=True)
@@ -222,25 +227,47 @@ def decode_rope_index(raw: bytes, state: ServiceState) -> tuple[RopeIndexRequest
     body = jsonbody.decode(raw, RopeIndexRequest, state.limits, precheck)
     model = served[0] or body.model
     rules = resolve_rules(model, rules_dict(body.rules))
-    return body, model, check_rope_index_size(body, rules, state.settings)
+    family = sets_family(model, body.layer_sets)
+    if family is None:
+        return body, model, check_rope_index_size(body, rules, state.settings)
+    # a [3, B, L] answer per set: each set's caps under its own rules, then B*L over the sets together
+    set_rules = cast("dict[str, LayoutRules]", position_set_rules(family, rules))
+    work = sum(check_rope_index_size(body, r, state.settings) for r in set_rules.values())
+    tokens = len(body.input_ids) * max(len(r) for r in body.input_ids)
+    what = f"the token count B*L of input_ids over the {len(set_rules)} position sets together"
+    convert.check_tokens(tokens * len(set_rules), state.settings, what)
+    return body, model, work
 
 
 def compute_rope_index(
     body: RopeIndexRequest, model: Any, fmt: OutputFormat, state: ServiceState
 ) -> Response:
-    """``mrope.numpy_rope_index`` of a decoded request: position_ids [3][B][L] and deltas [B], rendered."""
-    position_ids, deltas = mrope.numpy_rope_index(
+    """``mrope.numpy_rope_index`` of a decoded request: position_ids [3][B][L] and deltas [B], rendered;
+    with ``layer_sets``, those of every position set (each under its set's rules) and the layer pattern."""
+    family = sets_family(model, body.layer_sets)
+    if family is None:
+        position_ids, deltas = _rope_index(body, model, rules_dict(body.rules))
+        state.metrics.tokens.inc(position_ids.shape[1] * position_ids.shape[2])
+        return render.render_rope_index(position_ids, deltas, fmt, state.settings.npy_max_header_bytes)
+    rules = resolve_rules(model, rules_dict(body.rules))
+    sets = {name: _rope_index(body, None, r) for name, r in position_set_rules(family, rules).items()}
+    state.metrics.tokens.inc(sum(ids.shape[1] * ids.shape[2] for ids, _ in sets.values()))
+    pattern = family.layer_sets.pattern
+    return render.render_rope_index_sets(sets, pattern, fmt, state.settings.npy_max_header_bytes)
+
+
+def _rope_index(body: RopeIndexRequest, model: Any, rules: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``mrope.numpy_rope_index`` of a request's arrays under ``model`` and ``rules``."""
+    return mrope.numpy_rope_index(
         body.input_ids,
         body.image_grid_thw,
         body.video_grid_thw,
         body.attention_mask,
         model=model,
-        rules=rules_dict(body.rules),
+        rules=rules,
         second_per_grid_ts=body.second_per_grid_ts,
         mm_token_type_ids=body.mm_token_type_ids,
         pad_position=body.pad_position,
         audio_seqlens=body.audio_seqlens,
         use_audio_in_video=body.use_audio_in_video,
     )
-    state.metrics.tokens.inc(position_ids.shape[1] * position_ids.shape[2])
-    return render.render_rope_index(position_ids, deltas, fmt, state.settings.npy_max_header_bytes)

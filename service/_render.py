@@ -245,16 +245,26 @@ def render_positions(
 
 
 def render_position_sets(
-    sets: Mapping[str, Positions], pattern: tuple[str, ...], fmt: OutputFormat, max_header: int
+    sets: Mapping[str, Positions],
+    pattern: tuple[str, ...],
+    fmt: OutputFormat,
+    max_header: int,
+    extra: Mapping[str, Any] | None = None,
 ) -> Response:
     """The response of a positions request with ``layer_sets``: JSON ``{"position_sets": {name: {positions,
     delta, ...}}, "layer_pattern", "media"}``; npy, the sets stacked ``[S, A, T]`` in their order
     (``X-MRope-Position-Sets``), in one dtype that holds every set exactly (float64 where integer and
-    fractional sets meet), the deltas in ``X-MRope-Deltas`` and each other field as a list over the sets."""
+    fractional sets meet), the deltas in ``X-MRope-Deltas`` and each other field as a list over the sets.
+    ``extra``: more top-level fields, shared by the sets (an upload's ``files``; npy: a header each)."""
     first = next(iter(sets.values()))
     if fmt == "json":
         doc = {name: {"positions": p.ids, **positions_payload(p)} for name, p in sets.items()}
-        body = {"position_sets": doc, "layer_pattern": list(pattern), "media": media_items(first)}
+        body = {
+            "position_sets": doc,
+            "layer_pattern": list(pattern),
+            **(extra or {}),
+            "media": media_items(first),
+        }
         return Response(orjson.dumps(body, option=_OPTS), media_type=JSON)
     if fmt == "program":
         raise ServiceError(
@@ -277,13 +287,11 @@ def render_position_sets(
     for key in payloads[0]:
         if key not in ("delta", "num_tokens"):
             meta[_meta_name(key)] = [d.get(key) for d in payloads]
+    meta.update({_meta_name(k): v for k, v in (extra or {}).items()})
     return _npy_response(stacked, fmt, plain, meta, max_header)
 
 
-def render_rope_index(
-    position_ids: np.ndarray, deltas: np.ndarray, fmt: OutputFormat, max_header: int
-) -> Response:
-    """The response of ``/v1/rope-index``: ``[3, B, L]`` ids and ``[B]`` deltas."""
+def _no_batch_program(fmt: OutputFormat) -> None:
     if fmt == "program":
         raise ServiceError(
             406,
@@ -291,8 +299,41 @@ def render_rope_index(
             f"/v1/rope-index answers a padded batch, which has no {PROGRAM} form; ask for {JSON} or {NPY} "
             "(or a sequence's program from /v1/positions)",
         )
+
+
+def render_rope_index(
+    position_ids: np.ndarray, deltas: np.ndarray, fmt: OutputFormat, max_header: int
+) -> Response:
+    """The response of ``/v1/rope-index``: ``[3, B, L]`` ids and ``[B]`` deltas."""
+    _no_batch_program(fmt)
     if fmt == "json":
         body = orjson.dumps({"position_ids": position_ids, "deltas": deltas}, option=_OPTS)
         return Response(body, media_type=JSON)
     plain = {"X-MRope-Batch": str(position_ids.shape[1]), "X-MRope-Length": str(position_ids.shape[2])}
     return _npy_response(position_ids, fmt, plain, {"X-MRope-Deltas": deltas}, max_header)
+
+
+def render_rope_index_sets(
+    sets: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    pattern: tuple[str, ...],
+    fmt: OutputFormat,
+    max_header: int,
+) -> Response:
+    """The response of ``/v1/rope-index`` with ``layer_sets``: JSON ``{"position_sets": {name:
+    {position_ids [3][B][L], deltas [B]}}, "layer_pattern"}``; npy, the sets stacked ``[S, 3, B, L]`` in
+    their order (``X-MRope-Position-Sets``) in one dtype that holds every set exactly (float64 where
+    integer and fractional sets meet), their deltas ``[S][B]`` in ``X-MRope-Deltas``."""
+    _no_batch_program(fmt)
+    if fmt == "json":
+        doc = {name: {"position_ids": ids, "deltas": d} for name, (ids, d) in sets.items()}
+        body = orjson.dumps({"position_sets": doc, "layer_pattern": list(pattern)}, option=_OPTS)
+        return Response(body, media_type=JSON)
+    dtype = np.result_type(*(ids.dtype for ids, _ in sets.values()))
+    stacked = np.stack([ids.astype(dtype, copy=False) for ids, _ in sets.values()])
+    plain = {"X-MRope-Batch": str(stacked.shape[2]), "X-MRope-Length": str(stacked.shape[3])}
+    meta = {
+        "X-MRope-Position-Sets": list(sets),
+        "X-MRope-Layer-Pattern": list(pattern),
+        "X-MRope-Deltas": [d for _, d in sets.values()],
+    }
+    return _npy_response(stacked, fmt, plain, meta, max_header)

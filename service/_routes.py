@@ -61,7 +61,9 @@ from ._wire import (
     PresetsResponse,
     RopeIndexRequest,
     RopeIndexResponse,
+    RopeIndexSetsResponse,
     UploadResponse,
+    UploadSetsResponse,
     upload_form_schema,
 )
 
@@ -217,6 +219,12 @@ class Routes:
             )
             extra = {"files": infos}
             weight = convert.weigh(segments, rules)
+            family = sets_family(model, fields.layer_sets)
+            if family is not None:
+                return await state.offload(
+                    functools.partial(count_build_render_sets, segments, family, rules, fmt, state, extra),
+                    inline=weight.light(settings),
+                )
             return await state.offload(
                 functools.partial(count_build_render, segments, weight, model, rules, fmt, state, extra),
                 inline=weight.light(settings),
@@ -268,10 +276,11 @@ def add_routes(app: ServiceApp, routes: Routes) -> None:
     )(routes.positions)
     app.post(
         ROPE_INDEX_PATH,
-        response_model=RopeIndexResponse,
+        response_model=None,
         responses=_ok(
-            RopeIndexResponse,
-            "position_ids [3][B][L] and deltas [B] (JSON), or the array (npy)",
+            RopeIndexResponse | RopeIndexSetsResponse,
+            "position_ids [3][B][L] and deltas [B] (JSON), or the array (npy); with layer_sets, every "
+            "position set (JSON) or the sets stacked [S][3][B][L] (npy)",
             program=False,
         ),
         openapi_extra=app.json_body(RopeIndexRequest),
@@ -279,8 +288,12 @@ def add_routes(app: ServiceApp, routes: Routes) -> None:
     )(routes.rope_index)
     app.post(
         UPLOAD_PATH,
-        response_model=UploadResponse,
-        responses=_ok(UploadResponse, "Positions plus the grids derived from the files"),
+        response_model=None,
+        responses=_ok(
+            UploadResponse | UploadSetsResponse,
+            "Positions plus the grids derived from the files; with layer_sets, every position set (JSON) or "
+            "the sets stacked [S][3][T] (npy)",
+        ),
         openapi_extra={
             "requestBody": {
                 "required": True,

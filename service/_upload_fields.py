@@ -18,9 +18,15 @@ from ._settings import Settings
 from ._state import ServiceState
 from ._uploads import UploadForm
 
+_EXPECTED = {
+    "layout": "an array of layout items",
+    "layer_sets": "true or an object {sets, pattern} (leave it out, or false, for one set)",
+}
+"""What a JSON form field other than ``rules`` holds, for the refusal of a ``null``."""
+
 
 def parse_upload_fields(form: UploadForm, state: ServiceState) -> tuple[UploadFields, Any]:
-    """The ``model``, ``layout``, ``rules`` and ``route`` form fields (``model`` and ``route`` plain text),
+    """The ``model``, ``layout``, ``rules``, ``layer_sets`` and ``route`` form fields (``model`` and ``route`` plain text),
     validated like a JSON body (bounded walk,
     no repeated keys, skeleton first; 422 with at most a few pydantic details)."""
     data: dict[str, Any] = {}
@@ -37,7 +43,7 @@ def parse_upload_fields(form: UploadForm, state: ServiceState) -> tuple[UploadFi
         except orjson.JSONDecodeError as exc:
             raise ServiceError(422, "invalid_form", f"form field {name!r} is not valid JSON: {exc}") from None
         if value is None:  # JSON null: a field sent is a value; the default is the field left out
-            expected = "an array of layout items" if name == "layout" else "an object of rule overrides"
+            expected = _EXPECTED.get(name, "an object of rule overrides")
             raise ServiceError(
                 422,
                 "invalid_form",

@@ -29,7 +29,7 @@ from ._errors import ServiceError, over_cap
 from ._settings import Settings
 
 FILE_PART = "files"
-FIELD_PARTS = ("model", "layout", "rules", "route")
+FIELD_PARTS = ("model", "layout", "rules", "route", "layer_sets")
 
 
 @dataclass

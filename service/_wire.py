@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mrope.media import MediaKind
 from mrope.schema import ConversationStateBody, RulesOverrides
 from mrope.schema._fields import Grid, Int64, ModelName, SecondsPerPatch, model_names
+from mrope.schema._sets import LayerSetsField
 
 # ------------------------------------------------------------------------------------ rope-index
 
@@ -47,6 +48,7 @@ class RopeIndexRequest(BaseModel):
     use_audio_in_video: bool | None = None
     pad_position: Int64 = 1
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
+    layer_sets: LayerSetsField = None
 
 
 # ---------------------------------------------------------------------------------------- upload
@@ -72,6 +74,11 @@ def upload_form_schema() -> dict[str, Any]:
                 ),
             },
             "rules": {"type": "string", "description": "JSON object of LayoutRules overrides"},
+            "layer_sets": {
+                "type": "string",
+                "description": "JSON true (every position set of the model) or {sets, pattern} (sets of "
+                "the request's own), as the layer_sets of POST /v1/positions",
+            },
         },
     }
 
@@ -194,9 +201,31 @@ class UploadResponse(PositionsResponse):
     files: list[FileOut]
 
 
+class UploadSetsResponse(PositionSetsResponse):
+    """The answer to an upload with ``layer_sets``: every position set, the pattern and the files read."""
+
+    files: list[FileOut]
+
+
 class RopeIndexResponse(BaseModel):
     position_ids: list[list[list[int]]] = Field(description="[3][B][L]")
     deltas: list[int] = Field(description="[B]")
+
+
+class RopeIndexSetOut(BaseModel):
+    """One position set of a rope-index answer with ``layer_sets``."""
+
+    position_ids: list[list[list[int]]] | list[list[list[float]]] = Field(description="[3][B][L]")
+    deltas: list[int] | list[float] = Field(description="[B]")
+
+
+class RopeIndexSetsResponse(BaseModel):
+    """The answer to a rope-index request with ``layer_sets``: every position set and the layer pattern."""
+
+    position_sets: dict[str, RopeIndexSetOut] = Field(
+        description="set name -> its position_ids and deltas, in the order the model (or the request) names them"
+    )
+    layer_pattern: list[str] = Field(description="as in a positions answer with layer_sets")
 
 
 class ErrorBody(BaseModel):

@@ -31,23 +31,18 @@ from typing import Any
 import numpy as np
 
 from mrope._cli._args import CliError, add_model_options, positive_int, rule_overrides
-from mrope._cli._output import positions_document
+from mrope._cli._batch_tables import PACKED, PARQUET, ROW_GROUP, PackedRows, ParquetRows
+from mrope._cli._output import positions_document, save_sets
 from mrope._cli._progress import progress
 from mrope._cli._sequence import data_options, max_tokens_from_arg, model_from_args, tokenizer_from_arg
 from mrope._cli._workers import ordered_map
 from mrope._errors import JobError, MRopeError, RecordError
-from mrope._result_rows import describe_error, error_code, error_row, media_items, result_row, rows_to_table
+from mrope._result_rows import describe_error, error_code, media_items, result_row
 from mrope.packing._bins import MODES
 from mrope.packing._shard import SHARD_LAYOUTS
-from mrope.packing._table import PackItem, check_fits, pack_efficiency, packed_table
 from mrope.pipeline import Preprocessor
 
 MANIFEST = "manifest.jsonl"
-PARQUET = "samples.parquet"
-PACKED = "packed.parquet"
-
-ROW_GROUP = 256
-"""Rows of ``samples.parquet`` held before they are written as one row group (``--row-group``)."""
 
 
 def add_parser(sub: Any) -> None:
@@ -123,6 +118,13 @@ def add_parser(sub: Any) -> None:
         metavar="ROWS",
         help=f"with --format parquet: rows per Parquet row group, written as the job goes (default "
         f"{ROW_GROUP}; memory holds at most one group, and the groups written stay readable if the job stops)",
+    )
+    p.add_argument(
+        "--layer-sets",
+        action="store_true",
+        help="every position set of the model (a per-layer choice, e.g. circle-rope-age) per sample: npy "
+        "the sets stacked [S, 3, T], json the sets document, parquet and --pack the position_sets, "
+        "set_names and layer_pattern columns (positions the first set); needs --model or --model-dir",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary on success")
     add_model_options(p)
@@ -232,116 +234,6 @@ def _write(out_dir: Path, stem: str, fmt: str, positions: Any, model: str) -> st
     return name
 
 
-class ParquetRows:
-    """The rows of ``--format parquet``: one per sample, in input order, written in row groups of
-    ``row_group`` rows as they come (:meth:`close` writes the last group and the footer, also when the
-    job stops early, so the rows written so far stay readable)."""
-
-    def __init__(self, path: Path, row_group: int = ROW_GROUP) -> None:
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise CliError("--format parquet needs pyarrow (pip install pyarrow)") from None
-        self.path, self.row_group = path, row_group
-        self.rows: list[dict[str, Any]] = []
-        self.schema = rows_to_table([], keep=(), input_ids=True, labels=True).schema
-        self.schema = self.schema.insert(0, _text_field("source")).insert(0, _text_field("id"))
-        try:
-            self.writer = pq.ParquetWriter(path, self.schema)
-        except OSError as exc:
-            raise CliError(f"cannot write {path}: {exc}") from None
-
-    def add(self, sample_id: str, source: str, row: dict[str, Any]) -> None:
-        self.rows.append({"id": sample_id, "source": source, **row})
-        if len(self.rows) >= self.row_group:
-            self.flush()
-
-    def failed(self, sample_id: str, source: str, message: str, code: str) -> None:
-        self.add(sample_id, source, error_row(message, input_ids=True, labels=True, code=code))
-
-    def flush(self) -> None:
-        """Write the rows held as one row group."""
-        if not self.rows:
-            return
-        meta = [{"id": r["id"], "source": r["source"]} for r in self.rows]
-        table = rows_to_table(self.rows, meta, keep=("id", "source"), input_ids=True, labels=True)
-        self.rows = []
-        try:
-            self.writer.write_table(table.cast(self.schema))
-        except OSError as exc:
-            raise CliError(f"cannot write {self.path}: {exc}") from None
-
-    def close(self) -> None:
-        """Write the rows held and the file's footer."""
-        try:
-            self.flush()
-        finally:
-            self.writer.close()
-
-
-def _text_field(name: str) -> Any:
-    import pyarrow as pa
-
-    return pa.field(name, pa.string())
-
-
-class PackedRows:
-    """The rows of ``--pack``: every sample kept (or its failure) in input order, packed with
-    :func:`mrope.pack` and written once at the end (:func:`mrope.packing._table.packed_table`)."""
-
-    def __init__(
-        self,
-        path: Path,
-        max_length: int,
-        mode: str,
-        fractional: bool = False,
-        cp: tuple[int, str] | None = None,
-    ) -> None:
-        self.path, self.max_length, self.mode, self.fractional = path, max_length, mode, fractional
-        self.cp = cp
-        self.items: list[PackItem] = []
-        self.ids: list[str] = []
-
-    def add(self, sample_id: str, p: Any, labels: Any) -> None:
-        # too long: this sample's error, reported now
-        check_fits(len(self.items), p, self.max_length, sample_id)
-        self.items.append((p, labels))
-        self.ids.append(sample_id)
-
-    def failed(self, sample_id: str, message: str, code: str) -> None:
-        self.items.append((message, code))
-        self.ids.append(sample_id)
-
-    def write(self) -> str:
-        """Write the table; returns the packing summary line."""
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise CliError("--pack needs pyarrow (pip install pyarrow)") from None
-        table = packed_table(
-            self.items,
-            ids=self.ids,
-            max_length=self.max_length,
-            mode=self.mode,
-            labels=True,
-            fractional=self.fractional,
-            cp=self.cp,
-        )
-        try:
-            pq.write_table(table, self.path)
-        except OSError as exc:
-            raise CliError(f"cannot write {self.path}: {exc}") from None
-        rows = sum(1 for e in table.column("error").to_pylist() if not e)
-        packed = sum(1 for item in self.items if not isinstance(item[0], str))
-        split = "" if self.cp is None else f", each cut for {self.cp[0]} ranks ({self.cp[1]})"
-        rows //= 1 if self.cp is None else self.cp[0]
-        return (
-            f"mrope batch: packed {packed} samples into {rows} rows of <= {self.max_length} tokens "
-            f"({self.mode}){split}, packing efficiency {pack_efficiency(table, self.max_length):.3f}; "
-            f"{self.path}"
-        )
-
-
 def output_format(args: argparse.Namespace) -> str:
     """``--format``, defaulting to parquet with ``--pack`` (which needs it) and npy without."""
     if args.pack is None:
@@ -403,6 +295,7 @@ class Job:
     fmt: str
     out_dir: Path
     pack: bool
+    pattern: tuple[str, ...] = ()
 
     def __call__(self, task: Task) -> Outcome:
         sample = task.sample
@@ -412,17 +305,18 @@ class Job:
                 raise RecordError(sample.problem)
             pre = self.pre.with_options(base_dir=sample.base_dir)
             payload: Any = None
+            sets = None
             if self.pack:
-                p, labels = pre.checked_sample(sample.record)
-                payload, name = (p, labels), PACKED
-            elif self.fmt == "parquet":
-                p, labels = pre.sample(sample.record)
-                if p.ids.dtype.kind == "f":
-                    raise RecordError(
-                        f"the {p.rules.name!r} rules give fractional (float32) positions, which the int64 "
-                        f"columns of {PARQUET} cannot hold; use --format npy or json for such samples"
-                    )
-                payload, name = result_row(p, input_ids=True, labels=labels), PARQUET
+                p, labels, sets = pre.checked_sets(sample.record)
+                payload, name = (p, labels, sets), PACKED
+            elif self.fmt == "parquet":  # the columns are the job's: checked_sets checks they hold it
+                p, labels, sets = pre.checked_sets(sample.record)
+                row = result_row(p, input_ids=True, labels=labels, sets=sets, pattern=self.pattern)
+                payload, name = row, PARQUET
+            elif pre.layer_sets is not None:
+                p, _, sets = pre.checked_sets(sample.record)
+                name = f"{task.stem}.{self.fmt}"
+                save_sets(sets, self.pattern, p.rules.name, str(self.out_dir / name))  # type: ignore[arg-type]
             else:
                 p = pre.positions(sample.record)
                 name = _write(self.out_dir, task.stem, self.fmt, p, p.rules.name)
@@ -435,13 +329,14 @@ class Job:
             {
                 "file": name,
                 "num_tokens": p.num_tokens,
-                "delta": int(p.delta),
+                "delta": float(p.delta) if p.ids.dtype.kind == "f" else int(p.delta),
                 "image_grid_thw": p.image_grid_thw.tolist(),
                 "video_grid_thw": p.video_grid_thw.tolist(),
                 "second_per_grid_ts": p.second_per_grid_ts.tolist(),
                 "media": media_items(p),
                 "error": "",
                 "error_code": "",
+                **({} if sets is None else {"set_deltas": [float(q.delta) for q in sets.values()]}),
             },
             payload,
         )
@@ -495,6 +390,7 @@ def _preprocessor(args: argparse.Namespace, fmt: str) -> Preprocessor:
         max_tokens=max_tokens_from_arg(args.max_tokens),
         decode_check=args.decode_check,
         labels=fmt == "parquet",
+        layer_sets=True if args.layer_sets else None,
         **data_options(args),
     )
 
@@ -543,7 +439,13 @@ def run(args: argparse.Namespace) -> int:
     if total == 0:
         raise CliError(f"{root} holds no samples")
     out_dir = Path(args.out_dir)
-    base = _preprocessor(args, fmt)
+    if args.layer_sets and fmt == "program":
+        raise CliError("--layer-sets has no --format program: a position program holds one set")
+    try:
+        base = _preprocessor(args, fmt)
+        sets = base.job_sets()
+    except JobError as exc:  # layer_sets without a job-level model
+        raise CliError(str(exc)) from None
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         manifest = (out_dir / MANIFEST).open("w", encoding="utf-8", buffering=1)  # a line at a time
@@ -552,9 +454,13 @@ def run(args: argparse.Namespace) -> int:
     packed = None
     if args.pack is not None:  # float32 positions when the job's model keeps fractional time
         cp = None if args.cp_size is None else (args.cp_size, args.cp_layout)
-        packed = PackedRows(out_dir / PACKED, args.pack, args.pack_mode, base.fractional, cp)
-    table = ParquetRows(out_dir / PARQUET, row_group) if fmt == "parquet" and packed is None else None
-    job = Job(base, fmt, out_dir, packed is not None)
+        packed = PackedRows(out_dir / PACKED, args.pack, args.pack_mode, base.fractional, cp, sets)
+    table = None
+    if fmt == "parquet" and packed is None:
+        table = ParquetRows(
+            out_dir / PARQUET, row_group, base.fractional, None if sets is None else sets.dtype
+        )
+    job = Job(base, fmt, out_dir, packed is not None, () if sets is None else sets.pattern)
     failed: list[str] = []
     try:
         with (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any
 
@@ -17,7 +18,11 @@ from mrope._cli._output import (
     sets_table,
     summary_table,
 )
-from mrope._cli._sequence import build_from_args
+from mrope._cli._sequence import Built, build_from_args
+from mrope._positions import Positions
+
+_FILE_SAFE = re.compile(r"[A-Za-z0-9_.-]+")
+"""A position set name that may stand in a file name as is (``mrope plot`` writes one PNG per set)."""
 
 EXAMPLE = "mrope positions --model qwen2.5-vl --text 12 --image cat.jpg --text 5 --video clip.mp4 --fps 2"
 
@@ -75,6 +80,13 @@ def add_plot_parser(sub: Any) -> None:
     add_segment_options(p)
     p.add_argument("--png", required=True, metavar="FILE.png", help="where to write the picture")
     p.add_argument("--width", default="1200", help="picture width in pixels (>= 600; default 1200)")
+    p.add_argument(
+        "--layer-sets",
+        action="store_true",
+        help="draw every position set of the model (a per-layer choice, e.g. circle-rope-age), one PNG "
+        "each: FILE.<set>.png (as a spec's layer_sets does)",
+    )
+    p.add_argument("--set", metavar="NAME", help="draw only the position set NAME, to FILE.png")
     p.set_defaults(run=run_plot)
 
 
@@ -86,13 +98,36 @@ def run_plot(args: argparse.Namespace) -> int:
         raise CliError(f"--width must be at least 600 pixels; got {width}")
     if not args.png.lower().endswith(".png"):
         raise CliError(f"--png {args.png!r}: the file name must end in .png")
+    if args.set is not None:
+        args.layer_sets = True
     built = build_from_args(args)
-    try:
-        img = save_layout(built.positions, args.png, width=width, labels=built.labels)
-    except OSError as exc:
-        raise CliError(f"cannot write {args.png}: {exc.strerror or exc}") from None
-    print(f"{img.width}x{img.height} px, {built.positions.num_tokens} tokens -> {args.png}")
+    for name, positions, path in plot_targets(built, args.png, args.set):
+        try:
+            img = save_layout(positions, path, width=width, labels=built.labels, position_set=name)
+        except OSError as exc:
+            raise CliError(f"cannot write {path}: {exc.strerror or exc}") from None
+        print(f"{img.width}x{img.height} px, {positions.num_tokens} tokens -> {path}")
     return 0
+
+
+def plot_targets(built: Built, png: str, chosen: str | None) -> list[tuple[str | None, Positions, str]]:
+    """What ``mrope plot`` draws: ``(set name, positions, file)`` of the one sequence (no set name), of
+    the set ``chosen`` (to ``png``), or of every set (to ``<png stem>.<set>.png``)."""
+    if not built.sets:
+        return [(None, built.positions, png)]
+    names = ", ".join(built.sets)
+    if chosen is not None:
+        if chosen not in built.sets:
+            raise CliError(f"--set {chosen!r}: the position sets are {names}")
+        return [(chosen, built.sets[chosen], png)]
+    unsafe = [n for n in built.sets if not _FILE_SAFE.fullmatch(n)]
+    if unsafe:
+        raise CliError(
+            f"position sets {unsafe} cannot name a file (letters, digits, '_', '-' and '.' only): draw "
+            f"one with --set NAME (the sets are {names})"
+        )
+    stem = png[: -len(".png")]
+    return [(name, p, f"{stem}.{name}.png") for name, p in built.sets.items()]
 
 
 def _port(text: str) -> int:

@@ -174,17 +174,18 @@ def build_from_args(args: argparse.Namespace) -> Built:
         raise CliError("no segments: give --text / --image / --video ... in order, or --spec FILE.json")
     model = model_from_args(args.model, record.get("model"), getattr(args, "model_dir", None))
     tokenizer = tokenizer_from_arg(getattr(args, "tokenizer", None))
+    asked = parse_layer_sets(record.get("layer_sets"))
+    if getattr(args, "layer_sets", False) and asked is None:
+        asked = parse_layer_sets(True)
     pre = Preprocessor(
         model=model,
         rules=rule_overrides(args.rule) or None,
         tokenizer=tokenizer,
         base_dir=base_dir,
         max_tokens=max_tokens_from_arg(args.max_tokens),
+        layer_sets=asked,
         **data_options(args),
     )
-    asked = parse_layer_sets(record.get("layer_sets"))
-    if getattr(args, "layer_sets", False) and asked is None:
-        asked = parse_layer_sets(True)
     family = sets_family(model, asked)
     sets: dict[str, Positions] = {}
     try:

@@ -44,6 +44,7 @@ def render_layout(
     title: str | None = None,
     labels: Sequence[str] | None = None,
     max_panels: int = 8,
+    position_set: str | None = None,
 ) -> PILImage.Image:
     """A picture of ``positions``: the sequence strips and chart, then the vision heat maps.
 
@@ -53,6 +54,8 @@ def render_layout(
         title: the headline (default: preset, token count, delta, max position).
         labels: one short description per segment (file names), used in the heat-map captions.
         max_panels: most heat-map panels drawn (the rest are counted).
+        position_set: the name of the position set ``positions`` are (one of a model's
+            :class:`mrope.LayerSets`), named in the default headline.
 
     Raises:
         LayoutError: positions of other than three rows (VRoPE's four maps, HunyuanOCR's four axes).
@@ -78,7 +81,8 @@ def render_layout(
     n = positions.num_tokens
     top = positions.ids.max().item() if n else -1
     if title is None:
-        title = f"{positions.rules.name}: {n} tokens, max position {top:g}, delta {positions.delta:g}"
+        named = positions.rules.name if position_set is None else f"{positions.rules.name} [{position_set}]"
+        title = f"{named}: {n} tokens, max position {top:g}, delta {positions.delta:g}"
     rows: dict[str, tuple[int, int]] = {}
     geometry: dict[str, Any] = {}
     parts = [sequence_section(positions, width, fonts, title, rows, geometry)]

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 
 from mrope._errors import MRopeError, PackingError
+from mrope._layer_sets import LayerSets
+from mrope._position_sets import position_set_rules
 from mrope._rules import LayoutRules
 from mrope._token_ids import numpy_rope_index
 from mrope.integrations.transformers._inputs import named_for
@@ -95,6 +97,14 @@ class PackedCollator:
     after row, TransformerEngine's THD form) for the trainer's attention;
     the pixel values and grids stay the whole batch's (the vision encoder's input); ``seq_lens`` is
     refused.
+
+    ``layer_sets`` (``True``: the model's own :class:`mrope.LayerSets`, ``circle-rope-age``'s circle and
+    M-RoPE sets; or a :class:`mrope.LayerSets` of one's own, each set's overrides after ``rules``) is for
+    a model whose layers rotate by different position sets: the call then adds ``position_sets`` (set
+    name -> ``[1 + A, R, L]``, each set's positions by the token path laid out as ``position_ids``, which
+    is the first set's; with ``cp_size`` the rank's, padding continuing each sample by its set's delta)
+    and ``layer_pattern`` (layer ``i`` rotates by set ``layer_pattern[i % len]``:
+    :func:`mrope.layer_cos_sin`), beside the forward's arguments as the trainer's extras are.
     """
 
     def __init__(
@@ -112,6 +122,7 @@ class PackedCollator:
         cp_size: int | None = None,
         cp_rank: int = 0,
         cp_layout: str = "zigzag",
+        layer_sets: bool | LayerSets = False,
     ) -> None:
         check_max_length(max_length)
         if cp_size is not None:
@@ -127,10 +138,12 @@ class PackedCollator:
         self.forward = None
         if isinstance(model, torch.nn.Module):
             from mrope.integrations.transformers import model_rules
+            from mrope.integrations.transformers._discovery import family_of
 
             self.forward = type(model).forward
             check_packed_input(*model_packed_input(model, "text-row", type(model).__name__))
             own = model_rules(model, convention)
+            family = family_of(getattr(model, "config", None))
             self.rules = (
                 own
                 if rules is None
@@ -142,6 +155,15 @@ class PackedCollator:
             self.rules = resolve_rules(family, rules, convention or "released")
         self.max_length, self.mode, self.open_rows = max_length, mode, open_rows
         self.pad_token_id, self.pad_to_max_length, self.seq_lens = pad_token_id, pad_to_max_length, seq_lens
+        self.set_rules: dict[str, LayoutRules] = {}
+        self.pattern: tuple[str, ...] = ()
+        if layer_sets is not False:
+            if not (layer_sets is True or isinstance(layer_sets, LayerSets)):
+                raise PackingError(f"layer_sets is True or a mrope.LayerSets; got {layer_sets!r}")
+            if isinstance(layer_sets, LayerSets):
+                family = family.replace(layer_sets=layer_sets)
+            self.set_rules = position_set_rules(family, self.rules)  # type: ignore[assignment]
+            self.pattern = family.layer_sets.pattern
 
     def sample(self, index: int, record: Mapping[str, Any]) -> dict[str, Any]:
         """One record's ids, labels, grids and positions ``[A, n]`` (the token path)."""
@@ -161,21 +183,25 @@ class PackedCollator:
             types = types[keep]
         images, videos = _grids(record.get("image_grid_thw")), _grids(record.get("video_grid_thw"))
         seconds = record.get("second_per_grid_ts")
-        try:
-            pos, delta = numpy_rope_index(
-                ids[None],
-                image_grid_thw=images,
-                video_grid_thw=videos,
-                rules=self.rules,
-                second_per_grid_ts=None if seconds is None else np.asarray(seconds, dtype=np.float64),
-                mm_token_type_ids=None if types is None else types[None],
-            )
-        except MRopeError as exc:
-            raise PackingError(f"record {index}: its placeholders and grids do not agree: {exc}") from exc
+        sets = {}
+        for name, rules in (self.set_rules or {"": self.rules}).items():
+            try:
+                pos, delta = numpy_rope_index(
+                    ids[None],
+                    image_grid_thw=images,
+                    video_grid_thw=videos,
+                    rules=rules,
+                    second_per_grid_ts=None if seconds is None else np.asarray(seconds, dtype=np.float64),
+                    mm_token_type_ids=None if types is None else types[None],
+                )
+            except MRopeError as exc:
+                raise PackingError(f"record {index}: its placeholders and grids do not agree: {exc}") from exc
+            sets[name] = (pos[:, 0], delta[0])
         labels = labels.copy()
         labels[0] = IGNORE_INDEX
-        sample = {"ids": ids, "labels": labels, "types": types, "positions": pos[:, 0], "record": record}
-        return {**sample, "delta": delta[0]}
+        first, delta = next(iter(sets.values()))
+        sample = {"ids": ids, "labels": labels, "types": types, "positions": first, "record": record}
+        return {**sample, "delta": delta, "sets": sets}
 
     def bins(self, lengths: Sequence[int]) -> list[list[int]]:
         """Rows of record indices for one call's records."""
@@ -202,6 +228,8 @@ class PackedCollator:
             out["second_per_grid_ts"] = torch.cat(
                 [torch.as_tensor(v, dtype=torch.float32).reshape(-1) for v in seconds if v is not None]
             )
+        if self.set_rules:  # not the forward's own names: its **kwargs reach the model's layers
+            extra = {**extra, "position_sets": out.pop("position_sets"), "layer_pattern": list(self.pattern)}
         if self.forward is not None:
             out = named_for(self.forward, out)
         out.update(extra)  # not the forward's own names: its **kwargs reach the loss and the attention
@@ -230,6 +258,21 @@ class PackedCollator:
             "labels": torch.from_numpy(labels),
             "position_ids": torch.from_numpy(pos),
         }
+        if self.set_rules:
+            row_ids = [np.concatenate([samples[i]["ids"] for i in r]) for r in rows]
+            lengths = [[len(samples[i]["ids"]) for i in r] for r in rows]
+            out["position_sets"] = {
+                name: torch.from_numpy(
+                    padded_arrays(
+                        row_ids,
+                        [stack_positions([samples[i]["sets"][name][0] for i in r]) for r in rows],
+                        lengths,
+                        width,
+                        self.pad_token_id,
+                    )[1]
+                )
+                for name in self.set_rules
+            }
         if all(s["types"] is not None for s in samples):
             types = np.zeros(ids.shape, dtype=np.int64)
             types[is_sample] = np.concatenate([s["types"] for s in ordered])
@@ -249,22 +292,28 @@ class PackedCollator:
         if self.pad_to_max_length:
             unit = layout_unit(world_size, layout)
             width = max(width, -(-self.max_length // unit) * unit)
-        parts = [
-            shard_arrays(
-                np.concatenate([samples[i]["ids"] for i in r]),
-                stack_positions([samples[i]["positions"] for i in r]),
-                np.concatenate([_types(samples[i]) for i in r]),
-                np.concatenate([samples[i]["labels"] for i in r]),
-                cu_seqlens(n.tolist()),
-                np.stack([samples[i]["delta"] for i in r]),
-                world_size=world_size,
-                rank=rank,
-                layout=layout,
-                width=width,
-                pad_token_id=self.pad_token_id,
-            )
-            for r, n in zip(rows, lengths, strict=True)
-        ]
+
+        def cut(name: str) -> list[dict[str, Any]]:
+            """Each row's arrays with the positions of set ``name`` (``""``: the collator's one set)."""
+            return [
+                shard_arrays(
+                    np.concatenate([samples[i]["ids"] for i in r]),
+                    stack_positions([samples[i]["sets"][name][0] for i in r]),
+                    np.concatenate([_types(samples[i]) for i in r]),
+                    np.concatenate([samples[i]["labels"] for i in r]),
+                    cu_seqlens(n.tolist()),
+                    np.stack([samples[i]["sets"][name][1] for i in r]),
+                    world_size=world_size,
+                    rank=rank,
+                    layout=layout,
+                    width=width,
+                    pad_token_id=self.pad_token_id,
+                )
+                for r, n in zip(rows, lengths, strict=True)
+            ]
+
+        names = list(self.set_rules) or [""]
+        parts = cut(names[0])
         labels = torch.from_numpy(np.stack([p["labels"] for p in parts]))
         out = {
             "input_ids": torch.from_numpy(np.stack([p["input_ids"] for p in parts])),
@@ -273,6 +322,12 @@ class PackedCollator:
         }
         if all(s["types"] is not None for s in samples):
             out["mm_token_type_ids"] = torch.from_numpy(np.stack([p["mm_token_type_ids"] for p in parts]))
+        if self.set_rules:
+            cuts = {names[0]: parts, **{name: cut(name) for name in names[1:]}}
+            out["position_sets"] = {
+                name: torch.from_numpy(np.stack([p["position_ids"] for p in c], axis=1))
+                for name, c in cuts.items()
+            }
         bounds = [p["cu_seqlens_padded"][1:].astype(np.int64) + r * width for r, p in enumerate(parts)]
         extra = {
             "shift_labels": labels,

@@ -14,17 +14,23 @@ import numpy as np
 from mrope import _arrow as arrow
 from mrope._errors import PackingError, SampleTooLong
 from mrope._positions import Positions
+from mrope._result_rows import set_columns
 from mrope.packing._bins import check_length, check_max_length, efficiency
-from mrope.packing._rows import PackedRow, pack
+from mrope.packing._rows import PackedRow, make_row, pack
 from mrope.packing._shard import check_split, shard
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 
-PackItem = tuple[Positions, "np.ndarray | None"] | tuple[str, str]
-"""One sample to pack: its positions and labels (``None`` without labels), or the ``(error, error_code)``
-of a record that failed."""
+PackItem = (
+    tuple[Positions, "np.ndarray | None"]
+    | tuple[Positions, "np.ndarray | None", "Mapping[str, Positions] | None"]
+    | tuple[str, str]
+)
+"""One sample to pack: its positions and labels (``None`` without labels), and in a job with position
+sets every set of it by name (the positions are the first), or the ``(error, error_code)`` of a record
+that failed."""
 
 PACKED_COLUMNS = (
     "ids",
@@ -42,12 +48,15 @@ SHARD_COLUMNS = ("rank", "token_index", "cu_seqlens_padded")
 """The columns a packed table cut for context parallelism adds (after the others)."""
 
 
-def packed_schema(*, labels: bool = False, fractional: bool = False, cp: bool = False) -> pa.Schema:
+def packed_schema(
+    *, labels: bool = False, fractional: bool = False, cp: bool = False, sets_dtype: np.dtype | None = None
+) -> pa.Schema:
     """The Arrow types of packed rows: ``ids`` (the records' ids) and ``samples`` (their indices) in row
     order, ``input_ids [L]``, ``position_ids [1 + A][L]`` (row 0 the text row), ``mm_token_type_ids [L]``,
     ``cu_seqlens`` int32 ``[n + 1]``, ``num_tokens``, the grids in row order, ``error`` and ``error_code``
     (``""`` on a packed row), ``labels [L]`` with ``labels``, and with ``cp`` :data:`SHARD_COLUMNS`:
-    ``rank`` (null on an error row), ``token_index [L_r]`` and ``cu_seqlens_padded`` int32 ``[m + 1]``."""
+    ``rank`` (null on an error row), ``token_index [L_r]`` and ``cu_seqlens_padded`` int32 ``[m + 1]``;
+    with ``sets_dtype`` the position set columns (:func:`mrope._arrow.set_fields`, no deltas)."""
     import pyarrow as pa
 
     cols = [
@@ -68,6 +77,8 @@ def packed_schema(*, labels: bool = False, fractional: bool = False, cp: bool = 
             ("token_index", pa.list_(pa.int64())),
             ("cu_seqlens_padded", pa.list_(pa.int32())),
         ]
+    if sets_dtype is not None:
+        cols += arrow.set_fields(sets_dtype, deltas=False)
     return pa.schema(cols)
 
 
@@ -89,6 +100,8 @@ def packed_table(
     labels: bool = False,
     fractional: bool = False,
     cp: tuple[int, str] | None = None,
+    sets_dtype: np.dtype | None = None,
+    pattern: Sequence[str] = (),
 ) -> pa.Table:
     """Samples packed by :func:`mrope.pack` into rows of at most ``max_length`` tokens, as a
     ``pyarrow.Table`` (:func:`packed_schema`): the packed rows, then one error row per failed sample
@@ -101,7 +114,12 @@ def packed_table(
     ``cp = (world_size, layout)`` cuts each packed row as :func:`mrope.packing.shard` does: one table row
     per rank (``rank`` ``0 .. world_size - 1``, in order), holding that rank's tokens (``num_tokens`` its
     count), ``labels`` already shifted (the shard's), ``token_index`` and ``cu_seqlens_padded``; the
-    ids, samples, ``cu_seqlens`` and grids stay the whole row's."""
+    ids, samples, ``cu_seqlens`` and grids stay the whole row's.
+
+    ``sets_dtype`` (a job with position sets: each kept sample a ``(positions, labels, sets)``) adds
+    ``position_sets`` ``[S, 1 + A, L]`` (each set's rows laid out as ``position_ids`` is, in the sets'
+    order; with ``cp`` the rank's, cut as ``position_ids`` is, padding continuing each sample by its
+    set's delta), ``set_names`` and ``layer_pattern``."""
     check_max_length(max_length)
     if cp is not None:
         check_split(cp[0], 0, cp[1])
@@ -133,7 +151,10 @@ def packed_table(
             "error_code": "",
         }
         row_labels = _row_labels([samples[i] for i in where]) if labels else None
-        out += [{**entry, **tokens} for tokens in _token_columns(row, row_labels, cp)]
+        set_rows = _set_rows(row, where, samples) if sets_dtype is not None else {}
+        if set_rows:
+            entry.update(set_names=list(set_rows), layer_pattern=list(pattern))
+        out += [{**entry, **tokens} for tokens in _token_columns(row, row_labels, cp, set_rows)]
     for i, message, code in failed:
         out.append(
             {
@@ -153,57 +174,86 @@ def packed_table(
                 "rank": None,
                 "token_index": np.zeros(0, dtype=np.int64),
                 "cu_seqlens_padded": np.zeros(1, dtype=np.int32),
+                **set_columns(None),
             }
         )
-    return _packed_arrow(out, labels=labels, fractional=fractional, cp=cp is not None)
+    return _packed_arrow(out, labels=labels, fractional=fractional, cp=cp is not None, sets_dtype=sets_dtype)
+
+
+def _set_rows(row: PackedRow, where: Sequence[int], samples: Sequence[PackItem]) -> dict[str, PackedRow]:
+    """Each position set of a packed row's samples (``where``: their indices in ``samples``) as a
+    :class:`PackedRow` of the same samples in the same order (:func:`mrope.packing._rows.make_row`)."""
+    maps = [samples[i][2] for i in where]  # type: ignore[misc]
+    return {
+        name: make_row(where, [m[name] for m in maps], row.packed_input, row.family)  # type: ignore[index]
+        for name in maps[0]  # type: ignore[union-attr]
+    }
 
 
 def _token_columns(
-    row: PackedRow, labels: np.ndarray | None, cp: tuple[int, str] | None
+    row: PackedRow,
+    labels: np.ndarray | None,
+    cp: tuple[int, str] | None,
+    set_rows: Mapping[str, PackedRow],
 ) -> list[dict[str, Any]]:
-    """A packed row's token columns: the whole row, or one entry per rank (:func:`mrope.packing.shard`)."""
+    """A packed row's token columns: the whole row, or one entry per rank (:func:`mrope.packing.shard`),
+    with the position sets of ``set_rows`` (each set's row of the same samples) when there are any."""
     if cp is None:
-        return [
-            {
-                "input_ids": row.input_ids,
-                "position_ids": row.position_ids,
-                "mm_token_type_ids": row.mm_token_type_ids,
-                "num_tokens": row.num_tokens,
-                "labels": labels,
-            }
-        ]
+        whole = {
+            "input_ids": row.input_ids,
+            "position_ids": row.position_ids,
+            "mm_token_type_ids": row.mm_token_type_ids,
+            "num_tokens": row.num_tokens,
+            "labels": labels,
+        }
+        if set_rows:
+            whole["position_sets"] = np.stack([r.position_ids for r in set_rows.values()])
+        return [whole]
     world_size, layout = cp
     out = []
     for rank in range(world_size):
         s = shard(row, world_size=world_size, rank=rank, layout=layout, labels=labels)
-        out.append(
-            {
-                "input_ids": s.input_ids,
-                "position_ids": s.position_ids,
-                "mm_token_type_ids": s.mm_token_type_ids,
-                "num_tokens": s.num_tokens,
-                "labels": s.labels,
-                "rank": rank,
-                "token_index": s.token_index,
-                "cu_seqlens_padded": s.cu_seqlens_padded,
-            }
-        )
+        entry = {
+            "input_ids": s.input_ids,
+            "position_ids": s.position_ids,
+            "mm_token_type_ids": s.mm_token_type_ids,
+            "num_tokens": s.num_tokens,
+            "labels": s.labels,
+            "rank": rank,
+            "token_index": s.token_index,
+            "cu_seqlens_padded": s.cu_seqlens_padded,
+        }
+        if set_rows:
+            entry["position_sets"] = np.stack(
+                [
+                    shard(r, world_size=world_size, rank=rank, layout=layout, labels=labels).position_ids
+                    for r in set_rows.values()
+                ]
+            )
+        out.append(entry)
     return out
 
 
 def _row_labels(items: Sequence[PackItem]) -> np.ndarray:
     parts = []
-    for p, lab in items:
+    for p, lab, *_ in items:
         lab = np.full(p.num_tokens, -100, np.int64) if lab is None else np.array(lab, dtype=np.int64)
         lab[:1] = -100  # the previous sample's last token must not learn to predict this sample's first
         parts.append(lab)
     return np.concatenate(parts)
 
 
-def _packed_arrow(rows: Sequence[Mapping[str, Any]], *, labels: bool, fractional: bool, cp: bool) -> pa.Table:
+def _packed_arrow(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    labels: bool,
+    fractional: bool,
+    cp: bool,
+    sets_dtype: np.dtype | None,
+) -> pa.Table:
     import pyarrow as pa
 
-    schema = packed_schema(labels=labels, fractional=fractional, cp=cp)
+    schema = packed_schema(labels=labels, fractional=fractional, cp=cp, sets_dtype=sets_dtype)
     return pa.table({f.name: arrow.typed_column([row[f.name] for row in rows], f.type) for f in schema})
 
 

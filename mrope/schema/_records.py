@@ -96,7 +96,7 @@ class Record(StrictModel):
     """A batch record: ``{id, model, rules, segments | messages}`` (``mrope batch``, the pipeline).
 
     ``model`` and ``rules`` are used when the job does not set them; exactly one of ``segments`` and
-    ``messages``. Other top-level keys are a dataset's own columns (a caption, a split, ...) and are not
+    ``messages``; ``layer_sets`` (the request field) must be the job's own, whose columns hold them. Other top-level keys are a dataset's own columns (a caption, a split, ...) and are not
     read; inside ``segments`` and ``messages`` every unknown field is refused.
     """
 
@@ -109,6 +109,7 @@ class Record(StrictModel):
     route: RouteField | None = None
     segments: Annotated[list[Segment_], Field(max_length=1 << 20)] | None = None
     messages: Annotated[list[Message], Field(max_length=1 << 20)] | None = None
+    layer_sets: LayerSetsField = None
 
     @model_validator(mode="before")
     @classmethod

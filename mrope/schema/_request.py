@@ -28,6 +28,7 @@ from ._fields import (
     model_names,
 )
 from ._image import ImageSegment
+from ._sets import LayerSetsField
 from ._video import VideoSegment
 
 
@@ -109,6 +110,7 @@ class UploadFields(StrictModel):
     layout: list[LayoutItem] | None = None
     rules: RulesOverrides | None = None  # type: ignore[valid-type]
     route: RouteField | None = None
+    layer_sets: LayerSetsField = None
 
     @model_validator(mode="before")
     @classmethod

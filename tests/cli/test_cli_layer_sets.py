@@ -8,6 +8,7 @@ Expected values: each set equals :func:`mrope.build_position_sets` of the same s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -110,3 +111,47 @@ def test_a_program_is_one_sets(capsys, tmp_path) -> None:
     code, _, err = run(capsys, *args)
     assert code == 2 and "position sets have no .mrpg form" in err
     assert not (tmp_path / "p.mrpg").exists()
+
+
+def pixels(path) -> np.ndarray:
+    from PIL import Image as PILImage
+
+    with PILImage.open(path) as img:
+        return np.asarray(img.convert("RGB"))
+
+
+def test_plot_draws_every_set_or_the_one_named(capsys, tmp_path) -> None:
+    """``mrope plot --layer-sets`` writes one PNG per set (FILE.<set>.png), each the picture of that set
+    of build_position_sets, the mrope set's the picture of the authors' M-RoPE index; ``--set NAME``
+    draws that one set to FILE.png; an unknown name is refused naming the sets."""
+    from mrope._plot import render_layout
+
+    want = mrope.build_position_sets(SEGMENTS, model="circle-rope-age")
+    m, _ = _reference(want["circle"], use_m_index=True)
+    authors = dataclasses.replace(want["mrope"], ids=m.numpy().astype(np.int64))
+    png = tmp_path / "layout.png"
+    args = ["plot", "--model", "circle-rope-age", *FLAGS, "--width", "600", "--png", png]
+    code, out, err = run(capsys, *args, "--layer-sets")
+    assert code == 0, err
+    assert not png.exists() and f"-> {tmp_path / 'layout.circle.png'}" in out
+    labels = ["3 tokens", "grid 1x4x6", "2 tokens", "grid 1x6x4", "1 tokens"]  # the CLI's own captions
+    drawn = {name: pixels(tmp_path / f"layout.{name}.png") for name in want}
+    for name, p in (("circle", want["circle"]), ("mrope", authors)):
+        expected = np.asarray(render_layout(p, width=600, labels=labels, position_set=name).convert("RGB"))
+        np.testing.assert_array_equal(drawn[name], expected)
+    assert not np.array_equal(drawn["circle"], drawn["mrope"])  # negative control: the sets differ
+    code, out, err = run(capsys, *args, "--set", "mrope")
+    assert code == 0, err
+    np.testing.assert_array_equal(pixels(png), drawn["mrope"])
+    code, _, err = run(capsys, *args, "--set", "cirle")
+    assert code == 2 and "--set 'cirle': the position sets are circle, mrope" in err
+    code, _, err = run(capsys, "plot", "--model", "qwen2-vl", *FLAGS, "--png", png, "--set", "mrope")
+    assert code == 2 and "the position sets are default" in err  # a model of one set has only 'default'
+    spec = tmp_path / "spec.json"
+    own = {"sets": {"a/b": {}, "c": {"spatial": "reset"}}, "pattern": ["a/b", "c"]}
+    spec.write_text(
+        json.dumps({"model": "qwen2-vl", "segments": [{"type": "text", "tokens": 2}], "layer_sets": own})
+    )
+    code, _, err = run(capsys, "plot", "--spec", spec, "--png", png)
+    assert code == 2 and "position sets ['a/b'] cannot name a file" in err
+    assert run(capsys, "plot", "--spec", spec, "--png", png, "--set", "a/b")[0] == 0  # the control

@@ -46,6 +46,15 @@ def _prompt(seed: int) -> list[mrope.Segment]:
     return segs
 
 
+def segment_json(seg: mrope.Segment) -> dict:
+    """A segment of :func:`_prompt` as the faces' JSON segment (a request's or a record's)."""
+    if isinstance(seg, mrope.Text):
+        return {"type": "text", "tokens": seg.num_tokens}
+    if isinstance(seg, mrope.Image):
+        return {"type": "image", "grid": list(seg.grid)}
+    return {"type": "video", "grid": list(seg.grid), "second_per_grid": seg.second_per_grid}
+
+
 # ------------------------------------------------------------------------ the authors' positions
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from PIL import Image as PILImage
 
 import mrope
 from mrope.models import get_family
@@ -26,18 +27,9 @@ from mrope.service import Settings
 from mrope.service.app import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from test_scheme_circle import _prompt, _reference, assert_close_positions  # noqa: E402
+from test_scheme_circle import _prompt, _reference, assert_close_positions, segment_json  # noqa: E402
 
 NPY = "application/x-npy"
-
-
-def segment_json(seg: mrope.Segment) -> dict:
-    """A library segment of :func:`_prompt` as the request's JSON segment."""
-    if isinstance(seg, mrope.Text):
-        return {"type": "text", "tokens": seg.num_tokens}
-    if isinstance(seg, mrope.Image):
-        return {"type": "image", "grid": list(seg.grid)}
-    return {"type": "video", "grid": list(seg.grid), "second_per_grid": seg.second_per_grid}
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +138,152 @@ def test_the_sets_answer_matches_its_documented_model(client) -> None:
     schema = client.get("/openapi.json").json()["paths"]["/v1/positions"]["post"]["responses"]["200"]
     refs = [b["$ref"] for b in schema["content"]["application/json"]["schema"]["anyOf"]]
     assert refs == ["#/components/schemas/PositionsResponse", "#/components/schemas/PositionSetsResponse"]
+
+
+# ------------------------------------------------------------------------------------------ upload
+
+
+def png_bytes(width: int, height: int) -> bytes:
+    buf = io.BytesIO()
+    PILImage.new("RGB", (width, height), (90, 30, 160)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def upload(client, images: list[bytes], layer_sets, model="circle-rope-age", accept=None):
+    layout = [{"type": "text", "tokens": 3}]
+    for k in range(len(images)):
+        layout += [{"type": "file", "index": k}, {"type": "text", "tokens": 2}]
+    data = {"model": model, "layout": json.dumps(layout), "layer_sets": json.dumps(layer_sets)}
+    files = [("files", (f"{k}.png", io.BytesIO(b))) for k, b in enumerate(images)]
+    return client.post(
+        "/v1/positions/upload", data=data, files=files, headers={"accept": accept} if accept else {}
+    )
+
+
+def uploaded_segments(files: list[dict]) -> list[mrope.Segment]:
+    """The upload's layout as library segments, each image by the grid the service read from its file."""
+    segs: list[mrope.Segment] = [mrope.Text(3)]
+    for f in files:
+        segs += [mrope.Image(grid=tuple(f["grid"])), mrope.Text(2)]
+    return segs
+
+
+def test_an_upload_answers_every_set(client) -> None:
+    """``layer_sets`` on the upload: JSON, each set equal to build_position_sets of the files' grids, the
+    circle set the authors' circle index and the mrope set their M-RoPE index, with the files read; npy,
+    the sets stacked as np.save writes them, the files in their header."""
+    resp = upload(client, [png_bytes(112, 84), png_bytes(56, 140)], True)
+    assert resp.status_code == 200, resp.text
+    data = resp.json()
+    assert [f["grid"] for f in data["files"]] == [[1, 6, 8], [1, 10, 4]]  # 14-px patches of the resize
+    want = mrope.build_position_sets(uploaded_segments(data["files"]), model="circle-rope-age")
+    assert list(data["position_sets"]) == ["circle", "mrope"] and data["layer_pattern"] == ["circle", "mrope"]
+    for name, p in want.items():
+        np.testing.assert_array_equal(
+            np.asarray(data["position_sets"][name]["positions"], p.ids.dtype), p.ids
+        )
+    circle, _ = _reference(want["circle"])
+    m, _ = _reference(want["circle"], use_m_index=True)
+    assert_close_positions(np.asarray(data["position_sets"]["circle"]["positions"], np.float32), circle)
+    np.testing.assert_array_equal(np.asarray(data["position_sets"]["mrope"]["positions"]), m.numpy())
+    assert not np.allclose(circle.numpy(), m.numpy(), atol=1e-3)  # negative control: the sets differ
+    from mrope.service._wire import UploadSetsResponse
+
+    assert UploadSetsResponse.model_validate(data).model_dump(exclude_none=True) == data
+    npy = upload(client, [png_bytes(112, 84), png_bytes(56, 140)], True, accept=NPY)
+    buf = io.BytesIO()
+    np.save(buf, np.stack([p.ids.astype(np.float64) for p in want.values()]), allow_pickle=False)
+    assert npy.content == buf.getvalue()
+    assert json.loads(npy.headers["x-mrope-files"]) == data["files"]
+    plain = upload(client, [png_bytes(112, 84)], False).json()  # the control: no sets, one answer
+    assert "position_sets" not in plain and plain["files"][0]["grid"] == [1, 6, 8]
+
+
+@pytest.mark.parametrize(
+    ("layer_sets", "says"),
+    [
+        (None, "layer_sets"),
+        ({"sets": {"a": {}}}, "'sets' and 'pattern' together"),
+        ({"sets": {"a": {"no_such_rule": 1}}, "pattern": ["a"]}, "no_such_rule"),
+        ({"sets": {"a": {}}, "pattern": ["b"]}, "['b']"),
+        ("circle", "layer_sets is true or an object"),
+    ],
+)
+def test_an_uploads_bad_layer_sets_is_a_422(client, layer_sets, says) -> None:
+    resp = upload(client, [png_bytes(56, 56)], layer_sets)
+    assert resp.status_code == 422, resp.text
+    assert says in resp.json()["error"]["message"], resp.json()
+    assert upload(client, [png_bytes(56, 56)], {"sets": {"a": {}}, "pattern": ["a"]}).status_code == 200
+
+
+# -------------------------------------------------------------------------------------- rope index
+
+
+def test_rope_index_answers_every_set_of_a_padded_batch(client) -> None:
+    """``layer_sets`` on /v1/rope-index (the batch form): each row of each set, up to its length, equals
+    that prompt's set of build_position_sets (the builder, another path than the token ids), the mrope
+    set the authors' index; deltas per row; npy the sets stacked [2, 3, B, L] as np.save writes them."""
+    seeds = range(4)
+    want = [mrope.build_position_sets(_prompt(s), model="circle-rope-age") for s in seeds]
+    length = max(w["circle"].num_tokens for w in want)
+    ids = [w["circle"].input_ids.tolist() + [0] * (length - w["circle"].num_tokens) for w in want]
+    mask = [[1] * w["circle"].num_tokens + [0] * (length - w["circle"].num_tokens) for w in want]
+    body = {
+        "model": "circle-rope-age",
+        "input_ids": ids,
+        "attention_mask": mask,
+        "image_grid_thw": np.concatenate([w["circle"].image_grid_thw for w in want]).tolist(),
+        "video_grid_thw": np.concatenate([w["circle"].video_grid_thw for w in want]).reshape(-1, 3).tolist(),
+        "second_per_grid_ts": np.concatenate([w["circle"].second_per_grid_ts for w in want]).tolist(),
+        "layer_sets": True,
+    }
+    resp = client.post("/v1/rope-index", json=body)
+    assert resp.status_code == 200, resp.text
+    data = resp.json()
+    assert data["layer_pattern"] == ["circle", "mrope"] and list(data["position_sets"]) == ["circle", "mrope"]
+    for name in ("circle", "mrope"):
+        got = np.asarray(data["position_sets"][name]["position_ids"])
+        for b, w in enumerate(want):
+            n = w[name].num_tokens
+            np.testing.assert_array_equal(got[:, b, :n].astype(w[name].ids.dtype), w[name].ids)
+        assert data["position_sets"][name]["deltas"] == pytest.approx(
+            [float(w[name].delta) for w in want], abs=1e-4
+        )
+    for b, w in enumerate(want):
+        m, _ = _reference(w["circle"], use_m_index=True)
+        n = w["circle"].num_tokens
+        np.testing.assert_array_equal(
+            np.asarray(data["position_sets"]["mrope"]["position_ids"])[:, b, :n], m.numpy()
+        )
+    circle = np.asarray(data["position_sets"]["circle"]["position_ids"])
+    assert not np.allclose(circle, data["position_sets"]["mrope"]["position_ids"], atol=1e-3)  # control
+    npy = client.post("/v1/rope-index", json=body, headers={"accept": NPY})
+    loaded = np.load(io.BytesIO(npy.content))
+    assert loaded.dtype == np.float64 and loaded.shape == (2, 3, len(want), length)
+    for k, name in enumerate(("circle", "mrope")):
+        for b, w in enumerate(want):
+            np.testing.assert_array_equal(
+                loaded[k, :, b, : w[name].num_tokens], w[name].ids.astype(np.float64)
+            )
+    assert json.loads(npy.headers["x-mrope-position-sets"]) == ["circle", "mrope"]
+    plain = client.post("/v1/rope-index", json={**body, "layer_sets": False}).json()
+    assert "position_sets" not in plain and len(plain["deltas"]) == len(want)  # the control: one set
+
+
+@pytest.mark.parametrize(
+    ("layer_sets", "status", "says"),
+    [
+        ({"sets": {"a": {}}}, 422, "'sets' and 'pattern' together"),
+        ({"sets": {"a": {"spatail": "reset"}}, "pattern": ["a"]}, 422, "spatail"),
+        ("all", 422, "layer_sets is true or an object"),
+    ],
+)
+def test_rope_index_refuses_bad_layer_sets(client, layer_sets, status, says) -> None:
+    body = {"model": "qwen2-vl", "input_ids": [[1, 2, 3]], "layer_sets": layer_sets}
+    resp = client.post("/v1/rope-index", json=body)
+    assert resp.status_code == status and says in resp.json()["error"]["message"], resp.text
+    program = client.post(
+        "/v1/rope-index", json={**body, "layer_sets": True}, headers={"accept": "application/x-mrope-program"}
+    )
+    assert program.status_code == 406
+    assert client.post("/v1/rope-index", json={**body, "layer_sets": True}).status_code == 200  # control

@@ -329,6 +329,45 @@ def test_position_sets_count_together_against_the_cap(server):
     assert [len(p["positions"][0]) for p in sets.values()] == [30_000] * 3
 
 
+def test_rope_index_sets_count_together_against_the_cap(server):
+    """/v1/rope-index with layer_sets: a [3, B, L] answer per set, so B*L counts once per set: 30,000
+    ids under four sets (120,000) are refused before any set is computed, under three served."""
+    ids = [[5] * 30_000]
+
+    def send(names: str) -> Callable[[], httpx.Response]:
+        sets = {"sets": {s: {} for s in names}, "pattern": list(names)}
+        content = json.dumps({"model": "qwen2-vl", "input_ids": ids, "layer_sets": sets}).encode()
+        return lambda: post(server.base, "/v1/rope-index", content)
+
+    body, _ = refused(server, send("abcd"), 413, "too_many_tokens")
+    assert "4 position sets" in body["error"]["message"] and "120,000" in body["error"]["message"]
+    resp = send("abc")()
+    assert resp.status_code == 200, resp.text[:500]  # the control
+    assert [len(s["position_ids"][0][0]) for s in resp.json()["position_sets"].values()] == [30_000] * 3
+
+
+def test_an_uploads_position_sets_count_together_against_the_cap(server, tmp_path):
+    """The upload path: a file after 30,000 text tokens under four sets is over 120,000 tokens together,
+    refused (413) before any set is built; under three sets (over 90,000) it is served (the control)."""
+    image = tm.write_image(tmp_path / "i.png", 56, 56).read_bytes()
+    layout = json.dumps([{"type": "text", "tokens": 30_000}, {"type": "file", "index": 0}])
+
+    def upload(names: str) -> Callable[[], httpx.Response]:
+        sets = json.dumps({"sets": {s: {} for s in names}, "pattern": list(names)})
+        return lambda: httpx.post(
+            server.base + "/v1/positions/upload",
+            data={"model": "qwen2-vl", "layout": layout, "layer_sets": sets},
+            files=[("files", ("i.png", io.BytesIO(image)))],
+            timeout=120,
+        )
+
+    resp = upload("abc")()
+    assert resp.status_code == 200, resp.text[:500]  # the control (first: the image reader is loaded)
+    assert [len(p["positions"][0]) for p in resp.json()["position_sets"].values()] == [30_000 + 6] * 3
+    body, _ = refused(server, upload("abcd"), 413, "too_many_tokens")
+    assert "MROPE_MAX_TOKENS" in body["error"]["message"] and "4 position sets" in body["error"]["message"]
+
+
 # ------------------------------------------------------------------------------------------ MemoryError
 
 
