@@ -407,15 +407,14 @@ def _learned_values(learned: LearnedRotary, folder: Path, spec: RopeSpec) -> Lea
         raise SpecError(f"{str(path)!r} needs the 'safetensors' package to read {learned.buffer!r}") from None
     try:
         with safe_open(str(path), framework="numpy") as weights:
-            if learned.buffer not in weights.keys():  # noqa: SIM118 (safe_open has no __contains__)
-                raise SpecError(
-                    f"{str(path)!r} has no tensor {learned.buffer!r} (the learned frequencies of its rotation)"
-                )
-            tensor = weights.get_tensor(learned.buffer)
-    except (OSError, TypeError, ValueError) as exc:  # safetensors raises its own errors as these
-        if isinstance(exc, SpecError):
-            raise
+            names = set(weights.keys())
+            tensor = weights.get_tensor(learned.buffer) if learned.buffer in names else None
+    except Exception as exc:  # safetensors raises its own SafetensorError (an Exception) on a bad file
         raise SpecError(f"cannot read {learned.buffer!r} from {str(path)!r}: {exc}") from None
+    if tensor is None:
+        raise SpecError(
+            f"{str(path)!r} has no tensor {learned.buffer!r} (the learned frequencies of its rotation)"
+        )
     if (
         tensor.ndim != 3
         or tensor.shape[2] != 2

@@ -50,6 +50,8 @@ class LearnedRotary:
             raise SpecError(f"LearnedRotary.kind must be one of {list(LEARNED_KINDS)}; got {self.kind!r}")
         if not isinstance(self.buffer, str) or not self.buffer:
             raise SpecError(f"LearnedRotary.buffer must name a checkpoint tensor; got {self.buffer!r}")
+        if not isinstance(self.values, bytes):
+            raise SpecError(f"LearnedRotary.values must be bytes (float32); got {type(self.values).__name__}")
         object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
         if len(self.values) != 4 * int(np.prod(self.shape, dtype=np.int64)) * bool(self.shape):
             raise SpecError(

@@ -232,7 +232,7 @@ def test_every_rotating_face_refuses_without_the_checkpoint_tensor(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from mrope._cli import main
-    from mrope.testing import compare_schemes
+    from mrope.testing import assert_translation_invariant, compare_schemes
 
     bare = mrope.from_pretrained(checkpoint(tmp_path, None))  # config only: positions yes, rotation no
     p = mrope.build_positions([Text(2), Image(grid=(1, 2, 2))], model=bare).torch()
@@ -241,6 +241,7 @@ def test_every_rotating_face_refuses_without_the_checkpoint_tensor(
         _refuses(lambda m=model: apply_mrope(q, q, p, get_family(m)))
         _refuses(lambda m=model: resolve_spec(m))
     _refuses(lambda: compare_schemes([NAME]))
+    _refuses(lambda: assert_translation_invariant(mrope.build_positions([Text(3)], model=NAME)))
     assert main(["compare", NAME]) == 2 and "freqs_cis_golden" in capsys.readouterr().err
     net = torch.nn.Linear(1, 1)
     net.config = SimpleNamespace(model_type="falcon_ocr")  # what a model of its type would carry
@@ -255,9 +256,30 @@ def test_bad_weights_are_refused(tmp_path: Path) -> None:
     save_file({"norm.weight": np.ones(4, np.float32)}, str(save / "model.safetensors"))
     with pytest.raises(SpecError, match="has no tensor 'freqs_cis_golden'"):
         mrope.from_pretrained(save)
+    (save / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(SpecError, match="cannot read 'freqs_cis_golden'"):
+        mrope.from_pretrained(save)
     with pytest.raises(SpecError, match=r"\[n, 16, 2\]"):
         mrope.from_pretrained(checkpoint(tmp_path / "shape", golden_freqs(1)[:, :8]))
     with pytest.raises(SpecError, match="finite"):
         mrope.from_pretrained(checkpoint(tmp_path / "nan", np.full((2, 16, 2), np.nan, np.float32)))
     with pytest.raises(SpecError, match="kind"):
         LearnedRotary(kind="other", buffer="x")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="bytes of values"):
+        LearnedRotary(kind="golden_gate", buffer="x", values=b"\0" * 12, shape=(2, 2))
+
+
+def test_a_sharded_checkpoint_is_read_from_the_shard_its_index_names(tmp_path: Path) -> None:
+    folder = checkpoint(tmp_path, None)
+    save_file({"norm.weight": np.ones(4, np.float32)}, str(folder / "model-00001-of-00002.safetensors"))
+    save_file({"freqs_cis_golden": golden_freqs(3)}, str(folder / "model-00002-of-00002.safetensors"))
+    index = {"weight_map": {"norm.weight": "model-00001-of-00002.safetensors"}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
+    with pytest.raises(SpecError, match="weight_map names no file for 'freqs_cis_golden'"):
+        mrope.from_pretrained(folder)
+    index["weight_map"]["freqs_cis_golden"] = "model-00002-of-00002.safetensors"
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
+    learned = mrope.from_pretrained(folder).learned_rotary
+    assert learned.source.endswith("00002.safetensors") and np.array_equal(
+        learned.frequencies(NAME), golden_freqs(3)
+    )
