@@ -12,7 +12,7 @@ builder.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
 import numpy as np
@@ -41,7 +41,7 @@ class LearnedRotary:
 
     kind: LearnedKind
     buffer: str
-    values: bytes = b""
+    values: bytes = field(default=b"", repr=False)
     shape: tuple[int, ...] = ()
     source: str = ""
 
