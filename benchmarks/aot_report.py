@@ -42,6 +42,9 @@ from typing import Any
 ARCHS = (80, 90)
 QWEN_HEADS = (28, 4)
 """q and kv heads of Qwen2-VL-7B (config.json: num_attention_heads 28, num_key_value_heads 4)."""
+LEARNED_HEADS = {"falcon-ocr": 16}
+"""Query heads of a family whose rotation is a checkpoint tensor ``[n_heads, head_dim / 4, 2]`` (Falcon-OCR:
+``ModelArgs.n_heads`` 16, falcon_perception/__init__.py:37, kept by ``get_model_args("ocr")`` :83-84)."""
 VIDEO_HEADS = {"wan": (40, 40), "hunyuan-video": (24, 24), "cogvideox": (30, 30), "omnigen2": (24, 8)}
 """q and kv heads of each video transformer's default config (diffusers 0.42.1: transformer_wan.py:575,
 transformer_hunyuan_video.py:908, cogvideox_transformer_3d.py:223; OmniGen2 at 0f72fa9:
@@ -124,6 +127,9 @@ def family_launches(fam: Any) -> Iterator[tuple[Any, tuple[int, int], str]]:
     from mrope.models import CONVENTIONS
     from mrope.ops._pairs import pair_table
 
+    if fam.learned_rotary is not None:  # the op rotates by the checkpoint tensor's table, never the spec's
+        yield from _learned_launches(fam)
+        return
     table = pair_table(fam.spec)
     dtypes = {
         str(position_dtype(fam.rules_for(conv).replace(**overrides)))
@@ -132,6 +138,19 @@ def family_launches(fam: Any) -> Iterator[tuple[Any, tuple[int, int], str]]:
     }
     for dtype in sorted(dtypes):
         yield table, _heads(table.heads), dtype
+
+
+def _learned_launches(fam: Any) -> Iterator[tuple[Any, tuple[int, int], str]]:
+    """A learned rotary's launch: :func:`mrope.ops.golden_gate_table` of a released-shape tensor (values do
+    not change the kernel), one table head per query head, key heads repeated to the query's (the model's
+    ``repeat_kv`` before rotating), float32 rows (:func:`mrope.ops.golden_gate_positions`)."""
+    import numpy as np
+
+    from mrope.ops import golden_gate_table
+
+    heads = LEARNED_HEADS[fam.name]
+    table = golden_gate_table(np.zeros((heads, fam.spec.head_dim // 4, 2)), theta=fam.spec.theta)
+    yield table, (heads, heads), "float32"
 
 
 def video_launches(name: str) -> Iterator[tuple[Any, tuple[int, int], str]]:

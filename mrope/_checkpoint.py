@@ -29,6 +29,10 @@ Files read (all optional but ``config.json``; unknown keys are ignored):
 - ``tokenizer.json``: the tokenizer used for timestamp text when a call passes none.
 - the text config's per-layer rotary choice, for a family that reads one (its ``config_layer_sets``:
   EXAONE 4.5's ``layer_types``, its sliding-window layers rotating and its global layers NoPE).
+- ``model.safetensors`` (or the shard ``model.safetensors.index.json`` names), for a family whose rotation
+  is partly a checkpoint tensor (its ``learned_rotary``: Falcon-OCR's ``freqs_cis_golden``): that one
+  tensor, float32. A folder without weights gives a description whose positions work and whose rotation
+  every face refuses, naming the tensor.
 
 Keys transformers reads whose other values change grids in a way mrope does not compute (Qwen3-VL's
 ``cap_pixels_per_frame: true`` / ``num_frames``, Qwen2-VL's ``cap_pixels_per_frame: false`` / other
@@ -47,7 +51,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mrope._errors import LayoutError, SpecError
+from mrope._learned_rotary import LearnedRotary
 from mrope._rules import FIELD_TYPES
 from mrope._spec import RopeSpec
 from mrope.models import CheckpointChoice, ModelFamily, get_family
@@ -357,6 +364,9 @@ def from_pretrained(
             layer_sets = base.config_layer_sets(config_levels(config)[0])
         except LayoutError as exc:
             raise LayoutError(f"checkpoint {read.where!r}: {exc}") from None
+    learned = base.learned_rotary
+    if learned is not None and not isinstance(source, Mapping) and Path(source).is_dir():
+        learned = _learned_values(learned, Path(source), spec)
     return base.replace(
         rules=rules,
         spec=spec,
@@ -364,7 +374,60 @@ def from_pretrained(
         tokenizer=read.tokenizer,
         rule_sources=sources,
         layer_sets=layer_sets,
+        learned_rotary=learned,
     )
+
+
+def _weights_file(folder: Path, buffer: str) -> Path | None:
+    """The safetensors file of ``folder`` that holds ``buffer`` (a shard's, by the index), or ``None``
+    where the folder has no weights."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = _read_json(index).get("weight_map")
+        if not isinstance(weight_map, Mapping) or not isinstance(weight_map.get(buffer), str):
+            raise SpecError(f"{str(index)!r}: its weight_map names no file for {buffer!r}")
+        return folder / weight_map[buffer]
+    single = folder / "model.safetensors"
+    return single if single.is_file() else None
+
+
+def _learned_values(learned: LearnedRotary, folder: Path, spec: RopeSpec) -> LearnedRotary:
+    """``learned`` with its tensor read from the folder's weights (as is where it has none).
+
+    Raises:
+        SpecError: weights without the tensor, unreadable weights, or a tensor whose shape is not
+            ``[n_heads, head_dim / 4, 2]`` for the config's ``head_dim``.
+    """
+    path = _weights_file(folder, learned.buffer)
+    if path is None:
+        return learned
+    try:
+        from safetensors import safe_open
+    except ImportError:  # pragma: no cover - safetensors ships with transformers and the dev extras
+        raise SpecError(f"{str(path)!r} needs the 'safetensors' package to read {learned.buffer!r}") from None
+    try:
+        with safe_open(str(path), framework="numpy") as weights:
+            names = set(weights.keys())
+            tensor = weights.get_tensor(learned.buffer) if learned.buffer in names else None
+    except Exception as exc:  # safetensors raises its own SafetensorError (an Exception) on a bad file
+        raise SpecError(f"cannot read {learned.buffer!r} from {str(path)!r}: {exc}") from None
+    if tensor is None:
+        raise SpecError(
+            f"{str(path)!r} has no tensor {learned.buffer!r} (the learned frequencies of its rotation)"
+        )
+    if (
+        tensor.ndim != 3
+        or tensor.shape[2] != 2
+        or 4 * tensor.shape[1] != spec.head_dim
+        or not tensor.shape[0]
+    ):
+        raise SpecError(
+            f"{str(path)!r}: {learned.buffer!r} must be [n_heads, head_dim / 4, 2] = [n, {spec.head_dim // 4}, 2] "
+            f"for head_dim {spec.head_dim}; got {list(tensor.shape)}"
+        )
+    if not np.isfinite(tensor).all():
+        raise SpecError(f"{str(path)!r}: {learned.buffer!r} must be finite")
+    return learned.with_values(tensor, str(path))
 
 
 def _token_id(value: Any, where: str) -> int:

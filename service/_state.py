@@ -44,15 +44,18 @@ def load_checkpoint(path: str | None) -> Any:
 
 
 def presets_body() -> bytes:
-    """The JSON body of ``GET /v1/presets``: every family's RopeSpec and LayoutRules."""
-    return orjson.dumps(
-        {
-            "presets": {
-                family.name: {"spec": family.spec.to_dict(), "rules": family.rules.to_dict()}
-                for family in registry.families()
-            }
-        }
-    )
+    """The JSON body of ``GET /v1/presets``: every family's RopeSpec and LayoutRules, and where part of its
+    rotation is a checkpoint tensor (Falcon-OCR), ``learned_rotary``: that tensor and the op that applies
+    it (``spec`` is then only the formula half)."""
+
+    def preset(family: Any) -> dict[str, Any]:
+        out = {"spec": family.spec.to_dict(), "rules": family.rules.to_dict()}
+        if family.learned_rotary is not None:
+            learned = family.learned_rotary
+            out["learned_rotary"] = {"buffer": learned.buffer, "table": learned.table_builder}
+        return out
+
+    return orjson.dumps({"presets": {family.name: preset(family) for family in registry.families()}})
 
 
 @dataclass

@@ -243,6 +243,11 @@ class ErrorResponse(BaseModel):
 class PresetOut(BaseModel):
     spec: dict[str, Any]
     rules: dict[str, Any]
+    learned_rotary: dict[str, str] | None = Field(
+        None,
+        description="where part of the rotation is a checkpoint tensor (Falcon-OCR's freqs_cis_golden): "
+        "'buffer' (its name) and 'table' (the mrope op that applies it); spec is then only the formula half",
+    )
 
 
 class PresetsResponse(BaseModel):

@@ -11,6 +11,7 @@ family table of docs/families.md. This package gathers their public names.
 
 from __future__ import annotations
 
+from mrope._learned_rotary import LearnedRotary
 from mrope.models._config import spec_from_config
 from mrope.models._family import CONVENTIONS, CheckpointChoice, Convention, ModelFamily
 from mrope.models._registry import (
@@ -40,6 +41,7 @@ __all__ = [
     "VIDEO_MODEL_NAMES",
     "CheckpointChoice",
     "Convention",
+    "LearnedRotary",
     "ModelFamily",
     "ModelLike",
     "families",

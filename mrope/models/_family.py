@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 
 from mrope._errors import LayoutError
 from mrope._layer_sets import SINGLE_SET, LayerSets
+from mrope._learned_rotary import LearnedRotary
 from mrope._rules import LayoutRules
 from mrope._spec import RopeSpec
 
@@ -132,6 +133,11 @@ class ModelFamily:
         config_layer_sets: where a checkpoint's text config says which layers rotate (EXAONE 4.5's
             ``layer_types``), the family's reader of that config (a dict) into its :class:`mrope.LayerSets`,
             called by :func:`mrope.from_pretrained`; ``None``: the layer sets are the family's own.
+        learned_rotary: where part of the rotation is a checkpoint tensor, not a formula (Falcon-OCR's
+            ``freqs_cis_golden``): which buffer and which :mod:`mrope.ops` table builder, and its values
+            once :func:`mrope.from_pretrained` read them from ``model.safetensors``. ``spec`` then holds
+            only the formula half; every face that rotates applies both or refuses. ``None``: ``spec``
+            is the whole rotation.
     """
 
     name: str
@@ -158,6 +164,7 @@ class ModelFamily:
     config_layer_sets: Callable[[Mapping[str, Any]], LayerSets] | None = field(
         default=None, hash=False, compare=True
     )
+    learned_rotary: LearnedRotary | None = None
     _transformers5_rules: LayoutRules | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -178,6 +185,10 @@ class ModelFamily:
             raise LayoutError(f"ModelFamily.spec must be a RopeSpec; got {type(self.spec).__name__}")
         if self.rules.name != self.name:  # a family's rules carry its name, written once: the family's
             object.__setattr__(self, "rules", self.rules.replace(name=self.name))
+        if self.learned_rotary is not None and not isinstance(self.learned_rotary, LearnedRotary):
+            raise LayoutError(
+                f"ModelFamily.learned_rotary must be a LearnedRotary or None; got {type(self.learned_rotary).__name__}"
+            )
         if not isinstance(self.layer_sets, LayerSets):
             raise LayoutError(
                 f"ModelFamily.layer_sets must be a LayerSets; got {type(self.layer_sets).__name__}"

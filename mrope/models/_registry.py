@@ -49,6 +49,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "qwen3_asr",
     "exaone4_5",
     "minimax_m3_vl",
+    "falcon_ocr",
 )
 """Modules of :mod:`mrope.models` that define a ``FAMILY``, in the order :func:`families` lists them."""
 
@@ -195,10 +196,25 @@ def resolve_tokenizer(model: Any, tokenizer: Any = None) -> Any:
 
 
 def resolve_spec(model: Any) -> RopeSpec:
-    """The :class:`RopeSpec` of a ``model=`` value (a :class:`RopeSpec` is returned as is)."""
+    """The :class:`RopeSpec` of a ``model=`` value (a :class:`RopeSpec` is returned as is).
+
+    Raises:
+        SpecError: a family whose rotation is partly a checkpoint tensor (its ``learned_rotary``,
+            Falcon-OCR's ``freqs_cis_golden``): no :class:`RopeSpec` is its rotation; the message names the
+            tensor and the op that applies it.
+    """
     if isinstance(model, RopeSpec):
         return model
-    return get_family(model).spec
+    family = get_family(model)
+    if family.learned_rotary is not None:
+        learned = family.learned_rotary
+        raise SpecError(
+            f"model {family.name!r}: no RopeSpec is its rotation; half of each head turns by the checkpoint "
+            f"tensor {learned.buffer!r}. Pass mrope.from_pretrained(<checkpoint folder>) to "
+            f"mrope.ops.apply_mrope, or build the table with {learned.table_builder}({learned.buffer}, "
+            f"theta={family.spec.theta:g})"
+        )
+    return family.spec
 
 
 def get_route(route: str | Route | None) -> Route:

@@ -50,10 +50,11 @@ def family_table() -> str:
     ]
     for fam in families():
         types = ", ".join(f"`{t}`" for t in fam.model_types)
-        rows.append(
-            f"| `{fam.name}` | {types} | {_rules_summary(fam.rules)} | {_spec_summary(fam.spec)} | "
-            f"{fam.exactness} |"
-        )
+        rotary = _spec_summary(fam.spec)
+        if fam.learned_rotary is not None:
+            learned = fam.learned_rotary
+            rotary += f"; the other channels: the checkpoint's `{learned.buffer}` (`{learned.table_builder}`)"
+        rows.append(f"| `{fam.name}` | {types} | {_rules_summary(fam.rules)} | {rotary} | {fam.exactness} |")
     return "\n".join(rows)
 
 

@@ -27,9 +27,11 @@ import torch
 import mrope.ops._layouts as layouts
 import mrope.ops._torch_path as torch_path
 from mrope._errors import ApplyError
+from mrope._learned_rotary import LearnedRotary
 from mrope._spec import RopeSpec
 from mrope._video_rope import VideoRope
 from mrope.ops._freqs import AnglePrecision
+from mrope.ops._golden_gate import learned_rotation
 from mrope.ops._pairs import PairTable, as_table, tables
 
 try:  # triton is an optional dependency (extra "triton"); the torch path never needs it
@@ -122,6 +124,22 @@ def _check_source(spec: object) -> PairTable:
             f"spec must be a mrope.RopeSpec, a mrope.VideoRope or a mrope.ops.PairTable; got {type(spec).__name__}"
         )
     return as_table(spec)
+
+
+def _model_source(spec: object, positions: object) -> tuple[object, object]:
+    """A model description (a :class:`mrope.models.ModelFamily`, :func:`mrope.from_pretrained`'s result) as
+    the source and positions the op reads: its ``spec``; where part of its rotation is a checkpoint tensor
+    (its ``learned_rotary``), that tensor's pair table and rows (:func:`learned_rotation`: refused, naming
+    the tensor, when the description holds no values). Anything else as given."""
+    inner = getattr(spec, "spec", None)
+    if isinstance(spec, (RopeSpec, VideoRope, PairTable)) or not isinstance(inner, RopeSpec):
+        return spec, positions
+    learned = getattr(spec, "learned_rotary", None)
+    if not isinstance(learned, LearnedRotary):
+        return inner, positions
+    if not isinstance(positions, torch.Tensor):
+        raise ApplyError(f"positions must be a torch.Tensor; got {type(positions).__name__}")
+    return learned_rotation(learned, str(getattr(spec, "name", "")), inner.theta, positions)
 
 
 def _check_inputs(
@@ -331,7 +349,9 @@ def apply_mrope(
             splits ``floor(pos)`` from 32 bits of fraction).
             ``angle_precision="exact"`` is exact over the whole int64 range.
         spec: the rotary spec (e.g. ``mrope.models.resolve_spec("qwen2-vl")``), or a model description whose ``spec``
-            it is (a :class:`mrope.models.ModelFamily`, what :func:`mrope.from_pretrained` returns), or a
+            it is (a :class:`mrope.models.ModelFamily`, what :func:`mrope.from_pretrained` returns; one with a
+            ``learned_rotary`` rotates by its checkpoint tensor's table, positions ``[3, ...]``, or is refused
+            where it holds no values: Falcon-OCR's golden gate), or a
             :class:`mrope.ops.PairTable` (any number of position rows, NoPE pairs, per-head rows), or a
             video-generation transformer's :class:`mrope.VideoRope` (with ``angle_precision=
             rope.angle_precision``, the model's own cos / sin).
@@ -352,14 +372,15 @@ def apply_mrope(
 
     Raises:
         ApplyError: on shapes, dtypes, devices, layouts, backends or precisions it cannot take.
+        SpecError: a model description whose ``learned_rotary`` holds no values (a registry family): the
+            message names the checkpoint tensor and its table builder.
     """
     _check_choice("layout", layout, LAYOUTS)
     _check_choice("backend", backend, BACKENDS)
     _check_choice("angle_precision", angle_precision, ANGLE_PRECISIONS)
     if not isinstance(inplace, bool):
         raise ApplyError(f"inplace must be a bool; got {inplace!r}")
-    if not isinstance(spec, RopeSpec) and isinstance(getattr(spec, "spec", None), RopeSpec):
-        spec = spec.spec  # a model description (mrope.models.ModelFamily, mrope.from_pretrained's result)
+    spec, positions = _model_source(spec, positions)
     q, k, pos3 = _check_inputs(q, k, positions, spec, layout)
     chosen = _choose_backend(backend, q.device)
     plan = _RotationSettings(table=as_table(spec), layout=layout, backend=chosen, precision=angle_precision)

@@ -25,7 +25,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mrope._caches import cached
 from mrope._errors import ApplyError, SpecError
+from mrope._learned_rotary import LearnedRotary
 from mrope.ops._freqs import hf_inv_freq_fp32
 from mrope.ops._pairs import PairTable, _ladder
 
@@ -111,4 +113,30 @@ def golden_gate_positions(positions: torch.Tensor, freqs_golden: torch.Tensor | 
     return torch.cat([pos[:1], angles])
 
 
-__all__ = ["golden_gate_positions", "golden_gate_table"]
+@cached("ops.learned_tables", maxsize=16)
+def _learned_table(learned: LearnedRotary, model: str, theta: float) -> PairTable:
+    return golden_gate_table(learned.frequencies(model), theta=theta)
+
+
+def learned_rotation(
+    learned: LearnedRotary, model: str, theta: float, positions: torch.Tensor
+) -> tuple[PairTable, torch.Tensor]:
+    """The pair table and position rows of a model whose rotation is partly a checkpoint tensor (a
+    :class:`mrope.models.ModelFamily`'s ``learned_rotary``, its values read by :func:`mrope.from_pretrained`).
+
+    Args:
+        learned: the family's learned rotary (kind ``"golden_gate"``). model: the family's name (messages).
+        theta: the formula half's base (the family spec's ``theta``). positions: ``[3, ...]`` rows (t, h, w).
+
+    Returns:
+        :func:`golden_gate_table` of the tensor (cached per value) and :func:`golden_gate_positions`.
+
+    Raises:
+        SpecError: the tensor's values were never read (the message names the buffer and the table builder).
+        ApplyError: positions not ``[3, ...]``.
+    """
+    table = _learned_table(learned, model, theta)
+    return table, golden_gate_positions(positions, learned.frequencies(model))
+
+
+__all__ = ["golden_gate_positions", "golden_gate_table", "learned_rotation"]

@@ -41,7 +41,7 @@ from mrope._position_sets import position_set_rules
 from mrope._positions import Positions
 from mrope._rules import LayoutRules
 from mrope._segments import Image, Segment, Text, Video
-from mrope.models import SCHEME_NAMES, ModelFamily, ModelLike, get_family, resolve_rules
+from mrope.models import SCHEME_NAMES, ModelFamily, ModelLike, get_family, resolve_rules, resolve_spec
 from mrope.ops import PairTable, apply_mrope, pair_table
 from mrope.testing._comparison import AXES, CHECK_NAMES, DecayCurve, SchemeComparison, SchemeResult
 from mrope.testing._invariance import grid_of, paired_scores, tile_tokens, video_patches
@@ -216,7 +216,7 @@ def _compare_one(
 ) -> SchemeResult:
     lay = resolve_rules(fam, rules)
     build = _build(fam, rules, options["tokenizer"])
-    spec, m, tm = fam.spec, lay.merge_size, lay.temporal_merge_size
+    spec, m, tm = resolve_spec(fam), lay.merge_size, lay.temporal_merge_size  # refuses a learned rotary
     heads, tol, backend = _heads(spec), options["tolerance"], options["backend"]
     prompts = options["prompts"] if options["prompts"] is not None else _default_prompts(m, tm)
     notes: list[str] = []
@@ -287,6 +287,8 @@ def compare_schemes(
 
     Raises:
         LayoutError: an unknown model name, bad rule overrides, or sizes below 1.
+        SpecError: a model whose rotation is partly a checkpoint tensor (Falcon-OCR: its scores need the
+            checkpoint's ``freqs_cis_golden``, which a spec does not hold).
     """
     for what, value in (("shift", shift), ("video_frames", video_frames), ("decay_extent", decay_extent)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -1,13 +1,13 @@
 """The image-step engine (``positions_base="image_step"``): Falcon-OCR's positions, t and float (h, w).
 
 Reference: TII's ``falcon-perception`` 1.0.0 (PyPI wheel; tiiuae/Falcon-Perception), its numpy position code
-written out below (the package imports einops, PIL and its model; the functions are restated with the
-same arithmetic): ``falcon_perception/data.py`` ``_compute_image_spatial_positions`` :330-357,
+written out in ``tests/support/falcon_perception.py``: ``falcon_perception/data.py`` ``_compute_image_spatial_positions`` :330-357,
 ``_get_image_token_masks`` :360-371, ``get_pos_thw`` :407-458 (the batch form; on an unpadded row it is
 ``get_pos_thw_single`` :374-404), the image block of ``tokenize_inputs`` :514-521. Ids are the released
 config's (mlx-vlm 0.7.10 ``mlx_vlm/models/falcon_ocr/config.py``:44-51: image 227, end 230, cls 244,
 registers 245-248); deltas as mlx-vlm's ``get_rope_index`` (language.py:453-454 there: ``max(t) + 1 - n``).
 
+Each check runs on these rules and on the registry's ``model="falcon-ocr"`` (the same rules by name).
 Prompts: random text and 1 to 3 images of random grids per row. Negative controls: no registers (they then
 advance t), the counter rule, a left-padded row (the batch reference counts its pads into t, which mrope's
 valid-token positions do not: a known difference, asserted).
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.falcon_perception import CLS, END, IMG, PAD, as_rows, image_block, tii_pos_thw
 
 from mrope import (
     Image,
@@ -32,7 +33,6 @@ from mrope import (
 )
 from mrope.media import image_grid
 
-IMG, END, CLS, REGS, PAD = 227, 230, 244, (245, 246, 247, 248), 0
 RULES = LayoutRules(
     positions_base="image_step",
     vision_start_id=CLS,
@@ -46,38 +46,8 @@ RULES = LayoutRules(
     video_support="none",
     pad_position=0,
 )
-
-
-# ------------------------------------------------------------------ falcon_perception/data.py, written out
-
-
-def tii_spatial(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """data.py:352-357 (``width`` / ``height``: the image's patches, :349-350)."""
-    xlim = np.sqrt(width / height)
-    ylim = np.sqrt(height / width)
-    xpos = np.linspace(-xlim, xlim, width)
-    ypos = np.linspace(-ylim, ylim, height)
-    wpos, hpos = np.meshgrid(xpos, ypos, indexing="xy")
-    return hpos.flatten(), wpos.flatten()
-
-
-def tii_pos_thw(tokens: np.ndarray, grids: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """data.py:425-458: ``(tpos int64 [B, S], hw float32 [B, S, 2])`` of a padded batch, images in order."""
-    spatial = tokens == IMG
-    no_increase = spatial | np.isin(tokens, REGS) | (tokens == END)  # :362-370
-    parts = [tii_spatial(h, w) for h, w in grids]
-    hpos_n = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
-    wpos_n = np.concatenate([p[1] for p in parts]) if parts else np.empty(0)
-    assert hpos_n.size == spatial.sum()
-    hpos = np.zeros_like(tokens, dtype=np.float32)
-    wpos = np.zeros_like(tokens, dtype=np.float32)
-    hpos[spatial] = hpos_n
-    wpos[spatial] = wpos_n
-    tpos = np.ones_like(tokens, dtype=np.float32)
-    tpos[no_increase] = 0
-    tpos = np.cumsum(tpos, axis=1) - 1
-    tpos[tokens == PAD] = 0
-    return tpos.astype(np.int64), np.stack([hpos, wpos], axis=-1)
+BY = {"rules": {"rules": RULES}, "name": {"model": "falcon-ocr"}}
+"""The two ways the checks name the rules: given in full, and the registry family by name."""
 
 
 # ------------------------------------------------------------------------------------------- prompts
@@ -93,7 +63,7 @@ def prompt(rng: np.random.Generator) -> tuple[list, list[int], list[tuple[int, i
             ids += text
         h, w = (int(x) for x in rng.integers(1, 12, 2))
         segments.append(Image(grid=(1, h, w)))
-        ids += [CLS, *REGS] + [IMG] * (h * w) + [END]  # data.py:516-521
+        ids += image_block(h, w)
         grids.append((h, w))
     if rng.random() < 0.7:
         text = rng.integers(300, 60000, int(rng.integers(1, 7))).tolist()
@@ -102,19 +72,15 @@ def prompt(rng: np.random.Generator) -> tuple[list, list[int], list[tuple[int, i
     return segments, ids, grids
 
 
-def as_rows(tpos: np.ndarray, hw: np.ndarray) -> np.ndarray:
-    """float32 ``[3, ...]`` rows ``(t, h, w)``: the model's ``pos_t`` and ``pos_hw``."""
-    return np.stack([tpos.astype(np.float32), hw[..., 0], hw[..., 1]])
-
-
 # ------------------------------------------------------------------------------------------------ tests
 
 
+@pytest.mark.parametrize("by", BY)
 @pytest.mark.parametrize("seed", range(30))
-def test_build_positions_equal_tii(seed: int) -> None:
+def test_build_positions_equal_tii(seed: int, by: str) -> None:
     """Segments -> positions and ids: data.py's on the same prompt, t and float32 (h, w) bit for bit."""
     segments, ids, grids = prompt(np.random.default_rng(seed))
-    got = build_positions(segments, rules=RULES)
+    got = build_positions(segments, **BY[by])
     tpos, hw = tii_pos_thw(np.array([ids]), grids)
     assert got.ids.dtype == np.float32
     assert np.array_equal(got.input_ids, ids)
@@ -122,8 +88,9 @@ def test_build_positions_equal_tii(seed: int) -> None:
     assert got.delta == tpos.max() + 1 - len(ids)
 
 
+@pytest.mark.parametrize("by", BY)
 @pytest.mark.parametrize("seed", range(10))
-def test_token_ids_equal_tii_on_right_padded_batches(seed: int) -> None:
+def test_token_ids_equal_tii_on_right_padded_batches(seed: int, by: str) -> None:
     """Token ids of a right-padded batch -> positions: data.py's get_pos_thw (pads 0, data.py:455)."""
     rng = np.random.default_rng(100 + seed)
     rows = [prompt(rng) for _ in range(3)]
@@ -133,7 +100,7 @@ def test_token_ids_equal_tii_on_right_padded_batches(seed: int) -> None:
     for b, (_, ids, _) in enumerate(rows):
         tokens[b, : len(ids)], mask[b, : len(ids)] = ids, 1
     grids = [g for r in rows for g in r[2]]
-    got, deltas = numpy_rope_index(tokens, [(1, h, w) for h, w in grids], attention_mask=mask, rules=RULES)
+    got, deltas = numpy_rope_index(tokens, [(1, h, w) for h, w in grids], attention_mask=mask, **BY[by])
     tpos, hw = tii_pos_thw(tokens, grids)
     assert np.array_equal(got, as_rows(tpos, hw))
     assert np.array_equal(deltas.ravel(), tpos.max(axis=1) + 1 - mask.sum(axis=1))
@@ -191,22 +158,24 @@ def test_refusals() -> None:
         image_grid(640, 480, rules=RULES)
 
 
+@pytest.mark.parametrize("by", BY)
 @pytest.mark.parametrize("seed", range(5))
-def test_continued_turn_equals_the_tail_of_the_whole(seed: int) -> None:
+def test_continued_turn_equals_the_tail_of_the_whole(seed: int, by: str) -> None:
     """A turn appended after generated tokens: the tail of the whole conversation built at once."""
     rng = np.random.default_rng(200 + seed)
     first, _, _ = prompt(rng)
     second, _, _ = prompt(rng)
-    turn = continue_positions(build_positions(first, rules=RULES), second, generated=3)
-    whole = build_positions([*first, Text(3), *second], rules=RULES)
+    turn = continue_positions(build_positions(first, **BY[by]), second, generated=3)
+    whole = build_positions([*first, Text(3), *second], **BY[by])
     assert np.array_equal(turn.positions.ids, whole.ids[:, -turn.positions.num_tokens :])
 
 
-def test_batch_of_prompts_equals_tii_right_padded() -> None:
+@pytest.mark.parametrize("by", BY)
+def test_batch_of_prompts_equals_tii_right_padded(by: str) -> None:
     """build_batch (right padding, pads 0): data.py's get_pos_thw on the same padded token ids."""
     rng = np.random.default_rng(300)
     rows = [prompt(rng) for _ in range(4)]
-    batch = build_batch([r[0] for r in rows], rules=RULES, padding_side="right", pad_token_id=PAD)
+    batch = build_batch([r[0] for r in rows], **BY[by], padding_side="right", pad_token_id=PAD)
     tpos, hw = tii_pos_thw(np.asarray(batch.input_ids), [g for r in rows for g in r[2]])
     assert batch.ids.dtype == np.float32
     assert np.array_equal(batch.ids, as_rows(tpos, hw))

@@ -256,8 +256,17 @@ def _positions(b: int, s: int, seed: int) -> torch.Tensor:
     return torch.randint(0, 40_000, (3, b, s), generator=g)  # t, h and w all differ
 
 
+# model types transformers has no config class for: their configs are read in their family's tests
+# (Falcon-OCR: falcon-perception's config keys, tests/models/test_family_falcon_ocr.py)
+OUTSIDE_TRANSFORMERS = {"falcon_ocr"}
+
+
 def test_every_accepted_model_type_has_a_released_config_here() -> None:
-    assert set(model_types()) <= set(TOP_TO_TEXT) | set(TEXT_CONFIGS), set(model_types()) - set(TOP_TO_TEXT)
+    known = set(TOP_TO_TEXT) | set(TEXT_CONFIGS) | OUTSIDE_TRANSFORMERS
+    assert set(model_types()) <= known, set(model_types()) - known
+    assert not OUTSIDE_TRANSFORMERS & set(
+        CONFIG_MAPPING
+    )  # exempt only while transformers has no class for them
 
 
 _ROTATING = sorted(

@@ -40,6 +40,7 @@ NAMED_SHAPES = {
     "vrope": (128, 128, 0, False, 1, 28, 4, "int64"),  # 4 position rows: not a switch
     "hope": (128, 128, 0, False, 1, 28, 4, "float32"),  # NoPE pairs: in the table, not a switch
     "mhrope": (128, 128, 0, False, 8, 32, 8, "int64"),  # 8 key-head groups
+    "falcon-ocr": (64, 64, 0, True, 16, 16, 16, "float32"),  # golden gate: a table head per query head
     "wan": (128, 128, 0, True, 1, 40, 40, "int64"),  # 44 + 42 + 42 channels, all rotary
     "hunyuan-video": (128, 128, 0, True, 1, 24, 24, "int64"),  # 16 + 56 + 56
     "omnigen2": (96, 96, 0, True, 1, 24, 8, "int64"),  # 32 + 32 + 32, 24 q / 8 kv heads

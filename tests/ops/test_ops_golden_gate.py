@@ -1,13 +1,8 @@
 """Golden-gate RoPE (Falcon-OCR) through the pair table: cos / sin and rotated q, k equal TII's own rotation.
 
-The reference is TII's ``falcon-perception`` 1.0.0 (PyPI wheel; tiiuae/Falcon-Perception), written out below
-from ``falcon_perception/rope.py`` (it runs in torch, but its package imports einops and the model code, so
-the functions are restated here with the same arithmetic): ``precompute_freqs_cis`` :7-27 (complex64 1-D
-table over ``D/2`` channels), ``apply_rotary_emb`` :30-44 (complex product of adjacent channel pairs),
-``apply_golden_freqs_cis_to_visual_pos`` :59-66 (fp32 ``einsum("bsp,hfp->bshf")`` of ``pos_hw`` with the
-learned ``freqs_cis_golden``), ``apply_golden_rotary_emb`` :69-85 (even / odd channels) and
-``apply_3d_rotary_emb`` :88-104 (first half 1-D, second half golden). The model repeats the key heads
-before rotating (model.py:113-116), so k has the query's heads. mlx-vlm 0.7.10's port
+The reference is TII's ``falcon-perception`` 1.0.0 ``falcon_perception/rope.py``, written out in
+``tests/support/falcon_perception.py`` (files and lines there). The model repeats the key heads before
+rotating (model.py:113-116), so k has the query's heads. mlx-vlm 0.7.10's port
 (``mlx_vlm/models/falcon_ocr/language.py``:16-86) computes the same.
 
 Inputs: random ``t`` (ints), random float ``(h, w)`` with text tokens at ``(0, 0)`` as the model's, random
@@ -21,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import triton  # noqa: F401  (a dev dependency: the kernel tests must not be skipped)
+from support.falcon_perception import ref_apply, ref_freqs_cis, ref_golden_cis
 
 from mrope import ApplyError, SpecError
 from mrope.ops import apply_mrope, cos_sin, golden_gate_positions, golden_gate_table
@@ -32,61 +28,6 @@ BACKENDS = ("torch", "triton")
 @pytest.fixture(autouse=True)
 def _triton_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-
-
-# ------------------------------------------------------------------ falcon_perception/rope.py, written out
-
-
-def ref_freqs_cis(dim: int, end: int, theta: float) -> torch.Tensor:
-    """rope.py:23-27: complex64 ``[end, dim // 2]``."""
-    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
-    t = torch.arange(end)
-    angles = torch.outer(t, freqs).float()
-    return torch.polar(torch.ones_like(angles), angles)
-
-
-def ref_golden_cis(freqs_hfp: torch.Tensor, pos_bsp: torch.Tensor) -> torch.Tensor:
-    """rope.py:64-66: complex64 ``[B, S, H, F]``."""
-    theta = torch.einsum("bsp,hfp->bshf", pos_bsp.float(), freqs_hfp.float())
-    return torch.polar(torch.ones_like(theta), theta)
-
-
-def ref_rotary_1d(x: torch.Tensor, cis_bsf: torch.Tensor) -> torch.Tensor:
-    """rope.py:36-44 for one tensor ``[B, S, H, d]``."""
-    xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
-    return torch.view_as_real(xc * cis_bsf[:, :, None]).flatten(3).type_as(x)
-
-
-def ref_golden_rotary(x: torch.Tensor, cis_bshf: torch.Tensor) -> torch.Tensor:
-    """rope.py:75-85."""
-    xf = x.float()
-    even, odd = xf[..., 0::2], xf[..., 1::2]
-    cos, sin = cis_bshf.real, cis_bshf.imag
-    out = torch.empty_like(xf)
-    out[..., 0::2] = even * cos - odd * sin
-    out[..., 1::2] = even * sin + odd * cos
-    return out.type_as(x)
-
-
-def ref_apply(
-    xq: torch.Tensor,
-    xk: torch.Tensor,
-    pos_t: torch.Tensor,
-    pos_hw: torch.Tensor,
-    freqs: torch.Tensor,
-    theta: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """rope.py:94-104 with model.py:334-335 (``D/2`` 1-D channels) and model.py:656-660 (indexing by pos_t)."""
-    d = xq.shape[-1]
-    cis_1d = ref_freqs_cis(d // 2, int(pos_t.max()) + 1, theta)[pos_t]
-    cis_2d = ref_golden_cis(freqs, pos_hw)
-    outs = []
-    for x in (xq, xk):
-        x_t, x_hw = x.chunk(2, dim=-1)
-        outs.append(
-            torch.cat([ref_rotary_1d(x_t, cis_1d), ref_golden_rotary(x_hw, cis_2d)], dim=-1).type_as(x)
-        )
-    return outs[0], outs[1]
 
 
 # ------------------------------------------------------------------------------------------- inputs

@@ -139,6 +139,7 @@ PUBLIC: dict[str, list[str]] = {
         "CheckpointChoice",
         "Convention",
         "FAMILY_MODULES",
+        "LearnedRotary",
         "ModelFamily",
         "ModelLike",
         "PRESET_NAMES",

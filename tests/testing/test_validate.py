@@ -18,6 +18,7 @@ import torch
 from support import tiny_vlm as tv
 
 from mrope._cli import main
+from mrope._errors import PatchError
 from mrope.models import get_family, names
 from mrope.testing import ROW_NAMES, ValidationError, tiny_model, validate
 
@@ -47,6 +48,13 @@ NO_ROPE_INDEX: dict[str, str] = {
 }
 """Families the validation table cannot run on, and why."""
 
+NOT_IN_TRANSFORMERS: dict[str, str] = {
+    "falcon-ocr": "not in transformers 5.24 (TII's falcon-perception code): no tiny model to build (refused, "
+    "checked below), and half its rotation is a checkpoint tensor, which patch and validate refuse "
+    "(tests/models/test_family_falcon_ocr.py)",
+}
+"""Families without a transformers model, and why."""
+
 
 ROTATION_ROWS = ["relativity", "pairing", "length_boundaries", "short_context", "crop", "tiles", "frames"]
 """The rows that run the model's rotary alone (and the coordinates): cheap on every family."""
@@ -58,7 +66,7 @@ sections, an omni thinker, an image generator (its decode row does not apply). q
 same checks on every family's patched model."""
 
 
-@pytest.mark.parametrize("name", [n for n in names() if n not in NO_ROPE_INDEX])
+@pytest.mark.parametrize("name", [n for n in names() if n not in {**NO_ROPE_INDEX, **NOT_IN_TRANSFORMERS}])
 def test_every_family_passes_the_rows_it_supports_and_names_the_rest(name: str) -> None:
     forward = name in FORWARD_FAMILIES
     report = validate(tv.model(name), quick=True, rows=None if forward else ROTATION_ROWS)
@@ -82,6 +90,12 @@ def test_every_family_passes_the_rows_it_supports_and_names_the_rest(name: str) 
 def test_families_without_get_rope_index_are_refused(name: str) -> None:
     with pytest.raises(ValidationError, match="get_rope_index"):
         validate(tv.model(name), quick=True, rows=ROTATION_ROWS)
+
+
+@pytest.mark.parametrize("name", list(NOT_IN_TRANSFORMERS))
+def test_families_outside_transformers_have_no_tiny_model(name: str) -> None:
+    with pytest.raises(PatchError, match="no config class"):
+        tiny_model(name)
 
 
 def test_frames_and_crop_run_where_the_rules_have_them() -> None:

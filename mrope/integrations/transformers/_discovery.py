@@ -39,6 +39,14 @@ def family_of(config: Any, family: Any = None) -> Any:
         found = get_family(model_type if family is None else family)
     except MRopeError as exc:
         raise PatchError(f"cannot patch model_type {model_type!r}: {exc}") from None
+    if found.learned_rotary is not None:  # a transformers rotary computes cos / sin from inv_freq alone
+        learned = found.learned_rotary
+        raise PatchError(
+            f"cannot patch with family {found.name!r}: half of its rotation is the checkpoint tensor "
+            f"{learned.buffer!r}, which a transformers rotary's inv_freq does not hold; rotate with "
+            f"mrope.ops.apply_mrope(q, k, positions, mrope.from_pretrained(<checkpoint folder>)) or "
+            f"{learned.table_builder}"
+        )
     if model_type not in found.model_types:
         raise PatchError(
             f"family={found.name!r} answers to model_types {list(found.model_types)}, not to this model's "
