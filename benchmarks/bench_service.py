@@ -509,9 +509,9 @@ def stage_app():
 
     import mrope
     from mrope.service import _compute as compute
-    from mrope.service._convert import weigh
     from mrope.service._direct import DirectRoutes, read_body
     from mrope.service._paths import POSITIONS_PATH
+    from mrope.service._token_caps import weigh
 
     stage = os.environ[STAGE_ENV]
     if stage not in STAGES:

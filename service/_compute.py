@@ -27,6 +27,7 @@ from mrope.schema._state import check_state_after, check_turn_start, request_sta
 from . import _convert as convert
 from . import _jsonbody as jsonbody
 from . import _render as render
+from . import _token_caps as token_caps
 from ._errors import ServiceError, over_cap
 from ._render import OutputFormat
 from ._settings import Settings
@@ -36,7 +37,7 @@ from ._wire import RopeIndexRequest
 
 def count_build_render(
     segments: list[mrope.Text | mrope.Image | mrope.Video],
-    weight: convert.Weight,
+    weight: token_caps.Weight,
     model: Any,
     rules: LayoutRules,
     fmt: OutputFormat,
@@ -44,18 +45,18 @@ def count_build_render(
     extra: dict[str, Any] | None = None,
     conversation: Conversation | None = None,
 ) -> Response:
-    """Token cap, then the library's positions, rendered (``weight``: :func:`mrope.service._convert.weigh`
+    """Token cap, then the library's positions, rendered (``weight``: :func:`mrope.service._token_caps.weigh`
     of the segments; ``conversation``: the request's continued conversation, if any).
 
     The cap is checked before any position is written: exactly (:func:`mrope.count_tokens`), or, for a
-    request that :meth:`~mrope.service._convert.Weight.surely_under_cap` places far below it by arithmetic,
+    request that :meth:`~mrope.service._token_caps.Weight.surely_under_cap` places far below it by arithmetic,
     after building (the count would cost as much again as the build).
     """
     settings = state.settings
     weight.check_work(settings)
     counted = not weight.surely_under_cap(settings)
     if counted:
-        convert.count_tokens(segments, rules, settings, state.tokenizer, weight.token_floor)
+        token_caps.count_tokens(segments, rules, settings, state.tokenizer, weight.token_floor)
     after: mrope.ConversationState | None = None
     if conversation is not None and conversation.previous is not None:
         # a turn is laid out from where the conversation stands (its own tokens' work): only bounded
@@ -77,7 +78,7 @@ def count_build_render(
         else:
             pos = mrope.build_positions(segments, model=model, rules=rules, tokenizer=state.tokenizer)
     if not counted:
-        convert.check_tokens(pos.num_tokens, settings)
+        token_caps.check_tokens(pos.num_tokens, settings)
     if conversation is not None and conversation.return_state:
         check_no_generation(pos)  # (GLM-Image) on a fresh request and a continued turn alike
         after = after if after is not None else mrope.conversation_state(pos)
@@ -101,12 +102,12 @@ def count_build_render_sets(
     settings = state.settings
     set_rules = cast("dict[str, LayoutRules]", position_set_rules(family, rules))
     what = f"the token count of the {len(set_rules)} position sets together"
-    weights = [convert.weigh(segments, r) for r in set_rules.values()]
+    weights = [token_caps.weigh(segments, r) for r in set_rules.values()]
     for weight in weights:
         weight.check_work(settings)
-    convert.check_tokens(sum(w.token_floor for w in weights), settings, what)
-    total = sum(convert.count_tokens(segments, r, settings, state.tokenizer) for r in set_rules.values())
-    convert.check_tokens(total, settings, what)
+    token_caps.check_tokens(sum(w.token_floor for w in weights), settings, what)
+    total = sum(token_caps.count_tokens(segments, r, settings, state.tokenizer) for r in set_rules.values())
+    token_caps.check_tokens(total, settings, what)
     sets = mrope.build_position_sets(segments, family, rules, tokenizer=state.tokenizer)
     state.metrics.tokens.inc(total)
     return render.render_position_sets(
@@ -151,13 +152,13 @@ def check_rope_index_size(body: RopeIndexRequest, rules: LayoutRules, settings: 
             f"{length} id(s)",
         )
     size = rows * length
-    convert.check_tokens(size, settings, "the token count B*L of input_ids")
+    token_caps.check_tokens(size, settings, "the token count B*L of input_ids")
     m2 = rules.merge_size * rules.merge_size
     grids = 0
     for name in ("image_grid_thw", "video_grid_thw"):
         for t, h, w in getattr(body, name) or ():
             grids += t * h * w // m2
-    convert.check_tokens(grids, settings, "the token count of image_grid_thw and video_grid_thw together")
+    token_caps.check_tokens(grids, settings, "the token count of image_grid_thw and video_grid_thw together")
     return size + grids
 
 
@@ -191,7 +192,7 @@ def precheck_rope_index(data: Any, settings: Settings) -> None:
             settings.max_batch,
         )
     longest = max((len(row) for row in ids if isinstance(row, list)), default=0)
-    convert.check_tokens(len(ids) * longest, settings, "the token count B*L of input_ids")
+    token_caps.check_tokens(len(ids) * longest, settings, "the token count B*L of input_ids")
 
 
 def decode_positions(
@@ -235,7 +236,7 @@ def decode_rope_index(raw: bytes, state: ServiceState) -> tuple[RopeIndexRequest
     work = sum(check_rope_index_size(body, r, state.settings) for r in set_rules.values())
     tokens = len(body.input_ids) * max(len(r) for r in body.input_ids)
     what = f"the token count B*L of input_ids over the {len(set_rules)} position sets together"
-    convert.check_tokens(tokens * len(set_rules), state.settings, what)
+    token_caps.check_tokens(tokens * len(set_rules), state.settings, what)
     return body, model, work
 
 

@@ -55,14 +55,13 @@ from ._convert import (
     check_audio_meta,
     check_image_pixels,
     check_nframes,
-    check_tokens,
     check_video_meta,
     probe_track,
-    token_floor,
 )
 from ._errors import ServiceError
 from ._logtext import log_text
 from ._settings import Settings
+from ._token_caps import check_tokens, token_floor
 from ._uploads import StoredFile
 
 log = logging.getLogger("mrope.service")
@@ -397,7 +396,7 @@ async def load_files(
     Each file is probed once (:func:`load_file`, in a media slot; ``seconds`` observes each probe), its
     other placements are sized from that probe; all of it runs under one deadline,
     ``MROPE_MEDIA_TIMEOUT_S`` from the first probe, and the token cap is checked after every new
-    placement (by the integer floor of :func:`mrope.service._convert.token_floor`), so a layout that
+    placement (by the integer floor of :func:`mrope.service._token_caps.token_floor`), so a layout that
     places one file thousands of times is refused as soon as it passes. Files of one request load one
     after the other, so the first bad file in layout order is the one reported; different requests
     load in parallel. ``route`` names whose loader reads the images (:mod:`mrope.models._routes`).

@@ -27,6 +27,7 @@ from mrope.schema._sets import sets_family
 from . import _convert as convert
 from . import _media as media
 from . import _render as render
+from . import _token_caps as token_caps
 from ._compute import (
     Conversation,
     compute_rope_index,
@@ -153,7 +154,7 @@ class Routes:
                 settings.media_timeout_s,
                 "the media URLs",
             )
-        weight = convert.weigh(segments, rules)
+        weight = token_caps.weigh(segments, rules)
         family = sets_family(model, body.layer_sets)
         if family is not None:
             return await state.offload(
@@ -218,7 +219,7 @@ class Routes:
                 functools.partial(assemble, layout, loaded, reader), inline=len(file_items) == len(layout)
             )
             extra = {"files": infos}
-            weight = convert.weigh(segments, rules)
+            weight = token_caps.weigh(segments, rules)
             family = sets_family(model, fields.layer_sets)
             if family is not None:
                 return await state.offload(

@@ -35,7 +35,7 @@ from mrope.models import resolve_rules
 from mrope.pipeline import Preprocessor
 from mrope.schema import parse_segments, to_segments
 from mrope.service import Settings
-from mrope.service import _convert as convert
+from mrope.service import _token_caps as token_caps
 from mrope.service.app import create_app
 
 pytestmark = pytest.mark.timeout(120)
@@ -511,8 +511,8 @@ def test_the_service_counts_every_token_of_a_sliced_picture() -> None:
         ),
     ]
     for seg, want in cases:
-        assert convert.weigh([seg], rules).token_floor == want == count_tokens([seg], rules=rules)
-    heavy = convert.weigh([cases[2][0]], rules)
+        assert token_caps.weigh([seg], rules).token_floor == want == count_tokens([seg], rules=rules)
+    heavy = token_caps.weigh([cases[2][0]], rules)
     assert not heavy.light(Settings())  # 98,466 tokens: built off the event loop (it was counted 32,761)
 
 

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 import mrope
 from mrope.models import PRESET_NAMES, SCHEME_NAMES, get_family
 from mrope.service import Settings
-from mrope.service import _convert as convert
+from mrope.service import _token_caps as token_caps
 from mrope.service._render import negotiate, npy_bytes
 from mrope.service._settings import SettingsError
 from mrope.service.app import create_app
@@ -798,11 +798,12 @@ def test_npy_bytes_equal_np_save(shape):
 
 def test_heavy_requests_leave_the_event_loop():
     rules, settings = get_family("qwen3-vl").rules, Settings(inline_tokens=1000)
-    assert convert.is_light([mrope.Text(999), mrope.Video(grid=(4, 2, 2))], rules, settings) is False
-    assert convert.is_light([mrope.Text(900), mrope.Video(grid=(4, 2, 2))], rules, settings) is True
+    assert token_caps.weigh([mrope.Text(999), mrope.Video(grid=(4, 2, 2))], rules).light(settings) is False
+    assert token_caps.weigh([mrope.Text(900), mrope.Video(grid=(4, 2, 2))], rules).light(settings) is True
     # a tiny grid with many temporal patches is heavy under timestamp rules: one block per patch
     assert (
-        convert.is_light([mrope.Video(grid=(convert.INLINE_PATCHES + 1, 2, 2))], rules, Settings()) is False
+        token_caps.weigh([mrope.Video(grid=(token_caps.INLINE_PATCHES + 1, 2, 2))], rules).light(Settings())
+        is False
     )
 
 
