@@ -44,6 +44,7 @@ from mrope import _extras
 
 _extras.require("mrope.pipeline", "pipeline", "pydantic", "pyarrow")
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -221,7 +222,7 @@ class Preprocessor:
         """Whether this job's positions are float32 (its model's rules keep fractional time, Qwen3-Omni;
         with ``layer_sets``, the first set's). The Arrow column types are fixed per job, so only a
         job-level model (or full rules) decides it."""
-        sets = self.job_sets()
+        sets = self.job_sets
         if sets is not None:
             return sets.fractional
         rules = self._job_rules("time_rounding")
@@ -248,8 +249,10 @@ class Preprocessor:
         kept = {k: v for k, v in overrides.items() if k == override}
         return resolve_rules(model, kept or None)
 
+    @functools.cached_property
     def job_sets(self) -> JobSets | None:
-        """The position sets every row carries (``layer_sets``), or ``None``."""
+        """The position sets every row carries (``layer_sets``), or ``None``; worked out once per job (every
+        record's row and the column types read them)."""
         if self.layer_sets is None:
             return None
         rules = self.rules if isinstance(self.rules, LayoutRules) else self.rules or None
@@ -420,7 +423,7 @@ class Preprocessor:
         """:meth:`checked_sample` and, with ``layer_sets``, every position set of the record in the job's
         order (the positions are the first; :func:`mrope._job_sets.record_sets`); else ``None``."""
         parsed = parse_record(plain(record))
-        job = self.job_sets()
+        job = self.job_sets
         chat, rules = self.chat(parsed)
         sets = None
         if job is None:
@@ -462,7 +465,7 @@ class Preprocessor:
                 labels=labels,
                 program=self.program,
                 sets=sets,
-                pattern=() if sets is None else self.job_sets().pattern,  # type: ignore[union-attr]
+                pattern=() if sets is None else self.job_sets.pattern,  # type: ignore[union-attr]
             )
         except JobError as exc:
             if stop_on_job_error:
@@ -501,7 +504,7 @@ class Preprocessor:
             generation=self.generates_images,
             labels=self.labels,
             program=self.program,
-            sets_dtype=None if self.layer_sets is None else self.job_sets().dtype,  # type: ignore[union-attr]
+            sets_dtype=None if self.layer_sets is None else self.job_sets.dtype,  # type: ignore[union-attr]
         )
 
     def packed(self, batch: Any) -> pa.Table:
@@ -516,7 +519,7 @@ class Preprocessor:
                 "program=True gives each record's row its position program; packed rows (pack=) hold "
                 "several records and carry none: run the job without pack= for the program column"
             )
-        records, job = batch_records(batch), self.job_sets()
+        records, job = batch_records(batch), self.job_sets
         samples: list[PackItem] = []
         for record in records:
             try:

@@ -443,7 +443,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--layer-sets has no --format program: a position program holds one set")
     try:
         base = _preprocessor(args, fmt)
-        sets = base.job_sets()
+        sets = base.job_sets
     except JobError as exc:  # layer_sets without a job-level model
         raise CliError(str(exc)) from None
     try:
