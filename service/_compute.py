@@ -49,8 +49,8 @@ def count_build_render(
     of the segments; ``conversation``: the request's continued conversation, if any).
 
     The cap is checked before any position is written: exactly (:func:`mrope.count_tokens`), or, for a
-    request that :meth:`~mrope.service._token_caps.Weight.surely_under_cap` places far below it by arithmetic,
-    after building (the count would cost as much again as the build).
+    request that :meth:`~mrope.service._token_caps.Weight.surely_under_cap` places far below it by
+    arithmetic, after building (the count would cost as much again as the build).
     """
     settings = state.settings
     weight.check_work(settings)
@@ -96,9 +96,10 @@ def count_build_render_sets(
     extra: dict[str, Any] | None = None,
 ) -> Response:
     """Every position set of ``family`` (``layer_sets`` of the request), rendered with the layer
-    pattern (``extra``: more top-level fields, an upload's ``files``). The response holds a positions array per set, so ``MROPE_MAX_TOKENS`` bounds the work and
-    the tokens of all the sets together, each set weighed under its own rules (an override may change
-    the merge size or the temporal rule), exactly, before any position is written."""
+    pattern (``extra``: more top-level fields, an upload's ``files``). The response holds a positions
+    array per set, so ``MROPE_MAX_TOKENS`` bounds the work and the tokens of all the sets together, each
+    set weighed under its own rules (an override may change the merge size or the temporal rule),
+    exactly, before any position is written."""
     settings = state.settings
     set_rules = cast("dict[str, LayoutRules]", position_set_rules(family, rules))
     what = f"the token count of the {len(set_rules)} position sets together"
