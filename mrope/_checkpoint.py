@@ -51,10 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from mrope._errors import LayoutError, SpecError
-from mrope._learned_rotary import LearnedRotary
+from mrope._learned_rotary import LearnedRotary, golden_gate_frequencies
 from mrope._rules import FIELD_TYPES
 from mrope._spec import RopeSpec
 from mrope.models import CheckpointChoice, ModelFamily, get_family
@@ -415,19 +413,13 @@ def _learned_values(learned: LearnedRotary, folder: Path, spec: RopeSpec) -> Lea
         raise SpecError(
             f"{str(path)!r} has no tensor {learned.buffer!r} (the learned frequencies of its rotation)"
         )
-    if (
-        tensor.ndim != 3
-        or tensor.shape[2] != 2
-        or 4 * tensor.shape[1] != spec.head_dim
-        or not tensor.shape[0]
-    ):
+    arr = golden_gate_frequencies(tensor, f"{str(path)!r}: {learned.buffer!r}")
+    if 4 * arr.shape[1] != spec.head_dim:
         raise SpecError(
             f"{str(path)!r}: {learned.buffer!r} must be [n_heads, head_dim / 4, 2] = [n, {spec.head_dim // 4}, 2] "
-            f"for head_dim {spec.head_dim}; got {list(tensor.shape)}"
+            f"for head_dim {spec.head_dim}; got {list(arr.shape)}"
         )
-    if not np.isfinite(tensor).all():
-        raise SpecError(f"{str(path)!r}: {learned.buffer!r} must be finite")
-    return learned.with_values(tensor, str(path))
+    return learned.with_values(arr, str(path))
 
 
 def _token_id(value: Any, where: str) -> int:

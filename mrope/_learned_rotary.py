@@ -94,4 +94,27 @@ class LearnedRotary:
         return np.frombuffer(self.values, dtype="<f4").reshape(self.shape).copy()
 
 
-__all__ = ["LEARNED_KINDS", "LearnedKind", "LearnedRotary"]
+def golden_gate_frequencies(values: object, name: str = "freqs_golden") -> np.ndarray:
+    """``values`` as the float32 ``[n_heads, F, 2]`` learned frequencies of golden-gate RoPE, checked: the
+    one check of a checkpoint's tensor (:func:`mrope.from_pretrained`) and of the op's argument
+    (:func:`mrope.ops.golden_gate_table`).
+
+    Args:
+        values: numbers of shape ``[n_heads, F, 2]``, ``n_heads, F >= 1``, finite.
+        name: what the messages call them.
+
+    Raises:
+        SpecError: values that are not numbers, of another shape, or not finite.
+    """
+    try:
+        arr = np.asarray(values, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"{name} must be numbers [n_heads, F, 2]; got {values!r} ({exc})") from None
+    if arr.ndim != 3 or arr.shape[2] != 2 or 0 in arr.shape:
+        raise SpecError(f"{name} must be [n_heads, F, 2] with n_heads, F >= 1; got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise SpecError(f"{name} must be finite")
+    return arr
+
+
+__all__ = ["LEARNED_KINDS", "LearnedKind", "LearnedRotary", "golden_gate_frequencies"]

@@ -27,7 +27,7 @@ import torch
 
 from mrope._caches import cached
 from mrope._errors import ApplyError, SpecError
-from mrope._learned_rotary import LearnedRotary
+from mrope._learned_rotary import LearnedRotary, golden_gate_frequencies
 from mrope.ops._freqs import hf_inv_freq_fp32
 from mrope.ops._pairs import PairTable, _ladder
 
@@ -36,17 +36,7 @@ def _golden_freqs(freqs_golden: object) -> np.ndarray:
     """The checkpoint's ``freqs_cis_golden`` as float32 ``[H, F, 2]``, checked."""
     if isinstance(freqs_golden, torch.Tensor):
         freqs_golden = freqs_golden.detach().to("cpu", torch.float32).numpy()
-    try:
-        arr = np.asarray(freqs_golden, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise SpecError(
-            f"freqs_golden must be numbers [n_heads, F, 2]; got {freqs_golden!r} ({exc})"
-        ) from None
-    if arr.ndim != 3 or arr.shape[2] != 2 or 0 in arr.shape:
-        raise SpecError(f"freqs_golden must be [n_heads, F, 2] with n_heads, F >= 1; got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise SpecError("freqs_golden must be finite")
-    return arr
+    return golden_gate_frequencies(freqs_golden)
 
 
 def golden_gate_table(freqs_golden: torch.Tensor | np.ndarray, *, theta: float = 10000.0) -> PairTable:
